@@ -1,0 +1,56 @@
+# Interface targets carrying the flags for the project's own code. Third-party code
+# (GoogleTest, CLI11, benchmark) never links these, so their warnings cannot break
+# our -Werror build. expanse_apply_project_flags() is the one way targets get them.
+
+add_library(expanse_warnings INTERFACE)
+target_compile_options(expanse_warnings INTERFACE
+  -Wall
+  -Wextra
+  -Werror
+  -Wpedantic
+  -Wshadow
+  -Wnon-virtual-dtor
+  -Woverloaded-virtual
+  -Wold-style-cast
+  -Wcast-qual
+  -Wformat=2
+  -Wimplicit-fallthrough
+  -Wmissing-declarations)
+
+# Sanitizer flags: empty unless EXPANSE_SANITIZE or EXPANSE_BUILD_FUZZ is on.
+add_library(expanse_sanitizers INTERFACE)
+
+if(EXPANSE_SANITIZE)
+  # -fno-sanitize-recover=all turns every UBSan finding into a failing exit, so a
+  # test cannot pass while printing a runtime error.
+  set(expanse_sanitize_flags
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_compile_options(expanse_sanitizers INTERFACE ${expanse_sanitize_flags})
+  target_link_options(expanse_sanitizers INTERFACE ${expanse_sanitize_flags})
+  if(EXPANSE_BUILD_BENCH)
+    message(WARNING "EXPANSE_BUILD_BENCH with EXPANSE_SANITIZE: timings will be meaningless")
+  endif()
+endif()
+
+if(EXPANSE_BUILD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR
+      "EXPANSE_BUILD_FUZZ needs clang (libFuzzer ships with it); CMAKE_CXX_COMPILER is "
+      "${CMAKE_CXX_COMPILER_ID} (${CMAKE_CXX_COMPILER}). Configure a fresh build dir with "
+      "-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang.")
+  endif()
+  # All project code gets coverage instrumentation (fuzzer-no-link) so libFuzzer can
+  # see which branches of the libraries an input reaches; only the fuzz executables
+  # link the libFuzzer main (see fuzz/CMakeLists.txt).
+  set(expanse_fuzz_flags
+    -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=all)
+  target_compile_options(expanse_sanitizers INTERFACE ${expanse_fuzz_flags})
+  target_link_options(expanse_sanitizers INTERFACE ${expanse_fuzz_flags})
+endif()
+
+# Gives a project target the warnings and, when enabled, the sanitizer flags.
+# PRIVATE: consumers are project targets that get the same flags themselves.
+function(expanse_apply_project_flags target)
+  target_link_libraries(${target} PRIVATE expanse_warnings expanse_sanitizers)
+endfunction()

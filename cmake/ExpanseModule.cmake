@@ -1,0 +1,49 @@
+# expanse_module(NAME <name> SOURCES <file>... [DEPS <target>...] [TEST_DEPS <target>...])
+#
+# One static library per module: expanse_<name> (alias expanse::<name>) built from
+# src/<name>/<file>... . src/ is the public include root, so code writes
+# #include "core/status.h" and a module's headers are reachable only through their
+# module directory. DEPS are linked PUBLIC (a module's headers may use them).
+#
+# Tests live beside the code as src/<name>/*_test.cc. When any exist and
+# EXPANSE_BUILD_TESTS is on, they become one GoogleTest binary expanse_<name>_test,
+# whose tests ctest discovers with label "unit". TEST_DEPS are extra test-only libs.
+function(expanse_module)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME" "SOURCES;DEPS;TEST_DEPS")
+  if(NOT arg_NAME OR NOT arg_SOURCES)
+    message(FATAL_ERROR "expanse_module: NAME and SOURCES are required")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "expanse_module(${arg_NAME}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+
+  set(module_dir "${PROJECT_SOURCE_DIR}/src/${arg_NAME}")
+  set(library expanse_${arg_NAME})
+  list(TRANSFORM arg_SOURCES PREPEND "${module_dir}/")
+
+  add_library(${library} STATIC ${arg_SOURCES})
+  add_library(expanse::${arg_NAME} ALIAS ${library})
+  target_include_directories(${library} PUBLIC "${PROJECT_SOURCE_DIR}/src")
+  target_link_libraries(${library} PUBLIC ${arg_DEPS})
+  expanse_apply_project_flags(${library})
+
+  if(NOT EXPANSE_BUILD_TESTS)
+    return()
+  endif()
+  # CONFIGURE_DEPENDS: adding a new foo_test.cc re-runs the configure step by itself.
+  file(GLOB test_sources CONFIGURE_DEPENDS "${module_dir}/*_test.cc")
+  if(NOT test_sources)
+    return()
+  endif()
+  set(test_binary expanse_${arg_NAME}_test)
+  add_executable(${test_binary} ${test_sources})
+  target_link_libraries(${test_binary}
+    PRIVATE ${library} ${arg_TEST_DEPS} GTest::gmock GTest::gtest GTest::gtest_main)
+  expanse_apply_project_flags(${test_binary})
+  # PRE_TEST lists the tests when ctest runs rather than right after linking, so a
+  # sanitizer build never fails the build because discovery ran in a bad environment.
+  gtest_discover_tests(${test_binary}
+    TEST_PREFIX "${arg_NAME}."
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS unit)
+endfunction()
