@@ -4,7 +4,7 @@
 source "$(dirname "$0")/../lib/testlib.sh"
 
 read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
-job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -o /dev/null --wrap 'sleep 30')"
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -o /dev/null --wrap 'sleep 6')"
 wait_until 30 "job $job to run" bash -c "[[ \$(scontrol show job $job | grep -oP 'JobState=\K\S+') == RUNNING ]]"
 
 json="$(squeue --json)"
@@ -26,13 +26,13 @@ for w in "$w1" "$w2"; do
 done
 assert_match "JOB_GRES=gpu:4" "$detail" "scontrol show job -d total GRES"
 
-scancel "$job"
 wait_job_done "$job"
+assert_eq COMPLETED "$(job_state "$job")" "state of $job after it ran"
 
 if [[ "$(scontrol show config | grep -oP '^AccountingStorageType\s*=\s*\K\S+')" == accounting_storage/slurmdbd ]]; then
   # slurmdbd receives the job record asynchronously.
   wait_until 60 "sacct to report job $job" bash -c \
-    "sacct --json -j $job | jq -e '.jobs[] | select(.job_id == $job and .state.current == \"CANCELLED\")'"
+    "sacct --json -j $job | jq -e '.jobs[] | select(.job_id == $job and .state.current == \"COMPLETED\")'"
   acct="$(sacct --json -j "$job" | jq -c --argjson id "$job" '.jobs[] | select(.job_id == $id)')"
   assert_eq "$(scontrol show hostnames "$w1,$w2" | paste -sd,)" \
     "$(scontrol show hostnames "$(jq -r .nodes <<<"$acct")" | paste -sd,)" "sacct --json node list of $job"
