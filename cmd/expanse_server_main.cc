@@ -1,28 +1,128 @@
-// expanse-server: control plane, data plane, console and release mirror. Its roles
-// and admin subcommands arrive with the server module; until then it answers
-// --help and --version only.
+// expanse-server: control plane, data plane and console API (`serve`), and the non-interactive
+// bootstrap of the first organisation, user and API token (`admin`).
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "core/duration.h"
 #include "core/version.h"
+#include "server/admin.h"
+#include "server/serve.h"
+
+namespace {
+
+// Secrets come from the environment or stdin, never argv (visible in ps and shell history).
+expanse::Result<std::string> ReadPassword(const std::string& env_name, bool from_stdin) {
+  if (from_stdin) {
+    std::string line;
+    int c;
+    while ((c = std::getchar()) != EOF && c != '\n')
+      line.push_back(static_cast<char>(c));
+    return line;
+  }
+  const char* value = std::getenv(env_name.c_str());
+  if (value == nullptr || *value == '\0') {
+    return expanse::InvalidArgumentError("set the password in $" + env_name +
+                                         " or pass --password-stdin");
+  }
+  return std::string(value);
+}
+
+int Fail(const expanse::Status& status) {
+  std::fprintf(stderr, "expanse-server: %s\n", status.message().c_str());
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  // CLI11 reports flag errors through CLI11_PARSE. Anything else it throws is a bug
-  // here; catching it ends the process with a message instead of std::terminate.
   try {
-    CLI::App app{"Expanse server: control plane, data plane, console and release mirror.",
-                 "expanse-server"};
+    CLI::App app{"Expanse server: control plane, data plane and console API.", "expanse-server"};
     app.set_version_flag("--version", "expanse-server " + expanse::VersionString(),
                          "Print the version and exit");
+
+    expanse::server::ServeFlags serve;
+    CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the planes until SIGINT/SIGTERM");
+    serve_cmd->add_option("--db", serve.options.db_path, "SQLite database file")->required();
+    serve_cmd
+        ->add_option("--control-listen", serve.options.control_listen,
+                     "host:port of the control plane")
+        ->capture_default_str();
+    serve_cmd->add_option("--data-listen", serve.options.data_listen,
+                          "host:port of the data plane (default: the control plane's)");
+    serve_cmd->add_option("--console-listen", serve.options.console_listen,
+                          "host:port of the console and query API (default: the control plane's)");
+    serve_cmd->add_option("--tls-cert", serve.options.tls_cert, "PEM certificate chain");
+    serve_cmd->add_option("--tls-key", serve.options.tls_key, "PEM private key");
+    serve_cmd->add_option("--tls-self-signed", serve.options.tls_self_signed_dir,
+                          "Directory for a self-signed CA and certificate (clients use its ca.pem "
+                          "as SSL_CERT_FILE)");
+    serve_cmd->add_option("--tls-host", serve.options.tls_hosts,
+                          "Extra DNS name or IP for the self-signed certificate (repeatable)");
+    serve_cmd->add_option("--public-control-url", serve.options.control.control_plane_url,
+                          "Control-plane URL shown by Add compute (default: from the listener)");
+    serve_cmd->add_option("--public-data-url", serve.options.control.data_plane_url,
+                          "Data-plane URL shown by Add compute (default: from the listener)");
+    serve_cmd
+        ->add_option("--daemon-version", serve.options.control.daemon_version,
+                     "Daemon release pinned for new computes")
+        ->default_val(std::string(expanse::ReleaseVersion()));
+    serve_cmd
+        ->add_option("--install-token-ttl", serve.install_token_ttl, "Lifetime of install tokens")
+        ->capture_default_str();
+    serve_cmd
+        ->add_option("--stale-after", serve.stale_after,
+                     "A compute without a heartbeat this long is stale")
+        ->capture_default_str();
+
+    expanse::server::AdminFlags admin;
+    CLI::App* admin_cmd = app.add_subcommand("admin", "Bootstrap organisations and users");
+    admin_cmd->require_subcommand(1);
+    std::string password_env = "EXPANSE_ADMIN_PASSWORD";
+    bool password_stdin = false;
+    auto common = [&](CLI::App* cmd) {
+      cmd->add_option("--db", admin.db_path, "SQLite database file")->required();
+      cmd->add_option("--org", admin.org_slug, "Organisation slug, e.g. acme")->required();
+      cmd->add_option("--email", admin.email, "The user's email")->required();
+      cmd->add_option("--password-env", password_env, "Environment variable holding the password")
+          ->capture_default_str();
+      cmd->add_flag("--password-stdin", password_stdin, "Read the password from stdin");
+    };
+    CLI::App* bootstrap = admin_cmd->add_subcommand(
+        "bootstrap",
+        "Create an organisation, its owner and an admin API token; print them as JSON");
+    common(bootstrap);
+    bootstrap->add_option("--org-name", admin.org_name, "Organisation display name")->required();
+    bootstrap->add_option("--token-name", admin.token_name, "Name of the API token")
+        ->capture_default_str();
+    CLI::App* add_user = admin_cmd->add_subcommand("add-user", "Add a user to an organisation");
+    common(add_user);
+    add_user->add_option("--role", admin.role, "owner, admin, member or viewer")
+        ->capture_default_str();
+    add_user->add_flag("--can-register-compute", admin.can_register_compute,
+                       "Grant a member the permission to register computes");
+
     CLI11_PARSE(app, argc, argv);
 
-    // Saying so beats exiting 0 and letting a unit file believe the server ran.
-    std::fputs("expanse-server: no role is implemented in this build yet; see --help\n", stderr);
-    return 1;
+    if (serve_cmd->parsed())
+      return expanse::server::RunServe(serve);
+    if (!admin_cmd->parsed()) {
+      std::fputs(app.help().c_str(), stderr);
+      std::fputs("expanse-server: name a command: serve or admin\n", stderr);
+      return 2;
+    }
+    expanse::Result<std::string> password = ReadPassword(password_env, password_stdin);
+    if (!password.ok())
+      return Fail(password.status());
+    admin.password = *password;
+    if (bootstrap->parsed())
+      return expanse::server::RunBootstrap(admin);
+    return expanse::server::RunAddUser(admin);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "expanse-server: internal error: %s\n", e.what());
     return 70;  // EX_SOFTWARE from sysexits.h

@@ -16,8 +16,6 @@
 namespace expanse::env_file_internal {
 namespace {
 
-constexpr std::size_t kMaxQuotedChars = 64;
-
 bool IsLineBreak(char c) { return c == '\n' || c == '\r'; }  // systemd's NEWLINE
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
@@ -260,27 +258,6 @@ class Parser {
 };
 
 }  // namespace
-
-std::string QuoteForMessage(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text.substr(0, kMaxQuotedChars)) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c >= 0x20 && c < 0x7F) {
-      out += c;
-    } else {
-      std::array<char, 5> escaped{};  // "\xAB" and the terminating NUL
-      std::snprintf(escaped.data(), escaped.size(), "\\x%02X", static_cast<unsigned char>(c));
-      out += escaped.data();
-    }
-  }
-  if (text.size() > kMaxQuotedChars) {
-    out += "...";
-  }
-  out += '"';
-  return out;
-}
 
 Result<std::vector<Assignment>> ParseAssignments(std::string_view text) {
   if (text.size() > kMaxEnvFileBytes) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/quote.h"
 #include "core/result.h"
 
 namespace expanse::env_file_internal {
@@ -29,10 +30,7 @@ struct Assignment {
 // the message starting "line N: ". Enforces kMaxEnvFileBytes.
 Result<std::vector<Assignment>> ParseAssignments(std::string_view text);
 
-// `text` in double quotes for an error message, with quotes, backslashes and
-// non-printable bytes escaped (hostile input must not reach a terminal raw), and
-// cut to a readable length.
-std::string QuoteForMessage(std::string_view text);
+using ::expanse::QuoteForMessage;
 
 }  // namespace expanse::env_file_internal
 

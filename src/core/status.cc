@@ -51,6 +51,17 @@ std::string Status::ToString() const {
   return out;
 }
 
+Status Status::WithReason(std::string reason) && {
+  if (!ok())
+    reason_ = std::move(reason);
+  return std::move(*this);
+}
+
+Status Status::WithReason(std::string reason) const& {
+  Status copy = *this;
+  return std::move(copy).WithReason(std::move(reason));
+}
+
 std::ostream& operator<<(std::ostream& os, const Status& status) { return os << status.ToString(); }
 
 Status InvalidArgumentError(std::string message) {

@@ -45,6 +45,13 @@ class [[nodiscard]] Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
+  // An optional stable, machine-readable reason in snake_case (e.g. "credential_revoked") for
+  // callers that must tell apart failures sharing one code; APIs expose it as their error code.
+  // Ignored on an OK status.
+  const std::string& reason() const { return reason_; }
+  Status WithReason(std::string reason) &&;
+  Status WithReason(std::string reason) const&;
+
   // "OK", or "<CODE_NAME>: <message>" (just "<CODE_NAME>" when the message is empty).
   std::string ToString() const;
 
@@ -53,6 +60,7 @@ class [[nodiscard]] Status {
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string reason_;
 };
 
 // Prints ToString(); lets GoogleTest show readable failures.

@@ -79,5 +79,17 @@ TEST(StatusTest, StreamsAsToString) {
   EXPECT_EQ(out.str(), "UNAVAILABLE: slurmctld down");
 }
 
+TEST(StatusReasonTest, ErrorKeepsItsReason) {
+  Status s = UnauthenticatedError("credential revoked").WithReason("credential_revoked");
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(s.reason(), "credential_revoked");
+  EXPECT_NE(s, UnauthenticatedError("credential revoked"));
+}
+
+TEST(StatusReasonTest, OkStatusDropsReason) {
+  EXPECT_EQ(OkStatus().WithReason("anything").reason(), "");
+  EXPECT_EQ(OkStatus().WithReason("anything"), OkStatus());
+}
+
 }  // namespace
 }  // namespace expanse

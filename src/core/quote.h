@@ -1,0 +1,17 @@
+// Quoting untrusted text for error and log messages.
+#ifndef EXPANSE_CORE_QUOTE_H_
+#define EXPANSE_CORE_QUOTE_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace expanse {
+
+// `text` in double quotes, with quotes, backslashes and non-printable bytes escaped (hostile
+// input must not reach a terminal raw), cut to `max_chars` characters plus "..." when longer.
+std::string QuoteForMessage(std::string_view text, std::size_t max_chars = 64);
+
+}  // namespace expanse
+
+#endif  // EXPANSE_CORE_QUOTE_H_

@@ -1,0 +1,474 @@
+// Listener tests over real loopback connections, with httplib's own client.
+
+#include "http/listener.h"
+
+#include <httplib.h>
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "http/error.h"
+
+namespace expanse::http {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+Response MakeResponse(int status, std::string content_type, std::string body,
+                      HeaderList headers = {}) {
+  Response response;
+  response.status = status;
+  response.content_type = std::move(content_type);
+  response.body = std::move(body);
+  response.headers = std::move(headers);
+  return response;
+}
+
+class ListenerTest : public ::testing::Test {
+ protected:
+  ListenerOptions Options() {
+    ListenerOptions options;
+    options.name = "control";
+    options.host = "127.0.0.1";
+    options.max_body_bytes = 1024;
+    options.error_log = [this](std::string_view message) {
+      const std::lock_guard<std::mutex> lock(log_mu_);
+      log_.emplace_back(message);
+    };
+    return options;
+  }
+
+  // Creates listener_ with a few routes and starts it.
+  void StartWithRoutes(ListenerOptions options) {
+    Result<std::unique_ptr<Listener>> listener = Listener::Create(std::move(options));
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    listener_ = *std::move(listener);
+    listener_->Get("/jobs/:job_id", [](const Request& request) {
+      nlohmann::json body = {{"job", std::string(request.PathParam("job_id"))},
+                             {"method", request.method},
+                             {"remote", request.remote_addr}};
+      if (const auto state = request.QueryParam("state")) {
+        body["state"] = std::string(*state);
+      }
+      if (const auto trace = request.Header("x-trace")) {
+        body["trace"] = std::string(*trace);
+      }
+      return JsonResponse(200, body.dump());
+    });
+    listener_->Delete("/jobs/:job_id",
+                      [](const Request&) { return MakeResponse(204, "application/json", ""); });
+    listener_->Post("/echo", [](const Request& request) {
+      return MakeResponse(200, "text/plain", request.body);
+    });
+    listener_->Post("/headers", [](const Request& request) {
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& [name, value] : request.headers) {
+        names.push_back(name);
+      }
+      return JsonResponse(200, names.dump());
+    });
+    listener_->Get(
+        "/throw", [](const Request&) -> Response { throw std::runtime_error("database on fire"); });
+    listener_->Get("/status",
+                   [](const Request&) { return ErrorResponse(NotFoundError("no job 9")); });
+    listener_->Get("/empty-error",
+                   [](const Request&) { return MakeResponse(503, "application/json", ""); });
+    listener_->Get("/bad-header", [](const Request&) {
+      return MakeResponse(200, "application/json", "{}", {{"X-Split", "a\r\nSet-Cookie: x"}});
+    });
+    listener_->Get("/cached", [](const Request&) {
+      return MakeResponse(200, "application/json", "{}", {{"Cache-Control", "max-age=60"}});
+    });
+    const Status started = listener_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    ASSERT_GT(listener_->port(), 0);
+  }
+
+  httplib::Client Client() { return httplib::Client("127.0.0.1", listener_->port()); }
+
+  std::vector<std::string> Log() {
+    const std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
+
+  std::mutex log_mu_;
+  std::vector<std::string> log_;
+  std::unique_ptr<Listener> listener_;
+};
+
+nlohmann::json Json(const httplib::Result& result) {
+  return result ? nlohmann::json::parse(result->body, nullptr, false) : nlohmann::json();
+}
+
+std::string ErrorCode(const httplib::Result& result) {
+  const nlohmann::json body = Json(result);
+  return body.contains("error") ? body["error"]["code"].get<std::string>() : "<no error body>";
+}
+
+TEST_F(ListenerTest, DispatchesWithPathQueryAndHeaders) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Get("/jobs/42?state=running%20now", {{"X-Trace", "abc"}});
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(result->get_header_value("Cache-Control"), "no-store");
+  EXPECT_EQ(result->get_header_value("X-Content-Type-Options"), "nosniff");
+  EXPECT_EQ(Json(result), nlohmann::json({{"job", "42"},
+                                          {"method", "GET"},
+                                          {"remote", "127.0.0.1"},
+                                          {"state", "running now"},
+                                          {"trace", "abc"}}));
+}
+
+TEST_F(ListenerTest, HeadUsesGetRouteWithoutBody) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Head("/jobs/7");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_THAT(result->body, IsEmpty());
+}
+
+TEST_F(ListenerTest, PostBodyReachesHandler) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const std::string body(1024, 'b');  // exactly the limit
+  const httplib::Result result = client.Post("/echo", body, "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->body, body);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "text/plain");
+}
+
+TEST_F(ListenerTest, ChunkedBodyReachesHandler) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Post(
+      "/echo",
+      [](size_t, httplib::DataSink& sink) {
+        sink.write("hello ", 6);
+        sink.write("world", 5);
+        sink.done();
+        return true;
+      },
+      "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->body, "hello world");
+}
+
+TEST_F(ListenerTest, ClientCannotSpoofPeerAddressHeaders) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Post(
+      "/headers", {{"REMOTE_ADDR", "10.9.9.9"}, {"X-Other", "1"}}, "{}", "application/json");
+  ASSERT_TRUE(result) << result.error();
+  const nlohmann::json names = Json(result);
+  EXPECT_FALSE(names.dump().find("REMOTE_ADDR") != std::string::npos) << names.dump();
+  EXPECT_TRUE(names.dump().find("X-Other") != std::string::npos) << names.dump();
+}
+
+TEST_F(ListenerTest, UnknownRouteIs404Json) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Get("/nope");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 404);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(result->body,
+            R"({"error":{"code":"not_found","message":"no route for GET \"/nope\""}})");
+  const httplib::Result post = client.Post("/nope", "x", "text/plain");
+  ASSERT_TRUE(post) << post.error();
+  EXPECT_EQ(post->status, 404);
+  EXPECT_EQ(ErrorCode(post), "not_found");
+}
+
+TEST_F(ListenerTest, WrongMethodIs405JsonWithAllow) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Put("/jobs/1", "{}", "application/json");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 405);
+  EXPECT_EQ(result->get_header_value("Allow"), "DELETE, GET, HEAD");
+  EXPECT_EQ(ErrorCode(result), "method_not_allowed");
+  EXPECT_EQ(Json(result)["error"]["message"],
+            "PUT is not allowed for \"/jobs/1\"; use DELETE, GET, HEAD");
+  const httplib::Result options = client.Options("/jobs/1");
+  ASSERT_TRUE(options) << options.error();
+  EXPECT_EQ(options->status, 405);
+  const httplib::Result deleted = client.Delete("/jobs/1");
+  ASSERT_TRUE(deleted) << deleted.error();
+  EXPECT_EQ(deleted->status, 204);
+}
+
+TEST_F(ListenerTest, OversizeBodyIs413Json) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Post("/echo", std::string(1025, 'x'), "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 413);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(ErrorCode(result), "body_too_large");
+  EXPECT_EQ(Json(result)["error"]["message"], "the request body is larger than 1024 bytes");
+}
+
+TEST_F(ListenerTest, OversizeChunkedBodyIs413Json) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const std::string chunk(600, 'x');
+  const httplib::Result result = client.Post(
+      "/echo",
+      [&chunk](size_t, httplib::DataSink& sink) {
+        sink.write(chunk.data(), chunk.size());
+        sink.write(chunk.data(), chunk.size());
+        sink.done();
+        return true;
+      },
+      "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 413);
+  EXPECT_EQ(ErrorCode(result), "body_too_large");
+}
+
+TEST_F(ListenerTest, LimitAppliesToDecompressedBody) {
+  StartWithRoutes(Options());
+  // 64 KiB of zeros gzip to well under the 1 KiB limit.
+  std::string compressed;
+  const std::string plain(64 * 1024, '\0');
+  httplib::detail::gzip_compressor compressor;
+  ASSERT_TRUE(compressor.compress(plain.data(), plain.size(), /*last=*/true,
+                                  [&](const char* data, size_t n) {
+                                    compressed.append(data, n);
+                                    return true;
+                                  }));
+  ASSERT_LT(compressed.size(), 1024u);
+  httplib::Client client = Client();
+  const httplib::Result result =
+      client.Post("/echo", {{"Content-Encoding", "gzip"}}, compressed, "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 413);
+  EXPECT_EQ(ErrorCode(result), "body_too_large");
+}
+
+TEST_F(ListenerTest, MultipartBodyIs415Json) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::MultipartFormDataItems items = {{"file", "content", "a.txt", "text/plain"}};
+  const httplib::Result result = client.Post("/echo", items);
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 415);
+  EXPECT_EQ(ErrorCode(result), "unsupported_media_type");
+}
+
+TEST_F(ListenerTest, ThrowingHandlerIs500JsonAndLogged) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Get("/throw");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 500);
+  EXPECT_EQ(
+      result->body,
+      R"({"error":{"code":"internal","message":"internal error while handling the request"}})");
+  EXPECT_THAT(Log(), ElementsAre("control listener: handler for GET \"/throw\" threw: \"database "
+                                 "on fire\""));
+}
+
+TEST_F(ListenerTest, StatusErrorsAndEmptyErrorsAreJson) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result status = client.Get("/status");
+  ASSERT_TRUE(status) << status.error();
+  EXPECT_EQ(status->status, 404);
+  EXPECT_EQ(status->body, R"({"error":{"code":"not_found","message":"no job 9"}})");
+  const httplib::Result empty = client.Get("/empty-error");
+  ASSERT_TRUE(empty) << empty.error();
+  EXPECT_EQ(empty->status, 503);
+  EXPECT_EQ(ErrorCode(empty), "http_error");
+}
+
+TEST_F(ListenerTest, ResponseHeaderWithLineBreakIsDroppedAndLogged) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Get("/bad-header");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_FALSE(result->has_header("X-Split"));
+  EXPECT_FALSE(result->has_header("Set-Cookie"));
+  EXPECT_THAT(Log(), ElementsAre(HasSubstr("dropped response header \"X-Split\"")));
+  const httplib::Result cached = client.Get("/cached");
+  ASSERT_TRUE(cached) << cached.error();
+  EXPECT_EQ(cached->get_header_value("Cache-Control"), "max-age=60");
+  EXPECT_EQ(cached->get_header_value_count("Cache-Control"), 1u);
+}
+
+TEST_F(ListenerTest, MalformedRequestGetsJsonFromHttplib) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Get("/jobs/1", {{"Range", "bytes=oops"}});
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 416);
+  EXPECT_EQ(ErrorCode(result), "range_not_satisfiable");
+}
+
+TEST_F(ListenerTest, OverlongPathIs414Json) {
+  StartWithRoutes(Options());
+  httplib::Client client = Client();
+  const httplib::Result result = client.Post("/" + std::string(3000, 'a'), "x", "text/plain");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 414);
+  EXPECT_EQ(ErrorCode(result), "uri_too_long");
+}
+
+TEST_F(ListenerTest, RefusesPlainHttpOffLoopback) {
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "example.org"}) {
+    ListenerOptions options = Options();
+    options.host = host;
+    options.port = 8080;
+    const Result<std::unique_ptr<Listener>> listener = Listener::Create(options);
+    ASSERT_FALSE(listener.ok()) << host;
+    EXPECT_EQ(listener.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(listener.status().message(),
+              "control listener on " + std::string(host) +
+                  ":8080: plain HTTP is only allowed on loopback; give --tls-cert/--tls-key or "
+                  "--tls-self-signed");
+  }
+}
+
+TEST_F(ListenerTest, AllowsPlainHttpOnLoopbackNames) {
+  for (const char* host : {"localhost", "::1", "127.0.0.2"}) {
+    ListenerOptions options = Options();
+    options.host = host;
+    Result<std::unique_ptr<Listener>> listener = Listener::Create(options);
+    ASSERT_TRUE(listener.ok()) << host << ": " << listener.status();
+    const Result<int> port = (*listener)->Bind();
+    EXPECT_TRUE(port.ok()) << host << ": " << port.status();
+  }
+}
+
+TEST_F(ListenerTest, RejectsBadOptions) {
+  ListenerOptions options = Options();
+  options.cert_file = "/etc/ssl/cert.pem";
+  EXPECT_THAT(Listener::Create(options).status().message(),
+              HasSubstr("TLS needs both a certificate and a key"));
+  options = Options();
+  options.host.clear();
+  EXPECT_THAT(Listener::Create(options).status().message(), HasSubstr("no host to listen on"));
+  options = Options();
+  options.port = 70000;
+  EXPECT_THAT(Listener::Create(options).status().message(), HasSubstr("outside 0..65535"));
+  options = Options();
+  options.max_body_bytes = 0;
+  EXPECT_EQ(Listener::Create(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ListenerTest, BadRoutePatternFailsBind) {
+  Result<std::unique_ptr<Listener>> listener = Listener::Create(Options());
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  (*listener)->Get("no-slash", [](const Request&) { return Response(); });
+  const Status status = (*listener)->Start();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "control listener: GET route \"no-slash\": pattern must start with '/'");
+}
+
+TEST_F(ListenerTest, PortInUseIsUnavailable) {
+  StartWithRoutes(Options());
+  ListenerOptions options = Options();
+  options.port = listener_->port();
+  Result<std::unique_ptr<Listener>> second = Listener::Create(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const Result<int> port = (*second)->Bind();
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(port.status().message(),
+            "control listener: cannot listen on 127.0.0.1:" + std::to_string(listener_->port()) +
+                ": the address is already in use");
+}
+
+TEST_F(ListenerTest, BindThenStopWithoutStartReleasesPort) {
+  Result<std::unique_ptr<Listener>> listener = Listener::Create(Options());
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const Result<int> port = (*listener)->Bind();
+  ASSERT_TRUE(port.ok()) << port.status();
+  (*listener)->Stop();
+  ListenerOptions options = Options();
+  options.port = *port;
+  Result<std::unique_ptr<Listener>> again = Listener::Create(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->Bind().ok());
+  EXPECT_EQ((*listener)->Start().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ListenerTest, StopWaitsForInFlightRequest) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  Result<std::unique_ptr<Listener>> created = Listener::Create(Options());
+  ASSERT_TRUE(created.ok()) << created.status();
+  listener_ = *std::move(created);
+  listener_->Get("/slow", [&entered, released](const Request&) {
+    entered.set_value();
+    released.wait();
+    return JsonResponse(200, R"({"done":true})");
+  });
+  ASSERT_TRUE(listener_->Start().ok());
+  const int port = listener_->port();
+
+  std::future<httplib::Result> response = std::async(std::launch::async, [port] {
+    httplib::Client client("127.0.0.1", port);
+    return client.Get("/slow");
+  });
+  entered.get_future().wait();
+  std::future<void> stopped = std::async(std::launch::async, [this] { listener_->Stop(); });
+  // Stop() must not return while the handler is still running.
+  EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  release.set_value();
+  stopped.get();
+
+  const httplib::Result result = response.get();
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->body, R"({"done":true})");
+
+  httplib::Client late("127.0.0.1", port);
+  const httplib::Result refused = late.Get("/slow");
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(refused.error(), httplib::Error::Connection);
+}
+
+TEST_F(ListenerTest, StopIsIdempotentAndStartAfterStopFails) {
+  StartWithRoutes(Options());
+  listener_->Stop();
+  listener_->Stop();
+  EXPECT_EQ(listener_->Start().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ListenerTest, ConcurrentRequests) {
+  ListenerOptions options = Options();
+  options.worker_threads = 4;
+  StartWithRoutes(options);
+  std::vector<std::future<int>> results;
+  for (int i = 0; i < 16; ++i) {
+    results.push_back(std::async(std::launch::async, [this, i] {
+      httplib::Client client = Client();
+      const httplib::Result result = client.Get("/jobs/" + std::to_string(i));
+      return result ? result->status : -1;
+    }));
+  }
+  for (auto& result : results) {
+    EXPECT_EQ(result.get(), 200);
+  }
+}
+
+}  // namespace
+}  // namespace expanse::http

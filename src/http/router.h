@@ -1,0 +1,67 @@
+// Router: maps (method, path) to a handler, with path parameters. Pure data structure
+// with no I/O; the Listener feeds it every request.
+//
+// Patterns are absolute paths split at '/'. A segment is matched literally, except
+//   :name   matches one non-empty segment and stores it as path parameter `name`;
+//   *name   (last segment only) matches the rest of the path, possibly empty or
+//           containing '/'.
+// Matching is exact: "/jobs" does not match "/jobs/". When several routes match, the
+// most specific wins, comparing segment by segment: literal before :param before
+// *rest ("/jobs/summary" beats "/jobs/:id" whatever the registration order).
+
+#ifndef EXPANSE_HTTP_ROUTER_H_
+#define EXPANSE_HTTP_ROUTER_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "http/message.h"
+
+namespace expanse::http {
+
+class Router {
+ public:
+  struct Match {
+    const Handler* handler = nullptr;  // null when nothing matched
+    std::map<std::string, std::string, std::less<>> path_params;
+    // When handler is null: the methods that have a route for this path (for 405
+    // and its Allow header). Empty means no route has this path: 404.
+    std::vector<std::string> allowed_methods;
+  };
+
+  // kInvalidArgument for a malformed pattern (not starting with '/', an empty or
+  // duplicate parameter name, '*' not last) or one that duplicates the shape of an
+  // existing route for the same method. `method` is upper-case, e.g. "GET".
+  Status Add(std::string_view method, std::string_view pattern, Handler handler);
+
+  // HEAD requests match GET routes. The returned handler points into the router and
+  // stays valid while the router lives and no route is added.
+  Match Find(std::string_view method, std::string_view path) const;
+
+ private:
+  enum class SegmentKind { kLiteral = 0, kParam = 1, kRest = 2 };  // order = precedence
+  struct Segment {
+    SegmentKind kind;
+    std::string text;  // the literal, or the parameter name
+  };
+  struct Route {
+    std::string method;
+    std::string pattern;
+    std::vector<Segment> segments;
+    Handler handler;
+  };
+
+  static bool MatchRoute(const Route& route, const std::vector<std::string_view>& path_segments,
+                         std::string_view path,
+                         std::map<std::string, std::string, std::less<>>* params);
+  static bool MoreSpecific(const Route& a, const Route& b);
+
+  std::vector<Route> routes_;
+};
+
+}  // namespace expanse::http
+
+#endif  // EXPANSE_HTTP_ROUTER_H_

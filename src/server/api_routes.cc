@@ -1,0 +1,198 @@
+// The console and script API: sign-in, organisations, computes, install tokens, audit.
+#include <string>
+
+#include "http/error.h"
+#include "server/route_util.h"
+#include "server/routes.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+bool IsStateChanging(const http::Request& req) {
+  return req.method != "GET" && req.method != "HEAD";
+}
+
+// Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
+// cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
+Result<Principal> Authenticate(RouteContext& ctx, const http::Request& req) {
+  std::string_view bearer = BearerToken(req);
+  Result<Principal> p =
+      !bearer.empty() ? ctx.control.AuthenticateApiToken(bearer)
+                      : ctx.control.AuthenticateSession(CookieValue(req, kSessionCookie),
+                                                        req.Header("X-CSRF-Token").value_or(""),
+                                                        IsStateChanging(req));
+  if (!p.ok())
+    return p;
+  if (!ctx.limits.per_principal->Allow(p->Actor())) {
+    return ResourceExhaustedError("too many requests; slow down").WithReason("rate_limited");
+  }
+  return p;
+}
+
+template <typename Fn>
+http::Response Authed(RouteContext& ctx, const http::Request& req, Fn fn) {
+  Result<Principal> p = Authenticate(ctx, req);
+  if (!p.ok())
+    return http::ErrorResponse(p.status());
+  return fn(*p);
+}
+
+std::string SessionCookieHeader(const std::string& value, int64_t max_age_s, bool secure) {
+  std::string header = std::string(kSessionCookie) + "=" + value +
+                       "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s);
+  if (secure)
+    header += "; Secure";
+  return header;
+}
+
+}  // namespace
+
+void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
+  RouteContext* ctx = &context;
+
+  listener.Post("/api/v1/session", [ctx](const http::Request& req) {
+    Result<json> body = JsonObjectBody(req);
+    if (!body.ok())
+      return http::ErrorResponse(body.status());
+    Result<std::string> email = StringField(*body, "email", true);
+    Result<std::string> password = StringField(*body, "password", true);
+    if (!email.ok())
+      return http::ErrorResponse(email.status());
+    if (!password.ok())
+      return http::ErrorResponse(password.status());
+    for (auto [limiter, key] : {std::pair{ctx->limits.login_per_address.get(), req.remote_addr},
+                                std::pair{ctx->limits.login_per_email.get(), *email}}) {
+      if (!limiter->Allow(key))
+        return http::TooManyRequestsResponse(limiter->RetryAfter(key));
+    }
+    auto login = ctx->control.Login(*email, *password, req.remote_addr);
+    if (!login.ok())
+      return http::ErrorResponse(login.status());
+    http::Response res =
+        Json(200, {{"csrf_token", login->csrf_token},
+                   {"user", {{"id", login->user.id}, {"email", login->user.email}}},
+                   {"expires_at_ms", login->expires_at_ms}});
+    int64_t max_age_s = ctx->control.options().session_ttl_ms / 1000;
+    res.headers.emplace_back(
+        "Set-Cookie", SessionCookieHeader(login->session_cookie, max_age_s, ctx->secure_cookies));
+    return res;
+  });
+
+  listener.Delete("/api/v1/session", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal&) {
+      Status s = ctx->control.Logout(CookieValue(req, kSessionCookie));
+      if (!s.ok() && s.code() != StatusCode::kNotFound)
+        return http::ErrorResponse(s);
+      http::Response res = Json(200, {{"signed_out", true}});
+      res.headers.emplace_back("Set-Cookie", SessionCookieHeader("", 0, ctx->secure_cookies));
+      return res;
+    });
+  });
+
+  listener.Get("/api/v1/me", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      auto orgs = ctx->control.Organizations(p);
+      if (!orgs.ok())
+        return http::ErrorResponse(orgs.status());
+      json list = json::array();
+      for (const auto& [org, m] : *orgs) {
+        json o = OrganizationJson(org);
+        o["role"] = std::string(store::RoleName(m.role));
+        o["can_register_compute"] = RoleAllows(m, Permission::kRegisterCompute);
+        list.push_back(std::move(o));
+      }
+      return Json(200, {{"user_id", p.user_id}, {"organizations", list}});
+    });
+  });
+
+  listener.Get("/api/v1/orgs/:org/computes", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      auto computes = ctx->control.ListComputes(p, req.PathParam("org"));
+      if (!computes.ok())
+        return http::ErrorResponse(computes.status());
+      json list = json::array();
+      for (const auto& c : *computes)
+        list.push_back(ComputeJson(c, ctx->clock.NowMs()));
+      return Json(200, {{"computes", list}});
+    });
+  });
+
+  listener.Post("/api/v1/orgs/:org/computes", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      Result<json> body = JsonObjectBody(req);
+      if (!body.ok())
+        return http::ErrorResponse(body.status());
+      Result<std::string> name = StringField(*body, "name", true);
+      Result<std::string> type = StringField(*body, "type", true);
+      if (!name.ok())
+        return http::ErrorResponse(name.status());
+      if (!type.ok())
+        return http::ErrorResponse(type.status());
+      auto c = ctx->control.CreateCompute(p, req.PathParam("org"), *name, *type);
+      if (!c.ok())
+        return http::ErrorResponse(c.status());
+      return Json(201, ComputeJson(*c, ctx->clock.NowMs()));
+    });
+  });
+
+  listener.Get("/api/v1/computes/:id", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      auto c = ctx->control.GetCompute(p, req.PathParam("id"));
+      if (!c.ok())
+        return http::ErrorResponse(c.status());
+      json out = ComputeJson(*c, ctx->clock.NowMs());
+      auto hb = ctx->control.LatestHeartbeat(c->id);
+      out["heartbeat"] = hb.ok() ? json::parse(hb->body_json, nullptr, false) : json(nullptr);
+      return Json(200, out);
+    });
+  });
+
+  listener.Post("/api/v1/computes/:id/install-tokens", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      auto t = ctx->control.IssueInstallToken(p, req.PathParam("id"), req.remote_addr);
+      if (!t.ok())
+        return http::ErrorResponse(t.status());
+      return Json(201, {{"token", t->token},
+                        {"expires_at_ms", t->expires_at_ms},
+                        {"compute_id", t->compute.id},
+                        {"control_plane_url", t->compute.control_plane_url},
+                        {"data_plane_url", t->compute.data_plane_url},
+                        {"daemon_version", t->compute.pinned_daemon_version}});
+    });
+  });
+
+  listener.Post("/api/v1/computes/:id/deprovision", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      Status s = ctx->control.Deprovision(p, req.PathParam("id"), req.remote_addr);
+      if (!s.ok())
+        return http::ErrorResponse(s);
+      return Json(200,
+                  {{"compute_id", std::string(req.PathParam("id"))}, {"state", "deprovisioned"}});
+    });
+  });
+
+  listener.Get("/api/v1/orgs/:org/audit", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      int limit = 100;
+      if (auto l = req.QueryParam("limit"))
+        limit = std::atoi(std::string(*l).c_str());
+      auto events = ctx->control.Audit(p, req.PathParam("org"), limit);
+      if (!events.ok())
+        return http::ErrorResponse(events.status());
+      json list = json::array();
+      for (const auto& e : *events) {
+        list.push_back({{"at_ms", e.at_ms},
+                        {"actor", e.actor},
+                        {"action", e.action},
+                        {"target", e.target},
+                        {"detail", json::parse(e.detail_json, nullptr, false)},
+                        {"remote_addr", e.remote_addr}});
+      }
+      return Json(200, {{"events", list}});
+    });
+  });
+}
+
+}  // namespace expanse::server

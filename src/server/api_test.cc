@@ -1,0 +1,325 @@
+// The HTTP API of expanse-server, end to end: a real ServerApp on loopback, a real SQLite file,
+// a real HTTP client. Every refusal must be a JSON error with a stable code.
+#include <httplib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/server_app.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kStart = 1'800'000'000'000;
+constexpr char kHeartbeat[] = R"({"version":1,"daemon_version":"0.1.0","controller_host":"ctl"})";
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("expanse-api-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ServerOptions o;
+    o.db_path = (dir_ / "db.sqlite").string();
+    o.control_listen = "127.0.0.1:0";
+    o.control.password_cost = crypto::MinimumCost();
+    o.control.control_plane_url = "http://127.0.0.1:1";
+    o.control.data_plane_url = "http://127.0.0.1:2";
+    o.control.daemon_version = "0.1.0";
+    auto app = ServerApp::Create(o, clock_);
+    ASSERT_TRUE(app.ok()) << app.status();
+    app_ = std::move(*app);
+    ASSERT_TRUE(app_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", app_->control_port());
+    auto boot = app_->control().Bootstrap("acme", "Acme", "owner@acme.example", "pw-owner", "t");
+    ASSERT_TRUE(boot.ok()) << boot.status();
+    token_ = boot->api_token;
+  }
+
+  void TearDown() override {
+    app_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  struct Reply {
+    int status = 0;
+    json body;
+    httplib::Headers headers;
+  };
+
+  Reply Call(const std::string& method, const std::string& path, const std::string& body = "",
+             httplib::Headers headers = {}) {
+    httplib::Result r = method == "GET" ? client_->Get(path, headers)
+                        : method == "POST"
+                            ? client_->Post(path, headers, body, "application/json")
+                            : client_->Delete(path, headers, body, "application/json");
+    Reply reply;
+    if (!r) {
+      ADD_FAILURE() << method << " " << path << ": " << httplib::to_string(r.error());
+      return reply;
+    }
+    reply.status = r->status;
+    reply.headers = r->headers;
+    reply.body = json::parse(r->body, nullptr, false);
+    EXPECT_FALSE(reply.body.is_discarded()) << "not JSON: " << r->body;
+    return reply;
+  }
+
+  httplib::Headers Bearer(const std::string& token) {
+    return {{"Authorization", "Bearer " + token}};
+  }
+
+  std::string Code(const Reply& r) { return r.body["error"].value("code", ""); }
+
+  std::string NewCompute(const std::string& token, const std::string& org = "acme") {
+    Reply r = Call("POST", "/api/v1/orgs/" + org + "/computes", R"({"name":"c1","type":"slurm"})",
+                   Bearer(token));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body.value("id", "");
+  }
+
+  std::string IssueToken(const std::string& compute) {
+    Reply r = Call("POST", "/api/v1/computes/" + compute + "/install-tokens", "", Bearer(token_));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body.value("token", "");
+  }
+
+  Reply Exchange(const std::string& install_token) {
+    json body = {{"token", install_token},
+                 {"hostname", "ctl"},
+                 {"daemon_version", "0.1.0"},
+                 {"slurm_version", "22.05.8"},
+                 {"role", "controller"}};
+    return Call("POST", "/cp/v1/install-tokens/exchange", body.dump());
+  }
+
+  ManualClock clock_{kStart};
+  std::filesystem::path dir_;
+  std::unique_ptr<ServerApp> app_;
+  std::unique_ptr<httplib::Client> client_;
+  std::string token_;
+};
+
+TEST_F(ApiTest, InstallFlowFromTokenToEnrolment) {
+  std::string compute = NewCompute(token_);
+  std::string install = IssueToken(compute);
+  ASSERT_EQ(install.rfind("exp_it_", 0), 0u);
+
+  Reply intro = Call("POST", "/cp/v1/install-tokens/introspect", json{{"token", install}}.dump());
+  ASSERT_EQ(intro.status, 200) << intro.body;
+  EXPECT_EQ(intro.body["organization"]["slug"], "acme");
+  EXPECT_EQ(intro.body["compute"]["id"], compute);
+
+  Reply ex = Exchange(install);
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  std::string credential = ex.body["credential"];
+  EXPECT_EQ(ex.body["data_plane_url"], "http://127.0.0.1:2");
+  EXPECT_EQ(Code(Exchange(install)), "install_token_used");
+
+  Reply waiting = Call("GET", "/cp/v1/enrolment?wait_ms=0", "", Bearer(credential));
+  EXPECT_EQ(waiting.body["enrolled"], false);
+  Reply hb = Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(credential));
+  ASSERT_EQ(hb.status, 200) << hb.body;
+  EXPECT_EQ(Call("GET", "/cp/v1/enrolment?wait_ms=10", "", Bearer(credential)).body["enrolled"],
+            true);
+  Reply c = Call("GET", "/api/v1/computes/" + compute, "", Bearer(token_));
+  EXPECT_EQ(c.body["state"], "active");
+  EXPECT_EQ(c.body["heartbeat"]["controller_host"], "ctl");
+}
+
+TEST_F(ApiTest, TokensWrongExpiredReplayedOrReplaced) {
+  std::string compute = NewCompute(token_);
+  EXPECT_EQ(Code(Exchange("exp_it_wrong")), "install_token_invalid");
+  EXPECT_EQ(Exchange("exp_it_wrong").status, 401);
+  std::string old_token = IssueToken(compute);
+  std::string new_token = IssueToken(compute);
+  Reply replaced = Exchange(old_token);
+  EXPECT_EQ(replaced.status, 409);
+  EXPECT_EQ(Code(replaced), "install_token_replaced");
+  clock_.Advance(60 * 60 * 1000);
+  EXPECT_EQ(Code(Exchange(new_token)), "install_token_expired");
+}
+
+TEST_F(ApiTest, ReissuedTokenRevokesTheOldCredential) {
+  std::string compute = NewCompute(token_);
+  std::string first = Exchange(IssueToken(compute)).body["credential"];
+  std::string second = Exchange(IssueToken(compute)).body["credential"];
+  Reply old = Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(first));
+  EXPECT_EQ(old.status, 401);
+  EXPECT_EQ(Code(old), "credential_revoked");
+  EXPECT_EQ(Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(second)).status, 200);
+  EXPECT_EQ(Code(Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer("exp_cc_x"))),
+            "credential_invalid");
+  EXPECT_EQ(Code(Call("POST", "/cp/v1/heartbeat", kHeartbeat)), "credential_invalid");
+}
+
+TEST_F(ApiTest, UninstallDeprovisionsWithTheCredential) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  EXPECT_EQ(Call("POST", "/cp/v1/deprovision", "", Bearer(credential)).status, 200);
+  EXPECT_EQ(Code(Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(credential))),
+            "credential_revoked");
+  Reply again = Call("POST", "/api/v1/computes/" + compute + "/install-tokens", "", Bearer(token_));
+  EXPECT_EQ(Code(again), "compute_deprovisioned");
+  EXPECT_EQ(Call("GET", "/api/v1/computes/" + compute, "", Bearer(token_)).body["state"],
+            "deprovisioned");
+}
+
+TEST_F(ApiTest, OtherOrganisationsCannotReadOrWrite) {
+  auto other = app_->control().Bootstrap("other", "Other", "o@other.example", "pw-o", "t");
+  ASSERT_TRUE(other.ok());
+  std::string compute = NewCompute(token_);
+  std::string outsider = other->api_token;
+  EXPECT_EQ(Call("GET", "/api/v1/computes/" + compute, "", Bearer(outsider)).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/computes", "", Bearer(outsider)).status, 404);
+  EXPECT_EQ(
+      Call("POST", "/api/v1/orgs/acme/computes", R"({"name":"x","type":"slurm"})", Bearer(outsider))
+          .status,
+      404);
+  EXPECT_EQ(
+      Call("POST", "/api/v1/computes/" + compute + "/install-tokens", "", Bearer(outsider)).status,
+      404);
+  EXPECT_EQ(
+      Call("POST", "/api/v1/computes/" + compute + "/deprovision", "", Bearer(outsider)).status,
+      404);
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/audit", "", Bearer(outsider)).status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/computes/" + compute, "", Bearer(token_)).body["state"],
+            "registered");
+}
+
+TEST_F(ApiTest, MalformedBodiesGetPreciseErrors) {
+  std::string compute = NewCompute(token_);
+  for (const char* body : {"", "{", "[1]", "\"x\"", "{\"name\":\"\xff\",\"type\":\"slurm\"}"}) {
+    Reply r = Call("POST", "/api/v1/orgs/acme/computes", body, Bearer(token_));
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(Code(r), "invalid_json") << body;
+  }
+  Reply missing = Call("POST", "/api/v1/orgs/acme/computes", R"({"type":"slurm"})", Bearer(token_));
+  EXPECT_EQ(Code(missing), "invalid_argument");
+  EXPECT_NE(missing.body["error"]["message"].get<std::string>().find("name"), std::string::npos);
+  Reply wrong_type =
+      Call("POST", "/api/v1/orgs/acme/computes", R"({"name":5,"type":"slurm"})", Bearer(token_));
+  EXPECT_EQ(Code(wrong_type), "invalid_argument");
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  Reply bad_hb = Call("POST", "/cp/v1/heartbeat", R"({"version":1})", Bearer(credential));
+  EXPECT_EQ(bad_hb.status, 400);
+  EXPECT_EQ(Code(bad_hb), "invalid_heartbeat");
+}
+
+TEST_F(ApiTest, OversizeBodyIsRefused) {
+  std::string huge(17 << 20, 'x');
+  Reply r = Call("POST", "/api/v1/orgs/acme/computes", huge, Bearer(token_));
+  EXPECT_EQ(r.status, 413);
+}
+
+TEST_F(ApiTest, SqlMetacharactersAreStoredVerbatim) {
+  const std::string name = "x'); DROP TABLE computes; -- \"quoted\" \\ ünïcødé 😀";
+  Reply r = Call("POST", "/api/v1/orgs/acme/computes",
+                 json{{"name", name}, {"type", "slurm"}}.dump(), Bearer(token_));
+  ASSERT_EQ(r.status, 201) << r.body;
+  Reply got =
+      Call("GET", "/api/v1/computes/" + r.body["id"].get<std::string>(), "", Bearer(token_));
+  EXPECT_EQ(got.body["name"], name);
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/computes", "", Bearer(token_)).body["computes"].size(),
+            1u);
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/x'%20OR%201=1--/computes", "", Bearer(token_)).status, 404);
+}
+
+TEST_F(ApiTest, ConsoleSessionNeedsCsrfForChanges) {
+  Reply login =
+      Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"pw-owner"})");
+  ASSERT_EQ(login.status, 200) << login.body;
+  std::string set_cookie;
+  for (const auto& [k, v] : login.headers) {
+    if (k == "Set-Cookie")
+      set_cookie = v;
+  }
+  EXPECT_NE(set_cookie.find("HttpOnly"), std::string::npos) << set_cookie;
+  EXPECT_NE(set_cookie.find("SameSite=Strict"), std::string::npos) << set_cookie;
+  std::string cookie = set_cookie.substr(0, set_cookie.find(';'));
+  std::string csrf = login.body["csrf_token"];
+
+  Reply me = Call("GET", "/api/v1/me", "", {{"Cookie", cookie}});
+  ASSERT_EQ(me.status, 200) << me.body;
+  EXPECT_EQ(me.body["organizations"][0]["slug"], "acme");
+  EXPECT_EQ(me.body["organizations"][0]["role"], "owner");
+
+  const std::string body = R"({"name":"c","type":"slurm"})";
+  Reply no_csrf = Call("POST", "/api/v1/orgs/acme/computes", body, {{"Cookie", cookie}});
+  EXPECT_EQ(no_csrf.status, 403);
+  EXPECT_EQ(Code(no_csrf), "csrf_failed");
+  EXPECT_EQ(
+      Call("POST", "/api/v1/orgs/acme/computes", body, {{"Cookie", cookie}, {"X-CSRF-Token", csrf}})
+          .status,
+      201);
+  EXPECT_EQ(
+      Call("DELETE", "/api/v1/session", "", {{"Cookie", cookie}, {"X-CSRF-Token", csrf}}).status,
+      200);
+  EXPECT_EQ(Call("GET", "/api/v1/me", "", {{"Cookie", cookie}}).status, 401);
+}
+
+TEST_F(ApiTest, BruteForceLoginIsRateLimited) {
+  int refused = 0;
+  int limited = 0;
+  for (int i = 0; i < 15; ++i) {
+    Reply r =
+        Call("POST", "/api/v1/session",
+             R"({"email":"owner@acme.example","password":"guess)" + std::to_string(i) + "\"}");
+    if (r.status == 401)
+      ++refused;
+    if (r.status == 429) {
+      ++limited;
+      EXPECT_EQ(Code(r), "rate_limited");
+    }
+  }
+  EXPECT_EQ(refused, 5);  // the per-account burst
+  EXPECT_EQ(limited, 10);
+  // Even the right password waits until the bucket refills.
+  EXPECT_EQ(
+      Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"pw-owner"})")
+          .status,
+      429);
+  clock_.Advance(60 * 1000);
+  EXPECT_EQ(
+      Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"pw-owner"})")
+          .status,
+      200);
+}
+
+TEST_F(ApiTest, AuditLogRecordsSecurityEvents) {
+  std::string compute = NewCompute(token_);
+  std::string t = IssueToken(compute);
+  Exchange(t);
+  Exchange(t);
+  Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"nope"})");
+  Reply audit = Call("GET", "/api/v1/orgs/acme/audit?limit=50", "", Bearer(token_));
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  std::string actions;
+  for (const auto& e : audit.body["events"])
+    actions += e["action"].get<std::string>() + " ";
+  for (const char* want : {"compute.created", "install_token.issued", "install_token.exchanged",
+                           "install_token.refused"}) {
+    EXPECT_NE(actions.find(want), std::string::npos) << want << " in " << actions;
+  }
+}
+
+TEST_F(ApiTest, UnknownRoutesAndMethodsAreJson) {
+  Reply r = Call("GET", "/api/v1/nothing-here");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Code(r), "not_found");
+  EXPECT_EQ(Call("DELETE", "/cp/v1/heartbeat").status, 405);
+  EXPECT_EQ(Call("GET", "/api/v1/me").status, 401);
+  EXPECT_EQ(Code(Call("GET", "/api/v1/me", "", Bearer("exp_at_forged"))), "api_token_invalid");
+}
+
+}  // namespace
+}  // namespace expanse::server

@@ -1,0 +1,171 @@
+// ControlPlane: the rules of expanse-server's control plane, independent of HTTP.
+//
+// Organisations, users and their roles; console sessions and API tokens; computes, their
+// single-use install tokens, the exchange for a compute credential, heartbeats, enrolment and
+// deprovisioning; an audit record of every security-relevant event. The HTTP layer
+// (control_routes.cc) only translates requests to these calls and Status to JSON errors; every
+// failure a client must tell apart carries a stable Status::reason() (see docs/api.md).
+#ifndef EXPANSE_SERVER_CONTROL_PLANE_H_
+#define EXPANSE_SERVER_CONTROL_PLANE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "core/status.h"
+#include "crypto/password.h"
+#include "server/principal.h"
+#include "store/store.h"
+
+namespace expanse::server {
+
+struct ControlPlaneOptions {
+  int64_t install_token_ttl_ms = 60 * 60 * 1000;  // the spec's "short-lived" token: 1 h
+  int64_t session_ttl_ms = 12 * 60 * 60 * 1000;
+  // An active compute with no heartbeat for this long is shown as stale.
+  int64_t stale_after_ms = 5 * 60 * 1000;
+  // What Add compute shows and the exchange hands to the installer when a compute has no
+  // URLs of its own: the public addresses of this server's planes.
+  std::string control_plane_url;
+  std::string data_plane_url;
+  std::string daemon_version;
+  crypto::PasswordHashCost password_cost = crypto::InteractiveCost();
+};
+
+// Facts the installer reports when it exchanges a token.
+struct HostFacts {
+  std::string hostname;
+  std::string daemon_version;
+  std::string slurm_version;
+  std::string role;  // "controller"
+};
+
+class ControlPlane {
+ public:
+  ControlPlane(store::Store& store, Clock& clock, ControlPlaneOptions options);
+
+  // --- bootstrap (expanse-server admin) ----------------------------------------------------------
+  struct Bootstrapped {
+    store::Organization org;
+    store::User user;
+    std::string api_token;  // shown once
+  };
+  // Creates an organisation, its owner and an admin API token. Idempotent for the org and the
+  // user when the password matches; always issues a new token.
+  Result<Bootstrapped> Bootstrap(std::string_view org_slug, std::string_view org_name,
+                                 std::string_view email, std::string_view password,
+                                 std::string_view token_name);
+  Result<store::User> AddUser(std::string_view org_slug, std::string_view email,
+                              std::string_view password, store::Role role,
+                              bool can_register_compute);
+
+  // --- console sessions and API tokens -----------------------------------------------------------
+  struct LoginResult {
+    std::string session_cookie;  // secret; only its hash is stored
+    std::string csrf_token;
+    store::User user;
+    int64_t expires_at_ms = 0;
+  };
+  // kUnauthenticated/"login_failed" for an unknown user, a wrong password or a disabled account
+  // (one message for all three, so a caller cannot probe which emails exist).
+  Result<LoginResult> Login(std::string_view email, std::string_view password,
+                            std::string_view remote_addr);
+  Status Logout(std::string_view session_cookie);
+  // `csrf_header` must equal the session's token when `state_changing`.
+  Result<Principal> AuthenticateSession(std::string_view session_cookie,
+                                        std::string_view csrf_header, bool state_changing);
+  Result<Principal> AuthenticateApiToken(std::string_view bearer);
+  // The organisations the principal can see, with its role in each.
+  Result<std::vector<std::pair<store::Organization, store::Membership>>> Organizations(
+      const Principal& principal);
+
+  // --- computes and install tokens
+  // ----------------------------------------------------------------
+  Result<store::Compute> CreateCompute(const Principal& principal, std::string_view org_slug,
+                                       std::string_view name, std::string_view type);
+  Result<std::vector<store::Compute>> ListComputes(const Principal& principal,
+                                                   std::string_view org_slug);
+  Result<store::Compute> GetCompute(const Principal& principal, std::string_view compute_id);
+
+  struct IssuedToken {
+    std::string token;  // shown once
+    int64_t expires_at_ms = 0;
+    store::Compute compute;
+  };
+  // Issues a token for the compute and invalidates its earlier unused tokens.
+  Result<IssuedToken> IssueInstallToken(const Principal& principal, std::string_view compute_id,
+                                        std::string_view remote_addr);
+
+  struct Introspection {
+    store::Organization org;
+    store::Compute compute;
+    int64_t expires_at_ms = 0;
+  };
+  // Validates without consuming, so an installer can refuse a token for another compute
+  // before it changes anything.
+  Result<Introspection> IntrospectInstallToken(std::string_view token,
+                                               std::string_view remote_addr);
+
+  struct Enrolment {
+    std::string credential;  // secret, shown once
+    store::Credential record;
+    store::Compute compute;
+    store::Organization org;
+  };
+  // Consumes the token; revokes the compute's previous credential at once.
+  Result<Enrolment> ExchangeInstallToken(std::string_view token, const HostFacts& facts,
+                                         std::string_view remote_addr);
+
+  // --- the daemon's side
+  // ---------------------------------------------------------------------------
+  struct ComputeIdentity {
+    store::Credential credential;
+    store::Compute compute;
+  };
+  // kUnauthenticated with reason "credential_revoked" (the daemon stops itself) or
+  // "credential_invalid".
+  Result<ComputeIdentity> AuthenticateCredential(std::string_view bearer);
+  // Validates and stores a heartbeat document (docs/formats/heartbeat.md).
+  Status RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json);
+  // Waits up to timeout_ms for the first heartbeat carrying this credential; returns whether
+  // it has arrived. This is how an installer proves enrolment.
+  Result<bool> WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms);
+  Status Deprovision(const ComputeIdentity& identity, std::string_view remote_addr);
+  Status Deprovision(const Principal& principal, std::string_view compute_id,
+                     std::string_view remote_addr);
+
+  // The latest stored heartbeat document of a compute (callers checked access already).
+  Result<store::Heartbeat> LatestHeartbeat(std::string_view compute_id) {
+    return store_.LatestHeartbeat(compute_id);
+  }
+  // Marks computes without a recent heartbeat stale; returns how many changed.
+  Result<int> MarkStaleComputes();
+  Result<std::vector<store::AuditEvent>> Audit(const Principal& principal,
+                                               std::string_view org_slug, int limit);
+
+  const ControlPlaneOptions& options() const { return options_; }
+  // Only before serving starts (the public URLs become known once listeners are bound).
+  ControlPlaneOptions& mutable_options() { return options_; }
+
+ private:
+  Result<store::Membership> RequirePermission(const Principal& principal, int64_t org_id,
+                                              Permission permission);
+  void RecordAudit(int64_t org_id, std::string actor, std::string action, std::string target,
+                   std::string detail_json, std::string_view remote_addr);
+
+  store::Store& store_;
+  Clock& clock_;
+  ControlPlaneOptions options_;
+  // Signalled on every recorded heartbeat, for WaitForEnrolment.
+  std::mutex heartbeat_mu_;
+  std::condition_variable heartbeat_cv_;
+};
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_CONTROL_PLANE_H_

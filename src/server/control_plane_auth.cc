@@ -1,0 +1,238 @@
+// ControlPlane: bootstrap, users, console sessions, API tokens and permission checks.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string>
+
+#include "crypto/hash.h"
+#include "crypto/password.h"
+#include "crypto/random.h"
+#include "server/control_plane.h"
+#include "server/validate.h"
+
+namespace expanse::server {
+namespace {
+
+constexpr size_t kSecretBytes = 32;  // sessions and API tokens: 256-bit secrets
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+Status LoginFailed() {
+  return UnauthenticatedError("wrong email or password").WithReason("login_failed");
+}
+
+}  // namespace
+
+ControlPlane::ControlPlane(store::Store& store, Clock& clock, ControlPlaneOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)) {}
+
+void ControlPlane::RecordAudit(int64_t org_id, std::string actor, std::string action,
+                               std::string target, std::string detail_json,
+                               std::string_view remote_addr) {
+  store::AuditEvent event;
+  event.at_ms = clock_.NowMs();
+  event.org_id = org_id;
+  event.actor = std::move(actor);
+  event.action = std::move(action);
+  event.target = std::move(target);
+  event.detail_json = detail_json.empty() ? "{}" : std::move(detail_json);
+  event.remote_addr = std::string(remote_addr);
+  // The audit log must not turn a served request into a failure; a lost event is visible in
+  // the server log instead.
+  if (Status s = store_.AppendAudit(event); !s.ok()) {
+    fprintf(stderr, "expanse-server: audit event %s not stored: %s\n", event.action.c_str(),
+            s.ToString().c_str());
+  }
+}
+
+Result<ControlPlane::Bootstrapped> ControlPlane::Bootstrap(std::string_view org_slug,
+                                                           std::string_view org_name,
+                                                           std::string_view email,
+                                                           std::string_view password,
+                                                           std::string_view token_name) {
+  EXPANSE_RETURN_IF_ERROR(ValidateSlug("organization slug", org_slug));
+  EXPANSE_RETURN_IF_ERROR(ValidateText("organization name", org_name, 128));
+  EXPANSE_RETURN_IF_ERROR(ValidateText("token name", token_name, 128));
+  const int64_t now = clock_.NowMs();
+
+  Bootstrapped out;
+  Result<store::Organization> org = store_.GetOrganizationBySlug(org_slug);
+  if (!org.ok() && org.status().code() == StatusCode::kNotFound) {
+    org = store_.CreateOrganization(org_slug, org_name, now);
+  }
+  if (!org.ok())
+    return org.status();
+  out.org = *org;
+
+  EXPANSE_ASSIGN_OR_RETURN(out.user, AddUser(org_slug, email, password, store::Role::kOwner, true));
+
+  store::ApiToken token;
+  token.user_id = out.user.id;
+  token.org_id = out.org.id;
+  token.name = std::string(token_name);
+  token.scopes = {"admin"};
+  token.created_at_ms = now;
+  out.api_token = crypto::NewSecretToken("exp_at_", kSecretBytes);
+  token.token_hash = crypto::HashSecretToken(out.api_token);
+  EXPANSE_ASSIGN_OR_RETURN(store::ApiToken stored, store_.CreateApiToken(token));
+  RecordAudit(out.org.id, "admin-cli", "api_token.issued", "token:" + std::to_string(stored.id), "",
+              "");
+  return out;
+}
+
+Result<store::User> ControlPlane::AddUser(std::string_view org_slug, std::string_view email,
+                                          std::string_view password, store::Role role,
+                                          bool can_register_compute) {
+  EXPANSE_RETURN_IF_ERROR(ValidateEmail(email));
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  Result<store::User> user = store_.GetUserByEmail(Lower(email));
+  if (user.ok()) {
+    // Re-running a bootstrap must not silently take over an account with another password.
+    if (!crypto::VerifyPassword(user->password_hash, password)) {
+      return AlreadyExistsError("user " + Lower(email) + " exists with a different password")
+          .WithReason("user_exists");
+    }
+  } else if (user.status().code() == StatusCode::kNotFound) {
+    EXPANSE_ASSIGN_OR_RETURN(std::string hash,
+                             crypto::HashPassword(password, options_.password_cost));
+    user = store_.CreateUser(Lower(email), Lower(email), hash, clock_.NowMs());
+    if (!user.ok())
+      return user.status();
+  } else {
+    return user.status();
+  }
+  store::Membership membership{org.id, user->id, role, can_register_compute};
+  EXPANSE_RETURN_IF_ERROR(store_.PutMembership(membership));
+  return *user;
+}
+
+Result<ControlPlane::LoginResult> ControlPlane::Login(std::string_view email,
+                                                      std::string_view password,
+                                                      std::string_view remote_addr) {
+  if (!ValidateEmail(email).ok() || password.empty() || password.size() > 1024) {
+    RecordAudit(0, "anonymous", "login.failed", "", R"({"why":"malformed"})", remote_addr);
+    return LoginFailed();
+  }
+  Result<store::User> user = store_.GetUserByEmail(Lower(email));
+  if (!user.ok() && user.status().code() != StatusCode::kNotFound)
+    return user.status();
+  if (!user.ok() || user->disabled || !crypto::VerifyPassword(user->password_hash, password)) {
+    RecordAudit(0, user.ok() ? "user:" + std::to_string(user->id) : "anonymous", "login.failed", "",
+                "", remote_addr);
+    return LoginFailed();
+  }
+  LoginResult out;
+  out.user = *user;
+  out.session_cookie = crypto::NewSecretToken("", kSecretBytes);
+  out.csrf_token = crypto::NewSecretToken("", kSecretBytes);
+  const int64_t now = clock_.NowMs();
+  out.expires_at_ms = now + options_.session_ttl_ms;
+  store::Session session{crypto::HashSecretToken(out.session_cookie), user->id, out.csrf_token, now,
+                         out.expires_at_ms};
+  EXPANSE_RETURN_IF_ERROR(store_.CreateSession(session));
+  RecordAudit(0, "user:" + std::to_string(user->id), "login.succeeded", "", "", remote_addr);
+  return out;
+}
+
+Status ControlPlane::Logout(std::string_view session_cookie) {
+  return store_.DeleteSession(crypto::HashSecretToken(session_cookie));
+}
+
+Result<Principal> ControlPlane::AuthenticateSession(std::string_view session_cookie,
+                                                    std::string_view csrf_header,
+                                                    bool state_changing) {
+  if (session_cookie.empty()) {
+    return UnauthenticatedError("sign in first").WithReason("unauthenticated");
+  }
+  Result<store::Session> session =
+      store_.GetSession(crypto::HashSecretToken(session_cookie), clock_.NowMs());
+  if (!session.ok()) {
+    if (session.status().code() != StatusCode::kNotFound)
+      return session.status();
+    return UnauthenticatedError("the session has expired; sign in again")
+        .WithReason("session_expired");
+  }
+  if (state_changing && !crypto::ConstantTimeEquals(csrf_header, session->csrf_token)) {
+    return PermissionDeniedError("missing or wrong X-CSRF-Token header").WithReason("csrf_failed");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::User user, store_.GetUser(session->user_id));
+  if (user.disabled)
+    return UnauthenticatedError("account disabled").WithReason("unauthenticated");
+  Principal p;
+  p.kind = Principal::Kind::kSession;
+  p.user_id = user.id;
+  return p;
+}
+
+Result<Principal> ControlPlane::AuthenticateApiToken(std::string_view bearer) {
+  Status invalid =
+      UnauthenticatedError("unknown, expired or revoked API token").WithReason("api_token_invalid");
+  if (bearer.rfind("exp_at_", 0) != 0)
+    return invalid;
+  Result<store::ApiToken> token = store_.GetApiTokenByHash(crypto::HashSecretToken(bearer));
+  if (!token.ok()) {
+    return token.status().code() == StatusCode::kNotFound ? invalid : token.status();
+  }
+  const int64_t now = clock_.NowMs();
+  if (token->revoked_at_ms != 0 || (token->expires_at_ms != 0 && token->expires_at_ms <= now)) {
+    return invalid;
+  }
+  Principal p;
+  p.kind = Principal::Kind::kApiToken;
+  p.user_id = token->user_id;
+  p.api_token_id = token->id;
+  p.token_org_id = token->org_id;
+  p.scopes = token->scopes;
+  return p;
+}
+
+Result<store::Membership> ControlPlane::RequirePermission(const Principal& principal,
+                                                          int64_t org_id, Permission permission) {
+  // Another organisation's resources are reported as absent, not forbidden, so their ids
+  // cannot be probed.
+  Status not_found = NotFoundError("no such organization or compute").WithReason("not_found");
+  if (principal.kind == Principal::Kind::kApiToken && principal.token_org_id != org_id) {
+    return not_found;
+  }
+  Result<store::Membership> membership = store_.GetMembership(org_id, principal.user_id);
+  if (!membership.ok()) {
+    return membership.status().code() == StatusCode::kNotFound ? not_found : membership.status();
+  }
+  bool allowed =
+      RoleAllows(*membership, permission) &&
+      (principal.kind != Principal::Kind::kApiToken || ScopesAllow(principal.scopes, permission));
+  if (!allowed) {
+    return PermissionDeniedError("your role in this organization does not allow this")
+        .WithReason("forbidden");
+  }
+  return *membership;
+}
+
+Result<std::vector<std::pair<store::Organization, store::Membership>>> ControlPlane::Organizations(
+    const Principal& principal) {
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<store::Membership> memberships,
+                           store_.ListMembershipsOfUser(principal.user_id));
+  std::vector<std::pair<store::Organization, store::Membership>> out;
+  for (const store::Membership& m : memberships) {
+    if (principal.kind == Principal::Kind::kApiToken && principal.token_org_id != m.org_id) {
+      continue;
+    }
+    EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganization(m.org_id));
+    out.emplace_back(std::move(org), m);
+  }
+  return out;
+}
+
+Result<std::vector<store::AuditEvent>> ControlPlane::Audit(const Principal& principal,
+                                                           std::string_view org_slug, int limit) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kAdmin).status());
+  return store_.ListAudit(org.id, std::clamp(limit, 1, 1000));
+}
+
+}  // namespace expanse::server

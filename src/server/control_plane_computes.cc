@@ -1,0 +1,274 @@
+// ControlPlane: computes, install tokens, the credential exchange, heartbeats, deprovisioning.
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "crypto/hash.h"
+#include "crypto/random.h"
+#include "server/control_plane.h"
+#include "server/heartbeat.h"
+#include "server/validate.h"
+
+namespace expanse::server {
+namespace {
+
+constexpr size_t kInstallTokenBytes = 24;  // 192 bits
+constexpr size_t kCredentialBytes = 32;    // 256 bits
+constexpr size_t kComputeIdBytes = 9;
+
+Status TokenInvalid() {
+  return UnauthenticatedError("unknown install token; copy it again from Add compute")
+      .WithReason("install_token_invalid");
+}
+
+// Turns the store's exchange/introspection refusals into stable reasons for the installer.
+Status TokenRefused(const Status& s) {
+  const std::string& m = s.message();
+  if (m.find("already been used") != std::string::npos) {
+    return s.WithReason("install_token_used");
+  }
+  if (m.find("replaced") != std::string::npos)
+    return s.WithReason("install_token_replaced");
+  if (m.find("expired") != std::string::npos)
+    return s.WithReason("install_token_expired");
+  if (m.find("deprovisioned") != std::string::npos)
+    return s.WithReason("compute_deprovisioned");
+  return s;
+}
+
+std::string JsonDetail(std::initializer_list<std::pair<const char*, std::string>> fields) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : fields)
+    j[k] = v;
+  return j.dump();
+}
+
+}  // namespace
+
+Result<store::Compute> ControlPlane::CreateCompute(const Principal& principal,
+                                                   std::string_view org_slug, std::string_view name,
+                                                   std::string_view type) {
+  EXPANSE_RETURN_IF_ERROR(ValidateText("compute name", name, 128));
+  if (type != "slurm") {
+    return InvalidArgumentError("compute type must be \"slurm\"").WithReason("invalid_argument");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_RETURN_IF_ERROR(
+      RequirePermission(principal, org.id, Permission::kRegisterCompute).status());
+  store::Compute c;
+  c.id = "cmp_" + crypto::Base64UrlEncode(crypto::RandomBytes(kComputeIdBytes));
+  c.org_id = org.id;
+  c.name = std::string(name);
+  c.type = std::string(type);
+  c.created_at_ms = clock_.NowMs();
+  c.created_by_user = principal.user_id;
+  c.pinned_daemon_version = options_.daemon_version;
+  c.control_plane_url = options_.control_plane_url;
+  c.data_plane_url = options_.data_plane_url;
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute stored, store_.CreateCompute(c));
+  RecordAudit(org.id, principal.Actor(), "compute.created", stored.id, "", "");
+  return stored;
+}
+
+Result<std::vector<store::Compute>> ControlPlane::ListComputes(const Principal& principal,
+                                                               std::string_view org_slug) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  return store_.ListComputes(org.id);
+}
+
+Result<store::Compute> ControlPlane::GetCompute(const Principal& principal,
+                                                std::string_view compute_id) {
+  Result<store::Compute> c = store_.GetCompute(compute_id);
+  if (!c.ok())
+    return c.status();
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, c->org_id, Permission::kView).status());
+  return c;
+}
+
+Result<ControlPlane::IssuedToken> ControlPlane::IssueInstallToken(const Principal& principal,
+                                                                  std::string_view compute_id,
+                                                                  std::string_view remote_addr) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(compute_id));
+  // Whoever may register computes may issue the first token of a compute they created;
+  // re-issuing for any other compute needs the manage permission.
+  Permission needed = compute.created_by_user == principal.user_id ? Permission::kRegisterCompute
+                                                                   : Permission::kManageCompute;
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, compute.org_id, needed).status());
+  if (compute.state == store::ComputeState::kDeprovisioned) {
+    return FailedPreconditionError("compute " + compute.id + " is deprovisioned")
+        .WithReason("compute_deprovisioned");
+  }
+  IssuedToken out;
+  out.token = crypto::NewSecretToken("exp_it_", kInstallTokenBytes);
+  const int64_t now = clock_.NowMs();
+  out.expires_at_ms = now + options_.install_token_ttl_ms;
+  store::InstallToken t;
+  t.compute_id = compute.id;
+  t.token_hash = crypto::HashSecretToken(out.token);
+  t.created_at_ms = now;
+  t.expires_at_ms = out.expires_at_ms;
+  t.created_by_user = principal.user_id;
+  EXPANSE_ASSIGN_OR_RETURN(store::InstallToken stored, store_.IssueInstallToken(t));
+  out.compute = std::move(compute);
+  RecordAudit(out.compute.org_id, principal.Actor(), "install_token.issued", out.compute.id,
+              JsonDetail({{"token_id", std::to_string(stored.id)}}), remote_addr);
+  return out;
+}
+
+Result<ControlPlane::Introspection> ControlPlane::IntrospectInstallToken(
+    std::string_view token, std::string_view remote_addr) {
+  if (token.rfind("exp_it_", 0) != 0)
+    return TokenInvalid();
+  Result<store::InstallToken> t = store_.GetInstallTokenByHash(crypto::HashSecretToken(token));
+  if (!t.ok()) {
+    if (t.status().code() != StatusCode::kNotFound)
+      return t.status();
+    RecordAudit(0, "anonymous", "install_token.refused", "", R"({"why":"unknown"})", remote_addr);
+    return TokenInvalid();
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(t->compute_id));
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganization(compute.org_id));
+  const int64_t now = clock_.NowMs();
+  Status refused;
+  if (t->used_at_ms != 0) {
+    refused = FailedPreconditionError("install token has already been used");
+  } else if (t->invalidated_at_ms != 0) {
+    refused = FailedPreconditionError("install token has been replaced by a newer one");
+  } else if (t->expires_at_ms <= now) {
+    refused = FailedPreconditionError("install token expired; issue a new one in Add compute");
+  } else if (compute.state == store::ComputeState::kDeprovisioned) {
+    refused = FailedPreconditionError("compute " + compute.id + " is deprovisioned");
+  }
+  if (!refused.ok()) {
+    RecordAudit(org.id, "anonymous", "install_token.refused", compute.id,
+                JsonDetail({{"why", refused.message()}}), remote_addr);
+    return TokenRefused(refused);
+  }
+  RecordAudit(org.id, "anonymous", "install_token.introspected", compute.id, "", remote_addr);
+  return Introspection{std::move(org), std::move(compute), t->expires_at_ms};
+}
+
+Result<ControlPlane::Enrolment> ControlPlane::ExchangeInstallToken(std::string_view token,
+                                                                   const HostFacts& facts,
+                                                                   std::string_view remote_addr) {
+  EXPANSE_RETURN_IF_ERROR(ValidateHostname("hostname", facts.hostname));
+  EXPANSE_RETURN_IF_ERROR(ValidateText("daemon_version", facts.daemon_version, 64));
+  EXPANSE_RETURN_IF_ERROR(ValidateOptionalText("slurm_version", facts.slurm_version, 64));
+  if (facts.role != "controller") {
+    return InvalidArgumentError("role must be \"controller\": only the controller enrols")
+        .WithReason("invalid_argument");
+  }
+  // Introspection first: it gives the precise refusal and the audit trail.
+  EXPANSE_ASSIGN_OR_RETURN(Introspection intro, IntrospectInstallToken(token, remote_addr));
+
+  Enrolment out;
+  out.credential = crypto::NewSecretToken("exp_cc_", kCredentialBytes);
+  store::Credential c;
+  c.secret_hash = crypto::HashSecretToken(out.credential);
+  c.created_at_ms = clock_.NowMs();
+  c.hostname = facts.hostname;
+  c.daemon_version = facts.daemon_version;
+  c.slurm_version = facts.slurm_version;
+  c.role = facts.role;
+  Result<store::Credential> stored =
+      store_.ExchangeInstallToken(crypto::HashSecretToken(token), c, c.created_at_ms);
+  if (!stored.ok()) {
+    RecordAudit(intro.org.id, "anonymous", "install_token.refused", intro.compute.id,
+                JsonDetail({{"why", stored.status().message()}}), remote_addr);
+    return TokenRefused(stored.status());
+  }
+  out.record = *stored;
+  out.compute = std::move(intro.compute);
+  out.org = std::move(intro.org);
+  RecordAudit(
+      out.org.id, "anonymous", "install_token.exchanged", out.compute.id,
+      JsonDetail({{"credential_id", std::to_string(out.record.id)}, {"hostname", facts.hostname}}),
+      remote_addr);
+  return out;
+}
+
+Result<ControlPlane::ComputeIdentity> ControlPlane::AuthenticateCredential(
+    std::string_view bearer) {
+  Status invalid =
+      UnauthenticatedError("unknown compute credential").WithReason("credential_invalid");
+  if (bearer.rfind("exp_cc_", 0) != 0)
+    return invalid;
+  Result<store::Credential> c = store_.GetCredentialByHash(crypto::HashSecretToken(bearer));
+  if (!c.ok())
+    return c.status().code() == StatusCode::kNotFound ? invalid : c.status();
+  if (c->revoked_at_ms != 0) {
+    return UnauthenticatedError("this compute credential was revoked (" + c->revoke_reason +
+                                "); the daemon must stop")
+        .WithReason("credential_revoked");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(c->compute_id));
+  return ComputeIdentity{*std::move(c), std::move(compute)};
+}
+
+Status ControlPlane::RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json) {
+  EXPANSE_ASSIGN_OR_RETURN(HeartbeatSummary summary, ValidateHeartbeat(body_json));
+  store::Heartbeat hb;
+  hb.compute_id = identity.compute.id;
+  hb.credential_id = identity.credential.id;
+  hb.received_at_ms = clock_.NowMs();
+  hb.controller_host = summary.controller_host;
+  hb.daemon_version = summary.daemon_version;
+  hb.body_json = std::move(summary.normalized_json);
+  EXPANSE_RETURN_IF_ERROR(store_.RecordHeartbeat(hb));
+  if (identity.credential.first_heartbeat_ms == 0) {
+    RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id, "compute.enrolled",
+                identity.compute.id,
+                JsonDetail({{"credential_id", std::to_string(identity.credential.id)}}), "");
+  }
+  std::lock_guard<std::mutex> lock(heartbeat_mu_);
+  heartbeat_cv_.notify_all();
+  return OkStatus();
+}
+
+Result<bool> ControlPlane::WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::unique_lock<std::mutex> lock(heartbeat_mu_);
+  while (true) {
+    EXPANSE_ASSIGN_OR_RETURN(store::Credential c, store_.GetCredential(identity.credential.id));
+    if (c.revoked_at_ms != 0) {
+      return UnauthenticatedError("this compute credential was revoked")
+          .WithReason("credential_revoked");
+    }
+    if (c.first_heartbeat_ms != 0)
+      return true;
+    if (heartbeat_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      EXPANSE_ASSIGN_OR_RETURN(store::Credential last, store_.GetCredential(c.id));
+      return last.first_heartbeat_ms != 0;
+    }
+  }
+}
+
+Status ControlPlane::Deprovision(const ComputeIdentity& identity, std::string_view remote_addr) {
+  EXPANSE_RETURN_IF_ERROR(store_.DeprovisionCompute(identity.compute.id, clock_.NowMs()));
+  RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id, "compute.deprovisioned",
+              identity.compute.id, R"({"by":"uninstall"})", remote_addr);
+  RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id, "credential.revoked",
+              identity.compute.id, R"({"reason":"deprovisioned"})", remote_addr);
+  return OkStatus();
+}
+
+Status ControlPlane::Deprovision(const Principal& principal, std::string_view compute_id,
+                                 std::string_view remote_addr) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(compute_id));
+  EXPANSE_RETURN_IF_ERROR(
+      RequirePermission(principal, compute.org_id, Permission::kManageCompute).status());
+  EXPANSE_RETURN_IF_ERROR(store_.DeprovisionCompute(compute.id, clock_.NowMs()));
+  RecordAudit(compute.org_id, principal.Actor(), "compute.deprovisioned", compute.id,
+              R"({"by":"console"})", remote_addr);
+  RecordAudit(compute.org_id, principal.Actor(), "credential.revoked", compute.id,
+              R"({"reason":"deprovisioned"})", remote_addr);
+  return OkStatus();
+}
+
+Result<int> ControlPlane::MarkStaleComputes() {
+  return store_.MarkStaleComputes(clock_.NowMs() - options_.stale_after_ms);
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,137 @@
+// The control plane over HTTP: what the installer and the controller daemon call.
+#include <string>
+
+#include "crypto/hash.h"
+#include "http/error.h"
+#include "server/route_util.h"
+#include "server/routes.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxEnrolmentWaitMs = 60'000;
+
+// Runs `fn` for an authenticated compute, or answers the refusal. The rate limit is keyed on
+// the credential's hash so a flood from one compute cannot starve the others.
+template <typename Fn>
+http::Response WithCompute(RouteContext& ctx, const http::Request& req, Fn fn) {
+  std::string_view bearer = BearerToken(req);
+  if (!ctx.limits.per_credential->Allow(crypto::HashSecretToken(bearer))) {
+    return http::TooManyRequestsResponse(
+        ctx.limits.per_credential->RetryAfter(crypto::HashSecretToken(bearer)));
+  }
+  Result<ControlPlane::ComputeIdentity> id = ctx.control.AuthenticateCredential(bearer);
+  if (!id.ok())
+    return http::ErrorResponse(id.status());
+  return fn(*id);
+}
+
+bool TokenRateLimited(RouteContext& ctx, const http::Request& req, http::Response* out) {
+  if (ctx.limits.token_per_address->Allow(req.remote_addr))
+    return false;
+  *out = http::TooManyRequestsResponse(ctx.limits.token_per_address->RetryAfter(req.remote_addr));
+  return true;
+}
+
+}  // namespace
+
+void RegisterHealthRoute(http::Listener& listener, std::string_view plane) {
+  std::string body = json{{"status", "ok"}, {"plane", std::string(plane)}}.dump();
+  listener.Get("/healthz", [body](const http::Request&) { return http::JsonResponse(200, body); });
+}
+
+void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context) {
+  RouteContext* ctx = &context;
+
+  listener.Post("/cp/v1/install-tokens/introspect", [ctx](const http::Request& req) {
+    http::Response limited;
+    if (TokenRateLimited(*ctx, req, &limited))
+      return limited;
+    Result<json> body = JsonObjectBody(req);
+    if (!body.ok())
+      return http::ErrorResponse(body.status());
+    Result<std::string> token = StringField(*body, "token", true);
+    if (!token.ok())
+      return http::ErrorResponse(token.status());
+    auto intro = ctx->control.IntrospectInstallToken(*token, req.remote_addr);
+    if (!intro.ok())
+      return http::ErrorResponse(intro.status());
+    return Json(200, {{"organization", OrganizationJson(intro->org)},
+                      {"compute", ComputeJson(intro->compute, ctx->clock.NowMs())},
+                      {"expires_at_ms", intro->expires_at_ms}});
+  });
+
+  listener.Post("/cp/v1/install-tokens/exchange", [ctx](const http::Request& req) {
+    http::Response limited;
+    if (TokenRateLimited(*ctx, req, &limited))
+      return limited;
+    Result<json> body = JsonObjectBody(req);
+    if (!body.ok())
+      return http::ErrorResponse(body.status());
+    HostFacts facts;
+    std::string token;
+    for (auto [field, out, required] :
+         {std::tuple{"token", &token, true}, std::tuple{"hostname", &facts.hostname, true},
+          std::tuple{"daemon_version", &facts.daemon_version, true},
+          std::tuple{"slurm_version", &facts.slurm_version, false},
+          std::tuple{"role", &facts.role, true}}) {
+      Result<std::string> v = StringField(*body, field, required);
+      if (!v.ok())
+        return http::ErrorResponse(v.status());
+      *out = std::move(*v);
+    }
+    auto enrolled = ctx->control.ExchangeInstallToken(token, facts, req.remote_addr);
+    if (!enrolled.ok())
+      return http::ErrorResponse(enrolled.status());
+    return Json(200, {{"credential", enrolled->credential},
+                      {"credential_id", enrolled->record.id},
+                      {"organization", OrganizationJson(enrolled->org)},
+                      {"compute", ComputeJson(enrolled->compute, ctx->clock.NowMs())},
+                      {"control_plane_url", enrolled->compute.control_plane_url},
+                      {"data_plane_url", enrolled->compute.data_plane_url}});
+  });
+
+  listener.Post("/cp/v1/heartbeat", [ctx](const http::Request& req) {
+    return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {
+      Status s = ctx->control.RecordHeartbeat(id, req.body);
+      if (!s.ok())
+        return http::ErrorResponse(s);
+      return Json(200, {{"compute_id", id.compute.id}, {"credential_id", id.credential.id}});
+    });
+  });
+
+  listener.Get("/cp/v1/enrolment", [ctx](const http::Request& req) {
+    return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {
+      int64_t wait_ms = 0;
+      if (auto w = req.QueryParam("wait_ms")) {
+        try {
+          wait_ms = std::stoll(std::string(*w));
+        } catch (const std::exception&) {
+          return http::ErrorResponse(400, "invalid_argument", "wait_ms must be an integer");
+        }
+        if (wait_ms < 0 || wait_ms > kMaxEnrolmentWaitMs) {
+          return http::ErrorResponse(400, "invalid_argument", "wait_ms must be 0 to 60000");
+        }
+      }
+      Result<bool> enrolled = ctx->control.WaitForEnrolment(id, wait_ms);
+      if (!enrolled.ok())
+        return http::ErrorResponse(enrolled.status());
+      return Json(200, {{"compute_id", id.compute.id},
+                        {"credential_id", id.credential.id},
+                        {"enrolled", *enrolled}});
+    });
+  });
+
+  listener.Post("/cp/v1/deprovision", [ctx](const http::Request& req) {
+    return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {
+      Status s = ctx->control.Deprovision(id, req.remote_addr);
+      if (!s.ok())
+        return http::ErrorResponse(s);
+      return Json(200, {{"compute_id", id.compute.id}, {"state", "deprovisioned"}});
+    });
+  });
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,182 @@
+#include "server/heartbeat.h"
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/validate.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxNodes = 10000;
+constexpr size_t kMaxGpusPerNode = 64;
+constexpr size_t kMaxDiagnosticsBytes = 64 * 1024;
+
+const std::set<std::string>& KnownCapabilities() {
+  static const std::set<std::string> names = {"nvml", "nvidia_smi", "cupti",
+                                              "dcgm", "py_stacks",  "profiling_permissions"};
+  return names;
+}
+
+Status Bad(const std::string& path, std::string_view what) {
+  return InvalidArgumentError("heartbeat." + path + " " + std::string(what))
+      .WithReason("invalid_heartbeat");
+}
+
+Status CheckString(const json& obj, const std::string& path, const char* key, size_t max,
+                   bool required) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    return required ? Bad(path + key, "is required") : OkStatus();
+  if (!it->is_string())
+    return Bad(path + key, "must be a string");
+  const std::string& v = it->get_ref<const std::string&>();
+  Status s = required ? ValidateText(path + key, v, max) : ValidateOptionalText(path + key, v, max);
+  return s.ok() ? s : Bad(path + key, s.message().substr(path.size() + std::strlen(key) + 1));
+}
+
+Status CheckCount(const json& obj, const std::string& path, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    return OkStatus();
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+    return Bad(path + key, "must be a non-negative integer");
+  }
+  return OkStatus();
+}
+
+Status CheckCapabilities(const json& caps, const std::string& path) {
+  if (!caps.is_object())
+    return Bad(path, "must be an object");
+  for (const auto& [name, cap] : caps.items()) {
+    std::string p = path + "." + name;
+    if (!KnownCapabilities().count(name))
+      return Bad(p, "is not a known capability");
+    if (!cap.is_object())
+      return Bad(p, "must be an object");
+    auto state = cap.find("state");
+    if (state == cap.end() || !state->is_string())
+      return Bad(p + ".state", "is required");
+    const std::string& st = state->get_ref<const std::string&>();
+    if (st != "ok" && st != "degraded" && st != "absent" && st != "disabled") {
+      return Bad(p + ".state", "must be ok, degraded, absent or disabled");
+    }
+    EXPANSE_RETURN_IF_ERROR(CheckString(cap, p + ".", "reason", 1024, false));
+  }
+  return OkStatus();
+}
+
+Status CheckNodes(const json& nodes, int* node_count, int* gpu_count) {
+  if (!nodes.is_array())
+    return Bad("nodes", "must be an array");
+  if (nodes.size() > kMaxNodes)
+    return Bad("nodes", "has more than 10000 entries");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const json& n = nodes[i];
+    std::string p = "nodes[" + std::to_string(i) + "]";
+    if (!n.is_object())
+      return Bad(p, "must be an object");
+    auto name = n.find("name");
+    if (name == n.end() || !name->is_string())
+      return Bad(p + ".name", "is required");
+    if (Status s = ValidateHostname("name", name->get<std::string>()); !s.ok()) {
+      return Bad(p + ".name", "is not a valid host name");
+    }
+    ++*node_count;
+    auto gpus = n.find("gpus");
+    if (gpus == n.end())
+      continue;
+    if (!gpus->is_array() || gpus->size() > kMaxGpusPerNode) {
+      return Bad(p + ".gpus", "must be an array of at most 64 GPUs");
+    }
+    for (size_t g = 0; g < gpus->size(); ++g) {
+      const json& gpu = (*gpus)[g];
+      std::string gp = p + ".gpus[" + std::to_string(g) + "]";
+      if (!gpu.is_object())
+        return Bad(gp, "must be an object");
+      EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "uuid", 96, true));
+      EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "model", 128, false));
+      EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "driver", 64, false));
+      for (const char* k : {"index", "minor", "memory_total_mib"}) {
+        EXPANSE_RETURN_IF_ERROR(CheckCount(gpu, gp + ".", k));
+      }
+      ++*gpu_count;
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
+  json doc = json::parse(body_json, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return InvalidArgumentError("heartbeat is not valid JSON (or not UTF-8)")
+        .WithReason("invalid_json");
+  }
+  if (!doc.is_object())
+    return Bad("", "must be a JSON object");
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+    return Bad("version", "must be 1");
+  }
+  HeartbeatSummary out;
+  EXPANSE_RETURN_IF_ERROR(CheckString(doc, "", "daemon_version", 64, true));
+  auto host = doc.find("controller_host");
+  if (host == doc.end() || !host->is_string() ||
+      !ValidateHostname("controller_host", host->get<std::string>()).ok()) {
+    return Bad("controller_host", "must be the controller's host name");
+  }
+  out.daemon_version = doc["daemon_version"].get<std::string>();
+  out.controller_host = host->get<std::string>();
+  if (auto nodes = doc.find("nodes"); nodes != doc.end()) {
+    EXPANSE_RETURN_IF_ERROR(CheckNodes(*nodes, &out.nodes, &out.gpus));
+  }
+  if (auto caps = doc.find("capabilities"); caps != doc.end()) {
+    EXPANSE_RETURN_IF_ERROR(CheckCapabilities(*caps, "capabilities"));
+  }
+  if (auto workers = doc.find("workers"); workers != doc.end()) {
+    if (!workers->is_object())
+      return Bad("workers", "must be an object");
+    EXPANSE_RETURN_IF_ERROR(CheckCount(*workers, "workers.", "sampled"));
+    EXPANSE_RETURN_IF_ERROR(CheckCount(*workers, "workers.", "expected"));
+    if (auto reports = workers->find("reports"); reports != workers->end()) {
+      if (!reports->is_array() || reports->size() > kMaxNodes) {
+        return Bad("workers.reports", "must be an array of at most 10000 reports");
+      }
+      for (size_t i = 0; i < reports->size(); ++i) {
+        const json& r = (*reports)[i];
+        std::string p = "workers.reports[" + std::to_string(i) + "]";
+        if (!r.is_object())
+          return Bad(p, "must be an object");
+        EXPANSE_RETURN_IF_ERROR(CheckString(r, p + ".", "host", 253, true));
+        EXPANSE_RETURN_IF_ERROR(CheckCount(r, p + ".", "last_sample_ms"));
+        if (auto caps = r.find("capabilities"); caps != r.end()) {
+          EXPANSE_RETURN_IF_ERROR(CheckCapabilities(*caps, p + ".capabilities"));
+        }
+      }
+    }
+  }
+  if (auto outbox = doc.find("outbox"); outbox != doc.end()) {
+    if (!outbox->is_object())
+      return Bad("outbox", "must be an object");
+    for (const auto& [k, v] : outbox->items()) {
+      EXPANSE_RETURN_IF_ERROR(CheckCount(*outbox, "outbox.", k.c_str()));
+    }
+  }
+  if (auto diag = doc.find("diagnostics"); diag != doc.end()) {
+    if (!diag->is_object())
+      return Bad("diagnostics", "must be an object");
+    if (diag->dump().size() > kMaxDiagnosticsBytes)
+      return Bad("diagnostics", "exceeds 64 KiB");
+  }
+  out.normalized_json = doc.dump();
+  return out;
+}
+
+}  // namespace expanse::server

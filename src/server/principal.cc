@@ -1,0 +1,48 @@
+#include "server/principal.h"
+
+#include <algorithm>
+
+namespace expanse::server {
+
+std::string Principal::Actor() const {
+  return kind == Kind::kApiToken ? "token:" + std::to_string(api_token_id)
+                                 : "user:" + std::to_string(user_id);
+}
+
+bool RoleAllows(const store::Membership& membership, Permission permission) {
+  switch (membership.role) {
+    case store::Role::kOwner:
+    case store::Role::kAdmin:
+      return true;
+    case store::Role::kMember:
+      return permission == Permission::kView ||
+             (permission == Permission::kRegisterCompute && membership.can_register_compute);
+    case store::Role::kViewer:
+      return permission == Permission::kView;
+  }
+  return false;
+}
+
+bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission) {
+  auto has = [&](const char* scope) {
+    return std::find(scopes.begin(), scopes.end(), scope) != scopes.end();
+  };
+  if (has("admin"))
+    return true;
+  switch (permission) {
+    case Permission::kView:
+      return has("read") || has("compute:register");
+    case Permission::kRegisterCompute:
+      return has("compute:register");
+    case Permission::kManageCompute:
+    case Permission::kAdmin:
+      return false;
+  }
+  return false;
+}
+
+bool IsKnownScope(const std::string& scope) {
+  return scope == "read" || scope == "compute:register" || scope == "admin";
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,42 @@
+// Who is calling the console/query API, and what each role and token scope allows.
+#ifndef EXPANSE_SERVER_PRINCIPAL_H_
+#define EXPANSE_SERVER_PRINCIPAL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+
+namespace expanse::server {
+
+enum class Permission {
+  kView,             // computes, nodes, jobs, telemetry of the organisation
+  kRegisterCompute,  // create computes and issue their install tokens (explicit for members)
+  kManageCompute,    // re-issue tokens of any compute, deprovision
+  kAdmin,            // members and the audit log
+};
+
+struct Principal {
+  enum class Kind { kSession, kApiToken };
+  Kind kind = Kind::kSession;
+  int64_t user_id = 0;
+  // API tokens only: the one organisation they act in, and their scopes.
+  int64_t api_token_id = 0;
+  int64_t token_org_id = 0;
+  std::vector<std::string> scopes;
+
+  // For the audit log: "user:<id>" or "token:<id>".
+  std::string Actor() const;
+};
+
+// What a membership allows, before any token scope narrows it.
+bool RoleAllows(const store::Membership& membership, Permission permission);
+// What a token scope set allows: "read" -> kView; "compute:register" -> kView, kRegisterCompute;
+// "admin" -> everything.
+bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission);
+bool IsKnownScope(const std::string& scope);
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_PRINCIPAL_H_

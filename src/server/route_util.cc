@@ -1,0 +1,98 @@
+#include "server/route_util.h"
+
+#include <cctype>
+#include <string>
+
+namespace expanse::server {
+
+using nlohmann::json;
+
+Result<json> JsonObjectBody(const http::Request& request) {
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return InvalidArgumentError("the request body is not valid JSON (or not UTF-8)")
+        .WithReason("invalid_json");
+  }
+  if (!body.is_object()) {
+    return InvalidArgumentError("the request body must be a JSON object")
+        .WithReason("invalid_json");
+  }
+  return body;
+}
+
+Result<std::string> StringField(const json& body, const char* name, bool required) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) {
+    if (!required)
+      return std::string();
+    return InvalidArgumentError(std::string(name) + " is required").WithReason("invalid_argument");
+  }
+  if (!it->is_string()) {
+    return InvalidArgumentError(std::string(name) + " must be a string")
+        .WithReason("invalid_argument");
+  }
+  return it->get<std::string>();
+}
+
+std::string_view BearerToken(const http::Request& request) {
+  std::optional<std::string_view> auth = request.Header("Authorization");
+  if (!auth)
+    return {};
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (auth->size() <= kPrefix.size())
+    return {};
+  for (size_t i = 0; i < kPrefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>((*auth)[i])) !=
+        std::tolower(static_cast<unsigned char>(kPrefix[i]))) {
+      return {};
+    }
+  }
+  return auth->substr(kPrefix.size());
+}
+
+std::string CookieValue(const http::Request& request, std::string_view name) {
+  std::optional<std::string_view> header = request.Header("Cookie");
+  if (!header)
+    return {};
+  std::string_view rest = *header;
+  while (!rest.empty()) {
+    size_t end = rest.find(';');
+    std::string_view part = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    while (!part.empty() && part.front() == ' ')
+      part.remove_prefix(1);
+    size_t eq = part.find('=');
+    if (eq != std::string_view::npos && part.substr(0, eq) == name) {
+      return std::string(part.substr(eq + 1));
+    }
+  }
+  return {};
+}
+
+http::Response Json(int status, const json& body) {
+  // Replacement keeps the response valid JSON even if stored text were not UTF-8.
+  return http::JsonResponse(status, body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+json ComputeJson(const store::Compute& c, int64_t now_ms) {
+  json j = {{"id", c.id},
+            {"name", c.name},
+            {"type", c.type},
+            {"state", std::string(store::ComputeStateName(c.state))},
+            {"created_at_ms", c.created_at_ms},
+            {"pinned_daemon_version", c.pinned_daemon_version},
+            {"control_plane_url", c.control_plane_url},
+            {"data_plane_url", c.data_plane_url},
+            {"controller_host", c.controller_host},
+            {"daemon_version", c.daemon_version},
+            {"last_heartbeat_ms", c.last_heartbeat_ms}};
+  j["heartbeat_age_ms"] =
+      c.last_heartbeat_ms == 0 ? json(nullptr) : json(now_ms - c.last_heartbeat_ms);
+  return j;
+}
+
+json OrganizationJson(const store::Organization& org) {
+  return {{"id", org.id}, {"slug", org.slug}, {"name", org.name}};
+}
+
+}  // namespace expanse::server

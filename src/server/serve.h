@@ -1,0 +1,25 @@
+// The `serve` and `admin` commands of expanse-server, behind its thin main.
+#ifndef EXPANSE_SERVER_SERVE_H_
+#define EXPANSE_SERVER_SERVE_H_
+
+#include <string>
+
+#include "server/server_app.h"
+
+namespace expanse::server {
+
+struct ServeFlags {
+  ServerOptions options;
+  std::string install_token_ttl = "1h";
+  std::string stale_after = "5m";
+};
+
+// Serves until SIGINT or SIGTERM, then shuts down gracefully. Returns the process exit code.
+int RunServe(ServeFlags flags);
+
+// "https://host:port" for a listen address; a wildcard host becomes this machine's name.
+std::string PublicUrl(const std::string& listen_address, int bound_port, bool tls);
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_SERVE_H_

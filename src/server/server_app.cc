@@ -1,0 +1,138 @@
+#include "server/server_app.h"
+
+#include <charconv>
+
+#include "http/self_signed.h"
+#include "store/sqlite_store.h"
+
+namespace expanse::server {
+
+Result<std::pair<std::string, int>> ParseListenAddress(std::string_view address) {
+  size_t colon = address.rfind(':');
+  Status bad = InvalidArgumentError("listen address \"" + std::string(address) +
+                                    "\" must be host:port, e.g. 127.0.0.1:8443 or [::1]:8443");
+  if (colon == std::string_view::npos || colon == 0)
+    return bad;
+  std::string_view host = address.substr(0, colon);
+  std::string_view port_text = address.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.back() != ']')
+      return bad;
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = -1;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 0 || port > 65535 ||
+      host.empty()) {
+    return bad;
+  }
+  return std::pair{std::string(host), port};
+}
+
+Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Clock& clock) {
+  std::unique_ptr<ServerApp> app(new ServerApp());
+  app->options_ = std::move(options);
+  if (app->options_.db_path.empty())
+    return InvalidArgumentError("--db is required");
+
+  if (!app->options_.tls_self_signed_dir.empty()) {
+    if (!app->options_.tls_cert.empty()) {
+      return InvalidArgumentError("give either --tls-cert/--tls-key or --tls-self-signed");
+    }
+    http::SelfSignedOptions ss;
+    ss.directory = app->options_.tls_self_signed_dir;
+    ss.hosts = http::DefaultCertificateHosts();
+    ss.hosts.insert(ss.hosts.end(), app->options_.tls_hosts.begin(), app->options_.tls_hosts.end());
+    EXPANSE_ASSIGN_OR_RETURN(http::SelfSignedFiles files, http::EnsureSelfSignedCertificate(ss));
+    app->cert_file_ = files.cert_file;
+    app->key_file_ = files.key_file;
+    app->ca_file_ = files.ca_file;
+  } else {
+    app->cert_file_ = app->options_.tls_cert;
+    app->key_file_ = app->options_.tls_key;
+  }
+
+  EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenSqliteStore({.path = app->options_.db_path}));
+  app->control_ = std::make_unique<ControlPlane>(*app->store_, clock, app->options_.control);
+  EXPANSE_ASSIGN_OR_RETURN(app->limits_, RateLimits::Default(clock));
+  app->context_ = std::unique_ptr<RouteContext>(
+      new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty()});
+
+  EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
+  app->data_listener_ = app->control_listener_;
+  if (!app->options_.data_listen.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(app->data_listener_, app->ListenerFor(app->options_.data_listen));
+  }
+  app->console_listener_ = app->control_listener_;
+  if (!app->options_.console_listen.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(app->console_listener_,
+                             app->ListenerFor(app->options_.console_listen));
+  }
+  RegisterControlPlaneRoutes(*app->control_listener_, *app->context_);
+  RegisterConsoleApiRoutes(*app->console_listener_, *app->context_);
+  for (auto& [address, listener] : app->listeners_) {
+    std::string planes;
+    if (listener.get() == app->control_listener_)
+      planes += "control";
+    if (listener.get() == app->data_listener_)
+      planes += planes.empty() ? "data" : "+data";
+    if (listener.get() == app->console_listener_)
+      planes += planes.empty() ? "console" : "+console";
+    RegisterHealthRoute(*listener, planes);
+  }
+  return app;
+}
+
+Result<http::Listener*> ServerApp::ListenerFor(const std::string& address) {
+  EXPANSE_ASSIGN_OR_RETURN(auto host_port, ParseListenAddress(address));
+  // Planes given the same address share a listener; port 0 asks for a fresh port each time.
+  for (auto& [addr, listener] : listeners_) {
+    if (addr == address && host_port.second != 0)
+      return listener.get();
+  }
+  http::ListenerOptions lo;
+  lo.name = address;
+  lo.host = host_port.first;
+  lo.port = host_port.second;
+  lo.cert_file = cert_file_;
+  lo.key_file = key_file_;
+  // Ingest batches are compressed and bounded by the daemon; heartbeats stay far below this.
+  lo.max_body_bytes = 16 << 20;
+  EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<http::Listener> listener,
+                           http::Listener::Create(std::move(lo)));
+  listeners_.emplace_back(address, std::move(listener));
+  return listeners_.back().second.get();
+}
+
+Status ServerApp::Bind() {
+  for (auto& [address, listener] : listeners_) {
+    if (listener->port() != 0)
+      continue;
+    if (Result<int> port = listener->Bind(); !port.ok()) {
+      return Status(port.status().code(),
+                    "cannot listen on " + address + ": " + port.status().message());
+    }
+  }
+  return OkStatus();
+}
+
+Status ServerApp::Start() {
+  EXPANSE_RETURN_IF_ERROR(Bind());
+  for (auto& [address, listener] : listeners_)
+    EXPANSE_RETURN_IF_ERROR(listener->Start());
+  return OkStatus();
+}
+
+void ServerApp::Stop() {
+  for (auto& [address, listener] : listeners_)
+    listener->Stop();
+}
+
+ServerApp::~ServerApp() { Stop(); }
+
+int ServerApp::control_port() const { return control_listener_->port(); }
+int ServerApp::data_port() const { return data_listener_->port(); }
+int ServerApp::console_port() const { return console_listener_->port(); }
+bool ServerApp::tls() const { return !cert_file_.empty(); }
+
+}  // namespace expanse::server

@@ -1,0 +1,76 @@
+// ServerApp: expanse-server assembled — store, control plane, and the HTTP listeners of the
+// control plane, data plane and console API, on one shared address or separate ones.
+#ifndef EXPANSE_SERVER_SERVER_APP_H_
+#define EXPANSE_SERVER_SERVER_APP_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "http/listener.h"
+#include "server/control_plane.h"
+#include "server/routes.h"
+#include "store/store.h"
+
+namespace expanse::server {
+
+struct ServerOptions {
+  std::string db_path;
+  // host:port of each plane. An empty data or console address shares the control plane's
+  // listener; equal addresses share one listener too.
+  std::string control_listen = "127.0.0.1:8443";
+  std::string data_listen;
+  std::string console_listen;
+  // TLS: a certificate chain and key, or a directory where a self-signed CA and certificate
+  // are created (its ca.pem is what clients use as SSL_CERT_FILE). Neither: plain HTTP,
+  // which the listeners accept only on loopback.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_self_signed_dir;
+  std::vector<std::string> tls_hosts;  // extra names/IPs for the self-signed certificate
+  ControlPlaneOptions control;
+};
+
+class ServerApp {
+ public:
+  static Result<std::unique_ptr<ServerApp>> Create(ServerOptions options, Clock& clock);
+  ~ServerApp();
+
+  // Binds every listener, so a bad address fails before anything serves and ports are known.
+  Status Bind();
+  // Binds if needed, then serves.
+  Status Start();
+  // Graceful: in-flight requests finish.
+  void Stop();
+
+  // Bound ports, after Bind().
+  int control_port() const;
+  int data_port() const;
+  int console_port() const;
+  bool tls() const;
+  const std::string& ca_file() const { return ca_file_; }
+  ControlPlane& control() { return *control_; }
+
+ private:
+  ServerApp() = default;
+  Result<http::Listener*> ListenerFor(const std::string& address);
+
+  ServerOptions options_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<ControlPlane> control_;
+  RateLimits limits_;
+  std::unique_ptr<RouteContext> context_;
+  std::vector<std::pair<std::string, std::unique_ptr<http::Listener>>> listeners_;
+  http::Listener* control_listener_ = nullptr;
+  http::Listener* data_listener_ = nullptr;
+  http::Listener* console_listener_ = nullptr;
+  std::string cert_file_, key_file_, ca_file_;
+};
+
+// Splits "host:port" or "[v6]:port".
+Result<std::pair<std::string, int>> ParseListenAddress(std::string_view address);
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_SERVER_APP_H_

@@ -1,0 +1,229 @@
+#include "store/migrations.h"
+
+#include <array>
+#include <string>
+
+namespace expanse::store::sqlite_internal {
+namespace {
+
+// STRICT tables (SQLite >= 3.37) make a wrongly typed value an error instead of a silent
+// conversion. Times are INTEGER Unix epoch milliseconds with 0 for "unset", as in store.h.
+// The CHECKs repeat the enum names of store.cc (RoleName, ComputeStateName): a new enum
+// value needs a migration that rebuilds the table.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE organizations (
+  id            INTEGER PRIMARY KEY,
+  slug          TEXT NOT NULL UNIQUE
+                CHECK (length(slug) BETWEEN 1 AND 63 AND slug NOT GLOB '*[^a-z0-9-]*'),
+  name          TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE users (
+  id            INTEGER PRIMARY KEY,
+  email         TEXT NOT NULL UNIQUE CHECK (email <> '' AND email NOT GLOB '*[A-Z]*'),
+  display_name  TEXT NOT NULL,
+  password_hash TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  disabled      INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1))
+) STRICT;
+
+CREATE TABLE memberships (
+  org_id               INTEGER NOT NULL REFERENCES organizations (id),
+  user_id              INTEGER NOT NULL REFERENCES users (id),
+  role                 TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member', 'viewer')),
+  can_register_compute INTEGER NOT NULL CHECK (can_register_compute IN (0, 1)),
+  PRIMARY KEY (org_id, user_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX memberships_by_user ON memberships (user_id);
+
+CREATE TABLE sessions (
+  id_hash       TEXT PRIMARY KEY,
+  user_id       INTEGER NOT NULL REFERENCES users (id),
+  csrf_token    TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX sessions_by_user ON sessions (user_id);
+
+CREATE TABLE api_tokens (
+  id            INTEGER PRIMARY KEY,
+  user_id       INTEGER NOT NULL REFERENCES users (id),
+  org_id        INTEGER NOT NULL REFERENCES organizations (id),
+  name          TEXT NOT NULL,
+  token_hash    TEXT NOT NULL UNIQUE,
+  scopes        TEXT NOT NULL,  -- space-separated; no scope contains a blank
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL DEFAULT 0,
+  revoked_at_ms INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX api_tokens_by_user ON api_tokens (user_id);
+
+CREATE TABLE computes (
+  id                    TEXT PRIMARY KEY,
+  org_id                INTEGER NOT NULL REFERENCES organizations (id),
+  name                  TEXT NOT NULL,
+  type                  TEXT NOT NULL,
+  state                 TEXT NOT NULL
+                        CHECK (state IN ('registered', 'active', 'stale', 'deprovisioned')),
+  created_at_ms         INTEGER NOT NULL,
+  created_by_user       INTEGER NOT NULL,  -- informational; 0 = unknown, so no REFERENCES
+  pinned_daemon_version TEXT NOT NULL,
+  control_plane_url     TEXT NOT NULL,
+  data_plane_url        TEXT NOT NULL,
+  last_heartbeat_ms     INTEGER NOT NULL DEFAULT 0,
+  controller_host       TEXT NOT NULL DEFAULT '',
+  daemon_version        TEXT NOT NULL DEFAULT '',
+  deprovisioned_at_ms   INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX computes_by_org ON computes (org_id);
+CREATE INDEX computes_by_state ON computes (state, last_heartbeat_ms);
+
+CREATE TABLE install_tokens (
+  id                INTEGER PRIMARY KEY,
+  compute_id        TEXT NOT NULL REFERENCES computes (id),
+  token_hash        TEXT NOT NULL UNIQUE,
+  created_at_ms     INTEGER NOT NULL,
+  expires_at_ms     INTEGER NOT NULL,
+  used_at_ms        INTEGER NOT NULL DEFAULT 0,
+  invalidated_at_ms INTEGER NOT NULL DEFAULT 0,
+  created_by_user   INTEGER NOT NULL,
+  -- A token is consumed at most one way: exchanged, or invalidated while unused.
+  CHECK (used_at_ms = 0 OR invalidated_at_ms = 0)
+) STRICT;
+CREATE INDEX install_tokens_by_compute ON install_tokens (compute_id);
+
+CREATE TABLE credentials (
+  id                 INTEGER PRIMARY KEY,
+  compute_id         TEXT NOT NULL REFERENCES computes (id),
+  secret_hash        TEXT NOT NULL UNIQUE,
+  created_at_ms      INTEGER NOT NULL,
+  revoked_at_ms      INTEGER NOT NULL DEFAULT 0,
+  revoke_reason      TEXT NOT NULL DEFAULT ''
+                     CHECK (revoke_reason IN ('', 'replaced', 'deprovisioned')),
+  first_heartbeat_ms INTEGER NOT NULL DEFAULT 0,
+  hostname           TEXT NOT NULL,
+  daemon_version     TEXT NOT NULL,
+  slurm_version      TEXT NOT NULL,
+  role               TEXT NOT NULL
+) STRICT;
+CREATE INDEX credentials_by_compute ON credentials (compute_id);
+
+CREATE TABLE heartbeats (
+  id              INTEGER PRIMARY KEY,
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  credential_id   INTEGER NOT NULL REFERENCES credentials (id),
+  received_at_ms  INTEGER NOT NULL,
+  controller_host TEXT NOT NULL,
+  daemon_version  TEXT NOT NULL,
+  body_json       TEXT NOT NULL
+) STRICT;
+CREATE INDEX heartbeats_by_compute_time ON heartbeats (compute_id, received_at_ms);
+
+CREATE TABLE audit_events (
+  id          INTEGER PRIMARY KEY,
+  at_ms       INTEGER NOT NULL,
+  org_id      INTEGER NOT NULL,  -- 0 = no organisation, so no REFERENCES
+  actor       TEXT NOT NULL,
+  action      TEXT NOT NULL,
+  target      TEXT NOT NULL,
+  detail_json TEXT NOT NULL,
+  remote_addr TEXT NOT NULL
+) STRICT;
+CREATE INDEX audit_events_by_time ON audit_events (at_ms);
+CREATE INDEX audit_events_by_org_time ON audit_events (org_id, at_ms);
+)sql";
+
+constexpr std::array<Migration, 1> kMigrations = {{
+    {1, kSchemaV1},
+}};
+
+// applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for
+// the operator reading the table, and no logic reads it back.
+constexpr const char* kCreateMigrationsTable = R"sql(
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version       INTEGER PRIMARY KEY,
+  applied_at_ms INTEGER NOT NULL
+) STRICT;
+)sql";
+
+constexpr std::string_view kRecordMigration =
+    "INSERT INTO schema_migrations (version, applied_at_ms) "
+    "VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))";
+
+Status CheckNotNewer(int version) {
+  if (version > LatestSchemaVersion()) {
+    return FailedPreconditionError("database schema version " + std::to_string(version) +
+                                   " is newer than this expanse-server supports (" +
+                                   std::to_string(LatestSchemaVersion()) +
+                                   "); upgrade expanse-server");
+  }
+  return OkStatus();
+}
+
+// Runs inside an open transaction; the caller commits or rolls back.
+Status ApplyOneLocked(Connection& db, const Migration& migration) {
+  EXPANSE_ASSIGN_OR_RETURN(const int version, SchemaVersion(db));
+  EXPANSE_RETURN_IF_ERROR(CheckNotNewer(version));
+  if (version >= migration.version) {
+    return OkStatus();  // another process got there first
+  }
+  if (version != migration.version - 1) {
+    return DataLossError("database schema version " + std::to_string(version) +
+                         " cannot be followed by migration " + std::to_string(migration.version) +
+                         "; the schema_migrations table is damaged");
+  }
+  if (Status applied = db.ExecuteScript(migration.sql); !applied.ok()) {
+    return Status(applied.code(), "schema migration " + std::to_string(migration.version) +
+                                      " failed: " + applied.message());
+  }
+  return db.Execute(kRecordMigration, int64_t{migration.version});
+}
+
+}  // namespace
+
+std::span<const Migration> Migrations() { return kMigrations; }
+
+int LatestSchemaVersion() { return kMigrations.back().version; }
+
+Result<int> SchemaVersion(Connection& db) {
+  EXPANSE_ASSIGN_OR_RETURN(
+      Statement exists,
+      db.Query("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+               std::string_view("schema_migrations")));
+  EXPANSE_ASSIGN_OR_RETURN(const bool has_row, exists.Step());
+  if (!has_row || exists.ColumnInt(0) == 0) {
+    return 0;
+  }
+  EXPANSE_ASSIGN_OR_RETURN(Statement max_version,
+                           db.Query("SELECT coalesce(max(version), 0) FROM schema_migrations"));
+  EXPANSE_ASSIGN_OR_RETURN(const bool has_max, max_version.Step());
+  return has_max ? static_cast<int>(max_version.ColumnInt(0)) : 0;
+}
+
+Status ApplyMigrations(Connection& db) {
+  // Checked before anything is written, so a newer database is left exactly as it was and
+  // an up-to-date one is only read.
+  EXPANSE_ASSIGN_OR_RETURN(const int initial_version, SchemaVersion(db));
+  EXPANSE_RETURN_IF_ERROR(CheckNotNewer(initial_version));
+  for (const Migration& migration : kMigrations) {
+    if (migration.version <= initial_version) {
+      continue;
+    }
+    EXPANSE_RETURN_IF_ERROR(db.ExecuteScript("BEGIN IMMEDIATE"));
+    Status status = db.ExecuteScript(kCreateMigrationsTable);
+    if (status.ok()) {
+      status = ApplyOneLocked(db, migration);
+    }
+    if (status.ok()) {
+      status = db.ExecuteScript("COMMIT");
+    }
+    if (!status.ok()) {
+      db.RollbackIfActive();
+      return status;
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace expanse::store::sqlite_internal

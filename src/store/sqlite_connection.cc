@@ -1,0 +1,76 @@
+#include "store/sqlite_connection.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "store/sqlite_error.h"
+
+namespace expanse::store::sqlite_internal {
+
+Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms) {
+  sqlite3* db = nullptr;
+  // No SQLITE_OPEN_URI: the path is a file name, never "file:...?mode=..." options.
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  // sqlite3_open_v2 hands out a handle even when it fails; the Connection closes it.
+  Connection connection(db);
+  if (rc != SQLITE_OK) {
+    return SqliteStatus(db, rc, "opening the database");
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  return connection;
+}
+
+Connection::Connection(Connection&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+Connection& Connection::operator=(Connection&& other) noexcept {
+  if (this != &other) {
+    sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+  }
+  return *this;
+}
+
+// sqlite3_close_v2 also copes with statements still open (it closes once they finalize).
+Connection::~Connection() { sqlite3_close_v2(db_); }
+
+Result<Statement> Connection::Prepare(std::string_view sql) {
+  sqlite3_stmt* statement = nullptr;
+  const int rc =
+      sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &statement, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(statement);
+    return SqliteStatus(db_, rc, "preparing SQL statement \"" + std::string(sql) + "\"");
+  }
+  if (statement == nullptr) {  // the text was only blanks or comments
+    return InternalError("SQL text holds no statement: \"" + std::string(sql) + "\"");
+  }
+  return Statement(statement);
+}
+
+Status Connection::ExecuteScript(const std::string& sql) {
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  sqlite3_free(error);  // sqlite3_errmsg() below carries the same text
+  if (rc != SQLITE_OK) {
+    const std::string_view first_line = std::string_view(sql).substr(0, sql.find('\n'));
+    return SqliteStatus(db_, rc, "running SQL \"" + std::string(first_line) + "\"");
+  }
+  return OkStatus();
+}
+
+int64_t Connection::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+
+int64_t Connection::Changes() const { return sqlite3_changes64(db_); }
+
+bool Connection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+void Connection::RollbackIfActive() {
+  if (InTransaction()) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+}  // namespace expanse::store::sqlite_internal

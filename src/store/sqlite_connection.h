@@ -1,0 +1,74 @@
+// Internal to the store module: one SQLite connection that closes itself, with helpers
+// that prepare, bind and run statements in one call.
+//
+// A Connection is not thread-safe (it is opened with SQLITE_OPEN_NOMUTEX); SqliteStore
+// serialises all use of its connection with a mutex.
+#ifndef EXPANSE_STORE_SQLITE_CONNECTION_H_
+#define EXPANSE_STORE_SQLITE_CONNECTION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "store/sqlite_statement.h"
+
+struct sqlite3;
+
+namespace expanse::store::sqlite_internal {
+
+class Connection {
+ public:
+  // Opens (creating when absent) the database at `path`; ":memory:" gives a private
+  // in-memory database. Extended result codes are on and SQLite retries a locked
+  // database for up to busy_timeout_ms before reporting SQLITE_BUSY.
+  static Result<Connection> Open(const std::string& path, int busy_timeout_ms);
+
+  Connection(Connection&& other) noexcept;
+  Connection& operator=(Connection&& other) noexcept;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  Result<Statement> Prepare(std::string_view sql);
+
+  // Prepares `sql` and binds `args` to ?1, ?2, ...; step the result for its rows.
+  template <typename... Args>
+  Result<Statement> Query(std::string_view sql, const Args&... args) {
+    EXPANSE_ASSIGN_OR_RETURN(Statement statement, Prepare(sql));
+    EXPANSE_RETURN_IF_ERROR(statement.BindAll(args...));
+    return statement;
+  }
+
+  // Prepares, binds and runs a statement that returns no rows.
+  template <typename... Args>
+  Status Execute(std::string_view sql, const Args&... args) {
+    EXPANSE_ASSIGN_OR_RETURN(Statement statement, Query(sql, args...));
+    return statement.Run();
+  }
+
+  // Runs constant SQL that may hold several statements (migrations, BEGIN/COMMIT). Never
+  // pass text that contains a value: it is not parameterised.
+  Status ExecuteScript(const std::string& sql);
+
+  // The rowid of the last successful INSERT on this connection.
+  int64_t LastInsertRowId() const;
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t Changes() const;
+  // True inside BEGIN ... COMMIT/ROLLBACK.
+  bool InTransaction() const;
+  // Ends an open transaction without its changes. For error paths: a failure here leaves
+  // nothing better to do, and SQLite may already have rolled back by itself (after
+  // SQLITE_FULL, SQLITE_IOERR, ...), so it is not an error.
+  void RollbackIfActive();
+
+ private:
+  explicit Connection(sqlite3* db) : db_(db) {}
+
+  sqlite3* db_;  // null only after a move (or when sqlite3_open_v2 ran out of memory)
+};
+
+}  // namespace expanse::store::sqlite_internal
+
+#endif  // EXPANSE_STORE_SQLITE_CONNECTION_H_

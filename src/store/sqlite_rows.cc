@@ -1,0 +1,177 @@
+#include "store/sqlite_rows.h"
+
+#include "store/message_text.h"
+
+namespace expanse::store::sqlite_internal {
+namespace {
+
+// A CHECK constraint keeps bad names out, so reaching this means the file was edited by
+// hand or damaged.
+Status BadStoredName(const Status& parse_status, std::string_view where) {
+  return DataLossError("stored " + std::string(where) + " is invalid: " + parse_status.message());
+}
+
+}  // namespace
+
+std::string SelectSql(std::string_view columns, std::string_view rest) {
+  std::string sql = "SELECT ";
+  sql += columns;
+  sql += " FROM ";
+  sql += rest;
+  return sql;
+}
+
+Organization ReadOrganization(const Statement& row) {
+  Organization organization;
+  organization.id = row.ColumnInt(0);
+  organization.slug = row.ColumnText(1);
+  organization.name = row.ColumnText(2);
+  organization.created_at_ms = row.ColumnInt(3);
+  return organization;
+}
+
+User ReadUser(const Statement& row) {
+  User user;
+  user.id = row.ColumnInt(0);
+  user.email = row.ColumnText(1);
+  user.display_name = row.ColumnText(2);
+  user.password_hash = row.ColumnText(3);
+  user.created_at_ms = row.ColumnInt(4);
+  user.disabled = row.ColumnInt(5) != 0;
+  return user;
+}
+
+Result<Membership> ReadMembership(const Statement& row) {
+  Membership membership;
+  membership.org_id = row.ColumnInt(0);
+  membership.user_id = row.ColumnInt(1);
+  Result<Role> role = ParseRole(row.ColumnText(2));
+  if (!role.ok()) {
+    return BadStoredName(role.status(), "membership role");
+  }
+  membership.role = *role;
+  membership.can_register_compute = row.ColumnInt(3) != 0;
+  return membership;
+}
+
+Session ReadSession(const Statement& row) {
+  Session session;
+  session.id_hash = row.ColumnText(0);
+  session.user_id = row.ColumnInt(1);
+  session.csrf_token = row.ColumnText(2);
+  session.created_at_ms = row.ColumnInt(3);
+  session.expires_at_ms = row.ColumnInt(4);
+  return session;
+}
+
+ApiToken ReadApiToken(const Statement& row) {
+  ApiToken token;
+  token.id = row.ColumnInt(0);
+  token.user_id = row.ColumnInt(1);
+  token.org_id = row.ColumnInt(2);
+  token.name = row.ColumnText(3);
+  token.token_hash = row.ColumnText(4);
+  token.scopes = SplitScopes(row.ColumnText(5));
+  token.created_at_ms = row.ColumnInt(6);
+  token.expires_at_ms = row.ColumnInt(7);
+  token.revoked_at_ms = row.ColumnInt(8);
+  return token;
+}
+
+Result<Compute> ReadCompute(const Statement& row) {
+  Compute compute;
+  compute.id = row.ColumnText(0);
+  compute.org_id = row.ColumnInt(1);
+  compute.name = row.ColumnText(2);
+  compute.type = row.ColumnText(3);
+  Result<ComputeState> state = ParseComputeState(row.ColumnText(4));
+  if (!state.ok()) {
+    return BadStoredName(state.status(),
+                         "state of compute " + store_internal::IdForMessage(compute.id));
+  }
+  compute.state = *state;
+  compute.created_at_ms = row.ColumnInt(5);
+  compute.created_by_user = row.ColumnInt(6);
+  compute.pinned_daemon_version = row.ColumnText(7);
+  compute.control_plane_url = row.ColumnText(8);
+  compute.data_plane_url = row.ColumnText(9);
+  compute.last_heartbeat_ms = row.ColumnInt(10);
+  compute.controller_host = row.ColumnText(11);
+  compute.daemon_version = row.ColumnText(12);
+  compute.deprovisioned_at_ms = row.ColumnInt(13);
+  return compute;
+}
+
+InstallToken ReadInstallToken(const Statement& row) {
+  InstallToken token;
+  token.id = row.ColumnInt(0);
+  token.compute_id = row.ColumnText(1);
+  token.token_hash = row.ColumnText(2);
+  token.created_at_ms = row.ColumnInt(3);
+  token.expires_at_ms = row.ColumnInt(4);
+  token.used_at_ms = row.ColumnInt(5);
+  token.invalidated_at_ms = row.ColumnInt(6);
+  token.created_by_user = row.ColumnInt(7);
+  return token;
+}
+
+Credential ReadCredential(const Statement& row) {
+  Credential credential;
+  credential.id = row.ColumnInt(0);
+  credential.compute_id = row.ColumnText(1);
+  credential.secret_hash = row.ColumnText(2);
+  credential.created_at_ms = row.ColumnInt(3);
+  credential.revoked_at_ms = row.ColumnInt(4);
+  credential.revoke_reason = row.ColumnText(5);
+  credential.first_heartbeat_ms = row.ColumnInt(6);
+  credential.hostname = row.ColumnText(7);
+  credential.daemon_version = row.ColumnText(8);
+  credential.slurm_version = row.ColumnText(9);
+  credential.role = row.ColumnText(10);
+  return credential;
+}
+
+Heartbeat ReadHeartbeat(const Statement& row) {
+  Heartbeat heartbeat;
+  heartbeat.compute_id = row.ColumnText(0);
+  heartbeat.credential_id = row.ColumnInt(1);
+  heartbeat.received_at_ms = row.ColumnInt(2);
+  heartbeat.controller_host = row.ColumnText(3);
+  heartbeat.daemon_version = row.ColumnText(4);
+  heartbeat.body_json = row.ColumnText(5);
+  return heartbeat;
+}
+
+AuditEvent ReadAuditEvent(const Statement& row) {
+  AuditEvent event;
+  event.id = row.ColumnInt(0);
+  event.at_ms = row.ColumnInt(1);
+  event.org_id = row.ColumnInt(2);
+  event.actor = row.ColumnText(3);
+  event.action = row.ColumnText(4);
+  event.target = row.ColumnText(5);
+  event.detail_json = row.ColumnText(6);
+  event.remote_addr = row.ColumnText(7);
+  return event;
+}
+
+std::string JoinScopes(const std::vector<std::string>& scopes) {
+  std::string joined;
+  for (const std::string& scope : scopes) {
+    joined += joined.empty() ? "" : " ";
+    joined += scope;
+  }
+  return joined;
+}
+
+std::vector<std::string> SplitScopes(std::string_view joined) {
+  std::vector<std::string> scopes;
+  while (!joined.empty()) {
+    const std::size_t blank = joined.find(' ');
+    scopes.emplace_back(joined.substr(0, blank));
+    joined = blank == std::string_view::npos ? std::string_view() : joined.substr(blank + 1);
+  }
+  return scopes;
+}
+
+}  // namespace expanse::store::sqlite_internal

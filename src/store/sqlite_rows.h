@@ -1,0 +1,63 @@
+// Internal to the store module: the column lists the SQLite store selects and the functions
+// that turn one result row into a store.h struct. A reader expects exactly the columns of
+// its list, in that order, so queries are written as "SELECT " + kXColumns + " FROM ...".
+#ifndef EXPANSE_STORE_SQLITE_ROWS_H_
+#define EXPANSE_STORE_SQLITE_ROWS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "store/sqlite_statement.h"
+#include "store/store.h"
+
+namespace expanse::store::sqlite_internal {
+
+inline constexpr std::string_view kOrganizationColumns = "id, slug, name, created_at_ms";
+inline constexpr std::string_view kUserColumns =
+    "id, email, display_name, password_hash, created_at_ms, disabled";
+inline constexpr std::string_view kMembershipColumns =
+    "org_id, user_id, role, can_register_compute";
+inline constexpr std::string_view kSessionColumns =
+    "id_hash, user_id, csrf_token, created_at_ms, expires_at_ms";
+inline constexpr std::string_view kApiTokenColumns =
+    "id, user_id, org_id, name, token_hash, scopes, created_at_ms, expires_at_ms, revoked_at_ms";
+inline constexpr std::string_view kComputeColumns =
+    "id, org_id, name, type, state, created_at_ms, created_by_user, pinned_daemon_version, "
+    "control_plane_url, data_plane_url, last_heartbeat_ms, controller_host, daemon_version, "
+    "deprovisioned_at_ms";
+inline constexpr std::string_view kInstallTokenColumns =
+    "id, compute_id, token_hash, created_at_ms, expires_at_ms, used_at_ms, invalidated_at_ms, "
+    "created_by_user";
+inline constexpr std::string_view kCredentialColumns =
+    "id, compute_id, secret_hash, created_at_ms, revoked_at_ms, revoke_reason, "
+    "first_heartbeat_ms, hostname, daemon_version, slurm_version, role";
+inline constexpr std::string_view kHeartbeatColumns =
+    "compute_id, credential_id, received_at_ms, controller_host, daemon_version, body_json";
+inline constexpr std::string_view kAuditEventColumns =
+    "id, at_ms, org_id, actor, action, target, detail_json, remote_addr";
+
+// "SELECT <columns> FROM <rest>". Both parts are constant SQL; values are bound.
+std::string SelectSql(std::string_view columns, std::string_view rest);
+
+Organization ReadOrganization(const Statement& row);
+User ReadUser(const Statement& row);
+// kDataLoss when the stored role is not one RoleName() produces.
+Result<Membership> ReadMembership(const Statement& row);
+Session ReadSession(const Statement& row);
+ApiToken ReadApiToken(const Statement& row);
+// kDataLoss when the stored state is not one ComputeStateName() produces.
+Result<Compute> ReadCompute(const Statement& row);
+InstallToken ReadInstallToken(const Statement& row);
+Credential ReadCredential(const Statement& row);
+Heartbeat ReadHeartbeat(const Statement& row);
+AuditEvent ReadAuditEvent(const Statement& row);
+
+// API token scopes are stored as one space-separated string.
+std::string JoinScopes(const std::vector<std::string>& scopes);
+std::vector<std::string> SplitScopes(std::string_view joined);
+
+}  // namespace expanse::store::sqlite_internal
+
+#endif  // EXPANSE_STORE_SQLITE_ROWS_H_

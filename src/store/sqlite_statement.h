@@ -1,0 +1,60 @@
+// Internal to the store module: a prepared SQLite statement that finalizes itself.
+//
+// Values only ever reach SQL as bound parameters (?1, ?2, ...); SQL text is built from
+// constants alone. That is the whole defence against SQL injection, so keep it that way.
+#ifndef EXPANSE_STORE_SQLITE_STATEMENT_H_
+#define EXPANSE_STORE_SQLITE_STATEMENT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/status.h"
+
+struct sqlite3_stmt;
+
+namespace expanse::store::sqlite_internal {
+
+class Statement {
+ public:
+  // Takes ownership of a statement from sqlite3_prepare_v2; must not be null.
+  explicit Statement(sqlite3_stmt* statement) : statement_(statement) {}
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  // Binds the arguments to ?1, ?2, ... in order; stops at the first failure.
+  template <typename... Args>
+  Status BindAll(const Args&... args) {
+    int index = 0;
+    Status status;
+    ((status = status.ok() ? Bind(++index, args) : status), ...);
+    return status;
+  }
+  Status Bind(int index, int64_t value);
+  // Bound as TEXT with its exact length: any bytes, quotes and SQL metacharacters included,
+  // come back unchanged.
+  Status Bind(int index, std::string_view value);
+
+  // true: a row is ready for the Column accessors; false: the statement is done.
+  Result<bool> Step();
+  // Steps a statement that returns no rows (INSERT, UPDATE, ...) to completion.
+  Status Run();
+
+  int64_t ColumnInt(int column) const;
+  // The column's bytes; "" for NULL.
+  std::string ColumnText(int column) const;
+
+ private:
+  std::string SqlForMessage() const;
+  Status Error(int rc, std::string_view doing) const;
+
+  sqlite3_stmt* statement_;  // null only after a move
+};
+
+}  // namespace expanse::store::sqlite_internal
+
+#endif  // EXPANSE_STORE_SQLITE_STATEMENT_H_

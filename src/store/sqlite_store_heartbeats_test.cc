@@ -1,0 +1,206 @@
+// SqliteStore: heartbeats, staleness and deprovisioning.
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/sqlite_store_test_util.h"
+
+namespace expanse::store {
+namespace {
+
+using store_testing::BackingName;
+using store_testing::kBackings;
+using store_testing::kHour;
+using store_testing::kNow;
+using store_testing::kOddText;
+
+class HeartbeatsTest : public store_testing::SqliteStoreTest {};
+INSTANTIATE_TEST_SUITE_P(Backings, HeartbeatsTest, kBackings, BackingName);
+
+ComputeState StateOf(Store& store, const std::string& id) {
+  const Result<Compute> compute = store.GetCompute(id);
+  EXPECT_TRUE(compute.ok()) << compute.status();
+  return compute.ok() ? compute->state : ComputeState::kRegistered;
+}
+
+TEST_P(HeartbeatsTest, FirstHeartbeatActivatesTheCompute) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s");
+  Heartbeat heartbeat = HeartbeatOf(credential, kNow + 100);
+  heartbeat.controller_host = "ctl01";
+  heartbeat.daemon_version = "0.1.1";
+  ASSERT_TRUE(store().RecordHeartbeat(heartbeat).ok());
+
+  const Result<Compute> compute = store().GetCompute("cmp_a");
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  EXPECT_EQ(compute->state, ComputeState::kActive);
+  EXPECT_EQ(compute->last_heartbeat_ms, kNow + 100);
+  EXPECT_EQ(compute->controller_host, "ctl01");
+  EXPECT_EQ(compute->daemon_version, "0.1.1");
+  EXPECT_EQ(store().GetCredential(credential.id)->first_heartbeat_ms, kNow + 100);
+}
+
+TEST_P(HeartbeatsTest, FirstHeartbeatTimeIsSetOnce) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s");
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(credential, kNow + 100)).ok());
+  Heartbeat later = HeartbeatOf(credential, kNow + 200);
+  later.controller_host = "ctl02";
+  ASSERT_TRUE(store().RecordHeartbeat(later).ok());
+
+  EXPECT_EQ(store().GetCredential(credential.id)->first_heartbeat_ms, kNow + 100);
+  EXPECT_EQ(store().GetCompute("cmp_a")->last_heartbeat_ms, kNow + 200);
+  EXPECT_EQ(store().GetCompute("cmp_a")->controller_host, "ctl02");
+}
+
+TEST_P(HeartbeatsTest, LatestHeartbeatIsTheNewestAndKeepsTheBody) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s");
+  Heartbeat first = HeartbeatOf(credential, kNow + 100);
+  first.body_json = R"({"seq":1})";
+  Heartbeat second = HeartbeatOf(credential, kNow + 200);
+  second.body_json = R"({"seq":2,"note":")" + kOddText + "\"}";
+  second.controller_host = kOddText;
+  second.daemon_version = kOddText;
+  ASSERT_TRUE(store().RecordHeartbeat(first).ok());
+  ASSERT_TRUE(store().RecordHeartbeat(second).ok());
+
+  const Result<Heartbeat> latest = store().LatestHeartbeat("cmp_a");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->compute_id, "cmp_a");
+  EXPECT_EQ(latest->credential_id, credential.id);
+  EXPECT_EQ(latest->received_at_ms, kNow + 200);
+  EXPECT_EQ(latest->controller_host, kOddText);
+  EXPECT_EQ(latest->daemon_version, kOddText);
+  EXPECT_EQ(latest->body_json, second.body_json);
+}
+
+TEST_P(HeartbeatsTest, LateOlderHeartbeatDoesNotRollBackTheCompute) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s");
+  Heartbeat newer = HeartbeatOf(credential, kNow + 200);
+  newer.controller_host = "new-host";
+  Heartbeat older = HeartbeatOf(credential, kNow + 100);
+  older.controller_host = "old-host";
+  ASSERT_TRUE(store().RecordHeartbeat(newer).ok());
+  ASSERT_TRUE(store().RecordHeartbeat(older).ok());
+
+  EXPECT_EQ(store().GetCompute("cmp_a")->last_heartbeat_ms, kNow + 200);
+  EXPECT_EQ(store().GetCompute("cmp_a")->controller_host, "new-host");
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a")->controller_host, "new-host");
+}
+
+TEST_P(HeartbeatsTest, LatestHeartbeatErrors) {
+  MakeCompute("cmp_a");
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a").status(),
+            NotFoundError("compute cmp_a has sent no heartbeat"));
+  EXPECT_EQ(store().LatestHeartbeat("cmp_b").status(), NotFoundError("compute cmp_b not found"));
+}
+
+TEST_P(HeartbeatsTest, HeartbeatErrors) {
+  MakeCompute("cmp_a");
+  MakeCompute("cmp_b");
+  const Credential a = Enroll("cmp_a", "sa");
+  const Credential b = Enroll("cmp_b", "sb");
+
+  Heartbeat unknown_compute = HeartbeatOf(a, kNow);
+  unknown_compute.compute_id = "cmp_zz";
+  EXPECT_EQ(store().RecordHeartbeat(unknown_compute), NotFoundError("compute cmp_zz not found"));
+
+  Heartbeat unknown_credential = HeartbeatOf(a, kNow);
+  unknown_credential.credential_id = 999;
+  EXPECT_EQ(store().RecordHeartbeat(unknown_credential), NotFoundError("credential 999 not found"));
+
+  Heartbeat crossed = HeartbeatOf(b, kNow);
+  crossed.compute_id = "cmp_a";
+  EXPECT_EQ(store().RecordHeartbeat(crossed),
+            PermissionDeniedError("credential " + std::to_string(b.id) +
+                                  " does not belong to compute cmp_a"));
+
+  IssueToken("cmp_a", "again", kNow + 1);
+  ASSERT_TRUE(store().ExchangeInstallToken("again", CredentialWithSecret("sa2"), kNow + 2).ok());
+  EXPECT_EQ(
+      store().RecordHeartbeat(HeartbeatOf(a, kNow + 3)),
+      UnauthenticatedError("credential " + std::to_string(a.id) + " has been revoked (replaced)"));
+  // None of the refused heartbeats was stored or activated anything.
+  EXPECT_EQ(StateOf(store(), "cmp_a"), ComputeState::kRegistered);
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(HeartbeatsTest, MarkStaleComputesAffectsOnlyActiveComputesPastTheCutoff) {
+  const Organization organization = MakeOrganization();
+  MakeCompute("cmp_old", organization.id);
+  MakeCompute("cmp_fresh", organization.id);
+  MakeCompute("cmp_new", organization.id);  // registered, never heard from
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(Enroll("cmp_old", "s1"), kNow)).ok());
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(Enroll("cmp_fresh", "s2"), kNow + kHour)).ok());
+
+  const Result<int> marked = store().MarkStaleComputes(kNow + 1);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ(*marked, 1);
+  EXPECT_EQ(StateOf(store(), "cmp_old"), ComputeState::kStale);
+  EXPECT_EQ(StateOf(store(), "cmp_fresh"), ComputeState::kActive);
+  EXPECT_EQ(StateOf(store(), "cmp_new"), ComputeState::kRegistered);
+  // A heartbeat exactly at the cutoff is not older than it.
+  EXPECT_EQ(*store().MarkStaleComputes(kNow + kHour), 0);
+  // Already stale computes are not counted again.
+  EXPECT_EQ(*store().MarkStaleComputes(kNow + 1), 0);
+}
+
+TEST_P(HeartbeatsTest, HeartbeatRevivesAStaleCompute) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s");
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(credential, kNow)).ok());
+  ASSERT_EQ(*store().MarkStaleComputes(kNow + kHour), 1);
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(credential, kNow + 2 * kHour)).ok());
+  EXPECT_EQ(StateOf(store(), "cmp_a"), ComputeState::kActive);
+}
+
+TEST_P(HeartbeatsTest, DeprovisionRevokesCredentialsAndInvalidatesTokens) {
+  MakeCompute("cmp_a");
+  MakeCompute("cmp_b");
+  const Credential live = Enroll("cmp_a", "s1");
+  const Credential other = Enroll("cmp_b", "sb");
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(live, kNow + 1)).ok());
+  IssueToken("cmp_a", "pending", kNow + 2);
+
+  ASSERT_TRUE(store().DeprovisionCompute("cmp_a", kNow + 10).ok());
+  const Result<Compute> compute = store().GetCompute("cmp_a");
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  EXPECT_EQ(compute->state, ComputeState::kDeprovisioned);
+  EXPECT_EQ(compute->deprovisioned_at_ms, kNow + 10);
+  EXPECT_EQ(store().GetCredential(live.id)->revoked_at_ms, kNow + 10);
+  EXPECT_EQ(store().GetCredential(live.id)->revoke_reason, "deprovisioned");
+  EXPECT_EQ(store().GetInstallTokenByHash("pending")->invalidated_at_ms, kNow + 10);
+  // The used enrolment token keeps its history and is not also marked invalidated.
+  EXPECT_EQ(store().GetInstallTokenByHash("token-for-s1")->invalidated_at_ms, 0);
+  EXPECT_EQ(store().GetCredential(other.id)->revoked_at_ms, 0);
+  EXPECT_EQ(StateOf(store(), "cmp_b"), ComputeState::kRegistered);
+  // History stays.
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a")->received_at_ms, kNow + 1);
+}
+
+TEST_P(HeartbeatsTest, DeprovisionIsIdempotent) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s1");
+  ASSERT_TRUE(store().DeprovisionCompute("cmp_a", kNow + 10).ok());
+  ASSERT_TRUE(store().DeprovisionCompute("cmp_a", kNow + 20).ok());
+  EXPECT_EQ(store().GetCompute("cmp_a")->deprovisioned_at_ms, kNow + 10);
+  EXPECT_EQ(store().GetCredential(credential.id)->revoked_at_ms, kNow + 10);
+  EXPECT_EQ(store().DeprovisionCompute("cmp_zz", kNow), NotFoundError("compute cmp_zz not found"));
+}
+
+TEST_P(HeartbeatsTest, DeprovisionedComputeTakesNoHeartbeatAndStaysDeprovisioned) {
+  MakeCompute("cmp_a");
+  const Credential credential = Enroll("cmp_a", "s1");
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(credential, kNow)).ok());
+  ASSERT_TRUE(store().DeprovisionCompute("cmp_a", kNow + 10).ok());
+  EXPECT_EQ(store().RecordHeartbeat(HeartbeatOf(credential, kNow + 20)),
+            FailedPreconditionError("compute cmp_a is deprovisioned"));
+  EXPECT_EQ(*store().MarkStaleComputes(kNow + kHour), 0);
+  EXPECT_EQ(StateOf(store(), "cmp_a"), ComputeState::kDeprovisioned);
+}
+
+}  // namespace
+}  // namespace expanse::store

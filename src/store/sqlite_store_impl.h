@@ -1,0 +1,102 @@
+// Internal to the store module: the SqliteStore class behind OpenSqliteStore. Its methods
+// are defined in sqlite_store_*.cc, one file per area of store.h.
+//
+// Concurrency: one connection, guarded by mu_. Every public method runs as one
+// transaction through Transact(); writers use BEGIN IMMEDIATE, so they take SQLite's
+// write lock before reading anything they decide on, which is what makes checks such as
+// "this install token is unused" race-free also between processes sharing the file.
+// Methods whose names end in Locked run inside an open transaction and do not lock.
+#ifndef EXPANSE_STORE_SQLITE_STORE_IMPL_H_
+#define EXPANSE_STORE_SQLITE_STORE_IMPL_H_
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "store/sqlite_connection.h"
+#include "store/store.h"
+
+namespace expanse::store::sqlite_internal {
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(Connection db) : db_(std::move(db)) {}
+
+  Result<Organization> CreateOrganization(std::string_view slug, std::string_view name,
+                                          int64_t now_ms) override;
+  Result<Organization> GetOrganization(int64_t id) override;
+  Result<Organization> GetOrganizationBySlug(std::string_view slug) override;
+  Result<User> CreateUser(std::string_view email, std::string_view display_name,
+                          std::string_view password_hash, int64_t now_ms) override;
+  Result<User> GetUser(int64_t id) override;
+  Result<User> GetUserByEmail(std::string_view email) override;
+  Status SetUserPassword(int64_t user_id, std::string_view password_hash) override;
+  Status PutMembership(const Membership& membership) override;
+  Result<Membership> GetMembership(int64_t org_id, int64_t user_id) override;
+  Result<std::vector<Membership>> ListMembershipsOfUser(int64_t user_id) override;
+
+  Status CreateSession(const Session& session) override;
+  Result<Session> GetSession(std::string_view id_hash, int64_t now_ms) override;
+  Status DeleteSession(std::string_view id_hash) override;
+  Result<ApiToken> CreateApiToken(const ApiToken& token) override;
+  Result<ApiToken> GetApiTokenByHash(std::string_view token_hash) override;
+  Status RevokeApiToken(int64_t id, int64_t now_ms) override;
+
+  Result<Compute> CreateCompute(const Compute& compute) override;
+  Result<Compute> GetCompute(std::string_view id) override;
+  Result<std::vector<Compute>> ListComputes(int64_t org_id) override;
+  Result<InstallToken> IssueInstallToken(const InstallToken& token) override;
+  Result<InstallToken> GetInstallTokenByHash(std::string_view token_hash) override;
+  Result<Credential> ExchangeInstallToken(std::string_view token_hash, const Credential& credential,
+                                          int64_t now_ms) override;
+  Result<Credential> GetCredentialByHash(std::string_view secret_hash) override;
+  Result<Credential> GetCredential(int64_t id) override;
+
+  Status RecordHeartbeat(const Heartbeat& heartbeat) override;
+  Result<Heartbeat> LatestHeartbeat(std::string_view compute_id) override;
+  Result<int> MarkStaleComputes(int64_t cutoff_ms) override;
+  Status DeprovisionCompute(std::string_view compute_id, int64_t now_ms) override;
+
+  Status AppendAudit(const AuditEvent& event) override;
+  Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) override;
+
+ private:
+  enum class Access { kRead, kWrite };
+
+  // Runs body() (returning Status or Result<T>) in one transaction under mu_: commits when
+  // it succeeds, rolls back when it fails or the commit does.
+  template <typename Body>
+  std::invoke_result_t<Body&> Transact(Access access, Body&& body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPANSE_RETURN_IF_ERROR(
+        db_.ExecuteScript(access == Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"));
+    std::invoke_result_t<Body&> result = body();
+    if (!::expanse::internal::StatusOf(result).ok()) {
+      db_.RollbackIfActive();
+      return result;
+    }
+    if (Status committed = db_.ExecuteScript("COMMIT"); !committed.ok()) {
+      db_.RollbackIfActive();
+      return committed;
+    }
+    return result;
+  }
+
+  // Lookups shared by several methods; kNotFound names the missing thing.
+  Result<Organization> OrganizationByIdLocked(int64_t id);
+  Result<User> UserByIdLocked(int64_t id);
+  Result<Compute> ComputeByIdLocked(std::string_view id);
+  Result<Credential> CredentialByIdLocked(int64_t id);
+
+  std::mutex mu_;
+  Connection db_;  // guarded by mu_
+};
+
+}  // namespace expanse::store::sqlite_internal
+
+#endif  // EXPANSE_STORE_SQLITE_STORE_IMPL_H_

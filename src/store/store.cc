@@ -1,0 +1,53 @@
+#include "store/store.h"
+
+#include <array>
+#include <string>
+#include <utility>
+
+#include "store/message_text.h"
+
+namespace expanse::store {
+namespace {
+
+// Index order matches the enumerators, so a name is names[static_cast<size_t>(value)].
+constexpr std::array<std::string_view, 4> kRoleNames = {"owner", "admin", "member", "viewer"};
+constexpr std::array<std::string_view, 4> kComputeStateNames = {"registered", "active", "stale",
+                                                                "deprovisioned"};
+
+template <typename Enum, std::size_t N>
+Result<Enum> ParseName(const std::array<std::string_view, N>& names, std::string_view name,
+                       std::string_view what) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == name) {
+      return static_cast<Enum>(i);
+    }
+  }
+  std::string expected;
+  for (const std::string_view known : names) {
+    expected += expected.empty() ? "" : ", ";
+    expected += known;
+  }
+  return InvalidArgumentError("unknown " + std::string(what) + " " +
+                              store_internal::QuoteForMessage(name) + "; expected one of " +
+                              expected);
+}
+
+}  // namespace
+
+std::string_view RoleName(Role role) {
+  const auto index = static_cast<std::size_t>(role);
+  return index < kRoleNames.size() ? kRoleNames[index] : "unknown";
+}
+
+Result<Role> ParseRole(std::string_view name) { return ParseName<Role>(kRoleNames, name, "role"); }
+
+std::string_view ComputeStateName(ComputeState state) {
+  const auto index = static_cast<std::size_t>(state);
+  return index < kComputeStateNames.size() ? kComputeStateNames[index] : "unknown";
+}
+
+Result<ComputeState> ParseComputeState(std::string_view name) {
+  return ParseName<ComputeState>(kComputeStateNames, name, "compute state");
+}
+
+}  // namespace expanse::store

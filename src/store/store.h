@@ -1,0 +1,227 @@
+// The persistence interface of expanse-server's control plane.
+//
+// Callers see only this interface; SQLite (sqlite_store.h) is the default implementation and a
+// PostgreSQL one can be added without touching callers. Every method is one atomic unit: where a
+// flow changes several rows (issuing a token invalidates older ones; exchanging a token consumes
+// it, revokes the old credential and stores the new one) the implementation does it in one
+// transaction, so a crash or a concurrent request never leaves a half-applied change.
+//
+// Times are Unix epoch milliseconds, passed in by the caller (which owns the clock), 0 = unset.
+// Secrets are never stored: tokens, credentials and session ids arrive already hashed.
+#ifndef EXPANSE_STORE_STORE_H_
+#define EXPANSE_STORE_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/status.h"
+
+namespace expanse::store {
+
+enum class Role { kOwner, kAdmin, kMember, kViewer };
+std::string_view RoleName(Role role);
+Result<Role> ParseRole(std::string_view name);
+
+struct Organization {
+  int64_t id = 0;
+  std::string slug;  // [a-z0-9-]{1,63}, unique
+  std::string name;
+  int64_t created_at_ms = 0;
+};
+
+struct User {
+  int64_t id = 0;
+  std::string email;  // unique, compared case-insensitively (stored lower-case)
+  std::string display_name;
+  std::string password_hash;  // Argon2id string from crypto::HashPassword
+  int64_t created_at_ms = 0;
+  bool disabled = false;
+};
+
+struct Membership {
+  int64_t org_id = 0;
+  int64_t user_id = 0;
+  Role role = Role::kViewer;
+  // Registering a compute is an explicit permission (owners and admins hold it by role;
+  // a member holds it only when granted here).
+  bool can_register_compute = false;
+};
+
+struct Session {
+  std::string id_hash;  // crypto::HashSecretToken of the cookie value
+  int64_t user_id = 0;
+  std::string csrf_token;  // echoed by the console in a header on every state-changing request
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+};
+
+struct ApiToken {
+  int64_t id = 0;
+  int64_t user_id = 0;
+  int64_t org_id = 0;
+  std::string name;
+  std::string token_hash;
+  std::vector<std::string> scopes;  // e.g. "read", "compute:register", "admin"; no blanks
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;  // 0 = does not expire
+  int64_t revoked_at_ms = 0;
+};
+
+enum class ComputeState { kRegistered, kActive, kStale, kDeprovisioned };
+std::string_view ComputeStateName(ComputeState state);
+Result<ComputeState> ParseComputeState(std::string_view name);
+
+struct Compute {
+  std::string id;  // "cmp_" + random, chosen by the caller
+  int64_t org_id = 0;
+  std::string name;
+  std::string type;  // "slurm"
+  ComputeState state = ComputeState::kRegistered;
+  int64_t created_at_ms = 0;
+  int64_t created_by_user = 0;
+  // What the Add compute panel shows and the exchange hands to the installer.
+  std::string pinned_daemon_version;
+  std::string control_plane_url;
+  std::string data_plane_url;
+  // From the latest heartbeat.
+  int64_t last_heartbeat_ms = 0;
+  std::string controller_host;
+  std::string daemon_version;
+  int64_t deprovisioned_at_ms = 0;
+};
+
+struct InstallToken {
+  int64_t id = 0;
+  std::string compute_id;
+  std::string token_hash;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  int64_t used_at_ms = 0;         // set once by a successful exchange
+  int64_t invalidated_at_ms = 0;  // set when re-issued or the compute is deprovisioned
+  int64_t created_by_user = 0;
+};
+
+struct Credential {
+  int64_t id = 0;
+  std::string compute_id;
+  std::string secret_hash;
+  int64_t created_at_ms = 0;
+  int64_t revoked_at_ms = 0;
+  std::string revoke_reason;  // "replaced", "deprovisioned"
+  int64_t first_heartbeat_ms = 0;
+  // Host facts sent with the exchange.
+  std::string hostname;
+  std::string daemon_version;
+  std::string slurm_version;
+  std::string role;
+};
+
+struct Heartbeat {
+  std::string compute_id;
+  int64_t credential_id = 0;
+  int64_t received_at_ms = 0;
+  std::string controller_host;
+  std::string daemon_version;
+  std::string body_json;  // the whole validated heartbeat document, for the console and diagnostics
+};
+
+struct AuditEvent {
+  int64_t id = 0;
+  int64_t at_ms = 0;
+  int64_t org_id = 0;  // 0 = not tied to an organisation (e.g. a failed login for an unknown user)
+  std::string actor;   // "user:<id>", "token:<id>", "compute:<id>", "anonymous"
+  std::string action;  // e.g. "install_token.issued", "install_token.refused", "login.failed"
+  std::string target;  // e.g. a compute id
+  std::string detail_json;
+  std::string remote_addr;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // --- organisations, users, memberships -------------------------------------------------------
+  // kAlreadyExists on a duplicate slug / email; kInvalidArgument on a slug outside
+  // [a-z0-9-]{1,63} or an empty email. Emails are lower-cased (ASCII only) on the way in and
+  // in lookups.
+  virtual Result<Organization> CreateOrganization(std::string_view slug, std::string_view name,
+                                                  int64_t now_ms) = 0;
+  virtual Result<Organization> GetOrganization(int64_t id) = 0;
+  virtual Result<Organization> GetOrganizationBySlug(std::string_view slug) = 0;
+  virtual Result<User> CreateUser(std::string_view email, std::string_view display_name,
+                                  std::string_view password_hash, int64_t now_ms) = 0;
+  virtual Result<User> GetUser(int64_t id) = 0;
+  virtual Result<User> GetUserByEmail(std::string_view email) = 0;
+  virtual Status SetUserPassword(int64_t user_id, std::string_view password_hash) = 0;
+  // Inserts or replaces the membership of (org_id, user_id).
+  virtual Status PutMembership(const Membership& membership) = 0;
+  virtual Result<Membership> GetMembership(int64_t org_id, int64_t user_id) = 0;
+  virtual Result<std::vector<Membership>> ListMembershipsOfUser(int64_t user_id) = 0;
+
+  // --- console sessions and API tokens ---------------------------------------------------------
+  virtual Status CreateSession(const Session& session) = 0;
+  // kNotFound when absent or expired at now_ms (expires_at_ms <= now_ms).
+  virtual Result<Session> GetSession(std::string_view id_hash, int64_t now_ms) = 0;
+  // kNotFound when absent.
+  virtual Status DeleteSession(std::string_view id_hash) = 0;
+  // Returns the token with its id assigned. kInvalidArgument for an empty scope or one with
+  // blanks (scopes are stored space-separated).
+  virtual Result<ApiToken> CreateApiToken(const ApiToken& token) = 0;
+  virtual Result<ApiToken> GetApiTokenByHash(std::string_view token_hash) = 0;
+  virtual Status RevokeApiToken(int64_t id, int64_t now_ms) = 0;
+
+  // --- computes ----------------------------------------------------------------------------------
+  virtual Result<Compute> CreateCompute(const Compute& compute) = 0;
+  virtual Result<Compute> GetCompute(std::string_view id) = 0;
+  virtual Result<std::vector<Compute>> ListComputes(int64_t org_id) = 0;
+
+  // Stores a new install token and, in the same transaction, invalidates every earlier token of
+  // the same compute that is still unused (invalidated_at_ms = token.created_at_ms). Returns the
+  // token with its id assigned; used/invalidated start unset whatever `token` holds.
+  // kInvalidArgument when expires_at_ms <= created_at_ms, kFailedPrecondition when the compute is
+  // deprovisioned.
+  virtual Result<InstallToken> IssueInstallToken(const InstallToken& token) = 0;
+  virtual Result<InstallToken> GetInstallTokenByHash(std::string_view token_hash) = 0;
+
+  // The single-use exchange, in one transaction:
+  //   token unknown                        -> kNotFound
+  //   already used / invalidated / expired -> kFailedPrecondition, message names which
+  //   compute deprovisioned                -> kFailedPrecondition
+  // otherwise marks the token used at now_ms, revokes every unrevoked credential of the compute
+  // (reason "replaced"), stores `credential` (its compute_id is taken from the token,
+  // created_at_ms is now_ms, the revocation and first-heartbeat fields start unset) and returns
+  // it with its id assigned. Two concurrent exchanges of one token: exactly one succeeds.
+  virtual Result<Credential> ExchangeInstallToken(std::string_view token_hash,
+                                                  const Credential& credential, int64_t now_ms) = 0;
+  virtual Result<Credential> GetCredentialByHash(std::string_view secret_hash) = 0;
+  virtual Result<Credential> GetCredential(int64_t id) = 0;
+
+  // Stores the heartbeat as the compute's latest, moves a registered or stale compute to active,
+  // updates last_heartbeat_ms / controller_host / daemon_version, and sets the credential's
+  // first_heartbeat_ms when unset. kFailedPrecondition when the compute is deprovisioned.
+  // "Latest" is by received_at_ms: a heartbeat older than the newest stored one is kept as
+  // history but does not roll the compute's fields back. The credential is checked again inside
+  // the transaction: kPermissionDenied when it belongs to another compute, kUnauthenticated when
+  // it was revoked (e.g. replaced by a concurrent exchange).
+  virtual Status RecordHeartbeat(const Heartbeat& heartbeat) = 0;
+  // kNotFound when the compute is unknown or has sent no heartbeat.
+  virtual Result<Heartbeat> LatestHeartbeat(std::string_view compute_id) = 0;
+  // Active computes whose last heartbeat is older than cutoff_ms become stale; returns how many.
+  virtual Result<int> MarkStaleComputes(int64_t cutoff_ms) = 0;
+  // state -> deprovisioned, every credential revoked (reason "deprovisioned"), every unused
+  // install token invalidated. History (heartbeats, audit) stays. Idempotent.
+  virtual Status DeprovisionCompute(std::string_view compute_id, int64_t now_ms) = 0;
+
+  // --- audit log ---------------------------------------------------------------------------------
+  virtual Status AppendAudit(const AuditEvent& event) = 0;
+  // Newest first (ties: last appended first). org_id 0 = all organisations. limit >= 1.
+  virtual Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) = 0;
+};
+
+}  // namespace expanse::store
+
+#endif  // EXPANSE_STORE_STORE_H_

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The real expanse-server binary: admin bootstrap, HTTPS with a self-signed CA that clients must
+# trust explicitly, the install-token flow to an enrolled compute over curl, plain HTTP refused
+# off loopback, and a graceful exit on SIGTERM.
+# Usage: server_binary.sh /path/to/expanse-server
+set -euo pipefail
+SERVER="${1:?path to expanse-server}"
+TEST_NAME=server_binary
+fail() { printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*" >&2; exit 1; }
+pass() { printf 'ok   [%s]: %s\n' "$TEST_NAME" "$*"; }
+
+dir="$(mktemp -d)"
+pid=""
+cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+EXPANSE_ADMIN_PASSWORD='s3cret pass' "$SERVER" admin bootstrap --db "$dir/db.sqlite" --org acme \
+  --org-name "Acme Research" --email ops@acme.example >"$dir/boot.json"
+api_token="$(jq -r .api_token "$dir/boot.json")"
+[[ "$api_token" == exp_at_* ]] || fail "bootstrap printed no API token: $(cat "$dir/boot.json")"
+pass "admin bootstrap issued an API token"
+if "$SERVER" admin bootstrap --db "$dir/db.sqlite" --org acme --org-name A --email x@y.z 2>"$dir/err"; then
+  fail "bootstrap without a password succeeded"
+fi
+grep -q 'EXPANSE_ADMIN_PASSWORD' "$dir/err" || fail "no hint about the password variable: $(cat "$dir/err")"
+pass "bootstrap without a password is refused with a hint"
+
+out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 0.0.0.0:0 2>&1 || true)"
+[[ "$out" == *"plain HTTP is only allowed on loopback"* ]] || fail "plain HTTP on 0.0.0.0 not refused: $out"
+pass "plain HTTP off loopback is refused"
+
+"$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --data-listen 127.0.0.1:0 \
+  --tls-self-signed "$dir/tls" >"$dir/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve.log" && break; sleep 0.1; done
+cp_url="$(grep -oP 'control plane \K\S+' "$dir/serve.log")" || fail "no control plane URL: $(cat "$dir/serve.log")"
+dp_url="$(grep -oP 'data plane +\K\S+' "$dir/serve.log")"
+[[ "$cp_url" == https://* && "$dp_url" == https://* && "$cp_url" != "$dp_url" ]] ||
+  fail "expected two distinct HTTPS planes, got $cp_url and $dp_url"
+pass "control plane $cp_url and data plane $dp_url"
+
+curl -sS --max-time 5 "$cp_url/healthz" >/dev/null 2>&1 && fail "a client that does not trust the CA connected"
+pass "a client without the CA is refused"
+k=(curl -sS --max-time 10 --cacert "$dir/tls/ca.pem")
+[[ "$("${k[@]}" "$dp_url/healthz" | jq -r .plane)" == data ]] || fail "data plane health"
+pass "data plane healthz over TLS with ca.pem"
+
+compute="$("${k[@]}" -H "Authorization: Bearer $api_token" -d '{"name":"test cluster","type":"slurm"}' \
+  "$cp_url/api/v1/orgs/acme/computes" | jq -r .id)"
+[[ "$compute" == cmp_* ]] || fail "no compute id"
+issued="$("${k[@]}" -H "Authorization: Bearer $api_token" -H 'Content-Length: 0' -X POST \
+  "$cp_url/api/v1/computes/$compute/install-tokens")"
+token="$(jq -r .token <<<"$issued")"
+[[ "$(jq -r .data_plane_url <<<"$issued")" == "$dp_url" ]] || fail "token panel data plane URL: $issued"
+pass "install token issued with the plane URLs"
+
+intro="$("${k[@]}" -d "{\"token\":\"$token\"}" "$cp_url/cp/v1/install-tokens/introspect")"
+[[ "$(jq -r .compute.id <<<"$intro")" == "$compute" ]] || fail "introspection: $intro"
+body="{\"token\":\"$token\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}"
+credential="$("${k[@]}" -d "$body" "$cp_url/cp/v1/install-tokens/exchange" | jq -r .credential)"
+[[ "$credential" == exp_cc_* ]] || fail "no credential"
+again="$("${k[@]}" -d "$body" "$cp_url/cp/v1/install-tokens/exchange" | jq -r .error.code)"
+[[ "$again" == install_token_used ]] || fail "second exchange: $again"
+pass "token introspected, exchanged once, refused the second time"
+
+"${k[@]}" -H "Authorization: Bearer $credential" \
+  -d '{"version":1,"daemon_version":"0.1.0","controller_host":"ctl"}' "$cp_url/cp/v1/heartbeat" >/dev/null
+enrolled="$("${k[@]}" -H "Authorization: Bearer $credential" "$cp_url/cp/v1/enrolment?wait_ms=100" | jq -r .enrolled)"
+[[ "$enrolled" == true ]] || fail "not enrolled after a heartbeat"
+state="$("${k[@]}" -H "Authorization: Bearer $api_token" "$cp_url/api/v1/computes/$compute" | jq -r .state)"
+[[ "$state" == active ]] || fail "compute state $state"
+pass "first heartbeat enrolled the credential; compute is active"
+
+kill -TERM "$pid"
+wait "$pid" || fail "expanse-server exited non-zero on SIGTERM"
+pid=""
+grep -q 'shutting down' "$dir/serve.log" || fail "no graceful shutdown line"
+pass "SIGTERM shuts down gracefully"
