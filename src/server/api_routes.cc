@@ -14,26 +14,9 @@ bool IsStateChanging(const http::Request& req) {
   return req.method != "GET" && req.method != "HEAD";
 }
 
-// Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
-// cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
-Result<Principal> Authenticate(RouteContext& ctx, const http::Request& req) {
-  std::string_view bearer = BearerToken(req);
-  Result<Principal> p =
-      !bearer.empty() ? ctx.control.AuthenticateApiToken(bearer)
-                      : ctx.control.AuthenticateSession(CookieValue(req, kSessionCookie),
-                                                        req.Header("X-CSRF-Token").value_or(""),
-                                                        IsStateChanging(req));
-  if (!p.ok())
-    return p;
-  if (!ctx.limits.per_principal->Allow(p->Actor())) {
-    return ResourceExhaustedError("too many requests; slow down").WithReason("rate_limited");
-  }
-  return p;
-}
-
 template <typename Fn>
 http::Response Authed(RouteContext& ctx, const http::Request& req, Fn fn) {
-  Result<Principal> p = Authenticate(ctx, req);
+  Result<Principal> p = AuthenticateConsoleRequest(ctx, req);
   if (!p.ok())
     return http::ErrorResponse(p.status());
   return fn(*p);
@@ -48,6 +31,23 @@ std::string SessionCookieHeader(const std::string& value, int64_t max_age_s, boo
 }
 
 }  // namespace
+
+// Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
+// cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
+Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req) {
+  std::string_view bearer = BearerToken(req);
+  Result<Principal> p =
+      !bearer.empty() ? ctx.control.AuthenticateApiToken(bearer)
+                      : ctx.control.AuthenticateSession(CookieValue(req, kSessionCookie),
+                                                        req.Header("X-CSRF-Token").value_or(""),
+                                                        IsStateChanging(req));
+  if (!p.ok())
+    return p;
+  if (!ctx.limits.per_principal->Allow(p->Actor())) {
+    return ResourceExhaustedError("too many requests; slow down").WithReason("rate_limited");
+  }
+  return p;
+}
 
 void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;

@@ -321,5 +321,126 @@ TEST_F(ApiTest, UnknownRoutesAndMethodsAreJson) {
   EXPECT_EQ(Code(Call("GET", "/api/v1/me", "", Bearer("exp_at_forged"))), "api_token_invalid");
 }
 
+// A job on two GPUs of one host: one busy, one idle for the whole job.
+std::string TelemetryBatch(int sequence, const std::string& job_state, int64_t end_ms) {
+  json series = json::array();
+  for (const auto& [gpu, busy] : {std::pair{"GPU-busy", 80.0}, std::pair{"GPU-idle", 0.0}}) {
+    json dt = json::array();
+    json v = json::array();
+    json mem = json::array();
+    for (int i = 0; i < 60; ++i) {
+      dt.push_back(i == 0 ? 0 : 1000);
+      v.push_back(busy == 0 ? 0.0 : busy + (i % 3));
+      mem.push_back(busy == 0 ? 0 : 40000 + i);
+    }
+    series.push_back({{"host", "worker2"},
+                      {"device", gpu},
+                      {"metric", "gpu.sm_util"},
+                      {"t0", kStart},
+                      {"dt", dt},
+                      {"v", v}});
+    series.push_back({{"host", "worker2"},
+                      {"device", gpu},
+                      {"metric", "gpu.mem_used_mib"},
+                      {"t0", kStart},
+                      {"dt", dt},
+                      {"v", mem}});
+  }
+  json allocations = json::array();
+  int index = 0;
+  for (const char* gpu : {"GPU-busy", "GPU-idle"}) {
+    allocations.push_back({{"job_id", "77"},
+                           {"host", "worker2"},
+                           {"gpu_uuid", gpu},
+                           {"gpu_index", index},
+                           {"gpu_minor", index + 2},
+                           {"from_ms", kStart},
+                           {"to_ms", end_ms}});
+    ++index;
+  }
+  json doc = {{"version", 1},
+              {"stream", "telemetry"},
+              {"sequence", sequence},
+              {"series", series},
+              {"jobs",
+               {{{"job_id", "77"},
+                 {"state", job_state},
+                 {"user", "ana"},
+                 {"account", "ml"},
+                 {"partition", "gpu"},
+                 {"req_gpus", 2},
+                 {"req_cpus", 4},
+                 {"start_ms", kStart},
+                 {"end_ms", end_ms},
+                 {"observed_ms", kStart + sequence}}}},
+              {"job_events",
+               {{{"job_id", "77"}, {"host", "worker2"}, {"kind", "start"}, {"at_ms", kStart}}}},
+              {"gpu_allocations", allocations}};
+  return doc.dump();
+}
+
+TEST_F(ApiTest, IngestedJobShowsRequestedVersusUsed) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  Reply first = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "COMPLETED", kStart + 60'000),
+                     Bearer(credential));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body["duplicate"], false);
+  EXPECT_EQ(first.body["samples"], 240);
+  Reply again = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "COMPLETED", kStart + 60'000),
+                     Bearer(credential));
+  EXPECT_EQ(again.body["duplicate"], true);
+
+  Reply jobs = Call("GET", "/api/v1/orgs/acme/jobs", "", Bearer(token_));
+  ASSERT_EQ(jobs.status, 200) << jobs.body;
+  ASSERT_EQ(jobs.body["jobs"].size(), 1u) << jobs.body;
+  const json& job = jobs.body["jobs"][0];
+  EXPECT_EQ(job["requested"]["gpus"], 2);
+  EXPECT_EQ(job["used"]["gpus_allocated"], 2);
+  EXPECT_EQ(job["used"]["gpus_active"], 1);
+  EXPECT_NEAR(job["used"]["sm_peak"].get<double>(), 82.0, 1e-9);
+  EXPECT_NEAR(job["used"]["sm_mean"].get<double>(), 40.5, 0.5);
+  EXPECT_NEAR(job["used"]["idle_gpu_hours"].get<double>(), 60.0 / 3600, 1e-3);
+  EXPECT_NEAR(job["used"]["gpu_mem_peak_mib"].get<double>(), 40059, 1e-9);
+
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/jobs?user=bob", "", Bearer(token_)).body["jobs"].size(),
+            0u);
+  EXPECT_EQ(
+      Call("GET", "/api/v1/orgs/acme/jobs?state=RUNNING", "", Bearer(token_)).body["jobs"].size(),
+      0u);
+
+  Reply timeline = Call("GET", "/api/v1/computes/" + compute + "/jobs/77/timeline?points=10", "",
+                        Bearer(token_));
+  ASSERT_EQ(timeline.status, 200) << timeline.body;
+  ASSERT_EQ(timeline.body["series"].size(), 2u);
+  for (const auto& s : timeline.body["series"]) {
+    EXPECT_LE(s["points"].size(), 10u);
+    EXPECT_GE(s["points"].size(), 9u);
+  }
+  Reply detail = Call("GET", "/api/v1/computes/" + compute + "/jobs/77", "", Bearer(token_));
+  EXPECT_EQ(detail.body["gpus"].size(), 2u);
+  EXPECT_EQ(detail.body["events"][0]["kind"], "start");
+}
+
+TEST_F(ApiTest, IngestRefusesBadBatchesAndRevokedCredentials) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  Reply bad = Call("POST", "/dp/v1/ingest",
+                   R"({"version":1,"stream":"telemetry","sequence":1,"series":[{"host":"h",)"
+                   R"("metric":"m","t0":1,"dt":[0],"v":["x"]}]})",
+                   Bearer(credential));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(Code(bad), "invalid_batch");
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/jobs", "", Bearer(token_)).body["jobs"].size(), 0u);
+  std::string replacement = Exchange(IssueToken(compute)).body["credential"];
+  Reply revoked =
+      Call("POST", "/dp/v1/ingest", TelemetryBatch(2, "RUNNING", 0), Bearer(credential));
+  EXPECT_EQ(revoked.status, 401);
+  EXPECT_EQ(Code(revoked), "credential_revoked");
+  EXPECT_EQ(
+      Call("POST", "/dp/v1/ingest", TelemetryBatch(2, "RUNNING", 0), Bearer(replacement)).status,
+      200);
+}
+
 }  // namespace
 }  // namespace expanse::server

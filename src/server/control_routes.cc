@@ -1,4 +1,5 @@
 // The control plane over HTTP: what the installer and the controller daemon call.
+#include <optional>
 #include <string>
 
 #include "crypto/hash.h"
@@ -13,18 +14,12 @@ using nlohmann::json;
 
 constexpr int64_t kMaxEnrolmentWaitMs = 60'000;
 
-// Runs `fn` for an authenticated compute, or answers the refusal. The rate limit is keyed on
-// the credential's hash so a flood from one compute cannot starve the others.
 template <typename Fn>
 http::Response WithCompute(RouteContext& ctx, const http::Request& req, Fn fn) {
-  std::string_view bearer = BearerToken(req);
-  if (!ctx.limits.per_credential->Allow(crypto::HashSecretToken(bearer))) {
-    return http::TooManyRequestsResponse(
-        ctx.limits.per_credential->RetryAfter(crypto::HashSecretToken(bearer)));
-  }
-  Result<ControlPlane::ComputeIdentity> id = ctx.control.AuthenticateCredential(bearer);
-  if (!id.ok())
-    return http::ErrorResponse(id.status());
+  http::Response refused;
+  std::optional<ControlPlane::ComputeIdentity> id = AuthenticateCompute(ctx, req, &refused);
+  if (!id)
+    return refused;
   return fn(*id);
 }
 
@@ -36,6 +31,23 @@ bool TokenRateLimited(RouteContext& ctx, const http::Request& req, http::Respons
 }
 
 }  // namespace
+
+std::optional<ControlPlane::ComputeIdentity> AuthenticateCompute(RouteContext& ctx,
+                                                                 const http::Request& req,
+                                                                 http::Response* refused) {
+  // Keyed on the credential's hash, so a flood from one compute cannot starve the others.
+  std::string key = crypto::HashSecretToken(BearerToken(req));
+  if (!ctx.limits.per_credential->Allow(key)) {
+    *refused = http::TooManyRequestsResponse(ctx.limits.per_credential->RetryAfter(key));
+    return std::nullopt;
+  }
+  Result<ControlPlane::ComputeIdentity> id = ctx.control.AuthenticateCredential(BearerToken(req));
+  if (!id.ok()) {
+    *refused = http::ErrorResponse(id.status());
+    return std::nullopt;
+  }
+  return *std::move(id);
+}
 
 void RegisterHealthRoute(http::Listener& listener, std::string_view plane) {
   std::string body = json{{"status", "ok"}, {"plane", std::string(plane)}}.dump();

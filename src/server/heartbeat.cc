@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/route_util.h"
 #include "server/validate.h"
 
 namespace expanse::server {
@@ -114,17 +115,8 @@ Status CheckNodes(const json& nodes, int* node_count, int* gpu_count) {
 }  // namespace
 
 Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
-  json doc = json::parse(body_json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return InvalidArgumentError("heartbeat is not valid JSON (or not UTF-8)")
-        .WithReason("invalid_json");
-  }
-  if (!doc.is_object())
-    return Bad("", "must be a JSON object");
-  auto version = doc.find("version");
-  if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
-    return Bad("version", "must be 1");
-  }
+  EXPANSE_ASSIGN_OR_RETURN(json doc,
+                           ParseVersionOneDocument(body_json, "heartbeat", "invalid_heartbeat"));
   HeartbeatSummary out;
   EXPANSE_RETURN_IF_ERROR(CheckString(doc, "", "daemon_version", 64, true));
   auto host = doc.find("controller_host");

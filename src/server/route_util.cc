@@ -7,6 +7,26 @@ namespace expanse::server {
 
 using nlohmann::json;
 
+Result<json> ParseVersionOneDocument(std::string_view text, std::string_view what,
+                                     std::string_view bad_reason) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return InvalidArgumentError("the " + std::string(what) + " is not valid JSON (or not UTF-8)")
+        .WithReason("invalid_json");
+  }
+  auto bad = [&](const char* field, const char* problem) {
+    return InvalidArgumentError(std::string(what) + field + " " + problem)
+        .WithReason(std::string(bad_reason));
+  };
+  if (!doc.is_object())
+    return bad("", "must be a JSON object");
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+    return bad(".version", "must be 1");
+  }
+  return doc;
+}
+
 Result<json> JsonObjectBody(const http::Request& request) {
   json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {

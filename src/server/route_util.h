@@ -15,6 +15,11 @@ namespace expanse::server {
 
 inline constexpr char kSessionCookie[] = "expanse_session";
 
+// A versioned document sent by a daemon (heartbeat, ingest batch): valid UTF-8 JSON, an object,
+// with "version": 1. Refusals: reason "invalid_json", or `bad_reason` naming `<what>.version`.
+Result<nlohmann::json> ParseVersionOneDocument(std::string_view text, std::string_view what,
+                                               std::string_view bad_reason);
+
 // The request body as a JSON object; kInvalidArgument "invalid_json" otherwise.
 Result<nlohmann::json> JsonObjectBody(const http::Request& request);
 // A string member of a JSON object; kInvalidArgument naming the field when missing or not a

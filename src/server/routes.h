@@ -4,11 +4,14 @@
 #define EXPANSE_SERVER_ROUTES_H_
 
 #include <memory>
+#include <optional>
 
 #include "core/clock.h"
 #include "http/listener.h"
 #include "http/rate_limiter.h"
 #include "server/control_plane.h"
+#include "store/job_store.h"
+#include "tsdb/tsdb.h"
 
 namespace expanse::server {
 
@@ -28,10 +31,24 @@ struct RouteContext {
   Clock& clock;
   RateLimits& limits;
   bool secure_cookies = true;  // false only when the console is plain HTTP on loopback
+  tsdb::Tsdb* tsdb = nullptr;
+  store::JobStore* jobs = nullptr;
 };
+
+// The compute behind the request's credential, rate-limited per credential; on refusal
+// fills `refused` (401 with credential_revoked / credential_invalid, or 429) and returns none.
+std::optional<ControlPlane::ComputeIdentity> AuthenticateCompute(RouteContext& ctx,
+                                                                 const http::Request& req,
+                                                                 http::Response* refused);
 
 void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context);
 void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context);
+void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context);
+void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
+
+// The caller of a console/script request: an API token (Authorization: Bearer exp_at_…) or the
+// session cookie plus X-CSRF-Token on state-changing requests; rate-limited per caller.
+Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req);
 void RegisterHealthRoute(http::Listener& listener, std::string_view plane);
 
 }  // namespace expanse::server

@@ -48,6 +48,10 @@ int RunServe(ServeFlags flags) {
     return Fail(InvalidArgumentError("--install-token-ttl must be positive"));
   flags.options.control.install_token_ttl_ms = ttl->count();
   flags.options.control.stale_after_ms = stale->count();
+  auto retention = ParseDuration(flags.retention);
+  if (!retention.ok())
+    return Fail(retention.status());
+  flags.options.retention_ms = retention->count();
 
   SystemClock clock;
   // Public URLs default to the bound listeners, so they are filled in between Bind() and Start().
@@ -84,7 +88,18 @@ int RunServe(ServeFlags flags) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto next_stale_check = std::chrono::steady_clock::now();
+  auto next_flush = next_stale_check + std::chrono::minutes(5);
   while (!g_stop) {
+    if (std::chrono::steady_clock::now() >= next_flush) {
+      // Sealing head chunks bounds the WAL and the replay time after a crash.
+      if (Status s = (*app)->telemetry().Flush(); !s.ok()) {
+        std::fprintf(stderr, "expanse-server: telemetry flush: %s\n", s.ToString().c_str());
+      }
+      if (Status s = (*app)->telemetry().ApplyRetention(); !s.ok()) {
+        std::fprintf(stderr, "expanse-server: telemetry retention: %s\n", s.ToString().c_str());
+      }
+      next_flush += std::chrono::minutes(5);
+    }
     if (std::chrono::steady_clock::now() >= next_stale_check) {
       if (auto n = (*app)->control().MarkStaleComputes(); !n.ok()) {
         std::fprintf(stderr, "expanse-server: marking stale computes: %s\n",

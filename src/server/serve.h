@@ -12,6 +12,7 @@ struct ServeFlags {
   ServerOptions options;
   std::string install_token_ttl = "1h";
   std::string stale_after = "5m";
+  std::string retention = "0";  // telemetry kept forever
 };
 
 // Serves until SIGINT or SIGTERM, then shuts down gracefully. Returns the process exit code.

@@ -1,6 +1,7 @@
 #include "server/server_app.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include "http/self_signed.h"
 #include "store/sqlite_store.h"
@@ -54,9 +55,15 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
 
   EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenSqliteStore({.path = app->options_.db_path}));
   app->control_ = std::make_unique<ControlPlane>(*app->store_, clock, app->options_.control);
+  tsdb::TsdbOptions to;
+  to.directory =
+      app->options_.tsdb_dir.empty() ? app->options_.db_path + ".tsdb" : app->options_.tsdb_dir;
+  to.retention_ms = app->options_.retention_ms;
+  EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
   EXPANSE_ASSIGN_OR_RETURN(app->limits_, RateLimits::Default(clock));
   app->context_ = std::unique_ptr<RouteContext>(
-      new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty()});
+      new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty(),
+                       app->tsdb_.get(), &app->store_->Jobs()});
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -70,6 +77,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   }
   RegisterControlPlaneRoutes(*app->control_listener_, *app->context_);
   RegisterConsoleApiRoutes(*app->console_listener_, *app->context_);
+  RegisterDataPlaneRoutes(*app->data_listener_, *app->context_);
+  RegisterQueryRoutes(*app->console_listener_, *app->context_);
   for (auto& [address, listener] : app->listeners_) {
     std::string planes;
     if (listener.get() == app->control_listener_)

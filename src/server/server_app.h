@@ -12,11 +12,15 @@
 #include "server/control_plane.h"
 #include "server/routes.h"
 #include "store/store.h"
+#include "tsdb/tsdb.h"
 
 namespace expanse::server {
 
 struct ServerOptions {
   std::string db_path;
+  // The telemetry store's directory; "" = db_path + ".tsdb".
+  std::string tsdb_dir;
+  int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
   // host:port of each plane. An empty data or console address shares the control plane's
   // listener; equal addresses share one listener too.
   std::string control_listen = "127.0.0.1:8443";
@@ -51,6 +55,8 @@ class ServerApp {
   bool tls() const;
   const std::string& ca_file() const { return ca_file_; }
   ControlPlane& control() { return *control_; }
+  tsdb::Tsdb& telemetry() { return *tsdb_; }
+  store::Store& store() { return *store_; }
 
  private:
   ServerApp() = default;
@@ -59,6 +65,7 @@ class ServerApp {
   ServerOptions options_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ControlPlane> control_;
+  std::unique_ptr<tsdb::Tsdb> tsdb_;
   RateLimits limits_;
   std::unique_ptr<RouteContext> context_;
   std::vector<std::pair<std::string, std::unique_ptr<http::Listener>>> listeners_;

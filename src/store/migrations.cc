@@ -134,8 +134,65 @@ CREATE INDEX audit_events_by_time ON audit_events (at_ms);
 CREATE INDEX audit_events_by_org_time ON audit_events (org_id, at_ms);
 )sql";
 
-constexpr std::array<Migration, 1> kMigrations = {{
+// SLURM jobs (job_store.h). The daemon reports at least once and in any order, so none of
+// these tables references another one but computes: a Prolog event or a GPU allocation may
+// arrive before the job record it belongs to. Identifiers and texts are SLURM's, stored as
+// given; the CHECKs hold only what every valid row satisfies whatever SLURM sends.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE jobs (
+  compute_id   TEXT NOT NULL REFERENCES computes (id),
+  job_id       TEXT NOT NULL CHECK (job_id <> ''),  -- "123", "123_4", "123+1"
+  name         TEXT NOT NULL,
+  user         TEXT NOT NULL,
+  account      TEXT NOT NULL,
+  partition    TEXT NOT NULL,
+  state        TEXT NOT NULL,
+  nodes        TEXT NOT NULL,
+  submit_ms    INTEGER NOT NULL CHECK (submit_ms >= 0),
+  start_ms     INTEGER NOT NULL CHECK (start_ms >= 0),
+  end_ms       INTEGER NOT NULL CHECK (end_ms >= 0),  -- 0 while running
+  req_nodes    INTEGER NOT NULL CHECK (req_nodes >= 0),
+  req_cpus     INTEGER NOT NULL CHECK (req_cpus >= 0),
+  req_gpus     INTEGER NOT NULL CHECK (req_gpus >= 0),
+  req_mem_mib  INTEGER NOT NULL CHECK (req_mem_mib >= 0),
+  time_limit_s INTEGER NOT NULL CHECK (time_limit_s >= 0),  -- 0 = unlimited
+  observed_ms  INTEGER NOT NULL CHECK (observed_ms >= 0),
+  -- A job cancelled while pending has an end but no start.
+  CHECK (start_ms = 0 OR end_ms = 0 OR end_ms >= start_ms),
+  PRIMARY KEY (compute_id, job_id)
+) STRICT;
+CREATE INDEX jobs_by_compute_start ON jobs (compute_id, start_ms);
+CREATE INDEX jobs_by_compute_user ON jobs (compute_id, user);
+CREATE INDEX jobs_by_compute_state ON jobs (compute_id, state);
+CREATE INDEX jobs_by_compute_account ON jobs (compute_id, account);
+CREATE INDEX jobs_by_compute_partition ON jobs (compute_id, partition);
+
+CREATE TABLE job_node_events (
+  compute_id TEXT NOT NULL REFERENCES computes (id),
+  job_id     TEXT NOT NULL CHECK (job_id <> ''),
+  host       TEXT NOT NULL CHECK (host <> ''),
+  kind       TEXT NOT NULL CHECK (kind IN ('start', 'end')),
+  at_ms      INTEGER NOT NULL CHECK (at_ms > 0),
+  UNIQUE (compute_id, job_id, host, kind)
+) STRICT;
+
+CREATE TABLE gpu_allocations (
+  compute_id TEXT NOT NULL REFERENCES computes (id),
+  job_id     TEXT NOT NULL CHECK (job_id <> ''),
+  host       TEXT NOT NULL CHECK (host <> ''),
+  gpu_uuid   TEXT NOT NULL CHECK (gpu_uuid <> ''),
+  gpu_index  INTEGER NOT NULL CHECK (gpu_index >= -1),  -- -1 unknown
+  gpu_minor  INTEGER NOT NULL CHECK (gpu_minor >= -1),  -- -1 unknown
+  from_ms    INTEGER NOT NULL CHECK (from_ms > 0),
+  to_ms      INTEGER NOT NULL CHECK (to_ms = 0 OR to_ms >= from_ms),  -- 0 = still allocated
+  UNIQUE (compute_id, job_id, host, gpu_uuid)
+) STRICT;
+CREATE INDEX gpu_allocations_by_host_time ON gpu_allocations (compute_id, host, from_ms);
+)sql";
+
+constexpr std::array<Migration, 2> kMigrations = {{
     {1, kSchemaV1},
+    {2, kSchemaV2},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

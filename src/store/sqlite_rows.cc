@@ -155,6 +155,51 @@ AuditEvent ReadAuditEvent(const Statement& row) {
   return event;
 }
 
+JobRecord ReadJobRecord(const Statement& row) {
+  JobRecord job;
+  job.compute_id = row.ColumnText(0);
+  job.job_id = row.ColumnText(1);
+  job.name = row.ColumnText(2);
+  job.user = row.ColumnText(3);
+  job.account = row.ColumnText(4);
+  job.partition = row.ColumnText(5);
+  job.state = row.ColumnText(6);
+  job.nodes = row.ColumnText(7);
+  job.submit_ms = row.ColumnInt(8);
+  job.start_ms = row.ColumnInt(9);
+  job.end_ms = row.ColumnInt(10);
+  job.req_nodes = row.ColumnInt(11);
+  job.req_cpus = row.ColumnInt(12);
+  job.req_gpus = row.ColumnInt(13);
+  job.req_mem_mib = row.ColumnInt(14);
+  job.time_limit_s = row.ColumnInt(15);
+  job.observed_ms = row.ColumnInt(16);
+  return job;
+}
+
+JobNodeEvent ReadJobNodeEvent(const Statement& row) {
+  JobNodeEvent event;
+  event.compute_id = row.ColumnText(0);
+  event.job_id = row.ColumnText(1);
+  event.host = row.ColumnText(2);
+  event.kind = row.ColumnText(3);
+  event.at_ms = row.ColumnInt(4);
+  return event;
+}
+
+GpuAllocation ReadGpuAllocation(const Statement& row) {
+  GpuAllocation allocation;
+  allocation.compute_id = row.ColumnText(0);
+  allocation.job_id = row.ColumnText(1);
+  allocation.host = row.ColumnText(2);
+  allocation.gpu_uuid = row.ColumnText(3);
+  allocation.gpu_index = row.ColumnInt(4);
+  allocation.gpu_minor = row.ColumnInt(5);
+  allocation.from_ms = row.ColumnInt(6);
+  allocation.to_ms = row.ColumnInt(7);
+  return allocation;
+}
+
 std::string JoinScopes(const std::vector<std::string>& scopes) {
   std::string joined;
   for (const std::string& scope : scopes) {

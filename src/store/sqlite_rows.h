@@ -1,6 +1,7 @@
 // Internal to the store module: the column lists the SQLite store selects and the functions
-// that turn one result row into a store.h struct. A reader expects exactly the columns of
-// its list, in that order, so queries are written as "SELECT " + kXColumns + " FROM ...".
+// that turn one result row into a store.h or job_store.h struct. A reader expects exactly the
+// columns of its list, in that order, so queries are written as "SELECT " + kXColumns + " FROM
+// ...".
 #ifndef EXPANSE_STORE_SQLITE_ROWS_H_
 #define EXPANSE_STORE_SQLITE_ROWS_H_
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "store/job_store.h"
 #include "store/sqlite_statement.h"
 #include "store/store.h"
 
@@ -37,6 +39,12 @@ inline constexpr std::string_view kHeartbeatColumns =
     "compute_id, credential_id, received_at_ms, controller_host, daemon_version, body_json";
 inline constexpr std::string_view kAuditEventColumns =
     "id, at_ms, org_id, actor, action, target, detail_json, remote_addr";
+inline constexpr std::string_view kJobColumns =
+    "compute_id, job_id, name, user, account, partition, state, nodes, submit_ms, start_ms, "
+    "end_ms, req_nodes, req_cpus, req_gpus, req_mem_mib, time_limit_s, observed_ms";
+inline constexpr std::string_view kJobNodeEventColumns = "compute_id, job_id, host, kind, at_ms";
+inline constexpr std::string_view kGpuAllocationColumns =
+    "compute_id, job_id, host, gpu_uuid, gpu_index, gpu_minor, from_ms, to_ms";
 
 // "SELECT <columns> FROM <rest>". Both parts are constant SQL; values are bound.
 std::string SelectSql(std::string_view columns, std::string_view rest);
@@ -53,6 +61,9 @@ InstallToken ReadInstallToken(const Statement& row);
 Credential ReadCredential(const Statement& row);
 Heartbeat ReadHeartbeat(const Statement& row);
 AuditEvent ReadAuditEvent(const Statement& row);
+JobRecord ReadJobRecord(const Statement& row);
+JobNodeEvent ReadJobNodeEvent(const Statement& row);
+GpuAllocation ReadGpuAllocation(const Statement& row);
 
 // API token scopes are stored as one space-separated string.
 std::string JoinScopes(const std::vector<std::string>& scopes);

@@ -60,6 +60,11 @@ Status Statement::Run() {
   return OkStatus();
 }
 
+void Statement::Reset() {
+  // sqlite3_reset repeats the error of the last failed step, which Step() already reported.
+  sqlite3_reset(statement_);
+}
+
 int64_t Statement::ColumnInt(int column) const { return sqlite3_column_int64(statement_, column); }
 
 std::string Statement::ColumnText(int column) const {

@@ -43,6 +43,8 @@ class Statement {
   Result<bool> Step();
   // Steps a statement that returns no rows (INSERT, UPDATE, ...) to completion.
   Status Run();
+  // Makes the statement ready to be bound and run again, so a batch prepares it once.
+  void Reset();
 
   int64_t ColumnInt(int column) const;
   // The column's bytes; "" for NULL.

@@ -1,5 +1,6 @@
 // Internal to the store module: the SqliteStore class behind OpenSqliteStore. Its methods
-// are defined in sqlite_store_*.cc, one file per area of store.h.
+// are defined in sqlite_store_*.cc, one file per area of store.h and job_store.h. It is its
+// own JobStore, so jobs share the connection, the mutex and the transaction discipline.
 //
 // Concurrency: one connection, guarded by mu_. Every public method runs as one
 // transaction through Transact(); writers use BEGIN IMMEDIATE, so they take SQLite's
@@ -18,12 +19,13 @@
 
 #include "core/result.h"
 #include "core/status.h"
+#include "store/job_store.h"
 #include "store/sqlite_connection.h"
 #include "store/store.h"
 
 namespace expanse::store::sqlite_internal {
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Store, public JobStore {
  public:
   explicit SqliteStore(Connection db) : db_(std::move(db)) {}
 
@@ -65,6 +67,20 @@ class SqliteStore final : public Store {
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) override;
 
+  JobStore& Jobs() override { return *this; }
+  Status UpsertJobs(const std::vector<JobRecord>& jobs) override;
+  Status AddNodeEvents(const std::vector<JobNodeEvent>& events) override;
+  Status PutGpuAllocations(const std::vector<GpuAllocation>& allocations) override;
+  Result<JobRecord> GetJob(std::string_view compute_id, std::string_view job_id) override;
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Result<std::vector<JobNodeEvent>> NodeEvents(std::string_view compute_id,
+                                               std::string_view job_id) override;
+  Result<std::vector<GpuAllocation>> GpuAllocations(std::string_view compute_id,
+                                                    std::string_view job_id) override;
+  Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
+                                                        std::string_view host, int64_t from_ms,
+                                                        int64_t to_ms) override;
+
  private:
   enum class Access { kRead, kWrite };
 
@@ -92,6 +108,8 @@ class SqliteStore final : public Store {
   Result<User> UserByIdLocked(int64_t id);
   Result<Compute> ComputeByIdLocked(std::string_view id);
   Result<Credential> CredentialByIdLocked(int64_t id);
+  // kNotFound naming the first of `compute_ids` that does not exist.
+  Status CheckComputesExistLocked(const std::vector<std::string_view>& compute_ids);
 
   std::mutex mu_;
   Connection db_;  // guarded by mu_

@@ -19,6 +19,7 @@
 
 #include "core/result.h"
 #include "core/status.h"
+#include "store/job_store.h"
 
 namespace expanse::store {
 
@@ -220,6 +221,12 @@ class Store {
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   // Newest first (ties: last appended first). org_id 0 = all organisations. limit >= 1.
   virtual Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) = 0;
+
+  // --- SLURM jobs --------------------------------------------------------------------------------
+  // The job records, node events and GPU allocations of the computes (job_store.h). They share
+  // this store's database and its rules: one transaction per call, writes and reads of both
+  // interfaces serialised together. Lives as long as this Store.
+  virtual JobStore& Jobs() = 0;
 };
 
 }  // namespace expanse::store

@@ -1,0 +1,121 @@
+#include "server/ingest_batch.h"
+
+#include <zstd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace expanse::server {
+namespace {
+
+std::string Zstd(const std::string& text) {
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
+  out.resize(n);
+  return out;
+}
+
+constexpr char kBatch[] = R"({
+  "version": 1, "stream": "telemetry", "sequence": 7,
+  "series": [{"host": "worker2", "device": "GPU-8f2c", "metric": "gpu.sm_util",
+              "t0": 1800000000000, "dt": [0, 1000, 1000], "v": [0, 87.5, 91]},
+             {"host": "worker2", "metric": "node.cpu_util", "t0": 1800000000000, "dt": [0],
+              "v": [12]}],
+  "jobs": [{"job_id": "123_4", "state": "RUNNING", "user": "ana", "req_gpus": 2,
+            "start_ms": 1799999990000, "observed_ms": 1800000000000}],
+  "job_events": [{"job_id": "123_4", "host": "worker2", "kind": "start", "at_ms": 1799999990000}],
+  "gpu_allocations": [{"job_id": "123_4", "host": "worker2", "gpu_uuid": "GPU-8f2c",
+                       "gpu_index": 0, "gpu_minor": 2, "from_ms": 1799999990000}]})";
+
+TEST(IngestBatchTest, ParsesEverySection) {
+  auto b = ParseIngestBatch(kBatch, "cmp_1");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->BatchId("cmp_1"), "cmp_1/telemetry/7");
+  ASSERT_EQ(b->series.size(), 2u);
+  EXPECT_EQ(b->samples, 4u);
+  const auto& [key, samples] = b->series[0];
+  EXPECT_EQ(key.compute_id, "cmp_1");
+  EXPECT_EQ(key.device, "GPU-8f2c");
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[2].t_ms, 1800000002000);
+  EXPECT_EQ(samples[1].v, 87.5);
+  ASSERT_EQ(b->jobs.size(), 1u);
+  EXPECT_EQ(b->jobs[0].req_gpus, 2);
+  EXPECT_EQ(b->jobs[0].compute_id, "cmp_1");
+  EXPECT_EQ(b->job_events[0].kind, "start");
+  EXPECT_EQ(b->gpu_allocations[0].gpu_minor, 2);
+}
+
+TEST(IngestBatchTest, DecodesZstdAndJson) {
+  EXPECT_EQ(*DecodeIngestBody("application/zstd", Zstd(kBatch)), kBatch);
+  EXPECT_EQ(*DecodeIngestBody("application/json; charset=utf-8", kBatch), kBatch);
+}
+
+TEST(IngestBatchTest, RefusesTruncatedOrCorruptOrUnknownBodies) {
+  std::string z = Zstd(kBatch);
+  EXPECT_EQ(DecodeIngestBody("application/zstd", z.substr(0, z.size() / 2)).status().reason(),
+            "truncated_body");
+  EXPECT_EQ(DecodeIngestBody("application/zstd", "").status().reason(), "truncated_body");
+  EXPECT_EQ(DecodeIngestBody("application/zstd", "not zstd at all").status().reason(),
+            "corrupt_body");
+  EXPECT_EQ(DecodeIngestBody("text/plain", kBatch).status().reason(), "unsupported_media_type");
+}
+
+TEST(IngestBatchTest, DecompressionIsCapped) {
+  std::string bomb = Zstd(std::string(kMaxIngestJsonBytes + 1, ' '));
+  EXPECT_LT(bomb.size(), 1u << 20);
+  auto r = DecodeIngestBody("application/zstd", bomb);
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+struct BadCase {
+  std::string body;
+  std::string field;
+};
+
+class IngestBatchRejectsTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(IngestBatchRejectsTest, NamesTheField) {
+  auto b = ParseIngestBatch(GetParam().body, "cmp_1");
+  ASSERT_FALSE(b.ok()) << GetParam().body;
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find(GetParam().field), std::string::npos) << b.status();
+}
+
+const std::string kHead = R"("version":1,"stream":"telemetry","sequence":1)";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, IngestBatchRejectsTest,
+    ::testing::Values(
+        BadCase{"{", "not valid JSON"}, BadCase{R"({"version":2})", "batch.version"},
+        BadCase{R"({"version":1,"stream":"Tele metry","sequence":1})", "batch.stream"},
+        BadCase{R"({"version":1,"stream":"t","sequence":-1})", "batch.sequence"},
+        BadCase{"{" + kHead + R"(,"series":{}})", "batch.series"},
+        BadCase{"{" + kHead + R"(,"series":[{"host":"h","metric":"m","t0":1,"dt":[0],"v":["x"]}]})",
+                "batch.series[0].v[0]"},
+        BadCase{"{" + kHead + R"(,"series":[{"host":"h","metric":"m","t0":1,"dt":[0,1],"v":[1]}]})",
+                "batch.series[0].v"},
+        BadCase{"{" + kHead + R"(,"series":[{"host":"h","metric":"m","t0":1,"dt":[-5],"v":[1]}]})",
+                "batch.series[0].dt[0]"},
+        BadCase{"{" + kHead + R"(,"series":[{"host":"h","metric":"M; DROP","dt":[],"v":[]}]})",
+                "batch.series[0].metric"},
+        BadCase{"{" + kHead + R"(,"series":[{"host":"a b","metric":"m","dt":[],"v":[]}]})",
+                "batch.series[0].host"},
+        BadCase{"{" + kHead + R"(,"jobs":[{"state":"RUNNING"}]})", "batch.jobs[0].job_id"},
+        BadCase{"{" + kHead + R"(,"jobs":[{"job_id":"1","state":"R","req_gpus":-2}]})",
+                "batch.jobs[0].req_gpus"},
+        BadCase{"{" + kHead + R"(,"jobs":[{"job_id":"1\u0000","state":"R"}]})",
+                "batch.jobs[0].job_id"},
+        BadCase{
+            "{" + kHead + R"(,"job_events":[{"job_id":"1","host":"h","kind":"middle","at_ms":5}]})",
+            "batch.job_events[0].kind"},
+        BadCase{"{" + kHead + R"(,"job_events":[{"job_id":"1","host":"h","kind":"end"}]})",
+                "batch.job_events[0].at_ms"},
+        BadCase{
+            "{" + kHead +
+                R"(,"gpu_allocations":[{"job_id":"1","host":"h","gpu_uuid":"G","from_ms":9,"to_ms":3}]})",
+            "batch.gpu_allocations[0].to_ms"}));
+
+}  // namespace
+}  // namespace expanse::server

@@ -1,0 +1,216 @@
+// The query API: jobs with requested versus used, one job's per-GPU timelines, nodes and GPUs.
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <string>
+
+#include "http/error.h"
+#include "server/job_usage.h"
+#include "server/route_util.h"
+#include "server/routes.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kDefaultTimelinePoints = 1000;
+
+Result<int64_t> IntParam(const http::Request& req, std::string_view name, int64_t fallback,
+                         int64_t min, int64_t max) {
+  auto v = req.QueryParam(name);
+  if (!v)
+    return fallback;
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || p != v->data() + v->size() || out < min || out > max) {
+    return InvalidArgumentError(std::string(name) + " must be an integer from " +
+                                std::to_string(min) + " to " + std::to_string(max))
+        .WithReason("invalid_argument");
+  }
+  return out;
+}
+
+json UsageJson(const JobUsage& u) {
+  auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  return {{"gpus_allocated", u.gpus_allocated},
+          {"gpus_active", u.gpus_active},
+          {"has_gpu_samples", u.has_gpu_samples},
+          {"sm_mean", u.sm_mean},
+          {"sm_peak", u.sm_peak},
+          {"gpu_mem_peak_mib", u.gpu_mem_peak_mib},
+          {"allocated_gpu_hours", u.allocated_gpu_hours},
+          {"idle_gpu_hours", u.idle_gpu_hours},
+          {"cpu_efficiency", or_null(u.cpu_efficiency)},
+          {"mem_efficiency", or_null(u.mem_efficiency)}};
+}
+
+json JobJson(const store::JobRecord& j) {
+  return {{"compute_id", j.compute_id},
+          {"job_id", j.job_id},
+          {"name", j.name},
+          {"user", j.user},
+          {"account", j.account},
+          {"partition", j.partition},
+          {"state", j.state},
+          {"nodes", j.nodes},
+          {"submit_ms", j.submit_ms},
+          {"start_ms", j.start_ms},
+          {"end_ms", j.end_ms},
+          {"requested",
+           {{"nodes", j.req_nodes},
+            {"cpus", j.req_cpus},
+            {"gpus", j.req_gpus},
+            {"mem_mib", j.req_mem_mib},
+            {"time_limit_s", j.time_limit_s}}}};
+}
+
+// Hosts the job ran on, from its Prolog/Epilog events and GPU allocations.
+Result<std::vector<std::string>> JobHosts(store::JobStore& jobs, const store::JobRecord& job,
+                                          const std::vector<store::GpuAllocation>& allocations) {
+  std::set<std::string> hosts;
+  for (const auto& a : allocations)
+    hosts.insert(a.host);
+  EXPANSE_ASSIGN_OR_RETURN(auto events, jobs.NodeEvents(job.compute_id, job.job_id));
+  for (const auto& e : events)
+    hosts.insert(e.host);
+  return std::vector<std::string>(hosts.begin(), hosts.end());
+}
+
+Result<json> JobWithUsage(RouteContext& ctx, const store::JobRecord& job) {
+  EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx.jobs->GpuAllocations(job.compute_id, job.job_id));
+  EXPANSE_ASSIGN_OR_RETURN(auto hosts, JobHosts(*ctx.jobs, job, allocations));
+  EXPANSE_ASSIGN_OR_RETURN(JobUsage usage,
+                           ComputeJobUsage(*ctx.tsdb, job, allocations, hosts, ctx.clock.NowMs()));
+  json out = JobJson(job);
+  out["used"] = UsageJson(usage);
+  out["hosts"] = hosts;
+  return out;
+}
+
+template <typename Fn>
+http::Response Authed(RouteContext& ctx, const http::Request& req, Fn fn) {
+  Result<Principal> p = AuthenticateConsoleRequest(ctx, req);
+  if (!p.ok())
+    return http::ErrorResponse(p.status());
+  Result<json> out = fn(*p);
+  if (!out.ok())
+    return http::ErrorResponse(out.status());
+  return Json(200, *out);
+}
+
+}  // namespace
+
+void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
+  RouteContext* ctx = &context;
+
+  listener.Get("/api/v1/orgs/:org/jobs", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto computes, ctx->control.ListComputes(p, req.PathParam("org")));
+      store::JobFilter f;
+      auto wanted = req.QueryParam("compute");
+      for (const auto& c : computes) {
+        if (!wanted || *wanted == c.id)
+          f.compute_ids.push_back(c.id);
+      }
+      if (f.compute_ids.empty())
+        return json{{"jobs", json::array()}};
+      for (auto [name, dst] : {std::pair{"user", &f.user}, std::pair{"account", &f.account},
+                               std::pair{"partition", &f.partition}}) {
+        if (auto v = req.QueryParam(name))
+          *dst = std::string(*v);
+      }
+      if (auto v = req.QueryParam("state"))
+        f.states.push_back(std::string(*v));
+      EXPANSE_ASSIGN_OR_RETURN(f.from_ms, IntParam(req, "from", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(f.to_ms, IntParam(req, "to", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 1000));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0, 0, 1'000'000));
+      f.limit = static_cast<int>(limit);
+      f.offset = static_cast<int>(offset);
+      EXPANSE_ASSIGN_OR_RETURN(auto jobs, ctx->jobs->ListJobs(f));
+      json list = json::array();
+      for (const auto& j : jobs) {
+        EXPANSE_ASSIGN_OR_RETURN(json item, JobWithUsage(*ctx, j));
+        list.push_back(std::move(item));
+      }
+      return json{{"jobs", list}};
+    });
+  });
+
+  listener.Get("/api/v1/computes/:id/jobs/:job", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
+      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      EXPANSE_ASSIGN_OR_RETURN(json out, JobWithUsage(*ctx, job));
+      EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
+      EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
+      json gpus = json::array();
+      for (const auto& a : allocations) {
+        gpus.push_back({{"host", a.host},
+                        {"gpu_uuid", a.gpu_uuid},
+                        {"gpu_index", a.gpu_index},
+                        {"gpu_minor", a.gpu_minor},
+                        {"from_ms", a.from_ms},
+                        {"to_ms", a.to_ms}});
+      }
+      json ev = json::array();
+      for (const auto& e : events) {
+        ev.push_back({{"host", e.host}, {"kind", e.kind}, {"at_ms", e.at_ms}});
+      }
+      out["gpus"] = gpus;
+      out["events"] = ev;
+      return out;
+    });
+  });
+
+  // Per-GPU series of one metric over the job's lifetime, downsampled by the server.
+  listener.Get("/api/v1/computes/:id/jobs/:job/timeline", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
+      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      std::string metric(req.QueryParam("metric").value_or("gpu.sm_util"));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t points,
+                               IntParam(req, "points", kDefaultTimelinePoints, 1, 10'000));
+      EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
+      int64_t from = job.start_ms;
+      int64_t to = job.end_ms != 0 ? job.end_ms : ctx->clock.NowMs();
+      json series = json::array();
+      if (from != 0 && to > from) {
+        for (const auto& a : allocations) {
+          EXPANSE_ASSIGN_OR_RETURN(
+              auto buckets, ctx->tsdb->Query({compute.id, a.host, a.gpu_uuid, metric}, from, to,
+                                             static_cast<int>(points)));
+          json pts = json::array();
+          for (const auto& b : buckets)
+            pts.push_back({b.start_ms, b.min, b.max, b.mean});
+          series.push_back({{"host", a.host}, {"gpu_uuid", a.gpu_uuid}, {"points", pts}});
+        }
+      }
+      return json{{"metric", metric},
+                  {"from_ms", from},
+                  {"to_ms", to},
+                  {"columns", {"t_ms", "min", "max", "mean"}},
+                  {"series", series}};
+    });
+  });
+
+  // Nodes and GPUs as the controller last reported them.
+  listener.Get("/api/v1/computes/:id/nodes", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
+      auto hb = ctx->control.LatestHeartbeat(compute.id);
+      if (!hb.ok()) {
+        if (hb.status().code() != StatusCode::kNotFound)
+          return hb.status();
+        return json{{"nodes", json::array()}, {"workers", nullptr}};
+      }
+      json doc = json::parse(hb->body_json, nullptr, false);
+      return json{{"nodes", doc.value("nodes", json::array())},
+                  {"workers", doc.value("workers", json(nullptr))},
+                  {"reported_at_ms", hb->received_at_ms}};
+    });
+  });
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,120 @@
+// The persistence interface for SLURM jobs as the data plane learns about them: the job records
+// (what was requested, where and when it ran), the exact per-node start and end from the Prolog
+// and Epilog hooks, and which GPU each job held on each node over which time.
+//
+// Usage numbers (SM utilisation, memory, ...) are not here: they live in the telemetry store as
+// per-GPU series, and a job's usage is computed by joining those series with the job's GPU
+// allocations. Keeping the job out of series keys avoids per-job label explosion.
+//
+// Every write is idempotent, because ingest batches are delivered at least once.
+#ifndef EXPANSE_STORE_JOB_STORE_H_
+#define EXPANSE_STORE_JOB_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/status.h"
+
+namespace expanse::store {
+
+struct JobRecord {
+  std::string compute_id;
+  // SLURM's id as text: "123", array tasks "123_4", heterogeneous components "123+1".
+  std::string job_id;
+  std::string name;
+  std::string user;
+  std::string account;
+  std::string partition;
+  std::string state;  // SLURM's base state: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+  std::string nodes;  // SLURM host list expression, e.g. "gpu[01-04]"
+  int64_t submit_ms = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;  // 0 while running
+  // Requested TRES.
+  int64_t req_nodes = 0;
+  int64_t req_cpus = 0;
+  int64_t req_gpus = 0;
+  int64_t req_mem_mib = 0;
+  int64_t time_limit_s = 0;  // 0 = unlimited
+  // When the daemon observed this version of the record; an older observation never
+  // overwrites a newer one.
+  int64_t observed_ms = 0;
+};
+
+struct JobNodeEvent {
+  std::string compute_id;
+  std::string job_id;
+  std::string host;
+  std::string kind;  // "start" (Prolog) or "end" (Epilog)
+  int64_t at_ms = 0;
+};
+
+struct GpuAllocation {
+  std::string compute_id;
+  std::string job_id;
+  std::string host;
+  std::string gpu_uuid;
+  int64_t gpu_index = -1;  // NVML index on that host, -1 unknown
+  int64_t gpu_minor = -1;  // /dev/nvidiaN minor, -1 unknown
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;  // 0 = still allocated
+};
+
+struct JobFilter {
+  std::vector<std::string> compute_ids;  // required: the computes the caller may see
+  std::vector<std::string> states;       // empty = any
+  std::string user;                      // "" = any
+  std::string account;
+  std::string partition;
+  // Jobs whose [start, end) overlaps [from_ms, to_ms); a running job overlaps everything after
+  // its start. 0 = open bound.
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  int limit = 100;  // 1..1000
+  int offset = 0;
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Every method: kInvalidArgument naming the field for an empty compute_id, job_id, host or
+  // gpu_uuid, a job_id over 64 bytes, a negative time or count, an interval ending before it
+  // starts; kNotFound naming the compute when it is unknown. A write batch is one
+  // transaction: one bad record and nothing of the batch is stored.
+
+  // Inserts or updates by (compute_id, job_id); a record whose observed_ms is older than the
+  // stored one is ignored. All records in one transaction.
+  virtual Status UpsertJobs(const std::vector<JobRecord>& jobs) = 0;
+  // Idempotent on (compute_id, job_id, host, kind): a repeated event is ignored (the first
+  // at_ms stays). kind is "start" or "end", at_ms > 0. The job record need not exist yet.
+  virtual Status AddNodeEvents(const std::vector<JobNodeEvent>& events) = 0;
+  // Inserts or updates by (compute_id, job_id, host, gpu_uuid): a later to_ms closes an
+  // allocation; from_ms keeps the earliest value seen. from_ms > 0; a known gpu_index or
+  // gpu_minor is not replaced by -1.
+  virtual Status PutGpuAllocations(const std::vector<GpuAllocation>& allocations) = 0;
+
+  virtual Result<JobRecord> GetJob(std::string_view compute_id, std::string_view job_id) = 0;
+  // Newest start first (pending jobs by submit time), then job id. Text filters match exactly.
+  virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Oldest first. Empty when none were reported.
+  virtual Result<std::vector<JobNodeEvent>> NodeEvents(std::string_view compute_id,
+                                                       std::string_view job_id) = 0;
+  // By host, then GPU index. Empty when none were reported.
+  virtual Result<std::vector<GpuAllocation>> GpuAllocations(std::string_view compute_id,
+                                                            std::string_view job_id) = 0;
+  // The allocations on one host overlapping [from_ms, to_ms): which job held which GPU when.
+  // 0 = open bound, as in JobFilter; an allocation with to_ms 0 overlaps everything after its
+  // from_ms. Oldest from_ms first.
+  virtual Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
+                                                                std::string_view host,
+                                                                int64_t from_ms, int64_t to_ms) = 0;
+};
+
+}  // namespace expanse::store
+
+#endif  // EXPANSE_STORE_JOB_STORE_H_

@@ -1,0 +1,183 @@
+// SqliteStore as a JobStore: job records and the job list query. Node events and GPU
+// allocations are in sqlite_store_job_hosts.cc.
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "store/job_validation.h"
+#include "store/message_text.h"
+#include "store/sqlite_rows.h"
+#include "store/sqlite_store_impl.h"
+
+namespace expanse::store::sqlite_internal {
+namespace {
+
+using store_internal::IdForMessage;
+
+// Values for SQL whose shape depends on the request (IN lists, optional conditions). The text
+// gets only the numbered placeholders Add() returns; the values are bound, as everywhere.
+class BoundValues {
+ public:
+  std::string Add(int64_t value) {
+    values_.emplace_back(value);
+    return Placeholder();
+  }
+  // `value` must outlive Bind().
+  std::string Add(std::string_view value) {
+    values_.emplace_back(value);
+    return Placeholder();
+  }
+  // "?3, ?4, ?5" for the values of `list`, which must outlive Bind().
+  std::string AddList(const std::vector<std::string>& list) {
+    std::string placeholders;
+    for (const std::string& value : list) {
+      placeholders += placeholders.empty() ? "" : ", ";
+      placeholders += Add(std::string_view(value));
+    }
+    return placeholders;
+  }
+
+  Status Bind(Statement& statement) const {
+    for (std::size_t i = 0; i < values_.size(); ++i) {
+      const int index = static_cast<int>(i) + 1;
+      EXPANSE_RETURN_IF_ERROR(
+          std::visit([&](const auto& value) { return statement.Bind(index, value); }, values_[i]));
+    }
+    return OkStatus();
+  }
+
+ private:
+  std::string Placeholder() const { return "?" + std::to_string(values_.size()); }
+
+  std::vector<std::variant<int64_t, std::string_view>> values_;
+};
+
+// The FROM/WHERE/ORDER part of ListJobs, with its values added to `values`.
+std::string ListJobsSql(const JobFilter& filter, BoundValues& values) {
+  std::string sql = "jobs WHERE compute_id IN (" + values.AddList(filter.compute_ids) + ")";
+  if (!filter.states.empty()) {
+    sql += " AND state IN (" + values.AddList(filter.states) + ")";
+  }
+  if (!filter.user.empty()) {
+    sql += " AND user = " + values.Add(std::string_view(filter.user));
+  }
+  if (!filter.account.empty()) {
+    sql += " AND account = " + values.Add(std::string_view(filter.account));
+  }
+  if (!filter.partition.empty()) {
+    sql += " AND partition = " + values.Add(std::string_view(filter.partition));
+  }
+  // [start_ms, end_ms) overlaps [from_ms, to_ms), end_ms 0 being open. A job that has not
+  // started has no interval, so it only matches a query without time bounds.
+  if (filter.from_ms != 0 || filter.to_ms != 0) {
+    sql += " AND start_ms <> 0";
+  }
+  if (filter.from_ms != 0) {
+    sql += " AND (end_ms = 0 OR end_ms > " + values.Add(filter.from_ms) + ")";
+  }
+  if (filter.to_ms != 0) {
+    sql += " AND start_ms < " + values.Add(filter.to_ms);
+  }
+  // compute_id last makes the order total, so that pages neither repeat nor skip a job.
+  sql +=
+      " ORDER BY CASE WHEN start_ms = 0 THEN submit_ms ELSE start_ms END DESC, job_id, "
+      "compute_id";
+  sql += " LIMIT " + values.Add(int64_t{filter.limit});
+  sql += " OFFSET " + values.Add(int64_t{filter.offset});
+  return sql;
+}
+
+std::string JobName(std::string_view compute_id, std::string_view job_id) {
+  return "job " + IdForMessage(job_id) + " of compute " + IdForMessage(compute_id);
+}
+
+}  // namespace
+
+Status SqliteStore::CheckComputesExistLocked(const std::vector<std::string_view>& compute_ids) {
+  std::set<std::string_view> checked;
+  for (const std::string_view compute_id : compute_ids) {
+    if (checked.insert(compute_id).second) {
+      EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
+    }
+  }
+  return OkStatus();
+}
+
+Status SqliteStore::UpsertJobs(const std::vector<JobRecord>& jobs) {
+  std::vector<std::string_view> compute_ids;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    EXPANSE_RETURN_IF_ERROR(
+        store_internal::ValidateJobRecord("jobs[" + std::to_string(i) + "]", jobs[i]));
+    compute_ids.push_back(jobs[i].compute_id);
+  }
+  if (jobs.empty()) {
+    return OkStatus();
+  }
+  return Transact(Access::kWrite, [&]() -> Status {
+    EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement upsert,
+        db_.Prepare("INSERT INTO jobs (" + std::string(kJobColumns) +
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                    "?16, ?17) ON CONFLICT (compute_id, job_id) DO UPDATE SET "
+                    "name = excluded.name, user = excluded.user, account = excluded.account, "
+                    "partition = excluded.partition, state = excluded.state, "
+                    "nodes = excluded.nodes, submit_ms = excluded.submit_ms, "
+                    "start_ms = excluded.start_ms, end_ms = excluded.end_ms, "
+                    "req_nodes = excluded.req_nodes, req_cpus = excluded.req_cpus, "
+                    "req_gpus = excluded.req_gpus, req_mem_mib = excluded.req_mem_mib, "
+                    "time_limit_s = excluded.time_limit_s, observed_ms = excluded.observed_ms "
+                    // Decided per row by SQL, so a batch holding two versions of one job, or
+                    // a redelivered old batch, still ends with the newest observation.
+                    "WHERE excluded.observed_ms >= jobs.observed_ms"));
+    for (const JobRecord& job : jobs) {
+      EXPANSE_RETURN_IF_ERROR(upsert.BindAll(
+          job.compute_id, job.job_id, job.name, job.user, job.account, job.partition, job.state,
+          job.nodes, job.submit_ms, job.start_ms, job.end_ms, job.req_nodes, job.req_cpus,
+          job.req_gpus, job.req_mem_mib, job.time_limit_s, job.observed_ms));
+      EXPANSE_RETURN_IF_ERROR(upsert.Run());
+      upsert.Reset();
+    }
+    return OkStatus();
+  });
+}
+
+Result<JobRecord> SqliteStore::GetJob(std::string_view compute_id, std::string_view job_id) {
+  EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobKey("job", compute_id, job_id));
+  return Transact(Access::kRead, [&]() -> Result<JobRecord> {
+    EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement row,
+        db_.Query(SelectSql(kJobColumns, "jobs WHERE compute_id = ?1 AND job_id = ?2"), compute_id,
+                  job_id));
+    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
+    if (!found) {
+      return NotFoundError(JobName(compute_id, job_id) + " not found");
+    }
+    return ReadJobRecord(row);
+  });
+}
+
+Result<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
+  EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobFilter(filter));
+  return Transact(Access::kRead, [&]() -> Result<std::vector<JobRecord>> {
+    EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(
+        std::vector<std::string_view>(filter.compute_ids.begin(), filter.compute_ids.end())));
+    BoundValues values;
+    EXPANSE_ASSIGN_OR_RETURN(Statement rows,
+                             db_.Prepare(SelectSql(kJobColumns, ListJobsSql(filter, values))));
+    EXPANSE_RETURN_IF_ERROR(values.Bind(rows));
+    std::vector<JobRecord> jobs;
+    while (true) {
+      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+      if (!has_row) {
+        return jobs;
+      }
+      jobs.push_back(ReadJobRecord(rows));
+    }
+  });
+}
+
+}  // namespace expanse::store::sqlite_internal

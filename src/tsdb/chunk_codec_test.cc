@@ -1,0 +1,117 @@
+#include "tsdb/chunk_codec.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace expanse::tsdb {
+namespace {
+
+using ::testing::HasSubstr;
+
+void ExpectRoundTrip(const std::vector<Sample>& samples, int zstd_level = 3) {
+  Result<std::string> encoded = EncodeChunk(samples, {.zstd_level = zstd_level});
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  Result<std::vector<Sample>> decoded = DecodeChunk(*encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EXPECT_EQ((*decoded)[i].t_ms, samples[i].t_ms) << i;
+    EXPECT_EQ(std::bit_cast<uint64_t>((*decoded)[i].v), std::bit_cast<uint64_t>(samples[i].v))
+        << i << ": " << samples[i].v;
+  }
+}
+
+std::vector<Sample> Series(std::vector<double> values, int64_t start = 1'700'000'000'000) {
+  std::vector<Sample> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    out.push_back({start + static_cast<int64_t>(i) * 1000, values[i]});
+  }
+  return out;
+}
+
+TEST(ChunkCodecTest, RoundTripsDecimalTelemetry) {
+  ExpectRoundTrip(Series({694.77, 81.72, 81.68, 700.0, 0.1, 0.2, 0.3}));
+  ExpectRoundTrip(Series({0, 0, 0, 100, 100, 31859, 143771}), 0);
+}
+
+TEST(ChunkCodecTest, RoundTripsSpecialValuesBitExact) {
+  const double inf = std::numeric_limits<double>::infinity();
+  ExpectRoundTrip(Series({0.0, -0.0, inf, -inf, 1e308, 5e-324, -2.2250738585072014e-308}));
+  ExpectRoundTrip(Series({-0.0}));
+  ExpectRoundTrip(Series({1e300, 1.0, 1e-300}), 0);
+  ExpectRoundTrip(Series({9007199254740993.0, 0.1234567890123456789}));
+}
+
+TEST(ChunkCodecTest, RoundTripsIrregularAndExtremeTimestamps) {
+  ExpectRoundTrip({{std::numeric_limits<int64_t>::min(), 1},
+                   {0, 2},
+                   {0, 3},
+                   {std::numeric_limits<int64_t>::max(), 4}});
+  ExpectRoundTrip({{-5, 1}, {7, 2}, {1000, 3}, {1001, 4}, {99999, 5}});
+}
+
+TEST(ChunkCodecTest, RoundTripsRandomDoubles) {
+  std::mt19937_64 rng(42);
+  std::vector<Sample> samples;
+  int64_t t = 0;
+  for (int i = 0; i < 5000; ++i) {
+    t += static_cast<int64_t>(rng() % 3000);
+    samples.push_back({t, std::bit_cast<double>(rng() & ~(uint64_t{0x7ff} << 52))});
+  }
+  ExpectRoundTrip(samples);
+}
+
+TEST(ChunkCodecTest, PicksDecimalEncodingAndCompressesConstantRuns) {
+  std::vector<Sample> samples = Series(std::vector<double>(7200, 1980.0));
+  Result<std::string> encoded = EncodeChunk(samples);
+  ASSERT_TRUE(encoded.ok());
+  Result<ChunkHeader> header = ReadChunkHeader(*encoded);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->value_encoding, ValueEncoding::kDecimalDelta);
+  EXPECT_EQ(header->compression, Compression::kZstd);
+  EXPECT_LT(encoded->size(), 100u);
+}
+
+TEST(ChunkCodecTest, CountersUseDeltaOfDelta) {
+  std::vector<double> energy;
+  for (int i = 0; i < 1000; ++i)
+    energy.push_back(1.0e9 + 694770.0 * i);
+  Result<std::string> encoded = EncodeChunk(Series(energy), {.zstd_level = 0});
+  ASSERT_TRUE(encoded.ok());
+  EXPECT_EQ(ReadChunkHeader(*encoded)->value_encoding, ValueEncoding::kDecimalDeltaOfDelta);
+  ExpectRoundTrip(Series(energy));
+}
+
+TEST(ChunkCodecTest, RejectsBadInputToEncode) {
+  EXPECT_EQ(EncodeChunk({}).status().code(), StatusCode::kInvalidArgument);
+  const std::vector<Sample> backwards = {{2, 1}, {1, 1}};
+  EXPECT_THAT(EncodeChunk(backwards).status().message(), HasSubstr("backwards at sample 1"));
+}
+
+TEST(ChunkCodecTest, RefusesCorruptionWithDataLoss) {
+  Result<std::string> encoded = EncodeChunk(Series({1, 2, 3, 4.5, 6}));
+  ASSERT_TRUE(encoded.ok());
+  for (size_t cut = 0; cut < encoded->size(); ++cut) {
+    Result<std::vector<Sample>> decoded = DecodeChunk(encoded->substr(0, cut));
+    EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << cut;
+    EXPECT_EQ(decoded.status().reason(), "chunk_corrupt");
+  }
+  for (size_t i = 0; i < encoded->size(); ++i) {
+    std::string flipped = *encoded;
+    flipped[i] = static_cast<char>(flipped[i] ^ 0x10);
+    EXPECT_EQ(DecodeChunk(flipped).status().code(), StatusCode::kDataLoss) << i;
+  }
+  EXPECT_THAT(DecodeChunk("EXTX" + encoded->substr(4)).status().message(), HasSubstr("bad magic"));
+  std::string bad_crc = *encoded;
+  bad_crc[kChunkCrcOffset] = static_cast<char>(bad_crc[kChunkCrcOffset] ^ 1);
+  EXPECT_EQ(DecodeChunk(bad_crc).status().message(), "tsdb chunk: checksum mismatch");
+}
+
+}  // namespace
+}  // namespace expanse::tsdb

@@ -1,0 +1,214 @@
+#include "tsdb/chunk_store.h"
+
+#include <sqlite3.h>
+
+#include <string>
+#include <utility>
+
+namespace expanse::tsdb {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS series (
+  id INTEGER PRIMARY KEY,
+  compute_id TEXT NOT NULL, host TEXT NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL,
+  UNIQUE (compute_id, host, device, metric)) STRICT;
+CREATE TABLE IF NOT EXISTS chunks (
+  series_id INTEGER NOT NULL REFERENCES series(id),
+  start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, count INTEGER NOT NULL,
+  data BLOB NOT NULL) STRICT;
+CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, start_ms);
+CREATE INDEX IF NOT EXISTS chunks_by_end ON chunks (end_ms);
+CREATE TABLE IF NOT EXISTS batch_ids (
+  id TEXT PRIMARY KEY, received_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+)sql";
+
+Status SqlError(sqlite3* db, const std::string& what) {
+  return UnavailableError("tsdb chunk store: " + what + ": " + sqlite3_errmsg(db))
+      .WithReason("tsdb_io");
+}
+
+// Owns one prepared statement; finalised on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
+      stmt_ = nullptr;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  bool ok() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Int(int index, int64_t v) { sqlite3_bind_int64(stmt_, index, v); }
+  void Text(int index, const std::string& v) {
+    sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
+  void Blob(int index, const std::string& v) {
+    sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+  Status Run(const char* what) {
+    const int rc = Step();
+    sqlite3_reset(stmt_);
+    return rc == SQLITE_DONE ? OkStatus() : SqlError(db_, what);
+  }
+  std::string ColumnText(int i) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, i));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, i))) : "";
+  }
+  std::string ColumnBlob(int i) {
+    const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, i));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, i))) : "";
+  }
+  int64_t ColumnInt(int i) { return sqlite3_column_int64(stmt_, i); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::unique_ptr<ChunkStore> store(new ChunkStore(db));
+  if (rc != SQLITE_OK)
+    return SqlError(db, "open " + path);
+  EXPANSE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  EXPANSE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  EXPANSE_RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+ChunkStore::~ChunkStore() { sqlite3_close(db_); }
+
+Status ChunkStore::Exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    return UnavailableError("tsdb chunk store: " + message).WithReason("tsdb_io");
+  }
+  return OkStatus();
+}
+
+Result<std::vector<StoredSeries>> ChunkStore::LoadSeries() {
+  Statement stmt(db_,
+                 "SELECT s.id, s.compute_id, s.host, s.device, s.metric, "
+                 "(SELECT max(end_ms) FROM chunks WHERE series_id = s.id) FROM series s");
+  if (!stmt.ok())
+    return SqlError(db_, "load series");
+  std::vector<StoredSeries> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    StoredSeries& s = out.emplace_back();
+    s.id = stmt.ColumnInt(0);
+    s.key = {stmt.ColumnText(1), stmt.ColumnText(2), stmt.ColumnText(3), stmt.ColumnText(4)};
+    s.has_chunks = sqlite3_column_type(stmt.get(), 5) != SQLITE_NULL;
+    s.last_end_ms = stmt.ColumnInt(5);
+  }
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load series");
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() {
+  Statement stmt(db_, "SELECT id, received_ms FROM batch_ids");
+  if (!stmt.ok())
+    return SqlError(db_, "load batch ids");
+  std::vector<std::pair<std::string, int64_t>> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW)
+    out.emplace_back(stmt.ColumnText(0), stmt.ColumnInt(1));
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load batch ids");
+  return out;
+}
+
+Status ChunkStore::Write(const ChunkCommit& commit) {
+  EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status status = [&]() -> Status {
+    Statement series(db_,
+                     "INSERT INTO series (id, compute_id, host, device, metric) "
+                     "VALUES (?, ?, ?, ?, ?)");
+    Statement chunk(db_,
+                    "INSERT INTO chunks (series_id, start_ms, end_ms, count, data) "
+                    "VALUES (?, ?, ?, ?, ?)");
+    Statement batch(db_, "INSERT OR IGNORE INTO batch_ids (id, received_ms) VALUES (?, ?)");
+    if (!series.ok() || !chunk.ok() || !batch.ok())
+      return SqlError(db_, "prepare");
+    for (const auto& [id, key] : commit.new_series) {
+      series.Int(1, id);
+      series.Text(2, key.compute_id);
+      series.Text(3, key.host);
+      series.Text(4, key.device);
+      series.Text(5, key.metric);
+      EXPANSE_RETURN_IF_ERROR(series.Run("insert series"));
+    }
+    for (const StoredChunk& c : commit.chunks) {
+      chunk.Int(1, c.series_id);
+      chunk.Int(2, c.start_ms);
+      chunk.Int(3, c.end_ms);
+      chunk.Int(4, c.count);
+      chunk.Blob(5, c.data);
+      EXPANSE_RETURN_IF_ERROR(chunk.Run("insert chunk"));
+    }
+    for (const auto& [id, received_ms] : commit.batch_ids) {
+      batch.Text(1, id);
+      batch.Int(2, received_ms);
+      EXPANSE_RETURN_IF_ERROR(batch.Run("insert batch id"));
+    }
+    return OkStatus();
+  }();
+  if (!status.ok()) {
+    (void)Exec("ROLLBACK");
+    return status;
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<std::string>> ChunkStore::ReadChunks(int64_t series_id, int64_t from_ms,
+                                                        int64_t to_ms) {
+  Statement stmt(db_,
+                 "SELECT data FROM chunks WHERE series_id = ? AND start_ms < ? AND end_ms >= ? "
+                 "ORDER BY start_ms");
+  if (!stmt.ok())
+    return SqlError(db_, "read chunks");
+  stmt.Int(1, series_id);
+  stmt.Int(2, to_ms);
+  stmt.Int(3, from_ms);
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW)
+    out.push_back(stmt.ColumnBlob(0));
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "read chunks");
+  return out;
+}
+
+Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms) {
+  Statement chunks(db_, "DELETE FROM chunks WHERE end_ms < ?");
+  Statement batches(db_, "DELETE FROM batch_ids WHERE received_ms < ?");
+  if (!chunks.ok() || !batches.ok())
+    return SqlError(db_, "prepare retention");
+  chunks.Int(1, cutoff_ms);
+  EXPANSE_RETURN_IF_ERROR(chunks.Run("delete chunks"));
+  const int64_t dropped = sqlite3_changes64(db_);
+  batches.Int(1, batch_cutoff_ms);
+  EXPANSE_RETURN_IF_ERROR(batches.Run("delete batch ids"));
+  return dropped;
+}
+
+Result<ChunkStore::Totals> ChunkStore::GetTotals() {
+  Statement stmt(db_, "SELECT count(*), coalesce(sum(count), 0) FROM chunks");
+  if (!stmt.ok() || stmt.Step() != SQLITE_ROW)
+    return SqlError(db_, "totals");
+  return Totals{static_cast<uint64_t>(stmt.ColumnInt(0)), static_cast<uint64_t>(stmt.ColumnInt(1))};
+}
+
+}  // namespace expanse::tsdb

@@ -1,0 +1,75 @@
+// Internal to the tsdb module: sealed chunks, series ids and remembered batch ids in
+// one SQLite file (docs/formats/tsdb-wal.md, "Chunk store"). WAL journal mode with
+// synchronous=FULL, so a committed Write survives power loss. Not thread-safe: the
+// Tsdb serialises calls.
+#ifndef EXPANSE_TSDB_CHUNK_STORE_H_
+#define EXPANSE_TSDB_CHUNK_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "tsdb/sample.h"
+
+struct sqlite3;
+
+namespace expanse::tsdb {
+
+struct StoredChunk {
+  int64_t series_id = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;  // inclusive: the last sample's timestamp
+  uint32_t count = 0;
+  std::string data;  // an encoded chunk (chunk_codec.h)
+};
+
+struct StoredSeries {
+  int64_t id = 0;
+  SeriesKey key;
+  int64_t last_end_ms = 0;  // latest sealed sample; meaningful when has_chunks
+  bool has_chunks = false;
+};
+
+// Everything one Flush persists, written in a single transaction.
+struct ChunkCommit {
+  std::vector<std::pair<int64_t, SeriesKey>> new_series;
+  std::vector<StoredChunk> chunks;
+  std::vector<std::pair<std::string, int64_t>> batch_ids;  // id, received_ms
+};
+
+class ChunkStore {
+ public:
+  static Result<std::unique_ptr<ChunkStore>> Open(const std::string& path);
+  ~ChunkStore();
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  Result<std::vector<StoredSeries>> LoadSeries();
+  Result<std::vector<std::pair<std::string, int64_t>>> LoadBatchIds();
+  Status Write(const ChunkCommit& commit);
+  // Chunks of the series that overlap [from_ms, to_ms), by start time.
+  Result<std::vector<std::string>> ReadChunks(int64_t series_id, int64_t from_ms, int64_t to_ms);
+  // Drops chunks whose last sample is before cutoff_ms and batch ids received before
+  // batch_cutoff_ms; returns the number of chunks dropped.
+  Result<int64_t> DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms);
+  struct Totals {
+    uint64_t chunks = 0;
+    uint64_t samples = 0;
+  };
+  Result<Totals> GetTotals();
+  // Folds SQLite's own WAL into the main file, so the size on disk is the size at rest.
+  Status Checkpoint() { return Exec("PRAGMA wal_checkpoint(TRUNCATE)"); }
+
+ private:
+  explicit ChunkStore(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+
+  sqlite3* db_;
+};
+
+}  // namespace expanse::tsdb
+
+#endif  // EXPANSE_TSDB_CHUNK_STORE_H_

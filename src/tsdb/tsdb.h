@@ -1,0 +1,117 @@
+// Tsdb: expanse-server's telemetry store. A telemetry store, not one row per number:
+// each series keeps a head chunk of recent samples in memory, backed by a write-ahead
+// log, and seals it into a compressed chunk (chunk_codec.h) when it spans chunk_span_ms
+// or holds max_chunk_samples. Sealed chunks go to SQLite on Flush, which then empties
+// the WAL. Layouts: docs/formats/tsdb-chunk.md, docs/formats/tsdb-wal.md.
+//
+// Ordering rule: a sample at or before the series' last sealed sample is dropped and
+// counted (Stats::dropped_samples); anything later is accepted, kept sorted in the head,
+// and a sample at an already-held timestamp replaces the earlier value.
+//
+// Thread-safe; one mutex serialises all calls, so appends (each with an fdatasync) run
+// one at a time.
+#ifndef EXPANSE_TSDB_TSDB_H_
+#define EXPANSE_TSDB_TSDB_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "tsdb/chunk_store.h"
+#include "tsdb/downsample.h"
+#include "tsdb/sample.h"
+#include "tsdb/wal.h"
+#include "tsdb/wal_record.h"
+
+namespace expanse::tsdb {
+
+inline constexpr int64_t kHourMs = 3'600'000;
+inline constexpr size_t kMaxBatchIdBytes = 256;
+
+struct TsdbOptions {
+  std::string directory;  // created if missing; holds wal.log and chunks.sqlite
+  int64_t chunk_span_ms = 2 * kHourMs;
+  size_t max_chunk_samples = 7200;
+  int64_t retention_ms = 0;  // 0: keep everything
+  // Batch ids are remembered for max(retention_ms, this), so a retried upload is
+  // recognised even when data is kept forever.
+  int64_t batch_id_retention_ms = 7 * 24 * kHourMs;
+  // Append flushes by itself once the WAL grows past this.
+  uint64_t wal_flush_bytes = 64u << 20;
+  int zstd_level = 3;
+  // Receives operator-facing lines (a torn WAL tail, ...). Default: stderr.
+  std::function<void(std::string_view)> log = nullptr;
+};
+
+class Tsdb {
+ public:
+  using Bucket = tsdb::Bucket;
+  struct AppendResult {
+    bool duplicate = false;
+    size_t samples = 0;  // accepted (not dropped) samples
+  };
+  struct Stats {
+    uint64_t series = 0, chunks = 0, samples = 0, bytes_on_disk = 0;
+    uint64_t dropped_samples = 0;  // out of order, since Open
+  };
+
+  static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
+  ~Tsdb();
+
+  // Durable when OK (the batch is in the fsynced WAL). Idempotent by batch_id: a batch
+  // id seen before returns OK with duplicate=true and stores nothing.
+  Result<AppendResult> Append(std::string_view batch_id, const Batch& batch);
+  // Downsampled read of [from_ms, to_ms) into at most `points` buckets (downsample.h).
+  Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
+                                    int points);
+  // Series of one compute whose host starts with host_prefix ("" matches all), sorted.
+  Result<std::vector<SeriesKey>> ListSeries(std::string_view compute_id,
+                                            std::string_view host_prefix);
+  // Seals every head chunk, persists it with the batch ids, then empties the WAL.
+  Status Flush();
+  // Drops chunks whose newest sample is older than retention_ms, and old batch ids.
+  Status ApplyRetention();
+  Stats GetStats();
+
+ private:
+  struct Series {
+    int64_t id = 0;
+    bool persisted = false;
+    bool has_sealed = false;
+    int64_t sealed_end_ms = 0;         // valid when has_sealed
+    std::vector<Sample> head;          // sorted by time, unique timestamps
+    std::vector<StoredChunk> pending;  // sealed, not yet in the chunk store
+  };
+
+  Tsdb(TsdbOptions options, Clock& clock) : options_(std::move(options)), clock_(clock) {}
+  Status Replay(std::string_view payload);
+  size_t ApplyLocked(const Batch& batch);
+  size_t ApplySeriesLocked(Series& series, const std::vector<Sample>& samples);
+  void SealLocked(Series& series);
+  Status FlushLocked();
+  Series& SeriesFor(const SeriesKey& key);
+
+  const TsdbOptions options_;
+  Clock& clock_;
+  std::mutex mu_;
+  std::unique_ptr<ChunkStore> store_;
+  std::unique_ptr<Wal> wal_;
+  std::map<SeriesKey, Series> series_;
+  int64_t next_series_id_ = 1;
+  std::unordered_map<std::string, int64_t> persisted_batch_ids_;  // id -> received_ms
+  std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
+  uint64_t dropped_samples_ = 0;
+};
+
+}  // namespace expanse::tsdb
+
+#endif  // EXPANSE_TSDB_TSDB_H_

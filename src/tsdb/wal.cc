@@ -1,0 +1,159 @@
+#include "tsdb/wal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "tsdb/varint.h"
+
+namespace expanse::tsdb {
+namespace {
+
+Status IoError(const std::string& what, const std::string& path) {
+  const int err = errno;
+  std::string message = "tsdb wal: " + what + " " + path + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT)
+    return ResourceExhaustedError(std::move(message));
+  return UnavailableError(std::move(message)).WithReason("tsdb_io");
+}
+
+uint32_t FrameCrc(uint32_t length, std::string_view payload) {
+  std::string length_bytes;
+  PutFixed32(length_bytes, length);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(length_bytes.data()), 4);
+  crc =
+      crc32(crc, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return IoError("write", path);
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return OkStatus();
+}
+
+// Out-parameter rather than Result: g++ 12 -O3 reports a false maybe-uninitialized on a
+// string moved out of a Result here.
+Status ReadAll(int fd, const std::string& path, std::string& out) {
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return IoError("read", path);
+    }
+    if (n == 0)
+      return OkStatus();
+    out.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& replay,
+                                       const LogFn& log) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return IoError("open", path);
+  std::unique_ptr<Wal> wal(new Wal(path, fd, 0));
+  std::string contents;
+  EXPANSE_RETURN_IF_ERROR(ReadAll(fd, path, contents));
+  const std::string_view magic(kWalMagic, sizeof kWalMagic);
+  size_t good_end = 0;
+  if (contents.size() >= magic.size() && std::string_view(contents).substr(0, 8) == magic) {
+    good_end = magic.size();
+    ByteReader in(std::string_view(contents).substr(good_end));
+    while (!in.empty()) {
+      const uint32_t length = in.Fixed32();
+      const uint32_t crc = in.Fixed32();
+      if (!in.ok() || length > kMaxWalRecordBytes || length > in.remaining())
+        break;
+      const std::string_view payload = in.Bytes(length);
+      if (FrameCrc(length, payload) != crc)
+        break;
+      EXPANSE_RETURN_IF_ERROR(replay(payload));
+      good_end += kWalRecordHeaderSize + length;
+    }
+  } else if (!contents.empty()) {
+    log("tsdb wal: " + path + " does not start with the WAL magic; discarding its " +
+        std::to_string(contents.size()) + " bytes");
+  }
+  if (good_end < contents.size() && good_end > 0) {
+    log("tsdb wal: " + path + ": cut " + std::to_string(contents.size() - good_end) +
+        " bytes of torn or corrupt tail at offset " + std::to_string(good_end));
+  }
+  if (good_end == 0) {
+    if (::ftruncate(fd, 0) != 0)
+      return IoError("truncate", path);
+    if (::lseek(fd, 0, SEEK_SET) < 0)
+      return IoError("seek", path);
+    EXPANSE_RETURN_IF_ERROR(WriteAll(fd, magic, path));
+    good_end = magic.size();
+  } else if (good_end < contents.size() && ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
+    return IoError("truncate", path);
+  }
+  if (::lseek(fd, static_cast<off_t>(good_end), SEEK_SET) < 0)
+    return IoError("seek", path);
+  if (::fdatasync(fd) != 0)
+    return IoError("sync", path);
+  wal->size_ = good_end;
+  return wal;
+}
+
+Wal::~Wal() { ::close(fd_); }
+
+Status Wal::Append(std::string_view payload) {
+  if (payload.size() > kMaxWalRecordBytes) {
+    return InvalidArgumentError("tsdb wal: record of " + std::to_string(payload.size()) +
+                                " bytes exceeds the " + std::to_string(kMaxWalRecordBytes) +
+                                "-byte limit; send smaller batches")
+        .WithReason("batch_too_large");
+  }
+  std::string frame;
+  frame.reserve(kWalRecordHeaderSize + payload.size());
+  const auto length = static_cast<uint32_t>(payload.size());
+  PutFixed32(frame, length);
+  PutFixed32(frame, FrameCrc(length, payload));
+  frame.append(payload);
+  Status status = WriteAll(fd_, frame, path_);
+  if (status.ok() && ::fdatasync(fd_) != 0)
+    status = IoError("sync", path_);
+  if (!status.ok()) {
+    // Restore the invariant so the next record does not follow a partial one. If even
+    // this fails, replay will cut the partial record as a torn tail.
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
+      (void)::lseek(fd_, static_cast<off_t>(size_), SEEK_SET);
+    }
+    return status;
+  }
+  size_ += frame.size();
+  return OkStatus();
+}
+
+Status Wal::Reset() {
+  if (::ftruncate(fd_, sizeof kWalMagic) != 0)
+    return IoError("truncate", path_);
+  if (::lseek(fd_, sizeof kWalMagic, SEEK_SET) < 0)
+    return IoError("seek", path_);
+  if (::fdatasync(fd_) != 0)
+    return IoError("sync", path_);
+  size_ = sizeof kWalMagic;
+  return OkStatus();
+}
+
+}  // namespace expanse::tsdb

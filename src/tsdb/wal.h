@@ -1,0 +1,52 @@
+// Internal to the tsdb module: the write-ahead log, an append-only file of framed
+// records (docs/formats/tsdb-wal.md). Append returns only after fdatasync, so a record
+// it acknowledged survives a crash. Open replays the records; a torn or corrupt tail
+// (a crash mid-write) is cut off with a log line, never treated as fatal.
+#ifndef EXPANSE_TSDB_WAL_H_
+#define EXPANSE_TSDB_WAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/result.h"
+
+namespace expanse::tsdb {
+
+inline constexpr char kWalMagic[8] = {'E', 'X', 'T', 'W', 'A', 'L', '0', '1'};
+inline constexpr size_t kWalRecordHeaderSize = 8;  // u32 payload length, u32 crc32
+inline constexpr uint32_t kMaxWalRecordBytes = 256u << 20;
+
+class Wal {
+ public:
+  using ReplayFn = std::function<Status(std::string_view payload)>;
+  using LogFn = std::function<void(std::string_view line)>;
+
+  // Opens or creates `path`, calls `replay` for every intact record in order and
+  // truncates whatever follows the last one. A replay error aborts Open.
+  static Result<std::unique_ptr<Wal>> Open(const std::string& path, const ReplayFn& replay,
+                                           const LogFn& log);
+  ~Wal();
+  Wal(const Wal&) = delete;
+  Wal& operator=(const Wal&) = delete;
+
+  // Durable on OK. On failure the file is cut back to its previous end.
+  Status Append(std::string_view payload);
+  // Empties the log (after its contents were persisted elsewhere).
+  Status Reset();
+  uint64_t size() const { return size_; }
+
+ private:
+  Wal(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+
+  std::string path_;
+  int fd_;
+  uint64_t size_;  // Invariant: the file ends at size_, after the last whole record.
+};
+
+}  // namespace expanse::tsdb
+
+#endif  // EXPANSE_TSDB_WAL_H_

@@ -1,0 +1,85 @@
+#include "tsdb/wal_record.h"
+
+#include <bit>
+
+#include "tsdb/varint.h"
+
+namespace expanse::tsdb {
+namespace {
+
+void PutString(std::string& out, std::string_view s) {
+  PutVarint(out, s.size());
+  out.append(s);
+}
+
+std::string GetString(ByteReader& in) {
+  const uint64_t size = in.Varint();
+  if (size > in.remaining()) {
+    (void)in.Bytes(in.remaining() + 1);  // marks the reader failed
+    return {};
+  }
+  return std::string(in.Bytes(size));
+}
+
+}  // namespace
+
+std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const Batch& batch) {
+  std::string out;
+  out.push_back(static_cast<char>(kWalRecordBatch));
+  PutString(out, batch_id);
+  PutFixed64(out, static_cast<uint64_t>(received_ms));
+  PutVarint(out, batch.size());
+  for (const auto& [key, samples] : batch) {
+    PutString(out, key.compute_id);
+    PutString(out, key.host);
+    PutString(out, key.device);
+    PutString(out, key.metric);
+    PutVarint(out, samples.size());
+    for (const Sample& s : samples) {
+      PutFixed64(out, static_cast<uint64_t>(s.t_ms));
+      PutFixed64(out, std::bit_cast<uint64_t>(s.v));
+    }
+  }
+  return out;
+}
+
+Result<WalBatch> DecodeWalBatch(std::string_view payload) {
+  const auto corrupt = [](const char* what) {
+    return DataLossError(std::string("tsdb wal: record with a valid checksum is malformed: ") +
+                         what)
+        .WithReason("wal_corrupt");
+  };
+  ByteReader in(payload);
+  if (payload.empty() || static_cast<uint8_t>(payload[0]) != kWalRecordBatch) {
+    return corrupt("unknown record type");
+  }
+  (void)in.Bytes(1);
+  WalBatch out;
+  out.batch_id = GetString(in);
+  out.received_ms = static_cast<int64_t>(in.Fixed64());
+  const uint64_t series_count = in.Varint();
+  // Each series takes at least 5 bytes, which bounds the reservation by the input size.
+  if (!in.ok() || series_count > in.remaining() / 5)
+    return corrupt("bad series count");
+  out.series.reserve(series_count);
+  for (uint64_t i = 0; i < series_count && in.ok(); ++i) {
+    auto& [key, samples] = out.series.emplace_back();
+    key.compute_id = GetString(in);
+    key.host = GetString(in);
+    key.device = GetString(in);
+    key.metric = GetString(in);
+    const uint64_t sample_count = in.Varint();
+    if (!in.ok() || sample_count > in.remaining() / 16)
+      return corrupt("bad sample count");
+    samples.resize(sample_count);
+    for (Sample& s : samples) {
+      s.t_ms = static_cast<int64_t>(in.Fixed64());
+      s.v = std::bit_cast<double>(in.Fixed64());
+    }
+  }
+  if (!in.ok() || !in.empty())
+    return corrupt("truncated or trailing bytes");
+  return out;
+}
+
+}  // namespace expanse::tsdb
