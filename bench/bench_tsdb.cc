@@ -179,7 +179,7 @@ void BM_Query24hJob8Gpus(benchmark::State& state) {
     Batch minute;
     for (int i = 0; i < 60; ++i) {
       for (auto& [key, points] : gen.Next(kStartMs + (s + i) * 1000)) {
-        if (key.metric != "power_w")
+        if (key.metric != "gpu.power_w")
           continue;
         if (i == 0)
           minute.push_back({key, {}});

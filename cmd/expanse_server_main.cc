@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
                           "host:port of the data plane (default: the control plane's)");
     serve_cmd->add_option("--console-listen", serve.options.console_listen,
                           "host:port of the console and query API (default: the control plane's)");
+    serve_cmd
+        ->add_option("--credential-rate", serve.options.credential_requests_per_second,
+                     "Requests per second one daemon credential may sustain")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     serve_cmd->add_option("--tls-cert", serve.options.tls_cert, "PEM certificate chain");
     serve_cmd->add_option("--tls-key", serve.options.tls_key, "PEM private key");
     serve_cmd->add_option("--tls-self-signed", serve.options.tls_self_signed_dir,

@@ -1,113 +1,21 @@
 // The HTTP API of expanse-server, end to end: a real ServerApp on loopback, a real SQLite file,
 // a real HTTP client. Every refusal must be a JSON error with a stable code.
-#include <httplib.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "server/server_app.h"
+#include "server/api_test_util.h"
 
 namespace expanse::server {
 namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kStart = 1'800'000'000'000;
-constexpr char kHeartbeat[] = R"({"version":1,"daemon_version":"0.1.0","controller_host":"ctl"})";
-
-class ApiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("expanse-api-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    ServerOptions o;
-    o.db_path = (dir_ / "db.sqlite").string();
-    o.control_listen = "127.0.0.1:0";
-    o.control.password_cost = crypto::MinimumCost();
-    o.control.control_plane_url = "http://127.0.0.1:1";
-    o.control.data_plane_url = "http://127.0.0.1:2";
-    o.control.daemon_version = "0.1.0";
-    auto app = ServerApp::Create(o, clock_);
-    ASSERT_TRUE(app.ok()) << app.status();
-    app_ = std::move(*app);
-    ASSERT_TRUE(app_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", app_->control_port());
-    auto boot = app_->control().Bootstrap("acme", "Acme", "owner@acme.example", "pw-owner", "t");
-    ASSERT_TRUE(boot.ok()) << boot.status();
-    token_ = boot->api_token;
-  }
-
-  void TearDown() override {
-    app_->Stop();
-    std::filesystem::remove_all(dir_);
-  }
-
-  struct Reply {
-    int status = 0;
-    json body;
-    httplib::Headers headers;
-  };
-
-  Reply Call(const std::string& method, const std::string& path, const std::string& body = "",
-             httplib::Headers headers = {}) {
-    httplib::Result r = method == "GET" ? client_->Get(path, headers)
-                        : method == "POST"
-                            ? client_->Post(path, headers, body, "application/json")
-                            : client_->Delete(path, headers, body, "application/json");
-    Reply reply;
-    if (!r) {
-      ADD_FAILURE() << method << " " << path << ": " << httplib::to_string(r.error());
-      return reply;
-    }
-    reply.status = r->status;
-    reply.headers = r->headers;
-    reply.body = json::parse(r->body, nullptr, false);
-    EXPECT_FALSE(reply.body.is_discarded()) << "not JSON: " << r->body;
-    return reply;
-  }
-
-  httplib::Headers Bearer(const std::string& token) {
-    return {{"Authorization", "Bearer " + token}};
-  }
-
-  std::string Code(const Reply& r) { return r.body["error"].value("code", ""); }
-
-  std::string NewCompute(const std::string& token, const std::string& org = "acme") {
-    Reply r = Call("POST", "/api/v1/orgs/" + org + "/computes", R"({"name":"c1","type":"slurm"})",
-                   Bearer(token));
-    EXPECT_EQ(r.status, 201) << r.body;
-    return r.body.value("id", "");
-  }
-
-  std::string IssueToken(const std::string& compute) {
-    Reply r = Call("POST", "/api/v1/computes/" + compute + "/install-tokens", "", Bearer(token_));
-    EXPECT_EQ(r.status, 201) << r.body;
-    return r.body.value("token", "");
-  }
-
-  Reply Exchange(const std::string& install_token) {
-    json body = {{"token", install_token},
-                 {"hostname", "ctl"},
-                 {"daemon_version", "0.1.0"},
-                 {"slurm_version", "22.05.8"},
-                 {"role", "controller"}};
-    return Call("POST", "/cp/v1/install-tokens/exchange", body.dump());
-  }
-
-  ManualClock clock_{kStart};
-  std::filesystem::path dir_;
-  std::unique_ptr<ServerApp> app_;
-  std::unique_ptr<httplib::Client> client_;
-  std::string token_;
-};
+using api_testing::ApiTest;
+using api_testing::kHeartbeat;
+using api_testing::kStart;
 
 TEST_F(ApiTest, InstallFlowFromTokenToEnrolment) {
   std::string compute = NewCompute(token_);

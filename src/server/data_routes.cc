@@ -9,8 +9,8 @@ namespace expanse::server {
 void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
-  // Delivery is at least once; the store sees each batch once. Job records, node events and
-  // GPU allocations are idempotent upserts, written first; the samples go to the telemetry
+  // Delivery is at least once; the store sees each batch once. Job records, node events, GPU
+  // allocations and stacks are idempotent upserts, written first; the samples go to the telemetry
   // store, which remembers batch ids durably. A retry after a crash between the two writes
   // repeats the upserts harmlessly and stores the samples exactly once.
   listener.Post("/dp/v1/ingest", [ctx](const http::Request& req) {
@@ -38,6 +38,10 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       if (Status s = ctx->jobs->PutGpuAllocations(batch->gpu_allocations); !s.ok()) {
         return http::ErrorResponse(s);
       }
+    }
+    if (!batch->stacks.empty()) {
+      if (Status s = ctx->jobs->PutStacks(batch->stacks); !s.ok())
+        return http::ErrorResponse(s);
     }
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series);
     if (!appended.ok())

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/ingest_stacks.h"
 #include "server/route_util.h"
 #include "server/validate.h"
 
@@ -269,6 +270,9 @@ Result<IngestBatch> ParseIngestBatch(std::string_view text, std::string_view com
   }
   if (const json* a = Array(doc, "gpu_allocations", kMaxRecords, &error); error.ok() && a) {
     EXPANSE_RETURN_IF_ERROR(ParseAllocations(*a, compute_id, &out));
+  }
+  if (const json* a = Array(doc, "stacks", kMaxRecords, &error); error.ok() && a) {
+    EXPANSE_RETURN_IF_ERROR(ParseStacks(*a, compute_id, &out.stacks));
   }
   EXPANSE_RETURN_IF_ERROR(error);
   return out;

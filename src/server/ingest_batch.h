@@ -28,6 +28,7 @@ struct IngestBatch {
   std::vector<store::JobRecord> jobs;
   std::vector<store::JobNodeEvent> job_events;
   std::vector<store::GpuAllocation> gpu_allocations;
+  std::vector<store::StackSample> stacks;
 
   // The idempotency key: compute, stream and sequence.
   std::string BatchId(std::string_view compute_id) const;

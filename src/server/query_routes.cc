@@ -1,6 +1,5 @@
 // The query API: jobs with requested versus used, one job's per-GPU timelines, nodes and GPUs.
 #include <algorithm>
-#include <charconv>
 #include <set>
 #include <string>
 
@@ -15,21 +14,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kDefaultTimelinePoints = 1000;
-
-Result<int64_t> IntParam(const http::Request& req, std::string_view name, int64_t fallback,
-                         int64_t min, int64_t max) {
-  auto v = req.QueryParam(name);
-  if (!v)
-    return fallback;
-  int64_t out = 0;
-  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (ec != std::errc() || p != v->data() + v->size() || out < min || out > max) {
-    return InvalidArgumentError(std::string(name) + " must be an integer from " +
-                                std::to_string(min) + " to " + std::to_string(max))
-        .WithReason("invalid_argument");
-  }
-  return out;
-}
 
 json UsageJson(const JobUsage& u) {
   auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
@@ -88,24 +72,13 @@ Result<json> JobWithUsage(RouteContext& ctx, const store::JobRecord& job) {
   return out;
 }
 
-template <typename Fn>
-http::Response Authed(RouteContext& ctx, const http::Request& req, Fn fn) {
-  Result<Principal> p = AuthenticateConsoleRequest(ctx, req);
-  if (!p.ok())
-    return http::ErrorResponse(p.status());
-  Result<json> out = fn(*p);
-  if (!out.ok())
-    return http::ErrorResponse(out.status());
-  return Json(200, *out);
-}
-
 }  // namespace
 
 void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
   listener.Get("/api/v1/orgs/:org/jobs", [ctx](const http::Request& req) {
-    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto computes, ctx->control.ListComputes(p, req.PathParam("org")));
       store::JobFilter f;
       auto wanted = req.QueryParam("compute");
@@ -122,10 +95,10 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
       }
       if (auto v = req.QueryParam("state"))
         f.states.push_back(std::string(*v));
-      EXPANSE_ASSIGN_OR_RETURN(f.from_ms, IntParam(req, "from", 0, 0, INT64_MAX));
-      EXPANSE_ASSIGN_OR_RETURN(f.to_ms, IntParam(req, "to", 0, 0, INT64_MAX));
-      EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 1000));
-      EXPANSE_ASSIGN_OR_RETURN(int64_t offset, IntParam(req, "offset", 0, 0, 1'000'000));
+      EXPANSE_ASSIGN_OR_RETURN(f.from_ms, IntQueryParam(req, "from", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(f.to_ms, IntQueryParam(req, "to", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntQueryParam(req, "limit", 100, 1, 1000));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t offset, IntQueryParam(req, "offset", 0, 0, 1'000'000));
       f.limit = static_cast<int>(limit);
       f.offset = static_cast<int>(offset);
       EXPANSE_ASSIGN_OR_RETURN(auto jobs, ctx->jobs->ListJobs(f));
@@ -139,7 +112,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   });
 
   listener.Get("/api/v1/computes/:id/jobs/:job", [ctx](const http::Request& req) {
-    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
       EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
       EXPANSE_ASSIGN_OR_RETURN(json out, JobWithUsage(*ctx, job));
@@ -166,12 +139,12 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
 
   // Per-GPU series of one metric over the job's lifetime, downsampled by the server.
   listener.Get("/api/v1/computes/:id/jobs/:job/timeline", [ctx](const http::Request& req) {
-    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
       EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
       std::string metric(req.QueryParam("metric").value_or("gpu.sm_util"));
       EXPANSE_ASSIGN_OR_RETURN(int64_t points,
-                               IntParam(req, "points", kDefaultTimelinePoints, 1, 10'000));
+                               IntQueryParam(req, "points", kDefaultTimelinePoints, 1, 10'000));
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       int64_t from = job.start_ms;
       int64_t to = job.end_ms != 0 ? job.end_ms : ctx->clock.NowMs();
@@ -197,7 +170,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
 
   // Nodes and GPUs as the controller last reported them.
   listener.Get("/api/v1/computes/:id/nodes", [ctx](const http::Request& req) {
-    return Authed(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
       auto hb = ctx->control.LatestHeartbeat(compute.id);
       if (!hb.ok()) {

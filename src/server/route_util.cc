@@ -1,6 +1,7 @@
 #include "server/route_util.h"
 
 #include <cctype>
+#include <charconv>
 #include <string>
 
 namespace expanse::server {
@@ -52,6 +53,21 @@ Result<std::string> StringField(const json& body, const char* name, bool require
         .WithReason("invalid_argument");
   }
   return it->get<std::string>();
+}
+
+Result<int64_t> IntQueryParam(const http::Request& request, std::string_view name, int64_t fallback,
+                              int64_t min, int64_t max) {
+  std::optional<std::string_view> text = request.QueryParam(name);
+  if (!text)
+    return fallback;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end != text->data() + text->size() || value < min || value > max) {
+    return InvalidArgumentError(std::string(name) + " must be an integer from " +
+                                std::to_string(min) + " to " + std::to_string(max))
+        .WithReason("invalid_argument");
+  }
+  return value;
 }
 
 std::string_view BearerToken(const http::Request& request) {

@@ -2,6 +2,7 @@
 #ifndef EXPANSE_SERVER_ROUTE_UTIL_H_
 #define EXPANSE_SERVER_ROUTE_UTIL_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ Result<nlohmann::json> JsonObjectBody(const http::Request& request);
 // A string member of a JSON object; kInvalidArgument naming the field when missing or not a
 // string (an absent optional member gives "").
 Result<std::string> StringField(const nlohmann::json& body, const char* name, bool required);
+// Query parameter `name` as an integer in [min, max], `fallback` when absent; kInvalidArgument
+// "invalid_argument" naming it otherwise.
+Result<int64_t> IntQueryParam(const http::Request& request, std::string_view name, int64_t fallback,
+                              int64_t min, int64_t max);
 // The token after "Bearer " in Authorization, or "".
 std::string_view BearerToken(const http::Request& request);
 // The value of cookie `name` in the Cookie header, or "".

@@ -7,9 +7,11 @@
 #include <optional>
 
 #include "core/clock.h"
+#include "http/error.h"
 #include "http/listener.h"
 #include "http/rate_limiter.h"
 #include "server/control_plane.h"
+#include "server/route_util.h"
 #include "store/job_store.h"
 #include "tsdb/tsdb.h"
 
@@ -23,7 +25,8 @@ struct RateLimits {
   std::unique_ptr<http::RateLimiter> per_credential;     // daemon calls
   std::unique_ptr<http::RateLimiter> per_principal;      // console and scripts
 
-  static Result<RateLimits> Default(Clock& clock);
+  // credential_per_second: sustained daemon requests per credential (burst 5 s worth).
+  static Result<RateLimits> Default(Clock& clock, double credential_per_second = 20);
 };
 
 struct RouteContext {
@@ -45,10 +48,24 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
 void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context);
 void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context);
 void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
+void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 
 // The caller of a console/script request: an API token (Authorization: Bearer exp_at_…) or the
 // session cookie plus X-CSRF-Token on state-changing requests; rate-limited per caller.
 Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req);
+
+// A console/script GET: authenticates the caller, then answers 200 with what fn(principal)
+// returns (a Result<nlohmann::json>), or the JSON error of whichever step failed.
+template <typename Fn>
+http::Response AnswerConsoleJson(RouteContext& ctx, const http::Request& req, Fn fn) {
+  Result<Principal> principal = AuthenticateConsoleRequest(ctx, req);
+  if (!principal.ok())
+    return http::ErrorResponse(principal.status());
+  Result<nlohmann::json> body = fn(*principal);
+  if (!body.ok())
+    return http::ErrorResponse(body.status());
+  return Json(200, *body);
+}
 void RegisterHealthRoute(http::Listener& listener, std::string_view plane);
 
 }  // namespace expanse::server

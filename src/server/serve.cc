@@ -111,6 +111,12 @@ int RunServe(ServeFlags flags) {
   }
   std::printf("expanse-server: shutting down\n");
   (*app)->Stop();
+  // Seal and persist the head chunks, so the next start has no WAL to replay and the
+  // telemetry directory holds exactly the data at rest.
+  if (Status s = (*app)->telemetry().Flush(); !s.ok()) {
+    std::fprintf(stderr, "expanse-server: telemetry flush at shutdown: %s\n", s.ToString().c_str());
+    return 1;
+  }
   return 0;
 }
 

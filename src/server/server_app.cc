@@ -60,7 +60,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
       app->options_.tsdb_dir.empty() ? app->options_.db_path + ".tsdb" : app->options_.tsdb_dir;
   to.retention_ms = app->options_.retention_ms;
   EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
-  EXPANSE_ASSIGN_OR_RETURN(app->limits_, RateLimits::Default(clock));
+  EXPANSE_ASSIGN_OR_RETURN(
+      app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
   app->context_ = std::unique_ptr<RouteContext>(
       new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty(),
                        app->tsdb_.get(), &app->store_->Jobs()});
@@ -79,6 +80,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterConsoleApiRoutes(*app->console_listener_, *app->context_);
   RegisterDataPlaneRoutes(*app->data_listener_, *app->context_);
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
+  RegisterStackRoutes(*app->console_listener_, *app->context_);
   for (auto& [address, listener] : app->listeners_) {
     std::string planes;
     if (listener.get() == app->control_listener_)

@@ -21,6 +21,9 @@ struct ServerOptions {
   // The telemetry store's directory; "" = db_path + ".tsdb".
   std::string tsdb_dir;
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
+  // Requests per second one daemon credential may sustain (ingest, heartbeats). The
+  // default suits one controller; a load benchmark raises it.
+  double credential_requests_per_second = 20;
   // host:port of each plane. An empty data or console address shares the control plane's
   // listener; equal addresses share one listener too.
   std::string control_listen = "127.0.0.1:8443";

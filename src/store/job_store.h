@@ -10,6 +10,7 @@
 #ifndef EXPANSE_STORE_JOB_STORE_H_
 #define EXPANSE_STORE_JOB_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,6 +65,37 @@ struct GpuAllocation {
   int64_t to_ms = 0;  // 0 = still allocated
 };
 
+// Python stacks of a job's processes, sampled by the daemon and folded per aggregation window.
+inline constexpr std::size_t kMaxFoldedStackBytes = 16 * 1024;
+// Far above what a window of sampling can count; keeps sums over a job's stacks below 2^63.
+inline constexpr int64_t kMaxStackSampleCount = 1'000'000'000;
+inline constexpr int kMaxJobStacksLimit = 10'000;
+
+// One folded stack's count for one job, host and window. The thread states are the ones
+// thread_state may hold: "gil" (held the GIL), "running", "idle", and "" for unknown.
+struct StackSample {
+  std::string compute_id;
+  std::string job_id;
+  std::string host;
+  // The daemon's aggregation window, [window_start_ms, window_end_ms).
+  int64_t window_start_ms = 0;
+  int64_t window_end_ms = 0;
+  // "file.py:func:line;file.py:func:line;...", root frame first, leaf last; valid UTF-8
+  // without control characters, no empty frame, at most kMaxFoldedStackBytes bytes.
+  std::string folded;
+  std::string thread_state;
+  int64_t count = 0;      // samples of this stack in the window, 1..kMaxStackSampleCount
+  bool gpu_idle = false;  // sampled while the job's GPUs were idle (burst mode)
+};
+
+// One folded stack summed over the hosts and windows of a query.
+struct StackTotal {
+  std::string folded;
+  std::string thread_state;
+  int64_t count = 0;
+  int64_t gpu_idle_count = 0;  // the part of count sampled while the job's GPUs were idle
+};
+
 struct JobFilter {
   std::vector<std::string> compute_ids;  // required: the computes the caller may see
   std::vector<std::string> states;       // empty = any
@@ -97,6 +129,12 @@ class JobStore {
   // allocation; from_ms keeps the earliest value seen. from_ms > 0; a known gpu_index or
   // gpu_minor is not replaced by -1.
   virtual Status PutGpuAllocations(const std::vector<GpuAllocation>& allocations) = 0;
+  // Idempotent on (compute_id, job_id, host, window_start_ms, folded, thread_state, gpu_idle):
+  // a window's aggregate is final, so a repeat replaces count (and window_end_ms), never adds
+  // to it. Also kInvalidArgument for a window that does not end after it starts, a
+  // non-positive or oversized count, a thread_state outside the set, or a folded stack that
+  // is empty, too long, not UTF-8, holds a control character or an empty frame.
+  virtual Status PutStacks(const std::vector<StackSample>& stacks) = 0;
 
   virtual Result<JobRecord> GetJob(std::string_view compute_id, std::string_view job_id) = 0;
   // Newest start first (pending jobs by submit time), then job id. Text filters match exactly.
@@ -113,6 +151,13 @@ class JobStore {
   virtual Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                                 std::string_view host,
                                                                 int64_t from_ms, int64_t to_ms) = 0;
+  // The job's stacks of the windows overlapping [from_ms, to_ms) (0 = open bound), summed per
+  // (folded, thread_state) over hosts and windows: the `limit` (1..kMaxJobStacksLimit) with
+  // the highest count, then by folded and thread_state. A window that straddles a bound
+  // counts whole. Empty when none were reported; the job record need not exist.
+  virtual Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id,
+                                                    std::string_view job_id, int64_t from_ms,
+                                                    int64_t to_ms, int limit) = 0;
 };
 
 }  // namespace expanse::store

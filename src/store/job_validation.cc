@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "core/utf8.h"
 #include "store/message_text.h"
 
 namespace expanse::store::store_internal {
@@ -91,6 +92,49 @@ Status ValidateGpuAllocation(std::string_view where, const GpuAllocation& alloca
   if (allocation.to_ms != 0 && allocation.to_ms < allocation.from_ms) {
     return Invalid(where, "to_ms (" + FormatUtcMillis(allocation.to_ms) + ") is before from_ms (" +
                               FormatUtcMillis(allocation.from_ms) + ")");
+  }
+  return OkStatus();
+}
+
+Status ValidateStackSample(std::string_view where, const StackSample& sample) {
+  EXPANSE_RETURN_IF_ERROR(ValidateJobKey(where, sample.compute_id, sample.job_id));
+  EXPANSE_RETURN_IF_ERROR(RequireNonEmpty(where, "host", sample.host));
+  if (sample.window_start_ms <= 0) {
+    return Invalid(where, "window_start_ms is " + std::to_string(sample.window_start_ms) +
+                              "; it must be positive");
+  }
+  if (sample.window_end_ms <= sample.window_start_ms) {
+    return Invalid(where, "window_end_ms (" + FormatUtcMillis(sample.window_end_ms) +
+                              ") must be after window_start_ms (" +
+                              FormatUtcMillis(sample.window_start_ms) + ")");
+  }
+  if (sample.count <= 0 || sample.count > kMaxStackSampleCount) {
+    return Invalid(where, "count is " + std::to_string(sample.count) + "; it must be 1 to " +
+                              std::to_string(kMaxStackSampleCount));
+  }
+  if (sample.thread_state != "" && sample.thread_state != "gil" &&
+      sample.thread_state != "running" && sample.thread_state != "idle") {
+    return Invalid(where, "thread_state " + QuoteForMessage(sample.thread_state) +
+                              " is not \"gil\", \"running\", \"idle\" or \"\" (unknown)");
+  }
+  const std::string_view folded = sample.folded;
+  EXPANSE_RETURN_IF_ERROR(RequireNonEmpty(where, "folded", folded));
+  if (folded.size() > kMaxFoldedStackBytes) {
+    return Invalid(where, "folded is " + std::to_string(folded.size()) + " bytes; at most " +
+                              std::to_string(kMaxFoldedStackBytes) + " are allowed");
+  }
+  if (!IsValidUtf8(folded)) {
+    return Invalid(where, "folded is not valid UTF-8");
+  }
+  for (const unsigned char c : folded) {
+    if (c < 0x20 || c == 0x7f) {
+      return Invalid(where, "folded contains a control character");
+    }
+  }
+  // Frames are separated by ';'; an empty one means the daemon folded the stack wrongly, and
+  // would show as a nameless frame.
+  if (folded.front() == ';' || folded.back() == ';' || folded.find(";;") != std::string::npos) {
+    return Invalid(where, "folded has an empty frame: " + QuoteForMessage(folded));
   }
   return OkStatus();
 }

@@ -31,6 +31,10 @@ Status ValidateJobNodeEvent(std::string_view where, const JobNodeEvent& event);
 // The key, non-empty host and gpu_uuid, indexes >= -1, from_ms > 0 (0 would be "unset" and
 // win every "earliest" merge), to_ms 0 or >= from_ms.
 Status ValidateGpuAllocation(std::string_view where, const GpuAllocation& allocation);
+// The key, a non-empty host, 0 < window_start_ms < window_end_ms, count
+// 1..kMaxStackSampleCount, thread_state "", "gil", "running" or "idle", and a folded stack of
+// 1..kMaxFoldedStackBytes bytes of UTF-8 without control characters or empty frames.
+Status ValidateStackSample(std::string_view where, const StackSample& sample);
 // 1..kMaxJobFilterValues non-empty compute ids, at most kMaxJobFilterValues non-empty states,
 // a valid time range, limit 1..kMaxJobListLimit, offset >= 0.
 Status ValidateJobFilter(const JobFilter& filter);

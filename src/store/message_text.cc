@@ -50,7 +50,7 @@ std::string FormatUtcMillis(int64_t epoch_ms) {
   if (gmtime_r(&time, &utc) == nullptr) {
     return std::to_string(epoch_ms) + " ms since the Unix epoch";
   }
-  std::array<char, 40> text{};
+  std::array<char, 80> text{};  // room for any int fields, which -Wformat-truncation checks
   std::snprintf(text.data(), text.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
                 utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
                 static_cast<int>(millis));

@@ -190,9 +190,30 @@ CREATE TABLE gpu_allocations (
 CREATE INDEX gpu_allocations_by_host_time ON gpu_allocations (compute_id, host, from_ms);
 )sql";
 
-constexpr std::array<Migration, 2> kMigrations = {{
+// Python stacks of jobs, folded and counted per daemon aggregation window (job_store.h). A
+// window's count is final, so a redelivery replaces it; the UNIQUE key is what makes that an
+// upsert. length(CAST(... AS BLOB)) counts bytes, as kMaxFoldedStackBytes does.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE job_stacks (
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  job_id          TEXT NOT NULL CHECK (job_id <> ''),
+  host            TEXT NOT NULL CHECK (host <> ''),
+  window_start_ms INTEGER NOT NULL CHECK (window_start_ms > 0),
+  window_end_ms   INTEGER NOT NULL CHECK (window_end_ms > window_start_ms),
+  folded          TEXT NOT NULL
+                  CHECK (folded <> '' AND length(CAST(folded AS BLOB)) <= 16384),
+  thread_state    TEXT NOT NULL CHECK (thread_state IN ('', 'gil', 'running', 'idle')),
+  count           INTEGER NOT NULL CHECK (count BETWEEN 1 AND 1000000000),
+  gpu_idle        INTEGER NOT NULL CHECK (gpu_idle IN (0, 1)),
+  UNIQUE (compute_id, job_id, host, window_start_ms, folded, thread_state, gpu_idle)
+) STRICT;
+CREATE INDEX job_stacks_by_job_window ON job_stacks (compute_id, job_id, window_start_ms);
+)sql";
+
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, kSchemaV1},
     {2, kSchemaV2},
+    {3, kSchemaV3},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

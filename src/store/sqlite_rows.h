@@ -45,6 +45,9 @@ inline constexpr std::string_view kJobColumns =
 inline constexpr std::string_view kJobNodeEventColumns = "compute_id, job_id, host, kind, at_ms";
 inline constexpr std::string_view kGpuAllocationColumns =
     "compute_id, job_id, host, gpu_uuid, gpu_index, gpu_minor, from_ms, to_ms";
+inline constexpr std::string_view kStackSampleColumns =
+    "compute_id, job_id, host, window_start_ms, window_end_ms, folded, thread_state, count, "
+    "gpu_idle";
 
 // "SELECT <columns> FROM <rest>". Both parts are constant SQL; values are bound.
 std::string SelectSql(std::string_view columns, std::string_view rest);

@@ -80,6 +80,9 @@ class SqliteStore final : public Store, public JobStore {
   Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                         std::string_view host, int64_t from_ms,
                                                         int64_t to_ms) override;
+  Status PutStacks(const std::vector<StackSample>& stacks) override;
+  Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,
+                                            int64_t from_ms, int64_t to_ms, int limit) override;
 
  private:
   enum class Access { kRead, kWrite };

@@ -49,7 +49,12 @@ class BoundValues {
   }
 
  private:
-  std::string Placeholder() const { return "?" + std::to_string(values_.size()); }
+  // Appending, not `"?" + std::to_string(n)`: g++ 12 -O3 reports a false -Wrestrict there.
+  std::string Placeholder() const {
+    std::string out = "?";
+    out += std::to_string(values_.size());
+    return out;
+  }
 
   std::vector<std::variant<int64_t, std::string_view>> values_;
 };

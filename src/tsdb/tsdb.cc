@@ -102,23 +102,62 @@ Status Tsdb::Replay(std::string_view payload) {
 
 Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& batch) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatch(batch_id, batch));
-  std::lock_guard lock(mu_);
+  const int64_t now_ms = clock_.NowMs();
+  const std::string record = EncodeWalBatch(batch_id, now_ms, batch);
+  std::unique_lock lock(mu_);
+  EXPANSE_RETURN_IF_ERROR(sync_error_);
   const std::string id(batch_id);
-  if (persisted_batch_ids_.contains(id) || pending_batch_ids_.contains(id)) {
+  if (persisted_batch_ids_.contains(id)) {
     return AppendResult{.duplicate = true};
   }
-  const int64_t now_ms = clock_.NowMs();
-  EXPANSE_RETURN_IF_ERROR(wal_->Append(EncodeWalBatch(batch_id, now_ms, batch)));
+  if (pending_batch_ids_.contains(id)) {
+    // Its first Append may still wait for a sync: acknowledge the retry no earlier.
+    EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, wal_written_));
+    return AppendResult{.duplicate = true};
+  }
+  EXPANSE_RETURN_IF_ERROR(wal_->Write(record));
+  const uint64_t mine = ++wal_written_;
   AppendResult result;
   result.samples = ApplyLocked(batch);
   pending_batch_ids_.emplace(id, now_ms);
   if (wal_->size() >= options_.wal_flush_bytes) {
-    // The batch is already durable in the WAL; a failed flush is retried next time.
+    // A failed flush is retried next time; the batch is still synced below.
     if (Status status = FlushLocked(); !status.ok()) {
       options_.log("tsdb: automatic flush failed: " + status.ToString());
     }
   }
+  EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, mine));
   return result;
+}
+
+// The leader/follower scheme of group commit: whoever finds no sync running syncs every
+// record written so far, with the mutex released so other appends can write theirs
+// meanwhile; they then share the next sync instead of queueing for one each.
+Status Tsdb::WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t records) {
+  while (wal_synced_ < records) {
+    if (!sync_error_.ok())
+      return sync_error_;
+    if (syncing_) {
+      synced_cv_.wait(lock);
+      continue;
+    }
+    syncing_ = true;
+    const uint64_t covers = wal_written_;
+    lock.unlock();
+    Status status = wal_->Sync();
+    lock.lock();
+    syncing_ = false;
+    if (status.ok()) {
+      wal_synced_ = std::max(wal_synced_, covers);
+    } else {
+      options_.log("tsdb: " + status.ToString() +
+                   "; refusing appends until a flush succeeds (unacknowledged batches are "
+                   "retried by their senders)");
+      sync_error_ = std::move(status);
+    }
+    synced_cv_.notify_all();
+  }
+  return OkStatus();
 }
 
 Tsdb::Series& Tsdb::SeriesFor(const SeriesKey& key) {
@@ -219,7 +258,11 @@ Status Tsdb::FlushLocked() {
     series_[key].persisted = true;
   persisted_batch_ids_.insert(pending_batch_ids_.begin(), pending_batch_ids_.end());
   pending_batch_ids_.clear();
+  // Every record written so far is now in the committed chunk store.
+  wal_synced_ = wal_written_;
+  synced_cv_.notify_all();
   EXPANSE_RETURN_IF_ERROR(wal_->Reset());
+  sync_error_ = OkStatus();  // the WAL is empty and synced again
   return store_->Checkpoint();
 }
 

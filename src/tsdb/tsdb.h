@@ -8,11 +8,13 @@
 // counted (Stats::dropped_samples); anything later is accepted, kept sorted in the head,
 // and a sample at an already-held timestamp replaces the earlier value.
 //
-// Thread-safe; one mutex serialises all calls, so appends (each with an fdatasync) run
-// one at a time.
+// Thread-safe. One mutex guards the in-memory state and WAL writes, but not the
+// fdatasync: appends that arrive while one sync runs wait for the next, which covers them
+// all (group commit), so concurrent uploads share syncs and queries do not wait on disks.
 #ifndef EXPANSE_TSDB_TSDB_H_
 #define EXPANSE_TSDB_TSDB_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -98,6 +100,9 @@ class Tsdb {
   size_t ApplySeriesLocked(Series& series, const std::vector<Sample>& samples);
   void SealLocked(Series& series);
   Status FlushLocked();
+  // Returns once the first `records` WAL records since Open are durable, syncing them
+  // itself unless another caller's sync is running (it then waits for that or the next).
+  Status WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t records);
   Series& SeriesFor(const SeriesKey& key);
 
   const TsdbOptions options_;
@@ -110,6 +115,15 @@ class Tsdb {
   std::unordered_map<std::string, int64_t> persisted_batch_ids_;  // id -> received_ms
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
   uint64_t dropped_samples_ = 0;
+  // Group commit. Invariant: wal_synced_ <= wal_written_ (records since Open; a Flush
+  // makes every written record durable through the chunk store).
+  std::condition_variable synced_cv_;
+  uint64_t wal_written_ = 0;
+  uint64_t wal_synced_ = 0;
+  bool syncing_ = false;
+  // A failed fdatasync leaves the page cache's fate unknown (the kernel may have dropped
+  // the dirty pages), so appends fail until a Flush has made everything durable anew.
+  Status sync_error_;
 };
 
 }  // namespace expanse::tsdb

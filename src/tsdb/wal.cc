@@ -118,6 +118,11 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
 Wal::~Wal() { ::close(fd_); }
 
 Status Wal::Append(std::string_view payload) {
+  EXPANSE_RETURN_IF_ERROR(Write(payload));
+  return Sync();
+}
+
+Status Wal::Write(std::string_view payload) {
   if (payload.size() > kMaxWalRecordBytes) {
     return InvalidArgumentError("tsdb wal: record of " + std::to_string(payload.size()) +
                                 " bytes exceeds the " + std::to_string(kMaxWalRecordBytes) +
@@ -130,10 +135,7 @@ Status Wal::Append(std::string_view payload) {
   PutFixed32(frame, length);
   PutFixed32(frame, FrameCrc(length, payload));
   frame.append(payload);
-  Status status = WriteAll(fd_, frame, path_);
-  if (status.ok() && ::fdatasync(fd_) != 0)
-    status = IoError("sync", path_);
-  if (!status.ok()) {
+  if (Status status = WriteAll(fd_, frame, path_); !status.ok()) {
     // Restore the invariant so the next record does not follow a partial one. If even
     // this fails, replay will cut the partial record as a torn tail.
     if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
@@ -142,6 +144,12 @@ Status Wal::Append(std::string_view payload) {
     return status;
   }
   size_ += frame.size();
+  return OkStatus();
+}
+
+Status Wal::Sync() {
+  if (::fdatasync(fd_) != 0)
+    return IoError("sync", path_);
   return OkStatus();
 }
 

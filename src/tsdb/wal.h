@@ -1,7 +1,8 @@
 // Internal to the tsdb module: the write-ahead log, an append-only file of framed
 // records (docs/formats/tsdb-wal.md). Append returns only after fdatasync, so a record
-// it acknowledged survives a crash. Open replays the records; a torn or corrupt tail
-// (a crash mid-write) is cut off with a log line, never treated as fatal.
+// it acknowledged survives a crash; Write and Sync split it for group commit. Open replays the
+// records; a torn or corrupt tail (a crash mid-write) is cut off with a log line, never treated as
+// fatal.
 #ifndef EXPANSE_TSDB_WAL_H_
 #define EXPANSE_TSDB_WAL_H_
 
@@ -33,8 +34,15 @@ class Wal {
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
 
-  // Durable on OK. On failure the file is cut back to its previous end.
+  // Durable on OK: Write, then Sync. On failure the file is cut back to its previous end.
   Status Append(std::string_view payload);
+  // Appends one record without syncing it; on failure the file is cut back to its
+  // previous end. Not thread-safe against Write, Append or Reset.
+  Status Write(std::string_view payload);
+  // fdatasync: every record written before the call is durable on OK. Safe to call
+  // while another thread writes (the caller's records are already in the file), which
+  // is what lets concurrent appends share one sync (group commit).
+  Status Sync();
   // Empties the log (after its contents were persisted elsewhere).
   Status Reset();
   uint64_t size() const { return size_; }

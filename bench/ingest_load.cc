@@ -1,0 +1,399 @@
+// Load generator for bench/ingest_vs_victoriametrics.sh: the same synthetic H200 telemetry
+// (tsdb_telemetry.h, N nodes x 8 GPUs x 20 fields at 1 Hz) sent to expanse-server's
+// POST /dp/v1/ingest (zstd JSON batches), to VictoriaMetrics' /api/v1/import (gzip JSON
+// lines, same series, values and batching), or inserted into plain SQLite rows. One batch
+// holds one node's 10 seconds (1,600 samples), the way the controller daemon uploads;
+// every body is encoded before the clock starts, so the figure is the server's rate.
+//
+//   ingest_load expanse --port P --credential C [--nodes 8] [--hours 2] [--conns 4]
+//   ingest_load vm      --port P [--nodes 8] [--hours 2] [--conns 4]
+//   ingest_load sqlite  --dir D [--nodes 8] [--hours 2]
+//   ingest_load job     --port P --credential C     (24 h of gpu.sm_util, 8 GPUs, a job)
+//   ingest_load query   --port P --api-token A --compute ID [--repeat 9]
+//   every mode: [--start-ms T], the first timestamp of the load (the job ends 24 h before it)
+//
+// Prints one line of key=value figures for the script.
+#include <sqlite3.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http_client.h"
+#include "tsdb_telemetry.h"
+
+namespace {
+
+using expanse::bench::HttpConnection;
+using expanse::bench::kFieldCount;
+using expanse::bench::kFields;
+using expanse::bench::kGpusPerNode;
+using expanse::bench::TelemetryGenerator;
+
+constexpr int kBatchSeconds = 10;
+constexpr int64_t kDayMs = 86'400'000;
+// First timestamp of the load (--start-ms): VictoriaMetrics refuses samples outside its
+// retention or more than 2 days ahead, so the script passes a recent, 2-hour-aligned time.
+int64_t g_start_ms = 0;
+constexpr const char* kJobId = "bench-24h";
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "ingest_load: %s\n", message.c_str());
+  std::exit(1);
+}
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  std::string Get(const std::string& key, const std::string& fallback = "") const {
+    auto it = values.find(key);
+    if (it != values.end())
+      return it->second;
+    if (fallback.empty())
+      Die("missing --" + key);
+    return fallback;
+  }
+  int Int(const std::string& key, int fallback) const {
+    return std::stoi(Get(key, std::to_string(fallback)));
+  }
+};
+
+void AppendNumber(std::string& out, double v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+// One node's readings over one batch: [gpu][field][second].
+struct NodeWindow {
+  int node = 0;
+  int64_t t0_ms = 0;
+  std::vector<double> v;  // kGpusPerNode * kFieldCount * kBatchSeconds
+  double At(int gpu, int field, int s) const {
+    return v[(static_cast<size_t>(gpu) * kFieldCount + field) * kBatchSeconds + s];
+  }
+};
+
+// The whole load, batch by batch in time order; the generator runs second by second
+// over every GPU, so each series sees exactly the values bench_tsdb's Append would.
+std::vector<NodeWindow> Generate(int nodes, int hours) {
+  TelemetryGenerator gen(nodes, 1);
+  std::vector<NodeWindow> out;
+  out.reserve(static_cast<size_t>(hours * 3600 / kBatchSeconds * nodes));
+  double reading[kFieldCount];
+  for (int64_t w = 0; w < int64_t{hours} * 3600 / kBatchSeconds; ++w) {
+    std::vector<NodeWindow> step(static_cast<size_t>(nodes));
+    for (int n = 0; n < nodes; ++n) {
+      step[n].node = n;
+      step[n].t0_ms = g_start_ms + w * kBatchSeconds * 1000;
+      step[n].v.resize(size_t{kGpusPerNode} * kFieldCount * kBatchSeconds);
+    }
+    for (int s = 0; s < kBatchSeconds; ++s) {
+      for (int g = 0; g < nodes * kGpusPerNode; ++g) {
+        gen.NextGpu(static_cast<size_t>(g), reading);
+        NodeWindow& win = step[g / kGpusPerNode];
+        for (int f = 0; f < kFieldCount; ++f)
+          win.v[(static_cast<size_t>(g % kGpusPerNode) * kFieldCount + f) * kBatchSeconds + s] =
+              reading[f];
+      }
+    }
+    for (NodeWindow& win : step)
+      out.push_back(std::move(win));
+  }
+  return out;
+}
+
+std::string Device(int node, int gpu) {
+  return "GPU-" + std::to_string(node) + "-" + std::to_string(gpu);
+}
+
+std::string ExpanseJson(const NodeWindow& win, uint64_t sequence) {
+  std::string out = R"({"version":1,"stream":"telemetry","sequence":)";
+  out += std::to_string(sequence) + R"(,"series":[)";
+  for (int g = 0; g < kGpusPerNode; ++g) {
+    for (int f = 0; f < kFieldCount; ++f) {
+      if (g + f > 0)
+        out += ',';
+      out += R"({"host":"node)" + std::to_string(win.node) + R"(","device":")" +
+             Device(win.node, g) + R"(","metric":")" + kFields[f] + R"(","t0":)" +
+             std::to_string(win.t0_ms) + R"(,"dt":[0)";
+      for (int s = 1; s < kBatchSeconds; ++s)
+        out += ",1000";
+      out += R"(],"v":[)";
+      for (int s = 0; s < kBatchSeconds; ++s) {
+        if (s > 0)
+          out += ',';
+        AppendNumber(out, win.At(g, f, s));
+      }
+      out += "]}";
+    }
+  }
+  return out + "]}";
+}
+
+std::string VmJsonLines(const NodeWindow& win) {
+  std::string out;
+  for (int g = 0; g < kGpusPerNode; ++g) {
+    for (int f = 0; f < kFieldCount; ++f) {
+      out += R"({"metric":{"__name__":")" + std::string(kFields[f]) +
+             R"(","compute":"cluster-a","host":"node)" + std::to_string(win.node) +
+             R"(","device":")" + Device(win.node, g) + R"("},"values":[)";
+      for (int s = 0; s < kBatchSeconds; ++s) {
+        if (s > 0)
+          out += ',';
+        AppendNumber(out, win.At(g, f, s));
+      }
+      out += R"(],"timestamps":[)";
+      for (int s = 0; s < kBatchSeconds; ++s) {
+        if (s > 0)
+          out += ',';
+        out += std::to_string(win.t0_ms + s * 1000);
+      }
+      out += "]}\n";
+    }
+  }
+  return out;
+}
+
+std::string Zstd(const std::string& in) {
+  std::string out(ZSTD_compressBound(in.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3);
+  if (ZSTD_isError(n))
+    Die("zstd");
+  out.resize(n);
+  return out;
+}
+
+std::string Gzip(const std::string& in) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    Die("deflateInit2");
+  std::string out(deflateBound(&z, in.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+    Die("deflate");
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Sends bodies[c] on connection c, all connections at once; returns the wall seconds.
+double SendAll(int port, const std::vector<std::vector<std::string>>& bodies,
+               const std::string& target, const std::vector<std::string>& headers,
+               int expect_status) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (const auto& list : bodies) {
+    threads.emplace_back([&, port] {
+      HttpConnection conn("127.0.0.1", port);
+      for (const std::string& body : list) {
+        const auto r = conn.Request("POST", target, headers, body);
+        if (r.status != expect_status)
+          Die(target + ": HTTP " + std::to_string(r.status) + " " + r.body);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return SecondsSince(start);
+}
+
+void RunHttpLoad(const Flags& flags, bool expanse) {
+  const int nodes = flags.Int("nodes", 8), conns = flags.Int("conns", 4);
+  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
+  std::vector<std::vector<std::string>> bodies(static_cast<size_t>(conns));
+  uint64_t raw_bytes = 0, sent_bytes = 0;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    // A node always goes over the same connection, so its batches arrive in order.
+    const std::string doc = expanse ? ExpanseJson(windows[i], i + 1) : VmJsonLines(windows[i]);
+    std::string body = expanse ? Zstd(doc) : Gzip(doc);
+    raw_bytes += doc.size();
+    sent_bytes += body.size();
+    bodies[static_cast<size_t>(windows[i].node % conns)].push_back(std::move(body));
+  }
+  const uint64_t samples = windows.size() * kGpusPerNode * kFieldCount * kBatchSeconds;
+  const double seconds =
+      expanse ? SendAll(flags.Int("port", 0), bodies, "/dp/v1/ingest",
+                        {"Authorization: Bearer " + flags.Get("credential"),
+                         "Content-Type: application/zstd"},
+                        200)
+              : SendAll(flags.Int("port", 0), bodies, "/api/v1/import",
+                        {"Content-Encoding: gzip", "Content-Type: application/json"}, 204);
+  std::printf("samples=%llu seconds=%.3f samples_per_s=%.0f json_bytes=%llu sent_bytes=%llu\n",
+              static_cast<unsigned long long>(samples), seconds, samples / seconds,
+              static_cast<unsigned long long>(raw_bytes),
+              static_cast<unsigned long long>(sent_bytes));
+}
+
+void Exec(sqlite3* db, const char* sql) {
+  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+    Die(std::string(sql) + ": " + sqlite3_errmsg(db));
+}
+
+// The obvious alternative: one row per sample, one transaction per batch, durable commits.
+void RunSqlite(const Flags& flags) {
+  const int nodes = flags.Int("nodes", 8);
+  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
+  sqlite3* db = nullptr;
+  if (sqlite3_open((flags.Get("dir") + "/rows.sqlite").c_str(), &db) != SQLITE_OK)
+    Die("sqlite open");
+  Exec(db, "PRAGMA journal_mode=WAL");
+  Exec(db, "PRAGMA synchronous=FULL");
+  Exec(db,
+       "CREATE TABLE samples (series_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, v REAL NOT "
+       "NULL, PRIMARY KEY (series_id, t_ms)) WITHOUT ROWID");
+  sqlite3_stmt* insert = nullptr;
+  if (sqlite3_prepare_v2(db, "INSERT INTO samples VALUES (?, ?, ?)", -1, &insert, nullptr) !=
+      SQLITE_OK)
+    Die("prepare");
+  uint64_t samples = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const NodeWindow& win : windows) {
+    Exec(db, "BEGIN");
+    for (int g = 0; g < kGpusPerNode; ++g) {
+      for (int f = 0; f < kFieldCount; ++f) {
+        const int64_t series = (int64_t{win.node} * kGpusPerNode + g) * kFieldCount + f;
+        for (int s = 0; s < kBatchSeconds; ++s) {
+          sqlite3_bind_int64(insert, 1, series);
+          sqlite3_bind_int64(insert, 2, win.t0_ms + s * 1000);
+          sqlite3_bind_double(insert, 3, win.At(g, f, s));
+          if (sqlite3_step(insert) != SQLITE_DONE)
+            Die("insert");
+          sqlite3_reset(insert);
+          ++samples;
+        }
+      }
+    }
+    Exec(db, "COMMIT");
+  }
+  const double seconds = SecondsSince(start);
+  Exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  sqlite3_finalize(insert);
+  sqlite3_close(db);
+  std::printf("samples=%llu seconds=%.3f samples_per_s=%.0f\n",
+              static_cast<unsigned long long>(samples), seconds, samples / seconds);
+}
+
+// A finished 24-hour job on the 8 GPUs of host qnode0: its record, its GPU allocations
+// and 24 h of 1 Hz gpu.sm_util per GPU (8 x 86,400 samples), in one-hour batches.
+void RunJob(const Flags& flags) {
+  TelemetryGenerator gen(1, 7, "qnode");
+  const int64_t job_start_ms = g_start_ms - 2 * kDayMs;  // apart from the load's series
+  HttpConnection conn("127.0.0.1", flags.Int("port", 0));
+  const std::vector<std::string> headers = {"Authorization: Bearer " + flags.Get("credential"),
+                                            "Content-Type: application/zstd"};
+  double reading[kFieldCount];
+  uint64_t samples = 0;
+  for (int hour = 0; hour < 24; ++hour) {
+    std::vector<std::vector<double>> util(kGpusPerNode);
+    for (int s = 0; s < 3600; ++s) {
+      for (int g = 0; g < kGpusPerNode; ++g) {
+        gen.NextGpu(static_cast<size_t>(g), reading);
+        util[g].push_back(reading[0]);
+      }
+    }
+    nlohmann::json doc = {{"version", 1}, {"stream", "job"}, {"sequence", hour + 1}};
+    const int64_t t0 = job_start_ms + int64_t{hour} * 3'600'000;
+    for (int g = 0; g < kGpusPerNode; ++g) {
+      std::vector<int64_t> dt(3600, 1000);
+      dt[0] = 0;
+      doc["series"].push_back({{"host", "qnode0"},
+                               {"device", Device(0, g)},
+                               {"metric", "gpu.sm_util"},
+                               {"t0", t0},
+                               {"dt", dt},
+                               {"v", util[g]}});
+      samples += 3600;
+    }
+    if (hour == 0) {
+      doc["jobs"] = {{{"job_id", kJobId},
+                      {"state", "COMPLETED"},
+                      {"user", "ana"},
+                      {"req_gpus", 8},
+                      {"req_nodes", 1},
+                      {"start_ms", job_start_ms},
+                      {"end_ms", job_start_ms + kDayMs},
+                      {"observed_ms", job_start_ms + kDayMs}}};
+      for (int g = 0; g < kGpusPerNode; ++g) {
+        doc["gpu_allocations"].push_back({{"job_id", kJobId},
+                                          {"host", "qnode0"},
+                                          {"gpu_uuid", Device(0, g)},
+                                          {"gpu_index", g},
+                                          {"from_ms", job_start_ms},
+                                          {"to_ms", job_start_ms + kDayMs}});
+      }
+    }
+    const auto r = conn.Request("POST", "/dp/v1/ingest", headers, Zstd(doc.dump()));
+    if (r.status != 200)
+      Die("job ingest: HTTP " + std::to_string(r.status) + " " + r.body);
+  }
+  std::printf("job_samples=%llu\n", static_cast<unsigned long long>(samples));
+}
+
+void RunQuery(const Flags& flags) {
+  HttpConnection conn("127.0.0.1", flags.Int("port", 0));
+  const std::string target =
+      "/api/v1/computes/" + flags.Get("compute") + "/jobs/" + kJobId + "/timeline?points=1000";
+  std::vector<double> ms;
+  size_t points = 0, series = 0;
+  for (int i = 0; i < flags.Int("repeat", 9); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r =
+        conn.Request("GET", target, {"Authorization: Bearer " + flags.Get("api-token")}, "");
+    ms.push_back(SecondsSince(start) * 1000);
+    if (r.status != 200)
+      Die("timeline: HTTP " + std::to_string(r.status) + " " + r.body);
+    const auto doc = nlohmann::json::parse(r.body, nullptr, false);
+    if (doc.is_discarded() || !doc.contains("series"))
+      Die("timeline: unexpected body");
+    series = doc["series"].size();
+    points = series > 0 ? doc["series"][0]["points"].size() : 0;
+  }
+  const double first = ms.front();
+  std::sort(ms.begin(), ms.end());
+  std::printf("query_first_ms=%.1f query_median_ms=%.1f series=%zu points=%zu\n", first,
+              ms[ms.size() / 2], series, points);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2)
+    Die("usage: ingest_load expanse|vm|sqlite|job|query --flag value ...");
+  const std::string mode = argv[1];
+  Flags flags;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string key = argv[i];
+    if (!key.starts_with("--"))
+      Die("expected --flag, got " + key);
+    flags.values[key.substr(2)] = argv[i + 1];
+  }
+  g_start_ms = std::stoll(flags.Get("start-ms", "1767225600000"));  // 2026-01-01
+  if (mode == "expanse" || mode == "vm") {
+    RunHttpLoad(flags, mode == "expanse");
+  } else if (mode == "sqlite") {
+    RunSqlite(flags);
+  } else if (mode == "job") {
+    RunJob(flags);
+  } else if (mode == "query") {
+    RunQuery(flags);
+  } else {
+    Die("unknown mode " + mode);
+  }
+  return 0;
+}

@@ -1,0 +1,64 @@
+// The source-evidence API: a job's Python stacks over a time range, for a flame graph or a list
+// of the frames the job spent its samples in.
+#include <cstdint>
+#include <string>
+
+#include "server/route_util.h"
+#include "server/routes.h"
+#include "server/top_frames.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kDefaultStacksLimit = 1000;
+constexpr size_t kTopFrames = 50;
+
+}  // namespace
+
+void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
+  RouteContext* ctx = &context;
+
+  // Stacks may arrive before the job record, so an unknown job of a visible compute is not an
+  // error: it has no stacks yet.
+  listener.Get("/api/v1/computes/:id/jobs/:job/stacks", [ctx](const http::Request& req) {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t from, IntQueryParam(req, "from", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t to, IntQueryParam(req, "to", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntQueryParam(req, "limit", kDefaultStacksLimit, 1,
+                                                            store::kMaxJobStacksLimit));
+      if (from != 0 && to != 0 && to <= from) {
+        return InvalidArgumentError("to must be after from").WithReason("invalid_argument");
+      }
+      // The totals and top frames are over the most frequent kMaxJobStacksLimit stacks, not
+      // only the `limit` returned, so a short list still sums to the whole window.
+      EXPANSE_ASSIGN_OR_RETURN(auto stacks,
+                               ctx->jobs->JobStacks(compute.id, req.PathParam("job"), from, to,
+                                                    store::kMaxJobStacksLimit));
+      int64_t total = 0;
+      json list = json::array();
+      for (const auto& s : stacks) {
+        total += s.count;
+        if (list.size() < static_cast<size_t>(limit)) {
+          list.push_back({{"folded", s.folded},
+                          {"thread_state", s.thread_state},
+                          {"count", s.count},
+                          {"gpu_idle_count", s.gpu_idle_count}});
+        }
+      }
+      json frames = json::array();
+      for (const FrameCount& f : TopFrames(stacks, kTopFrames)) {
+        frames.push_back(
+            {{"frame", f.frame}, {"self_count", f.self_count}, {"total_count", f.total_count}});
+      }
+      return json{{"stacks", list},
+                  {"total_count", total},
+                  {"distinct_stacks", stacks.size()},
+                  {"top_frames", frames}};
+    });
+  });
+}
+
+}  // namespace expanse::server
