@@ -94,14 +94,10 @@ Result<Organization> SqliteStore::GetOrganization(int64_t id) {
 
 Result<Organization> SqliteStore::GetOrganizationBySlug(std::string_view slug) {
   return Transact(Access::kRead, [&]() -> Result<Organization> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kOrganizationColumns, "organizations WHERE slug = ?1"), slug));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("organization slug " + QuoteForMessage(slug) + " not found");
-    }
-    return ReadOrganization(row);
+    return QueryOneLocked<Organization>(
+        ReadOrganization,
+        NotFoundError("organization slug " + QuoteForMessage(slug) + " not found"),
+        SelectSql(kOrganizationColumns, "organizations WHERE slug = ?1"), slug);
   });
 }
 
@@ -132,13 +128,9 @@ Result<User> SqliteStore::GetUser(int64_t id) {
 Result<User> SqliteStore::GetUserByEmail(std::string_view email) {
   const std::string normalized = NormalizeEmail(email);
   return Transact(Access::kRead, [&]() -> Result<User> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row, db_.Query(SelectSql(kUserColumns, "users WHERE email = ?1"), normalized));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("user with e-mail " + QuoteForMessage(normalized) + " not found");
-    }
-    return ReadUser(row);
+    return QueryOneLocked<User>(
+        ReadUser, NotFoundError("user with e-mail " + QuoteForMessage(normalized) + " not found"),
+        SelectSql(kUserColumns, "users WHERE email = ?1"), normalized);
   });
 }
 
@@ -170,16 +162,12 @@ Status SqliteStore::PutMembership(const Membership& membership) {
 
 Result<Membership> SqliteStore::GetMembership(int64_t org_id, int64_t user_id) {
   return Transact(Access::kRead, [&]() -> Result<Membership> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kMembershipColumns, "memberships WHERE org_id = ?1 AND user_id = ?2"),
-                  org_id, user_id));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("user " + std::to_string(user_id) + " is not a member of organization " +
-                           std::to_string(org_id));
-    }
-    return ReadMembership(row);
+    return QueryOneLocked<Membership>(
+        ReadMembership,
+        NotFoundError("user " + std::to_string(user_id) + " is not a member of organization " +
+                      std::to_string(org_id)),
+        SelectSql(kMembershipColumns, "memberships WHERE org_id = ?1 AND user_id = ?2"), org_id,
+        user_id);
   });
 }
 
@@ -267,14 +255,9 @@ Result<ApiToken> SqliteStore::CreateApiToken(const ApiToken& token) {
 
 Result<ApiToken> SqliteStore::GetApiTokenByHash(std::string_view token_hash) {
   return Transact(Access::kRead, [&]() -> Result<ApiToken> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kApiTokenColumns, "api_tokens WHERE token_hash = ?1"), token_hash));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("API token not found");
-    }
-    return ReadApiToken(row);
+    return QueryOneLocked<ApiToken>(ReadApiToken, NotFoundError("API token not found"),
+                                    SelectSql(kApiTokenColumns, "api_tokens WHERE token_hash = ?1"),
+                                    token_hash);
   });
 }
 

@@ -143,15 +143,9 @@ Result<InstallToken> SqliteStore::IssueInstallToken(const InstallToken& token) {
 
 Result<InstallToken> SqliteStore::GetInstallTokenByHash(std::string_view token_hash) {
   return Transact(Access::kRead, [&]() -> Result<InstallToken> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kInstallTokenColumns, "install_tokens WHERE token_hash = ?1"),
-                  token_hash));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("install token not found");
-    }
-    return ReadInstallToken(row);
+    return QueryOneLocked<InstallToken>(
+        ReadInstallToken, NotFoundError("install token not found"),
+        SelectSql(kInstallTokenColumns, "install_tokens WHERE token_hash = ?1"), token_hash);
   });
 }
 
@@ -209,15 +203,9 @@ Result<Credential> SqliteStore::ExchangeInstallToken(std::string_view token_hash
 
 Result<Credential> SqliteStore::GetCredentialByHash(std::string_view secret_hash) {
   return Transact(Access::kRead, [&]() -> Result<Credential> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kCredentialColumns, "credentials WHERE secret_hash = ?1"),
-                  secret_hash));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("credential not found");
-    }
-    return ReadCredential(row);
+    return QueryOneLocked<Credential>(
+        ReadCredential, NotFoundError("credential not found"),
+        SelectSql(kCredentialColumns, "credentials WHERE secret_hash = ?1"), secret_hash);
   });
 }
 

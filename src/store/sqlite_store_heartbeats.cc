@@ -59,16 +59,13 @@ Result<Heartbeat> SqliteStore::LatestHeartbeat(std::string_view compute_id) {
   return Transact(Access::kRead, [&]() -> Result<Heartbeat> {
     EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
     // Ties on received_at_ms go to the row stored last.
-    EXPANSE_ASSIGN_OR_RETURN(Statement row,
-                             db_.Query(SelectSql(kHeartbeatColumns,
-                                                 "heartbeats WHERE compute_id = ?1 "
-                                                 "ORDER BY received_at_ms DESC, id DESC LIMIT 1"),
-                                       compute_id));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError("compute " + IdForMessage(compute_id) + " has sent no heartbeat");
-    }
-    return ReadHeartbeat(row);
+    return QueryOneLocked<Heartbeat>(
+        ReadHeartbeat,
+        NotFoundError("compute " + IdForMessage(compute_id) + " has sent no heartbeat"),
+        SelectSql(kHeartbeatColumns,
+                  "heartbeats WHERE compute_id = ?1 "
+                  "ORDER BY received_at_ms DESC, id DESC LIMIT 1"),
+        compute_id);
   });
 }
 

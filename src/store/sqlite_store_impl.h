@@ -106,6 +106,18 @@ class SqliteStore final : public Store, public JobStore {
     return result;
   }
 
+  // The one row `sql` selects, read by `read` (returning T or Result<T>), or `not_found` when
+  // there is none. Call inside a Transact body.
+  template <typename T, typename Reader, typename... Args>
+  Result<T> QueryOneLocked(Reader read, Status not_found, std::string_view sql,
+                           const Args&... args) {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row, db_.Query(sql, args...));
+    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
+    if (!found)
+      return not_found;
+    return read(row);
+  }
+
   // Lookups shared by several methods; kNotFound names the missing thing.
   Result<Organization> OrganizationByIdLocked(int64_t id);
   Result<User> UserByIdLocked(int64_t id);

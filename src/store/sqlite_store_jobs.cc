@@ -153,15 +153,9 @@ Result<JobRecord> SqliteStore::GetJob(std::string_view compute_id, std::string_v
   EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobKey("job", compute_id, job_id));
   return Transact(Access::kRead, [&]() -> Result<JobRecord> {
     EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query(SelectSql(kJobColumns, "jobs WHERE compute_id = ?1 AND job_id = ?2"), compute_id,
-                  job_id));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      return NotFoundError(JobName(compute_id, job_id) + " not found");
-    }
-    return ReadJobRecord(row);
+    return QueryOneLocked<JobRecord>(
+        ReadJobRecord, NotFoundError(JobName(compute_id, job_id) + " not found"),
+        SelectSql(kJobColumns, "jobs WHERE compute_id = ?1 AND job_id = ?2"), compute_id, job_id);
   });
 }
 
