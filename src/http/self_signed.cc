@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "core/file_util.h"
 #include "http/certificate.h"
-#include "http/file_util.h"
 
 namespace expanse::http {
 
@@ -26,11 +26,11 @@ int64_t NowUnix(Clock* clock) {
 // All three files, or nullopt when any is missing (then all are regenerated).
 Result<std::optional<http_internal::CertificateSet>> ReadSet(const SelfSignedFiles& files) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> ca,
-                           http_internal::ReadSmallFile(files.ca_file, kMaxPemBytes));
+                           fs::ReadSmallFile(files.ca_file, kMaxPemBytes));
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> cert,
-                           http_internal::ReadSmallFile(files.cert_file, kMaxPemBytes));
+                           fs::ReadSmallFile(files.cert_file, kMaxPemBytes));
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> key,
-                           http_internal::ReadSmallFile(files.key_file, kMaxPemBytes));
+                           fs::ReadSmallFile(files.key_file, kMaxPemBytes));
   if (!ca || !cert || !key) {
     return std::optional<http_internal::CertificateSet>();
   }
@@ -88,17 +88,16 @@ Result<SelfSignedFiles> EnsureSelfSignedCertificate(const SelfSignedOptions& opt
     files.reason = "no complete set of ca.pem, server.pem and server.key";
   }
 
-  EXPANSE_RETURN_IF_ERROR(http_internal::MakeDirectories(options.directory, 0755));
+  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(options.directory, 0755));
   EXPANSE_ASSIGN_OR_RETURN(const http_internal::CertificateSet set,
                            http_internal::GenerateCertificateSet(hosts, now, options.validity));
   // The key goes first and ca.pem last. After a crash part way, the next run finds a
   // set that does not verify and starts over.
-  EXPANSE_RETURN_IF_ERROR(http_internal::WriteFileAtomically(options.directory, "server.key",
-                                                             set.server_key_pem, 0600));
   EXPANSE_RETURN_IF_ERROR(
-      http_internal::WriteFileAtomically(options.directory, "server.pem", set.server_pem, 0644));
+      fs::WriteFileAtomically(options.directory, "server.key", set.server_key_pem, 0600));
   EXPANSE_RETURN_IF_ERROR(
-      http_internal::WriteFileAtomically(options.directory, "ca.pem", set.ca_pem, 0644));
+      fs::WriteFileAtomically(options.directory, "server.pem", set.server_pem, 0644));
+  EXPANSE_RETURN_IF_ERROR(fs::WriteFileAtomically(options.directory, "ca.pem", set.ca_pem, 0644));
   files.generated = true;
   return files;
 }

@@ -1,8 +1,10 @@
-// Internal to the http module: the small, careful file operations the self-signed
-// certificate store needs. (Candidates for core's planned file-system primitives.)
+// Small, careful file operations on trusted local paths: reading a bounded file, replacing a
+// file atomically (also across a crash), creating directories. Shared by the certificate
+// store, the daemon's credential config and the installer. (Files on the shared spool are
+// hostile input and go through src/spool's descriptor-relative readers instead.)
 
-#ifndef EXPANSE_HTTP_FILE_UTIL_H_
-#define EXPANSE_HTTP_FILE_UTIL_H_
+#ifndef EXPANSE_CORE_FILE_UTIL_H_
+#define EXPANSE_CORE_FILE_UTIL_H_
 
 #include <sys/types.h>
 
@@ -13,7 +15,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace expanse::http_internal {
+namespace expanse::fs {
 
 // The contents of `path`, or nullopt when it does not exist. kResourceExhausted when
 // it is larger than `max_bytes`; other failures map from errno.
@@ -26,9 +28,14 @@ Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t
 Status WriteFileAtomically(const std::string& directory, const std::string& name,
                            const std::string& contents, mode_t mode);
 
+// As above, and the file is owned by `uid`:`gid` before it appears under its name (a
+// credential readable only by the daemon user must never exist with other ownership).
+Status WriteFileAtomically(const std::string& directory, const std::string& name,
+                           const std::string& contents, mode_t mode, uid_t uid, gid_t gid);
+
 // Creates `directory` (and missing parents) with `mode` unless it exists.
 Status MakeDirectories(const std::string& directory, mode_t mode);
 
-}  // namespace expanse::http_internal
+}  // namespace expanse::fs
 
-#endif  // EXPANSE_HTTP_FILE_UTIL_H_
+#endif  // EXPANSE_CORE_FILE_UTIL_H_

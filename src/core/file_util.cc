@@ -1,4 +1,4 @@
-#include "http/file_util.h"
+#include "core/file_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-namespace expanse::http_internal {
+namespace expanse::fs {
 
 namespace {
 
@@ -95,6 +95,12 @@ Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t
 
 Status WriteFileAtomically(const std::string& directory, const std::string& name,
                            const std::string& contents, mode_t mode) {
+  return WriteFileAtomically(directory, name, contents, mode, static_cast<uid_t>(-1),
+                             static_cast<gid_t>(-1));
+}
+
+Status WriteFileAtomically(const std::string& directory, const std::string& name,
+                           const std::string& contents, mode_t mode, uid_t uid, gid_t gid) {
   const std::string path = directory + "/" + name;
   std::string temporary = directory + "/." + name + ".tmp.XXXXXX";
   const int raw_fd = mkostemp(temporary.data(), O_CLOEXEC);  // created 0600
@@ -105,6 +111,11 @@ Status WriteFileAtomically(const std::string& directory, const std::string& name
   {
     const FileDescriptor fd(raw_fd);
     status = WriteAll(fd.get(), contents, temporary);
+    // -1 leaves an id unchanged (fchown's convention).
+    if (status.ok() && (uid != static_cast<uid_t>(-1) || gid != static_cast<gid_t>(-1)) &&
+        fchown(fd.get(), uid, gid) != 0) {
+      status = ErrnoStatus(errno, "cannot chown " + temporary);
+    }
     if (status.ok() && fchmod(fd.get(), mode) != 0) {
       status = ErrnoStatus(errno, "cannot chmod " + temporary);
     }
@@ -150,4 +161,4 @@ Status MakeDirectories(const std::string& directory, mode_t mode) {
   return OkStatus();
 }
 
-}  // namespace expanse::http_internal
+}  // namespace expanse::fs

@@ -1,0 +1,46 @@
+// BatchBuilder: gathers what one ingest batch carries (docs/formats/ingest-batch.md) — series
+// from any host, job records, per-node job events and GPU allocations — and renders it as the
+// JSON document for a given stream sequence (the outbox assigns the sequence at enqueue time).
+#ifndef EXPANSE_AGENT_BATCH_BUILDER_H_
+#define EXPANSE_AGENT_BATCH_BUILDER_H_
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/job_events.h"
+#include "core/result.h"
+
+namespace expanse::agent {
+
+class BatchBuilder {
+ public:
+  // Appends series entries (an ingest "series" array, as SeriesBuffer::TakeJson renders it).
+  void AddSeries(const nlohmann::json& series);
+  void AddJobEvent(const JobEvent& event);
+  // One GPU of a job on a host; `to_ms` 0 while allocated.
+  void AddAllocation(const nlohmann::json& allocation);
+  // A job record (squeue/sacct), in the ingest batch's "jobs" shape.
+  void AddJob(const nlohmann::json& job);
+  // Adds a worker's spool record by kind ("gpu_series", "job_event", "gpu_allocation");
+  // kInvalidArgument for a payload that does not parse (the caller counts and skips it).
+  Status AddSpoolRecord(std::string_view kind, std::string_view payload);
+
+  bool empty() const;
+  size_t samples() const { return samples_; }
+  // The document with "sequence": sequence. The builder keeps its contents (the outbox may
+  // call the payload builder again).
+  nlohmann::json Render(uint64_t sequence, const std::string& stream) const;
+
+ private:
+  nlohmann::json series_ = nlohmann::json::array();
+  nlohmann::json jobs_ = nlohmann::json::array();
+  nlohmann::json job_events_ = nlohmann::json::array();
+  nlohmann::json allocations_ = nlohmann::json::array();
+  size_t samples_ = 0;
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_BATCH_BUILDER_H_

@@ -1,0 +1,108 @@
+#include "agent/capabilities.h"
+
+#include <unistd.h>
+
+#include <sstream>
+
+namespace expanse::agent {
+namespace {
+
+bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+Capability GpuCapability(const gpu::SamplerHealth& gpu, const std::string& backend) {
+  if (gpu.backend != backend) {
+    if (gpu.backend.empty())
+      return {"absent", gpu.detail};
+    return {"absent", "not used: the " + gpu.backend + " backend is active"};
+  }
+  if (gpu.state == "ok")
+    return {"ok", std::to_string(gpu.gpus) + " GPUs"};
+  return {"degraded", gpu.detail};
+}
+
+}  // namespace
+
+std::string FindOnPath(const std::string& name, const std::string& path_env) {
+  std::istringstream dirs(path_env);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty())
+      continue;
+    const std::string candidate = dir + "/" + name;
+    if (IsExecutable(candidate))
+      return candidate;
+  }
+  return "";
+}
+
+std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& in) {
+  std::map<std::string, Capability> out;
+  out["nvml"] = GpuCapability(in.gpu, "nvml");
+  out["nvidia_smi"] = GpuCapability(in.gpu, "nvidia-smi");
+
+  const RuntimeSettings& s = in.settings;
+  if (!s.cupti_enable) {
+    out["cupti"] = {"disabled", "EXPANSE_CUPTI_ENABLE=0"};
+  } else {
+    std::string helper = s.cupti_helper;
+    if (helper.empty() && !in.shared_prefix.empty()) {
+      helper = in.shared_prefix + "/lib/cupti-nodes/" + in.hostname + "/expanse-cupti-helper";
+    }
+    if (helper.empty() || !IsExecutable(helper)) {
+      out["cupti"] = {"absent",
+                      "expanse-cupti-helper not found" +
+                          (helper.empty() ? std::string(" (no shared prefix)") : " at " + helper)};
+    } else {
+      // The helper is installed, but this daemon build does not drive it yet; say so rather
+      // than report counters that are not being collected.
+      out["cupti"] = {"degraded", "helper at " + helper +
+                                      " found; counter sampling is not "
+                                      "implemented in this daemon version"};
+    }
+  }
+
+  const std::string dcgmi = s.dcgmi.empty() ? FindOnPath("dcgmi", in.path_env) : s.dcgmi;
+  if (dcgmi.empty() || !IsExecutable(dcgmi)) {
+    out["dcgm"] = {"absent", s.dcgmi.empty() ? "dcgmi not found on PATH (EXPANSE_DCGMI unset)"
+                                             : "EXPANSE_DCGMI=" + s.dcgmi + " is not executable"};
+  } else {
+    out["dcgm"] = {"degraded", "dcgmi at " + dcgmi + " (engine " + s.dcgm_host +
+                                   "); DCGM enrichment is not implemented in this daemon version"};
+  }
+
+  std::string pyspy = s.pyspy;
+  if (pyspy.empty() && !in.shared_prefix.empty() &&
+      IsExecutable(in.shared_prefix + "/bin/py-spy")) {
+    pyspy = in.shared_prefix + "/bin/py-spy";
+  }
+  if (pyspy.empty())
+    pyspy = FindOnPath("py-spy", in.path_env);
+  if (pyspy.empty() || !IsExecutable(pyspy)) {
+    out["py_stacks"] = {
+        "absent", s.pyspy.empty() ? "py-spy not found (bundled copy or PATH; EXPANSE_PYSPY unset)"
+                                  : "EXPANSE_PYSPY=" + s.pyspy + " is not executable"};
+  } else {
+    out["py_stacks"] = {"ok", "py-spy at " + pyspy};
+  }
+
+  if (!s.profiling_agent_enable) {
+    out["profiling_permissions"] = {"disabled", "EXPANSE_PROFILING_AGENT_ENABLE=0"};
+  } else if (!in.profiling_permissions_problem.empty()) {
+    out["profiling_permissions"] = {"degraded", in.profiling_permissions_problem};
+  } else {
+    out["profiling_permissions"] = {"ok", ""};
+  }
+  return out;
+}
+
+nlohmann::json CapabilitiesJson(const std::map<std::string, Capability>& capabilities) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, c] : capabilities) {
+    nlohmann::json item = {{"state", c.state}};
+    if (!c.reason.empty())
+      item["reason"] = c.reason.substr(0, 1024);
+    out[name] = std::move(item);
+  }
+  return out;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,97 @@
+#include "agent/capabilities.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+class CapabilitiesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-caps-XXXXXX";
+    dir_ = mkdtemp(dir);
+    inputs_.hostname = "gpu07";
+    inputs_.gpu.backend = "nvml";
+    inputs_.gpu.state = "ok";
+    inputs_.gpu.gpus = 8;
+    inputs_.path_env = dir_ + "/bin";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void MakeExecutable(const std::string& path) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << "#!/bin/sh\n";
+    chmod(path.c_str(), 0755);
+  }
+  std::string dir_;
+  CapabilityInputs inputs_;
+};
+
+TEST_F(CapabilitiesTest, NothingOptionalInstalled) {
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["nvml"].state, "ok");
+  EXPECT_EQ(caps["nvml"].reason, "8 GPUs");
+  EXPECT_EQ(caps["nvidia_smi"].state, "absent");
+  EXPECT_EQ(caps["cupti"].state, "absent");
+  EXPECT_THAT(caps["cupti"].reason, HasSubstr("expanse-cupti-helper not found"));
+  EXPECT_EQ(caps["dcgm"].state, "absent");
+  EXPECT_THAT(caps["dcgm"].reason, HasSubstr("dcgmi not found"));
+  EXPECT_EQ(caps["py_stacks"].state, "absent");
+  EXPECT_EQ(caps["profiling_permissions"].state, "ok");
+}
+
+TEST_F(CapabilitiesTest, SettingsDisableAndPointAtTools) {
+  inputs_.shared_prefix = dir_ + "/prefix";
+  MakeExecutable(inputs_.shared_prefix + "/bin/py-spy");
+  MakeExecutable(dir_ + "/bin/dcgmi");
+  inputs_.settings.cupti_enable = false;
+  inputs_.settings.profiling_agent_enable = false;
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["cupti"].state, "disabled");
+  EXPECT_EQ(caps["cupti"].reason, "EXPANSE_CUPTI_ENABLE=0");
+  EXPECT_EQ(caps["profiling_permissions"].state, "disabled");
+  EXPECT_EQ(caps["py_stacks"].state, "ok");
+  EXPECT_THAT(caps["py_stacks"].reason, HasSubstr(inputs_.shared_prefix + "/bin/py-spy"));
+  EXPECT_THAT(caps["dcgm"].reason, HasSubstr(dir_ + "/bin/dcgmi"));
+
+  inputs_.settings.pyspy = dir_ + "/missing-py-spy";
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["py_stacks"].state, "absent");
+  EXPECT_THAT(caps["py_stacks"].reason, HasSubstr("EXPANSE_PYSPY="));
+}
+
+TEST_F(CapabilitiesTest, GpuStatesFollowTheSampler) {
+  inputs_.gpu.backend = "";
+  inputs_.gpu.state = "no_gpus";
+  inputs_.gpu.detail = "no GPUs: nvml: cannot load libnvidia-ml.so.1";
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["nvml"].state, "absent");
+  EXPECT_THAT(caps["nvml"].reason, HasSubstr("no GPUs"));
+  inputs_.gpu.backend = "nvidia-smi";
+  inputs_.gpu.state = "degraded";
+  inputs_.gpu.detail = "nvidia-smi timed out";
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["nvidia_smi"].state, "degraded");
+  EXPECT_EQ(caps["nvml"].state, "absent");
+  const nlohmann::json json = CapabilitiesJson(caps);
+  EXPECT_EQ(json["nvidia_smi"]["reason"], "nvidia-smi timed out");
+}
+
+TEST_F(CapabilitiesTest, PermissionProblemDegrades) {
+  inputs_.profiling_permissions_problem = "missing o+x on /var/lib/expanse";
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["profiling_permissions"].state, "degraded");
+  EXPECT_EQ(caps["profiling_permissions"].reason, "missing o+x on /var/lib/expanse");
+}
+
+}  // namespace
+}  // namespace expanse::agent

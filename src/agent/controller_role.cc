@@ -1,0 +1,403 @@
+#include "agent/controller_role.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "agent/batch_builder.h"
+#include "agent/capabilities.h"
+#include "agent/daemon_config.h"
+#include "agent/heartbeat_builder.h"
+#include "agent/sampler_role.h"
+#include "core/file_util.h"
+#include "net/http_client.h"
+#include "outbox/outbox.h"
+#include "outbox/payload.h"
+#include "outbox/uploader.h"
+#include "slurm/slurm_client.h"
+#include "spool/aggregator.h"
+
+namespace expanse::agent {
+namespace {
+
+constexpr char kStream[] = "telemetry";
+
+nlohmann::json JobJson(const slurm::JobInfo& j, int64_t observed_ms) {
+  return {{"job_id", j.job_id},
+          {"name", j.name},
+          {"user", j.user},
+          {"account", j.account},
+          {"partition", j.partition},
+          {"state", j.state},
+          {"nodes", j.nodes},
+          {"submit_ms", j.submit_ms},
+          {"start_ms", j.start_ms},
+          {"end_ms", j.end_ms},
+          {"req_nodes", j.req_nodes},
+          {"req_cpus", j.req_cpus},
+          {"req_gpus", j.req_gpus},
+          {"req_mem_mib", j.req_mem_mib},
+          {"time_limit_s", j.time_limit_s},
+          {"observed_ms", observed_ms}};
+}
+
+// The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
+// reported once they exist.
+bool Storable(const slurm::JobInfo& j) {
+  return !j.job_id.empty() && j.job_id.find('[') == std::string::npos && j.job_id.size() <= 64;
+}
+
+// What the heartbeat thread reads and the main loop writes.
+struct SharedState {
+  std::mutex mu;
+  std::condition_variable wake;
+  gpu::Inventory inventory;
+  nlohmann::json capabilities = nlohmann::json::object();
+  spool::WorkerHealthSnapshot workers;
+  nlohmann::json outbox = nlohmann::json::object();
+  nlohmann::json diagnostics = nlohmann::json::object();
+  bool revoked = false;
+  std::string revoked_reason;
+};
+
+class Controller {
+ public:
+  Controller(const ControllerOptions& options, Clock& clock, const std::atomic<bool>& stop)
+      : options_(options), clock_(clock), stop_(stop), collector_(options.node, clock) {}
+
+  Status Start() {
+    EXPANSE_ASSIGN_OR_RETURN(config_, LoadDaemonConfig(options_.config_path));
+    shared_prefix_ = options_.shared_prefix_override.empty() ? config_.shared_prefix
+                                                             : options_.shared_prefix_override;
+    const RuntimeSettings& s = options_.settings;
+    // libcurl reads the proxy from the environment; daemon.env is where operators put it.
+    if (!s.https_proxy.empty())
+      setenv("HTTPS_PROXY", s.https_proxy.c_str(), 1);
+    if (!s.no_proxy.empty())
+      setenv("NO_PROXY", s.no_proxy.c_str(), 1);
+
+    outbox::OutboxOptions box;
+    box.directory = options_.state_dir + "/outbox";
+    box.log = [this](std::string_view line) { Log(std::string(line)); };
+    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(options_.state_dir, 0755));
+    EXPANSE_ASSIGN_OR_RETURN(outbox_, outbox::Outbox::Open(box, clock_));
+
+    net::HttpClientOptions http;
+    http.ca_file = s.ssl_cert_file;
+    http.user_agent = "expanse-daemon/" + options_.daemon_version;
+    EXPANSE_ASSIGN_OR_RETURN(upload_client_, net::HttpClient::Create(http));
+    EXPANSE_ASSIGN_OR_RETURN(heartbeat_client_, net::HttpClient::Create(http));
+
+    outbox::UploaderOptions up;
+    up.data_plane_url = config_.data_plane_url;
+    up.log = [this](std::string_view line) { Log(std::string(line)); };
+    EXPANSE_ASSIGN_OR_RETURN(
+        uploader_, outbox::Uploader::Create(
+                       up, *outbox_, *upload_client_, [this] { return Credential(); }, clock_));
+
+    if (!shared_prefix_.empty()) {
+      const std::string root = WorkerSpoolRoot(shared_prefix_);
+      EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(root, 0755));
+      spool::AggregatorOptions agg;
+      agg.spool_root = root;
+      agg.state_dir = options_.state_dir + "/aggregator";
+      agg.expected_uid = geteuid();
+      agg.log = [this](std::string_view line) {
+        // An idle round is logged once every ten minutes, not every few seconds.
+        if (line.find("files=0 records=0 bytes=0 bad=0") != std::string_view::npos) {
+          const int64_t now = clock_.NowMs();
+          if (now - last_idle_drain_log_ms_ < 10 * 60 * 1000)
+            return;
+          last_idle_drain_log_ms_ = now;
+        }
+        Log(std::string(line));
+      };
+      EXPANSE_ASSIGN_OR_RETURN(aggregator_, spool::Aggregator::Open(agg, clock_));
+    }
+    Log("controller for compute " + config_.compute_id + " on " + options_.node.hostname +
+        (shared_prefix_.empty() ? std::string(", no shared prefix")
+                                : ", worker spool " + WorkerSpoolRoot(shared_prefix_)));
+    return OkStatus();
+  }
+
+  Status Run() {
+    std::thread upload([this] {
+      Status status = uploader_->Run([this](int64_t wait_ms) { return Wait(wait_ms); });
+      if (status.code() == StatusCode::kUnauthenticated)
+        Revoke(status.reason());
+    });
+    std::thread heartbeat([this] { HeartbeatLoop(); });
+
+    using Steady = std::chrono::steady_clock;
+    auto next_fast = Steady::now();
+    auto next_slow = next_fast + options_.slow_interval;
+    auto next_flush = next_fast + options_.flush_interval;
+    while (!Stopping()) {
+      collector_.TickFast();
+      const auto now = Steady::now();
+      if (now >= next_slow) {
+        collector_.TickSlow();
+        next_slow = now + options_.slow_interval;
+      }
+      if (now >= next_flush) {
+        Round();
+        next_flush = now + options_.flush_interval;
+      }
+      next_fast += options_.interval;
+      if (next_fast < Steady::now())
+        next_fast = Steady::now();
+      std::unique_lock lock(shared_.mu);
+      shared_.wake.wait_until(lock, next_fast, [this] { return StoppingLocked(); });
+    }
+    if (!shared_.revoked)
+      Round();  // what was sampled since the last round
+    {
+      std::lock_guard lock(shared_.mu);
+      shared_.wake.notify_all();
+    }
+    upload.join();
+    heartbeat.join();
+    std::lock_guard lock(shared_.mu);
+    if (shared_.revoked) {
+      return UnauthenticatedError("the compute credential was refused (" + shared_.revoked_reason +
+                                  "); a replacement credential was probably exchanged. Stopping.")
+          .WithReason("credential_revoked");
+    }
+    return OkStatus();
+  }
+
+ private:
+  void Log(const std::string& line) {
+    if (options_.log)
+      options_.log(line);
+  }
+
+  std::string Credential() {
+    // Re-read so a replacement written by the installer is used without a restart.
+    Result<DaemonConfig> fresh = LoadDaemonConfig(options_.config_path);
+    if (fresh.ok())
+      return fresh->credential;
+    return config_.credential;
+  }
+
+  bool StoppingLocked() const { return stop_.load() || shared_.revoked; }
+  bool Stopping() {
+    std::lock_guard lock(shared_.mu);
+    return StoppingLocked();
+  }
+
+  // The uploader's pause between runs; false ends its loop.
+  bool Wait(int64_t wait_ms) {
+    std::unique_lock lock(shared_.mu);
+    if (StoppingLocked())
+      return false;
+    if (wait_ms > 0) {
+      shared_.wake.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                            [this] { return StoppingLocked(); });
+    }
+    return !StoppingLocked();
+  }
+
+  void Revoke(const std::string& reason) {
+    std::lock_guard lock(shared_.mu);
+    if (!shared_.revoked)
+      Log("credential refused by the server (" + reason + "); stopping");
+    shared_.revoked = true;
+    shared_.revoked_reason = reason;
+    shared_.wake.notify_all();
+  }
+
+  Status Enqueue(const BatchBuilder& batch) {
+    return outbox_
+        ->Enqueue(kStream,
+                  [&batch](uint64_t sequence) {
+                    return outbox::ZstdJsonPayload(batch.Render(sequence, kStream).dump());
+                  })
+        .status();
+  }
+
+  // One flush round: this host's collection plus SLURM's jobs, then the workers' spool.
+  void Round() {
+    const int64_t now_ms = clock_.NowMs();
+    NodeCollection local = collector_.Collect();
+    for (const std::string& problem : collector_.TakeProblems())
+      Log(problem);
+    BatchBuilder batch;
+    batch.AddSeries(local.series);
+    for (const JobEvent& e : local.events)
+      batch.AddJobEvent(e);
+    for (const auto& a : local.allocations)
+      batch.AddAllocation(a);
+    Result<std::vector<slurm::JobInfo>> jobs = slurm_.ListJobs();
+    if (jobs.ok()) {
+      for (const slurm::JobInfo& j : *jobs) {
+        if (Storable(j))
+          batch.AddJob(JobJson(j, now_ms));
+      }
+      slurm_problem_.clear();
+    } else {
+      if (slurm_problem_ != jobs.status().message())
+        Log("squeue: " + jobs.status().message());
+      slurm_problem_ = jobs.status().message();
+    }
+    if (!batch.empty()) {
+      if (Status s = Enqueue(batch); s.ok()) {
+        collector_.Commit(local);
+      } else {
+        Log("cannot queue this host's telemetry: " + s.message());
+        collector_.Restore(local);
+      }
+    }
+
+    spool::WorkerHealthSnapshot workers;
+    nlohmann::json drain_json = nullptr;
+    if (aggregator_) {
+      Result<spool::DrainStats> drained =
+          aggregator_->DrainOnce([this](const spool::SpoolFile& file) {
+            BatchBuilder from_worker;
+            for (const spool::SpoolRecord& r : file.records) {
+              if (Status s = from_worker.AddSpoolRecord(r.kind, r.payload); !s.ok()) {
+                ++bad_records_;  // a worker's malformed record: counted, the rest goes on
+              }
+            }
+            if (from_worker.empty())
+              return OkStatus();
+            return Enqueue(from_worker);
+          });
+      if (drained.ok()) {
+        drain_json = {{"files", drained->files},
+                      {"records", drained->records},
+                      {"bad", drained->bad},
+                      {"duplicates", drained->duplicates}};
+      } else {
+        Log("worker spool: " + drained.status().message());
+      }
+      Result<spool::WorkerHealthSnapshot> health = aggregator_->ReadWorkerHealth(now_ms);
+      if (health.ok())
+        workers = std::move(*health);
+    }
+
+    CapabilityInputs inputs;
+    inputs.settings = options_.settings;
+    inputs.gpu = collector_.GpuHealth();
+    inputs.shared_prefix = shared_prefix_;
+    inputs.hostname = options_.node.hostname;
+    const char* path = std::getenv("PATH");
+    inputs.path_env = path ? path : "/usr/bin:/bin";
+    const outbox::OutboxStats box = outbox_->stats();
+    const outbox::UploaderStats up = uploader_->stats();
+    std::lock_guard lock(shared_.mu);
+    shared_.inventory = collector_.Inventory();
+    shared_.capabilities = CapabilitiesJson(DescribeCapabilities(inputs));
+    shared_.workers = std::move(workers);
+    shared_.diagnostics = {
+        {"aggregator", drain_json},
+        {"bad_worker_records", bad_records_},
+        {"slurm", slurm_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(slurm_problem_)},
+        {"uploader",
+         {{"sent", up.sent},
+          {"acked", up.acked},
+          {"duplicates", up.duplicates},
+          {"retries", up.retries},
+          {"dead_lettered", up.dead_lettered},
+          {"last_error", up.last_error}}},
+        {"outbox_detail", {{"depth_bytes", box.depth_bytes}, {"disk_bytes", box.disk_bytes}}}};
+    shared_.outbox = {{"depth_batches", box.depth_entries},
+                      {"depth_bytes", box.depth_bytes},
+                      {"dropped_batches", box.dropped_entries},
+                      {"dead_lettered_batches", box.dead_lettered_entries}};
+  }
+
+  void HeartbeatLoop() {
+    // The first heartbeat goes out at once: it is what proves enrolment to the installer.
+    bool first = true;
+    while (true) {
+      {
+        std::unique_lock lock(shared_.mu);
+        if (!first) {
+          shared_.wake.wait_for(lock, options_.heartbeat_interval,
+                                [this] { return StoppingLocked(); });
+        }
+        if (StoppingLocked())
+          return;
+      }
+      first = false;
+      SendHeartbeat();
+    }
+  }
+
+  void SendHeartbeat() {
+    HeartbeatInputs in;
+    {
+      std::lock_guard lock(shared_.mu);
+      in.controller_inventory = shared_.inventory;
+      in.controller_capabilities = shared_.capabilities;
+      in.workers = shared_.workers;
+      in.outbox = shared_.outbox;
+      in.diagnostics = shared_.diagnostics;
+    }
+    in.daemon_version = options_.daemon_version;
+    in.controller_host = options_.node.hostname;
+    net::HttpRequest request;
+    request.method = "POST";
+    request.url = config_.control_plane_url + "/cp/v1/heartbeat";
+    request.headers = {{"Authorization", "Bearer " + Credential()},
+                       {"Content-Type", "application/json"}};
+    request.body = BuildHeartbeat(in).dump();
+    Result<net::HttpResponse> response = heartbeat_client_->Send(request);
+    if (!response.ok()) {
+      Log("heartbeat not sent: " + response.status().message());
+      return;
+    }
+    if (response->status == 200) {
+      if (!heartbeat_ok_)
+        Log("heartbeat accepted; workers: " + in.workers.Summary());
+      heartbeat_ok_ = true;
+      return;
+    }
+    heartbeat_ok_ = false;
+    const nlohmann::json body = nlohmann::json::parse(response->body, nullptr, false);
+    std::string code;
+    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+      code = body["error"].value("code", "");
+    }
+    if (response->status == 401 && (code == "credential_revoked" || code == "credential_invalid")) {
+      Revoke(code);
+      return;
+    }
+    Log("heartbeat refused: HTTP " + std::to_string(response->status) + " " + code);
+  }
+
+  const ControllerOptions& options_;
+  Clock& clock_;
+  const std::atomic<bool>& stop_;
+  NodeCollector collector_;
+  DaemonConfig config_;
+  std::string shared_prefix_;
+  std::unique_ptr<outbox::Outbox> outbox_;
+  std::unique_ptr<net::HttpClient> upload_client_;
+  std::unique_ptr<net::HttpClient> heartbeat_client_;
+  std::unique_ptr<outbox::Uploader> uploader_;
+  std::unique_ptr<spool::Aggregator> aggregator_;
+  slurm::SlurmClient slurm_{slurm::SlurmClientOptions{}};
+  std::string slurm_problem_;
+  uint64_t bad_records_ = 0;
+  bool heartbeat_ok_ = false;
+  int64_t last_idle_drain_log_ms_ = 0;
+  SharedState shared_;
+};
+
+}  // namespace
+
+Status RunControllerRole(const ControllerOptions& options, Clock& clock,
+                         const std::atomic<bool>& stop) {
+  Controller controller(options, clock, stop);
+  EXPANSE_RETURN_IF_ERROR(controller.Start());
+  return controller.Run();
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,122 @@
+#include "agent/hook.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/job_events.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+class HookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-hook-XXXXXX";
+    dir_ = mkdtemp(dir);
+    options_.events_dir = dir_ + "/events";
+    options_.control_dir = dir_ + "/control";
+    options_.hostname = "fallback";
+    options_.log = [this](const std::string& line) { logs_ += line + "\n"; };
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+  HookOptions options_;
+  std::string logs_;
+  ManualClock clock_{1'800'000'000'000};
+};
+
+TEST_F(HookTest, PrologAndEpilogRecordEvents) {
+  int bootstraps = 0;
+  options_.bootstrap_sampler = [&] { ++bootstraps; };
+  std::map<std::string, std::string> env = {
+      {"SLURM_JOB_ID", "42"},    {"SLURMD_NODENAME", "worker1"},
+      {"SLURM_JOB_USER", "ana"}, {"SLURM_JOB_PARTITION", "gpu"},
+      {"SLURM_JOB_GPUS", "0,1"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
+  options_.kind = "prolog";
+  EXPECT_EQ(RunHook(options_, env, clock_), "");
+  clock_.Advance(300);  // a job shorter than one sampling interval
+  options_.kind = "epilog";
+  EXPECT_EQ(RunHook(options_, env, clock_), "");
+  EXPECT_EQ(bootstraps, 1);
+
+  PendingEvents pending = ReadJobEvents(options_.events_dir, 100);
+  ASSERT_EQ(pending.events.size(), 2u);
+  const JobEvent& start = pending.events[0].second;
+  EXPECT_EQ(start.kind, "start");
+  EXPECT_EQ(start.job_id, "42");
+  EXPECT_EQ(start.host, "worker1");
+  EXPECT_EQ(start.user, "ana");
+  EXPECT_EQ(start.gpus, "0,1");
+  EXPECT_EQ(start.at_ms, 1'800'000'000'000);
+  EXPECT_EQ(pending.events[1].second.kind, "end");
+  EXPECT_EQ(pending.events[1].second.at_ms, 1'800'000'000'300);
+  EXPECT_TRUE(logs_.empty()) << logs_;
+}
+
+TEST_F(HookTest, ArrayAndHeterogeneousJobIds) {
+  options_.kind = "prolog";
+  RunHook(options_,
+          {{"SLURM_JOB_ID", "101"}, {"SLURM_ARRAY_JOB_ID", "100"}, {"SLURM_ARRAY_TASK_ID", "3"}},
+          clock_);
+  clock_.Advance(1);
+  RunHook(options_,
+          {{"SLURM_JOB_ID", "201"}, {"SLURM_HET_JOB_ID", "200"}, {"SLURM_HET_JOB_OFFSET", "1"}},
+          clock_);
+  PendingEvents pending = ReadJobEvents(options_.events_dir, 100);
+  ASSERT_EQ(pending.events.size(), 2u);
+  EXPECT_EQ(pending.events[0].second.job_id, "100_3");
+  EXPECT_EQ(pending.events[0].second.host, "fallback");
+  EXPECT_EQ(pending.events[1].second.job_id, "200+1");
+}
+
+TEST_F(HookTest, NoJobIdIsLoggedNotFatal) {
+  options_.kind = "prolog";
+  EXPECT_EQ(RunHook(options_, {}, clock_), "");
+  EXPECT_THAT(logs_, HasSubstr("no SLURM_JOB_ID"));
+}
+
+TEST_F(HookTest, UnwritableEventsDirIsLoggedNotFatal) {
+  std::ofstream(dir_ + "/file") << "x";
+  options_.events_dir = dir_ + "/file/events";
+  options_.kind = "epilog";
+  EXPECT_EQ(RunHook(options_, {{"SLURM_JOB_ID", "7"}}, clock_), "");
+  EXPECT_THAT(logs_, HasSubstr("job 7 end not recorded"));
+}
+
+TEST_F(HookTest, TaskPrologExportsOnlyWhenEnabledAndPresent) {
+  options_.kind = "taskprolog";
+  EXPECT_EQ(RunHook(options_, {}, clock_), "");  // injection off
+  options_.agent_library = dir_ + "/libexpanse-agent.so";
+  EXPECT_EQ(RunHook(options_, {}, clock_), "");  // library missing
+  std::ofstream(options_.agent_library) << "elf";
+  EXPECT_EQ(RunHook(options_, {}, clock_),
+            "export CUDA_INJECTION64_PATH=" + options_.agent_library + "\n");
+  std::filesystem::create_directories(options_.control_dir);
+  std::ofstream(options_.control_dir + "/disabled") << "";
+  EXPECT_EQ(RunHook(options_, {}, clock_), "");  // node-local opt-out
+}
+
+TEST_F(HookTest, ReadJobEventsSkipsAndReportsBadFiles) {
+  std::filesystem::create_directories(options_.events_dir);
+  std::ofstream(options_.events_dir + "/1-garbage-start.json") << "{not json";
+  std::ofstream(options_.events_dir + "/.tmp.partial") << "ignored";
+  options_.kind = "prolog";
+  RunHook(options_, {{"SLURM_JOB_ID", "9"}}, clock_);
+  PendingEvents pending = ReadJobEvents(options_.events_dir, 100);
+  ASSERT_EQ(pending.events.size(), 1u);
+  EXPECT_EQ(pending.events[0].second.job_id, "9");
+  ASSERT_EQ(pending.bad.size(), 1u);
+  EXPECT_EQ(pending.bad[0], "1-garbage-start.json");
+}
+
+}  // namespace
+}  // namespace expanse::agent

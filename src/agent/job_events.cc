@@ -1,0 +1,155 @@
+#include "agent/job_events.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "core/file_util.h"
+
+namespace expanse::agent {
+namespace {
+
+std::string Get(const std::map<std::string, std::string>& env, const char* key) {
+  auto it = env.find(key);
+  return it == env.end() ? std::string() : it->second;
+}
+
+bool IsDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 20 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Keeps file names and JSON tame whatever the environment holds.
+std::string Clean(std::string value, size_t max) {
+  if (value.size() > max)
+    value.resize(max);
+  for (char& c : value) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<JobEvent> JobEventFromEnvironment(const std::string& kind,
+                                         const std::map<std::string, std::string>& env,
+                                         const std::string& fallback_host, int64_t now_ms) {
+  JobEvent e;
+  e.kind = kind;
+  const std::string job = Get(env, "SLURM_JOB_ID");
+  const std::string array_job = Get(env, "SLURM_ARRAY_JOB_ID");
+  const std::string array_task = Get(env, "SLURM_ARRAY_TASK_ID");
+  const std::string het_job = Get(env, "SLURM_HET_JOB_ID");
+  const std::string het_offset = Get(env, "SLURM_HET_JOB_OFFSET");
+  if (IsDigits(array_job) && IsDigits(array_task)) {
+    e.job_id = array_job + "_" + array_task;  // how squeue and sacct name an array task
+  } else if (IsDigits(het_job) && IsDigits(het_offset)) {
+    e.job_id = het_job + "+" + het_offset;
+  } else if (IsDigits(job)) {
+    e.job_id = job;
+  } else {
+    return InvalidArgumentError("no SLURM_JOB_ID in the hook's environment (was it run by slurmd?)")
+        .WithReason("no_job");
+  }
+  const std::string node = Get(env, "SLURMD_NODENAME");
+  e.host = Clean(node.empty() ? fallback_host : node, 253);
+  e.at_ms = now_ms;
+  e.user = Clean(Get(env, "SLURM_JOB_USER"), 64);
+  e.partition = Clean(Get(env, "SLURM_JOB_PARTITION"), 64);
+  e.gpus = Clean(Get(env, "SLURM_JOB_GPUS"), 512);
+  e.cuda_visible_devices = Clean(Get(env, "CUDA_VISIBLE_DEVICES"), 2048);
+  return e;
+}
+
+nlohmann::json ToJson(const JobEvent& e) {
+  return {{"version", 1},
+          {"kind", e.kind},
+          {"job_id", e.job_id},
+          {"host", e.host},
+          {"at_ms", e.at_ms},
+          {"user", e.user},
+          {"partition", e.partition},
+          {"gpus", e.gpus},
+          {"cuda_visible_devices", e.cuda_visible_devices}};
+}
+
+Result<JobEvent> JobEventFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("version", 0) != 1) {
+    return InvalidArgumentError("job event: not a version 1 object").WithReason("invalid_event");
+  }
+  JobEvent e;
+  e.kind = j.value("kind", std::string());
+  e.job_id = j.value("job_id", std::string());
+  e.host = j.value("host", std::string());
+  e.at_ms = j.value("at_ms", int64_t{0});
+  e.user = j.value("user", std::string());
+  e.partition = j.value("partition", std::string());
+  e.gpus = j.value("gpus", std::string());
+  e.cuda_visible_devices = j.value("cuda_visible_devices", std::string());
+  if ((e.kind != "start" && e.kind != "end") || e.job_id.empty() || e.host.empty() ||
+      e.at_ms <= 0) {
+    return InvalidArgumentError("job event: kind, job_id, host and at_ms are required")
+        .WithReason("invalid_event");
+  }
+  return e;
+}
+
+Status WriteJobEvent(const std::string& dir, const JobEvent& event) {
+  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0755));
+  size_t pending = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* entry = readdir(d)) {
+      if (entry->d_name[0] != '.' && ++pending >= kMaxPendingEvents)
+        break;
+    }
+    closedir(d);
+  }
+  if (pending >= kMaxPendingEvents) {
+    return ResourceExhaustedError(dir + " holds " + std::to_string(pending) +
+                                  " uncollected job events; is the Expanse sampler running?")
+        .WithReason("events_full");
+  }
+  std::string job = event.job_id;
+  std::replace(job.begin(), job.end(), '+', 'h');
+  const std::string name = std::to_string(event.at_ms) + "-" + job + "-" + event.kind + ".json";
+  return fs::WriteFileAtomically(dir, name, ToJson(event).dump() + "\n", 0644);
+}
+
+PendingEvents ReadJobEvents(const std::string& dir, size_t max_events) {
+  PendingEvents out;
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* entry = readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name.empty() || name[0] == '.')
+        continue;  // ., .., and temporary files
+      if (name.size() > 5 && name.ends_with(".json"))
+        names.push_back(name);
+    }
+    closedir(d);
+  }
+  // Names start with the event time, so this is time order (same width until 2286).
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    if (out.events.size() >= max_events)
+      break;
+    Result<std::optional<std::string>> text = fs::ReadSmallFile(dir + "/" + name, 16 * 1024);
+    if (!text.ok() || !text->has_value()) {
+      if (!text.ok())
+        out.bad.push_back(name);
+      continue;
+    }
+    const nlohmann::json json = nlohmann::json::parse(**text, nullptr, false);
+    Result<JobEvent> event = JobEventFromJson(json);
+    if (!event.ok()) {
+      out.bad.push_back(name);
+      continue;
+    }
+    out.events.emplace_back(name, std::move(*event));
+  }
+  return out;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,159 @@
+#include "agent/node_collector.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "attribution/allocation.h"
+#include "core/file_util.h"
+#include "gpu/guarded_backend.h"
+
+namespace expanse::agent {
+namespace {}  // namespace
+
+NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
+    : options_(std::move(options)), clock_(clock), sink_(options_.hostname, buffer_, buffer_mu_) {
+  gpu::SelectedBackend selected = gpu::SelectBackend(options_.backend);
+  std::unique_ptr<gpu::GuardedBackend> guarded;
+  if (selected.backend) {
+    guarded =
+        std::make_unique<gpu::GuardedBackend>(std::move(selected.backend), options_.call_timeout);
+  }
+  sampler_ =
+      std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
+  if (!options_.gres_conf_path.empty()) {
+    Result<std::optional<std::string>> text = fs::ReadSmallFile(options_.gres_conf_path, 1 << 20);
+    if (text.ok() && text->has_value()) {
+      Result<attribution::NodeGres> gres = attribution::ParseGresConf(**text, options_.hostname);
+      if (gres.ok()) {
+        gres_ = std::move(*gres);
+      } else {
+        problems_.push_back(options_.gres_conf_path + ": " + gres.status().message());
+      }
+    } else if (!text.ok()) {
+      problems_.push_back(text.status().message());
+    }
+  }
+}
+
+std::vector<std::string> NodeCollector::TakeProblems() {
+  std::vector<std::string> out;
+  out.swap(problems_);
+  return out;
+}
+
+nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
+  nlohmann::json out = nlohmann::json::array();
+  const gpu::Inventory inventory = sink_.inventory();
+  // The GPUs SLURM gave the job, from what the hook saw: SLURM_JOB_GPUS (GRES indices, mapped
+  // through gres.conf to device minors) and CUDA_VISIBLE_DEVICES (UUIDs, or indices over that
+  // GRES list). Never the NVML index, which often differs from both.
+  attribution::NodeGpus node{inventory.gpus, gres_, {}};
+  attribution::AllocationEvidence evidence;
+  evidence.job.display_id = event.job_id;
+  evidence.job.job_id = static_cast<uint32_t>(std::strtoul(event.job_id.c_str(), nullptr, 10));
+  if (!event.gpus.empty())
+    evidence.slurm_job_gpus = event.gpus;
+  if (!event.cuda_visible_devices.empty())
+    evidence.cuda_visible_devices = event.cuda_visible_devices;
+  std::vector<const gpu::GpuInfo*> gpus;
+  if (evidence.slurm_job_gpus || evidence.cuda_visible_devices) {
+    Result<attribution::ResolvedAllocation> resolved =
+        attribution::ResolveAllocation(evidence, node);
+    if (resolved.ok()) {
+      for (const std::string& uuid : resolved->allocation.gpu_uuids) {
+        for (const gpu::GpuInfo& g : inventory.gpus) {
+          if (g.uuid == uuid)
+            gpus.push_back(&g);
+        }
+      }
+      for (const Status& problem : resolved->problems)
+        problems_.push_back(problem.message());
+    } else {
+      problems_.push_back(resolved.status().message());
+    }
+  }
+  const std::string key = event.host + "/" + event.job_id;
+  if (gpus.empty() && event.kind == "end") {
+    auto open = open_allocations_.find(key);
+    if (open == open_allocations_.end())
+      return out;
+    for (auto a : open->second) {
+      a["to_ms"] = event.at_ms;
+      out.push_back(std::move(a));
+    }
+    open_allocations_.erase(open);
+    return out;
+  }
+  for (const gpu::GpuInfo* g : gpus) {
+    nlohmann::json a = {{"job_id", event.job_id},
+                        {"host", event.host},
+                        {"gpu_uuid", g->uuid},
+                        {"gpu_index", g->index},
+                        {"gpu_minor", g->minor ? static_cast<int64_t>(*g->minor) : -1},
+                        {"from_ms", event.at_ms},
+                        {"to_ms", 0}};
+    if (event.kind == "end")
+      a["to_ms"] = event.at_ms;
+    out.push_back(std::move(a));
+  }
+  if (event.kind == "start") {
+    open_allocations_[key] = out;
+  } else {
+    open_allocations_.erase(key);
+  }
+  return out;
+}
+
+NodeCollection NodeCollector::Collect() {
+  NodeCollection c;
+  {
+    std::lock_guard lock(buffer_mu_);
+    c.samples = buffer_.samples();
+    c.series = buffer_.TakeJson();
+  }
+  PendingEvents pending = ReadJobEvents(options_.events_dir, options_.max_events_per_collection);
+  for (auto& [file, event] : pending.events) {
+    if (!in_flight_.insert(file).second)
+      continue;
+    for (auto& allocation : AllocationsFor(event))
+      c.allocations.push_back(std::move(allocation));
+    c.event_files.push_back(file);
+    c.events.push_back(std::move(event));
+  }
+  bad_event_files_ = std::move(pending.bad);
+  return c;
+}
+
+void NodeCollector::Commit(const NodeCollection& collection) {
+  for (const std::string& file : collection.event_files) {
+    unlink((options_.events_dir + "/" + file).c_str());
+    in_flight_.erase(file);
+  }
+  for (const std::string& file : bad_event_files_) {
+    unlink((options_.events_dir + "/" + file).c_str());
+  }
+  bad_event_files_.clear();
+}
+
+void NodeCollector::Restore(const NodeCollection& collection) {
+  // Put the samples back so the next collection carries them; the buffer's cap and time-order
+  // rule still apply, so an outage long enough to fill it drops (and counts) the newest.
+  for (const std::string& file : collection.event_files)
+    in_flight_.erase(file);
+  std::lock_guard lock(buffer_mu_);
+  for (const auto& s : collection.series) {
+    const telemetry::SeriesKey key{s.value("host", ""), s.value("device", ""),
+                                   s.value("metric", "")};
+    int64_t t = s.value("t0", int64_t{0});
+    const auto& dt = s["dt"];
+    const auto& v = s["v"];
+    for (size_t i = 0; i < dt.size() && i < v.size(); ++i) {
+      t += dt[i].get<int64_t>();
+      buffer_.Add(key, t, v[i].get<double>());
+    }
+  }
+}
+
+}  // namespace expanse::agent

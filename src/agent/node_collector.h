@@ -1,0 +1,93 @@
+// NodeCollector: what one node contributes, whatever its role — the GPU sampler's series and
+// the job events its SLURM hooks recorded (with the GPU allocations they imply). A worker's
+// sampler writes a collection to the shared spool; the controller puts its own host's straight
+// into the outbox. Either way the hook event files are deleted only after Commit, i.e. once the
+// collection is safely handed on, so a failure anywhere in between loses nothing.
+#ifndef EXPANSE_AGENT_NODE_COLLECTOR_H_
+#define EXPANSE_AGENT_NODE_COLLECTOR_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/job_events.h"
+#include "attribution/gres_conf.h"
+#include "core/clock.h"
+#include "gpu/backend_select.h"
+#include "gpu/sampler.h"
+#include "telemetry/gpu_series_sink.h"
+#include "telemetry/series_buffer.h"
+
+namespace expanse::agent {
+
+struct NodeCollectorOptions {
+  std::string hostname;
+  gpu::BackendChoice backend;
+  std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};
+  std::string events_dir = kDefaultEventsDir;
+  // This node's gres.conf, which maps SLURM's GRES indices to /dev/nvidiaN; "" = none.
+  std::string gres_conf_path;
+  size_t max_events_per_collection = 5'000;
+};
+
+// One collection, ready to hand on.
+struct NodeCollection {
+  nlohmann::json series = nlohmann::json::array();  // ingest "series" entries
+  std::vector<JobEvent> events;
+  nlohmann::json allocations = nlohmann::json::array();  // ingest "gpu_allocations" entries
+  std::vector<std::string> event_files;                  // to delete on Commit
+  size_t samples = 0;
+  bool empty() const { return series.empty() && events.empty() && allocations.empty(); }
+};
+
+class NodeCollector {
+ public:
+  NodeCollector(NodeCollectorOptions options, Clock& clock);
+
+  void TickFast() { sampler_->TickFast(); }
+  void TickSlow() { sampler_->TickSlow(); }
+  gpu::SamplerHealth GpuHealth() const { return sampler_->Health(); }
+  gpu::Inventory Inventory() const { return sink_.inventory(); }
+  // Problems met resolving job allocations (a gres.conf that does not parse, sources that
+  // disagree), newest last, for the daemon's log and health.
+  std::vector<std::string> TakeProblems();
+
+  // Takes the buffered series and the pending hook events not already in an earlier collection
+  // that is neither committed nor restored.
+  NodeCollection Collect();
+  // The collection reached durable storage: delete its event files (and malformed ones).
+  void Commit(const NodeCollection& collection);
+  // The collection could not be handed on: its series go back into the buffer and its events
+  // become collectable again, so the next collection carries both. Call it before the next
+  // TickFast (the buffer only takes samples in time order).
+  void Restore(const NodeCollection& collection);
+
+ private:
+  nlohmann::json AllocationsFor(const JobEvent& event);
+
+  NodeCollectorOptions options_;
+  Clock& clock_;
+  std::mutex buffer_mu_;
+  telemetry::SeriesBuffer buffer_;
+  telemetry::GpuSeriesSink sink_;
+  std::unique_ptr<gpu::Sampler> sampler_;
+  std::vector<std::string> bad_event_files_;
+  std::vector<std::string> problems_;
+  std::set<std::string> in_flight_;
+  // Allocations opened by a start event, so the end event closes the same GPUs even when the
+  // Epilog's environment does not name them. In memory: after a restart, an end without GPUs
+  // leaves the allocation open until the job record's end time bounds it on the server.
+  std::map<std::string, nlohmann::json> open_allocations_;
+  attribution::NodeGres gres_;
+  std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
+                              // collected but not yet committed or restored
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_NODE_COLLECTOR_H_

@@ -1,0 +1,53 @@
+// With in-process agent injection on, the job's processes (running as the job's user) must be
+// able to reach the agent library and the profiling spool, so every directory on the way needs
+// other-execute (o+x). The daemon checks that every 30 seconds: the node-local control
+// directory and each of its ancestors, the shared-prefix root, and the spool. A missing bit
+// degrades `profiling_permissions` health with the exact path. The daemon repairs only that bit,
+// and only on directories it owns inside the roots it manages (/var/lib/expanse, the control
+// root, the shared spool tree); the shared-prefix root and the site's own ancestors are the
+// operator's to fix.
+//
+// EXPANSE_PROFILING_AGENT_ENABLE=0 publishes the node-local disable marker <control>/disabled,
+// which TaskProlog checks before exporting the injection variables. A marker the operator
+// created is theirs: the daemon never removes a marker it did not write.
+#ifndef EXPANSE_AGENT_PROFILING_PERMISSIONS_H_
+#define EXPANSE_AGENT_PROFILING_PERMISSIONS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace expanse::agent {
+
+inline constexpr char kDefaultControlDir[] = "/var/lib/expanse/control";
+inline constexpr char kDisableMarkerName[] = "disabled";
+
+struct PermissionCheckOptions {
+  std::string control_dir = kDefaultControlDir;
+  std::string shared_prefix;  // "" when none
+  std::string spool_dir;      // "" when none
+  // Directories under these roots that the daemon user owns may be repaired.
+  std::vector<std::string> repairable_roots;
+  uid_t daemon_uid = 0;
+};
+
+struct PermissionCheckResult {
+  // "" when every directory is traversable; otherwise one "missing o+x on <path>" per path,
+  // joined with "; ", with "(repair failed: …)" where a repair was tried.
+  std::string problem;
+  std::vector<std::string> repaired;  // directories whose o+x the daemon restored
+};
+
+PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& options);
+
+// Publishes (disabled = true) or withdraws the disable marker. Failure to publish is an error
+// naming the path and the cause; the daemon then refuses to start, since injection would
+// otherwise go on against the operator's setting.
+Status PublishDisableMarker(const std::string& control_dir, bool disabled);
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_PROFILING_PERMISSIONS_H_

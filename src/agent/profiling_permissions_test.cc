@@ -1,0 +1,108 @@
+#include "agent/profiling_permissions.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ProfilingPermissionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-perm-XXXXXX";
+    dir_ = mkdtemp(dir);
+    chmod(dir_.c_str(), 0755);
+    std::filesystem::create_directories(dir_ + "/var/lib/expanse/control");
+    std::filesystem::create_directories(dir_ + "/srv/expanse/spool");
+    options_.control_dir = dir_ + "/var/lib/expanse/control";
+    options_.shared_prefix = dir_ + "/srv/expanse";
+    options_.spool_dir = dir_ + "/srv/expanse/spool";
+    options_.repairable_roots = {dir_ + "/var/lib/expanse", dir_ + "/srv/expanse/spool"};
+    options_.daemon_uid = getuid();
+    for (const char* d : {"/var", "/var/lib", "/var/lib/expanse", "/var/lib/expanse/control",
+                          "/srv", "/srv/expanse", "/srv/expanse/spool"}) {
+      chmod((dir_ + d).c_str(), 0755);
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  mode_t Mode(const std::string& path) {
+    struct stat st {};
+    stat(path.c_str(), &st);
+    return st.st_mode & 07777;
+  }
+  std::string dir_;
+  PermissionCheckOptions options_;
+};
+
+TEST_F(ProfilingPermissionsTest, AllTraversable) {
+  const PermissionCheckResult result = CheckProfilingPermissions(options_);
+  EXPECT_EQ(result.problem, "");
+  EXPECT_TRUE(result.repaired.empty());
+}
+
+TEST_F(ProfilingPermissionsTest, RepairsOnlyOwnedManagedDirectories) {
+  chmod((dir_ + "/var/lib/expanse/control").c_str(), 0750);
+  chmod((dir_ + "/srv/expanse/spool").c_str(), 0770);
+  const PermissionCheckResult result = CheckProfilingPermissions(options_);
+  EXPECT_EQ(result.problem, "");
+  EXPECT_THAT(result.repaired,
+              ElementsAre(dir_ + "/var/lib/expanse/control", dir_ + "/srv/expanse/spool"));
+  EXPECT_EQ(Mode(dir_ + "/var/lib/expanse/control"), 0751u);
+  EXPECT_EQ(Mode(dir_ + "/srv/expanse/spool"), 0771u);
+}
+
+TEST_F(ProfilingPermissionsTest, ReportsTheExactPathOfCustomerDirectories) {
+  chmod((dir_ + "/var/lib").c_str(), 0750);      // an ancestor outside the managed roots
+  chmod((dir_ + "/srv/expanse").c_str(), 0750);  // the shared-prefix root
+  const PermissionCheckResult result = CheckProfilingPermissions(options_);
+  EXPECT_THAT(result.problem, HasSubstr("missing o+x on " + dir_ + "/var/lib"));
+  EXPECT_THAT(result.problem, HasSubstr("missing o+x on " + dir_ + "/srv/expanse"));
+  EXPECT_TRUE(result.repaired.empty());
+  EXPECT_EQ(Mode(dir_ + "/var/lib"), 0750u);  // left for the operator
+}
+
+TEST_F(ProfilingPermissionsTest, NotOwnedIsNotRepaired) {
+  chmod((dir_ + "/var/lib/expanse/control").c_str(), 0750);
+  options_.daemon_uid = getuid() + 1;
+  const PermissionCheckResult result = CheckProfilingPermissions(options_);
+  EXPECT_THAT(result.problem, HasSubstr("missing o+x on " + dir_ + "/var/lib/expanse/control"));
+  EXPECT_EQ(Mode(dir_ + "/var/lib/expanse/control"), 0750u);
+}
+
+TEST_F(ProfilingPermissionsTest, DisableMarkerIsPublishedAndWithdrawn) {
+  const std::string control = dir_ + "/var/lib/expanse/control";
+  ASSERT_TRUE(PublishDisableMarker(control, true).ok());
+  EXPECT_TRUE(std::filesystem::exists(control + "/disabled"));
+  ASSERT_TRUE(PublishDisableMarker(control, false).ok());
+  EXPECT_FALSE(std::filesystem::exists(control + "/disabled"));
+}
+
+TEST_F(ProfilingPermissionsTest, OperatorMarkerIsKept) {
+  const std::string control = dir_ + "/var/lib/expanse/control";
+  std::ofstream(control + "/disabled") << "site policy\n";
+  ASSERT_TRUE(PublishDisableMarker(control, false).ok());
+  EXPECT_TRUE(std::filesystem::exists(control + "/disabled"));
+}
+
+TEST_F(ProfilingPermissionsTest, PublishFailureNamesThePath) {
+  // A file where the control directory should be.
+  const std::string blocked = dir_ + "/blocked";
+  std::ofstream(blocked) << "x";
+  const Status status = PublishDisableMarker(blocked + "/control", true);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.reason(), "disable_marker_failed");
+  EXPECT_THAT(status.message(), HasSubstr(blocked + "/control/disabled"));
+}
+
+}  // namespace
+}  // namespace expanse::agent

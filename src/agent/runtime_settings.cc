@@ -1,0 +1,135 @@
+#include "agent/runtime_settings.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+namespace expanse::agent {
+namespace {
+
+Status ParseFlag(std::string_view key, std::string_view value, bool& out) {
+  if (value == "1") {
+    out = true;
+  } else if (value == "0") {
+    out = false;
+  } else {
+    return InvalidArgumentError(std::string(key) + "=\"" + std::string(value) +
+                                "\": expected 0 or 1")
+        .WithReason("invalid_setting");
+  }
+  return OkStatus();
+}
+
+bool IsKnownNonExpanseKey(std::string_view key) {
+  return key == "HTTPS_PROXY" || key == "https_proxy" || key == "NO_PROXY" || key == "no_proxy" ||
+         key == "SSL_CERT_FILE";
+}
+
+}  // namespace
+
+Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeSettings& settings) {
+  for (const EnvEntry& e : entries.entries()) {
+    const std::string_view key = e.key;
+    const std::string& value = e.value;
+    bool known = true;
+    if (key == "EXPANSE_CUPTI_ENABLE") {
+      EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.cupti_enable));
+    } else if (key == "EXPANSE_CUPTI_HELPER") {
+      settings.cupti_helper = value;
+    } else if (key == "EXPANSE_PROFILING_ENABLE") {
+      EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.profiling_enable));
+    } else if (key == "EXPANSE_PROFILING_AGENT_ENABLE") {
+      EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.profiling_agent_enable));
+    } else if (key == "EXPANSE_PYSPY") {
+      settings.pyspy = value;
+    } else if (key == "EXPANSE_DCGMI") {
+      settings.dcgmi = value;
+    } else if (key == "EXPANSE_DCGM_HOST") {
+      if (value.empty()) {
+        return InvalidArgumentError("EXPANSE_DCGM_HOST is empty: expected host:port")
+            .WithReason("invalid_setting");
+      }
+      settings.dcgm_host = value;
+    } else if (key == "EXPANSE_SEGMENT_UPLOAD_MODE") {
+      if (value != "auto" && value != "relay") {
+        return InvalidArgumentError("EXPANSE_SEGMENT_UPLOAD_MODE=\"" + value +
+                                    "\": expected auto or relay")
+            .WithReason("invalid_setting");
+      }
+      settings.segment_upload_mode = value;
+    } else if (key == "HTTPS_PROXY" || key == "https_proxy") {
+      settings.https_proxy = value;
+    } else if (key == "NO_PROXY" || key == "no_proxy") {
+      settings.no_proxy = value;
+    } else if (key == "SSL_CERT_FILE") {
+      settings.ssl_cert_file = value;
+    } else {
+      known = false;
+      // Keys the daemon itself uses that are not operator settings.
+      if (key.starts_with("EXPANSE_") && key != "EXPANSE_DAEMON_CONFIG" &&
+          key != "EXPANSE_INSTALL_TOKEN" && !key.starts_with("EXPANSE_FAKE_") &&
+          key != "EXPANSE_NVML_LIBRARY") {
+        settings.unknown_keys.push_back(std::string(key) + " (" + source + ")");
+      }
+    }
+    if (known || IsKnownNonExpanseKey(key))
+      settings.sources.emplace_back(e.key, source);
+  }
+  return OkStatus();
+}
+
+Result<RuntimeSettings> LoadRuntimeSettings(const std::string& path, char** environ_entries) {
+  RuntimeSettings settings;
+  EnvFile from_environment;
+  for (char** entry = environ_entries; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const size_t eq = text.find('=');
+    if (eq == std::string_view::npos)
+      continue;
+    const std::string_view key = text.substr(0, eq);
+    if (!key.starts_with("EXPANSE_") && !IsKnownNonExpanseKey(key))
+      continue;
+    // Entries that break the env-file invariant (not UTF-8, say) are not settings.
+    (void)from_environment.Set(key, text.substr(eq + 1));
+  }
+  EXPANSE_RETURN_IF_ERROR(ApplySettings(from_environment, "environment", settings));
+
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return settings;
+    return FailedPreconditionError("cannot read " + path + ": " + std::strerror(errno))
+        .WithReason("settings_unreadable");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return FailedPreconditionError("cannot read " + path + ": not a regular file")
+        .WithReason("settings_unreadable");
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file.is_open()) {
+    return FailedPreconditionError("cannot read " + path + ": " + std::strerror(errno))
+        .WithReason("settings_unreadable");
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (text.str().size() > kMaxEnvFileBytes) {
+    return InvalidArgumentError(path + " is larger than 1 MiB; is it the right file?")
+        .WithReason("invalid_setting");
+  }
+  Result<EnvFile> parsed = ParseEnvFile(text.str());
+  if (!parsed.ok()) {
+    return InvalidArgumentError(path + ": " + parsed.status().message())
+        .WithReason("invalid_setting");
+  }
+  Status applied = ApplySettings(*parsed, path, settings);
+  if (!applied.ok()) {
+    return InvalidArgumentError(path + ": " + applied.message()).WithReason("invalid_setting");
+  }
+  return settings;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,126 @@
+#include "agent/runtime_settings.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class RuntimeSettingsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-settings-XXXXXX";
+    dir_ = mkdtemp(dir);
+    path_ = dir_ + "/daemon.env";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  void WriteFile(const std::string& text) { std::ofstream(path_) << text; }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(RuntimeSettingsTest, DefaultsWithoutFileOrEnvironment) {
+  char* env[] = {nullptr};
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->cupti_enable);
+  EXPECT_TRUE(settings->profiling_enable);
+  EXPECT_TRUE(settings->profiling_agent_enable);
+  EXPECT_EQ(settings->dcgm_host, "localhost:5555");
+  EXPECT_EQ(settings->segment_upload_mode, "auto");
+  EXPECT_TRUE(settings->pyspy.empty());
+}
+
+TEST_F(RuntimeSettingsTest, FileOverridesTheUnitEnvironment) {
+  // The unit rendered for --profiling-agent=false sets 0; an operator's file turns it back on.
+  std::string unit_value = "EXPANSE_PROFILING_AGENT_ENABLE=0";
+  std::string proxy = "HTTPS_PROXY=http://proxy.example:3128";
+  std::string unrelated = "PATH=/usr/bin";
+  char* env[] = {unit_value.data(), proxy.data(), unrelated.data(), nullptr};
+  WriteFile(
+      "# seeded by the installer\n"
+      "NO_PROXY=localhost,10.0.0.0/8\n"
+      "EXPANSE_PROFILING_AGENT_ENABLE=1\n"
+      "EXPANSE_CUPTI_ENABLE=0\n"
+      "EXPANSE_DCGM_HOST=127.0.0.1:5555\n"
+      "EXPANSE_DCGMI=/usr/bin/dcgmi\n"
+      "EXPANSE_PYSPY=/opt/py-spy\n"
+      "EXPANSE_SEGMENT_UPLOAD_MODE=relay\n"
+      "SSL_CERT_FILE=/etc/ssl/private-ca.pem\n");
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->profiling_agent_enable);
+  EXPECT_FALSE(settings->cupti_enable);
+  EXPECT_EQ(settings->dcgm_host, "127.0.0.1:5555");
+  EXPECT_EQ(settings->dcgmi, "/usr/bin/dcgmi");
+  EXPECT_EQ(settings->pyspy, "/opt/py-spy");
+  EXPECT_EQ(settings->segment_upload_mode, "relay");
+  EXPECT_EQ(settings->https_proxy, "http://proxy.example:3128");
+  EXPECT_EQ(settings->no_proxy, "localhost,10.0.0.0/8");
+  EXPECT_EQ(settings->ssl_cert_file, "/etc/ssl/private-ca.pem");
+  EXPECT_TRUE(settings->unknown_keys.empty());
+}
+
+TEST_F(RuntimeSettingsTest, UnitValueStandsWithoutFile) {
+  std::string unit_value = "EXPANSE_PROFILING_AGENT_ENABLE=0";
+  char* env[] = {unit_value.data(), nullptr};
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->profiling_agent_enable);
+}
+
+TEST_F(RuntimeSettingsTest, BadValuesNameKeyAndFile) {
+  char* env[] = {nullptr};
+  WriteFile("EXPANSE_CUPTI_ENABLE=yes\n");
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_FALSE(settings.ok());
+  EXPECT_EQ(settings.status().reason(), "invalid_setting");
+  EXPECT_THAT(settings.status().message(), HasSubstr(path_));
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("EXPANSE_CUPTI_ENABLE=\"yes\": expected 0 or 1"));
+
+  WriteFile("EXPANSE_SEGMENT_UPLOAD_MODE=direct\n");
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_FALSE(settings.ok());
+  EXPECT_THAT(settings.status().message(), HasSubstr("expected auto or relay"));
+
+  WriteFile("EXPANSE_CUPTI_ENABLE\n");
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_FALSE(settings.ok());
+  EXPECT_THAT(settings.status().message(), HasSubstr("line 1"));
+}
+
+TEST_F(RuntimeSettingsTest, UnknownExpanseKeysAreReported) {
+  char* env[] = {nullptr};
+  WriteFile("EXPANSE_CUPTI_ENABEL=0\nOTHER_TOOL=1\n");
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_THAT(settings->unknown_keys, ElementsAre("EXPANSE_CUPTI_ENABEL (" + path_ + ")"));
+}
+
+TEST_F(RuntimeSettingsTest, UnreadableFileIsAnError) {
+  char* env[] = {nullptr};
+  // A directory where the file should be cannot be read as one.
+  const std::string as_dir = dir_ + "/dir.env";
+  mkdir(as_dir.c_str(), 0700);
+  auto settings = LoadRuntimeSettings(as_dir, env);
+  rmdir(as_dir.c_str());
+  ASSERT_FALSE(settings.ok());
+  EXPECT_THAT(settings.status().message(), HasSubstr(as_dir));
+}
+
+}  // namespace
+}  // namespace expanse::agent

@@ -1,0 +1,162 @@
+#include "agent/sampler_bootstrap.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "core/file_util.h"
+
+namespace expanse::agent {
+namespace {
+
+constexpr char kLockName[] = "sampler.lock";
+constexpr char kPidName[] = "sampler.pid";
+
+// True when some process holds the lock; probes with a non-blocking shared lock.
+bool LockHeld(const std::string& state_dir) {
+  const std::string path = state_dir + "/" + kLockName;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return false;
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
+}
+
+bool DropPrivileges(const std::string& user) {
+  if (user.empty())
+    return true;
+  passwd* pw = getpwnam(user.c_str());
+  if (pw == nullptr)
+    return false;
+  if (getuid() == pw->pw_uid)
+    return true;
+  return initgroups(pw->pw_name, pw->pw_gid) == 0 && setgid(pw->pw_gid) == 0 &&
+         setuid(pw->pw_uid) == 0;
+}
+
+[[noreturn]] void ExecSampler(const BootstrapOptions& options) {
+  if (!options.log_file.empty()) {
+    const int log = open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (log >= 0) {
+      dup2(log, STDOUT_FILENO);
+      dup2(log, STDERR_FILENO);
+    }
+  }
+  const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0)
+    dup2(null, STDIN_FILENO);
+  // The sampler keeps its lock and sequence state here, as the daemon user.
+  if (fs::MakeDirectories(options.state_dir, 0755).ok() && !options.user.empty()) {
+    if (passwd* pw = getpwnam(options.user.c_str())) {
+      (void)chown(options.state_dir.c_str(), pw->pw_uid, pw->pw_gid);
+    }
+  }
+  if (!DropPrivileges(options.user))
+    _exit(0);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(options.binary.c_str()));
+  for (const std::string& a : options.sampler_args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(options.binary.c_str(), argv.data());
+  _exit(0);
+}
+
+bool SystemdRuns() {
+  struct stat st {};
+  return stat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Result<std::string> BinaryIdentity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return NotFoundError("cannot stat " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream id;
+  id << st.st_dev << ':' << st.st_ino << ':' << st.st_size << ':' << st.st_mtim.tv_sec
+     << std::setw(9) << std::setfill('0') << st.st_mtim.tv_nsec;
+  return id.str();
+}
+
+Result<SamplerInstanceLock> SamplerInstanceLock::Acquire(const std::string& state_dir,
+                                                         const std::string& identity) {
+  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(state_dir, 0755));
+  const std::string path = state_dir + "/" + kLockName;
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return FailedPreconditionError("another sampler holds " + path).WithReason("sampler_running");
+  }
+  SamplerInstanceLock lock(fd);
+  EXPANSE_RETURN_IF_ERROR(fs::WriteFileAtomically(
+      state_dir, kPidName, std::to_string(getpid()) + " " + identity + "\n", 0644));
+  return lock;
+}
+
+SamplerInstanceLock::~SamplerInstanceLock() {
+  if (fd_ >= 0)
+    close(fd_);  // releases the flock
+}
+
+std::string BootstrapDecision(const BootstrapOptions& options) {
+  if (!LockHeld(options.state_dir))
+    return "start";
+  Result<std::string> current = BinaryIdentity(options.binary);
+  std::ifstream pid_file(options.state_dir + "/" + kPidName);
+  long pid = 0;
+  std::string identity;
+  pid_file >> pid >> identity;
+  if (current.ok() && pid > 0 && identity != *current)
+    return "replace:" + std::to_string(pid);
+  return "running";
+}
+
+void StartSamplerDetached(const BootstrapOptions& options) {
+  const pid_t child = fork();
+  if (child != 0) {
+    if (child > 0)
+      waitpid(child, nullptr, 0);  // the intermediate child exits at once
+    return;
+  }
+  // Intermediate child: a new session, then fork again so the sampler is adopted by init and
+  // never becomes a zombie of slurmd.
+  setsid();
+  const pid_t worker = fork();
+  if (worker != 0)
+    _exit(0);
+  const std::string decision = BootstrapDecision(options);
+  if (decision == "running")
+    _exit(0);
+  if (decision.starts_with("replace:")) {
+    const pid_t old = static_cast<pid_t>(std::stol(decision.substr(8)));
+    kill(old, SIGTERM);
+    // The new sampler waits for the lock the old one releases as it exits.
+    for (int i = 0; i < 100 && LockHeld(options.state_dir); ++i)
+      usleep(100'000);
+  }
+  if (SystemdRuns()) {
+    const char* argv[] = {"systemctl", "--no-block", "restart", "expanse-sampler.service", nullptr};
+    execvp("systemctl", const_cast<char* const*>(argv));
+    _exit(0);
+  }
+  ExecSampler(options);
+}
+
+}  // namespace expanse::agent

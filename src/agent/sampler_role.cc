@@ -1,0 +1,175 @@
+#include "agent/sampler_role.h"
+
+#include <thread>
+
+#include "agent/capabilities.h"
+#include "agent/gpu_json.h"
+#include "spool/spool_writer.h"
+
+namespace expanse::agent {
+
+std::string WorkerSpoolRoot(const std::string& shared_prefix) {
+  return shared_prefix + "/spool/workers";
+}
+
+namespace {
+
+class SamplerLoop {
+ public:
+  SamplerLoop(const SamplerRoleOptions& options, Clock& clock,
+              std::unique_ptr<spool::SpoolWriter> writer)
+      : options_(options),
+        clock_(clock),
+        writer_(std::move(writer)),
+        collector_(options.node, clock) {}
+
+  void Flush() {
+    NodeCollection c = collector_.Collect();
+    const spool::SpoolWriterCounters before = writer_->counters();
+    if (!c.series.empty())
+      Add("gpu_series", c.series.dump());
+    for (const JobEvent& e : c.events)
+      Add("job_event", ToJson(e).dump());
+    for (const auto& a : c.allocations)
+      Add("gpu_allocation", a.dump());
+    pending_.push_back(std::move(c));
+
+    const Status flushed = writer_->Flush();
+    const spool::SpoolWriterCounters after = writer_->counters();
+    if (after.records_dropped_spool_full > before.records_dropped_spool_full) {
+      // The batch was dropped: its events are collected again once the spool has room.
+      for (const NodeCollection& p : pending_)
+        collector_.Restore(
+            NodeCollection{nlohmann::json::array(), {}, nlohmann::json::array(), p.event_files, 0});
+      pending_.clear();
+    } else if (after.files_written > before.files_written) {
+      for (const NodeCollection& p : pending_)
+        collector_.Commit(p);
+      pending_.clear();
+      last_written_ms_ = clock_.NowMs();
+    }
+    for (const std::string& problem : collector_.TakeProblems()) {
+      if (options_.log)
+        options_.log(problem);
+    }
+    if (!flushed.ok())
+      problem_ = flushed.message();
+    else
+      problem_.clear();
+    WriteHealth();
+  }
+
+  void WriteHealth() {
+    CapabilityInputs inputs;
+    inputs.settings = options_.settings;
+    inputs.gpu = collector_.GpuHealth();
+    inputs.shared_prefix = options_.shared_prefix;
+    inputs.hostname = options_.node.hostname;
+    const char* path = std::getenv("PATH");
+    inputs.path_env = path ? path : "/usr/bin:/bin";
+    const auto capabilities = DescribeCapabilities(inputs);
+    const spool::SpoolWriterCounters counters = writer_->counters();
+    nlohmann::json health = {{"version", 1},
+                             {"host", options_.node.hostname},
+                             {"daemon_version", options_.daemon_version},
+                             {"last_sample_ms", inputs.gpu.last_ok_ms},
+                             {"last_spool_write_ms", last_written_ms_},
+                             {"capabilities", CapabilitiesJson(capabilities)},
+                             {"inventory", ToJson(collector_.Inventory())},
+                             {"spool",
+                              {{"records_written", counters.records_written},
+                               {"files_written", counters.files_written},
+                               {"records_dropped", counters.records_dropped_batch_full +
+                                                       counters.records_dropped_spool_full},
+                               {"write_errors", counters.write_errors}}}};
+    if (!problem_.empty())
+      health["problem"] = problem_;
+    if (Status s = writer_->WriteHealth(health.dump()); !s.ok() && options_.log) {
+      options_.log("cannot write the health report: " + s.message());
+    }
+  }
+
+  NodeCollector& collector() { return collector_; }
+
+ private:
+  void Add(std::string_view kind, const std::string& payload) {
+    // A refused record is counted by the writer; nothing else to do here.
+    (void)writer_->Add(kind, payload);
+  }
+
+  const SamplerRoleOptions& options_;
+  Clock& clock_;
+  std::unique_ptr<spool::SpoolWriter> writer_;
+  NodeCollector collector_;
+  std::vector<NodeCollection> pending_;
+  int64_t last_written_ms_ = 0;
+  std::string problem_;
+};
+
+}  // namespace
+
+Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
+                      const std::atomic<bool>& stop) {
+  if (options.shared_prefix.empty()) {
+    return InvalidArgumentError("the sampler role needs --shared-prefix").WithReason("no_prefix");
+  }
+  spool::SpoolWriterOptions writer_options;
+  writer_options.spool_root = WorkerSpoolRoot(options.shared_prefix);
+  writer_options.hostname = options.node.hostname;
+  writer_options.state_dir = options.state_dir;
+  writer_options.min_flush_interval_ms =
+      std::min<int64_t>(5'000, std::max<int64_t>(0, options.flush_interval.count() / 2));
+  writer_options.log = [&](std::string_view line) {
+    if (options.log)
+      options.log(std::string(line));
+  };
+  // The controller (or the installer) creates the spool root. A sampler started first, or one
+  // whose shared mount is not there yet, waits for it instead of exiting: its unit would
+  // otherwise restart it in a loop. Hook events wait on local disk meanwhile.
+  Result<std::unique_ptr<spool::SpoolWriter>> writer =
+      spool::SpoolWriter::Open(writer_options, clock);
+  std::string last_error;
+  while (!writer.ok() && !stop.load()) {
+    if (writer.status().message() != last_error && options.log) {
+      options.log("waiting for the worker spool: " + writer.status().message());
+    }
+    last_error = writer.status().message();
+    for (int i = 0; i < 10 && !stop.load(); ++i) {
+      std::this_thread::sleep_for(options.flush_interval / 10);
+    }
+    writer = spool::SpoolWriter::Open(writer_options, clock);
+  }
+  if (!writer.ok())
+    return OkStatus();  // stopped while waiting
+  SamplerLoop loop(options, clock, std::move(*writer));
+
+  using Steady = std::chrono::steady_clock;
+  auto next_fast = Steady::now();
+  auto next_slow = next_fast + options.slow_interval;
+  auto next_flush = next_fast + options.flush_interval;
+  loop.WriteHealth();
+  while (!stop.load()) {
+    loop.collector().TickFast();
+    const auto now = Steady::now();
+    if (now >= next_slow) {
+      loop.collector().TickSlow();
+      next_slow = now + options.slow_interval;
+    }
+    if (now >= next_flush) {
+      loop.Flush();
+      next_flush = now + options.flush_interval;
+    }
+    next_fast += options.interval;
+    if (next_fast < Steady::now())
+      next_fast = Steady::now();  // fell behind: do not burst
+    // Sleep in short steps so a stop request is seen promptly.
+    while (!stop.load() && Steady::now() < next_fast) {
+      std::this_thread::sleep_for(
+          std::min<Steady::duration>(next_fast - Steady::now(), std::chrono::milliseconds(200)));
+    }
+  }
+  loop.Flush();
+  return OkStatus();
+}
+
+}  // namespace expanse::agent

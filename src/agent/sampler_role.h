@@ -1,0 +1,44 @@
+// The worker role (`expanse-daemon --role sampler`, unit expanse-sampler): samples this
+// node's GPUs, collects the SLURM hook events, and hands both to the controller through the
+// shared spool — one file per flush interval into <prefix>/spool/workers/<host>/ — plus a
+// health report the controller relays in its heartbeat. It holds no credential and opens no
+// network connection.
+#ifndef EXPANSE_AGENT_SAMPLER_ROLE_H_
+#define EXPANSE_AGENT_SAMPLER_ROLE_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "agent/node_collector.h"
+#include "agent/runtime_settings.h"
+#include "core/clock.h"
+#include "core/status.h"
+
+namespace expanse::agent {
+
+// Where the workers' spool lives under the shared prefix.
+std::string WorkerSpoolRoot(const std::string& shared_prefix);
+
+struct SamplerRoleOptions {
+  NodeCollectorOptions node;
+  std::string shared_prefix;
+  std::string state_dir = "/var/lib/expanse/sampler";  // local: the spool writer's sequence
+  std::chrono::milliseconds interval{std::chrono::seconds(1)};
+  std::chrono::milliseconds slow_interval{std::chrono::seconds(10)};
+  std::chrono::milliseconds flush_interval{std::chrono::seconds(10)};
+  RuntimeSettings settings;
+  std::string daemon_version;
+  std::function<void(const std::string&)> log;
+};
+
+// Runs until `stop` is set; flushes once more before returning. Fails at start only (no
+// usable spool directory); later trouble (shared mount gone, GPU driver hung) is reported in
+// health and retried, never fatal.
+Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
+                      const std::atomic<bool>& stop);
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_SAMPLER_ROLE_H_

@@ -1,0 +1,314 @@
+// HttpClient against real loopback servers: the http module's Listener (plain and TLS with a
+// self-signed CA) and, for the proxy rules, a raw socket that records what reaches it.
+#include "net/http_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "http/listener.h"
+#include "http/self_signed.h"
+#include "http/test_temp_dir.h"
+
+namespace expanse::net {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kSecret[] = "Bearer exp_cc_do-not-print-me";
+
+class HttpClientTest : public ::testing::Test {
+ protected:
+  void StartListener(const std::string& cert_file = "", const std::string& key_file = "") {
+    http::ListenerOptions options;
+    options.name = "test";
+    options.host = "127.0.0.1";
+    options.cert_file = cert_file;
+    options.key_file = key_file;
+    auto listener = http::Listener::Create(options);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    listener_ = *std::move(listener);
+    listener_->Post("/echo", [](const http::Request& request) {
+      http::Response response;
+      response.status = 201;
+      response.content_type = "text/plain";
+      response.body = request.body;
+      response.headers = {
+          {"X-Seen-Type", std::string(request.Header("Content-Type").value_or(""))},
+          {"X-Seen-Auth", std::string(request.Header("Authorization").value_or(""))},
+          {"X-Seen-Expect", std::string(request.Header("Expect").value_or("none"))}};
+      return response;
+    });
+    listener_->Get("/big", [](const http::Request&) {
+      return http::JsonResponse(200, "\"" + std::string(64 << 10, 'x') + "\"");
+    });
+    listener_->Get("/slow", [](const http::Request&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      return http::JsonResponse(200, "{}");
+    });
+    listener_->Get("/fail", [](const http::Request&) {
+      http::Response response = http::JsonResponse(503, R"({"error":{"code":"unavailable"}})");
+      response.headers = {{"Retry-After", "7"}};
+      return response;
+    });
+    ASSERT_TRUE(listener_->Start().ok());
+  }
+
+  std::string Url(const std::string& path, const std::string& scheme = "http") {
+    return scheme + "://127.0.0.1:" + std::to_string(listener_->port()) + path;
+  }
+
+  std::unique_ptr<HttpClient> Client(HttpClientOptions options = {}) {
+    auto client = HttpClient::Create(std::move(options));
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  http::TestTempDir dir_;
+  std::unique_ptr<http::Listener> listener_;
+};
+
+TEST_F(HttpClientTest, PostsHeadersAndBodyAndReadsTheAnswer) {
+  StartListener();
+  HttpClientOptions options;
+  options.max_response_bytes = 4 << 20;
+  auto client = Client(options);
+  HttpRequest request{.method = "POST",
+                      .url = Url("/echo"),
+                      .headers = {{"Content-Type", "application/zstd"}, {"Authorization", kSecret}},
+                      .body = std::string(3 << 20, 'b')};  // large enough for libcurl's Expect
+  Result<HttpResponse> response = client->Send(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 201);
+  EXPECT_EQ(response->body, request.body);
+  EXPECT_EQ(response->Header("x-seen-type"), "application/zstd");
+  EXPECT_EQ(response->Header("X-SEEN-AUTH"), kSecret);
+  EXPECT_EQ(response->Header("X-Seen-Expect"), "none");
+  EXPECT_EQ(response->Header("Content-Type"), "text/plain");
+  EXPECT_FALSE(response->Header("X-Missing").has_value());
+}
+
+TEST_F(HttpClientTest, ErrorStatusesAreAnswersNotFailures) {
+  StartListener();
+  Result<HttpResponse> response = Client()->Send({.url = Url("/fail")});
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 503);
+  EXPECT_EQ(response->Header("Retry-After"), "7");
+  Result<HttpResponse> missing = Client()->Send({.url = Url("/nothing")});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, 404);
+}
+
+TEST_F(HttpClientTest, ResponseBodyIsCapped) {
+  StartListener();
+  HttpClientOptions options;
+  options.max_response_bytes = 1024;
+  Result<HttpResponse> response = Client(options)->Send({.url = Url("/big")});
+  EXPECT_EQ(response.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(response.status().reason(), "response_too_large");
+}
+
+TEST_F(HttpClientTest, TotalTimeout) {
+  StartListener();
+  HttpClientOptions options;
+  options.total_timeout = std::chrono::milliseconds(100);
+  Result<HttpResponse> response = Client(options)->Send({.url = Url("/slow")});
+  EXPECT_EQ(response.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(response.status().reason(), "timeout");
+}
+
+TEST_F(HttpClientTest, RefusedConnectionIsRetryableAndNeverShowsTheCredential) {
+  StartListener();
+  const std::string url = Url("/echo");
+  listener_->Stop();
+  Result<HttpResponse> response = Client()->Send(
+      {.method = "POST", .url = url, .headers = {{"Authorization", kSecret}}, .body = "secret"});
+  EXPECT_EQ(response.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(response.status().reason(), "network_error");
+  EXPECT_THAT(response.status().message(), HasSubstr("POST \"http://127.0.0.1:"));
+  EXPECT_THAT(response.status().message(), Not(HasSubstr("exp_cc_")));
+}
+
+TEST_F(HttpClientTest, RefusesPlainHttpOffLoopbackBeforeConnecting) {
+  auto client = Client();
+  Result<HttpResponse> response = client->Send({.method = "POST",
+                                                .url = "http://192.0.2.1/dp/v1/ingest",
+                                                .headers = {{"Authorization", kSecret}}});
+  EXPECT_EQ(response.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(response.status().reason(), "insecure_url");
+  EXPECT_EQ(client->Send({.method = "PUT", .url = "https://x.example/"}).status().reason(),
+            "invalid_method");
+  Result<HttpResponse> injected =
+      client->Send({.url = "https://x.example/", .headers = {{"Authorization", "a\r\nX: y"}}});
+  EXPECT_EQ(injected.status().reason(), "invalid_header");
+  EXPECT_THAT(injected.status().message(), Not(HasSubstr("X: y")));
+}
+
+TEST_F(HttpClientTest, TlsVerifiesAgainstTheGivenCaFile) {
+  http::SelfSignedOptions cert_options;
+  cert_options.directory = dir_.path();
+  cert_options.hosts = {"127.0.0.1", "localhost"};
+  auto files = http::EnsureSelfSignedCertificate(cert_options);
+  ASSERT_TRUE(files.ok()) << files.status();
+  StartListener(files->cert_file, files->key_file);
+
+  HttpClientOptions trusting;
+  trusting.ca_file = files->ca_file;
+  Result<HttpResponse> ok =
+      Client(trusting)->Send({.method = "POST", .url = Url("/echo", "https"), .body = "hi"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->body, "hi");
+
+  // The system bundle does not know the self-signed CA: verification is on.
+  Result<HttpResponse> refused = Client()->Send({.url = Url("/big", "https")});
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().reason(), "tls_error");
+
+  // Why ca_file exists: libcurl itself ignores SSL_CERT_FILE (only the curl tool reads it).
+  const char* saved = std::getenv("SSL_CERT_FILE");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  ::setenv("SSL_CERT_FILE", files->ca_file.c_str(), 1);
+  Result<HttpResponse> still_refused = Client()->Send({.url = Url("/big", "https")});
+  if (saved != nullptr)
+    ::setenv("SSL_CERT_FILE", saved_value.c_str(), 1);
+  else
+    ::unsetenv("SSL_CERT_FILE");
+  EXPECT_EQ(still_refused.status().reason(), "tls_error");
+}
+
+TEST(HttpClientOptionsTest, CaFileComesFromSslCertFile) {
+  std::map<std::string, std::string> env = {{"SSL_CERT_FILE", "/etc/expanse/ca.pem"}};
+  auto lookup = [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(CaFileFromEnvironment(lookup), "/etc/expanse/ca.pem");
+  env.clear();
+  EXPECT_EQ(CaFileFromEnvironment(lookup), "");
+  HttpClientOptions options;
+  options.ca_file = "/nonexistent/ca.pem";
+  auto client = HttpClient::Create(options);
+  EXPECT_EQ(client.status().reason(), "ca_file_unreadable");
+  EXPECT_THAT(client.status().message(), HasSubstr("\"/nonexistent/ca.pem\""));
+}
+
+// A TCP socket on loopback that accepts one connection at a time, records the request
+// line, and refuses with 403: enough to see whether libcurl went through a proxy.
+class RecordingProxy {
+ public:
+  RecordingProxy() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    auto* generic = reinterpret_cast<sockaddr*>(&address);
+    if (fd_ < 0 || ::bind(fd_, generic, length) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, generic, &length) != 0) {
+      std::abort();
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RecordingProxy() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string first_line() {
+    std::lock_guard lock(mu_);
+    return first_line_;
+  }
+
+ private:
+  void Serve() {
+    while (true) {
+      const int connection = ::accept(fd_, nullptr, nullptr);
+      if (connection < 0)
+        return;
+      char buffer[1024];
+      const ssize_t n = ::recv(connection, buffer, sizeof buffer, 0);
+      if (n > 0) {
+        std::string text(buffer, static_cast<size_t>(n));
+        std::lock_guard lock(mu_);
+        first_line_ = text.substr(0, text.find("\r\n"));
+      }
+      constexpr char kRefusal[] = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n";
+      (void)::send(connection, kRefusal, sizeof kRefusal - 1, MSG_NOSIGNAL);
+      ::close(connection);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string first_line_;
+};
+
+// libcurl reads the proxy variables itself; this pins down the behaviour http_client.h
+// documents. The test changes the process environment, so it restores it on exit.
+class ProxyEnvironmentTest : public HttpClientTest {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy",
+                             "NO_PROXY", "http_proxy"}) {
+      if (const char* value = std::getenv(name))
+        saved_[name] = value;
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : {"https_proxy", "HTTPS_PROXY", "NO_PROXY", "http_proxy"})
+      ::unsetenv(name);
+    for (const auto& [name, value] : saved_)
+      ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::map<std::string, std::string> saved_;
+};
+
+TEST_F(ProxyEnvironmentTest, HttpsProxyAndNoProxyAreHonoured) {
+  RecordingProxy proxy;
+  HttpClientOptions options;
+  options.connect_timeout = std::chrono::seconds(5);
+  auto client = Client(options);
+  ::setenv("HTTPS_PROXY", proxy.url().c_str(), 1);
+  Result<HttpResponse> via_proxy = client->Send({.url = "https://expanse-test.invalid/x"});
+  EXPECT_FALSE(via_proxy.ok());
+  EXPECT_EQ(via_proxy.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(proxy.first_line(), "CONNECT expanse-test.invalid:443 HTTP/1.1");
+
+  RecordingProxy second;
+  ::setenv("NO_PROXY", "expanse-test.invalid", 1);
+  ::setenv("HTTPS_PROXY", second.url().c_str(), 1);
+  Result<HttpResponse> direct = client->Send({.url = "https://expanse-test.invalid/x"});
+  EXPECT_EQ(direct.status().reason(), "network_error");  // .invalid does not resolve
+  EXPECT_EQ(second.first_line(), "");
+}
+
+TEST_F(ProxyEnvironmentTest, LoopbackNeverUsesAProxy) {
+  StartListener();
+  RecordingProxy proxy;
+  ::setenv("http_proxy", proxy.url().c_str(), 1);
+  ::setenv("HTTPS_PROXY", proxy.url().c_str(), 1);
+  Result<HttpResponse> response =
+      Client()->Send({.method = "POST", .url = Url("/echo"), .body = "x"});
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 201);
+  EXPECT_EQ(proxy.first_line(), "");
+}
+
+}  // namespace
+}  // namespace expanse::net

@@ -1,0 +1,36 @@
+// Which URLs the daemon's HTTP client may talk to: https anywhere, plain http only to this
+// machine. A credential sent in clear text to another host could be read on the wire, so
+// the rule is enforced by the client itself rather than left to configuration.
+#ifndef EXPANSE_NET_URL_POLICY_H_
+#define EXPANSE_NET_URL_POLICY_H_
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace expanse::net {
+
+struct UrlParts {
+  std::string scheme;  // lower case: "https" or "http"
+  std::string host;    // without IPv6 brackets
+};
+
+// True for "localhost", an IPv4 address in 127.0.0.0/8, "::1" and "::ffff:127.x.y.z" (the
+// rule http/host.h applies to listeners). Other names are false even when they resolve to
+// loopback: resolution can change after the check. libcurl (>= 7.78) resolves "localhost"
+// itself to loopback addresses only, so that name cannot be pointed elsewhere.
+bool IsLoopbackHost(std::string_view host);
+
+// Splits an absolute URL into scheme and host. kInvalidArgument ("invalid_url") when it is
+// not an absolute http(s) URL with a host, or carries user:password.
+Status SplitUrl(std::string_view url, UrlParts* parts);
+
+// OK for https URLs and for http URLs whose host is loopback. kInvalidArgument with reason
+// "insecure_url" for plain http to any other host, "unsupported_url" for other schemes,
+// "invalid_url" for text that is not a URL.
+Status CheckUrlAllowed(std::string_view url);
+
+}  // namespace expanse::net
+
+#endif  // EXPANSE_NET_URL_POLICY_H_

@@ -1,0 +1,124 @@
+// Uploader: drains the outbox into the data plane, `POST /dp/v1/ingest`
+// (docs/formats/ingest-batch.md), one entry at a time, oldest first.
+//
+// What each answer does to the entry at the head of the queue:
+// - 2xx: acknowledged (a `"duplicate": true` answer too: the server already has it).
+// - 429, 408, 5xx, a network or TLS failure, a timeout: kept; the next try waits with
+//   exponential backoff and full jitter (backoff.h), or Retry-After when the server sent one
+//   (at most backoff_cap_ms).
+// - 400, 413, 415, 422: the server refuses this batch for good (invalid_batch, body_too_large,
+//   ...). It goes to the outbox's dead-letter file and the queue moves on.
+// - 401 (credential_revoked, credential_invalid): kept; uploading stops until Resume(), and
+//   RunOnce reports kUnauthenticated with the server's code as reason. The daemon stops itself
+//   when its credential was replaced; sending further would only be refused.
+// - Any other status (403, 404, 409, a redirect): kept and retried with backoff. These point
+//   at the URL or the server, not at the batch, and dead-lettering on them would empty the
+//   queue on a configuration mistake.
+//
+// The credential is read from the supplier for every request and never logged, nor put in a
+// status or in the stats. Not thread-safe except stats(): one thread runs it.
+#ifndef EXPANSE_OUTBOX_UPLOADER_H_
+#define EXPANSE_OUTBOX_UPLOADER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "net/http_client.h"
+#include "outbox/backoff.h"
+#include "outbox/outbox.h"
+
+namespace expanse::outbox {
+
+inline constexpr char kIngestPath[] = "/dp/v1/ingest";
+
+struct UploaderOptions {
+  // The data plane's base URL, as the install-token exchange returned it
+  // ("https://dp.example.com"); kIngestPath is appended.
+  std::string data_plane_url{};
+  int64_t backoff_base_ms = 1000;
+  int64_t backoff_cap_ms = int64_t{5} * 60 * 1000;
+  int64_t idle_poll_ms = 5000;  // Run(): the wait when the queue is empty
+  // RunOnce returns after this many entries even if more are queued, so that Run's wait
+  // callback (where the daemon notices it should stop) runs during a long backfill. 0: no limit.
+  uint64_t max_entries_per_run = 100;
+  // Operator-facing lines: the first failure of a streak, recovery, dead-lettered batches, a
+  // refused credential. Default: stderr.
+  std::function<void(std::string_view)> log = nullptr;
+};
+
+// The compute credential, "exp_cc_…", read for every request so that a replaced file takes
+// effect without a restart.
+using CredentialSupplier = std::function<std::string()>;
+
+struct UploaderStats {
+  uint64_t sent = 0;        // requests made
+  uint64_t acked = 0;       // entries the server acknowledged
+  uint64_t duplicates = 0;  // ... of which it already had
+  uint64_t retries = 0;     // failed tries that will be repeated
+  uint64_t dead_lettered = 0;
+  uint64_t dropped = 0;  // entries the outbox dropped to stay within its bound
+  uint64_t consecutive_failures = 0;
+  int64_t next_attempt_ms = 0;  // while backing off: when the next try may run
+  std::string last_error{};     // the latest failure, e.g. "HTTP 503 unavailable"
+  bool stopped = false;         // the credential was refused
+};
+
+struct RunSummary {
+  uint64_t acked = 0;  // entries acknowledged or dead-lettered by this run
+  // The queue was empty when the run ended. False without retry_at_ms: the run stopped at
+  // max_entries_per_run with more to send.
+  bool drained = false;
+  int64_t retry_at_ms = 0;  // non-zero while backing off: nothing is sent before then
+};
+
+class Uploader {
+ public:
+  // kInvalidArgument for a data-plane URL the HTTP client would refuse (url_policy.h).
+  static Result<std::unique_ptr<Uploader>> Create(UploaderOptions options, Outbox& outbox,
+                                                  net::HttpClient& client,
+                                                  CredentialSupplier credential, Clock& clock,
+                                                  RandomSource random = nullptr);
+
+  // Sends entries until the queue is empty, a try fails, or max_entries_per_run were done.
+  // Returns at once while backing off.
+  // Not OK: kUnauthenticated once the credential was refused (until Resume()), or the
+  // outbox's own error when it cannot be read or acknowledged.
+  Result<RunSummary> RunOnce();
+  // RunOnce in a loop; between runs calls wait(ms) (ms = 0: run again at once), which returns
+  // false to end the loop. Returns OK when wait ends it, or the status that stopped uploads.
+  Status Run(const std::function<bool(int64_t wait_ms)>& wait);
+  // Lets uploads start again after a refused credential (e.g. once a new one is in place).
+  void Resume();
+
+  UploaderStats stats();
+
+ private:
+  Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& client,
+           CredentialSupplier credential, Clock& clock, RandomSource random);
+  // Records a failed try and when the next may run; `summary` is what the run did before.
+  RunSummary Retry(RunSummary summary, std::string error, std::optional<int64_t> retry_after_ms);
+  Status Stop(Status status);
+  void Log(const std::string& line) const;
+
+  const UploaderOptions options_;
+  const std::string ingest_url_;
+  Outbox& outbox_;
+  net::HttpClient& client_;
+  CredentialSupplier credential_;
+  Clock& clock_;
+  Backoff backoff_;
+  std::mutex mu_;  // guards stats_ and stop_status_ (stats() runs on other threads)
+  UploaderStats stats_;
+  Status stop_status_;
+};
+
+}  // namespace expanse::outbox
+
+#endif  // EXPANSE_OUTBOX_UPLOADER_H_

@@ -1,0 +1,366 @@
+// The uploader's retry policy against a scripted local HTTP server (cpp-httplib): which
+// answers acknowledge, retry, dead-letter or stop, and how long it waits.
+#include <httplib.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "net/http_client.h"
+#include "outbox/outbox.h"
+#include "outbox/outbox_test_util.h"
+#include "outbox/uploader.h"
+
+namespace expanse::outbox {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kStart = 1'800'000'000'000;
+constexpr char kCredential[] = "exp_cc_policy-test-secret";
+
+struct Answer {
+  int status = 200;
+  std::string body = R"({"duplicate":false})";
+  std::string retry_after = "";
+};
+
+struct Received {
+  std::string authorization;
+  std::string content_type;
+  std::string body;
+};
+
+// Answers POST /dp/v1/ingest from a script, 200 once the script is used up.
+class ScriptedServer {
+ public:
+  ScriptedServer() {
+    server_.Post(kIngestPath, [this](const httplib::Request& request, httplib::Response& response) {
+      std::lock_guard lock(mu_);
+      received_.push_back({request.get_header_value("Authorization"),
+                           request.get_header_value("Content-Type"), request.body});
+      Answer answer;
+      if (!script_.empty()) {
+        answer = script_.front();
+        script_.pop_front();
+      }
+      response.status = answer.status;
+      if (!answer.retry_after.empty())
+        response.set_header("Retry-After", answer.retry_after);
+      response.set_content(answer.body, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    // Bound already, so connections wait in the kernel until the loop accepts them.
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~ScriptedServer() {
+    // stop() is a no-op until the accept loop runs, and the loop would then run forever.
+    while (!server_.is_running())
+      std::this_thread::yield();
+    server_.stop();
+    thread_.join();
+  }
+
+  void Script(std::vector<Answer> answers) {
+    std::lock_guard lock(mu_);
+    script_.assign(answers.begin(), answers.end());
+  }
+  std::vector<Received> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::deque<Answer> script_;
+  std::vector<Received> received_;
+};
+
+std::string Error(const std::string& code, const std::string& message = "m") {
+  return R"({"error":{"code":")" + code + R"(","message":")" + message + R"("}})";
+}
+
+class UploaderPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    OutboxOptions options;
+    options.directory = dir_.path() + "/outbox";
+    options.log = log_.sink();
+    auto outbox = Outbox::Open(options, clock_);
+    ASSERT_TRUE(outbox.ok()) << outbox.status();
+    outbox_ = *std::move(outbox);
+    net::HttpClientOptions client_options;
+    client_options.total_timeout = std::chrono::seconds(10);
+    auto client = net::HttpClient::Create(client_options);
+    ASSERT_TRUE(client.ok());
+    client_ = *std::move(client);
+    uploader_ = MakeUploader(server_.url());
+  }
+
+  std::unique_ptr<Uploader> MakeUploader(const std::string& url) {
+    UploaderOptions options;
+    options.data_plane_url = url + "/";
+    options.backoff_base_ms = 1000;
+    options.backoff_cap_ms = 300'000;
+    options.log = log_.sink();
+    auto uploader = Uploader::Create(
+        options, *outbox_, *client_, [] { return std::string(kCredential); }, clock_,
+        [this] { return random_; });
+    EXPECT_TRUE(uploader.ok()) << uploader.status();
+    return uploader.ok() ? *std::move(uploader) : nullptr;
+  }
+
+  uint64_t Enqueue(const std::string& tag) {
+    auto sequence = outbox_->Enqueue("telemetry", [tag](uint64_t seq) {
+      return ZstdJsonPayload(R"({"version":1,"stream":"telemetry","sequence":)" +
+                             std::to_string(seq) + R"(,"tag":")" + tag + R"("})");
+    });
+    EXPECT_TRUE(sequence.ok()) << sequence.status();
+    return sequence.ok() ? *sequence : 0;
+  }
+
+  RunSummary Run() {
+    Result<RunSummary> summary = uploader_->RunOnce();
+    EXPECT_TRUE(summary.ok()) << summary.status();
+    return summary.ok() ? *summary : RunSummary();
+  }
+
+  testing::TempDir dir_;
+  testing::LogLines log_;
+  ManualClock clock_{kStart};
+  double random_ = 0.5;
+  ScriptedServer server_;
+  std::unique_ptr<Outbox> outbox_;
+  std::unique_ptr<net::HttpClient> client_;
+  std::unique_ptr<Uploader> uploader_;
+};
+
+TEST_F(UploaderPolicyTest, SendsCompressedBatchesWithTheCredentialAndAcks) {
+  Enqueue("a");
+  Enqueue("b");
+  server_.Script({{200, R"({"batch_id":"c/telemetry/1","duplicate":false})"},
+                  {200, R"({"batch_id":"c/telemetry/2","duplicate":true})"}});
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 2u);
+  std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_EQ(received[0].authorization, std::string("Bearer ") + kCredential);
+  EXPECT_EQ(received[0].content_type, "application/zstd");
+  EXPECT_EQ(received[0].body.substr(0, 4), std::string("\x28\xb5\x2f\xfd", 4));
+  UploaderStats stats = uploader_->stats();
+  EXPECT_EQ(stats.sent, 2u);
+  EXPECT_EQ(stats.acked, 2u);
+  EXPECT_EQ(stats.duplicates, 1u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+}
+
+TEST_F(UploaderPolicyTest, ServerErrorsBackOffExponentiallyWithJitter) {
+  const uint64_t sequence = Enqueue("a");
+  server_.Script({{500, Error("internal")},
+                  {502, "bad gateway"},
+                  {503, Error("unavailable")},
+                  {500, Error("internal")}});
+  // random_ = 0.5: half of 1 s, 2 s, 4 s, 8 s.
+  int64_t expected_delay = 500;
+  for (int i = 0; i < 4; ++i) {
+    RunSummary summary = Run();
+    EXPECT_FALSE(summary.drained);
+    EXPECT_EQ(summary.retry_at_ms, clock_.NowMs() + expected_delay) << i;
+    // Before the time, RunOnce sends nothing.
+    clock_.Advance(expected_delay - 1);
+    EXPECT_EQ(Run().retry_at_ms, summary.retry_at_ms);
+    EXPECT_EQ(server_.received().size(), static_cast<size_t>(i + 1));
+    clock_.Advance(1);
+    expected_delay *= 2;
+  }
+  UploaderStats stats = uploader_->stats();
+  EXPECT_EQ(stats.retries, 4u);
+  EXPECT_EQ(stats.consecutive_failures, 4u);
+  EXPECT_EQ(stats.last_error, "HTTP 500 internal");
+  RunSummary recovered = Run();
+  EXPECT_TRUE(recovered.drained);
+  EXPECT_EQ(recovered.acked, 1u);
+  EXPECT_EQ(uploader_->stats().consecutive_failures, 0u);
+  EXPECT_EQ(uploader_->stats().last_error, "");
+  // Every try carried the same batch.
+  for (const Received& r : server_.received())
+    EXPECT_EQ(r.body, server_.received()[0].body);
+  EXPECT_EQ(outbox_->stats().acked_through, sequence);
+  // One line for the streak and one for the recovery, not one per try.
+  EXPECT_EQ(log_.lines().size(), 2u) << log_.joined();
+}
+
+TEST_F(UploaderPolicyTest, BackoffIsCappedAndFullyJittered) {
+  Enqueue("a");
+  std::vector<Answer> failures(12, Answer{503, Error("unavailable")});
+  server_.Script(failures);
+  random_ = 0.999999;
+  int64_t last = 0;
+  for (int i = 0; i < 12; ++i) {
+    RunSummary summary = Run();
+    last = summary.retry_at_ms - clock_.NowMs();
+    EXPECT_LT(last, 300'000);
+    clock_.Advance(last);
+  }
+  EXPECT_GE(last, 299'000);  // reached the cap
+  random_ = 0.0;             // full jitter may retry at once
+  server_.Script({{503, Error("unavailable")}});
+  EXPECT_EQ(Run().retry_at_ms, clock_.NowMs());
+}
+
+TEST_F(UploaderPolicyTest, FailureAfterSomeSuccessesStillReportsThem) {
+  Enqueue("a");
+  Enqueue("b");
+  server_.Script({{200}, {503, Error("unavailable")}});
+  RunSummary summary = Run();
+  EXPECT_EQ(summary.acked, 1u);
+  EXPECT_GT(summary.retry_at_ms, 0);
+  EXPECT_FALSE(summary.drained);
+}
+
+TEST_F(UploaderPolicyTest, OddErrorCodesAreNotTrusted) {
+  Enqueue("a");
+  server_.Script({{401, Error("Bad Code\nX")}});
+  EXPECT_EQ(uploader_->RunOnce().status().reason(), "credential_invalid");
+}
+
+TEST_F(UploaderPolicyTest, RateLimitedHonoursRetryAfter) {
+  Enqueue("a");
+  server_.Script({{429, Error("rate_limited"), "7"}, {429, Error("rate_limited"), "86400"}});
+  EXPECT_EQ(Run().retry_at_ms, clock_.NowMs() + 7000);
+  clock_.Advance(7000);
+  // A longer Retry-After than the cap is cut to the cap.
+  EXPECT_EQ(Run().retry_at_ms, clock_.NowMs() + 300'000);
+  EXPECT_EQ(uploader_->stats().last_error, "HTTP 429 rate_limited");
+  clock_.Advance(300'000);
+  EXPECT_TRUE(Run().drained);
+}
+
+TEST_F(UploaderPolicyTest, PoisonBatchIsDeadLetteredAndTheQueueMovesOn) {
+  const uint64_t poison = Enqueue("poison");
+  Enqueue("good");
+  server_.Script(
+      {{400, Error("invalid_batch", "batch.series[0].v[0] must be a finite number")}, {200}});
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 2u);
+  UploaderStats stats = uploader_->stats();
+  EXPECT_EQ(stats.dead_lettered, 1u);
+  EXPECT_EQ(stats.acked, 1u);
+  EXPECT_EQ(outbox_->stats().dead_lettered_entries, 1u);
+  const std::string dead = testing::ReadFile(outbox_->options().directory + "/dead-letter.log");
+  EXPECT_THAT(dead, HasSubstr("HTTP 400 invalid_batch: batch.series[0].v[0] must be a finite"));
+  EXPECT_THAT(log_.joined(), HasSubstr("refused batch " + std::to_string(poison)));
+}
+
+TEST_F(UploaderPolicyTest, RevokedCredentialStopsUploadsWithoutLosingData) {
+  const uint64_t sequence = Enqueue("a");
+  server_.Script({{401, Error("credential_revoked")}});
+  Result<RunSummary> stopped = uploader_->RunOnce();
+  EXPECT_EQ(stopped.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(stopped.status().reason(), "credential_revoked");
+  EXPECT_TRUE(uploader_->stats().stopped);
+  // Nothing more is sent, and the entry stays.
+  EXPECT_EQ(uploader_->RunOnce().status().reason(), "credential_revoked");
+  EXPECT_EQ(server_.received().size(), 1u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
+  bool waited = false;
+  EXPECT_EQ(uploader_->Run([&](int64_t) { return waited = true; }).reason(), "credential_revoked");
+  EXPECT_FALSE(waited);
+
+  uploader_->Resume();
+  EXPECT_TRUE(Run().drained);
+  EXPECT_EQ(outbox_->stats().acked_through, sequence);
+  server_.Script({{401, Error("credential_invalid")}});
+  Enqueue("b");
+  EXPECT_EQ(uploader_->RunOnce().status().reason(), "credential_invalid");
+}
+
+TEST_F(UploaderPolicyTest, ConfigurationErrorsRetryInsteadOfDroppingData) {
+  Enqueue("a");
+  server_.Script({{404, Error("not_found")}, {403, Error("permission_denied")}});
+  EXPECT_GT(Run().retry_at_ms, 0);
+  clock_.Advance(10'000);
+  EXPECT_GT(Run().retry_at_ms, 0);
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
+  EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
+}
+
+TEST_F(UploaderPolicyTest, NetworkErrorsRetryAndNeverLogTheCredential) {
+  Enqueue("a");
+  // Nothing listens on the port of a server that has gone away.
+  std::string gone_url;
+  {
+    ScriptedServer gone;
+    gone_url = gone.url();
+  }
+  uploader_ = MakeUploader(gone_url);
+  RunSummary summary = Run();
+  EXPECT_EQ(summary.retry_at_ms, clock_.NowMs() + 500);
+  EXPECT_THAT(uploader_->stats().last_error, HasSubstr("network_error"));
+  EXPECT_THAT(uploader_->stats().last_error, Not(HasSubstr(kCredential)));
+  EXPECT_THAT(log_.joined(), Not(HasSubstr("exp_cc_")));
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
+}
+
+TEST_F(UploaderPolicyTest, RefusesPlainHttpOffLoopback) {
+  UploaderOptions options;
+  options.data_plane_url = "http://dp.example.com";
+  auto uploader = Uploader::Create(
+      options, *outbox_, *client_, [] { return std::string("x"); }, clock_);
+  EXPECT_EQ(uploader.status().reason(), "insecure_url");
+}
+
+TEST_F(UploaderPolicyTest, RunWaitsAsRunOnceSays) {
+  Enqueue("a");
+  server_.Script({{503, Error("unavailable")}});
+  std::vector<int64_t> waits;
+  Status status = uploader_->Run([&](int64_t wait_ms) {
+    waits.push_back(wait_ms);
+    clock_.Advance(wait_ms);
+    return waits.size() < 3;
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  // Backing off 0.5 s, then sent and drained, then idle polling.
+  EXPECT_EQ(waits, (std::vector<int64_t>{500, 5000, 5000}));
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+}
+
+TEST_F(UploaderPolicyTest, LongBackfillsComeInSlicesSoTheDaemonCanStop) {
+  for (int i = 0; i < 250; ++i)
+    Enqueue("e" + std::to_string(i));
+  std::vector<int64_t> waits;
+  Status status = uploader_->Run([&](int64_t wait_ms) {
+    waits.push_back(wait_ms);
+    return waits.size() < 2;  // the daemon is asked to stop during the backfill
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(waits, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(uploader_->stats().acked, 200u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 50u);
+}
+
+TEST(BackoffTest, RetryAfterParsing) {
+  EXPECT_EQ(ParseRetryAfterMs("7"), 7000);
+  EXPECT_EQ(ParseRetryAfterMs(" 120 "), 120'000);
+  EXPECT_EQ(ParseRetryAfterMs("0"), 0);
+  EXPECT_FALSE(ParseRetryAfterMs("Wed, 21 Oct 2015 07:28:00 GMT").has_value());
+  EXPECT_FALSE(ParseRetryAfterMs("-1").has_value());
+  EXPECT_FALSE(ParseRetryAfterMs("").has_value());
+  EXPECT_FALSE(ParseRetryAfterMs("99999999999999999999").has_value());
+}
+
+}  // namespace
+}  // namespace expanse::outbox

@@ -1,0 +1,160 @@
+#include "slurm/squeue_parse.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "slurm/gres.h"
+#include "slurm/job_fields.h"
+#include "slurm/slurm_json.h"
+#include "slurm/tres.h"
+
+namespace expanse::slurm {
+namespace {
+
+using json_internal::Number;
+using json_internal::ObjectReader;
+
+constexpr std::string_view kCommand = "squeue --json";
+
+// count x per-unit, when both are known and the product fits; nullopt otherwise.
+std::optional<int64_t> Times(const Number& per_unit, int64_t units) {
+  if (!per_unit.has_value() || per_unit.value == 0 || units == 0)
+    return std::nullopt;
+  return json_internal::CheckedMultiply(per_unit.value, units);
+}
+
+Result<job_fields::JobIdParts> ReadIdParts(const ObjectReader& job) {
+  job_fields::JobIdParts parts;
+  EXPANSE_ASSIGN_OR_RETURN(parts.job_id, job.GetRequiredNumber("job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, job.GetNumber("array_job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number array_task_id, job.GetNumber("array_task_id"));
+  EXPANSE_ASSIGN_OR_RETURN(parts.array_task_string, job.GetString("array_task_string"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_id, job.GetNumber("het_job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_offset, job.GetNumber("het_job_offset"));
+  parts.array_job_id = array_job_id.value_or(0);
+  if (array_task_id.has_value())
+    parts.array_task_id = array_task_id.value;
+  parts.het_job_id = het_job_id.value_or(0);
+  parts.het_job_offset = het_job_offset.value_or(0);
+  return parts;
+}
+
+// gres_detail[i] belongs to job_resources.allocated_nodes[i]. A string that does not parse
+// leaves that host out: the indices are a bonus, scontrol can still be asked.
+Result<GpuIndicesByHost> ReadGpuIndices(const ObjectReader& job) {
+  GpuIndicesByHost by_host;
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> details, job.GetStrings("gres_detail"));
+  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader resources, job.GetObject("job_resources"));
+  if (details.empty())
+    return by_host;
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> nodes,
+                           resources.GetObjects("allocated_nodes"));
+  if (nodes.size() != details.size())
+    return by_host;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    EXPANSE_ASSIGN_OR_RETURN(const std::string host, nodes[i].GetString("nodename"));
+    Result<std::vector<int>> indices = GpuIndicesFromGres(details[i]);
+    if (host.empty() || !indices.ok() || indices->empty())
+      continue;
+    std::vector<int>& merged = by_host[host];
+    merged.insert(merged.end(), indices->begin(), indices->end());
+    std::sort(merged.begin(), merged.end());
+    merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+  }
+  return by_host;
+}
+
+int64_t SumGpus(const GpuIndicesByHost& by_host) {
+  int64_t total = 0;
+  for (const auto& [host, indices] : by_host)
+    total += static_cast<int64_t>(indices.size());
+  return total;
+}
+
+Result<JobInfo> ReadJob(const ObjectReader& job) {
+  JobInfo info;
+  EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadIdParts(job));
+  info.job_id = job_fields::FormatJobId(parts);
+  info.slurm_job_id = parts.job_id;
+  EXPANSE_ASSIGN_OR_RETURN(info.name, job.GetString("name"));
+  EXPANSE_ASSIGN_OR_RETURN(info.user, job.GetString("user_name"));
+  EXPANSE_ASSIGN_OR_RETURN(info.account, job.GetString("account"));
+  EXPANSE_ASSIGN_OR_RETURN(info.partition, job.GetString("partition"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> states, job.GetStrings("job_state"));
+  info.state = job_fields::ReportedState(states);
+  EXPANSE_ASSIGN_OR_RETURN(info.nodes, job.GetString("nodes"));
+
+  EXPANSE_ASSIGN_OR_RETURN(const Number submit, job.GetNumber("submit_time"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number start, job.GetNumber("start_time"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number end, job.GetNumber("end_time"));
+  info.submit_ms = json_internal::SecondsToMillis(submit);
+  if (!job_fields::IsWaitingState(info.state))
+    info.start_ms = json_internal::SecondsToMillis(start);
+  if (job_fields::HasEnded(info.state))
+    info.end_ms = json_internal::SecondsToMillis(end);
+
+  EXPANSE_ASSIGN_OR_RETURN(const std::string tres_req, job.GetString("tres_req_str"));
+  const std::map<std::string, int64_t> requested = tres::ParseTresCounts(tres_req);
+  const auto requested_count = [&](const char* name) {
+    const auto it = requested.find(name);
+    return it == requested.end() ? 0 : it->second;
+  };
+  EXPANSE_ASSIGN_OR_RETURN(const Number node_count, job.GetNumber("node_count"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number cpus, job.GetNumber("cpus"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number tasks, job.GetNumber("tasks"));
+  info.req_nodes = node_count.has_value() ? node_count.value : requested_count("node");
+  info.req_cpus = cpus.has_value() ? cpus.value : requested_count("cpu");
+
+  EXPANSE_ASSIGN_OR_RETURN(info.gpu_indices, ReadGpuIndices(job));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_job, job.GetString("tres_per_job"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_node, job.GetString("tres_per_node"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_task, job.GetString("tres_per_task"));
+  std::optional<int64_t> gpus = tres::GpusInTresCounts(requested);
+  if (!gpus.has_value())
+    gpus = tres::GpusInTresPer(per_job);
+  if (!gpus.has_value()) {
+    if (const std::optional<int64_t> each = tres::GpusInTresPer(per_node))
+      gpus = json_internal::CheckedMultiply(*each, std::max<int64_t>(info.req_nodes, 1));
+  }
+  if (!gpus.has_value() && tasks.has_value()) {
+    if (const std::optional<int64_t> each = tres::GpusInTresPer(per_task))
+      gpus = json_internal::CheckedMultiply(*each, tasks.value);
+  }
+  info.req_gpus = gpus.has_value() ? *gpus : SumGpus(info.gpu_indices);
+
+  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_node, job.GetNumber("memory_per_node"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_cpu, job.GetNumber("memory_per_cpu"));
+  std::optional<int64_t> memory = Times(memory_per_node, info.req_nodes);
+  if (!memory.has_value())
+    memory = Times(memory_per_cpu, info.req_cpus);
+  info.req_mem_mib = memory.has_value() ? *memory : requested_count("mem");
+
+  EXPANSE_ASSIGN_OR_RETURN(const Number time_limit, job.GetNumber("time_limit"));
+  info.time_limit_s =
+      time_limit.has_value() ? json_internal::CheckedMultiply(time_limit.value, 60).value_or(0) : 0;
+  return info;
+}
+
+}  // namespace
+
+Result<std::vector<JobInfo>> ParseSqueueJson(std::string_view text) {
+  EXPANSE_ASSIGN_OR_RETURN(const nlohmann::json document,
+                           json_internal::ParseDocument(text, kCommand));
+  EXPANSE_RETURN_IF_ERROR(json_internal::CheckReportedErrors(document, kCommand));
+  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader top, ObjectReader::Make(document, kCommand, ""));
+  if (!top.Has("jobs"))
+    return top.Error("jobs", "missing");
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> jobs, top.GetObjects("jobs"));
+  std::vector<JobInfo> infos;
+  infos.reserve(jobs.size());
+  for (const ObjectReader& job : jobs) {
+    EXPANSE_ASSIGN_OR_RETURN(JobInfo info, ReadJob(job));
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
+}  // namespace expanse::slurm

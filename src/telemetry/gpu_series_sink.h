@@ -1,0 +1,43 @@
+// GpuSeriesSink: turns the sampler's readings into named series (docs/formats/metrics.md) and
+// remembers the latest inventory and GPU processes for attribution and health.
+#ifndef EXPANSE_TELEMETRY_GPU_SERIES_SINK_H_
+#define EXPANSE_TELEMETRY_GPU_SERIES_SINK_H_
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpu/sampler.h"
+#include "telemetry/series_buffer.h"
+
+namespace expanse::telemetry {
+
+class GpuSeriesSink : public gpu::SampleSink {
+ public:
+  GpuSeriesSink(std::string host, SeriesBuffer& buffer, std::mutex& buffer_mu)
+      : host_(std::move(host)), buffer_(buffer), buffer_mu_(buffer_mu) {}
+
+  void OnInventory(int64_t at_ms, const gpu::Inventory& inventory) override;
+  void OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& readings,
+              const std::vector<gpu::GpuProcess>& processes) override;
+  void OnEnergy(int64_t at_ms, const std::vector<gpu::SlowReading>& readings) override;
+  void OnProcessUtilization(int64_t at_ms,
+                            const std::vector<gpu::ProcessUtilization>& samples) override;
+
+  gpu::Inventory inventory() const;
+  std::vector<gpu::GpuProcess> processes() const;
+  std::vector<gpu::ProcessUtilization> process_utilization() const;
+
+ private:
+  std::string host_;
+  SeriesBuffer& buffer_;
+  std::mutex& buffer_mu_;
+  mutable std::mutex mu_;
+  gpu::Inventory inventory_;
+  std::vector<gpu::GpuProcess> processes_;
+  std::vector<gpu::ProcessUtilization> process_utilization_;
+};
+
+}  // namespace expanse::telemetry
+
+#endif  // EXPANSE_TELEMETRY_GPU_SERIES_SINK_H_
