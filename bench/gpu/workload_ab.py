@@ -84,7 +84,7 @@ def main():
         if r["sampler_report"]:
             rep = r["sampler_report"]
             print(f"sampler during phase {r['phase']}: {rep['cpu_percent_of_core']:.3f} % of a core, "
-                  f"max RSS {rep['max_rss_kib']} KiB, {rep['samples']} samples, state {rep['state']}")
+                  f"max RSS {rep['max_rss_kib']} KiB ({rep.get('memory_kib')}), {rep['samples']} samples, state {rep['state']}")
     return 0
 
 

@@ -161,6 +161,13 @@ $(cgroup_v1_hierarchies | while read -r mp opts; do
   done)
 $(u="$(cgroup_v2_unified)"; [[ -n "$u" ]] && printf 'mkdir -p %q && mount -t cgroup2 cgroup2 %q\n' "$u" "$u")
 "
+  # Node-local Expanse paths are private to each host, as on real nodes: /etc/expanse
+  # (daemon.env) and /var/lib/expanse (hook events, sampler state, outbox).
+  local local_dir="$TC_STATE/hosts/$host/local"
+  mkdir -p "$local_dir/etc-expanse" "$local_dir/var-lib-expanse" /etc/expanse /var/lib/expanse
+  init+="mount --bind $(printf %q "$local_dir/etc-expanse") /etc/expanse
+mount --bind $(printf %q "$local_dir/var-lib-expanse") /var/lib/expanse
+"
   if is_controller "$host"; then
     spawn "$host" "anchor-$host" unshare --mount --cgroup -- bash -c "$init
 exec sleep infinity"

@@ -1,7 +1,8 @@
 // A fake libnvidia-ml.so.1 for tests and benchmarks on machines without NVIDIA GPUs.
 //
 // It exports the NVML entry points src/gpu/nvml_library.cc resolves and answers them from a
-// scenario file (JSON, see README.md beside this file) named by $EXPANSE_FAKE_NVML_SCENARIO.
+// scenario file (JSON, see README.md beside this file) named by $EXPANSE_FAKE_NVML_SCENARIO,
+// else /etc/expanse/fake-nvml.json.
 // The file is re-read when its modification time changes, so a test can change readings,
 // processes or faults while the daemon runs. The real dlopen path of the NVML backend thus
 // runs in CI; the real library is exercised by scripts/gpu-check on a GPU machine.
@@ -133,9 +134,12 @@ void Refresh(bool force) {
   if (!force && now - g_checked < std::chrono::milliseconds(20))
     return;
   g_checked = now;
+  // Processes started by slurmd (hooks, a sampler they start) do not inherit a test's
+  // environment, so the node's own /etc/expanse (private per host in the test cluster) is the
+  // fallback.
   const char* path = std::getenv("EXPANSE_FAKE_NVML_SCENARIO");
   if (path == nullptr)
-    return;
+    path = "/etc/expanse/fake-nvml.json";
   struct stat st {};
   if (stat(path, &st) != 0)
     return;
