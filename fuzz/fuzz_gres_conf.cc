@@ -1,10 +1,10 @@
 // libFuzzer target for gres.conf parsing and the hostlist expressions in it
-// (src/attribution/gres_conf.h, hostlist.h).
+// (src/attribution/gres_conf.h, src/slurm/hostlist.h).
 //
 // The input's first line is the node name, the rest the gres.conf text. Beyond "no crash, no
 // sanitizer report" it checks, aborting when one fails:
 //  1. A parsed node has at most kMaxGresFilesPerNode device files, with distinct GPU minors.
-//  2. ExpandHostlist and HostlistContains accept the same expressions, and every expanded name is
+//  2. ExpandHostList and HostListContains accept the same expressions, and every expanded name is
 //     contained: the matcher (which does not expand) agrees with the expander.
 
 #include <cstddef>
@@ -18,7 +18,7 @@
 
 #include "attribution/devices_list.h"
 #include "attribution/gres_conf.h"
-#include "attribution/hostlist.h"
+#include "slurm/hostlist.h"
 
 namespace {
 
@@ -47,8 +47,8 @@ void CheckGresConf(std::string_view text, std::string_view node) {
 
 void CheckHostlist(std::string_view expression, std::string_view node) {
   const expanse::Result<std::vector<std::string>> names =
-      expanse::attribution::ExpandHostlist(expression, kMaxNamesChecked);
-  const expanse::Result<bool> contains = expanse::attribution::HostlistContains(expression, node);
+      expanse::slurm::ExpandHostList(expression, kMaxNamesChecked);
+  const expanse::Result<bool> contains = expanse::slurm::HostListContains(expression, node);
   const bool syntax_error = names.status().code() == expanse::StatusCode::kInvalidArgument;
   Require(syntax_error == !contains.ok(), "expander and matcher disagree on syntax");
   if (!names.ok()) {
@@ -56,7 +56,7 @@ void CheckHostlist(std::string_view expression, std::string_view node) {
   }
   bool node_listed = false;
   for (const std::string& name : *names) {
-    const expanse::Result<bool> found = expanse::attribution::HostlistContains(expression, name);
+    const expanse::Result<bool> found = expanse::slurm::HostListContains(expression, name);
     Require(found.ok() && *found, "expanded name not contained");
     node_listed = node_listed || name == node;
   }

@@ -12,6 +12,7 @@
 #include "agent/capabilities.h"
 #include "agent/daemon_config.h"
 #include "agent/heartbeat_builder.h"
+#include "agent/profiling_permissions.h"
 #include "agent/sampler_role.h"
 #include "core/file_util.h"
 #include "net/http_client.h"
@@ -126,9 +127,19 @@ class Controller {
 
   Status Run() {
     std::thread upload([this] {
-      Status status = uploader_->Run([this](int64_t wait_ms) { return Wait(wait_ms); });
-      if (status.code() == StatusCode::kUnauthenticated)
-        Revoke(status.reason());
+      while (!Stopping()) {
+        Status status = uploader_->Run([this](int64_t wait_ms) { return Wait(wait_ms); });
+        if (status.code() == StatusCode::kUnauthenticated) {
+          Revoke(status.reason());
+          return;
+        }
+        if (status.ok())
+          return;  // stopping
+        // The outbox could not be read or acknowledged: say so and try again; the queue on
+        // disk is still there.
+        Log("uploads paused: " + status.message());
+        Wait(5000);
+      }
     });
     std::thread heartbeat([this] { HeartbeatLoop(); });
 
@@ -154,7 +165,7 @@ class Controller {
       shared_.wake.wait_until(lock, next_fast, [this] { return StoppingLocked(); });
     }
     if (!shared_.revoked)
-      Round();  // what was sampled since the last round
+      Round(/*final=*/true);  // what was sampled since the last round
     {
       std::lock_guard lock(shared_.mu);
       shared_.wake.notify_all();
@@ -221,7 +232,9 @@ class Controller {
   }
 
   // One flush round: this host's collection plus SLURM's jobs, then the workers' spool.
-  void Round() {
+  // `final`: the last round before exiting skips the SLURM commands, which can take their full
+  // timeout when slurmctld is down.
+  void Round(bool final = false) {
     const int64_t now_ms = clock_.NowMs();
     NodeCollection local = collector_.Collect();
     for (const std::string& problem : collector_.TakeProblems())
@@ -232,7 +245,9 @@ class Controller {
       batch.AddJobEvent(e);
     for (const auto& a : local.allocations)
       batch.AddAllocation(a);
-    Result<std::vector<slurm::JobInfo>> jobs = slurm_.ListJobs();
+    Result<std::vector<slurm::JobInfo>> jobs =
+        final ? Result<std::vector<slurm::JobInfo>>(std::vector<slurm::JobInfo>{})
+              : slurm_.ListJobs();
     if (jobs.ok()) {
       for (const slurm::JobInfo& j : *jobs) {
         if (Storable(j))
@@ -244,6 +259,8 @@ class Controller {
         Log("squeue: " + jobs.status().message());
       slurm_problem_ = jobs.status().message();
     }
+    if (!final)
+      AddAccountedJobs(now_ms, batch);
     if (!batch.empty()) {
       if (Status s = Enqueue(batch); s.ok()) {
         collector_.Commit(local);
@@ -286,6 +303,15 @@ class Controller {
     inputs.gpu = collector_.GpuHealth();
     inputs.shared_prefix = shared_prefix_;
     inputs.hostname = options_.node.hostname;
+    if (!permissions_) {
+      permissions_ = std::make_unique<PermissionMonitor>(
+          DaemonPermissionOptions(
+              options_.control_dir, shared_prefix_,
+              shared_prefix_.empty() ? std::string() : WorkerSpoolRoot(shared_prefix_)),
+          options_.settings.profiling_agent_enable);
+    }
+    inputs.profiling_permissions_problem =
+        permissions_->Check(now_ms, [this](const std::string& line) { Log(line); });
     const char* path = std::getenv("PATH");
     inputs.path_env = path ? path : "/usr/bin:/bin";
     const outbox::OutboxStats box = outbox_->stats();
@@ -298,6 +324,7 @@ class Controller {
         {"aggregator", drain_json},
         {"bad_worker_records", bad_records_},
         {"slurm", slurm_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(slurm_problem_)},
+        {"sacct", sacct_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(sacct_problem_)},
         {"uploader",
          {{"sent", up.sent},
           {"acked", up.acked},
@@ -310,6 +337,34 @@ class Controller {
                       {"depth_bytes", box.depth_bytes},
                       {"dropped_batches", box.dropped_entries},
                       {"dead_lettered_batches", box.dead_lettered_entries}};
+  }
+
+  // Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
+  // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
+  // accounting, sacct is asked again only every ten minutes (it may be configured later).
+  void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
+    if (now_ms < next_sacct_ms_)
+      return;
+    const int64_t since_s = (last_sacct_ms_ > 0 ? last_sacct_ms_ : now_ms) / 1000 - 300;
+    Result<std::vector<slurm::JobInfo>> jobs = slurm_.ListAccounted(since_s);
+    if (!jobs.ok()) {
+      const bool disabled = jobs.status().reason() == "accounting_disabled";
+      next_sacct_ms_ = now_ms + (disabled ? 10 * 60 * 1000 : 60 * 1000);
+      if (!disabled && sacct_problem_ != jobs.status().message()) {
+        Log("sacct: " + jobs.status().message());
+      }
+      sacct_problem_ = disabled ? "accounting disabled" : jobs.status().message();
+      return;
+    }
+    sacct_problem_.clear();
+    last_sacct_ms_ = now_ms;
+    next_sacct_ms_ = now_ms + 60 * 1000;
+    for (const slurm::JobInfo& j : *jobs) {
+      // Only ended jobs: squeue is the fresher source for the others.
+      if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING") {
+        batch.AddJob(JobJson(j, now_ms));
+      }
+    }
   }
 
   void HeartbeatLoop() {
@@ -355,7 +410,7 @@ class Controller {
     }
     if (response->status == 200) {
       if (!heartbeat_ok_)
-        Log("heartbeat accepted; workers: " + in.workers.Summary());
+        Log("heartbeat accepted; " + in.workers.Summary());
       heartbeat_ok_ = true;
       return;
     }
@@ -385,9 +440,13 @@ class Controller {
   std::unique_ptr<spool::Aggregator> aggregator_;
   slurm::SlurmClient slurm_{slurm::SlurmClientOptions{}};
   std::string slurm_problem_;
+  std::string sacct_problem_;
+  int64_t next_sacct_ms_ = 0;
+  int64_t last_sacct_ms_ = 0;
   uint64_t bad_records_ = 0;
   bool heartbeat_ok_ = false;
   int64_t last_idle_drain_log_ms_ = 0;
+  std::unique_ptr<PermissionMonitor> permissions_;
   SharedState shared_;
 };
 

@@ -127,12 +127,14 @@ int RunRole(const RoleFlags& flags) {
   if (flags.role == "sampler") {
     SamplerRoleOptions options;
     options.node = node;
+    options.node.allocations_file = flags.state_dir + "/sampler/open-allocations.json";
     options.shared_prefix = flags.shared_prefix;
     options.state_dir = flags.state_dir + "/sampler";
     options.interval = Millis(flags.interval, "--interval");
     options.slow_interval = Millis(flags.slow_interval, "--slow-interval");
     options.flush_interval = Millis(flags.flush_interval, "--flush-interval");
     options.settings = *settings;
+    options.control_dir = flags.control_dir;
     options.daemon_version = VersionString();
     options.log = Log;
     // One sampler per node: a second one (a Prolog bootstrap racing a unit) exits quietly.
@@ -156,6 +158,7 @@ int RunRole(const RoleFlags& flags) {
 
   ControllerOptions options;
   options.node = node;
+  options.node.allocations_file = flags.state_dir + "/open-allocations.json";
   options.config_path = flags.config_path;
   options.state_dir = flags.state_dir;
   options.interval = Millis(flags.interval, "--interval");
@@ -163,6 +166,7 @@ int RunRole(const RoleFlags& flags) {
   options.flush_interval = Millis(flags.flush_interval, "--flush-interval");
   options.heartbeat_interval = Millis(flags.heartbeat_interval, "--heartbeat-interval");
   options.settings = *settings;
+  options.control_dir = flags.control_dir;
   options.shared_prefix_override = flags.shared_prefix;
   options.daemon_version = VersionString();
   options.log = Log;

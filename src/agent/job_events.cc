@@ -53,6 +53,8 @@ Result<JobEvent> JobEventFromEnvironment(const std::string& kind,
     return InvalidArgumentError("no SLURM_JOB_ID in the hook's environment (was it run by slurmd?)")
         .WithReason("no_job");
   }
+  if (IsDigits(job))
+    e.slurm_job_id = static_cast<uint32_t>(std::stoul(job));
   const std::string node = Get(env, "SLURMD_NODENAME");
   e.host = Clean(node.empty() ? fallback_host : node, 253);
   e.at_ms = now_ms;
@@ -72,7 +74,8 @@ nlohmann::json ToJson(const JobEvent& e) {
           {"user", e.user},
           {"partition", e.partition},
           {"gpus", e.gpus},
-          {"cuda_visible_devices", e.cuda_visible_devices}};
+          {"cuda_visible_devices", e.cuda_visible_devices},
+          {"slurm_job_id", e.slurm_job_id}};
 }
 
 Result<JobEvent> JobEventFromJson(const nlohmann::json& j) {
@@ -88,6 +91,7 @@ Result<JobEvent> JobEventFromJson(const nlohmann::json& j) {
   e.partition = j.value("partition", std::string());
   e.gpus = j.value("gpus", std::string());
   e.cuda_visible_devices = j.value("cuda_visible_devices", std::string());
+  e.slurm_job_id = j.value("slurm_job_id", 0u);
   if ((e.kind != "start" && e.kind != "end") || e.job_id.empty() || e.host.empty() ||
       e.at_ms <= 0) {
     return InvalidArgumentError("job event: kind, job_id, host and at_ms are required")

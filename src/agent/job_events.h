@@ -25,8 +25,9 @@ inline constexpr char kDefaultEventsDir[] = "/var/lib/expanse/events";
 inline constexpr size_t kMaxPendingEvents = 20'000;
 
 struct JobEvent {
-  std::string kind;    // "start" (Prolog) or "end" (Epilog)
-  std::string job_id;  // "123", "123_4" (array task), "123+1" (heterogeneous component)
+  std::string kind;           // "start" (Prolog) or "end" (Epilog)
+  std::string job_id;         // "123", "123_4" (array task), "123+1" (heterogeneous component)
+  uint32_t slurm_job_id = 0;  // SLURM_JOB_ID: the number in the job's cgroup path
   std::string host;
   int64_t at_ms = 0;
   std::string user;

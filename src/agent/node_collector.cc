@@ -22,6 +22,17 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
   }
   sampler_ =
       std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
+  if (!options_.allocations_file.empty()) {
+    Result<std::optional<std::string>> saved =
+        fs::ReadSmallFile(options_.allocations_file, 16 << 20);
+    if (saved.ok() && saved->has_value()) {
+      const nlohmann::json json = nlohmann::json::parse(**saved, nullptr, false);
+      if (json.is_object()) {
+        for (const auto& [key, allocations] : json.items())
+          open_allocations_[key] = allocations;
+      }
+    }
+  }
   if (!options_.gres_conf_path.empty()) {
     Result<std::optional<std::string>> text = fs::ReadSmallFile(options_.gres_conf_path, 1 << 20);
     if (text.ok() && text->has_value()) {
@@ -35,6 +46,28 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
       problems_.push_back(text.status().message());
     }
   }
+}
+
+void NodeCollector::TickFast() {
+  sampler_->TickFast();
+  std::lock_guard lock(buffer_mu_);
+  cgroups_.Sample(clock_.NowMs(), options_.hostname, display_ids_, buffer_);
+}
+
+void NodeCollector::SaveOpenAllocations() {
+  if (options_.allocations_file.empty())
+    return;
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [key, allocations] : open_allocations_)
+    json[key] = allocations;
+  const std::string path = options_.allocations_file;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  Status saved = fs::MakeDirectories(dir, 0755);
+  if (saved.ok())
+    saved = fs::WriteFileAtomically(dir, path.substr(slash + 1), json.dump(), 0644);
+  if (!saved.ok())
+    problems_.push_back("cannot keep open allocations: " + saved.message());
 }
 
 std::vector<std::string> NodeCollector::TakeProblems() {
@@ -84,6 +117,7 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
       out.push_back(std::move(a));
     }
     open_allocations_.erase(open);
+    SaveOpenAllocations();
     return out;
   }
   for (const gpu::GpuInfo* g : gpus) {
@@ -103,6 +137,7 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
   } else {
     open_allocations_.erase(key);
   }
+  SaveOpenAllocations();
   return out;
 }
 

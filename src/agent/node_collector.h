@@ -21,6 +21,7 @@
 #include "gpu/backend_select.h"
 #include "gpu/sampler.h"
 #include "telemetry/gpu_series_sink.h"
+#include "telemetry/job_cgroups.h"
 #include "telemetry/series_buffer.h"
 
 namespace expanse::agent {
@@ -30,9 +31,13 @@ struct NodeCollectorOptions {
   gpu::BackendChoice backend;
   std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};
   std::string events_dir = kDefaultEventsDir;
+  // Local file keeping the allocations of jobs still running on this node, so an Epilog after a
+  // daemon restart still closes them; "" = in memory only.
+  std::string allocations_file;
   // This node's gres.conf, which maps SLURM's GRES indices to /dev/nvidiaN; "" = none.
   std::string gres_conf_path;
   size_t max_events_per_collection = 5'000;
+  telemetry::JobCgroupOptions cgroups;
 };
 
 // One collection, ready to hand on.
@@ -49,7 +54,8 @@ class NodeCollector {
  public:
   NodeCollector(NodeCollectorOptions options, Clock& clock);
 
-  void TickFast() { sampler_->TickFast(); }
+  // GPU readings, then the jobs' cgroup CPU and memory and the node's CPU.
+  void TickFast();
   void TickSlow() { sampler_->TickSlow(); }
   gpu::SamplerHealth GpuHealth() const { return sampler_->Health(); }
   gpu::Inventory Inventory() const { return sink_.inventory(); }
@@ -80,10 +86,12 @@ class NodeCollector {
   std::vector<std::string> problems_;
   std::set<std::string> in_flight_;
   // Allocations opened by a start event, so the end event closes the same GPUs even when the
-  // Epilog's environment does not name them. In memory: after a restart, an end without GPUs
-  // leaves the allocation open until the job record's end time bounds it on the server.
+  // Epilog's environment does not name them (kept in options.allocations_file).
+  void SaveOpenAllocations();
   std::map<std::string, nlohmann::json> open_allocations_;
   attribution::NodeGres gres_;
+  telemetry::JobCgroups cgroups_;
+  std::map<uint32_t, std::string> display_ids_;  // SLURM_JOB_ID -> "123_4" from hook events
   std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
                               // collected but not yet committed or restored
 };

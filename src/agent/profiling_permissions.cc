@@ -70,6 +70,37 @@ PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& op
   return result;
 }
 
+PermissionCheckOptions DaemonPermissionOptions(const std::string& control_dir,
+                                               const std::string& shared_prefix,
+                                               const std::string& spool_dir) {
+  PermissionCheckOptions options;
+  options.control_dir = control_dir;
+  options.shared_prefix = shared_prefix;
+  options.spool_dir = spool_dir;
+  options.repairable_roots = {"/var/lib/expanse", control_dir};
+  if (!spool_dir.empty())
+    options.repairable_roots.push_back(spool_dir);
+  options.daemon_uid = geteuid();
+  return options;
+}
+
+const std::string& PermissionMonitor::Check(int64_t now_ms,
+                                            const std::function<void(const std::string&)>& log) {
+  if (!enabled_ || (last_ms_ != 0 && now_ms - last_ms_ < 30'000))
+    return problem_;
+  last_ms_ = now_ms;
+  PermissionCheckResult result = CheckProfilingPermissions(options_);
+  for (const std::string& path : result.repaired) {
+    if (log)
+      log("profiling_permissions: restored o+x on " + path);
+  }
+  if (result.problem != problem_ && !result.problem.empty() && log) {
+    log("profiling_permissions: " + result.problem);
+  }
+  problem_ = std::move(result.problem);
+  return problem_;
+}
+
 Status PublishDisableMarker(const std::string& control_dir, bool disabled) {
   const std::string marker = control_dir + "/" + kDisableMarkerName;
   if (disabled) {

@@ -15,6 +15,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,28 @@ struct PermissionCheckResult {
 };
 
 PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& options);
+
+// The options for a daemon: the control directory, the shared-prefix root and `spool_dir`, with
+// /var/lib/expanse, the control directory and the spool as the roots it may repair.
+PermissionCheckOptions DaemonPermissionOptions(const std::string& control_dir,
+                                               const std::string& shared_prefix,
+                                               const std::string& spool_dir);
+
+// Runs the check at most every 30 s (when agent injection is on) and remembers the outcome.
+class PermissionMonitor {
+ public:
+  PermissionMonitor(PermissionCheckOptions options, bool enabled)
+      : options_(std::move(options)), enabled_(enabled) {}
+  // The current problem ("" = none), re-checked when 30 s have passed since the last check.
+  // Repairs are reported through `log`.
+  const std::string& Check(int64_t now_ms, const std::function<void(const std::string&)>& log);
+
+ private:
+  PermissionCheckOptions options_;
+  bool enabled_;
+  int64_t last_ms_ = 0;
+  std::string problem_;
+};
 
 // Publishes (disabled = true) or withdraws the disable marker. Failure to publish is an error
 // naming the path and the cause; the daemon then refuses to start, since injection would

@@ -104,5 +104,25 @@ TEST_F(ProfilingPermissionsTest, PublishFailureNamesThePath) {
   EXPECT_THAT(status.message(), HasSubstr(blocked + "/control/disabled"));
 }
 
+TEST_F(ProfilingPermissionsTest, MonitorChecksEveryThirtySecondsAndLogsRepairs) {
+  std::vector<std::string> logs;
+  auto log = [&](const std::string& line) { logs.push_back(line); };
+  PermissionMonitor monitor(options_, /*enabled=*/true);
+  EXPECT_EQ(monitor.Check(1'000'000, log), "");
+  chmod((dir_ + "/var/lib").c_str(), 0750);
+  EXPECT_EQ(monitor.Check(1'010'000, log), "");  // 10 s later: not checked again yet
+  EXPECT_THAT(monitor.Check(1'030'000, log), HasSubstr("missing o+x on " + dir_ + "/var/lib"));
+  chmod((dir_ + "/var/lib/expanse/control").c_str(), 0700);
+  chmod((dir_ + "/var/lib").c_str(), 0755);
+  EXPECT_EQ(monitor.Check(1'060'000, log), "");
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_THAT(logs[0], HasSubstr("missing o+x"));
+  EXPECT_EQ(logs[1], "profiling_permissions: restored o+x on " + dir_ + "/var/lib/expanse/control");
+
+  PermissionMonitor off(options_, /*enabled=*/false);
+  chmod((dir_ + "/var/lib").c_str(), 0750);
+  EXPECT_EQ(off.Check(1'000'000, log), "");
+}
+
 }  // namespace
 }  // namespace expanse::agent

@@ -1,9 +1,12 @@
 #include "agent/sampler_role.h"
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
+#include "agent/profiling_permissions.h"
 #include "spool/spool_writer.h"
 
 namespace expanse::agent {
@@ -21,9 +24,12 @@ class SamplerLoop {
       : options_(options),
         clock_(clock),
         writer_(std::move(writer)),
-        collector_(options.node, clock) {}
+        collector_(options.node, clock),
+        permissions_(DaemonPermissionOptions(options.control_dir, options.shared_prefix,
+                                             WorkerSpoolRoot(options.shared_prefix)),
+                     options.settings.profiling_agent_enable) {}
 
-  void Flush() {
+  void Flush(bool force = false) {
     NodeCollection c = collector_.Collect();
     const spool::SpoolWriterCounters before = writer_->counters();
     if (!c.series.empty())
@@ -34,7 +40,7 @@ class SamplerLoop {
       Add("gpu_allocation", a.dump());
     pending_.push_back(std::move(c));
 
-    const Status flushed = writer_->Flush();
+    const Status flushed = writer_->Flush(force);
     const spool::SpoolWriterCounters after = writer_->counters();
     if (after.records_dropped_spool_full > before.records_dropped_spool_full) {
       // The batch was dropped: its events are collected again once the spool has room.
@@ -65,6 +71,7 @@ class SamplerLoop {
     inputs.gpu = collector_.GpuHealth();
     inputs.shared_prefix = options_.shared_prefix;
     inputs.hostname = options_.node.hostname;
+    inputs.profiling_permissions_problem = permissions_.Check(clock_.NowMs(), options_.log);
     const char* path = std::getenv("PATH");
     inputs.path_env = path ? path : "/usr/bin:/bin";
     const auto capabilities = DescribeCapabilities(inputs);
@@ -104,6 +111,7 @@ class SamplerLoop {
   std::vector<NodeCollection> pending_;
   int64_t last_written_ms_ = 0;
   std::string problem_;
+  PermissionMonitor permissions_;
 };
 
 }  // namespace
@@ -148,8 +156,14 @@ Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
   auto next_slow = next_fast + options.slow_interval;
   auto next_flush = next_fast + options.flush_interval;
   loop.WriteHealth();
+  uint64_t ticks_with_readings = 0;
+  int64_t last_ok_ms = 0;
   while (!stop.load()) {
     loop.collector().TickFast();
+    if (const int64_t ok_ms = loop.collector().GpuHealth().last_ok_ms; ok_ms != last_ok_ms) {
+      last_ok_ms = ok_ms;
+      ++ticks_with_readings;
+    }
     const auto now = Steady::now();
     if (now >= next_slow) {
       loop.collector().TickSlow();
@@ -168,7 +182,11 @@ Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
           std::min<Steady::duration>(next_fast - Steady::now(), std::chrono::milliseconds(200)));
     }
   }
-  loop.Flush();
+  loop.Flush(/*force=*/true);
+  if (options.log) {
+    options.log("sampler stopped after " + std::to_string(ticks_with_readings) +
+                " ticks with GPU readings");
+  }
   return OkStatus();
 }
 

@@ -29,6 +29,9 @@ struct SamplerRoleOptions {
   std::chrono::milliseconds slow_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds flush_interval{std::chrono::seconds(10)};
   RuntimeSettings settings;
+  // Node-local control directory (profiling-agent disable marker); checked for o+x every 30 s
+  // while agent injection is on.
+  std::string control_dir = "/var/lib/expanse/control";
   std::string daemon_version;
   std::function<void(const std::string&)> log;
 };

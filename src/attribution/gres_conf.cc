@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "attribution/devices_list.h"
-#include "attribution/hostlist.h"
 #include "attribution/parse_util.h"
 #include "core/quote.h"
+#include "slurm/hostlist.h"
 
 namespace expanse::attribution {
 namespace {
@@ -105,7 +105,7 @@ class Parser {
     }
     const Token* node = Find(tokens, "NodeName");
     if (node != nullptr) {
-      Result<bool> applies = HostlistContains(node->value, node_name_);
+      Result<bool> applies = slurm::HostListContains(node->value, node_name_);
       if (!applies.ok()) {
         return Malformed("NodeName=: " + applies.status().message());
       }
@@ -174,7 +174,7 @@ class Parser {
       return OkStatus();
     }
     const size_t room = kMaxGresFilesPerNode - result_.files.size();
-    Result<std::vector<std::string>> paths = ExpandHostlist(file->value, room);
+    Result<std::vector<std::string>> paths = slurm::ExpandHostList(file->value, room);
     if (paths.status().code() == StatusCode::kResourceExhausted) {
       return ResourceExhaustedError("gres.conf line " + std::to_string(line_number_) +
                                     ": more than " + std::to_string(kMaxGresFilesPerNode) +

@@ -47,22 +47,21 @@ class FileDescriptor {
   int fd_;
 };
 
-Status WriteAll(int fd, const std::string& contents, const std::string& path) {
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+}  // namespace
+
+bool WriteFully(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
-      return ErrnoStatus(errno, "cannot write " + path);
+      return false;
     }
-    written += static_cast<size_t>(n);
+    bytes.remove_prefix(static_cast<size_t>(n));
   }
-  return OkStatus();
+  return true;
 }
-
-}  // namespace
 
 Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes) {
   const FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -110,7 +109,9 @@ Status WriteFileAtomically(const std::string& directory, const std::string& name
   Status status;
   {
     const FileDescriptor fd(raw_fd);
-    status = WriteAll(fd.get(), contents, temporary);
+    if (!WriteFully(fd.get(), contents)) {
+      status = ErrnoStatus(errno, "cannot write " + temporary);
+    }
     // -1 leaves an id unchanged (fchown's convention).
     if (status.ok() && (uid != static_cast<uid_t>(-1) || gid != static_cast<gid_t>(-1)) &&
         fchown(fd.get(), uid, gid) != 0) {

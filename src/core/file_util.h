@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/result.h"
 #include "core/status.h"
@@ -32,6 +33,12 @@ Status WriteFileAtomically(const std::string& directory, const std::string& name
 // credential readable only by the daemon user must never exist with other ownership).
 Status WriteFileAtomically(const std::string& directory, const std::string& name,
                            const std::string& contents, mode_t mode, uid_t uid, gid_t gid);
+
+// Writes all of `bytes` to `fd`, continuing after short writes and EINTR. On failure returns
+// false with errno as the failed write(2) left it: a building block for modules that map errno
+// to Status codes and reasons of their own (the outbox, the telemetry WAL), so it returns no
+// Status itself.
+bool WriteFully(int fd, std::string_view bytes);
 
 // Creates `directory` (and missing parents) with `mode` unless it exists.
 Status MakeDirectories(const std::string& directory, mode_t mode);

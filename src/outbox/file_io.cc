@@ -11,6 +11,8 @@
 #include <memory>
 #include <utility>
 
+#include "core/file_util.h"
+
 namespace expanse::outbox {
 namespace {
 
@@ -55,15 +57,8 @@ Status IoError(std::string_view what, const std::string& path) {
 }
 
 Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return IoError("write", path);
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
+  if (!fs::WriteFully(fd, bytes))
+    return IoError("write", path);
   return OkStatus();
 }
 

@@ -1,6 +1,9 @@
 // Internal to the outbox module: the POSIX file operations its durability rests on, with
-// errno turned into a Status. (Candidates for core's planned file-system primitives; the
-// http module keeps similar ones for its certificate store.)
+// errno turned into the outbox's own Status codes and reasons (kUnavailable "outbox_io": retry;
+// kDataLoss "outbox_corrupt"). That mapping, O_NOFOLLOW, and the "<name>.tmp" temporary that
+// Load() sweeps after a crash are why ReadSmallFile and ReplaceFileAtomically are not
+// core/file_util.h's (which map errno to kNotFound/kPermissionDenied/kInternal and follow links);
+// the write loop itself is core's fs::WriteFully.
 #ifndef EXPANSE_OUTBOX_FILE_IO_H_
 #define EXPANSE_OUTBOX_FILE_IO_H_
 

@@ -3,9 +3,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "slurm/job_fields.h"
+#include "slurm/jobs_json.h"
 #include "slurm/slurm_json.h"
 #include "slurm/tres.h"
 
@@ -75,11 +75,7 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
   EXPANSE_ASSIGN_OR_RETURN(const Number start, time.GetNumber("start"));
   EXPANSE_ASSIGN_OR_RETURN(const Number end, time.GetNumber("end"));
   EXPANSE_ASSIGN_OR_RETURN(const Number limit, time.GetNumber("limit"));
-  info.submit_ms = json_internal::SecondsToMillis(submission);
-  if (!job_fields::IsWaitingState(info.state))
-    info.start_ms = json_internal::SecondsToMillis(start);
-  if (job_fields::HasEnded(info.state))
-    info.end_ms = json_internal::SecondsToMillis(end);
+  json_internal::SetJobTimes({.submit = submission, .start = start, .end = end}, info);
   info.time_limit_s =
       limit.has_value() ? json_internal::CheckedMultiply(limit.value, 60).value_or(0) : 0;
 
@@ -113,20 +109,7 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
 }  // namespace
 
 Result<std::vector<JobInfo>> ParseSacctJson(std::string_view text) {
-  EXPANSE_ASSIGN_OR_RETURN(const nlohmann::json document,
-                           json_internal::ParseDocument(text, kCommand));
-  EXPANSE_RETURN_IF_ERROR(json_internal::CheckReportedErrors(document, kCommand));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader top, ObjectReader::Make(document, kCommand, ""));
-  if (!top.Has("jobs"))
-    return top.Error("jobs", "missing");
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> jobs, top.GetObjects("jobs"));
-  std::vector<JobInfo> infos;
-  infos.reserve(jobs.size());
-  for (const ObjectReader& job : jobs) {
-    EXPANSE_ASSIGN_OR_RETURN(JobInfo info, ReadJob(job));
-    infos.push_back(std::move(info));
-  }
-  return infos;
+  return json_internal::ReadJobsDocument(text, kCommand, &ReadJob);
 }
 
 bool SaysAccountingDisabled(std::string_view output) {

@@ -98,7 +98,8 @@ Status ParseNodesLine(std::string_view line, size_t line_number, JobGres& record
   Result<std::vector<int>> indices = GpuIndicesFromGres(*gres);
   if (!indices.ok())
     return LineError(line_number, indices.status().message());
-  if (indices->empty())
+  // An empty Nodes= names no host; ExpandHostList would reject it as an empty expression.
+  if (indices->empty() || nodes->empty())
     return OkStatus();
   Result<std::vector<std::string>> hosts = ExpandHostList(*nodes);
   if (!hosts.ok())

@@ -87,7 +87,7 @@ TEST(ScontrolParseTest, ErrorsNameTheLine) {
   EXPECT_EQ(ParseScontrolShowJob("JobId=1 JobName=x\n   Nodes=a[1-2 GRES=gpu:1(IDX:0)\n")
                 .status()
                 .message(),
-            "scontrol show job: line 2: host list \"a[1-2\": '[' without ']'");
+            "scontrol show job: line 2: hostlist \"a[1-2\": '[' without ']'");
   EXPECT_EQ(ParseScontrolShowJob("JobId=1 HetJobId=x JobName=x\n").status().message(),
             "scontrol show job: line 1: HetJobId: expected a number");
 }

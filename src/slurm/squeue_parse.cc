@@ -4,10 +4,10 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <utility>
 
 #include "slurm/gres.h"
 #include "slurm/job_fields.h"
+#include "slurm/jobs_json.h"
 #include "slurm/slurm_json.h"
 #include "slurm/tres.h"
 
@@ -90,11 +90,7 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
   EXPANSE_ASSIGN_OR_RETURN(const Number submit, job.GetNumber("submit_time"));
   EXPANSE_ASSIGN_OR_RETURN(const Number start, job.GetNumber("start_time"));
   EXPANSE_ASSIGN_OR_RETURN(const Number end, job.GetNumber("end_time"));
-  info.submit_ms = json_internal::SecondsToMillis(submit);
-  if (!job_fields::IsWaitingState(info.state))
-    info.start_ms = json_internal::SecondsToMillis(start);
-  if (job_fields::HasEnded(info.state))
-    info.end_ms = json_internal::SecondsToMillis(end);
+  json_internal::SetJobTimes({.submit = submit, .start = start, .end = end}, info);
 
   EXPANSE_ASSIGN_OR_RETURN(const std::string tres_req, job.GetString("tres_req_str"));
   const std::map<std::string, int64_t> requested = tres::ParseTresCounts(tres_req);
@@ -141,20 +137,7 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
 }  // namespace
 
 Result<std::vector<JobInfo>> ParseSqueueJson(std::string_view text) {
-  EXPANSE_ASSIGN_OR_RETURN(const nlohmann::json document,
-                           json_internal::ParseDocument(text, kCommand));
-  EXPANSE_RETURN_IF_ERROR(json_internal::CheckReportedErrors(document, kCommand));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader top, ObjectReader::Make(document, kCommand, ""));
-  if (!top.Has("jobs"))
-    return top.Error("jobs", "missing");
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> jobs, top.GetObjects("jobs"));
-  std::vector<JobInfo> infos;
-  infos.reserve(jobs.size());
-  for (const ObjectReader& job : jobs) {
-    EXPANSE_ASSIGN_OR_RETURN(JobInfo info, ReadJob(job));
-    infos.push_back(std::move(info));
-  }
-  return infos;
+  return json_internal::ReadJobsDocument(text, kCommand, &ReadJob);
 }
 
 }  // namespace expanse::slurm

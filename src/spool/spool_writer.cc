@@ -146,12 +146,12 @@ Status SpoolWriter::CheckBudget(uint64_t file_bytes) {
       .WithReason("spool_full");
 }
 
-Status SpoolWriter::Flush() {
+Status SpoolWriter::Flush(bool force) {
   std::lock_guard lock(mu_);
   if (batch_.empty())
     return OkStatus();
   const int64_t now = clock_.NowMs();
-  if (have_written_ && now >= last_file_ms_ &&
+  if (have_written_ && now >= last_file_ms_ && !force &&
       now - last_file_ms_ < options_.min_flush_interval_ms) {
     ++counters_.flushes_deferred;
     return OkStatus();

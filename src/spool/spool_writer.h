@@ -74,7 +74,8 @@ class SpoolWriter {
   // or the last file is younger than min_flush_interval_ms. kResourceExhausted (reason
   // "spool_full") when the host directory's budget would be exceeded: the batch is dropped
   // and counted. On an I/O error the batch is kept for the next Flush.
-  Status Flush();
+  // `force` skips the min_flush_interval_ms rule: for the last flush before the sampler exits.
+  Status Flush(bool force = false);
 
   // Atomically replaces <host dir>/health.rec with `payload` (typically JSON) and the
   // current time; the controller treats a report older than two minutes as expired.

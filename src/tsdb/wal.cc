@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "core/file_util.h"
 #include "tsdb/varint.h"
 
 namespace expanse::tsdb {
@@ -34,15 +35,8 @@ uint32_t FrameCrc(uint32_t length, std::string_view payload) {
 }
 
 Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return IoError("write", path);
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
+  if (!fs::WriteFully(fd, bytes))
+    return IoError("write", path);
   return OkStatus();
 }
 

@@ -15,7 +15,11 @@ DIR="$(shared_scratch)"
 prefix="$DIR/prefix"
 ctl_pid=""
 cleanup() {
-  [[ -n "$ctl_pid" ]] && kill "$ctl_pid" 2>/dev/null
+  if [[ -n "$ctl_pid" ]]; then
+    kill "$ctl_pid" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$ctl_pid" 2>/dev/null || true
+  fi
   server_stop || true
   # The samplers the Prologs started run inside the worker namespaces.
   # ([e] keeps pkill from matching the command line of the shell that runs it.)
@@ -57,6 +61,7 @@ HOOK
   chmod 755 "$DIR/$hook"
 done
 save_slurm_conf
+trap cleanup EXIT  # save_slurm_conf set its own; cleanup restores slurm.conf too
 printf 'Prolog=%s\nEpilog=%s\n' "$DIR/prolog" "$DIR/epilog" >>"$SLURM_CONF"
 "$TESTCLUSTER" reconfigure
 
@@ -67,7 +72,9 @@ printf 'Prolog=%s\nEpilog=%s\n' "$DIR/prolog" "$DIR/epilog" >>"$SLURM_CONF"
   >"$DIR/controller.log" 2>&1 &
 ctl_pid=$!
 
-job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 12')"
+# The batch script keeps one CPU busy on the first host for 10 s.
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
+  --wrap 'timeout 10 sh -c "while :; do :; done"; sleep 2; true')"
 wait_job_done "$job" 120
 assert_eq COMPLETED "$(job_state "$job")" "state of job $job"
 
@@ -87,6 +94,9 @@ pass "job $job: each host's GPU is the one SLURM allocated (by minor number), ev
 
 wait_until 60 "samples of job $job" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -r '.used.has_gpu_samples') == true ]]"
 pass "GPU samples of job $job arrived from the workers' samplers"
+
+wait_until 60 "CPU and memory of job $job from its cgroups" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null"
+pass "job $job: CPU and memory used, read from the job's cgroups on its hosts ($(api_job | jq -c '.used | {cpu_efficiency, mem_efficiency}'))"
 
 wait_until 30 "heartbeat relaying both workers" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -r '.heartbeat.workers.sampled') == 2 ]]"
 pass "heartbeat: 2 of 2 sampled worker nodes"

@@ -1,0 +1,109 @@
+#include "agent/node_collector.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace expanse::agent {
+namespace {
+
+class NodeCollectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-collector-XXXXXX";
+    dir_ = mkdtemp(dir);
+    // Two GPUs whose NVML order is the reverse of their minor numbers.
+    std::ofstream(dir_ + "/scenario.json")
+        << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 50},
+                        {"uuid": "GPU-b", "minor": 0}]})";
+    setenv("EXPANSE_FAKE_NVML_SCENARIO", (dir_ + "/scenario.json").c_str(), 1);
+    std::ofstream(dir_ + "/gres.conf") << "NodeName=n1 Name=gpu File=/dev/nvidia[0-1]\n";
+    options_.hostname = "n1";
+    options_.backend.kind = "nvml";
+    options_.backend.nvml_library = std::string(EXPANSE_FAKES_DIR) + "/nvml/libnvidia-ml.so.1";
+    options_.events_dir = dir_ + "/events";
+    options_.gres_conf_path = dir_ + "/gres.conf";
+    options_.allocations_file = dir_ + "/state/open-allocations.json";
+    options_.cgroups.cgroup_root = dir_ + "/no-cgroups";
+  }
+  void TearDown() override {
+    unsetenv("EXPANSE_FAKE_NVML_SCENARIO");
+    std::filesystem::remove_all(dir_);
+  }
+  void Event(const std::string& kind, int64_t at_ms, const std::string& gpus) {
+    JobEvent e;
+    e.kind = kind;
+    e.job_id = "7";
+    e.slurm_job_id = 7;
+    e.host = "n1";
+    e.at_ms = at_ms;
+    e.gpus = gpus;
+    ASSERT_TRUE(WriteJobEvent(options_.events_dir, e).ok());
+  }
+  std::string dir_;
+  NodeCollectorOptions options_;
+  ManualClock clock_{1'800'000'000'000};
+};
+
+TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 1'800'000'000'100, "0");  // GRES 0 = /dev/nvidia0 = GPU-b (NVML index 1)
+  NodeCollection c = collector.Collect();
+  ASSERT_EQ(c.events.size(), 1u);
+  ASSERT_EQ(c.allocations.size(), 1u);
+  EXPECT_EQ(c.allocations[0]["gpu_uuid"], "GPU-b");
+  EXPECT_EQ(c.allocations[0]["gpu_index"], 1);
+  EXPECT_EQ(c.allocations[0]["gpu_minor"], 0);
+  EXPECT_FALSE(c.series.empty());
+  // Not committed yet: a second collection does not carry the event again.
+  EXPECT_TRUE(collector.Collect().events.empty());
+  collector.Commit(c);
+  EXPECT_TRUE(std::filesystem::is_empty(options_.events_dir));
+}
+
+TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 1'800'000'000'100, "1");
+  NodeCollection c = collector.Collect();
+  ASSERT_EQ(c.events.size(), 1u);
+  const size_t samples = c.samples;
+  collector.Restore(c);
+  NodeCollection again = collector.Collect();
+  EXPECT_EQ(again.events.size(), 1u);
+  EXPECT_EQ(again.samples, samples);
+}
+
+TEST_F(NodeCollectorTest, EpilogAfterRestartClosesTheSavedAllocation) {
+  {
+    NodeCollector collector(options_, clock_);
+    collector.TickFast();
+    Event("start", 1'800'000'000'100, "1");  // GRES 1 = /dev/nvidia1 = GPU-a
+    NodeCollection c = collector.Collect();
+    collector.Commit(c);
+  }
+  NodeCollector restarted(options_, clock_);
+  restarted.TickFast();
+  Event("end", 1'800'000'005'000, "");  // this Epilog's environment names no GPU
+  NodeCollection c = restarted.Collect();
+  ASSERT_EQ(c.allocations.size(), 1u);
+  EXPECT_EQ(c.allocations[0]["gpu_uuid"], "GPU-a");
+  EXPECT_EQ(c.allocations[0]["to_ms"], 1'800'000'005'000);
+  EXPECT_EQ(c.allocations[0]["from_ms"], 1'800'000'000'100);
+}
+
+TEST_F(NodeCollectorTest, BadGresConfIsReported) {
+  std::ofstream(dir_ + "/gres.conf") << "NodeName=n1 Name=gpu File=/dev/sda\n";
+  NodeCollector collector(options_, clock_);
+  const std::vector<std::string> problems = collector.TakeProblems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], ::testing::HasSubstr("gres.conf"));
+}
+
+}  // namespace
+}  // namespace expanse::agent

@@ -1,0 +1,161 @@
+#include "telemetry/job_cgroups.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace expanse::telemetry {
+namespace {
+
+// The number in "<prefix><digits>"; job ids start at 1, uids at 0.
+std::optional<uint32_t> NumberAfter(const std::string& name, const std::string& prefix,
+                                    bool allow_zero = false) {
+  if (!name.starts_with(prefix) || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 10) {
+    return std::nullopt;
+  }
+  uint64_t value = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i])))
+      return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  if ((value == 0 && !allow_zero) || value > UINT32_MAX)
+    return std::nullopt;
+  return static_cast<uint32_t>(value);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+std::optional<uint64_t> ReadNumber(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  if (!(in >> value))
+    return std::nullopt;
+  return value;
+}
+
+// cpu.stat's usage_usec, in ns.
+std::optional<uint64_t> ReadV2CpuNs(const std::string& dir) {
+  std::ifstream in(dir + "/cpu.stat");
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "usage_usec")
+      return value * 1000;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void JobCgroups::Rescan() {
+  jobs_.clear();
+  size_t visited = 0;
+  // Depth-first walk, not following symlinks, not descending into job directories.
+  struct Entry {
+    std::string path;
+    std::string name;
+    int depth;
+  };
+  std::vector<Entry> stack{{options_.cgroup_root, "", 0}};
+  while (!stack.empty() && visited < options_.max_directories) {
+    Entry e = std::move(stack.back());
+    stack.pop_back();
+    ++visited;
+    DIR* dir = opendir(e.path.c_str());
+    if (dir == nullptr)
+      continue;
+    while (dirent* d = readdir(dir)) {
+      const std::string name = d->d_name;
+      if (name == "." || name == "..")
+        continue;
+      const std::string child = e.path + "/" + name;
+      if (d->d_type == DT_UNKNOWN) {
+        struct stat st {};
+        if (lstat(child.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+          continue;
+      } else if (d->d_type != DT_DIR) {
+        continue;
+      }
+      const std::optional<uint32_t> job = NumberAfter(name, "job_");
+      if (job && (NumberAfter(e.name, "uid_", true) || e.name == "slurmstepd.scope")) {
+        JobDirs& dirs = jobs_[*job];
+        if (Exists(child + "/cpuacct.usage"))
+          dirs.cpu = child;
+        if (Exists(child + "/memory.usage_in_bytes"))
+          dirs.memory = child;
+        if (Exists(child + "/cpu.stat") && Exists(child + "/memory.current")) {
+          dirs.cpu = dirs.memory = child;
+          dirs.v2 = true;
+        }
+        continue;
+      }
+      if (e.depth + 1 < options_.max_depth)
+        stack.push_back({child, name, e.depth + 1});
+    }
+    closedir(dir);
+  }
+  samples_since_scan_ = 0;
+}
+
+void JobCgroups::Sample(int64_t now_ms, const std::string& host,
+                        const std::map<uint32_t, std::string>& display_ids, SeriesBuffer& buffer) {
+  if (jobs_.empty() || ++samples_since_scan_ >= options_.rescan_every)
+    Rescan();
+  bool vanished = false;
+  std::map<uint32_t, Last> next;
+  for (const auto& [job, dirs] : jobs_) {
+    auto display = display_ids.find(job);
+    const std::string device =
+        "job/" + (display != display_ids.end() ? display->second : std::to_string(job));
+    if (!dirs.cpu.empty()) {
+      const std::optional<uint64_t> ns =
+          dirs.v2 ? ReadV2CpuNs(dirs.cpu) : ReadNumber(dirs.cpu + "/cpuacct.usage");
+      if (!ns) {
+        vanished = true;
+        continue;
+      }
+      auto last = last_.find(job);
+      if (last != last_.end() && now_ms > last->second.at_ms && *ns >= last->second.cpu_ns) {
+        const double cores = static_cast<double>(*ns - last->second.cpu_ns) / 1e6 /
+                             static_cast<double>(now_ms - last->second.at_ms);
+        buffer.Add({host, device, "job.cpu_used_cores"}, now_ms, cores);
+      }
+      next[job] = {now_ms, *ns};
+    }
+    if (!dirs.memory.empty()) {
+      const std::optional<uint64_t> bytes =
+          ReadNumber(dirs.memory + (dirs.v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+      if (bytes)
+        buffer.Add({host, device, "job.mem_used_mib"}, now_ms, *bytes / 1048576.0);
+    }
+  }
+  last_ = std::move(next);
+  if (vanished)
+    Rescan();
+
+  // node.cpu_util from the first line of /proc/stat.
+  std::ifstream stat(options_.proc_stat);
+  std::string cpu;
+  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal &&
+      cpu == "cpu") {
+    const uint64_t busy = user + nice + system + irq + softirq + steal;
+    const uint64_t total = busy + idle + iowait;
+    if (last_node_cpu_ && total > last_node_cpu_->second) {
+      const double util = 100.0 * static_cast<double>(busy - last_node_cpu_->first) /
+                          static_cast<double>(total - last_node_cpu_->second);
+      buffer.Add({host, "", "node.cpu_util"}, now_ms, util);
+    }
+    last_node_cpu_ = {busy, total};
+  }
+}
+
+}  // namespace expanse::telemetry

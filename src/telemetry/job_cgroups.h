@@ -1,0 +1,65 @@
+// JobCgroups: CPU and memory each SLURM job uses on this node, read from the job's cgroup
+// (proctrack/task cgroup put every process of the job there), as the series
+// `job.cpu_used_cores` and `job.mem_used_mib` with device "job/<id>" (docs/formats/metrics.md),
+// plus `node.cpu_util` from /proc/stat.
+//
+// Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
+// each controller's hierarchy, under a prefix that depends on how slurmd was started) or
+// .../slurmstepd.scope/job_<id>/ (v2). Rather than guess the prefix, a bounded walk finds every
+// directory named job_<digits> whose parent is uid_<digits> or slurmstepd.scope; the walk is
+// repeated every `rescan_every` samples and whenever a known job directory disappears.
+#ifndef EXPANSE_TELEMETRY_JOB_CGROUPS_H_
+#define EXPANSE_TELEMETRY_JOB_CGROUPS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "telemetry/series_buffer.h"
+
+namespace expanse::telemetry {
+
+struct JobCgroupOptions {
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string proc_stat = "/proc/stat";
+  int max_depth = 9;
+  size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
+  int rescan_every = 30;
+};
+
+class JobCgroups {
+ public:
+  explicit JobCgroups(JobCgroupOptions options = {}) : options_(std::move(options)) {}
+
+  // Reads every known job's CPU and memory and the node's CPU; adds what can be computed (CPU
+  // needs two readings) to `buffer` for `host` at `now_ms`. `display_ids` maps SLURM's numeric
+  // job id to the id the server knows (array task "123_4", het component "123+1").
+  void Sample(int64_t now_ms, const std::string& host,
+              const std::map<uint32_t, std::string>& display_ids, SeriesBuffer& buffer);
+
+  // Job directories found by the last walk: job id -> its directory per hierarchy.
+  struct JobDirs {
+    std::string cpu;     // has cpuacct.usage (v1) or cpu.stat (v2)
+    std::string memory;  // has memory.usage_in_bytes (v1) or memory.current (v2)
+    bool v2 = false;
+  };
+  const std::map<uint32_t, JobDirs>& jobs() const { return jobs_; }
+  void Rescan();
+
+ private:
+  struct Last {
+    int64_t at_ms = 0;
+    uint64_t cpu_ns = 0;
+  };
+  JobCgroupOptions options_;
+  std::map<uint32_t, JobDirs> jobs_;
+  std::map<uint32_t, Last> last_;
+  int samples_since_scan_ = 0;
+  std::optional<std::pair<uint64_t, uint64_t>> last_node_cpu_;  // busy, total jiffies
+};
+
+}  // namespace expanse::telemetry
+
+#endif  // EXPANSE_TELEMETRY_JOB_CGROUPS_H_

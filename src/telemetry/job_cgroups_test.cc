@@ -1,0 +1,86 @@
+#include "telemetry/job_cgroups.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace expanse::telemetry {
+namespace {
+
+class JobCgroupsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-cgroups-XXXXXX";
+    root_ = mkdtemp(dir);
+    options_.cgroup_root = root_;
+    options_.proc_stat = root_ + "/stat";
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void Write(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());
+    std::ofstream(root_ + path) << text;
+  }
+  static const nlohmann::json* Find(const nlohmann::json& series, const std::string& device,
+                                    const std::string& metric) {
+    for (const auto& s : series) {
+      if (s.value("device", "") == device && s["metric"] == metric)
+        return &s;
+    }
+    return nullptr;
+  }
+  std::string root_;
+  JobCgroupOptions options_;
+};
+
+TEST_F(JobCgroupsTest, CgroupV1JobsUnderAnyPrefix) {
+  // The test cluster's layout: a per-host prefix above slurm/uid_0.
+  const std::string cpu = "/cpu,cpuacct/expanse-testcluster/worker1/slurm/uid_0/job_7";
+  const std::string mem = "/memory/expanse-testcluster/worker1/slurm/uid_0/job_7";
+  Write(cpu + "/cpuacct.usage", "1000000000\n");
+  Write(cpu + "/step_0/cpuacct.usage", "5\n");  // steps are not jobs
+  Write(mem + "/memory.usage_in_bytes", "209715200\n");
+  Write("/memory/other/job_9/memory.usage_in_bytes", "1\n");  // not under uid_<n>
+  Write("/stat", "cpu  100 0 100 800 0 0 0 0 0 0\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "worker1", {{7, "5_2"}}, buffer);
+  ASSERT_EQ(cgroups.jobs().size(), 1u);
+  Write(cpu + "/cpuacct.usage", "3000000000\n");        // 2 CPU-seconds more in 1 s
+  Write("/stat", "cpu  200 0 200 1400 0 0 0 0 0 0\n");  // 200 busy of 800
+  cgroups.Sample(2000, "worker1", {{7, "5_2"}}, buffer);
+  const nlohmann::json series = buffer.TakeJson();
+  const nlohmann::json* cores = Find(series, "job/5_2", "job.cpu_used_cores");
+  ASSERT_NE(cores, nullptr);
+  EXPECT_EQ((*cores)["v"], nlohmann::json({2.0}));
+  const nlohmann::json* memory = Find(series, "job/5_2", "job.mem_used_mib");
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ((*memory)["v"], nlohmann::json({200.0, 200.0}));
+  const nlohmann::json* node = Find(series, "", "node.cpu_util");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ((*node)["v"], nlohmann::json({25.0}));
+}
+
+TEST_F(JobCgroupsTest, CgroupV2AndVanishingJobs) {
+  const std::string job = "/system.slice/slurmstepd.scope/job_42";
+  Write(job + "/cpu.stat", "usage_usec 1000000\nuser_usec 1\n");
+  Write(job + "/memory.current", "1048576\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", {}, buffer);
+  Write(job + "/cpu.stat", "usage_usec 1500000\n");
+  cgroups.Sample(2000, "gpu07", {}, buffer);
+  nlohmann::json series = buffer.TakeJson();
+  const nlohmann::json* cores = Find(series, "job/42", "job.cpu_used_cores");
+  ASSERT_NE(cores, nullptr);
+  EXPECT_EQ((*cores)["v"], nlohmann::json({0.5}));
+  std::filesystem::remove_all(root_ + job);
+  cgroups.Sample(3000, "gpu07", {}, buffer);  // gone: no sample, rescanned
+  EXPECT_TRUE(cgroups.jobs().empty());
+  EXPECT_TRUE(buffer.TakeJson().empty());
+}
+
+}  // namespace
+}  // namespace expanse::telemetry
