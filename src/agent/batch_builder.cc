@@ -49,6 +49,25 @@ Status BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payl
   return OkStatus();
 }
 
+void BatchBuilder::RenameJobs(
+    const std::function<std::optional<std::string>(const std::string&)>& rename) {
+  for (nlohmann::json* section : {&job_events_, &allocations_}) {
+    for (auto& item : *section) {
+      if (!item.contains("job_id") || !item["job_id"].is_string())
+        continue;
+      if (auto renamed = rename(item["job_id"].get<std::string>()))
+        item["job_id"] = *renamed;
+    }
+  }
+  for (auto& series : series_) {
+    const std::string device = series.value("device", "");
+    if (!device.starts_with("job/"))
+      continue;
+    if (auto renamed = rename(device.substr(4)))
+      series["device"] = "job/" + *renamed;
+  }
+}
+
 bool BatchBuilder::empty() const {
   return series_.empty() && jobs_.empty() && job_events_.empty() && allocations_.empty();
 }

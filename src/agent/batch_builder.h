@@ -5,6 +5,8 @@
 #define EXPANSE_AGENT_BATCH_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +28,11 @@ class BatchBuilder {
   // Adds a worker's spool record by kind ("gpu_series", "job_event", "gpu_allocation");
   // kInvalidArgument for a payload that does not parse (the caller counts and skips it).
   Status AddSpoolRecord(std::string_view kind, std::string_view payload);
+
+  // Replaces job ids by what `rename` returns for them (nullopt: keep): in job events, GPU
+  // allocations and "job/<id>" series devices. The hooks know a job only by SLURM_JOB_ID, while
+  // an array task is "123_4" to squeue and the server (SLURM 22.05 gives the Prolog no array ids).
+  void RenameJobs(const std::function<std::optional<std::string>(const std::string&)>& rename);
 
   bool empty() const;
   size_t samples() const { return samples_; }

@@ -252,6 +252,7 @@ class Controller {
       for (const slurm::JobInfo& j : *jobs) {
         if (Storable(j))
           batch.AddJob(JobJson(j, now_ms));
+        Remember(j);
       }
       slurm_problem_.clear();
     } else {
@@ -261,6 +262,7 @@ class Controller {
     }
     if (!final)
       AddAccountedJobs(now_ms, batch);
+    batch.RenameJobs(rename_);
     if (!batch.empty()) {
       if (Status s = Enqueue(batch); s.ok()) {
         collector_.Commit(local);
@@ -283,6 +285,7 @@ class Controller {
             }
             if (from_worker.empty())
               return OkStatus();
+            from_worker.RenameJobs(rename_);
             return Enqueue(from_worker);
           });
       if (drained.ok()) {
@@ -339,6 +342,18 @@ class Controller {
                       {"dead_lettered_batches", box.dead_lettered_entries}};
   }
 
+  // SLURM's number for an array task or het component -> the id squeue and the server use.
+  void Remember(const slurm::JobInfo& j) {
+    if (j.slurm_job_id <= 0 || !Storable(j))
+      return;
+    const std::string number = std::to_string(j.slurm_job_id);
+    if (j.job_id == number)
+      return;
+    if (display_by_number_.size() > 200'000)
+      display_by_number_.clear();  // bounded
+    display_by_number_[number] = j.job_id;
+  }
+
   // Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
   // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
   // accounting, sacct is asked again only every ten minutes (it may be configured later).
@@ -361,6 +376,7 @@ class Controller {
     next_sacct_ms_ = now_ms + 60 * 1000;
     for (const slurm::JobInfo& j : *jobs) {
       // Only ended jobs: squeue is the fresher source for the others.
+      Remember(j);
       if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING") {
         batch.AddJob(JobJson(j, now_ms));
       }
@@ -441,6 +457,14 @@ class Controller {
   slurm::SlurmClient slurm_{slurm::SlurmClientOptions{}};
   std::string slurm_problem_;
   std::string sacct_problem_;
+  std::map<std::string, std::string> display_by_number_;
+  std::function<std::optional<std::string>(const std::string&)> rename_ =
+      [this](const std::string& id) -> std::optional<std::string> {
+    auto it = display_by_number_.find(id);
+    if (it == display_by_number_.end())
+      return std::nullopt;
+    return it->second;
+  };
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
   uint64_t bad_records_ = 0;

@@ -102,6 +102,18 @@ wait_until 30 "heartbeat relaying both workers" bash -c "[[ \$(curl -sS --cacert
 pass "heartbeat: 2 of 2 sampled worker nodes"
 grep -q 'sampler aggregator drained files=[1-9]' "$DIR/controller.log" || fail "no drained files logged: $(tail "$DIR/controller.log")"
 
+# A job array whose two tasks share worker1: two jobs on one node, each with its own GPU, known
+# to the server by their array ids.
+array="$(submit --array=0-1 -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 6')"
+for task in 0 1; do
+  wait_until 90 "task ${array}_$task of the array with its GPU" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/${array}_$task' | jq -e '(.gpus | length) == 1 and ([.events[]?.kind] | index(\"end\")) != null' >/dev/null"
+done
+gpu0="$(api GET "/api/v1/computes/$COMPUTE/jobs/${array}_0" | jq -r '.gpus[0].gpu_uuid')"
+gpu1="$(api GET "/api/v1/computes/$COMPUTE/jobs/${array}_1" | jq -r '.gpus[0].gpu_uuid')"
+[[ "$gpu0" == GPU-$w1-* && "$gpu1" == GPU-$w1-* && "$gpu0" != "$gpu1" ]] ||
+  fail "array tasks on $w1 should hold different GPUs: ${array}_0 $gpu0, ${array}_1 $gpu1"
+pass "array tasks ${array}_0 and ${array}_1 on $w1 hold different GPUs ($gpu0, $gpu1)"
+
 # The daemon binary gone from the shared prefix: jobs still run, no node drains.
 mv "$prefix/bin/expanse-daemon" "$prefix/bin/expanse-daemon.away"
 job2="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'true')"
