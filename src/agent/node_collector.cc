@@ -51,7 +51,7 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
 void NodeCollector::TickFast() {
   sampler_->TickFast();
   std::lock_guard lock(buffer_mu_);
-  cgroups_.Sample(clock_.NowMs(), options_.hostname, display_ids_, buffer_);
+  cgroups_.Sample(clock_.NowMs(), options_.hostname, buffer_);
 }
 
 void NodeCollector::SaveOpenAllocations() {
@@ -154,6 +154,10 @@ NodeCollection NodeCollector::Collect() {
       continue;
     for (auto& allocation : AllocationsFor(event))
       c.allocations.push_back(std::move(allocation));
+    if (event.kind == "start") {
+      std::lock_guard lock(buffer_mu_);
+      cgroups_.RequestRescan();  // the new job's cgroup: read it from the next sample on
+    }
     c.event_files.push_back(file);
     c.events.push_back(std::move(event));
   }

@@ -91,7 +91,6 @@ class NodeCollector {
   std::map<std::string, nlohmann::json> open_allocations_;
   attribution::NodeGres gres_;
   telemetry::JobCgroups cgroups_;
-  std::map<uint32_t, std::string> display_ids_;  // SLURM_JOB_ID -> "123_4" from hook events
   std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
                               // collected but not yet committed or restored
 };

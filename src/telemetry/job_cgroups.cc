@@ -103,18 +103,16 @@ void JobCgroups::Rescan() {
     closedir(dir);
   }
   samples_since_scan_ = 0;
+  scanned_ = true;
 }
 
-void JobCgroups::Sample(int64_t now_ms, const std::string& host,
-                        const std::map<uint32_t, std::string>& display_ids, SeriesBuffer& buffer) {
-  if (jobs_.empty() || ++samples_since_scan_ >= options_.rescan_every)
+void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& buffer) {
+  if (!scanned_ || ++samples_since_scan_ >= options_.rescan_every)
     Rescan();
   bool vanished = false;
   std::map<uint32_t, Last> next;
   for (const auto& [job, dirs] : jobs_) {
-    auto display = display_ids.find(job);
-    const std::string device =
-        "job/" + (display != display_ids.end() ? display->second : std::to_string(job));
+    const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =
           dirs.v2 ? ReadV2CpuNs(dirs.cpu) : ReadNumber(dirs.cpu + "/cpuacct.usage");

@@ -7,7 +7,8 @@
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
 // .../slurmstepd.scope/job_<id>/ (v2). Rather than guess the prefix, a bounded walk finds every
 // directory named job_<digits> whose parent is uid_<digits> or slurmstepd.scope; the walk is
-// repeated every `rescan_every` samples and whenever a known job directory disappears.
+// repeated every `rescan_every` samples, when a known job directory disappears, and when the
+// caller learns of a new job (RequestRescan), but not on every sample of an idle node.
 #ifndef EXPANSE_TELEMETRY_JOB_CGROUPS_H_
 #define EXPANSE_TELEMETRY_JOB_CGROUPS_H_
 
@@ -34,10 +35,9 @@ class JobCgroups {
   explicit JobCgroups(JobCgroupOptions options = {}) : options_(std::move(options)) {}
 
   // Reads every known job's CPU and memory and the node's CPU; adds what can be computed (CPU
-  // needs two readings) to `buffer` for `host` at `now_ms`. `display_ids` maps SLURM's numeric
-  // job id to the id the server knows (array task "123_4", het component "123+1").
-  void Sample(int64_t now_ms, const std::string& host,
-              const std::map<uint32_t, std::string>& display_ids, SeriesBuffer& buffer);
+  // needs two readings) to `buffer` for `host` at `now_ms`. Devices are "job/<SLURM_JOB_ID>";
+  // the controller renames array tasks and het components to squeue's ids.
+  void Sample(int64_t now_ms, const std::string& host, SeriesBuffer& buffer);
 
   // Job directories found by the last walk: job id -> its directory per hierarchy.
   struct JobDirs {
@@ -47,6 +47,8 @@ class JobCgroups {
   };
   const std::map<uint32_t, JobDirs>& jobs() const { return jobs_; }
   void Rescan();
+  // Walk again at the next Sample (a job started on this node).
+  void RequestRescan() { scanned_ = false; }
 
  private:
   struct Last {
@@ -57,6 +59,7 @@ class JobCgroups {
   std::map<uint32_t, JobDirs> jobs_;
   std::map<uint32_t, Last> last_;
   int samples_since_scan_ = 0;
+  bool scanned_ = false;
   std::optional<std::pair<uint64_t, uint64_t>> last_node_cpu_;  // busy, total jiffies
 };
 

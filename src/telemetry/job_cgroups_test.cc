@@ -46,16 +46,16 @@ TEST_F(JobCgroupsTest, CgroupV1JobsUnderAnyPrefix) {
   Write("/stat", "cpu  100 0 100 800 0 0 0 0 0 0\n");
   JobCgroups cgroups(options_);
   SeriesBuffer buffer;
-  cgroups.Sample(1000, "worker1", {{7, "5_2"}}, buffer);
+  cgroups.Sample(1000, "worker1", buffer);
   ASSERT_EQ(cgroups.jobs().size(), 1u);
   Write(cpu + "/cpuacct.usage", "3000000000\n");        // 2 CPU-seconds more in 1 s
   Write("/stat", "cpu  200 0 200 1400 0 0 0 0 0 0\n");  // 200 busy of 800
-  cgroups.Sample(2000, "worker1", {{7, "5_2"}}, buffer);
+  cgroups.Sample(2000, "worker1", buffer);
   const nlohmann::json series = buffer.TakeJson();
-  const nlohmann::json* cores = Find(series, "job/5_2", "job.cpu_used_cores");
+  const nlohmann::json* cores = Find(series, "job/7", "job.cpu_used_cores");
   ASSERT_NE(cores, nullptr);
   EXPECT_EQ((*cores)["v"], nlohmann::json({2.0}));
-  const nlohmann::json* memory = Find(series, "job/5_2", "job.mem_used_mib");
+  const nlohmann::json* memory = Find(series, "job/7", "job.mem_used_mib");
   ASSERT_NE(memory, nullptr);
   EXPECT_EQ((*memory)["v"], nlohmann::json({200.0, 200.0}));
   const nlohmann::json* node = Find(series, "", "node.cpu_util");
@@ -69,17 +69,29 @@ TEST_F(JobCgroupsTest, CgroupV2AndVanishingJobs) {
   Write(job + "/memory.current", "1048576\n");
   JobCgroups cgroups(options_);
   SeriesBuffer buffer;
-  cgroups.Sample(1000, "gpu07", {}, buffer);
+  cgroups.Sample(1000, "gpu07", buffer);
   Write(job + "/cpu.stat", "usage_usec 1500000\n");
-  cgroups.Sample(2000, "gpu07", {}, buffer);
+  cgroups.Sample(2000, "gpu07", buffer);
   nlohmann::json series = buffer.TakeJson();
   const nlohmann::json* cores = Find(series, "job/42", "job.cpu_used_cores");
   ASSERT_NE(cores, nullptr);
   EXPECT_EQ((*cores)["v"], nlohmann::json({0.5}));
   std::filesystem::remove_all(root_ + job);
-  cgroups.Sample(3000, "gpu07", {}, buffer);  // gone: no sample, rescanned
+  cgroups.Sample(3000, "gpu07", buffer);  // gone: no sample, rescanned
   EXPECT_TRUE(cgroups.jobs().empty());
   EXPECT_TRUE(buffer.TakeJson().empty());
+}
+
+TEST_F(JobCgroupsTest, IdleNodeIsNotWalkedEverySample) {
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);  // the first sample walks
+  Write("/memory/slurm/uid_0/job_5/memory.usage_in_bytes", "1048576\n");
+  cgroups.Sample(2000, "gpu07", buffer);
+  EXPECT_TRUE(cgroups.jobs().empty());  // no walk yet: the node had no jobs a second ago
+  cgroups.RequestRescan();              // a Prolog event announced a job
+  cgroups.Sample(3000, "gpu07", buffer);
+  EXPECT_EQ(cgroups.jobs().size(), 1u);
 }
 
 }  // namespace
