@@ -1,28 +1,15 @@
-// expanse: the operator CLI. Its command groups (compute install/uninstall/status,
-// release keygen/pack/sign/verify/manifest) arrive with the install and crypto
-// modules; until then it answers --help and --version only.
+// expanse: the operator CLI (compute install/uninstall, release keygen/pack/sign/manifest/verify).
+// All logic lives in src/install and src/release.
 
 #include <cstdio>
 #include <exception>
-#include <string>
 
-#include <CLI/CLI.hpp>
-
-#include "core/version.h"
+#include "install/install_cli.h"
 
 int main(int argc, char** argv) {
-  // CLI11 reports flag errors through CLI11_PARSE. Anything else it throws is a bug
-  // here; catching it ends the process with a message instead of std::terminate.
+  // Anything the CLI throws past its own error handling is a bug; say so instead of terminating.
   try {
-    CLI::App app{"Expanse operator CLI: installs and manages Expanse on a SLURM cluster.",
-                 "expanse"};
-    app.set_version_flag("--version", "expanse " + expanse::VersionString(),
-                         "Print the version and exit");
-    CLI11_PARSE(app, argc, argv);
-
-    // Saying so beats exiting 0 and letting a script believe something was done.
-    std::fputs("expanse: no commands are implemented in this build yet; see --help\n", stderr);
-    return 1;
+    return expanse::install::RunExpanseCli(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "expanse: internal error: %s\n", e.what());
     return 70;  // EX_SOFTWARE from sysexits.h

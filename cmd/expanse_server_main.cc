@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
         ->add_option("--daemon-version", serve.options.control.daemon_version,
                      "Daemon release pinned for new computes")
         ->default_val(std::string(expanse::ReleaseVersion()));
+    serve_cmd->add_option("--releases-dir", serve.options.releases_dir,
+                          "Directory served read-only at /releases/ on the control listener (a "
+                          "release mirror: manifest.json, archives and .sig files)");
     serve_cmd
         ->add_option("--install-token-ttl", serve.install_token_ttl, "Lifetime of install tokens")
         ->capture_default_str();

@@ -4,7 +4,6 @@
 #define EXPANSE_ATTRIBUTION_ATTRIBUTION_TEST_UTIL_H_
 
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -14,31 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
 #include "gpu/backend.h"
 
 namespace expanse::attribution::testing {
 
-// A mkdtemp directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "expanse-attr-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-    }
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::expanse::testing::TempDir;
 
 // Writes `contents` to `path`, creating the parent directories.
 inline void WriteFile(const std::string& path, std::string_view contents) {

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -17,9 +16,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
+
 namespace expanse {
 namespace {
 
+using ::expanse::testing::TempDir;
 using ::testing::IsEmpty;
 using ::testing::Optional;
 
@@ -55,20 +57,6 @@ bool DiesSoon(pid_t pid) {
 
 // No child of ours is left, reaped or not.
 bool NoChildrenLeft() { return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "expanse-subprocess-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(SubprocessTest, CapturesStdout) {
   const SubprocessResult result = RunOk({"echo", "hello"});

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
+
 namespace expanse::gpu::testing {
 
 inline std::string ReadFile(const std::string& path) {
@@ -99,20 +101,7 @@ inline std::string ToNoHeaderNoUnits(const std::string& csv,
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "expanse-gpu-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::expanse::testing::TempDir;
 
 // Writes `text` to `path`, creating its directory.
 inline void WriteFile(const std::string& path, std::string_view text) {

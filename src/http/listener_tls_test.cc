@@ -9,13 +9,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
 #include "http/listener.h"
 #include "http/self_signed.h"
-#include "http/test_temp_dir.h"
 
 namespace expanse::http {
 namespace {
 
+using ::expanse::testing::TempDir;
 using ::testing::HasSubstr;
 
 class ListenerTlsTest : public ::testing::Test {
@@ -46,7 +47,7 @@ class ListenerTlsTest : public ::testing::Test {
     ASSERT_TRUE(listener_->Start().ok());
   }
 
-  TestTempDir dir_;
+  TempDir dir_;
   std::unique_ptr<Listener> listener_;
 };
 

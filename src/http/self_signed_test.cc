@@ -13,11 +13,12 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "http/test_temp_dir.h"
+#include "core/test_temp_dir.h"
 
 namespace expanse::http {
 namespace {
 
+using ::expanse::testing::TempDir;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -70,7 +71,7 @@ class SelfSignedTest : public ::testing::Test {
     return files.ok() ? *std::move(files) : SelfSignedFiles();
   }
 
-  TestTempDir dir_;
+  TempDir dir_;
   ManualClock clock_{SystemClock().NowMs()};
 };
 
@@ -159,7 +160,7 @@ TEST_F(SelfSignedTest, RegeneratesExpiredAndNotYetValidFiles) {
 TEST_F(SelfSignedTest, RegeneratesMismatchedOrCorruptFiles) {
   const SelfSignedOptions options = Options();
   const SelfSignedFiles files = MustEnsure(options);
-  TestTempDir other_dir;
+  TempDir other_dir;
   SelfSignedOptions other = options;
   other.directory = other_dir.path();
   const SelfSignedFiles other_files = MustEnsure(other);

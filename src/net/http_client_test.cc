@@ -16,13 +16,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
 #include "http/listener.h"
 #include "http/self_signed.h"
-#include "http/test_temp_dir.h"
 
 namespace expanse::net {
 namespace {
 
+using ::expanse::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -75,7 +76,7 @@ class HttpClientTest : public ::testing::Test {
     return client.ok() ? *std::move(client) : nullptr;
   }
 
-  http::TestTempDir dir_;
+  TempDir dir_;
   std::unique_ptr<http::Listener> listener_;
 };
 

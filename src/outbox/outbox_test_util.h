@@ -3,43 +3,21 @@
 #ifndef EXPANSE_OUTBOX_OUTBOX_TEST_UTIL_H_
 #define EXPANSE_OUTBOX_OUTBOX_TEST_UTIL_H_
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
+
 namespace expanse::outbox::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                          "/expanse_outbox_test.XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
-      std::abort();
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::expanse::testing::TempDir;
 
 // Collects log lines; safe to call from any thread.
 class LogLines {

@@ -79,6 +79,10 @@ int RunServe(ServeFlags flags) {
   std::printf("expanse-server: control plane %s\n", cp.control_plane_url.c_str());
   std::printf("expanse-server: data plane    %s\n", cp.data_plane_url.c_str());
   std::printf("expanse-server: console API   %s\n", console_url.c_str());
+  if (!o.releases_dir.empty()) {
+    std::printf("expanse-server: release mirror %s/releases (--releases-url)\n",
+                PublicUrl(o.control_listen, (*app)->control_port(), (*app)->tls()).c_str());
+  }
   if (!(*app)->ca_file().empty()) {
     std::printf("expanse-server: CA for clients (SSL_CERT_FILE): %s\n",
                 std::filesystem::absolute((*app)->ca_file()).c_str());

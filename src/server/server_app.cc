@@ -81,6 +81,10 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterDataPlaneRoutes(*app->data_listener_, *app->context_);
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
   RegisterStackRoutes(*app->console_listener_, *app->context_);
+  if (!app->options_.releases_dir.empty()) {
+    EXPANSE_RETURN_IF_ERROR(
+        RegisterReleaseMirrorRoutes(*app->control_listener_, app->options_.releases_dir));
+  }
   for (auto& [address, listener] : app->listeners_) {
     std::string planes;
     if (listener.get() == app->control_listener_)

@@ -36,6 +36,8 @@ struct ServerOptions {
   std::string tls_key;
   std::string tls_self_signed_dir;
   std::vector<std::string> tls_hosts;  // extra names/IPs for the self-signed certificate
+  // Served read-only at GET /releases/<name> on the control listener; "" = no mirror.
+  std::string releases_dir;
   ControlPlaneOptions control;
 };
 

@@ -19,32 +19,14 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "core/test_temp_dir.h"
 #include "spool/aggregator.h"
 #include "spool/spool_file.h"
 #include "spool/spool_writer.h"
 
 namespace expanse::spool::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/spool_test_XXXXXX";
-    if (::mkdtemp(pattern) == nullptr)
-      std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::expanse::testing::TempDir;
 
 inline void WriteBytes(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -4,17 +4,14 @@
 #ifndef EXPANSE_STORE_SQLITE_STORE_TEST_UTIL_H_
 #define EXPANSE_STORE_SQLITE_STORE_TEST_UTIL_H_
 
-#include <stdlib.h>
-
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <string>
-#include <system_error>
 
 #include <gtest/gtest.h>
 
+#include "core/test_temp_dir.h"
 #include "store/sqlite_store.h"
 #include "store/store.h"
 
@@ -35,28 +32,7 @@ inline const std::string kOddText =
 inline constexpr int64_t kNow = 1'700'000'000'000;
 inline constexpr int64_t kHour = 3'600'000;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "expanse-store-XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    }
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::expanse::testing::TempDir;
 
 enum class Backing { kFile, kMemory };
 

@@ -1,7 +1,8 @@
 # Shell helpers for tests that need a real expanse-server and a registered compute.
 # Source after setting SERVER (path to expanse-server) and DIR (a scratch directory).
 #
-#   server_start            starts `expanse-server serve` over TLS (self-signed CA in $DIR/tls);
+#   server_start            starts `expanse-server serve` over TLS (self-signed CA in $DIR/tls),
+#                           with $SERVER_EXTRA_ARGS (word-split) added to its flags;
 #                           sets SERVER_PID, CP_URL, DP_URL, CA_FILE, API_TOKEN
 #   server_register NAME    creates a compute, exchanges an install token; sets COMPUTE and
 #                           CREDENTIAL and writes a daemon config to $DIR/config.json (0600)
@@ -17,7 +18,7 @@ server_start() {
   : >"$log"
   "$SERVER" serve --db "$DIR/db.sqlite" --control-listen "127.0.0.1:${SERVER_CP_PORT:-0}" \
     --data-listen "127.0.0.1:${SERVER_DP_PORT:-0}" --tls-self-signed "$DIR/tls" \
-    --credential-rate 1000 >>"$log" 2>&1 &
+    --credential-rate 1000 ${SERVER_EXTRA_ARGS:-} >>"$log" 2>&1 &
   SERVER_PID=$!
   local i
   for i in $(seq 1 100); do grep -q 'console API' "$log" && break; sleep 0.1; done

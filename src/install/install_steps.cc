@@ -1,0 +1,286 @@
+#include "install/install_steps.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/subprocess.h"
+#include "install/daemon_env.h"
+#include "install/slurm_wiring.h"
+#include "release/version_compare.h"
+
+extern char** environ;
+
+namespace expanse::install {
+
+using nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status FlagProblems(const std::vector<std::string>& problems) {
+  if (problems.empty())
+    return OkStatus();
+  std::string text = "the flags cannot be used together:";
+  for (const std::string& p : problems)
+    text += "\n  - " + p;
+  return InvalidArgumentError(text).WithReason("usage");
+}
+
+Result<InstallLock> LockAndRecover(const HostPaths& paths, const Output& out) {
+  // Root-only: the journal in here is replayed by root.
+  Status dir = fs::MakeDirectories(paths.lock_path.substr(0, paths.lock_path.rfind('/')), 0700);
+  if (!dir.ok() && dir.code() == StatusCode::kPermissionDenied) {
+    return PermissionDeniedError("open install lock " + paths.lock_path +
+                                 ": permission denied; re-run with sudo")
+        .WithReason("install_lock_permission");
+  }
+  EXPANSE_RETURN_IF_ERROR(dir);
+  EXPANSE_ASSIGN_OR_RETURN(InstallLock lock, InstallLock::Acquire(paths.lock_path));
+  const std::string journal_dir = paths.state_dir + "/journal";
+  if (Journal::Pending(journal_dir)) {
+    out.progress("an earlier install was interrupted; rolling back its changes first");
+    EXPANSE_RETURN_IF_ERROR(Journal::RollBack(journal_dir, out.detail));
+  }
+  return lock;
+}
+
+Status Problems::ToStatus(const std::string& what) const {
+  if (list_.empty())
+    return OkStatus();
+  std::string text = what + " found " + std::to_string(list_.size()) + " problem" +
+                     (list_.size() == 1 ? "" : "s") + "; nothing was changed:";
+  for (const std::string& p : list_)
+    text += "\n  - " + p;
+  return FailedPreconditionError(text).WithReason("preflight_failed");
+}
+
+Status CheckPrefixWritable(const std::string& prefix) {
+  struct stat st {};
+  if (stat(prefix.c_str(), &st) != 0) {
+    return NotFoundError("--shared-prefix " + prefix + " does not exist: " + std::strerror(errno) +
+                         " (mount the shared filesystem there first)");
+  }
+  if (!S_ISDIR(st.st_mode))
+    return FailedPreconditionError("--shared-prefix " + prefix + " is not a directory");
+  const std::string probe = prefix + "/.expanse-write-probe." + std::to_string(getpid());
+  int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return PermissionDeniedError("cannot create files in --shared-prefix " + prefix + ": " +
+                                 std::strerror(errno) +
+                                 " (read-only mount, or root squashed by NFS?)");
+  }
+  close(fd);
+  unlink(probe.c_str());
+  return OkStatus();
+}
+
+std::string RenderSentinel(const Account& account, const std::string& controller_host,
+                           int64_t now_ms) {
+  return json{{"format", 1},        {"user", account.name},          {"uid", account.uid},
+              {"gid", account.gid}, {"controller", controller_host}, {"written_ms", now_ms}}
+             .dump() +
+         "\n";
+}
+
+Status CheckSentinel(const std::string& prefix, const Account& local) {
+  const std::string path = prefix + "/" + kSentinelName;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return FailedPreconditionError(
+               path +
+               " is missing: this is not the shared mount the controller installed into "
+               "(or the controller is not installed yet)")
+        .WithReason("sentinel_missing");
+  }
+  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 4096);
+  json doc = text.ok() && *text ? json::parse(**text, nullptr, false) : json();
+  if (!doc.is_object())
+    return FailedPreconditionError(path + " is not a sentinel written by expanse");
+  const auto uid = doc.value("uid", -1L), gid = doc.value("gid", -1L);
+  if (uid != static_cast<long>(local.uid) || gid != static_cast<long>(local.gid) ||
+      st.st_uid != local.uid) {
+    return FailedPreconditionError(
+               "UID/GID mismatch across the shared mount: the controller's account '" +
+               doc.value("user", std::string("?")) + "' is " + std::to_string(uid) + ":" +
+               std::to_string(gid) + " (sentinel file owned by uid " + std::to_string(st.st_uid) +
+               "), here '" + local.name + "' is " + std::to_string(local.uid) + ":" +
+               std::to_string(local.gid) + "; make them the same on every node")
+        .WithReason("uid_mismatch");
+  }
+  return OkStatus();
+}
+
+Status CheckSystemd(const HostPaths& paths) {
+  struct stat st {};
+  if (stat(paths.systemd_runtime_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return FailedPreconditionError("systemd is not running on this host (no " +
+                                   paths.systemd_runtime_dir +
+                                   "); use --systemd=false to print the unit and run the service "
+                                   "another way")
+        .WithReason("systemd_missing");
+  }
+  SubprocessOptions options;
+  options.argv = {"systemctl", "--version"};
+  Result<SubprocessResult> r = RunSubprocess(options);
+  if (!r.ok() || !r->Succeeded())
+    return FailedPreconditionError("systemctl is not usable on this host");
+  return OkStatus();
+}
+
+Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::string& unit_name,
+                           const std::string& unit_text) {
+  EXPANSE_RETURN_IF_ERROR(journal.RunCommand("systemctl daemon-reload (after undo)", {},
+                                             {"systemctl", "daemon-reload"}));
+  EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(paths.unit_dir, 0755));
+  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(paths.unit_dir + "/" + unit_name, unit_text, 0644));
+  EXPANSE_RETURN_IF_ERROR(
+      journal.RunCommand("systemctl daemon-reload", {"systemctl", "daemon-reload"}, {}));
+  return journal.RunCommand("systemctl enable --now " + unit_name,
+                            {"systemctl", "enable", "--now", unit_name},
+                            {"systemctl", "disable", "--now", unit_name});
+}
+
+Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
+                         const std::string& unit_path, const Output& out) {
+  if (unit_name.empty())
+    return OkStatus();
+  struct stat st {};
+  const bool have_systemd = stat(paths.systemd_runtime_dir.c_str(), &st) == 0;
+  if (have_systemd) {
+    SubprocessOptions options;
+    options.argv = {"systemctl", "disable", "--now", unit_name};
+    options.timeout = std::chrono::seconds(120);
+    Result<SubprocessResult> r = RunSubprocess(options);
+    if (!r.ok() || !r->Succeeded()) {
+      out.detail("systemctl disable --now " + unit_name + ": " +
+                 (r.ok() ? r->stderr_text : r.status().message()));
+    }
+  }
+  const std::string path = unit_path.empty() ? paths.unit_dir + "/" + unit_name : unit_path;
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
+    return InternalError("remove " + path + ": " + std::strerror(errno));
+  if (have_systemd) {
+    SubprocessOptions options;
+    options.argv = {"systemctl", "daemon-reload"};
+    (void)RunSubprocess(options);
+  }
+  return OkStatus();
+}
+
+Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,
+                         const std::vector<std::pair<std::string, std::string>>& extra,
+                         const std::string& secret, gid_t daemon_gid, const Output& out) {
+  std::map<std::string, std::string> environment;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos)
+      environment[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  SeedValues values;
+  values.network = NetworkSettingsFromEnvironment(environment);
+  for (const auto& [k, v] : extra)
+    values.runtime_settings.push_back(EnvEntry{k, v});
+  if (!secret.empty())
+    values.secrets.push_back(secret);
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
+                           fs::ReadSmallFile(paths.daemon_env, kMaxEnvFileBytes));
+  EXPANSE_ASSIGN_OR_RETURN(std::string seeded, SeedDaemonEnv(existing.value_or(""), values));
+  struct stat st {};
+  const bool readable_by_daemon =
+      stat(paths.daemon_env.c_str(), &st) == 0 &&
+      ((st.st_gid == daemon_gid && (st.st_mode & 0040)) || (st.st_mode & 0004));
+  if (existing && *existing == seeded && readable_by_daemon)
+    return OkStatus();
+  EXPANSE_ASSIGN_OR_RETURN(EnvKeyChanges changes, DiffEnvKeys(existing.value_or(""), seeded));
+  out.detail(DescribeEnvKeyChanges(paths.daemon_env, changes));
+  const std::string dir = paths.daemon_env.substr(0, paths.daemon_env.rfind('/'));
+  EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(dir, 0755));
+  // 0640 root:<daemon group>: a proxy URL may carry a password, and the daemon, which runs as
+  // the daemon account, reads the file itself too (systemd reads it as root for the unit).
+  return journal.WriteFile(paths.daemon_env, seeded, 0640, 0, daemon_gid);
+}
+
+Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Account& account) {
+  // What the service creates at run time is adopted too, so that undoing a failed install (say,
+  // no heartbeat) also removes the outbox and the rest the daemon made meanwhile.
+  struct stat st {};
+  if (lstat(paths.daemon_state_dir.c_str(), &st) != 0) {
+    const std::string parent = paths.daemon_state_dir.substr(0, paths.daemon_state_dir.rfind('/'));
+    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(parent, 0755));
+    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(paths.daemon_state_dir));
+    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(paths.daemon_state_dir, 0755));
+  } else {
+    for (const char* made_at_run_time : {"outbox", "aggregator", "control", "events", "sampler",
+                                         "open-allocations.json", "sampler.log"}) {
+      const std::string path = paths.daemon_state_dir + "/" + made_at_run_time;
+      if (lstat(path.c_str(), &st) != 0)
+        EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(path));
+    }
+  }
+  EXPANSE_RETURN_IF_ERROR(journal.Chown(paths.daemon_state_dir, account.uid, account.gid));
+  // Directories an earlier run (hooks as root, a daemon as another account) may have made.
+  for (const char* sub : {"outbox", "aggregator", "sampler", "control", "events"}) {
+    const std::string dir = paths.daemon_state_dir + "/" + sub;
+    if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      EXPANSE_RETURN_IF_ERROR(journal.Chown(dir, account.uid, account.gid));
+  }
+  return OkStatus();
+}
+
+Status RemoveHookWiring(const InstallState& state, const std::string& slurm_conf_flag,
+                        bool reconfigure, const Output& out) {
+  const std::string conf = !slurm_conf_flag.empty() ? slurm_conf_flag : state.slurm_conf;
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<WholeFileEdit> edits, PlanUnwiring(state.wired_files, conf));
+  for (const WholeFileEdit& e : edits) {
+    struct stat st {};
+    if (stat(e.path.c_str(), &st) != 0)
+      continue;
+    const size_t slash = e.path.rfind('/');
+    EXPANSE_RETURN_IF_ERROR(fs::WriteFileAtomically(e.path.substr(0, slash),
+                                                    e.path.substr(slash + 1), e.after,
+                                                    st.st_mode & 07777, st.st_uid, st.st_gid));
+    out.progress("removed the Expanse hook wiring from " + e.path);
+  }
+  if (edits.empty())
+    return OkStatus();
+  if (!reconfigure) {
+    out.progress("run `scontrol reconfigure` so SLURM stops calling the removed hooks");
+    return OkStatus();
+  }
+  SubprocessOptions options;
+  options.argv = {"scontrol", "reconfigure"};
+  options.timeout = std::chrono::seconds(60);
+  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(options));
+  if (!r.Succeeded())
+    return UnavailableError("scontrol reconfigure failed: " + r.stderr_text.substr(0, 300));
+  return OkStatus();
+}
+
+std::string CaFileFromEnvironment() {
+  const char* v = std::getenv("SSL_CERT_FILE");
+  return v != nullptr ? v : "";
+}
+
+std::string HigherVersion(const std::string& a, const std::string& b) {
+  if (a.empty())
+    return b;
+  if (b.empty())
+    return a;
+  return release::CompareVersions(a, b) >= 0 ? a : b;
+}
+
+}  // namespace expanse::install

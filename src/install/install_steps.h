@@ -1,0 +1,96 @@
+// Pieces the install and uninstall flows share: the preflight problem list, systemd steps,
+// daemon.env seeding, install-state writing and the shared-prefix sentinel.
+
+#ifndef EXPANSE_INSTALL_INSTALL_STEPS_H_
+#define EXPANSE_INSTALL_INSTALL_STEPS_H_
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "install/host_facts.h"
+#include "install/install_lock.h"
+#include "install/install_options.h"
+#include "install/install_state.h"
+#include "install/installer.h"
+#include "install/journal.h"
+
+namespace expanse::install {
+
+inline constexpr char kSentinelName[] = ".expanse-preflight-sentinel";
+
+// kInvalidArgument (reason usage) listing the flag problems, or OK when there are none.
+Status FlagProblems(const std::vector<std::string>& problems);
+
+// Takes the install lock, then rolls back the journal of an install that was interrupted (killed,
+// or the machine went down), so every command starts from a consistent host.
+Result<InstallLock> LockAndRecover(const HostPaths& paths, const Output& out);
+
+// Collects every preflight problem so the operator sees them all at once.
+class Problems {
+ public:
+  void Add(std::string problem) { list_.push_back(std::move(problem)); }
+  void AddIfError(const Status& s) {
+    if (!s.ok())
+      Add(s.message());
+  }
+  bool empty() const { return list_.empty(); }
+  // kFailedPrecondition (reason preflight_failed) listing each problem on its own line.
+  Status ToStatus(const std::string& what) const;
+
+ private:
+  std::vector<std::string> list_;
+};
+
+// The shared prefix exists, is a directory and root can create files in it (a probe file is
+// made and removed at once).
+Status CheckPrefixWritable(const std::string& prefix);
+
+// The text of the sentinel the controller writes and workers check: who owns the shared mount's
+// files, by number, so a UID/GID mismatch between nodes shows up before samples go missing.
+std::string RenderSentinel(const Account& account, const std::string& controller_host,
+                           int64_t now_ms);
+// A worker's check of the sentinel: present (same mount), owned by the local account's UID and
+// naming the same UID/GID.
+Status CheckSentinel(const std::string& prefix, const Account& local);
+
+// systemd running (its runtime directory exists) and systemctl present.
+Status CheckSystemd(const HostPaths& paths);
+
+// Installs `unit_text` as `unit_name` and starts it, journalled: daemon-reload on undo, write,
+// daemon-reload, enable --now (undo: disable --now).
+Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::string& unit_name,
+                           const std::string& unit_text);
+
+// Stops, disables and removes a unit we installed (not journalled: uninstall and reinstall
+// cleanup). A missing unit is fine.
+Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
+                         const std::string& unit_path, const Output& out);
+
+// Seeds daemon.env with the proxy/CA settings from our own environment and `extra` settings,
+// keeping what is there; never writes `secret`. Journalled.
+Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,
+                         const std::vector<std::pair<std::string, std::string>>& extra,
+                         const std::string& secret, gid_t daemon_gid, const Output& out);
+
+// The daemon's node-local state directory (/var/lib/expanse: outbox, hook events, sampler
+// state), owned by the daemon account so the service can write there. Journalled.
+Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Account& account);
+
+// Takes our hook wiring out of the files `state` lists and of the slurm.conf in use (the flag,
+// else the one the state names), then runs `scontrol reconfigure` or says to. Not journalled:
+// uninstall and reinstall cleanup are idempotent instead.
+Status RemoveHookWiring(const InstallState& state, const std::string& slurm_conf_flag,
+                        bool reconfigure, const Output& out);
+
+// $SSL_CERT_FILE, the CA bundle the installer trusts for the planes and releases ("" = system).
+std::string CaFileFromEnvironment();
+
+// The higher of two release versions ("" counts as lowest).
+std::string HigherVersion(const std::string& a, const std::string& b);
+
+int64_t NowMs();
+
+}  // namespace expanse::install
+
+#endif  // EXPANSE_INSTALL_INSTALL_STEPS_H_

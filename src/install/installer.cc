@@ -1,0 +1,588 @@
+#include "install/installer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "agent/daemon_config.h"
+#include "core/file_util.h"
+#include "core/subprocess.h"
+#include "install/control_plane_client.h"
+#include "install/host_facts.h"
+#include "install/install_lock.h"
+#include "install/install_state.h"
+#include "install/install_steps.h"
+#include "install/journal.h"
+#include "install/release_source.h"
+#include "install/slurm_wiring.h"
+#include "install/systemd_unit.h"
+#include "release/version_compare.h"
+
+namespace expanse::install {
+namespace {
+
+std::string ReadOrEmpty(const std::string& path) {
+  Result<std::optional<std::string>> r = fs::ReadSmallFile(path, 1 << 20);
+  return r.ok() && *r ? **r : "";
+}
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// Everything a controller install decided before changing anything.
+struct ControllerPlan {
+  Account account;
+  std::string hostname;
+  std::string config_path;
+  std::optional<agent::DaemonConfig> saved;  // the existing credential config
+  std::optional<InstallState> previous;      // what an earlier install left
+  ResolvedRelease release;
+  std::string prefix;
+  HookWrapperPaths hooks;
+  std::optional<WiringPlan> wiring;
+  std::string control_plane;
+  std::string data_plane;
+  std::string unit_text;
+};
+
+std::string AgentLibraryPath(const ControllerPlan& plan) {
+  // The in-process agent ships with the CUPTI build of this node, when there is one.
+  if (plan.release.cupti_dir.empty())
+    return "";
+  return plan.prefix + "/lib/cupti-nodes/" + plan.hostname + "/lib/libexpanse-agent.so";
+}
+
+// Removes what an earlier install of `role` put on the host, except the credential config:
+// reinstall keeps the identity. Not journalled, as the operator guide says: a failed reinstall
+// does not bring the old runtime back.
+Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool reconfigure,
+                       const Output& out) {
+  out.progress(
+      "removing the previous installation (" +
+      (state.daemon_version.empty() ? std::string("unknown version") : state.daemon_version) +
+      "); the compute identity is kept");
+  EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state.unit_name, state.unit_path, out));
+  EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(state, "", reconfigure, out));
+  for (const std::string& f : state.files) {
+    if (unlink(f.c_str()) != 0 && errno != ENOENT)
+      return InternalError("remove " + f + ": " + std::strerror(errno));
+  }
+  for (const std::string& t : state.trees) {
+    std::error_code ec;
+    std::filesystem::remove_all(t, ec);
+    if (ec)
+      return InternalError("remove " + t + ": " + ec.message());
+  }
+  return fs::WriteFileAtomically(paths.state_dir, state.role + ".json.removed",
+                                 RenderInstallState(state), 0600);
+}
+
+Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
+                 const Output& out) {
+  Problems problems;
+  Result<Account> account = LookupAccount(o.user);
+  if (account.ok())
+    plan.account = *account;
+  else
+    problems.Add(account.status().message());
+
+  if (!ConfigOnly(o)) {
+    if (o.shared_prefix.empty()) {
+      problems.Add(
+          "--shared-prefix is required: the absolute path of the filesystem every node "
+          "mounts (e.g. /srv/expanse)");
+    } else {
+      problems.AddIfError(CheckPrefixWritable(o.shared_prefix));
+    }
+    if (o.systemd)
+      problems.AddIfError(CheckSystemd(paths));
+    HookWrapperPaths hooks;
+    hooks.prolog = o.shared_prefix + "/hooks/prolog";
+    hooks.epilog = o.shared_prefix + "/hooks/epilog";
+    hooks.taskprolog = o.profiling_agent ? o.shared_prefix + "/hooks/taskprolog" : "";
+    plan.hooks = hooks;
+    Result<WiringPlan> wiring = PlanWiring(o.slurm_conf, hooks);
+    if (wiring.ok()) {
+      plan.wiring = *wiring;
+      out.progress("slurm.conf: " + wiring->slurm_conf);
+      if (!wiring->description.empty())
+        out.text(wiring->description);
+      for (const std::string& w : wiring->warnings)
+        out.progress("warning: " + w);
+    } else {
+      problems.Add(wiring.status().message());
+    }
+  }
+  if (!o.shared_prefix.empty() && agent::PathIsUnder(plan.config_path, o.shared_prefix)) {
+    problems.Add("the credential config " + plan.config_path + " would be on the shared mount " +
+                 o.shared_prefix + "; use --config with a local path");
+  }
+  // The planes must answer; any HTTP answer proves reachability (credentials come later).
+  if (plan.control_plane.empty()) {
+    problems.Add(
+        "--control-plane is required for a fresh install or a rebuilt controller (the "
+        "URL shown in the console's Add compute panel)");
+  }
+  if (plan.data_plane.empty())
+    problems.Add("--data-plane is required for a fresh install or a rebuilt controller");
+  return problems.ToStatus("preflight");
+}
+
+Status CheckDataPlaneReachable(const std::string& url) {
+  net::HttpClientOptions options;
+  options.ca_file = CaFileFromEnvironment();
+  options.total_timeout = std::chrono::seconds(15);
+  EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> http, net::HttpClient::Create(options));
+  net::HttpRequest request;
+  request.url = url + "/healthz";
+  Result<net::HttpResponse> r = http->Send(request);
+  if (!r.ok())
+    return UnavailableError("the data plane " + url + " is not reachable: " + r.status().message());
+  return OkStatus();
+}
+
+Status ApplyController(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
+                       std::optional<SecretString>& token, const ComputeSummary* compute,
+                       Journal& journal, const Output& out) {
+  const std::string& prefix = plan.prefix;
+  const uid_t uid = plan.account.uid;
+  const gid_t gid = plan.account.gid;
+  InstallState state;
+  state.role = "controller";
+  state.daemon_version = plan.release.version;
+  state.highest_version =
+      HigherVersion(plan.previous ? plan.previous->highest_version : "", plan.release.version);
+  state.shared_prefix = prefix;
+  state.config_path = plan.config_path;
+  state.user = o.user;
+  state.profiling_agent = o.profiling_agent;
+  state.sampler_bootstrap = o.sampler_bootstrap;
+  state.cupti_mode = o.cupti_mode;
+
+  EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, plan.account));
+  out.progress("installing the daemon into " + prefix);
+  EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/bin", 0755));
+  EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/hooks", 0755));
+  // The spool fills at run time; a fresh one is adopted whole so an undo removes what the
+  // daemon wrote there. An existing one (reinstall) keeps the samples still waiting in it.
+  const std::string spool = prefix + "/spool";
+  if (!Exists(spool)) {
+    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(spool));
+    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(spool, 0755, uid, gid));
+  }
+  const std::string sentinel = prefix + "/" + kSentinelName;
+  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(
+      sentinel, RenderSentinel(plan.account, plan.hostname, NowMs()), 0644, uid, gid));
+  state.files.push_back(sentinel);
+
+  const std::string daemon = prefix + "/bin/expanse-daemon";
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> binary,
+                           fs::ReadSmallFile(plan.release.daemon_path, size_t{512} << 20));
+  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(daemon, binary.value_or(""), 0755));
+  state.files.push_back(daemon);
+  if (o.bundled_pyspy) {
+    if (plan.release.pyspy_path.empty()) {
+      out.progress("note: this release has no bundled py-spy; set EXPANSE_PYSPY to use your own");
+    } else {
+      EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> pyspy,
+                               fs::ReadSmallFile(plan.release.pyspy_path, size_t{256} << 20));
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(prefix + "/bin/py-spy", pyspy.value_or(""), 0755));
+      state.files.push_back(prefix + "/bin/py-spy");
+    }
+  }
+  if (!plan.release.cupti_dir.empty()) {
+    const std::string nodes = prefix + "/lib/cupti-nodes";
+    const std::string target = nodes + "/" + plan.hostname;
+    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(nodes, 0755));
+    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(target));
+    std::error_code ec;
+    std::filesystem::copy(plan.release.cupti_dir, target, std::filesystem::copy_options::recursive,
+                          ec);
+    if (ec)
+      return InternalError("copy CUPTI into " + target + ": " + ec.message());
+    state.trees.push_back(target);
+    out.progress("CUPTI " + plan.release.cupti_variant + " installed into " + target);
+  }
+  out.progress(plan.release.cupti_note);
+
+  // Hook wrappers: they run on every node from the shared prefix.
+  for (const std::string kind : {"prolog", "epilog", "taskprolog"}) {
+    if (kind == "taskprolog" && !o.profiling_agent)
+      continue;
+    HookScriptSpec spec;
+    spec.kind = kind;
+    spec.daemon_path = daemon;
+    spec.shared_prefix = prefix;
+    spec.user = o.user;
+    spec.sampler_bootstrap = o.sampler_bootstrap;
+    spec.agent_library = kind == "taskprolog" ? AgentLibraryPath(plan) : "";
+    const std::string gres =
+        plan.wiring->slurm_conf.substr(0, plan.wiring->slurm_conf.rfind('/')) + "/gres.conf";
+    if (Exists(gres))
+      spec.extra_args = {"--gres-conf", gres};
+    spec.site_hook = kind == "prolog"   ? plan.wiring->site_prolog
+                     : kind == "epilog" ? plan.wiring->site_epilog
+                                        : plan.wiring->site_taskprolog;
+    EXPANSE_ASSIGN_OR_RETURN(std::string script, RenderHookWrapper(spec));
+    const std::string path = prefix + "/hooks/" + kind;
+    EXPANSE_RETURN_IF_ERROR(journal.WriteFile(path, script, 0755));
+    state.files.push_back(path);
+  }
+
+  // The credential. A fresh install journals it (a failure leaves no trace); a replacement
+  // credential is written outside the journal because the exchange has revoked the old one.
+  if (token) {
+    ExchangeRequest request;
+    request.hostname = plan.hostname;
+    request.daemon_version = plan.release.version.empty() ? "unknown" : plan.release.version;
+    request.slurm_version = SlurmVersion();
+    out.progress("exchanging the install token for the compute credential");
+    EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred,
+                             ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment())
+                                 ->Exchange(token->view(), request));
+    token.reset();  // wiped: a failed run never carries it into another step
+    agent::DaemonConfig config;
+    config.compute_id = cred.compute.id;
+    config.organization = cred.compute.organization_slug;
+    config.credential_id = cred.credential_id;
+    config.credential = cred.credential;
+    config.control_plane_url =
+        cred.compute.control_plane_url.empty() ? plan.control_plane : plan.control_plane;
+    config.data_plane_url = plan.data_plane;
+    config.shared_prefix = prefix;
+    config.daemon_user = o.user;
+    config.written_ms = NowMs();
+    const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
+    if (plan.saved) {
+      EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
+      EXPANSE_RETURN_IF_ERROR(agent::SaveDaemonConfig(plan.config_path, config, uid, gid));
+      out.progress("replacement credential written to " + plan.config_path +
+                   " (the previous one is revoked)");
+    } else {
+      EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(dir, 0700, uid, gid));
+      EXPANSE_RETURN_IF_ERROR(
+          journal.WriteFile(plan.config_path, agent::RenderDaemonConfig(config), 0600, uid, gid));
+      out.progress("credential written to " + plan.config_path);
+    }
+    plan.saved = config;
+  }
+  (void)compute;
+
+  std::vector<std::pair<std::string, std::string>> settings;
+  if (!o.profiling_agent)
+    settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");
+  EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(journal, paths, settings, "", plan.account.gid, out));
+
+  // The unit, and the shared copy the worker bootstrap installs on autoscaled nodes.
+  UnitOptions unit;
+  unit.role = UnitRole::kController;
+  unit.daemon_binary = daemon;
+  unit.user = o.user;
+  unit.config_path = plan.config_path;
+  unit.shared_prefix = prefix;
+  EXPANSE_ASSIGN_OR_RETURN(unit.cupti_mode, ParseCuptiMode(o.cupti_mode));
+  unit.profiling_agent = o.profiling_agent;
+  EXPANSE_ASSIGN_OR_RETURN(plan.unit_text, RenderUnit(unit));
+  UnitOptions sampler_unit = unit;
+  sampler_unit.role = UnitRole::kSampler;
+  sampler_unit.config_path.clear();
+  EXPANSE_ASSIGN_OR_RETURN(std::string sampler_text, RenderUnit(sampler_unit));
+  EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/lib/systemd", 0755));
+  EXPANSE_RETURN_IF_ERROR(
+      journal.WriteFile(prefix + "/lib/systemd/" + kSamplerUnitName, sampler_text, 0644));
+  state.files.push_back(prefix + "/lib/systemd/" + kSamplerUnitName);
+
+  // slurm.conf, before the service starts so the first job after start is seen.
+  if (plan.wiring && o.patch_slurm_conf && !plan.wiring->edits.empty()) {
+    out.progress("wiring Prolog/Epilog" + std::string(o.profiling_agent ? "/TaskProlog" : "") +
+                 " in " + plan.wiring->slurm_conf);
+    if (o.reconfigure) {
+      EXPANSE_RETURN_IF_ERROR(
+          journal.RunCommand("scontrol reconfigure (after undo)", {}, {"scontrol", "reconfigure"}));
+    }
+    for (const WholeFileEdit& e : plan.wiring->edits) {
+      struct stat st {};
+      if (stat(e.path.c_str(), &st) != 0)
+        return NotFoundError(e.path + " vanished during the install");
+      if (ReadOrEmpty(e.path) != e.before)
+        return FailedPreconditionError(e.path + " changed during the install; run it again");
+      EXPANSE_RETURN_IF_ERROR(
+          journal.WriteFile(e.path, e.after, st.st_mode & 07777, st.st_uid, st.st_gid));
+      state.wired_files.push_back(e.path);
+    }
+    state.slurm_conf = plan.wiring->slurm_conf;
+    if (o.reconfigure) {
+      EXPANSE_RETURN_IF_ERROR(
+          journal.RunCommand("scontrol reconfigure", {"scontrol", "reconfigure"}, {}));
+    } else {
+      out.progress("run `scontrol reconfigure` to make slurmctld and slurmd load the hooks");
+    }
+  } else if (plan.wiring && !plan.wiring->edits.empty()) {
+    out.progress(
+        "slurm.conf left untouched (--patch-slurm-conf=false); add these lines with "
+        "your configuration management, then run `scontrol reconfigure`:");
+    out.text(plan.wiring->manual_instructions);
+  } else if (plan.wiring) {
+    state.wired_files = plan.previous ? plan.previous->wired_files : state.wired_files;
+    state.slurm_conf = plan.wiring->slurm_conf;
+  }
+
+  const std::string state_path = StatePath(paths.state_dir, "controller");
+  if (o.systemd) {
+    state.unit_name = kControllerUnitName;
+    state.unit_path = paths.unit_dir + "/" + kControllerUnitName;
+    EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));
+    out.progress("starting " + std::string(kControllerUnitName));
+    EXPANSE_RETURN_IF_ERROR(
+        InstallAndStartUnit(journal, paths, kControllerUnitName, plan.unit_text));
+    out.progress("waiting up to " + std::to_string(o.heartbeat_timeout.count() / 1000) +
+                 " s for the first authenticated heartbeat");
+    EXPANSE_ASSIGN_OR_RETURN(
+        ControlPlaneClient cp,
+        ControlPlaneClient::Create(plan.saved->control_plane_url, CaFileFromEnvironment()));
+    EXPANSE_ASSIGN_OR_RETURN(bool enrolled,
+                             cp.WaitForHeartbeat(plan.saved->credential, o.heartbeat_timeout));
+    if (!enrolled) {
+      // The service's own words are the quickest way to the cause (a TLS trust problem, a proxy,
+      // a refused credential), so show them before everything is rolled back.
+      SubprocessOptions journal_tail;
+      journal_tail.argv = {"journalctl", "-u", kControllerUnitName, "-n", "20", "--no-pager"};
+      journal_tail.timeout = std::chrono::seconds(10);
+      Result<SubprocessResult> tail = RunSubprocess(journal_tail);
+      if (tail.ok() && !tail->stdout_text.empty()) {
+        out.progress("last lines of the daemon's journal:");
+        out.text(tail->stdout_text);
+      }
+      return DeadlineExceededError(
+                 "no authenticated heartbeat arrived within --heartbeat-timeout; see `journalctl "
+                 "-u expanse-daemon` for why the daemon could not report")
+          .WithReason("heartbeat_timeout");
+    }
+    out.progress("heartbeat received: compute " + plan.saved->compute_id + " is active");
+  } else {
+    EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));
+    out.progress("--systemd=false: install this unit as /etc/systemd/system/" +
+                 std::string(kControllerUnitName) + " (or run its ExecStart your own way):");
+    out.text(plan.unit_text);
+  }
+  return OkStatus();
+}
+
+Status InstallController(const InstallOptions& o, const HostPaths& paths,
+                         std::optional<SecretString> token, const Output& out) {
+  ControllerPlan plan;
+  plan.hostname = o.hostname.empty() ? ShortHostname() : o.hostname;
+  plan.config_path = EffectiveConfigPath(o.config_path);
+  plan.prefix = o.shared_prefix;
+
+  // 1. What is here already.
+  if (Exists(plan.config_path)) {
+    Result<agent::DaemonConfig> saved = agent::LoadDaemonConfig(plan.config_path);
+    if (!o.reinstall) {
+      std::string who = saved.ok() ? " (compute " + saved->compute_id + ", organisation " +
+                                         saved->organization + ")"
+                                   : "";
+      return FailedPreconditionError(
+                 "existing daemon config found at " + plan.config_path + who +
+                 ". To upgrade or repair this compute, re-run with --reinstall (add "
+                 "EXPANSE_INSTALL_TOKEN only with a token re-issued for this compute, to replace "
+                 "its credential). To register a different compute, run `expanse compute "
+                 "uninstall` first. Do not edit or delete the file by hand.")
+          .WithReason("existing_config");
+    }
+    if (!saved.ok()) {
+      if (!token) {
+        return FailedPreconditionError("the saved config " + plan.config_path +
+                                       " cannot be used (" + saved.status().message() +
+                                       "); re-issue an install token for this compute and pass "
+                                       "it in EXPANSE_INSTALL_TOKEN with --reinstall");
+      }
+    } else {
+      plan.saved = *saved;
+    }
+  } else if (o.reinstall && !token) {
+    return FailedPreconditionError(
+               "--reinstall found no saved config at " + plan.config_path +
+               ": a rebuilt controller needs a token re-issued in the console (pass it in "
+               "EXPANSE_INSTALL_TOKEN) and --control-plane/--data-plane")
+        .WithReason("no_saved_config");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(plan.previous, LoadInstallState(paths.state_dir, "controller"));
+  plan.control_plane = !o.control_plane.empty() ? o.control_plane
+                       : plan.saved             ? plan.saved->control_plane_url
+                                                : "";
+  plan.data_plane = !o.data_plane.empty() ? o.data_plane
+                    : plan.saved          ? plan.saved->data_plane_url
+                                          : "";
+  if (!plan.control_plane.empty())
+    while (plan.control_plane.ends_with('/'))
+      plan.control_plane.pop_back();
+  if (Exists(StatePath(paths.state_dir, "sampler"))) {
+    return FailedPreconditionError(
+        "this host has the sampler role installed; uninstall it first (`expanse compute "
+        "uninstall --role sampler`): the controller daemon samples this host's GPUs itself");
+  }
+
+  // 2. Preflight: every problem at once, before the token is used.
+  out.progress("preflight: paths, permissions, account, SLURM configuration, hooks");
+  EXPANSE_RETURN_IF_ERROR(Preflight(o, paths, plan, out));
+
+  // 3. The release, verified and staged (downloads happen before any change).
+  const std::string staging = paths.state_dir + "/staging." + std::to_string(getpid());
+  struct StagingCleanup {
+    std::string dir;
+    ~StagingCleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{staging};
+  if (!ConfigOnly(o)) {
+    if (o.daemon_version.empty() && o.daemon_binary.empty()) {
+      return InvalidArgumentError(
+                 "give --daemon-version (the version shown in the console) or "
+                 "--daemon-binary (a staged archive)")
+          .WithReason("no_release");
+    }
+    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(paths.state_dir, 0700));
+    EXPANSE_ASSIGN_OR_RETURN(plan.release,
+                             ResolveRelease(o, staging, CaFileFromEnvironment(),
+                                            [&](const std::string& line) { out.progress(line); }));
+    const std::string highest = plan.previous ? plan.previous->highest_version : "";
+    if (!plan.release.version.empty() && !highest.empty() &&
+        release::CompareVersions(plan.release.version, highest) < 0 && !o.allow_downgrade) {
+      return FailedPreconditionError("daemon " + plan.release.version + " is older than " +
+                                     highest +
+                                     ", already installed here; pass --allow-downgrade if you "
+                                     "mean to go back")
+          .WithReason("downgrade_refused");
+    }
+  }
+
+  // 4. The token: only now, and checked against the compute before anything changes.
+  const ComputeSummary* compute = nullptr;
+  ComputeSummary summary;
+  if (!plan.saved || token) {
+    EXPANSE_ASSIGN_OR_RETURN(TokenIntake intake,
+                             ObtainInstallToken(std::move(token), /*allow_prompt=*/!o.reinstall));
+    EXPANSE_RETURN_IF_ERROR(CheckTokenShape(intake.token.view()));
+    EXPANSE_ASSIGN_OR_RETURN(
+        ControlPlaneClient cp,
+        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment()));
+    Result<ComputeSummary> intro = cp.Introspect(intake.token.view());
+    if (!intro.ok()) {
+      return Status(intro.status().code(),
+                    "the install token was refused before anything changed: " +
+                        intro.status().message())
+          .WithReason(intro.status().reason());
+    }
+    summary = *intro;
+    if (plan.saved && summary.id != plan.saved->compute_id) {
+      return FailedPreconditionError(
+                 "this install token belongs to compute " + summary.id + " ('" + summary.name +
+                 "'), but this controller is registered as " + plan.saved->compute_id +
+                 "; nothing was changed and the saved identity stays. Re-issue the token from "
+                 "this compute's console page, or uninstall to register a different compute.")
+          .WithReason("token_for_other_compute");
+    }
+    out.progress("install token is for compute '" + summary.name + "' (" + summary.id +
+                 ") in organisation " + summary.organization_slug);
+    compute = &summary;
+    token = std::move(intake.token);
+  }
+  if (!ConfigOnly(o))
+    EXPANSE_RETURN_IF_ERROR(CheckDataPlaneReachable(plan.data_plane));
+
+  // 5. Apply.
+  if (o.reinstall && plan.previous && !ConfigOnly(o)) {
+    EXPANSE_RETURN_IF_ERROR(CleanUpPrevious(*plan.previous, paths, o.reconfigure, out));
+    // The cleanup put the site's own hook lines back: plan the wiring again from there.
+    EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(o.slurm_conf, plan.hooks));
+  }
+  EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(paths.state_dir + "/journal",
+                                                           FaultInjection::FromEnvironment()));
+  Status applied;
+  if (ConfigOnly(o)) {
+    plan.release.version = o.daemon_version;
+    applied = [&]() -> Status {
+      if (!token)
+        return OkStatus();
+      ExchangeRequest request;
+      request.hostname = plan.hostname;
+      request.daemon_version = o.daemon_version.empty() ? "config-only" : o.daemon_version;
+      EXPANSE_ASSIGN_OR_RETURN(
+          ControlPlaneClient cp,
+          ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment()));
+      EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred, cp.Exchange(token->view(), request));
+      token.reset();
+      agent::DaemonConfig config;
+      config.compute_id = cred.compute.id;
+      config.organization = cred.compute.organization_slug;
+      config.credential_id = cred.credential_id;
+      config.credential = cred.credential;
+      config.control_plane_url = plan.control_plane;
+      config.data_plane_url = plan.data_plane;
+      config.shared_prefix = o.shared_prefix;
+      config.daemon_user = o.user;
+      config.written_ms = NowMs();
+      const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
+      if (plan.saved) {
+        EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
+        return agent::SaveDaemonConfig(plan.config_path, config, plan.account.uid,
+                                       plan.account.gid);
+      }
+      EXPANSE_RETURN_IF_ERROR(
+          journal.MakeDirectories(dir, 0700, plan.account.uid, plan.account.gid));
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(plan.config_path, agent::RenderDaemonConfig(config),
+                                                0600, plan.account.uid, plan.account.gid));
+      out.progress("credential written to " + plan.config_path + " (config only; no runtime)");
+      return OkStatus();
+    }();
+  } else {
+    applied = ApplyController(o, paths, plan, token, compute, journal, out);
+  }
+  if (!applied.ok()) {
+    out.progress("install failed: " + applied.message());
+    out.progress("rolling back " + std::to_string(journal.changes()) + " change" +
+                 (journal.changes() == 1 ? "" : "s"));
+    Status undone = Journal::RollBack(journal.dir(), out.detail);
+    if (!undone.ok()) {
+      return Status(applied.code(), applied.message() + "; rollback incomplete: " +
+                                        undone.message() + " (re-run the install to finish it)")
+          .WithReason(applied.reason());
+    }
+    if (o.reinstall && plan.previous) {
+      out.progress(
+          "the compute identity is kept; the previous runtime was removed and is not "
+          "restored: fix the cause and run the reinstall again");
+    } else {
+      out.progress("the host is as it was before this install");
+    }
+    return applied;
+  }
+  EXPANSE_RETURN_IF_ERROR(journal.Commit());
+  out.progress("done");
+  return OkStatus();
+}
+
+}  // namespace
+
+Status RunInstall(const InstallOptions& options, const HostPaths& paths,
+                  std::optional<SecretString> token, const Output& out) {
+  EXPANSE_RETURN_IF_ERROR(FlagProblems(CheckInstallFlags(options)));
+  EXPANSE_ASSIGN_OR_RETURN(InstallLock lock, LockAndRecover(paths, out));
+  if (options.role == "sampler") {
+    if (token)
+      out.progress("note: EXPANSE_INSTALL_TOKEN is ignored: samplers use no credential");
+    return InstallSampler(options, paths, out);
+  }
+  return InstallController(options, paths, std::move(token), out);
+}
+
+}  // namespace expanse::install

@@ -1,0 +1,107 @@
+// The install journal: every change `expanse compute install` makes to the host is written
+// down (with a copy of what it replaces) BEFORE it is made, so a failed or killed install can
+// be undone exactly, leaving the host as it was.
+//
+//   EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(dir, faults));
+//   EXPANSE_RETURN_IF_ERROR(journal.WriteFile("/etc/systemd/system/x.service", text, 0644));
+//   ...
+//   journal.Commit();            // success: forget the journal and its backups
+//   Journal::RollBack(dir, log); // failure (or an interrupted earlier run): undo in reverse
+//
+// Layout of `dir` (local disk, root only): `journal.jsonl`, one JSON record per change, each
+// appended and fsync'ed before the change; `backup-<seq>` holds the bytes a change replaces or
+// removes. A torn last record means its change was never started (records are complete before
+// changes begin), so recovery skips it. Format: docs/formats/install-journal.md.
+
+#ifndef EXPANSE_INSTALL_JOURNAL_H_
+#define EXPANSE_INSTALL_JOURNAL_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/status.h"
+
+namespace expanse::install {
+
+// Test hooks read from the environment by the CLI (documented in docs/testing.md): fail, or
+// die with SIGKILL, once this many changes have been made.
+struct FaultInjection {
+  std::optional<int> fail_after_changes{};
+  std::optional<int> kill_after_changes{};
+  static FaultInjection FromEnvironment();
+};
+
+// Where progress and diagnostics go; the CLI prints them, tests collect them.
+using LogFn = std::function<void(const std::string&)>;
+
+class Journal {
+ public:
+  // Starts an empty journal in `dir` (created 0700). kFailedPrecondition, reason
+  // "journal_pending", when a journal is already there: roll it back first.
+  static Result<Journal> Begin(const std::string& dir, FaultInjection faults = {});
+
+  // True when `dir` holds a journal of an install that did not finish.
+  static bool Pending(const std::string& dir);
+
+  // Undoes every recorded change, newest first, then removes the journal. Keeps going past a
+  // failed undo step (logging it) so as much as possible is restored; the first failure is
+  // returned at the end and the journal is kept for another try.
+  static Status RollBack(const std::string& dir, const LogFn& log);
+
+  Journal(Journal&& other) noexcept;
+  Journal& operator=(Journal&&) = delete;
+  Journal(const Journal&) = delete;
+  ~Journal();
+
+  // Creates or replaces `path` atomically with `contents`, `mode` and owner. Undo restores the
+  // old bytes, mode and owner, or removes the file when there was none.
+  Status WriteFile(const std::string& path, const std::string& contents, mode_t mode, uid_t uid = 0,
+                   gid_t gid = 0);
+
+  // Creates `path` and its missing parents. Undo removes the directories this created (only
+  // when empty: anything left inside was not ours).
+  Status MakeDirectories(const std::string& path, mode_t mode, uid_t uid = 0, gid_t gid = 0);
+
+  // Changes the owner of an existing directory or file; undo gives it back.
+  Status Chown(const std::string& path, uid_t uid, gid_t gid);
+
+  // Removes `path` (a regular file); undo puts it back.
+  Status RemoveFile(const std::string& path);
+
+  // Records `undo` (a command) and then runs `run` (empty = run nothing now). A failing `run`
+  // is an error; undo commands are best effort. `what` names the step in logs.
+  Status RunCommand(const std::string& what, const std::vector<std::string>& run,
+                    const std::vector<std::string>& undo);
+
+  // Records a directory whose whole tree (created by a step that is not journalled file by
+  // file, such as archive extraction into a fresh directory) is removed on undo.
+  Status AdoptNewTree(const std::string& path);
+
+  // Success: removes the journal and its backups.
+  Status Commit();
+
+  int changes() const { return changes_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Journal(std::string dir, int fd, FaultInjection faults)
+      : dir_(std::move(dir)), fd_(fd), faults_(faults) {}
+  Status Append(const std::string& record_json);
+  Status BeforeChange();  // fault injection point
+  std::string NextBackupName();
+
+  std::string dir_;
+  int fd_ = -1;  // journal.jsonl, append-only; closed by Commit or when the process ends
+  FaultInjection faults_;
+  int changes_ = 0;
+  int seq_ = 0;
+};
+
+}  // namespace expanse::install
+
+#endif  // EXPANSE_INSTALL_JOURNAL_H_

@@ -1,0 +1,140 @@
+#include "install/journal.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/file_util.h"
+
+namespace expanse::install {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// path -> "mode:contents" (directories as "dir:mode") of everything under `root`.
+std::map<std::string, std::string> Snapshot(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : stdfs::recursive_directory_iterator(root)) {
+    struct stat st {};
+    lstat(e.path().c_str(), &st);
+    if (S_ISDIR(st.st_mode)) {
+      out[e.path()] = "dir:" + std::to_string(st.st_mode & 07777);
+    } else {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      out[e.path()] = std::to_string(st.st_mode & 07777) + ":" + bytes;
+    }
+  }
+  return out;
+}
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/journal_test.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    host_ = root_ + "/host";
+    stdfs::create_directories(host_ + "/etc");
+    std::ofstream(host_ + "/etc/slurm.conf") << "ClusterName=tc\nProlog=/site/prolog\n";
+    chmod((host_ + "/etc/slurm.conf").c_str(), 0640);
+    jdir_ = root_ + "/journal";
+  }
+  void TearDown() override { stdfs::remove_all(root_); }
+
+  // Makes four kinds of change; returns the first error.
+  Status Changes(Journal& j) {
+    EXPANSE_RETURN_IF_ERROR(j.MakeDirectories(host_ + "/srv/expanse/bin", 0755));
+    EXPANSE_RETURN_IF_ERROR(j.WriteFile(host_ + "/srv/expanse/bin/daemon", "ELF", 0755));
+    EXPANSE_RETURN_IF_ERROR(j.WriteFile(host_ + "/etc/slurm.conf", "ClusterName=tc\n", 0644));
+    EXPANSE_RETURN_IF_ERROR(j.AdoptNewTree(host_ + "/srv/expanse/lib"));
+    stdfs::create_directories(host_ + "/srv/expanse/lib/a/b");
+    std::ofstream(host_ + "/srv/expanse/lib/a/b/f") << "x";
+    EXPANSE_RETURN_IF_ERROR(j.RunCommand("touch marker", {"/bin/true"},
+                                         {"/bin/sh", "-c", "echo undone >" + root_ + "/undo"}));
+    return OkStatus();
+  }
+
+  std::string root_, host_, jdir_;
+  std::vector<std::string> log_;
+  LogFn Log() {
+    return [this](const std::string& s) { log_.push_back(s); };
+  }
+};
+
+TEST_F(JournalTest, RollBackRestoresTheHostExactly) {
+  auto before = Snapshot(host_);
+  auto j = Journal::Begin(jdir_);
+  ASSERT_TRUE(j.ok()) << j.status();
+  ASSERT_TRUE(Changes(*j).ok());
+  EXPECT_NE(Snapshot(host_), before);
+  EXPECT_TRUE(Journal::Pending(jdir_));
+  ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+  EXPECT_EQ(Snapshot(host_), before);
+  EXPECT_FALSE(stdfs::exists(jdir_));
+  EXPECT_TRUE(stdfs::exists(root_ + "/undo")) << "the undo command ran";
+}
+
+TEST_F(JournalTest, CommitKeepsTheChangesAndForgetsTheJournal) {
+  auto j = Journal::Begin(jdir_);
+  ASSERT_TRUE(j.ok());
+  ASSERT_TRUE(Changes(*j).ok());
+  ASSERT_TRUE(j->Commit().ok());
+  EXPECT_FALSE(Journal::Pending(jdir_));
+  EXPECT_TRUE(stdfs::exists(host_ + "/srv/expanse/bin/daemon"));
+  EXPECT_EQ(*fs::ReadSmallFile(host_ + "/etc/slurm.conf", 100), std::string("ClusterName=tc\n"));
+}
+
+TEST_F(JournalTest, InjectedFailureAtEveryChangeRollsBackToTheSameHost) {
+  auto before = Snapshot(host_);
+  for (int n = 0; n < 7; ++n) {
+    auto j = Journal::Begin(jdir_, FaultInjection{.fail_after_changes = n});
+    ASSERT_TRUE(j.ok()) << j.status();
+    Status s = Changes(*j);
+    ASSERT_FALSE(s.ok()) << "fail after " << n;
+    EXPECT_EQ(s.reason(), "injected_failure");
+    EXPECT_EQ(j->changes(), n);
+    ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+    EXPECT_EQ(Snapshot(host_), before) << "after failing at change " << n + 1;
+  }
+}
+
+TEST_F(JournalTest, ATornLastRecordIsSkipped) {
+  auto before = Snapshot(host_);
+  {
+    auto j = Journal::Begin(jdir_);
+    ASSERT_TRUE(j.ok());
+    ASSERT_TRUE(j->WriteFile(host_ + "/new", "n", 0600).ok());
+  }
+  std::ofstream(jdir_ + "/journal.jsonl", std::ios::app) << "{\"seq\":2,\"op\":\"fi";
+  ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+  EXPECT_EQ(Snapshot(host_), before);
+}
+
+TEST_F(JournalTest, APendingJournalBlocksANewOne) {
+  auto j = Journal::Begin(jdir_);
+  ASSERT_TRUE(j.ok());
+  auto second = Journal::Begin(jdir_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().reason(), "journal_pending");
+}
+
+TEST_F(JournalTest, UndoOfADirectoryKeepsWhatOthersPutThere) {
+  auto j = Journal::Begin(jdir_);
+  ASSERT_TRUE(j.ok());
+  ASSERT_TRUE(j->MakeDirectories(host_ + "/d", 0755).ok());
+  std::ofstream(host_ + "/d/foreign") << "not ours";
+  Status s = Journal::RollBack(jdir_, Log());
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(stdfs::exists(host_ + "/d/foreign"));
+  EXPECT_TRUE(Journal::Pending(jdir_)) << "kept for another try";
+}
+
+}  // namespace
+}  // namespace expanse::install

@@ -1,0 +1,35 @@
+// Where the daemon of an install comes from: a signed release fetched by version from the
+// releases URL (--daemon-version), or a staged archive with its signature or a bare binary
+// (--daemon-binary). Everything is verified and unpacked into a local staging directory before
+// anything on the host changes. The CUPTI variant for this node is chosen here too; missing
+// CUPTI is only ever a note, never an error.
+
+#ifndef EXPANSE_INSTALL_RELEASE_SOURCE_H_
+#define EXPANSE_INSTALL_RELEASE_SOURCE_H_
+
+#include <functional>
+#include <string>
+
+#include "core/result.h"
+#include "install/install_options.h"
+
+namespace expanse::install {
+
+struct ResolvedRelease {
+  std::string version;      // "" for a bare binary (its version is not known)
+  std::string daemon_path;  // staged bin/expanse-daemon
+  std::string pyspy_path;   // staged bin/py-spy, "" when the release has none
+  bool verified = false;    // signature checked
+  std::string cupti_dir;    // staged CUPTI tree for this node, "" when none
+  std::string cupti_variant;
+  std::string cupti_note;  // why this variant, or why none
+};
+
+// `staging_dir` must not exist; it is created and filled. `ca_file` for HTTPS downloads.
+Result<ResolvedRelease> ResolveRelease(const InstallOptions& options,
+                                       const std::string& staging_dir, const std::string& ca_file,
+                                       const std::function<void(const std::string&)>& log);
+
+}  // namespace expanse::install
+
+#endif  // EXPANSE_INSTALL_RELEASE_SOURCE_H_

@@ -1,0 +1,132 @@
+// `expanse compute install --role sampler`: a worker's sampler service, using the daemon binary
+// the controller installed on the shared mount. No token, no credential.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "install/host_facts.h"
+#include "install/install_state.h"
+#include "install/install_steps.h"
+#include "install/installer.h"
+#include "install/journal.h"
+#include "install/systemd_unit.h"
+
+namespace expanse::install {
+namespace {
+
+// A sampler a Prolog started before this service existed holds the node's sampler lock, and the
+// service would find it and exit. It is stopped here; the service takes over. (Not journalled:
+// if the install fails, the next job's Prolog starts one again.)
+void StopBootstrappedSampler(const HostPaths& paths, const Output& out) {
+  std::ifstream pid_file(paths.daemon_state_dir + "/sampler/sampler.pid");
+  long pid = 0;
+  if (!(pid_file >> pid) || pid <= 1)
+    return;
+  std::ifstream cmdline_file("/proc/" + std::to_string(pid) + "/cmdline");
+  std::stringstream cmdline;
+  cmdline << cmdline_file.rdbuf();
+  if (cmdline.str().find(std::string("--role\0sampler", 14)) == std::string::npos)
+    return;  // a stale pid file: that process is something else now
+  out.progress("stopping the sampler a Prolog started (pid " + std::to_string(pid) +
+               "); the service replaces it");
+  kill(static_cast<pid_t>(pid), SIGTERM);
+  for (int i = 0; i < 100 && kill(static_cast<pid_t>(pid), 0) == 0; ++i)
+    usleep(100'000);
+}
+
+}  // namespace
+
+Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Output& out) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> controller,
+                           LoadInstallState(paths.state_dir, "controller"));
+  if (controller) {
+    return FailedPreconditionError(
+               "this host runs the controller daemon, which already samples its GPUs; a sampler "
+               "here would sample them twice")
+        .WithReason("sampler_on_controller");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> previous,
+                           LoadInstallState(paths.state_dir, "sampler"));
+
+  out.progress("preflight: shared mount, account, systemd");
+  Problems problems;
+  const std::string daemon = o.shared_prefix + "/bin/expanse-daemon";
+  Result<Account> account = LookupAccount(o.user);
+  if (!account.ok())
+    problems.Add(account.status().message());
+  struct stat st {};
+  if (stat(daemon.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+    problems.Add("no daemon binary at " + daemon +
+                 ": install the controller first, or mount the shared filesystem at " +
+                 o.shared_prefix + " on this node");
+  } else if (account.ok()) {
+    problems.AddIfError(CheckSentinel(o.shared_prefix, *account));
+  }
+  if (o.systemd)
+    problems.AddIfError(CheckSystemd(paths));
+  EXPANSE_RETURN_IF_ERROR(problems.ToStatus("preflight"));
+
+  UnitOptions unit;
+  unit.role = UnitRole::kSampler;
+  unit.daemon_binary = daemon;
+  unit.user = o.user;
+  unit.shared_prefix = o.shared_prefix;
+  EXPANSE_ASSIGN_OR_RETURN(unit.cupti_mode, ParseCuptiMode(o.cupti_mode));
+  unit.profiling_agent = o.profiling_agent;
+  EXPANSE_ASSIGN_OR_RETURN(std::string unit_text, RenderUnit(unit));
+
+  if (o.systemd)
+    StopBootstrappedSampler(paths, out);
+  if (previous) {
+    out.progress("replacing the previous sampler service");
+    EXPANSE_RETURN_IF_ERROR(
+        StopAndRemoveUnit(paths, previous->unit_name, previous->unit_path, out));
+  }
+  EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(paths.state_dir + "/journal",
+                                                           FaultInjection::FromEnvironment()));
+  InstallState state;
+  state.role = "sampler";
+  state.shared_prefix = o.shared_prefix;
+  state.user = o.user;
+  state.profiling_agent = o.profiling_agent;
+  state.cupti_mode = o.cupti_mode;
+  state.installed_ms = NowMs();
+  Status applied = [&]() -> Status {
+    std::vector<std::pair<std::string, std::string>> settings;
+    if (!o.profiling_agent)
+      settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");
+    EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(journal, paths, settings, "", account->gid, out));
+    EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, *account));
+    const std::string state_path = StatePath(paths.state_dir, "sampler");
+    if (!o.systemd) {
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));
+      out.progress("--systemd=false: install this unit as /etc/systemd/system/" +
+                   std::string(kSamplerUnitName) + ":");
+      out.text(unit_text);
+      return OkStatus();
+    }
+    state.unit_name = kSamplerUnitName;
+    state.unit_path = paths.unit_dir + "/" + kSamplerUnitName;
+    EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));
+    out.progress("starting " + std::string(kSamplerUnitName));
+    return InstallAndStartUnit(journal, paths, kSamplerUnitName, unit_text);
+  }();
+  if (!applied.ok()) {
+    out.progress("install failed: " + applied.message());
+    out.progress("rolling back " + std::to_string(journal.changes()) + " changes");
+    Status undone = Journal::RollBack(journal.dir(), out.detail);
+    if (!undone.ok())
+      return Status(applied.code(),
+                    applied.message() + "; rollback incomplete: " + undone.message());
+    return applied;
+  }
+  EXPANSE_RETURN_IF_ERROR(journal.Commit());
+  out.progress("done: the sampler writes to " + o.shared_prefix + "/spool/workers");
+  return OkStatus();
+}
+
+}  // namespace expanse::install

@@ -1,0 +1,144 @@
+// `expanse compute uninstall`: the explicit identity reset. Stops collection, removes exactly
+// what the install state lists (our files, our hook wiring — never an operator's own files or
+// daemon.env) and deprovisions the compute unless --keep-identity. Every step is idempotent, so
+// after a failure the same command finishes the job; the state file goes last.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "agent/daemon_config.h"
+#include "core/file_util.h"
+#include "core/subprocess.h"
+#include "install/control_plane_client.h"
+#include "install/install_lock.h"
+#include "install/install_state.h"
+#include "install/install_steps.h"
+#include "install/installer.h"
+#include "install/journal.h"
+#include "install/slurm_wiring.h"
+
+namespace expanse::install {
+namespace {
+
+Status RemoveListed(const InstallState& state, const Output& out) {
+  for (const std::string& f : state.files) {
+    if (unlink(f.c_str()) == 0)
+      out.detail("removed " + f);
+    else if (errno != ENOENT)
+      return InternalError("remove " + f + ": " + std::strerror(errno));
+  }
+  for (const std::string& t : state.trees) {
+    std::error_code ec;
+    std::filesystem::remove_all(t, ec);
+    if (ec)
+      return InternalError("remove " + t + ": " + ec.message());
+    out.detail("removed " + t);
+  }
+  return OkStatus();
+}
+
+// Removes directories the install created under the prefix when nothing else is in them.
+void RemoveEmptyManagedDirs(const std::string& prefix) {
+  for (const char* d : {"/lib/systemd", "/lib/cupti-nodes", "/lib", "/hooks", "/bin"})
+    rmdir((prefix + d).c_str());
+}
+
+Status UninstallController(const UninstallOptions& o, const HostPaths& paths, const Output& out) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
+                           LoadInstallState(paths.state_dir, "controller"));
+  const std::string config_path = EffectiveConfigPath(!o.config_path.empty() ? o.config_path
+                                                      : state                ? state->config_path
+                                                                             : "");
+  struct stat st {};
+  const bool have_config = stat(config_path.c_str(), &st) == 0;
+  if (!state && !have_config) {
+    out.progress("nothing to uninstall: no controller install state and no config at " +
+                 config_path);
+    return OkStatus();
+  }
+  if (state) {
+    out.progress("stopping " +
+                 (state->unit_name.empty() ? std::string("the daemon") : state->unit_name));
+    EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
+    EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(*state, o.slurm_conf, o.reconfigure, out));
+    out.progress("removing managed files from " + state->shared_prefix);
+    EXPANSE_RETURN_IF_ERROR(RemoveListed(*state, out));
+    // The worker spool is ours too (the guide has workers uninstalled first). Not a listed
+    // tree, because a reinstall must keep samples that are still waiting there.
+    if (!state->shared_prefix.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(state->shared_prefix + "/spool", ec);
+      if (ec)
+        return InternalError("remove " + state->shared_prefix + "/spool: " + ec.message());
+    }
+    RemoveEmptyManagedDirs(state->shared_prefix);
+  }
+  if (have_config && !o.keep_identity) {
+    Result<agent::DaemonConfig> config = agent::LoadDaemonConfig(config_path);
+    if (!config.ok())
+      return Status(config.status().code(), "cannot deprovision: " + config.status().message());
+    out.progress("deprovisioning compute " + config->compute_id);
+    EXPANSE_ASSIGN_OR_RETURN(
+        ControlPlaneClient cp,
+        ControlPlaneClient::Create(config->control_plane_url, CaFileFromEnvironment()));
+    Status gone = cp.Deprovision(config->credential);
+    if (!gone.ok() && gone.reason() != "credential_revoked" &&
+        gone.reason() != "compute_deprovisioned") {
+      return Status(gone.code(), "the host is cleaned up but the compute was not deprovisioned: " +
+                                     gone.message() + "; run the uninstall again")
+          .WithReason(gone.reason());
+    }
+    if (unlink(config_path.c_str()) != 0 && errno != ENOENT)
+      return InternalError("remove " + config_path + ": " + std::strerror(errno));
+    const std::string dir = config_path.substr(0, config_path.rfind('/'));
+    rmdir(dir.c_str());  // only when empty
+    out.progress("credential removed; register a new compute with a fresh install");
+    // What the daemon queued for this compute can never be delivered now.
+    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json"}) {
+      std::error_code ec;
+      std::filesystem::remove_all(paths.daemon_state_dir + "/" + runtime, ec);
+    }
+  } else if (o.keep_identity) {
+    out.progress("--keep-identity: the credential at " + config_path + " stays");
+  }
+  if (state) {
+    const std::string path = StatePath(paths.state_dir, "controller");
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return InternalError("remove " + path + ": " + std::strerror(errno));
+  }
+  out.progress("done");
+  return OkStatus();
+}
+
+Status UninstallSampler(const UninstallOptions&, const HostPaths& paths, const Output& out) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
+                           LoadInstallState(paths.state_dir, "sampler"));
+  if (!state) {
+    out.progress("nothing to uninstall: the sampler role is not installed on this host");
+    return OkStatus();
+  }
+  out.progress("stopping " + state->unit_name);
+  EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
+  const std::string path = StatePath(paths.state_dir, "sampler");
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
+    return InternalError("remove " + path + ": " + std::strerror(errno));
+  out.progress("done");
+  return OkStatus();
+}
+
+}  // namespace
+
+Status RunUninstall(const UninstallOptions& options, const HostPaths& paths, const Output& out) {
+  EXPANSE_RETURN_IF_ERROR(FlagProblems(CheckUninstallFlags(options)));
+  EXPANSE_ASSIGN_OR_RETURN(InstallLock lock, LockAndRecover(paths, out));
+  if (options.role == "sampler")
+    return UninstallSampler(options, paths, out);
+  return UninstallController(options, paths, out);
+}
+
+}  // namespace expanse::install

@@ -1,0 +1,31 @@
+// Internal to the release module: adding context to a failure without losing its code or
+// reason, so callers can still branch on, e.g., "signature_mismatch".
+
+#ifndef EXPANSE_RELEASE_STATUS_UTIL_H_
+#define EXPANSE_RELEASE_STATUS_UTIL_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/result.h"
+#include "core/status.h"
+
+namespace expanse::release_internal {
+
+inline Status Annotate(const Status& status, std::string_view prefix) {
+  if (status.ok())
+    return status;
+  return Status(status.code(), std::string(prefix) + status.message()).WithReason(status.reason());
+}
+
+template <typename T>
+Result<T> Annotate(Result<T> result, std::string_view prefix) {
+  if (result.ok())
+    return result;
+  return Annotate(result.status(), prefix);
+}
+
+}  // namespace expanse::release_internal
+
+#endif  // EXPANSE_RELEASE_STATUS_UTIL_H_

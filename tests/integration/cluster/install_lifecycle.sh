@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# `expanse compute install` on the real SLURM cluster with a real expanse-server (which also
+# mirrors a signed release), as the operator guide has an operator do it:
+#   - a site with its own Prolog (a glob), Epilog and TaskProlog;
+#   - a fresh controller install from a signed release with --patch-slurm-conf=true: the daemon
+#     runs as `slurm` under (stand-in) systemd, heartbeats, jobs run with the site hooks still
+#     working and Expanse's hook events arrive; the token is nowhere on the host;
+#   - a token issued for another compute is refused before anything changes;
+#   - upgrade to a newer signed release with --reinstall (no token);
+#   - replacement credential: re-issued token with --reinstall; the old credential is refused;
+#   - the sampler role on a worker, then its uninstall;
+#   - uninstall of the controller: slurm.conf byte-identical to the site's, files gone, the
+#     compute deprovisioned.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse, expanse-daemon, expanse-server)}"
+SERVER="$BUILD/bin/expanse-server"
+EXPANSE="$BUILD/bin/expanse"
+source "$(dirname "$0")/../lib/expanse_server.sh"
+source "$(dirname "$0")/../lib/install_env.sh"
+
+DIR="$(shared_scratch)"
+prefix="$DIR/prefix"
+ctl="$EXPANSE_TC_CONTROLLER"
+read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
+cleanup() {
+  host_systemd_off "$ctl" || true
+  host_systemd_off "$w1" || true
+  for w in $EXPANSE_TC_WORKERS; do
+    "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
+  done
+  server_stop || true
+  restore_slurm_conf
+}
+save_slurm_conf
+trap cleanup EXIT
+
+# --- a signed release, mirrored by the server ------------------------------------------------
+make_signed_release "$DIR" 1.0.0 1.1.0
+SERVER_EXTRA_ARGS="--releases-dir $DIR/releases" server_start || fail "expanse-server did not start"
+publish_release "$DIR" || fail "release manifest"
+pass "signed release 1.0.0 and 1.1.0 mirrored at $CP_URL/releases"
+
+new_token() { api POST "/api/v1/computes/$1/install-tokens" | jq -r .token; }
+COMPUTE="$(api POST /api/v1/orgs/acme/computes '{"name":"cluster","type":"slurm"}' | jq -r .id)"
+OTHER="$(api POST /api/v1/orgs/acme/computes '{"name":"other","type":"slurm"}' | jq -r .id)"
+
+# --- the site's own hooks ---------------------------------------------------------------------
+site="$DIR/site"
+mkdir -p "$site/prolog.d" "$DIR/ran"
+chmod 777 "$DIR/ran"
+for n in 10 20; do
+  printf '#!/bin/bash\necho "$(hostname) $SLURM_JOB_ID" >%q/prolog%s-$(hostname)-$SLURM_JOB_ID\n' \
+    "$DIR/ran" "$n" >"$site/prolog.d/$n.sh"
+done
+printf '#!/bin/bash\ntouch %q/epilog-$(hostname)-$SLURM_JOB_ID\n' "$DIR/ran" >"$site/epilog.sh"
+printf '#!/bin/bash\necho export SITE_TASK_VAR=from-site\n' >"$site/taskprolog.sh"
+chmod 755 "$site"/prolog.d/*.sh "$site/epilog.sh" "$site/taskprolog.sh"
+printf 'Prolog=%s/prolog.d/*\nEpilog=%s/epilog.sh\nTaskProlog=%s/taskprolog.sh\n' \
+  "$site" "$site" "$site" >>"$SLURM_CONF"
+"$TESTCLUSTER" reconfigure
+site_conf_sum="$(sha256sum <"$SLURM_CONF")"
+cp "$SLURM_CONF" "$DIR/site-slurm.conf"
+
+host_systemd_on "$ctl"
+mkdir -p "$prefix"
+install_args=(--type slurm --shared-prefix "$prefix" --releases-url "$CP_URL/releases"
+  --cosign-key "$DIR/release.pub" --control-plane "$CP_URL" --data-plane "$DP_URL"
+  --slurm-conf "$SLURM_CONF" --heartbeat-timeout 45s --patch-slurm-conf=true)
+on_ctl() { "$TESTCLUSTER" exec "$ctl" -- env SSL_CERT_FILE="$CA_FILE" "$@"; }
+ctl_snapshot() { host_snapshot "$ctl" /etc/systemd/system /etc/expanse /var/lib/slurm/.expanse "$prefix" "$SLURM_CONF"; }
+
+token="$(new_token "$COMPUTE")"
+
+# --- fresh install -----------------------------------------------------------------------------
+before_fresh="$(ctl_snapshot)"
+reconf_before="$(slurmd_reconfigure_count)"
+out="$(EXPANSE_INSTALL_TOKEN="$token" on_ctl "$EXPANSE" compute install "${install_args[@]}" \
+  --daemon-version 1.0.0 2>&1)" || fail "fresh install failed: $out"
+printf '%s\n' "$out" | sed 's/^/    | /'
+assert_match 'release manifest signature verified' "$out" "install verified the manifest"
+assert_match 'archive checksum and signature verified' "$out" "install verified the archive"
+assert_match "heartbeat received: compute $COMPUTE is active" "$out" "first heartbeat awaited"
+state="$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)"
+assert_eq active "$state" "compute state after install"
+user_line="$("$TESTCLUSTER" exec "$ctl" -- systemctl show expanse-daemon -p User)"
+assert_eq "User=slurm" "$user_line" "the daemon service runs as"
+daemon_pid="$("$TESTCLUSTER" exec "$ctl" -- systemctl show expanse-daemon -p MainPID | cut -d= -f2)"
+assert_eq slurm "$(ps -o user= -p "$daemon_pid" | tr -d ' ')" "owner of the running daemon process"
+assert_match 'Prolog=.*/prefix/hooks/prolog' "$(grep -i '^Prolog=' "$SLURM_CONF" | tail -1)" "Prolog wired"
+for f in /etc/systemd/system /etc/expanse /var/lib/slurm/.expanse "$prefix" /var/lib/expanse-install; do
+  if "$TESTCLUSTER" exec "$ctl" -- grep -rqF -- "$token" "$f" 2>/dev/null; then
+    fail "the install token was written under $f"
+  fi
+done
+pass "the install token appears in no file on the controller"
+cfg_mode="$("$TESTCLUSTER" exec "$ctl" -- stat -c '%a %U' /var/lib/slurm/.expanse/config.json)"
+assert_eq "600 slurm" "$cfg_mode" "credential config mode and owner"
+
+# Jobs: the site hooks still run (both Prolog glob members, in SLURM's order), the TaskProlog
+# export reaches the task, Expanse's hook events reach the server, no node drains.
+wait_until 30 "slurmd to reload the hooks" bash -c "(( \$(cat $EXPANSE_TC_STATE/log/slurmd-*.log | grep -c reconfigured) > $reconf_before ))"
+job="$(submit -N 2 -w "$w1,$w2" -o "$DIR/job-%j.out" --wrap 'echo "var=$SITE_TASK_VAR"; sleep 2')"
+wait_job_done "$job" 90
+assert_eq COMPLETED "$(job_state "$job")" "job $job with the wired hooks"
+for w in "$w1" "$w2"; do
+  assert_file_contains "$DIR/ran/prolog10-$w-$job" "$w $job" "site Prolog 10.sh ran on $w"
+  assert_file_contains "$DIR/ran/prolog20-$w-$job" "$w $job" "site Prolog 20.sh ran on $w"
+  wait_until 20 "site Epilog on $w" test -e "$DIR/ran/epilog-$w-$job"
+done
+assert_file_contains "$DIR/job-$job.out" "var=from-site" "the site TaskProlog's export reached the task"
+wait_until 60 "node events of job $job at the server" bash -c \
+  "api GET /api/v1/computes/$COMPUTE/jobs/$job | jq -e '[.events[]?] | length >= 2' >/dev/null"
+pass "Expanse Prolog/Epilog events of job $job arrived through the daemon"
+for w in $EXPANSE_TC_WORKERS; do
+  assert_match '^idle' "$(sinfo -h -n "$w" -o '%t')" "state of $w after the job"
+done
+
+# --- reinstall with a token for another compute: refused, nothing changes ----------------------
+before="$(ctl_snapshot)"
+other_token="$(new_token "$OTHER")"
+out="$(EXPANSE_INSTALL_TOKEN="$other_token" on_ctl "$EXPANSE" compute install "${install_args[@]}" \
+  --reinstall --daemon-version 1.0.0 2>&1)" && fail "a token for another compute was accepted"
+assert_match "belongs to compute $OTHER" "$out" "refusal names the token's compute"
+assert_same_snapshot "$before" "$(ctl_snapshot)" "controller after the refused token"
+
+# --- an install over an existing config without --reinstall: the choices are explained ----------
+out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$COMPUTE")" on_ctl "$EXPANSE" compute install \
+  "${install_args[@]}" --daemon-version 1.0.0 2>&1)" && fail "install over an existing config"
+assert_match 'existing daemon config found' "$out" "second install without --reinstall"
+
+# --- upgrade: --reinstall, new version, no token -------------------------------------------------
+old_cred="$("$TESTCLUSTER" exec "$ctl" -- jq -r .credential /var/lib/slurm/.expanse/config.json)"
+out="$(on_ctl "$EXPANSE" compute install "${install_args[@]}" --reinstall \
+  --daemon-version 1.1.0 2>&1)" || fail "upgrade failed: $out"
+assert_match "heartbeat received" "$out" "upgrade waited for a heartbeat"
+assert_eq 1.1.0 "$("$TESTCLUSTER" exec "$ctl" -- jq -r .daemon_version /var/lib/expanse-install/controller.json)" "installed version after upgrade"
+# (Compared by digest: test logs do not show credentials either.)
+assert_eq "$(sha256sum <<<"$old_cred")" \
+  "$("$TESTCLUSTER" exec "$ctl" -- jq -r .credential /var/lib/slurm/.expanse/config.json | sha256sum)" \
+  "credential digest kept by the upgrade"
+out="$(on_ctl "$EXPANSE" compute install "${install_args[@]}" --reinstall \
+  --daemon-version 1.0.0 2>&1)" && fail "downgrade accepted"
+assert_match 'older than 1.1.0' "$out" "downgrade refused"
+
+# --- replacement credential ---------------------------------------------------------------------
+out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$COMPUTE")" on_ctl "$EXPANSE" compute install \
+  "${install_args[@]}" --reinstall --daemon-version 1.1.0 2>&1)" || fail "replacement failed: $out"
+new_cred="$("$TESTCLUSTER" exec "$ctl" -- jq -r .credential /var/lib/slurm/.expanse/config.json)"
+[[ "$new_cred" != "$old_cred" && "$new_cred" == exp_cc_* ]] || fail "no new credential"
+code="$(curl -sS --cacert "$CA_FILE" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $old_cred" \
+  "$CP_URL/cp/v1/enrolment?wait_ms=0")"
+assert_eq 401 "$code" "the replaced credential at the control plane"
+
+# --- sampler role on a worker -------------------------------------------------------------------
+host_systemd_on "$w1"
+out="$("$TESTCLUSTER" exec "$w1" -- "$EXPANSE" compute install --type slurm --role sampler \
+  --shared-prefix "$prefix" 2>&1)" || fail "sampler install on $w1: $out"
+state="$("$TESTCLUSTER" exec "$w1" -- systemctl is-active expanse-sampler)" ||
+  fail "expanse-sampler on $w1 is $state: $("$TESTCLUSTER" exec "$w1" -- journalctl -u expanse-sampler | tail -5)"
+pass "expanse-sampler active on $w1"
+sampler_pid="$("$TESTCLUSTER" exec "$w1" -- systemctl show expanse-sampler -p MainPID)"
+sleep 3  # a sampler that finds another one holding the node's lock exits at once
+assert_eq "$sampler_pid" "$("$TESTCLUSTER" exec "$w1" -- systemctl show expanse-sampler -p MainPID)" "the sampler service's process 3 s later"
+assert_eq "User=slurm" "$("$TESTCLUSTER" exec "$w1" -- systemctl show expanse-sampler -p User)" "sampler service user"
+out="$("$TESTCLUSTER" exec "$ctl" -- "$EXPANSE" compute install --type slurm --role sampler \
+  --shared-prefix "$prefix" 2>&1)" && fail "sampler accepted on the controller"
+assert_match 'already samples' "$out" "sampler role refused on the controller"
+"$TESTCLUSTER" exec "$w1" -- "$EXPANSE" compute uninstall --type slurm --role sampler \
+  --shared-prefix "$prefix" >/dev/null || fail "sampler uninstall"
+assert_eq "" "$("$TESTCLUSTER" exec "$w1" -- ls /etc/systemd/system)" "units left on $w1"
+host_systemd_off "$w1"
+
+# --- uninstall: the site's slurm.conf comes back byte for byte ------------------------------------
+cred="$new_cred"
+out="$(on_ctl "$EXPANSE" compute uninstall --type slurm --role controller --shared-prefix "$prefix" \
+  --slurm-conf "$SLURM_CONF" 2>&1)" || fail "uninstall failed: $out"
+assert_eq "$site_conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after uninstall vs the site's"
+assert_eq deprovisioned "$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)" "compute state after uninstall"
+assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system /var/lib/slurm/.expanse -mindepth 1)" "units and credential left"
+assert_eq "" "$(find "$prefix" -mindepth 1 | head -5)" "files left in the shared prefix"
+code="$(curl -sS --cacert "$CA_FILE" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $cred" \
+  "$CP_URL/cp/v1/enrolment?wait_ms=0")"
+assert_eq 401 "$code" "the credential after uninstall"
+pass "install lifecycle complete"
