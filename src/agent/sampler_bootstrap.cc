@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/file_util.h"
+#include "core/subprocess.h"
 
 namespace expanse::agent {
 namespace {
@@ -77,6 +78,39 @@ bool DropPrivileges(const std::string& user) {
 bool SystemdRuns() {
   struct stat st {};
   return stat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+constexpr char kSamplerUnit[] = "expanse-sampler.service";
+constexpr char kUnitDir[] = "/etc/systemd/system";
+// Present when `expanse compute install --role sampler` ran on this node: its unit is the
+// operator's explicit choice and the bootstrap leaves it alone.
+constexpr char kExplicitSamplerInstall[] = "/var/lib/expanse-install/sampler.json";
+
+// Under systemd the sampler runs as the expanse-sampler unit. A worker that never had an explicit
+// sampler install (an autoscaled node) gets the unit the controller install left on the shared
+// mount, <prefix>/lib/systemd/, and a newer shared unit replaces the copy. False when there is no
+// unit to run, so the caller starts the sampler directly.
+bool EnsureSamplerUnit(const std::string& binary) {
+  const std::string local = std::string(kUnitDir) + "/" + kSamplerUnit;
+  struct stat st {};
+  const bool have_local = stat(local.c_str(), &st) == 0;
+  if (stat(kExplicitSamplerInstall, &st) == 0)
+    return have_local;
+  const std::string bin_dir = binary.substr(0, binary.rfind('/'));
+  const std::string shared = bin_dir.substr(0, bin_dir.rfind('/')) + "/lib/systemd/" + kSamplerUnit;
+  Result<std::optional<std::string>> shared_text = fs::ReadSmallFile(shared, 65536);
+  if (!shared_text.ok() || !*shared_text)
+    return have_local;
+  Result<std::optional<std::string>> local_text = fs::ReadSmallFile(local, 65536);
+  if (local_text.ok() && *local_text && **local_text == **shared_text)
+    return true;
+  if (!fs::WriteFileAtomically(kUnitDir, kSamplerUnit, **shared_text, 0644).ok())
+    return have_local;
+  SubprocessOptions reload;
+  reload.argv = {"systemctl", "daemon-reload"};
+  reload.timeout = std::chrono::seconds(30);
+  (void)RunSubprocess(reload);
+  return true;
 }
 
 }  // namespace
@@ -151,7 +185,7 @@ void StartSamplerDetached(const BootstrapOptions& options) {
     for (int i = 0; i < 100 && LockHeld(options.state_dir); ++i)
       usleep(100'000);
   }
-  if (SystemdRuns()) {
+  if (SystemdRuns() && EnsureSamplerUnit(options.binary)) {
     const char* argv[] = {"systemctl", "--no-block", "restart", "expanse-sampler.service", nullptr};
     execvp("systemctl", const_cast<char* const*>(argv));
     _exit(0);

@@ -25,6 +25,7 @@ read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
 cleanup() {
   host_systemd_off "$ctl" || true
   host_systemd_off "$w1" || true
+  host_systemd_off "$w2" || true
   for w in $EXPANSE_TC_WORKERS; do
     "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
   done
@@ -170,6 +171,20 @@ assert_match 'already samples' "$out" "sampler role refused on the controller"
 assert_eq "" "$("$TESTCLUSTER" exec "$w1" -- ls /etc/systemd/system)" "units left on $w1"
 host_systemd_off "$w1"
 
+# --- an autoscaled worker: no explicit install; its first job's Prolog installs the shared unit --
+host_systemd_on "$w2"
+"$TESTCLUSTER" exec "$w2" -- pkill -f "$prefix/bin/[e]xpanse-daemon" || true
+job="$(submit -N 1 -w "$w2" -o /dev/null --wrap 'sleep 1')"
+wait_job_done "$job" 60
+wait_until 20 "expanse-sampler started by the Prolog on $w2" \
+  "$TESTCLUSTER" exec "$w2" -- systemctl is-active -q expanse-sampler
+assert_eq "$(cat "$prefix/lib/systemd/expanse-sampler.service")" \
+  "$("$TESTCLUSTER" exec "$w2" -- cat /etc/systemd/system/expanse-sampler.service)" \
+  "the unit the bootstrap installed on $w2 is the shared one"
+assert_eq "User=slurm" "$("$TESTCLUSTER" exec "$w2" -- systemctl show expanse-sampler -p User)" \
+  "bootstrapped sampler service user"
+host_systemd_off "$w2"
+
 # --- uninstall: the site's slurm.conf comes back byte for byte ------------------------------------
 cred="$new_cred"
 out="$(on_ctl "$EXPANSE" compute uninstall --type slurm --role controller --shared-prefix "$prefix" \
@@ -181,4 +196,15 @@ assert_eq "" "$(find "$prefix" -mindepth 1 | head -5)" "files left in the shared
 code="$(curl -sS --cacert "$CA_FILE" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $cred" \
   "$CP_URL/cp/v1/enrolment?wait_ms=0")"
 assert_eq 401 "$code" "the credential after uninstall"
+# --- config only: the credential and nothing else ---------------------------------------------
+THIRD="$(api POST /api/v1/orgs/acme/computes '{"name":"config-only","type":"slurm"}' | jq -r .id)"
+out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$THIRD")" on_ctl "$EXPANSE" compute install \
+  --control-plane "$CP_URL" --data-plane "$DP_URL" 2>&1)" || fail "config-only install: $out"
+assert_eq "$THIRD" "$("$TESTCLUSTER" exec "$ctl" -- jq -r .compute_id /var/lib/slurm/.expanse/config.json)" \
+  "compute in the config written without --type"
+assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system "$prefix" -mindepth 1)" \
+  "units and prefix files after a config-only install"
+assert_eq "$site_conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after a config-only install"
+on_ctl "$EXPANSE" compute uninstall --type slurm >/dev/null || fail "uninstall after config-only"
+assert_eq deprovisioned "$(api GET "/api/v1/computes/$THIRD" | jq -r .state)" "config-only compute after uninstall"
 pass "install lifecycle complete"
