@@ -57,13 +57,16 @@ std::optional<std::string> NvidiaDriverVersion(std::string& why) {
     why = r->timed_out ? "nvidia-smi did not answer in 20 s" : "nvidia-smi found no usable GPU";
     return std::nullopt;
   }
-  std::smatch m;
-  static const std::regex kDriver("([0-9]+\\.[0-9]+(\\.[0-9]+)?)");
-  if (!std::regex_search(r->stdout_text, m, kDriver)) {
+  // One line per GPU, each the same version: take the first, exactly.
+  std::string line = r->stdout_text.substr(0, r->stdout_text.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+    line.pop_back();
+  static const std::regex kDriver("[0-9]+\\.[0-9]+(\\.[0-9]+)?");
+  if (!std::regex_match(line, kDriver)) {
     why = "nvidia-smi printed no driver version";
     return std::nullopt;
   }
-  return m[1].str();
+  return line;
 }
 
 bool IsDirectory(const std::string& path) {

@@ -155,7 +155,8 @@ int RunExpanseCli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // prints help, the version, or the error
+    return code == 0 ? kExitOk : kExitUsage;
   }
   if (app.get_subcommands().empty()) {
     std::fputs(app.help().c_str(), stderr);

@@ -71,7 +71,7 @@ std::vector<std::string> CheckInstallFlags(const InstallOptions& o) {
                   "' is unknown; use prolog or off");
   if (o.cupti_mode != "perfmon" && o.cupti_mode != "sysadmin" && o.cupti_mode != "none")
     out.push_back("--cupti-mode '" + o.cupti_mode + "' is unknown; use perfmon, sysadmin or none");
-  static const std::regex kVariant("[a-z0-9]{1,32}");
+  static const std::regex kVariant("[a-z0-9_]{1,32}");
   if (!o.cupti_variant.empty() && !std::regex_match(o.cupti_variant, kVariant))
     out.push_back("--cupti-variant '" + o.cupti_variant +
                   "' is not a variant name (e.g. cuda1300)");

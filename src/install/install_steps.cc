@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "core/subprocess.h"
 #include "install/daemon_env.h"
 #include "install/slurm_wiring.h"
+#include "install/systemd_unit.h"
 #include "release/version_compare.h"
 
 extern char** environ;
@@ -53,6 +55,12 @@ Result<InstallLock> LockAndRecover(const HostPaths& paths, const Output& out) {
   if (Journal::Pending(journal_dir)) {
     out.progress("an earlier install was interrupted; rolling back its changes first");
     EXPANSE_RETURN_IF_ERROR(Journal::RollBack(journal_dir, out.detail));
+  }
+  // Downloads an interrupted run staged (nothing else can be using them: we hold the lock).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(paths.state_dir, ec)) {
+    if (entry.path().filename().string().starts_with("staging."))
+      std::filesystem::remove_all(entry.path(), ec);
   }
   return lock;
 }
@@ -153,6 +161,16 @@ Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::
                             {"systemctl", "disable", "--now", unit_name});
 }
 
+Status CheckUnitIsOursOrAbsent(const std::string& path) {
+  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 1 << 20);
+  if (!text.ok() || !*text || ManagedUnitFormat(**text))
+    return OkStatus();
+  return FailedPreconditionError(path +
+                                 " exists and was not written by expanse compute install; move "
+                                 "it away (it is yours) or use --systemd=false")
+      .WithReason("foreign_unit");
+}
+
 Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
                          const std::string& unit_path, const Output& out) {
   if (unit_name.empty())
@@ -170,6 +188,10 @@ Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
     }
   }
   const std::string path = unit_path.empty() ? paths.unit_dir + "/" + unit_name : unit_path;
+  if (!CheckUnitIsOursOrAbsent(path).ok()) {
+    out.progress(path + " is not ours (no expanse header); left in place");
+    return OkStatus();
+  }
   if (unlink(path.c_str()) != 0 && errno != ENOENT)
     return InternalError("remove " + path + ": " + std::strerror(errno));
   if (have_systemd) {

@@ -62,6 +62,10 @@ Status CheckSystemd(const HostPaths& paths);
 Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::string& unit_name,
                            const std::string& unit_text);
 
+// OK when no unit file is at `path` or the one there carries our header; otherwise a problem
+// naming it: an operator's own unit is never overwritten or removed.
+Status CheckUnitIsOursOrAbsent(const std::string& path);
+
 // Stops, disables and removes a unit we installed (not journalled: uninstall and reinstall
 // cleanup). A missing unit is fine.
 Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,

@@ -80,8 +80,7 @@ Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool r
     if (ec)
       return InternalError("remove " + t + ": " + ec.message());
   }
-  return fs::WriteFileAtomically(paths.state_dir, state.role + ".json.removed",
-                                 RenderInstallState(state), 0600);
+  return OkStatus();
 }
 
 Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
@@ -101,8 +100,11 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
     } else {
       problems.AddIfError(CheckPrefixWritable(o.shared_prefix));
     }
-    if (o.systemd)
+    if (o.systemd) {
       problems.AddIfError(CheckSystemd(paths));
+      problems.AddIfError(
+          CheckUnitIsOursOrAbsent(paths.unit_dir + "/" + std::string(kControllerUnitName)));
+    }
     HookWrapperPaths hooks;
     hooks.prolog = o.shared_prefix + "/hooks/prolog";
     hooks.epilog = o.shared_prefix + "/hooks/epilog";
@@ -165,6 +167,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   state.profiling_agent = o.profiling_agent;
   state.sampler_bootstrap = o.sampler_bootstrap;
   state.cupti_mode = o.cupti_mode;
+  state.installed_ms = NowMs();
 
   EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, plan.account));
   out.progress("installing the daemon into " + prefix);

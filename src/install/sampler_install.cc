@@ -66,8 +66,11 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   } else if (account.ok()) {
     problems.AddIfError(CheckSentinel(o.shared_prefix, *account));
   }
-  if (o.systemd)
+  if (o.systemd) {
     problems.AddIfError(CheckSystemd(paths));
+    problems.AddIfError(
+        CheckUnitIsOursOrAbsent(paths.unit_dir + "/" + std::string(kSamplerUnitName)));
+  }
   EXPANSE_RETURN_IF_ERROR(problems.ToStatus("preflight"));
 
   UnitOptions unit;

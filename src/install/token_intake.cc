@@ -82,8 +82,8 @@ Result<TokenIntake> ObtainInstallToken(std::optional<SecretString> from_environm
   if (!::isatty(STDIN_FILENO)) {
     return FailedPreconditionError(
                "no install token: pass it in EXPANSE_INSTALL_TOKEN (sudo "
-               "EXPANSE_INSTALL_TOKEN=\"$EXPANSE_INSTALL_TOKEN\" expanse compute install ...) or "
-               "run on a terminal to get a hidden prompt")
+               "--preserve-env=EXPANSE_INSTALL_TOKEN expanse compute install ...) or run on a "
+               "terminal to get a hidden prompt")
         .WithReason("install_token_missing");
   }
   EXPANSE_ASSIGN_OR_RETURN(SecretString typed, PromptHidden("Expanse install token: "));

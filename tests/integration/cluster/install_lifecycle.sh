@@ -37,6 +37,18 @@ trap cleanup EXIT
 
 # --- a signed release, mirrored by the server ------------------------------------------------
 make_signed_release "$DIR" 1.0.0 1.1.0
+# CUPTI builds for two CUDA versions; the controller's (stand-in) driver takes cuda1300.
+mkdir -p "$DIR/cupti-stage/bin" "$DIR/cupti-stage/lib" "$DIR/fakebin"
+printf '#!/bin/sh\necho probe\n' >"$DIR/cupti-stage/bin/expanse-cupti-helper"
+chmod 755 "$DIR/cupti-stage/bin/expanse-cupti-helper"
+echo "not a real library" >"$DIR/cupti-stage/lib/libcupti.so"
+for variant in cuda1280:570.124.06 cuda1300:580.65.06; do
+  "$EXPANSE" release pack --name expanse-cupti --version 1.0.0 --variant "${variant%%:*}" \
+    --min-driver "${variant#*:}" --from "$DIR/cupti-stage" --output-dir "$DIR/releases" >/dev/null
+done
+"$EXPANSE" release sign --key "$DIR/release.key" "$DIR"/releases/expanse-cupti_*.tar.gz >/dev/null
+printf '#!/bin/sh\n[ "$1" = --query-gpu=driver_version ] && echo 580.95.05\n' >"$DIR/fakebin/nvidia-smi"
+chmod 755 "$DIR/fakebin/nvidia-smi"
 SERVER_EXTRA_ARGS="--releases-dir $DIR/releases" server_start || fail "expanse-server did not start"
 publish_release "$DIR" || fail "release manifest"
 pass "signed release 1.0.0 and 1.1.0 mirrored at $CP_URL/releases"
@@ -75,12 +87,16 @@ token="$(new_token "$COMPUTE")"
 # --- fresh install -----------------------------------------------------------------------------
 before_fresh="$(ctl_snapshot)"
 reconf_before="$(slurmd_reconfigure_count)"
-out="$(EXPANSE_INSTALL_TOKEN="$token" on_ctl "$EXPANSE" compute install "${install_args[@]}" \
-  --daemon-version 1.0.0 2>&1)" || fail "fresh install failed: $out"
+out="$(EXPANSE_INSTALL_TOKEN="$token" on_ctl PATH="$DIR/fakebin:$PATH" "$EXPANSE" compute install \
+  "${install_args[@]}" --daemon-version 1.0.0 2>&1)" || fail "fresh install failed: $out"
 printf '%s\n' "$out" | sed 's/^/    | /'
 assert_match 'release manifest signature verified' "$out" "install verified the manifest"
 assert_match 'archive checksum and signature verified' "$out" "install verified the archive"
 assert_match "heartbeat received: compute $COMPUTE is active" "$out" "first heartbeat awaited"
+assert_match 'CUPTI cuda1300' "$out" "CUPTI variant chosen for driver 580.95.05"
+ctl_host="$("$TESTCLUSTER" exec "$ctl" -- hostname -s)"
+[[ -x "$prefix/lib/cupti-nodes/$ctl_host/bin/expanse-cupti-helper" ]] || fail "CUPTI helper not installed"
+pass "CUPTI cuda1300 installed under lib/cupti-nodes/$ctl_host"
 state="$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)"
 assert_eq active "$state" "compute state after install"
 user_line="$("$TESTCLUSTER" exec "$ctl" -- systemctl show expanse-daemon -p User)"
