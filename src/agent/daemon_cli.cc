@@ -211,6 +211,8 @@ int RunHookCommand(const std::string& kind, const RoleFlags& flags,
       b.state_dir = flags.state_dir + "/sampler";
       b.user = flags.user;
       b.log_file = flags.state_dir + "/sampler.log";
+      b.shared_prefix = flags.shared_prefix;
+      b.hostname = options.hostname;
       StartSamplerDetached(b);
     };
   }

@@ -17,6 +17,7 @@
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "release/cupti_node.h"
 
 namespace expanse::agent {
 namespace {
@@ -178,6 +179,13 @@ void StartSamplerDetached(const BootstrapOptions& options) {
   const std::string decision = BootstrapDecision(options);
   if (decision == "running")
     _exit(0);
+  // This node picks the CUPTI build its own driver supports (a new node, a driver upgrade, a new
+  // release). Here, detached, the work cannot delay the job.
+  if (!options.shared_prefix.empty() && !options.hostname.empty()) {
+    std::string why;
+    (void)release::EnsureNodeCupti(options.shared_prefix, options.hostname,
+                                   release::LocalDriverVersion(why), "");
+  }
   if (decision.starts_with("replace:")) {
     const pid_t old = static_cast<pid_t>(std::stol(decision.substr(8)));
     kill(old, SIGTERM);

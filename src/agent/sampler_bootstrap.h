@@ -26,6 +26,10 @@ struct BootstrapOptions {
   std::string state_dir;                  // node-local, e.g. /var/lib/expanse/sampler
   std::string user;                       // run the sampler as this account ("" = as the caller)
   std::string log_file;                   // the sampler's stdout/stderr when spawned directly
+  // When set, the node's CUPTI build is brought up to date from the shared mount first
+  // (<prefix>/lib/cupti-artifacts → <prefix>/lib/cupti-nodes/<hostname>).
+  std::string shared_prefix;
+  std::string hostname;
 };
 
 // "dev:ino:size:mtime_ns" of `path`, or an error when it cannot be stat'ed.

@@ -44,31 +44,6 @@ std::string SlurmVersion() {
   return std::regex_search(r->stdout_text, m, kVersion) ? m[1].str() : "";
 }
 
-std::optional<std::string> NvidiaDriverVersion(std::string& why) {
-  SubprocessOptions options;
-  options.argv = {"nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"};
-  options.timeout = std::chrono::seconds(20);
-  Result<SubprocessResult> r = RunSubprocess(options);
-  if (!r.ok()) {
-    why = "nvidia-smi is not installed";
-    return std::nullopt;
-  }
-  if (!r->Succeeded()) {
-    why = r->timed_out ? "nvidia-smi did not answer in 20 s" : "nvidia-smi found no usable GPU";
-    return std::nullopt;
-  }
-  // One line per GPU, each the same version: take the first, exactly.
-  std::string line = r->stdout_text.substr(0, r->stdout_text.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
-    line.pop_back();
-  static const std::regex kDriver("[0-9]+\\.[0-9]+(\\.[0-9]+)?");
-  if (!std::regex_match(line, kDriver)) {
-    why = "nvidia-smi printed no driver version";
-    return std::nullopt;
-  }
-  return line;
-}
-
 bool IsDirectory(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);

@@ -28,9 +28,6 @@ std::string ShortHostname();
 // "22.05.8" from `scontrol --version`, or "" when scontrol is missing or says nothing useful.
 std::string SlurmVersion();
 
-// "580.159.04" from nvidia-smi, or nullopt with the reason in `why` (no nvidia-smi, no GPU).
-std::optional<std::string> NvidiaDriverVersion(std::string& why);
-
 // True when `path` is a directory (systemd's runtime directory exists only under systemd).
 bool IsDirectory(const std::string& path);
 

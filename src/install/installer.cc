@@ -21,6 +21,9 @@
 #include "install/release_source.h"
 #include "install/slurm_wiring.h"
 #include "install/systemd_unit.h"
+#include "release/cupti_node.h"
+#include "release/manifest.h"
+#include "release/release_info.h"
 #include "release/version_compare.h"
 
 namespace expanse::install {
@@ -50,11 +53,12 @@ struct ControllerPlan {
   std::string control_plane;
   std::string data_plane;
   std::string unit_text;
+  std::string node_cupti_dir;  // this node's CUPTI build, once unpacked
 };
 
 std::string AgentLibraryPath(const ControllerPlan& plan) {
   // The in-process agent ships with the CUPTI build of this node, when there is one.
-  if (plan.release.cupti_dir.empty())
+  if (plan.node_cupti_dir.empty())
     return "";
   return plan.prefix + "/lib/cupti-nodes/" + plan.hostname + "/lib/libexpanse-agent.so";
 }
@@ -200,20 +204,42 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
       state.files.push_back(prefix + "/bin/py-spy");
     }
   }
-  if (!plan.release.cupti_dir.empty()) {
-    const std::string nodes = prefix + "/lib/cupti-nodes";
-    const std::string target = nodes + "/" + plan.hostname;
-    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(nodes, 0755));
-    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(target));
-    std::error_code ec;
-    std::filesystem::copy(plan.release.cupti_dir, target, std::filesystem::copy_options::recursive,
-                          ec);
-    if (ec)
-      return InternalError("copy CUPTI into " + target + ": " + ec.message());
-    state.trees.push_back(target);
-    out.progress("CUPTI " + plan.release.cupti_variant + " installed into " + target);
+  // CUPTI: every signed build goes to the shared mount for the nodes to choose from; this node
+  // takes the one its driver supports now, workers at their sampler install or next Prolog.
+  if (!plan.release.cupti_archives.empty()) {
+    const std::string artifacts = prefix + "/" + release::kCuptiArtifactsDir;
+    const std::string nodes = prefix + "/" + release::kCuptiNodesDir;
+    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/lib", 0755));
+    if (!Exists(artifacts))
+      EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(artifacts));
+    EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(artifacts, 0755));
+    for (const std::string& archive : plan.release.cupti_archives) {
+      const std::string name = archive.substr(archive.rfind('/') + 1);
+      for (const std::string& suffix : {std::string(), std::string(release::kSignatureSuffix)}) {
+        EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                                 fs::ReadSmallFile(archive + suffix, release::kMaxArchiveBytes));
+        EXPANSE_RETURN_IF_ERROR(
+            journal.WriteFile(artifacts + "/" + name + suffix, bytes.value_or(""), 0644));
+      }
+    }
+    EXPANSE_RETURN_IF_ERROR(journal.WriteFile(artifacts + "/" + release::kArtifactsKeyName,
+                                              plan.release.key_pem, 0644));
+    if (!Exists(nodes))
+      EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes));
+    else if (!Exists(nodes + "/" + plan.hostname))
+      EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes + "/" + plan.hostname));
+    std::string why;
+    const std::optional<std::string> driver = release::LocalDriverVersion(why);
+    release::NodeCupti cupti = release::EnsureNodeCupti(prefix, plan.hostname, driver,
+                                                        o.cupti_variant, plan.release.key_pem);
+    out.progress(cupti.note + (driver ? "" : " (" + why + ")"));
+    if (!cupti.variant.empty())
+      plan.node_cupti_dir = cupti.dir;
+    state.trees.push_back(artifacts);
+    state.trees.push_back(nodes);
+  } else {
+    out.progress(plan.release.cupti_note);
   }
-  out.progress(plan.release.cupti_note);
 
   // Hook wrappers: they run on every node from the shared prefix.
   for (const std::string kind : {"prolog", "epilog", "taskprolog"}) {

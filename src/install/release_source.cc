@@ -3,11 +3,9 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include <map>
 #include <memory>
 
 #include "core/file_util.h"
-#include "install/host_facts.h"
 #include "net/http_client.h"
 #include "release/archive_extract.h"
 #include "release/embedded_key.h"
@@ -44,8 +42,6 @@ Status TakeDaemon(const release::ExtractedRelease& extracted, ResolvedRelease& o
   out.version = extracted.info.version;
   return OkStatus();
 }
-
-std::optional<std::string> DriverOrNote(std::string& why) { return NvidiaDriverVersion(why); }
 
 // CUPTI archives staged beside a --daemon-binary archive, each with a verified signature.
 std::vector<std::pair<release::ManifestCupti, std::string>> StagedCupti(
@@ -87,8 +83,7 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
   EXPANSE_ASSIGN_OR_RETURN(std::string key, VerificationKey(o));
   EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(staging_dir, 0700));
   ResolvedRelease out;
-  std::string why_no_driver;
-  const std::optional<std::string> driver = DriverOrNote(why_no_driver);
+  out.key_pem = key;
 
   if (!o.daemon_version.empty()) {
     net::HttpClientOptions base;
@@ -109,29 +104,20 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
     EXPANSE_RETURN_IF_ERROR(TakeDaemon(extracted, out));
     out.verified = true;
 
-    Result<release::CuptiSelection> cupti =
-        release::SelectCuptiVariant(selected.release, kArch, driver, o.cupti_variant);
-    if (!cupti.ok()) {
-      out.cupti_note = "CUPTI not installed: " + cupti.status().message();
-    } else if (!cupti->variant) {
-      out.cupti_note =
-          "CUPTI not installed: " + cupti->explanation + (driver ? "" : " (" + why_no_driver + ")");
-    } else {
-      const std::string cupti_archive = staging_dir + "/cupti.tar.gz";
-      Status got =
-          release::DownloadVerified(*http, cupti->variant->ref, key, cupti_archive).status();
-      Result<release::ExtractedRelease> unpacked =
-          got.ok() ? release::ExtractArchive(cupti_archive, staging_dir + "/cupti")
-                   : Result<release::ExtractedRelease>(got);
-      if (unpacked.ok()) {
-        out.cupti_dir = unpacked->dir;
-        out.cupti_variant = cupti->variant->variant;
-        out.cupti_note = "CUPTI " + cupti->explanation;
-      } else {
-        out.cupti_note =
-            "CUPTI not installed (baseline metrics are unaffected): " + unpacked.status().message();
-      }
+    // Every variant for this architecture: each node picks the one its driver supports.
+    for (const release::ManifestCupti& c : selected.release.cupti) {
+      if (c.arch != kArch)
+        continue;
+      const std::string name = c.ref.url.substr(c.ref.url.rfind('/') + 1);
+      const std::string path = staging_dir + "/" + name;
+      Result<std::string> got = release::DownloadVerified(*http, c.ref, key, path);
+      if (got.ok())
+        out.cupti_archives.push_back(path);
+      else
+        log("CUPTI " + c.variant + " skipped: " + got.status().message());
     }
+    if (out.cupti_archives.empty())
+      out.cupti_note = "CUPTI not installed: release " + o.daemon_version + " has no usable build";
     return out;
   }
 
@@ -142,7 +128,7 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
   if (staged.kind == release::StagedBinary::Kind::kBareBinary) {
     out.daemon_path = o.daemon_binary;
     out.verified = false;
-    out.cupti_note = "CUPTI not installed: a bare binary carries no CUPTI selection";
+    out.cupti_note = "CUPTI not installed: a bare binary comes without CUPTI builds";
     return out;
   }
   EXPANSE_ASSIGN_OR_RETURN(release::ExtractedRelease extracted,
@@ -150,30 +136,10 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
   EXPANSE_RETURN_IF_ERROR(TakeDaemon(extracted, out));
   out.verified = true;
   const std::string dir = o.daemon_binary.substr(0, o.daemon_binary.rfind('/'));
-  auto staged_cupti = StagedCupti(dir.empty() ? "/" : dir, key, log);
-  std::vector<release::ManifestCupti> variants;
-  std::map<std::string, std::string> path_of;
-  for (const auto& [c, path] : staged_cupti) {
-    variants.push_back(c);
-    path_of[c.variant] = path;
-  }
-  Result<release::CuptiSelection> cupti =
-      release::SelectCuptiVariant(variants, kArch, driver, o.cupti_variant);
-  if (!cupti.ok()) {
-    out.cupti_note = "CUPTI not installed: " + cupti.status().message();
-  } else if (!cupti->variant) {
-    out.cupti_note = "CUPTI not installed: " + cupti->explanation;
-  } else {
-    Result<release::ExtractedRelease> unpacked =
-        release::ExtractArchive(path_of[cupti->variant->variant], staging_dir + "/cupti");
-    if (unpacked.ok()) {
-      out.cupti_dir = unpacked->dir;
-      out.cupti_variant = cupti->variant->variant;
-      out.cupti_note = "CUPTI " + cupti->explanation;
-    } else {
-      out.cupti_note = "CUPTI not installed: " + unpacked.status().message();
-    }
-  }
+  for (const auto& [c, path] : StagedCupti(dir.empty() ? "/" : dir, key, log))
+    out.cupti_archives.push_back(path);
+  if (out.cupti_archives.empty())
+    out.cupti_note = "CUPTI not installed: no signed CUPTI archives staged beside the daemon";
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "install/install_options.h"
@@ -20,9 +21,11 @@ struct ResolvedRelease {
   std::string daemon_path;  // staged bin/expanse-daemon
   std::string pyspy_path;   // staged bin/py-spy, "" when the release has none
   bool verified = false;    // signature checked
-  std::string cupti_dir;    // staged CUPTI tree for this node, "" when none
-  std::string cupti_variant;
-  std::string cupti_note;  // why this variant, or why none
+  // Every signed CUPTI archive of the release (each with <archive>.sig beside it), verified, to
+  // be left on the shared mount for the nodes to choose from; empty when the release has none.
+  std::vector<std::string> cupti_archives;
+  std::string cupti_note;  // why there are none
+  std::string key_pem;     // the key everything was verified with
 };
 
 // `staging_dir` must not exist; it is created and filled. `ca_file` for HTTPS downloads.

@@ -14,6 +14,7 @@
 #include "install/installer.h"
 #include "install/journal.h"
 #include "install/systemd_unit.h"
+#include "release/cupti_node.h"
 
 namespace expanse::install {
 namespace {
@@ -104,6 +105,19 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
       settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");
     EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(journal, paths, settings, "", account->gid, out));
     EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, *account));
+    // This worker's CUPTI build, chosen for its own driver from what the controller staged.
+    const std::string nodes = o.shared_prefix + "/" + release::kCuptiNodesDir;
+    const std::string host = o.hostname.empty() ? ShortHostname() : o.hostname;
+    struct stat cst {};
+    if (stat((o.shared_prefix + "/" + release::kCuptiArtifactsDir).c_str(), &cst) == 0) {
+      if (stat((nodes + "/" + host).c_str(), &cst) != 0)
+        EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes + "/" + host));
+      std::string why;
+      const std::optional<std::string> driver = release::LocalDriverVersion(why);
+      release::NodeCupti cupti =
+          release::EnsureNodeCupti(o.shared_prefix, host, driver, o.cupti_variant);
+      out.progress(cupti.note + (driver ? "" : " (" + why + ")"));
+    }
     const std::string state_path = StatePath(paths.state_dir, "sampler");
     if (!o.systemd) {
       EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));

@@ -42,13 +42,18 @@ mkdir -p "$DIR/cupti-stage/bin" "$DIR/cupti-stage/lib" "$DIR/fakebin"
 printf '#!/bin/sh\necho probe\n' >"$DIR/cupti-stage/bin/expanse-cupti-helper"
 chmod 755 "$DIR/cupti-stage/bin/expanse-cupti-helper"
 echo "not a real library" >"$DIR/cupti-stage/lib/libcupti.so"
-for variant in cuda1280:570.124.06 cuda1300:580.65.06; do
-  "$EXPANSE" release pack --name expanse-cupti --version 1.0.0 --variant "${variant%%:*}" \
-    --min-driver "${variant#*:}" --from "$DIR/cupti-stage" --output-dir "$DIR/releases" >/dev/null
+for version in 1.0.0 1.1.0; do
+  for variant in cuda1280:570.124.06 cuda1300:580.65.06; do
+    "$EXPANSE" release pack --name expanse-cupti --version "$version" --variant "${variant%%:*}" \
+      --min-driver "${variant#*:}" --from "$DIR/cupti-stage" --output-dir "$DIR/releases" >/dev/null
+  done
 done
 "$EXPANSE" release sign --key "$DIR/release.key" "$DIR"/releases/expanse-cupti_*.tar.gz >/dev/null
+# Stand-in drivers: the controller's supports CUDA 13.0, worker1's only 12.8.
+mkdir -p "$DIR/fakebin-575"
 printf '#!/bin/sh\n[ "$1" = --query-gpu=driver_version ] && echo 580.95.05\n' >"$DIR/fakebin/nvidia-smi"
-chmod 755 "$DIR/fakebin/nvidia-smi"
+printf '#!/bin/sh\n[ "$1" = --query-gpu=driver_version ] && echo 575.51.03\n' >"$DIR/fakebin-575/nvidia-smi"
+chmod 755 "$DIR/fakebin/nvidia-smi" "$DIR/fakebin-575/nvidia-smi"
 SERVER_EXTRA_ARGS="--releases-dir $DIR/releases" server_start || fail "expanse-server did not start"
 publish_release "$DIR" || fail "release manifest"
 pass "signed release 1.0.0 and 1.1.0 mirrored at $CP_URL/releases"
@@ -170,8 +175,11 @@ assert_eq 401 "$code" "the replaced credential at the control plane"
 
 # --- sampler role on a worker -------------------------------------------------------------------
 host_systemd_on "$w1"
-out="$("$TESTCLUSTER" exec "$w1" -- "$EXPANSE" compute install --type slurm --role sampler \
-  --shared-prefix "$prefix" 2>&1)" || fail "sampler install on $w1: $out"
+out="$("$TESTCLUSTER" exec "$w1" -- env PATH="$DIR/fakebin-575:$PATH" "$EXPANSE" compute install \
+  --type slurm --role sampler --shared-prefix "$prefix" 2>&1)" || fail "sampler install on $w1: $out"
+assert_match 'CUPTI cuda1280' "$out" "CUPTI variant chosen for $w1's driver 575.51.03"
+assert_match '"variant": *"cuda1280"' "$(cat "$prefix/lib/cupti-nodes/$w1/release.json")" \
+  "CUPTI build unpacked for $w1"
 state="$("$TESTCLUSTER" exec "$w1" -- systemctl is-active expanse-sampler)" ||
   fail "expanse-sampler on $w1 is $state: $("$TESTCLUSTER" exec "$w1" -- journalctl -u expanse-sampler | tail -5)"
 pass "expanse-sampler active on $w1"
