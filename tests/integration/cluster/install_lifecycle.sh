@@ -115,6 +115,8 @@ for f in /etc/systemd/system /etc/expanse /var/lib/slurm/.expanse "$prefix" /var
   fi
 done
 pass "the install token appears in no file on the controller"
+[[ -x "$prefix/bin/py-spy" ]] || fail "the bundled py-spy was not installed"
+pass "bundled py-spy installed at $prefix/bin/py-spy"
 cfg_mode="$("$TESTCLUSTER" exec "$ctl" -- stat -c '%a %U' /var/lib/slurm/.expanse/config.json)"
 assert_eq "600 slurm" "$cfg_mode" "credential config mode and owner"
 
@@ -231,4 +233,24 @@ assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system "$prefix"
 assert_eq "$site_conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after a config-only install"
 on_ctl "$EXPANSE" compute uninstall --type slurm >/dev/null || fail "uninstall after config-only"
 assert_eq deprovisioned "$(api GET "/api/v1/computes/$THIRD" | jq -r .state)" "config-only compute after uninstall"
+# --- --systemd=false, --sampler-bootstrap off, --bundled-pyspy=false; uninstall --keep-identity --
+FOURTH="$(api POST /api/v1/orgs/acme/computes '{"name":"manual","type":"slurm"}' | jq -r .id)"
+out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$FOURTH")" on_ctl "$EXPANSE" compute install \
+  "${install_args[@]}" --daemon-version 1.1.0 --systemd=false --sampler-bootstrap off \
+  --bundled-pyspy=false --verbose 2>&1)" || fail "install with --systemd=false: $out"
+assert_match 'install this unit as /etc/systemd/system/expanse-daemon.service' "$out" "the unit is printed"
+assert_match 'Environment=EXPANSE_DAEMON_CONFIG=' "$out" "the printed unit pins the config"
+assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system -mindepth 1)" "units written with --systemd=false"
+[[ ! -e "$prefix/bin/py-spy" ]] || fail "py-spy installed despite --bundled-pyspy=false"
+pass "--bundled-pyspy=false leaves py-spy out"
+assert_match "--sampler-bootstrap'? '?off" "$(cat "$prefix/hooks/prolog")" "the Prolog wrapper with --sampler-bootstrap off"
+on_ctl "$EXPANSE" compute uninstall --type slurm --keep-identity >/dev/null || fail "uninstall --keep-identity"
+assert_eq "$FOURTH" "$("$TESTCLUSTER" exec "$ctl" -- jq -r .compute_id /var/lib/slurm/.expanse/config.json)" \
+  "the credential kept by uninstall --keep-identity"
+[[ "$(api GET "/api/v1/computes/$FOURTH" | jq -r .state)" != deprovisioned ]] ||
+  fail "uninstall --keep-identity deprovisioned the compute"
+pass "uninstall --keep-identity keeps the compute provisioned"
+assert_eq "$site_conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after uninstall --keep-identity"
+on_ctl "$EXPANSE" compute uninstall --type slurm >/dev/null || fail "final uninstall"
+assert_eq deprovisioned "$(api GET "/api/v1/computes/$FOURTH" | jq -r .state)" "compute after the final uninstall"
 pass "install lifecycle complete"

@@ -76,6 +76,9 @@ make_signed_release() {
   shift
   mkdir -p "$dir/releases" "$dir/stage/bin"
   cp "$BUILD/bin/expanse-daemon" "$dir/stage/bin/expanse-daemon"
+  # A stand-in for the py-spy a real release bundles (Debian has no py-spy to pack).
+  printf '#!/bin/sh\necho "py-spy stand-in"\n' >"$dir/stage/bin/py-spy"
+  chmod 755 "$dir/stage/bin/py-spy"
   "$EXPANSE" release keygen --private-key "$dir/release.key" --public-key "$dir/release.pub" >/dev/null
   for v in "$@"; do
     "$EXPANSE" release pack --version "$v" --from "$dir/stage" --output-dir "$dir/releases" >/dev/null
