@@ -194,6 +194,14 @@ void StartSamplerDetached(const BootstrapOptions& options) {
       usleep(100'000);
   }
   if (SystemdRuns() && EnsureSamplerUnit(options.binary)) {
+    // The unit runs as the daemon account; state a sampler left while running as another
+    // account (root) would keep it from taking the node's lock.
+    if (passwd* pw = options.user.empty() ? nullptr : getpwnam(options.user.c_str())) {
+      for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
+                                      options.state_dir + "/" + kPidName}) {
+        (void)lchown(path.c_str(), pw->pw_uid, pw->pw_gid);
+      }
+    }
     const char* argv[] = {"systemctl", "--no-block", "restart", "expanse-sampler.service", nullptr};
     execvp("systemctl", const_cast<char* const*>(argv));
     _exit(0);

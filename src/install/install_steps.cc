@@ -257,8 +257,16 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
   // Directories an earlier run (hooks as root, a daemon as another account) may have made.
   for (const char* sub : {"outbox", "aggregator", "sampler", "control", "events"}) {
     const std::string dir = paths.daemon_state_dir + "/" + sub;
-    if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      EXPANSE_RETURN_IF_ERROR(journal.Chown(dir, account.uid, account.gid));
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      continue;
+    EXPANSE_RETURN_IF_ERROR(journal.Chown(dir, account.uid, account.gid));
+    // And what is in them: a sampler lock left by a sampler that ran as root keeps the
+    // service (as the daemon account) from ever starting.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.is_regular_file(ec) || entry.is_directory(ec))
+        EXPANSE_RETURN_IF_ERROR(journal.Chown(entry.path().string(), account.uid, account.gid));
+    }
   }
   return OkStatus();
 }
