@@ -57,6 +57,7 @@ struct SharedState {
   std::mutex mu;
   std::condition_variable wake;
   gpu::Inventory inventory;
+  nlohmann::json gpu_use = nlohmann::json::array();
   nlohmann::json capabilities = nlohmann::json::object();
   spool::WorkerHealthSnapshot workers;
   nlohmann::json outbox = nlohmann::json::object();
@@ -321,6 +322,7 @@ class Controller {
     const outbox::UploaderStats up = uploader_->stats();
     std::lock_guard lock(shared_.mu);
     shared_.inventory = collector_.Inventory();
+    shared_.gpu_use = collector_.GpuUse();
     shared_.capabilities = CapabilitiesJson(DescribeCapabilities(inputs));
     shared_.workers = std::move(workers);
     shared_.diagnostics = {
@@ -406,6 +408,7 @@ class Controller {
     {
       std::lock_guard lock(shared_.mu);
       in.controller_inventory = shared_.inventory;
+      in.controller_gpu_use = shared_.gpu_use;
       in.controller_capabilities = shared_.capabilities;
       in.workers = shared_.workers;
       in.outbox = shared_.outbox;

@@ -5,7 +5,22 @@
 namespace expanse::agent {
 namespace {
 
-nlohmann::json NodeEntry(const std::string& host, const nlohmann::json& inventory) {
+// The use view entry of `uuid` without its uuid: {"state", "jobs", "processes"}; null if none.
+nlohmann::json UseOf(const nlohmann::json& gpu_use, const nlohmann::json& uuid) {
+  if (!gpu_use.is_array())
+    return nullptr;
+  for (const auto& u : gpu_use) {
+    if (u.is_object() && u.contains("uuid") && u["uuid"] == uuid) {
+      nlohmann::json use = u;
+      use.erase("uuid");
+      return use;
+    }
+  }
+  return nullptr;
+}
+
+nlohmann::json NodeEntry(const std::string& host, const nlohmann::json& inventory,
+                         const nlohmann::json& gpu_use) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : inventory.value("gpus", nlohmann::json::array())) {
     if (!g.contains("uuid"))
@@ -21,6 +36,8 @@ nlohmann::json NodeEntry(const std::string& host, const nlohmann::json& inventor
         !inventory["driver_version"].get<std::string>().empty()) {
       gpu["driver"] = inventory["driver_version"];
     }
+    if (nlohmann::json use = UseOf(gpu_use, g["uuid"]); !use.is_null())
+      gpu["use"] = std::move(use);
     gpus.push_back(std::move(gpu));
   }
   return {{"name", host}, {"gpus", std::move(gpus)}};
@@ -30,7 +47,8 @@ nlohmann::json NodeEntry(const std::string& host, const nlohmann::json& inventor
 
 nlohmann::json BuildHeartbeat(const HeartbeatInputs& in) {
   nlohmann::json nodes = nlohmann::json::array();
-  nodes.push_back(NodeEntry(in.controller_host, ToJson(in.controller_inventory)));
+  nodes.push_back(
+      NodeEntry(in.controller_host, ToJson(in.controller_inventory), in.controller_gpu_use));
   nlohmann::json reports = nlohmann::json::array();
   for (const spool::WorkerHealthReport& report : in.workers.reports) {
     // Expired reports are not relayed: the console must not show a worker as fine on the
@@ -41,7 +59,8 @@ nlohmann::json BuildHeartbeat(const HeartbeatInputs& in) {
     if (!health.is_object())
       continue;
     if (report.host != in.controller_host && health.contains("inventory")) {
-      nodes.push_back(NodeEntry(report.host, health["inventory"]));
+      nodes.push_back(NodeEntry(report.host, health["inventory"],
+                                health.value("gpu_use", nlohmann::json::array())));
     }
     nlohmann::json entry = {{"host", report.host},
                             {"last_sample_ms", health.value("last_sample_ms", int64_t{0})}};

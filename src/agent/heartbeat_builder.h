@@ -16,6 +16,7 @@ struct HeartbeatInputs {
   std::string daemon_version;
   std::string controller_host;
   gpu::Inventory controller_inventory;
+  nlohmann::json controller_gpu_use = nlohmann::json::array();  // NodeCollector::GpuUse()
   nlohmann::json controller_capabilities = nlohmann::json::object();
   spool::WorkerHealthSnapshot workers;
   nlohmann::json outbox = nlohmann::json::object();       // non-negative integer counters

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "agent/gpu_use.h"
 #include "attribution/allocation.h"
 #include "core/file_util.h"
 #include "gpu/guarded_backend.h"
@@ -143,11 +144,6 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
 
 NodeCollection NodeCollector::Collect() {
   NodeCollection c;
-  {
-    std::lock_guard lock(buffer_mu_);
-    c.samples = buffer_.samples();
-    c.series = buffer_.TakeJson();
-  }
   PendingEvents pending = ReadJobEvents(options_.events_dir, options_.max_events_per_collection);
   for (auto& [file, event] : pending.events) {
     if (!in_flight_.insert(file).second)
@@ -162,6 +158,16 @@ NodeCollection NodeCollector::Collect() {
     c.events.push_back(std::move(event));
   }
   bad_event_files_ = std::move(pending.bad);
+
+  // After the events, so a job that started since the last collection is already allocated.
+  const GpuUseResult use =
+      ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
+                    AllocationsFromOpen(open_allocations_), options_.attribution);
+  gpu_use_ = GpuUseToJson(use.view);
+  std::lock_guard lock(buffer_mu_);
+  AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_);
+  c.samples = buffer_.samples();
+  c.series = buffer_.TakeJson();
   return c;
 }
 

@@ -17,6 +17,7 @@
 
 #include "agent/job_events.h"
 #include "attribution/gres_conf.h"
+#include "attribution/process_attribution.h"
 #include "core/clock.h"
 #include "gpu/backend_select.h"
 #include "gpu/sampler.h"
@@ -38,6 +39,7 @@ struct NodeCollectorOptions {
   std::string gres_conf_path;
   size_t max_events_per_collection = 5'000;
   telemetry::JobCgroupOptions cgroups;
+  attribution::AttributionOptions attribution;  // where /proc is (tests point it elsewhere)
 };
 
 // One collection, ready to hand on.
@@ -59,6 +61,9 @@ class NodeCollector {
   void TickSlow() { sampler_->TickSlow(); }
   gpu::SamplerHealth GpuHealth() const { return sampler_->Health(); }
   gpu::Inventory Inventory() const { return sink_.inventory(); }
+  // The per-GPU use view as of the last Collect (agent/gpu_use.h), for the health report and
+  // the heartbeat; an empty array before the first.
+  const nlohmann::json& GpuUse() const { return gpu_use_; }
   // Problems met resolving job allocations (a gres.conf that does not parse, sources that
   // disagree), newest last, for the daemon's log and health.
   std::vector<std::string> TakeProblems();
@@ -90,6 +95,7 @@ class NodeCollector {
   void SaveOpenAllocations();
   std::map<std::string, nlohmann::json> open_allocations_;
   attribution::NodeGres gres_;
+  nlohmann::json gpu_use_ = nlohmann::json::array();
   telemetry::JobCgroups cgroups_;
   std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
                               // collected but not yet committed or restored

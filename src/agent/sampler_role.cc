@@ -17,6 +17,8 @@ std::string WorkerSpoolRoot(const std::string& shared_prefix) {
 
 namespace {
 
+constexpr size_t kHealthProcessListBudget = 48 * 1024;
+
 class SamplerLoop {
  public:
   SamplerLoop(const SamplerRoleOptions& options, Clock& clock,
@@ -83,6 +85,7 @@ class SamplerLoop {
                              {"last_spool_write_ms", last_written_ms_},
                              {"capabilities", CapabilitiesJson(capabilities)},
                              {"inventory", ToJson(collector_.Inventory())},
+                             {"gpu_use", collector_.GpuUse()},
                              {"spool",
                               {{"records_written", counters.records_written},
                                {"files_written", counters.files_written},
@@ -91,6 +94,13 @@ class SamplerLoop {
                                {"write_errors", counters.write_errors}}}};
     if (!problem_.empty())
       health["problem"] = problem_;
+    // The report has a fixed size cap (the spool's 64 KiB); a node crowded with GPU processes
+    // loses its process lists first, keeping the per-GPU states and everything else.
+    if (health.dump().size() > kHealthProcessListBudget) {
+      for (auto& gpu : health["gpu_use"])
+        gpu.erase("processes");
+      health["gpu_use_processes_omitted"] = true;
+    }
     if (Status s = writer_->WriteHealth(health.dump()); !s.ok() && options_.log) {
       options_.log("cannot write the health report: " + s.message());
     }

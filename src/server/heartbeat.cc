@@ -17,6 +17,8 @@ using nlohmann::json;
 constexpr size_t kMaxNodes = 10000;
 constexpr size_t kMaxGpusPerNode = 64;
 constexpr size_t kMaxDiagnosticsBytes = 64 * 1024;
+constexpr size_t kMaxUseJobs = 16;
+constexpr size_t kMaxUseProcesses = 64;
 
 const std::set<std::string>& KnownCapabilities() {
   static const std::set<std::string> names = {"nvml", "nvidia_smi", "cupti",
@@ -47,6 +49,55 @@ Status CheckCount(const json& obj, const std::string& path, const char* key) {
     return OkStatus();
   if (!it->is_number_integer() || it->get<int64_t>() < 0) {
     return Bad(path + key, "must be a non-negative integer");
+  }
+  return OkStatus();
+}
+
+Status CheckBool(const json& obj, const std::string& path, const char* key) {
+  auto it = obj.find(key);
+  if (it != obj.end() && !it->is_boolean())
+    return Bad(path + key, "must be true or false");
+  return OkStatus();
+}
+
+// nodes[].gpus[].use: the daemon's per-GPU use view (docs/formats/heartbeat.md).
+Status CheckGpuUse(const json& use, const std::string& path) {
+  if (!use.is_object())
+    return Bad(path, "must be an object");
+  auto state = use.find("state");
+  if (state == use.end() || !state->is_string())
+    return Bad(path + ".state", "is required");
+  const std::string& st = state->get_ref<const std::string&>();
+  if (st != "free" && st != "busy" && st != "allocated_idle" && st != "unallocated_in_use") {
+    return Bad(path + ".state", "must be free, busy, allocated_idle or unallocated_in_use");
+  }
+  if (auto jobs = use.find("jobs"); jobs != use.end()) {
+    if (!jobs->is_array() || jobs->size() > kMaxUseJobs)
+      return Bad(path + ".jobs", "must be an array of at most 16 job ids");
+    for (size_t j = 0; j < jobs->size(); ++j) {
+      const std::string jp = path + ".jobs[" + std::to_string(j) + "]";
+      if (!(*jobs)[j].is_string())
+        return Bad(jp, "must be a string");
+      if (!ValidateText(jp, (*jobs)[j].get<std::string>(), 64).ok())
+        return Bad(jp, "must be a job id of at most 64 bytes");
+    }
+  }
+  if (auto procs = use.find("processes"); procs != use.end()) {
+    if (!procs->is_array() || procs->size() > kMaxUseProcesses)
+      return Bad(path + ".processes", "must be an array of at most 64 processes");
+    for (size_t i = 0; i < procs->size(); ++i) {
+      const json& proc = (*procs)[i];
+      const std::string pp = path + ".processes[" + std::to_string(i) + "]";
+      if (!proc.is_object())
+        return Bad(pp, "must be an object");
+      if (!proc.contains("pid"))
+        return Bad(pp + ".pid", "is required");
+      EXPANSE_RETURN_IF_ERROR(CheckCount(proc, pp + ".", "pid"));
+      EXPANSE_RETURN_IF_ERROR(CheckCount(proc, pp + ".", "used_memory_mib"));
+      EXPANSE_RETURN_IF_ERROR(CheckString(proc, pp + ".", "job_id", 64, false));
+      EXPANSE_RETURN_IF_ERROR(CheckBool(proc, pp + ".", "of_allocated_job"));
+      EXPANSE_RETURN_IF_ERROR(CheckBool(proc, pp + ".", "outside_cgroup"));
+    }
   }
   return OkStatus();
 }
@@ -106,6 +157,8 @@ Status CheckNodes(const json& nodes, int* node_count, int* gpu_count) {
       for (const char* k : {"index", "minor", "memory_total_mib"}) {
         EXPANSE_RETURN_IF_ERROR(CheckCount(gpu, gp + ".", k));
       }
+      if (auto use = gpu.find("use"); use != gpu.end())
+        EXPANSE_RETURN_IF_ERROR(CheckGpuUse(*use, gp + ".use"));
       ++*gpu_count;
     }
   }

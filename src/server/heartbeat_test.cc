@@ -11,7 +11,10 @@ TEST(HeartbeatTest, AcceptsAFullDocument) {
   auto s = ValidateHeartbeat(R"({
     "version": 1, "daemon_version": "0.1.0", "controller_host": "ctl",
     "nodes": [{"name": "worker1", "gpus": [{"index": 0, "minor": 2, "uuid": "GPU-1",
-               "model": "NVIDIA H200", "memory_total_mib": 143771, "driver": "570.86"}]},
+               "model": "NVIDIA H200", "memory_total_mib": 143771, "driver": "570.86",
+               "use": {"state": "unallocated_in_use", "jobs": [],
+                       "processes": [{"pid": 42, "job_id": "7", "used_memory_mib": 900,
+                                      "of_allocated_job": false, "outside_cgroup": true}]}}]},
               {"name": "worker2"}],
     "capabilities": {"nvml": {"state": "ok"}, "cupti": {"state": "absent", "reason": "no helper"}},
     "workers": {"sampled": 1, "expected": 2, "reports": [{"host": "worker1",
@@ -64,6 +67,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             R"({"version":1,"daemon_version":"1","controller_host":"c","outbox":{"depth":"x"}})",
             "invalid_heartbeat", "outbox.depth"},
+        BadCase{
+            R"({"version":1,"daemon_version":"1","controller_host":"c","nodes":[{"name":"w","gpus":[{"uuid":"g","use":{"state":"asleep"}}]}]})",
+            "invalid_heartbeat", "nodes[0].gpus[0].use.state"},
+        BadCase{
+            R"({"version":1,"daemon_version":"1","controller_host":"c","nodes":[{"name":"w","gpus":[{"uuid":"g","use":{"state":"busy","jobs":[7]}}]}]})",
+            "invalid_heartbeat", "nodes[0].gpus[0].use.jobs[0]"},
+        BadCase{
+            R"({"version":1,"daemon_version":"1","controller_host":"c","nodes":[{"name":"w","gpus":[{"uuid":"g","use":{"state":"busy","processes":[{"job_id":"7"}]}}]}]})",
+            "invalid_heartbeat", "nodes[0].gpus[0].use.processes[0].pid"},
+        BadCase{
+            R"({"version":1,"daemon_version":"1","controller_host":"c","nodes":[{"name":"w","gpus":[{"uuid":"g","use":{"state":"busy","processes":[{"pid":1,"outside_cgroup":"yes"}]}}]}]})",
+            "invalid_heartbeat", "nodes[0].gpus[0].use.processes[0].outside_cgroup"},
         BadCase{
             R"({"version":1,"daemon_version":"a'; DROP TABLE x;--\u0001","controller_host":"c"})",
             "invalid_heartbeat", "daemon_version"}));

@@ -1,0 +1,108 @@
+#include "agent/gpu_use.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "attribution/attribution_test_util.h"
+
+namespace expanse::agent {
+namespace {
+
+using attribution::testing::Environ;
+using attribution::testing::FakeProc;
+using attribution::testing::kUuid0;
+using attribution::testing::kUuid1;
+using attribution::testing::kUuid2;
+
+constexpr std::string_view kJob7Cgroup = "0::/system.slice/slurmstepd.scope/job_7/step_0/task_0\n";
+constexpr std::string_view kNoJobCgroup = "0::/system.slice/mydaemon.service\n";
+
+std::map<std::string, nlohmann::json> OpenJob7OnGpu0() {
+  return {
+      {"w1/7", nlohmann::json::parse(R"([{"job_id": "7", "host": "w1", "gpu_uuid": ")" +
+                                     std::string(kUuid0) + R"(", "from_ms": 1, "to_ms": 0}])")}};
+}
+
+// The test cluster's case: job 7 holds GPU 0 and runs there; a process that left job 7's
+// cgroup (it daemonised) still holds GPU 1; GPU 2 is allocated to job 8, which has no process.
+TEST(GpuUseTest, ViewFlagsTheProcessOutsideItsCgroupAndTheIdleAllocation) {
+  FakeProc proc;
+  proc.AddProcess(100, kJob7Cgroup, Environ({"SLURM_JOB_ID=7"}));
+  proc.AddProcess(200, kNoJobCgroup, Environ({"SLURM_JOB_ID=7"}));
+  attribution::AttributionOptions options;
+  options.proc_root = proc.root();
+  auto open = OpenJob7OnGpu0();
+  open["w1/8"] =
+      nlohmann::json::parse(R"([{"job_id": "8", "gpu_uuid": ")" + std::string(kUuid2) + R"("}])");
+  const auto inventory = attribution::testing::ReversedMinorInventory();
+  const GpuUseResult use =
+      ComputeGpuUse(inventory, {{100, std::string(kUuid0), 1000}, {200, std::string(kUuid1), 500}},
+                    AllocationsFromOpen(open), options);
+  const nlohmann::json json = GpuUseToJson(use.view);
+  ASSERT_EQ(json.size(), 4u);
+  EXPECT_EQ(json[0]["uuid"], kUuid0);
+  EXPECT_EQ(json[0]["state"], "busy");
+  EXPECT_EQ(json[0]["jobs"], nlohmann::json::array({"7"}));
+  EXPECT_EQ(json[0]["processes"][0]["pid"], 100);
+  EXPECT_EQ(json[0]["processes"][0]["of_allocated_job"], true);
+  EXPECT_EQ(json[0]["processes"][0]["outside_cgroup"], false);
+
+  EXPECT_EQ(json[1]["state"], "unallocated_in_use");
+  EXPECT_EQ(json[1]["processes"][0]["job_id"], "7");
+  EXPECT_EQ(json[1]["processes"][0]["outside_cgroup"], true);
+  EXPECT_EQ(json[1]["processes"][0]["of_allocated_job"], false);
+  EXPECT_EQ(json[1]["processes"][0]["used_memory_mib"], 500);
+
+  EXPECT_EQ(json[2]["state"], "allocated_idle");
+  EXPECT_EQ(json[2]["jobs"], nlohmann::json::array({"8"}));
+  EXPECT_EQ(json[3]["state"], "free");
+
+  telemetry::SeriesBuffer buffer;
+  AddGpuUseSeries(use.view, "w1", 5000, buffer);
+  const nlohmann::json series = buffer.TakeJson();
+  auto value = [&](const std::string& device, const std::string& metric) {
+    for (const auto& s : series) {
+      if (s["device"] == device && s["metric"] == metric)
+        return s["v"][0].get<double>();
+    }
+    ADD_FAILURE() << "no series " << device << " " << metric;
+    return -1.0;
+  };
+  EXPECT_EQ(value(std::string(kUuid0), "gpu.foreign_processes"), 0);
+  EXPECT_EQ(value(std::string(kUuid1), "gpu.foreign_processes"), 1);
+  EXPECT_EQ(value(std::string(kUuid1), "gpu.processes"), 1);
+  EXPECT_EQ(value("job/7", "job.gpu_memory_mib"), 1500);  // both processes carry job 7
+  EXPECT_EQ(value("job/7", "job.gpu_processes"), 2);
+  EXPECT_EQ(value("job/8", "job.gpu_processes"), 0);  // allocated, nothing running
+}
+
+TEST(GpuUseTest, MalformedOpenAllocationsAreSkipped) {
+  std::map<std::string, nlohmann::json> open = {
+      {"a", nlohmann::json::object()},
+      {"b", nlohmann::json::parse(R"([{"job_id": 7, "gpu_uuid": "x"}])")},
+      {"c", nlohmann::json::parse(R"([{"job_id": "notanumber", "gpu_uuid": "x"}])")},
+      {"d", nlohmann::json::parse(R"([{"job_id": "9", "gpu_uuid": "GPU-9"}])")}};
+  const auto allocations = AllocationsFromOpen(open);
+  ASSERT_EQ(allocations.size(), 1u);
+  EXPECT_EQ(allocations[0].job.job_id, 9u);
+  EXPECT_EQ(allocations[0].gpu_uuids, std::vector<std::string>{"GPU-9"});
+}
+
+TEST(GpuUseTest, ProcessListsAreCapped) {
+  attribution::NodeGpuUse view;
+  attribution::GpuUse g;
+  g.uuid = "GPU-x";
+  g.state = attribution::GpuUseState::kUnallocatedInUse;
+  for (uint32_t pid = 1; pid <= 100; ++pid) {
+    attribution::GpuProcessUse p;
+    p.process.process = {pid, "GPU-x", 1};
+    g.processes.push_back(p);
+  }
+  view.gpus.push_back(g);
+  const nlohmann::json json = GpuUseToJson(view);
+  EXPECT_EQ(json[0]["processes"].size(), kMaxUseProcessesPerGpu);
+}
+
+}  // namespace
+}  // namespace expanse::agent
