@@ -89,7 +89,13 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
   evidence.job.job_id = static_cast<uint32_t>(std::strtoul(event.job_id.c_str(), nullptr, 10));
   if (!event.gpus.empty())
     evidence.slurm_job_gpus = event.gpus;
-  if (!event.cuda_visible_devices.empty())
+  // In the Prolog and Epilog, slurmd sets CUDA_VISIBLE_DEVICES to the job's GRES indices
+  // themselves (a copy of SLURM_JOB_GPUS), not to indices over them as in a task, so the index
+  // form adds nothing there and would read as a disagreement; the UUID form is still a check.
+  const bool hook_index_copy = !event.gpus.empty() &&
+                               event.cuda_visible_devices.find("GPU-") == std::string::npos &&
+                               event.cuda_visible_devices.find("MIG-") == std::string::npos;
+  if (!event.cuda_visible_devices.empty() && !hook_index_copy)
     evidence.cuda_visible_devices = event.cuda_visible_devices;
   std::vector<const gpu::GpuInfo*> gpus;
   if (evidence.slurm_job_gpus || evidence.cuda_visible_devices) {

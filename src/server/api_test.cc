@@ -330,6 +330,50 @@ TEST_F(ApiTest, IngestedJobShowsRequestedVersusUsed) {
   EXPECT_EQ(detail.body["events"][0]["kind"], "start");
 }
 
+// A job's own series (device "job/<id>") are read per host the job ran on.
+TEST_F(ApiTest, TimelineOfAJobMetricIsPerHost) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  ASSERT_EQ(Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "COMPLETED", kStart + 60'000),
+                 Bearer(credential))
+                .status,
+            200);
+  json dt = json::array();
+  json v = json::array();
+  for (int i = 0; i < 60; ++i) {
+    dt.push_back(i == 0 ? 0 : 1000);
+    v.push_back(1000 + i);
+  }
+  json doc = {{"version", 1},
+              {"stream", "telemetry"},
+              {"sequence", 2},
+              {"series",
+               {{{"host", "worker2"},
+                 {"device", "job/77"},
+                 {"metric", "job.gpu_memory_mib"},
+                 {"t0", kStart},
+                 {"dt", dt},
+                 {"v", v}},
+                {{"host", "worker2"},
+                 {"device", "job/78"},
+                 {"metric", "job.gpu_memory_mib"},
+                 {"t0", kStart},
+                 {"dt", dt},
+                 {"v", v}}}}};
+  ASSERT_EQ(Call("POST", "/dp/v1/ingest", doc.dump(), Bearer(credential)).status, 200);
+  Reply timeline = Call(
+      "GET", "/api/v1/computes/" + compute + "/jobs/77/timeline?metric=job.gpu_memory_mib&points=6",
+      "", Bearer(token_));
+  ASSERT_EQ(timeline.status, 200) << timeline.body;
+  ASSERT_EQ(timeline.body["series"].size(), 1u) << timeline.body;
+  const json& s = timeline.body["series"][0];
+  EXPECT_EQ(s["host"], "worker2");
+  EXPECT_EQ(s["device"], "job/77");
+  ASSERT_GE(s["points"].size(), 5u);
+  EXPECT_EQ(s["points"][0][1], 1000);                       // min of the first bucket
+  EXPECT_EQ(s["points"][s["points"].size() - 1][2], 1059);  // max of the last
+}
+
 TEST_F(ApiTest, IngestRefusesBadBatchesAndRevokedCredentials) {
   std::string compute = NewCompute(token_);
   std::string credential = Exchange(IssueToken(compute)).body["credential"];

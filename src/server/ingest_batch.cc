@@ -96,7 +96,7 @@ Status ParseSeries(const json& list, std::string_view compute_id, IngestBatch* o
     EXPANSE_RETURN_IF_ERROR(CheckName(p + "host", key.host, 253, ".-_", true));
     EXPANSE_ASSIGN_OR_RETURN(key.device, Str(s, p, "device", 96, false));
     if (!key.device.empty()) {
-      EXPANSE_RETURN_IF_ERROR(CheckName(p + "device", key.device, 96, ".-_:/", true));
+      EXPANSE_RETURN_IF_ERROR(CheckName(p + "device", key.device, 96, ".-_:/+", true));
     }
     EXPANSE_ASSIGN_OR_RETURN(key.metric, Str(s, p, "metric", 64, true));
     EXPANSE_RETURN_IF_ERROR(CheckName(p + "metric", key.metric, 64, "._", false));

@@ -47,6 +47,21 @@ TEST(IngestBatchTest, ParsesEverySection) {
   EXPECT_EQ(b->gpu_allocations[0].gpu_minor, 2);
 }
 
+// A heterogeneous job's component ("123+1") names its own series; '+' is allowed in a device.
+TEST(IngestBatchTest, AcceptsAHetComponentsJobSeries) {
+  auto b = ParseIngestBatch(R"({"version": 1, "stream": "telemetry", "sequence": 1,
+      "series": [{"host": "w1", "device": "job/123+1", "metric": "job.cpu_used_cores",
+                  "t0": 1800000000000, "dt": [0], "v": [1.5]}]})",
+                            "cmp_1");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->series[0].first.device, "job/123+1");
+  auto bad = ParseIngestBatch(R"({"version": 1, "stream": "telemetry", "sequence": 1,
+      "series": [{"host": "w1", "device": "job/1 2", "metric": "m", "t0": 1, "dt": [0],
+                  "v": [1]}]})",
+                              "cmp_1");
+  EXPECT_EQ(bad.status().reason(), "invalid_batch");
+}
+
 TEST(IngestBatchTest, DecodesZstdAndJson) {
   EXPECT_EQ(*DecodeIngestBody("application/zstd", Zstd(kBatch)), kBatch);
   EXPECT_EQ(*DecodeIngestBody("application/json; charset=utf-8", kBatch), kBatch);

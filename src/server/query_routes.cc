@@ -149,7 +149,26 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
       int64_t from = job.start_ms;
       int64_t to = job.end_ms != 0 ? job.end_ms : ctx->clock.NowMs();
       json series = json::array();
-      if (from != 0 && to > from) {
+      if (from != 0 && to > from && metric.starts_with("job.")) {
+        // A job's own series (cgroup CPU and memory, GPU memory of its processes) are kept per
+        // host under the device "job/<job id>": one entry per host the job ran on.
+        EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
+        std::set<std::string> hosts;
+        for (const auto& a : allocations)
+          hosts.insert(a.host);
+        for (const auto& e : events)
+          hosts.insert(e.host);
+        const std::string device = "job/" + job.job_id;
+        for (const std::string& host : hosts) {
+          EXPANSE_ASSIGN_OR_RETURN(auto buckets,
+                                   ctx->tsdb->Query({compute.id, host, device, metric}, from, to,
+                                                    static_cast<int>(points)));
+          json pts = json::array();
+          for (const auto& b : buckets)
+            pts.push_back({b.start_ms, b.min, b.max, b.mean});
+          series.push_back({{"host", host}, {"device", device}, {"points", pts}});
+        }
+      } else if (from != 0 && to > from) {
         for (const auto& a : allocations) {
           EXPANSE_ASSIGN_OR_RETURN(
               auto buckets, ctx->tsdb->Query({compute.id, a.host, a.gpu_uuid, metric}, from, to,

@@ -7,70 +7,9 @@
 # arrive, and that jobs still run and no node drains when the daemon binary is missing.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
-SERVER="$BUILD/bin/expanse-server"
-FAKE_NVML="$BUILD/fakes/nvml/libnvidia-ml.so.1"
-source "$(dirname "$0")/../lib/expanse_server.sh"
-
-DIR="$(shared_scratch)"
-prefix="$DIR/prefix"
-ctl_pid=""
-cleanup() {
-  if [[ -n "$ctl_pid" ]]; then
-    kill "$ctl_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$ctl_pid" 2>/dev/null || true
-  fi
-  server_stop || true
-  # The samplers the Prologs started run inside the worker namespaces.
-  # ([e] keeps pkill from matching the command line of the shell that runs it.)
-  for w in $EXPANSE_TC_WORKERS; do
-    "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
-  done
-  restore_slurm_conf
-}
-trap cleanup EXIT
-read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
-
-mkdir -p "$prefix/bin"
-cp "$BUILD/bin/expanse-daemon" "$prefix/bin/expanse-daemon"
-
-# Each worker's fake GPUs: NVML index order is the reverse of the minor-number order, so a tool
-# that maps SLURM's GPU to the NVML index picks the wrong GPU on every host.
-for w in $EXPANSE_TC_WORKERS; do
-  read -r lo hi < <(grep "NodeName=$w " "$(dirname "$SLURM_CONF")/gres.conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
-  "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-nvml.json" <<JSON
-{"gpus": [
-  {"uuid": "GPU-$w-minor$hi", "minor": $hi, "sm_util": 91, "memory_used_mib": 2048},
-  {"uuid": "GPU-$w-minor$lo", "minor": $lo, "sm_util": 7, "memory_used_mib": 0}]}
-JSON
-done
-
-server_start || fail "expanse-server did not start"
-server_register cluster "$prefix" || fail "compute registration"
-printf 'SSL_CERT_FILE=%s\n' "$CA_FILE" >"$DIR/daemon.env"
-pass "server up, compute $COMPUTE registered"
-
-hook_args="--shared-prefix $prefix --user root --gres-conf $(dirname "$SLURM_CONF")/gres.conf --nvml-library $FAKE_NVML --interval 500ms --flush-interval 2s"
-for hook in prolog epilog; do
-  cat >"$DIR/$hook" <<HOOK
-#!/bin/bash
-# As the installer writes it: never fail the job, whatever happens to the daemon.
-"$prefix/bin/expanse-daemon" hook $hook --sampler-bootstrap prolog $hook_args || true
-exit 0
-HOOK
-  chmod 755 "$DIR/$hook"
-done
-save_slurm_conf
-trap cleanup EXIT  # save_slurm_conf set its own; cleanup restores slurm.conf too
-printf 'Prolog=%s\nEpilog=%s\n' "$DIR/prolog" "$DIR/epilog" >>"$SLURM_CONF"
-"$TESTCLUSTER" reconfigure
-
-"$prefix/bin/expanse-daemon" --role controller --config "$DIR/config.json" \
-  --shared-prefix "$prefix" --interval 1s --flush-interval 2s --heartbeat-interval 2s \
-  --env-file "$DIR/daemon.env" --state-dir "$DIR/ctl" --events-dir "$DIR/ctl/events" \
-  --control-dir "$DIR/ctl/control" --nvml-library "$FAKE_NVML" \
-  >"$DIR/controller.log" 2>&1 &
-ctl_pid=$!
+source "$(dirname "$0")/../lib/daemon_cluster.sh"
+dc_setup
+dc_controller_start
 
 # The batch script keeps one CPU busy on the first host for 10 s.
 job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
@@ -119,10 +58,7 @@ mv "$prefix/bin/expanse-daemon" "$prefix/bin/expanse-daemon.away"
 job2="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'true')"
 wait_job_done "$job2" 60
 assert_eq COMPLETED "$(job_state "$job2")" "job $job2 without the daemon binary"
-for w in "$w1" "$w2"; do
-  state="$(sinfo -h -n "$w" -o %t)"
-  [[ "$state" != *drain* && "$state" != drng ]] || fail "$w drained: $state"
-done
+dc_assert_no_drain
 pass "without the daemon binary, jobs still complete and no node drains"
 mv "$prefix/bin/expanse-daemon.away" "$prefix/bin/expanse-daemon"
 rm -rf "$DIR"

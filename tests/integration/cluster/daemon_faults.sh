@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The daemon on the real SLURM cluster when things go wrong, and the attribution cases that need
+# a live node: the per-GPU use view (an allocated GPU with nothing on it, a process that left its
+# job's cgroup but holds a GPU), a heterogeneous job, the planes down while jobs run, a worker
+# whose shared mount turns read-only, and the controller killed with SIGKILL again and again
+# while it uploads. In every case jobs complete, no node drains, and the data arrives once.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
+source "$(dirname "$0")/../lib/daemon_cluster.sh"
+dc_setup
+dc_controller_start
+outside_pid=""
+trap '[[ -n "$outside_pid" ]] && kill "$outside_pid" 2>/dev/null; dc_cleanup' EXIT
+
+read -r lo hi < <(dc_minors "$w1")
+gpu_lo="GPU-$w1-minor$lo"
+gpu_hi="GPU-$w1-minor$hi"
+nodes() { api GET "/api/v1/computes/$COMPUTE/nodes"; }
+gpu_use() { # host uuid
+  nodes | jq -c --arg h "$1" --arg u "$2" '.nodes[] | select(.name == $h) | .gpus[] | select(.uuid == $u) | .use'
+}
+
+# --- Per-GPU use view ---------------------------------------------------------------------------
+# Job A runs a process on its GPU; job B holds the other GPU of the same worker and runs nothing
+# there. A process carrying job A's environment but outside its cgroup (as one that daemonised
+# would) sits on job B's GPU.
+job_a="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap "echo \$\$ >$DIR/a.pid; sleep 300")"
+job_b="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 300')"
+wait_until 60 "job $job_a to write its pid" test -s "$DIR/a.pid"
+for j in "$job_a" "$job_b"; do dc_wait_job 60 "$j" '(.gpus | length) == 1' "GPU of job $j"; done
+gpu_a="$(dc_job "$job_a" | jq -r '.gpus[0].gpu_uuid')"
+gpu_b="$(dc_job "$job_b" | jq -r '.gpus[0].gpu_uuid')"
+[[ "$gpu_a" != "$gpu_b" && "$gpu_a" == GPU-$w1-* && "$gpu_b" == GPU-$w1-* ]] ||
+  fail "jobs $job_a and $job_b should hold the two GPUs of $w1: $gpu_a, $gpu_b"
+outside="sleep 120.$$"  # unique to this run, so the process can be found and stopped
+"$TESTCLUSTER" exec "$w1" -- env SLURM_JOB_ID="$job_a" $outside &
+wait_until 10 "the outside process" pgrep -f "^$outside\$"
+outside_pid="$(pgrep -f "^$outside\$" | head -1)"
+opid="$outside_pid"
+apid="$(cat "$DIR/a.pid")"
+dc_gpu_scenario "$w1" "[
+  {\"uuid\": \"$gpu_hi\", \"minor\": $hi, \"sm_util\": 0, \"memory_used_mib\": 0,
+   \"processes\": [$( [[ $gpu_a == "$gpu_hi" ]] && echo "{\"pid\": $apid, \"used_memory_mib\": 1000}" || echo "{\"pid\": $opid, \"used_memory_mib\": 300}" )]},
+  {\"uuid\": \"$gpu_lo\", \"minor\": $lo, \"sm_util\": 0, \"memory_used_mib\": 0,
+   \"processes\": [$( [[ $gpu_a == "$gpu_lo" ]] && echo "{\"pid\": $apid, \"used_memory_mib\": 1000}" || echo "{\"pid\": $opid, \"used_memory_mib\": 300}" )]}]"
+view_ready() {
+  nodes | jq -e --arg a "$gpu_a" --arg b "$gpu_b" --arg h "$w1" \
+    '[.nodes[] | select(.name == $h) | .gpus[] | select(.uuid == $a or .uuid == $b) | .use.processes | length] == [1, 1]' >/dev/null
+}
+for i in $(seq 1 60); do view_ready && break; sleep 1; done
+echo "use view ready after ${i}s"
+view_ready || fail "the heartbeat's use view of $w1 (job $job_a on $gpu_a pid $apid, outside pid $opid on $gpu_b): $(nodes | jq -c --arg h "$w1" '.nodes[] | select(.name == $h)')"
+use_a="$(gpu_use "$w1" "$gpu_a")"
+use_b="$(gpu_use "$w1" "$gpu_b")"
+assert_eq busy "$(jq -r .state <<<"$use_a")" "state of job $job_a's GPU"
+assert_eq "$apid:true:false" "$(jq -r '.processes[0] | "\(.pid):\(.of_allocated_job):\(.outside_cgroup)"' <<<"$use_a")" "job $job_a's own process on its GPU"
+assert_eq allocated_idle "$(jq -r .state <<<"$use_b")" "state of job $job_b's GPU (allocated, none of its processes)"
+assert_eq "[\"$job_b\"]" "$(jq -c .jobs <<<"$use_b")" "jobs holding $gpu_b"
+assert_eq "$opid:$job_a:false:true" "$(jq -r '.processes[0] | "\(.pid):\(.job_id):\(.of_allocated_job):\(.outside_cgroup)"' <<<"$use_b")" \
+  "the process outside job $job_a's cgroup, on job $job_b's GPU"
+kill "$outside_pid" 2>/dev/null || true
+scancel "$job_a" "$job_b"
+wait_job_done "$job_a" 60
+wait_job_done "$job_b" 60
+dc_wait_job 60 "$job_b" '[.events[]?.kind] | index("end") != null' "end of job $job_b"
+timeline="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job_a/timeline?metric=job.gpu_memory_mib&points=100")"
+jq -e '[.series[] | select(.host == "'"$w1"'") | .points[][2]] | max >= 1300' <<<"$timeline" >/dev/null ||
+  fail "job $job_a's GPU memory (its process and the one outside its cgroup) not in job.gpu_memory_mib: $(head -c 600 <<<"$timeline")"
+pass "job.gpu_memory_mib of job $job_a counts the process outside its cgroup"
+dc_gpu_scenario "$w1" "[
+  {\"uuid\": \"$gpu_hi\", \"minor\": $hi, \"sm_util\": 91, \"memory_used_mib\": 2048},
+  {\"uuid\": \"$gpu_lo\", \"minor\": $lo, \"sm_util\": 7, \"memory_used_mib\": 0}]"
+
+# --- Heterogeneous job --------------------------------------------------------------------------
+# Each component is its own SLURM job (its own SLURM_JOB_ID on its node); squeue names them
+# <id>+0 and <id>+1, and so must the server, each with the GPU of its own node.
+cat >"$DIR/het.sh" <<HET
+#!/bin/bash
+#SBATCH -w $w1 --gres=gpu:1 -o /dev/null
+#SBATCH hetjob
+#SBATCH -w $w2 --gres=gpu:1
+sleep 12
+HET
+het="$(submit "$DIR/het.sh")"
+# The backfill scheduler starts heterogeneous jobs, every 30 s here.
+# (scontrol shows both components, so testlib's one-state wait does not apply.)
+wait_until 120 "het job $het to finish" bash -c "[[ -z \$(squeue -h -j $het) ]]"
+assert_eq "COMPLETED COMPLETED" "$(scontrol show job "$het" | grep -oP 'JobState=\K\S+' | paste -sd' ')" "states of $het's components"
+for offset in 0 1; do
+  dc_wait_job 60 "$het+$offset" '(.gpus | length) == 1 and ([.events[]?.kind] | index("end")) != null' "component $het+$offset with its GPU and end"
+done
+assert_eq "$w1" "$(dc_job "$het+0" | jq -r '.gpus[0].host')" "host of $het+0's GPU"
+assert_eq "$w2" "$(dc_job "$het+1" | jq -r '.gpus[0].host')" "host of $het+1's GPU"
+pass "heterogeneous job $het: components $het+0 and $het+1 each with the GPU of its node"
+
+# --- Planes down while jobs run -----------------------------------------------------------------
+server_stop
+job_down="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 4')"
+wait_job_done "$job_down" 60
+assert_eq COMPLETED "$(job_state "$job_down")" "job $job_down with the planes down"
+dc_assert_no_drain
+sleep 4  # a few failed uploads and heartbeats
+server_start || fail "expanse-server did not restart"
+dc_wait_job 90 "$job_down" '([.events[]?] | length) == 4 and .used.has_gpu_samples == true' \
+  "job $job_down's events and samples after the planes came back"
+pass "planes down: job $job_down completed, no node drained, and its data arrived when they returned"
+
+# --- A worker's shared mount turns read-only ----------------------------------------------------
+"$TESTCLUSTER" exec "$w2" -- mount --bind -o ro "$prefix" "$prefix"
+job_ro="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 3')"
+wait_job_done "$job_ro" 60
+assert_eq COMPLETED "$(job_state "$job_ro")" "job $job_ro with $w2's shared mount read-only"
+dc_assert_no_drain
+sleep 3
+"$TESTCLUSTER" exec "$w2" -- umount "$prefix"
+# The hook events waited on $w2's local disk; the sampler writes them once the spool is back.
+dc_wait_job 90 "$job_ro" '([.events[]?] | length) == 2' "job $job_ro's events after the mount came back"
+pass "read-only shared mount on $w2: job $job_ro completed, no node drained, its events arrived later"
+
+# --- kill -9 of the controller, again and again, while it uploads -------------------------------
+job_k="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 20')"
+wait_until 60 "job $job_k to start" bash -c "[[ \$(squeue -h -j $job_k -o %t) == R ]]"
+for i in 1 2 3 4 5 6; do
+  sleep "0.$((RANDOM % 9 + 1))"
+  sleep 1
+  dc_controller_kill9
+  dc_controller_start
+done
+wait_job_done "$job_k" 90
+dc_wait_job 90 "$job_k" '([.events[]?] | length) >= 4 and .used.has_gpu_samples == true' "job $job_k's events and samples"
+record="$(dc_job "$job_k")"
+assert_eq 4 "$(jq '[.events[]] | length' <<<"$record")" "events of job $job_k (start and end on two hosts, none twice)"
+assert_eq 2 "$(jq '[.gpus[]] | length' <<<"$record")" "GPU allocations of job $job_k"
+# No gap: the 1 s buckets of each GPU over the job's life hold samples throughout (the samplers
+# kept writing to the spool while the controller was dead; nothing was lost).
+start_ms="$(jq '[.events[] | select(.kind == "start") | .at_ms] | max' <<<"$record")"
+end_ms="$(jq '[.events[] | select(.kind == "end") | .at_ms] | min' <<<"$record")"
+span_s=$(((end_ms - start_ms) / 1000))
+timeline="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job_k/timeline?metric=gpu.sm_util&points=$span_s")"
+for w in "$w1" "$w2"; do
+  n="$(jq --arg h "$w" '[.series[] | select(.host == $h) | .points[]] | length' <<<"$timeline")"
+  ((n >= span_s - 3)) || fail "job $job_k on $w: $n of ~$span_s one-second buckets hold samples: $(head -c 800 <<<"$timeline")"
+  pass "job $job_k on $w: $n one-second buckets over ${span_s}s hold samples"
+done
+grep -q 'quarantin' "$DIR/controller.log" && fail "spool files were quarantined: $(grep quarantin "$DIR/controller.log" | head -3)"
+pass "controller killed 6 times during uploads: every event once, no gap in the samples"
+dc_assert_no_drain
+rm -rf "$DIR"
