@@ -35,6 +35,7 @@ class BatchBuilder {
   void RenameJobs(const std::function<std::optional<std::string>(const std::string&)>& rename);
 
   bool empty() const;
+  const nlohmann::json& allocations() const { return allocations_; }
   size_t samples() const { return samples_; }
   // The document with "sequence": sequence. The builder keeps its contents (the outbox may
   // call the payload builder again).

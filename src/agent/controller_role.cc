@@ -11,9 +11,11 @@
 #include "agent/batch_builder.h"
 #include "agent/capabilities.h"
 #include "agent/daemon_config.h"
+#include "agent/gpu_json.h"
 #include "agent/heartbeat_builder.h"
 #include "agent/profiling_permissions.h"
 #include "agent/sampler_role.h"
+#include "agent/slurm_allocations.h"
 #include "core/file_util.h"
 #include "net/http_client.h"
 #include "outbox/outbox.h"
@@ -48,6 +50,14 @@ nlohmann::json JobJson(const slurm::JobInfo& j, int64_t observed_ms) {
 
 // The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
 // reported once they exist.
+// The cluster's gres.conf, for mapping squeue's GRES indices of any host; "" when absent.
+std::string ReadGresConf(const std::string& path) {
+  if (path.empty())
+    return "";
+  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 1 << 20);
+  return text.ok() && text->has_value() ? **text : "";
+}
+
 bool Storable(const slurm::JobInfo& j) {
   return !j.job_id.empty() && j.job_id.find('[') == std::string::npos && j.job_id.size() <= 64;
 }
@@ -264,6 +274,7 @@ class Controller {
     if (!final)
       AddAccountedJobs(now_ms, batch);
     batch.RenameJobs(rename_);
+    fallback_.NoteHookAllocations(batch.allocations());
     if (!batch.empty()) {
       if (Status s = Enqueue(batch); s.ok()) {
         collector_.Commit(local);
@@ -287,6 +298,7 @@ class Controller {
             if (from_worker.empty())
               return OkStatus();
             from_worker.RenameJobs(rename_);
+            fallback_.NoteHookAllocations(from_worker.allocations());
             return Enqueue(from_worker);
           });
       if (drained.ok()) {
@@ -301,6 +313,8 @@ class Controller {
       if (health.ok())
         workers = std::move(*health);
     }
+    if (jobs.ok() && !final)
+      AddSlurmAllocations(*jobs, workers, now_ms);
 
     CapabilityInputs inputs;
     inputs.settings = options_.settings;
@@ -345,6 +359,29 @@ class Controller {
   }
 
   // SLURM's number for an array task or het component -> the id squeue and the server use.
+  // GPUs of running jobs that no hook reported (slurm_allocations.h), from this round's squeue.
+  void AddSlurmAllocations(const std::vector<slurm::JobInfo>& jobs,
+                           const spool::WorkerHealthSnapshot& workers, int64_t now_ms) {
+    std::map<std::string, std::vector<gpu::GpuInfo>> inventories;
+    inventories[options_.node.hostname] = collector_.Inventory().gpus;
+    for (const spool::WorkerHealthReport& report : workers.reports) {
+      const nlohmann::json health = nlohmann::json::parse(report.payload, nullptr, false);
+      if (health.is_object() && health.contains("inventory"))
+        inventories[report.host] = GpusFromJson(health["inventory"]);
+    }
+    std::vector<std::string> problems;
+    const nlohmann::json entries = fallback_.Reconcile(jobs, inventories, now_ms, &problems);
+    for (const std::string& problem : problems)
+      Log(problem);
+    if (entries.empty())
+      return;
+    BatchBuilder batch;
+    for (const auto& e : entries)
+      batch.AddAllocation(e);
+    if (Status s = Enqueue(batch); !s.ok())
+      Log("cannot queue SLURM's GPU allocations: " + s.message());
+  }
+
   void Remember(const slurm::JobInfo& j) {
     if (j.slurm_job_id <= 0 || !Storable(j))
       return;
@@ -461,6 +498,7 @@ class Controller {
   std::string slurm_problem_;
   std::string sacct_problem_;
   std::map<std::string, std::string> display_by_number_;
+  SlurmAllocationFallback fallback_{ReadGresConf(options_.node.gres_conf_path), clock_.NowMs()};
   std::function<std::optional<std::string>(const std::string&)> rename_ =
       [this](const std::string& id) -> std::optional<std::string> {
     auto it = display_by_number_.find(id);

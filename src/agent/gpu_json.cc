@@ -28,6 +28,27 @@ nlohmann::json ToJson(const gpu::Inventory& inventory) {
           {"gpus", std::move(gpus)}};
 }
 
+std::vector<gpu::GpuInfo> GpusFromJson(const nlohmann::json& inventory) {
+  std::vector<gpu::GpuInfo> out;
+  if (!inventory.is_object() || !inventory.contains("gpus") || !inventory["gpus"].is_array())
+    return out;
+  for (const auto& g : inventory["gpus"]) {
+    if (!g.is_object() || !g.contains("uuid") || !g["uuid"].is_string() || !g.contains("index") ||
+        !g["index"].is_number_unsigned()) {
+      continue;
+    }
+    gpu::GpuInfo info;
+    info.uuid = g["uuid"].get<std::string>();
+    info.index = g["index"].get<uint32_t>();
+    if (g.contains("minor") && g["minor"].is_number_unsigned())
+      info.minor = g["minor"].get<uint32_t>();
+    if (g.contains("name") && g["name"].is_string())
+      info.name = g["name"].get<std::string>();
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 nlohmann::json ToJson(const gpu::GpuReading& r) {
   nlohmann::json out = {{"uuid", r.uuid}};
   Put(out, "sm_util", r.sm_util);

@@ -16,6 +16,11 @@ nlohmann::json ToJson(const gpu::GpuProcess& process);
 nlohmann::json ToJson(const gpu::SlowReading& reading);
 nlohmann::json ToJson(const gpu::ProcessUtilization& sample);
 
+// The GPUs of an inventory as ToJson wrote it, read back from a worker's health report (input
+// from the shared mount: entries without a string uuid, or with a wrong-typed field, are
+// skipped, never trusted).
+std::vector<gpu::GpuInfo> GpusFromJson(const nlohmann::json& inventory);
+
 template <typename T>
 nlohmann::json ToJson(const std::vector<T>& items) {
   nlohmann::json out = nlohmann::json::array();

@@ -21,7 +21,10 @@ std::vector<attribution::JobAllocation> AllocationsFromOpen(
       }
       const std::string job_id = e["job_id"].get<std::string>();
       allocation.job.display_id = job_id;
-      allocation.job.job_id = static_cast<uint32_t>(std::strtoul(job_id.c_str(), nullptr, 10));
+      allocation.job.job_id =
+          e.contains("slurm_job_id") && e["slurm_job_id"].is_number_unsigned()
+              ? e["slurm_job_id"].get<uint32_t>()
+              : static_cast<uint32_t>(std::strtoul(job_id.c_str(), nullptr, 10));
       allocation.gpu_uuids.push_back(e["gpu_uuid"].get<std::string>());
     }
     if (allocation.job.job_id != 0 && !allocation.gpu_uuids.empty())

@@ -82,11 +82,16 @@ TEST(GpuUseTest, MalformedOpenAllocationsAreSkipped) {
       {"a", nlohmann::json::object()},
       {"b", nlohmann::json::parse(R"([{"job_id": 7, "gpu_uuid": "x"}])")},
       {"c", nlohmann::json::parse(R"([{"job_id": "notanumber", "gpu_uuid": "x"}])")},
-      {"d", nlohmann::json::parse(R"([{"job_id": "9", "gpu_uuid": "GPU-9"}])")}};
+      {"d", nlohmann::json::parse(R"([{"job_id": "9", "gpu_uuid": "GPU-9"}])")},
+      // A het component: display id 17+1, SLURM job 18 (what its processes' cgroup names).
+      {"e",
+       nlohmann::json::parse(R"([{"job_id": "17+1", "slurm_job_id": 18, "gpu_uuid": "GPU-18"}])")}};
   const auto allocations = AllocationsFromOpen(open);
-  ASSERT_EQ(allocations.size(), 1u);
+  ASSERT_EQ(allocations.size(), 2u);
   EXPECT_EQ(allocations[0].job.job_id, 9u);
   EXPECT_EQ(allocations[0].gpu_uuids, std::vector<std::string>{"GPU-9"});
+  EXPECT_EQ(allocations[1].job.job_id, 18u);
+  EXPECT_EQ(allocations[1].job.display_id, "17+1");
 }
 
 TEST(GpuUseTest, ProcessListsAreCapped) {

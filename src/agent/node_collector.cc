@@ -135,6 +135,11 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
                         {"gpu_minor", g->minor ? static_cast<int64_t>(*g->minor) : -1},
                         {"from_ms", event.at_ms},
                         {"to_ms", 0}};
+    // SLURM's number for this job on this node (a het component "17+1" is job 18, as its
+    // cgroup says): how the node's own attribution matches processes to the allocation. The
+    // server ignores the field.
+    if (event.slurm_job_id != 0)
+      a["slurm_job_id"] = event.slurm_job_id;
     if (event.kind == "end")
       a["to_ms"] = event.at_ms;
     out.push_back(std::move(a));

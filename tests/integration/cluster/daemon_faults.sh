@@ -10,7 +10,7 @@ source "$(dirname "$0")/../lib/daemon_cluster.sh"
 dc_setup
 dc_controller_start
 outside_pid=""
-trap '[[ -n "$outside_pid" ]] && kill "$outside_pid" 2>/dev/null; dc_cleanup' EXIT
+trap 'kill "${outside_pid:-}" 2>/dev/null || true; dc_cleanup' EXIT
 
 read -r lo hi < <(dc_minors "$w1")
 gpu_lo="GPU-$w1-minor$lo"
@@ -145,4 +145,22 @@ done
 grep -q 'quarantin' "$DIR/controller.log" && fail "spool files were quarantined: $(grep quarantin "$DIR/controller.log" | head -3)"
 pass "controller killed 6 times during uploads: every event once, no gap in the samples"
 dc_assert_no_drain
+
+# --- A job no hook reported ---------------------------------------------------------------------
+# The hooks unwired and the controller down when the job starts (as when Expanse is installed
+# on a busy cluster): its GPU comes from squeue's GRES detail, mapped through gres.conf.
+dc_controller_kill9
+sed -i '/^Prolog=/d; /^Epilog=/d' "$SLURM_CONF"
+"$TESTCLUSTER" reconfigure
+job_nohook="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 25')"
+wait_until 60 "job $job_nohook to start" bash -c "[[ \$(squeue -h -j $job_nohook -o %t) == R ]]"
+dc_controller_start
+read -r lo2 _ < <(dc_minors "$w2")
+dc_wait_job 60 "$job_nohook" '(.gpus | length) == 1' "job $job_nohook's GPU from squeue"
+record="$(dc_job "$job_nohook")"
+assert_eq "GPU-$w2-minor$lo2" "$(jq -r '.gpus[0].gpu_uuid' <<<"$record")" "GPU of unhooked job $job_nohook on $w2 (GRES index 0 is minor $lo2)"
+assert_eq 0 "$(jq '[.events[]?] | length' <<<"$record")" "hook events of job $job_nohook"
+wait_job_done "$job_nohook" 60
+dc_wait_job 60 "$job_nohook" '.gpus[0].to_ms > 0' "job $job_nohook's allocation closed"
+pass "a job no hook saw: its GPU from squeue, opened and closed"
 rm -rf "$DIR"

@@ -26,6 +26,7 @@ dc_controller_start() {
     --shared-prefix "$prefix" --interval 1s --flush-interval 2s --heartbeat-interval 2s \
     --env-file "$DIR/daemon.env" --state-dir "$DIR/ctl" --events-dir "$DIR/ctl/events" \
     --control-dir "$DIR/ctl/control" --nvml-library "$FAKE_NVML" \
+    --gres-conf "$(dirname "$SLURM_CONF")/gres.conf" \
     >>"$DIR/controller.log" 2>&1 &
   ctl_pid=$!
 }
@@ -37,9 +38,10 @@ dc_controller_kill9() {
   ctl_pid=""
 }
 
+# Runs from the EXIT trap under `set -e`: every step must tolerate what is already gone.
 dc_cleanup() {
   if [[ -n "$ctl_pid" ]]; then
-    kill "$ctl_pid" 2>/dev/null
+    kill "$ctl_pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$ctl_pid" 2>/dev/null || true
   fi

@@ -1,0 +1,116 @@
+#include "agent/slurm_allocations.h"
+
+#include "attribution/allocation.h"
+#include "attribution/gres_conf.h"
+
+namespace expanse::agent {
+
+namespace {
+
+std::string Key(const std::string& host, const std::string& job) { return host + "/" + job; }
+
+bool IsRunning(const slurm::JobInfo& job) {
+  return job.state == "RUNNING" || job.state == "SUSPENDED" || job.state == "COMPLETING";
+}
+
+}  // namespace
+
+void SlurmAllocationFallback::NoteHookAllocations(const nlohmann::json& allocations) {
+  for (const auto& a : allocations) {
+    if (!a.is_object() || !a.contains("host") || !a.contains("job_id") || !a["host"].is_string() ||
+        !a["job_id"].is_string()) {
+      continue;
+    }
+    if (hooked_.size() > 200'000)
+      hooked_.clear();  // bounded; a forgotten key costs at most one redundant allocation
+    hooked_.insert(Key(a["host"].get<std::string>(), a["job_id"].get<std::string>()));
+  }
+}
+
+nlohmann::json SlurmAllocationFallback::Reconcile(
+    const std::vector<slurm::JobInfo>& jobs,
+    const std::map<std::string, std::vector<gpu::GpuInfo>>& inventories, int64_t now_ms,
+    std::vector<std::string>* problems) {
+  nlohmann::json out = nlohmann::json::array();
+  std::set<std::string> running;
+  for (const slurm::JobInfo& job : jobs) {
+    if (!IsRunning(job) || job.start_ms <= 0)
+      continue;
+    for (const auto& [host, indices] : job.gpu_indices) {
+      const std::string key = Key(host, job.job_id);
+      running.insert(key);
+      if (indices.empty() || hooked_.count(key) || opened_.count(key))
+        continue;
+      if (job.start_ms >= started_ms_ && now_ms - job.start_ms < kHookGraceMs)
+        continue;
+      auto inventory = inventories.find(host);
+      if (inventory == inventories.end() || inventory->second.empty())
+        continue;
+
+      attribution::NodeGpus node;
+      node.inventory = inventory->second;
+      if (!gres_conf_.empty()) {
+        Result<attribution::NodeGres> gres = attribution::ParseGresConf(gres_conf_, host);
+        if (!gres.ok()) {
+          problems->push_back("gres.conf for " + host + ": " + gres.status().message());
+          continue;
+        }
+        node.gres = std::move(*gres);
+      }
+      attribution::AllocationEvidence evidence;
+      evidence.job.display_id = job.job_id;
+      evidence.job.job_id = static_cast<uint32_t>(job.slurm_job_id);
+      std::string list;
+      for (int index : indices)
+        list += (list.empty() ? "" : ",") + std::to_string(index);
+      evidence.slurm_job_gpus = list;  // squeue's IDX list means what the Prolog's variable does
+      Result<attribution::ResolvedAllocation> resolved =
+          attribution::ResolveAllocation(evidence, node);
+      if (!resolved.ok()) {
+        problems->push_back("squeue's GPUs of job " + job.job_id + " on " + host + ": " +
+                            resolved.status().message());
+        continue;
+      }
+      nlohmann::json entries = nlohmann::json::array();
+      for (const std::string& uuid : resolved->allocation.gpu_uuids) {
+        for (const gpu::GpuInfo& g : node.inventory) {
+          if (g.uuid != uuid)
+            continue;
+          entries.push_back({{"job_id", job.job_id},
+                             {"host", host},
+                             {"gpu_uuid", g.uuid},
+                             {"gpu_index", g.index},
+                             {"gpu_minor", g.minor ? static_cast<int64_t>(*g.minor) : -1},
+                             {"from_ms", job.start_ms},
+                             {"to_ms", 0}});
+        }
+      }
+      for (const auto& e : entries)
+        out.push_back(e);
+      opened_[key] = std::move(entries);
+    }
+  }
+  // Close what we opened for jobs no longer running (ended, or gone from squeue), at the end
+  // SLURM recorded when it says, else now.
+  std::map<std::string, int64_t> ended_ms;
+  for (const slurm::JobInfo& job : jobs) {
+    if (!IsRunning(job) && job.end_ms > 0)
+      ended_ms[job.job_id] = job.end_ms;
+  }
+  for (auto it = opened_.begin(); it != opened_.end();) {
+    if (running.count(it->first)) {
+      ++it;
+      continue;
+    }
+    for (auto e : it->second) {
+      auto ended = ended_ms.find(e.value("job_id", ""));
+      e["to_ms"] = ended != ended_ms.end() ? ended->second : now_ms;
+      out.push_back(std::move(e));
+    }
+    hooked_.erase(it->first);
+    it = opened_.erase(it);
+  }
+  return out;
+}
+
+}  // namespace expanse::agent
