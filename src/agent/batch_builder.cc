@@ -21,6 +21,11 @@ void BatchBuilder::AddAllocation(const nlohmann::json& allocation) {
 
 void BatchBuilder::AddJob(const nlohmann::json& job) { jobs_.push_back(job); }
 
+void BatchBuilder::AddStacks(const nlohmann::json& stacks) {
+  for (const auto& entry : stacks)
+    stacks_.push_back(entry);
+}
+
 Status BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payload) {
   const nlohmann::json json = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
@@ -42,6 +47,12 @@ Status BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payl
           .WithReason("bad_record");
     }
     AddAllocation(json);
+  } else if (kind == "py_stacks") {
+    if (!json.is_array()) {
+      return InvalidArgumentError("spool record py_stacks: expected an array")
+          .WithReason("bad_record");
+    }
+    AddStacks(json);
   } else {
     // Kinds from a newer sampler: ignored, not an error, so workers can be upgraded first.
     return OkStatus();
@@ -51,7 +62,7 @@ Status BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payl
 
 void BatchBuilder::RenameJobs(
     const std::function<std::optional<std::string>(const std::string&)>& rename) {
-  for (nlohmann::json* section : {&job_events_, &allocations_}) {
+  for (nlohmann::json* section : {&job_events_, &allocations_, &stacks_}) {
     for (auto& item : *section) {
       if (!item.contains("job_id") || !item["job_id"].is_string())
         continue;
@@ -69,7 +80,8 @@ void BatchBuilder::RenameJobs(
 }
 
 bool BatchBuilder::empty() const {
-  return series_.empty() && jobs_.empty() && job_events_.empty() && allocations_.empty();
+  return series_.empty() && jobs_.empty() && job_events_.empty() && allocations_.empty() &&
+         stacks_.empty();
 }
 
 nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream) const {
@@ -81,6 +93,8 @@ nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream
     doc["job_events"] = job_events_;
   if (!allocations_.empty())
     doc["gpu_allocations"] = allocations_;
+  if (!stacks_.empty())
+    doc["stacks"] = stacks_;
   return doc;
 }
 

@@ -25,7 +25,10 @@ class BatchBuilder {
   void AddAllocation(const nlohmann::json& allocation);
   // A job record (squeue/sacct), in the ingest batch's "jobs" shape.
   void AddJob(const nlohmann::json& job);
-  // Adds a worker's spool record by kind ("gpu_series", "job_event", "gpu_allocation");
+  // Ingest "stacks" entries (folded Python stacks per job and window).
+  void AddStacks(const nlohmann::json& stacks);
+  // Adds a worker's spool record by kind ("gpu_series", "job_event", "gpu_allocation",
+  // "py_stacks");
   // kInvalidArgument for a payload that does not parse (the caller counts and skips it).
   Status AddSpoolRecord(std::string_view kind, std::string_view payload);
 
@@ -46,6 +49,7 @@ class BatchBuilder {
   nlohmann::json jobs_ = nlohmann::json::array();
   nlohmann::json job_events_ = nlohmann::json::array();
   nlohmann::json allocations_ = nlohmann::json::array();
+  nlohmann::json stacks_ = nlohmann::json::array();
   size_t samples_ = 0;
 };
 

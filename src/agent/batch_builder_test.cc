@@ -20,6 +20,13 @@ TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {
                   .AddSpoolRecord("gpu_series", R"([{"host":"w1","device":"job/8",
                                   "metric":"job.mem_used_mib","t0":1000,"dt":[0],"v":[5]}])")
                   .ok());
+  ASSERT_TRUE(batch
+                  .AddSpoolRecord("py_stacks", R"([{"job_id":"8","host":"w1",
+                                  "window_start_ms":0,"window_end_ms":60000,
+                                  "folded":"a.py:main:1","thread_state":"gil","count":3,
+                                  "gpu_idle":false}])")
+                  .ok());
+  EXPECT_FALSE(batch.AddSpoolRecord("py_stacks", R"({"not":"an array"})").ok());
   EXPECT_TRUE(batch.AddSpoolRecord("future_kind", "{}").ok());  // from a newer sampler: ignored
   EXPECT_FALSE(batch.AddSpoolRecord("gpu_series", "{not json").ok());
   EXPECT_EQ(batch.samples(), 1u);
@@ -36,6 +43,8 @@ TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {
   EXPECT_EQ(doc["job_events"][0]["job_id"], "7_1");
   EXPECT_EQ(doc["gpu_allocations"][0]["job_id"], "7_1");
   EXPECT_EQ(doc["series"][0]["device"], "job/7_1");
+  EXPECT_EQ(doc["stacks"][0]["job_id"], "7_1");
+  EXPECT_EQ(doc["stacks"][0]["count"], 3);
   EXPECT_FALSE(doc.contains("jobs"));
 }
 

@@ -76,7 +76,15 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
   }
   if (pyspy.empty())
     pyspy = FindOnPath("py-spy", in.path_env);
-  if (pyspy.empty() || !IsExecutable(pyspy)) {
+  const bool have_pyspy = !pyspy.empty() && IsExecutable(pyspy);
+  if (in.py_stacks) {
+    out["py_stacks"] = *in.py_stacks;  // the running collector knows best
+  } else if (!s.pystacks_enable) {
+    out["py_stacks"] = {"disabled", "EXPANSE_PYSTACKS_ENABLE=0"};
+  } else if (s.pystacks_backend != "py-spy") {
+    out["py_stacks"] = {
+        "ok", have_pyspy ? "native CPython reader, py-spy at " + pyspy : "native CPython reader"};
+  } else if (!have_pyspy) {
     out["py_stacks"] = {
         "absent", s.pyspy.empty() ? "py-spy not found (bundled copy or PATH; EXPANSE_PYSPY unset)"
                                   : "EXPANSE_PYSPY=" + s.pyspy + " is not executable"};

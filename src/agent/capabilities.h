@@ -7,6 +7,7 @@
 #define EXPANSE_AGENT_CAPABILITIES_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ struct CapabilityInputs {
   std::string path_env;  // PATH to search for dcgmi and py-spy
   // The result of the last profiling-permissions check ("" = fine), when agent injection is on.
   std::string profiling_permissions_problem;
+  // What the node's stack collector says of itself (agent/py_stacks.h), when one runs; without
+  // it, py_stacks is described from the settings and py-spy's presence alone.
+  std::optional<Capability> py_stacks;
 };
 
 // Keys: nvml, nvidia_smi, cupti, dcgm, py_stacks, profiling_permissions.

@@ -45,7 +45,9 @@ TEST_F(CapabilitiesTest, NothingOptionalInstalled) {
   EXPECT_THAT(caps["cupti"].reason, HasSubstr("expanse-cupti-helper not found"));
   EXPECT_EQ(caps["dcgm"].state, "absent");
   EXPECT_THAT(caps["dcgm"].reason, HasSubstr("dcgmi not found"));
-  EXPECT_EQ(caps["py_stacks"].state, "absent");
+  // The native reader needs nothing installed.
+  EXPECT_EQ(caps["py_stacks"].state, "ok");
+  EXPECT_EQ(caps["py_stacks"].reason, "native CPython reader");
   EXPECT_EQ(caps["profiling_permissions"].state, "ok");
 }
 
@@ -64,9 +66,18 @@ TEST_F(CapabilitiesTest, SettingsDisableAndPointAtTools) {
   EXPECT_THAT(caps["dcgm"].reason, HasSubstr(dir_ + "/bin/dcgmi"));
 
   inputs_.settings.pyspy = dir_ + "/missing-py-spy";
+  inputs_.settings.pystacks_backend = "py-spy";
   caps = DescribeCapabilities(inputs_);
   EXPECT_EQ(caps["py_stacks"].state, "absent");
   EXPECT_THAT(caps["py_stacks"].reason, HasSubstr("EXPANSE_PYSPY="));
+
+  inputs_.settings.pystacks_enable = false;
+  EXPECT_EQ(DescribeCapabilities(inputs_)["py_stacks"].state, "disabled");
+  // A running collector's own account wins.
+  inputs_.py_stacks = Capability{"degraded", "py_stacks: ptrace denied for pid 7: EPERM"};
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["py_stacks"].state, "degraded");
+  EXPECT_EQ(caps["py_stacks"].reason, "py_stacks: ptrace denied for pid 7: EPERM");
 }
 
 TEST_F(CapabilitiesTest, GpuStatesFollowTheSampler) {

@@ -247,7 +247,7 @@ class Controller {
   // timeout when slurmctld is down.
   void Round(bool final = false) {
     const int64_t now_ms = clock_.NowMs();
-    NodeCollection local = collector_.Collect();
+    NodeCollection local = collector_.Collect(final);
     for (const std::string& problem : collector_.TakeProblems())
       Log(problem);
     BatchBuilder batch;
@@ -256,6 +256,7 @@ class Controller {
       batch.AddJobEvent(e);
     for (const auto& a : local.allocations)
       batch.AddAllocation(a);
+    batch.AddStacks(local.stacks);
     Result<std::vector<slurm::JobInfo>> jobs =
         final ? Result<std::vector<slurm::JobInfo>>(std::vector<slurm::JobInfo>{})
               : slurm_.ListJobs();
@@ -330,6 +331,7 @@ class Controller {
     }
     inputs.profiling_permissions_problem =
         permissions_->Check(now_ms, [this](const std::string& line) { Log(line); });
+    inputs.py_stacks = collector_.PyStacksCapability();
     const char* path = std::getenv("PATH");
     inputs.path_env = path ? path : "/usr/bin:/bin";
     const outbox::OutboxStats box = outbox_->stats();

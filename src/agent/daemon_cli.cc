@@ -25,6 +25,8 @@
 #include "agent/sampler_run.h"
 #include "core/duration.h"
 #include "core/version.h"
+#include "pystack/native_reader.h"
+#include "pystack/pyspy_source.h"
 
 extern char** environ;
 
@@ -123,6 +125,14 @@ int RunRole(const RoleFlags& flags) {
   node.backend = flags.backend;
   node.events_dir = flags.events_dir;
   node.gres_conf_path = flags.gres_conf.empty() ? DefaultGresConf() : flags.gres_conf;
+  PyStacksOptions stacks;
+  stacks.hostname = node.hostname;
+  stacks.settings = *settings;
+  stacks.prefix_bin = flags.shared_prefix.empty() ? "" : flags.shared_prefix + "/bin";
+  const char* path = std::getenv("PATH");
+  stacks.path_env = path ? path : "/usr/bin:/bin";
+  stacks.log = Log;
+  node.py_stacks = stacks;
 
   if (flags.role == "sampler") {
     SamplerRoleOptions options;
@@ -277,6 +287,63 @@ int RunDiagnostics(const RoleFlags& flags) {
   return 0;
 }
 
+// One sample of one process: what the stack collector would fold. Exit 0 with the stacks, 1
+// with the reason (e.g. "py_stacks: ptrace denied for pid 7: ...").
+int RunPystackDump(const RoleFlags& flags, int pid, const std::string& backend, bool json) {
+  Result<RuntimeSettings> settings = LoadRuntimeSettings(flags.env_file, environ);
+  if (!settings.ok()) {
+    Log(settings.status().message());
+    return 1;
+  }
+  std::unique_ptr<pystack::StackSource> source;
+  if (backend == "py-spy") {
+    const char* path = std::getenv("PATH");
+    Result<std::string> pyspy = pystack::FindPyspy(
+        settings->pyspy, flags.shared_prefix.empty() ? "" : flags.shared_prefix + "/bin", path);
+    if (!pyspy.ok() || pyspy->empty()) {
+      Log(pyspy.ok() ? "no py-spy found (bundled copy, EXPANSE_PYSPY or PATH)"
+                     : pyspy.status().message());
+      return 1;
+    }
+    pystack::PyspyOptions options;
+    options.binary = *pyspy;
+    source = std::make_unique<pystack::PyspySource>(options);
+  } else {
+    source = pystack::MakeNativeReader();
+  }
+  Result<pystack::ProcessStacks> stacks = source->Sample(static_cast<pid_t>(pid));
+  if (!stacks.ok()) {
+    Log(stacks.status().message());
+    return 1;
+  }
+  if (json) {
+    nlohmann::json threads = nlohmann::json::array();
+    for (const pystack::ThreadStack& t : stacks->threads) {
+      nlohmann::json frames = nlohmann::json::array();
+      for (const pystack::Frame& f : t.frames)
+        frames.push_back({{"file", f.file}, {"function", f.function}, {"line", f.line}});
+      threads.push_back(
+          {{"tid", t.tid}, {"state", pystack::ThreadStateName(t.state)}, {"frames", frames}});
+    }
+    std::cout << nlohmann::json{{"pid", stacks->pid},
+                                {"python_version", stacks->python_version},
+                                {"backend", source->Name()},
+                                {"threads", threads}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << "pid " << stacks->pid << ", Python " << stacks->python_version << " ("
+            << source->Name() << ")\n";
+  for (const pystack::ThreadStack& t : stacks->threads) {
+    const char* state = pystack::ThreadStateName(t.state);
+    std::cout << "thread " << t.tid << (*state ? std::string(" (") + state + ")" : "") << "\n";
+    for (auto f = t.frames.rbegin(); f != t.frames.rend(); ++f)  // leaf first, as Python prints
+      std::cout << "    " << f->function << " (" << f->file << ":" << f->line << ")\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunDaemonCli(int argc, char** argv) {
@@ -370,6 +437,19 @@ int RunDaemonCli(int argc, char** argv) {
     CLI::App* diagnostics = app.add_subcommand(
         "diagnostics", "What each collector is doing, or why not; effective runtime settings");
 
+    int stack_pid = 0;
+    bool stack_json = false;
+    std::string stack_backend = "native";
+    CLI::App* pystack = app.add_subcommand(
+        "pystack", "Print the Python stacks of one process, as the daemon would sample them");
+    pystack->add_option("--pid", stack_pid, "Process to read")
+        ->required()
+        ->check(CLI::PositiveNumber);
+    pystack->add_option("--backend", stack_backend, "native or py-spy")
+        ->check(CLI::IsMember({"native", "py-spy"}))
+        ->capture_default_str();
+    pystack->add_flag("--json", stack_json, "Print JSON");
+
     try {
       app.parse(argc, argv);
       if (sample->parsed()) {
@@ -406,6 +486,8 @@ int RunDaemonCli(int argc, char** argv) {
     }
     if (diagnostics->parsed())
       return RunDiagnostics(flags);
+    if (pystack->parsed())
+      return RunPystackDump(flags, stack_pid, stack_backend, stack_json);
     if (!flags.role.empty())
       return RunRole(flags);
     std::fputs("expanse-daemon: give --role controller|sampler or a command; see --help\n", stderr);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -11,7 +12,11 @@
 #include "gpu/guarded_backend.h"
 
 namespace expanse::agent {
-namespace {}  // namespace
+namespace {
+
+constexpr size_t kMaxUnsentStacks = 100'000;
+
+}  // namespace
 
 NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
     : options_(std::move(options)), clock_(clock), sink_(options_.hostname, buffer_, buffer_mu_) {
@@ -34,6 +39,10 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
       }
     }
   }
+  if (options_.py_stacks) {
+    py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
+    py_stacks_->Start();
+  }
   if (!options_.gres_conf_path.empty()) {
     Result<std::optional<std::string>> text = fs::ReadSmallFile(options_.gres_conf_path, 1 << 20);
     if (text.ok() && text->has_value()) {
@@ -51,8 +60,48 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
 
 void NodeCollector::TickFast() {
   sampler_->TickFast();
-  std::lock_guard lock(buffer_mu_);
-  cgroups_.Sample(clock_.NowMs(), options_.hostname, buffer_);
+  {
+    std::lock_guard lock(buffer_mu_);
+    cgroups_.Sample(clock_.NowMs(), options_.hostname, buffer_);
+  }
+  if (py_stacks_)
+    PublishJobsForStacks();
+}
+
+// Each job with a cgroup on this node, its processes, and whether the GPUs its hooks recorded
+// are all idle now (the policy bursts when that turns true).
+void NodeCollector::PublishJobsForStacks() {
+  const std::map<std::string, double> sm = sink_.latest_sm_util();
+  std::map<uint32_t, std::vector<std::string>> gpus_by_job;
+  for (const attribution::JobAllocation& a : AllocationsFromOpen(open_allocations_))
+    gpus_by_job[a.job.job_id] = a.gpu_uuids;
+  std::vector<pystack::JobProcesses> jobs;
+  for (const auto& [job, dirs] : cgroups_.jobs()) {
+    pystack::JobProcesses entry;
+    entry.job_id = std::to_string(job);
+    for (int pid : cgroups_.Pids(job, 256))
+      entry.pids.push_back(static_cast<pid_t>(pid));
+    auto gpus = gpus_by_job.find(job);
+    if (gpus != gpus_by_job.end() && !gpus->second.empty()) {
+      entry.gpu_allocated = true;
+      entry.gpus_idle = std::all_of(gpus->second.begin(), gpus->second.end(), [&](auto& uuid) {
+        auto it = sm.find(uuid);
+        return it != sm.end() && it->second < options_.idle_sm_util_percent;
+      });
+    }
+    jobs.push_back(std::move(entry));
+  }
+  py_stacks_->SetJobs(std::move(jobs));
+}
+
+std::optional<Capability> NodeCollector::PyStacksCapability() const {
+  if (!py_stacks_)
+    return std::nullopt;
+  return py_stacks_->Describe();
+}
+
+nlohmann::json NodeCollector::PyStacksStats() const {
+  return py_stacks_ ? py_stacks_->Stats() : nlohmann::json(nullptr);
 }
 
 void NodeCollector::SaveOpenAllocations() {
@@ -153,8 +202,14 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
   return out;
 }
 
-NodeCollection NodeCollector::Collect() {
+NodeCollection NodeCollector::Collect(bool final) {
   NodeCollection c;
+  c.stacks = std::move(unsent_stacks_);
+  unsent_stacks_ = nlohmann::json::array();
+  if (py_stacks_) {
+    for (auto& entry : py_stacks_->TakeStacks(final))
+      c.stacks.push_back(std::move(entry));
+  }
   PendingEvents pending = ReadJobEvents(options_.events_dir, options_.max_events_per_collection);
   for (auto& [file, event] : pending.events) {
     if (!in_flight_.insert(file).second)
@@ -198,6 +253,11 @@ void NodeCollector::Restore(const NodeCollection& collection) {
   // rule still apply, so an outage long enough to fill it drops (and counts) the newest.
   for (const std::string& file : collection.event_files)
     in_flight_.erase(file);
+  for (const auto& entry : collection.stacks) {
+    if (unsent_stacks_.size() >= kMaxUnsentStacks)
+      break;  // a long outage of the spool: the oldest windows are what is kept
+    unsent_stacks_.push_back(entry);
+  }
   std::lock_guard lock(buffer_mu_);
   for (const auto& s : collection.series) {
     const telemetry::SeriesKey key{s.value("host", ""), s.value("device", ""),

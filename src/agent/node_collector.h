@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/job_events.h"
+#include "agent/py_stacks.h"
 #include "attribution/gres_conf.h"
 #include "attribution/process_attribution.h"
 #include "core/clock.h"
@@ -40,16 +42,23 @@ struct NodeCollectorOptions {
   size_t max_events_per_collection = 5'000;
   telemetry::JobCgroupOptions cgroups;
   attribution::AttributionOptions attribution;  // where /proc is (tests point it elsewhere)
+  // Python stacks of the node's job processes; unset: not collected (hooks, tests).
+  std::optional<PyStacksOptions> py_stacks;
+  // A job's GPUs count as idle for stack bursts below this SM utilisation (percent).
+  double idle_sm_util_percent = 5.0;
 };
 
 // One collection, ready to hand on.
 struct NodeCollection {
   nlohmann::json series = nlohmann::json::array();  // ingest "series" entries
+  nlohmann::json stacks = nlohmann::json::array();  // ingest "stacks" entries (closed windows)
   std::vector<JobEvent> events;
   nlohmann::json allocations = nlohmann::json::array();  // ingest "gpu_allocations" entries
   std::vector<std::string> event_files;                  // to delete on Commit
   size_t samples = 0;
-  bool empty() const { return series.empty() && events.empty() && allocations.empty(); }
+  bool empty() const {
+    return series.empty() && events.empty() && allocations.empty() && stacks.empty();
+  }
 };
 
 class NodeCollector {
@@ -64,13 +73,17 @@ class NodeCollector {
   // The per-GPU use view as of the last Collect (agent/gpu_use.h), for the health report and
   // the heartbeat; an empty array before the first.
   const nlohmann::json& GpuUse() const { return gpu_use_; }
+  // The py_stacks capability, when stacks are collected; nullopt otherwise.
+  std::optional<Capability> PyStacksCapability() const;
+  nlohmann::json PyStacksStats() const;
   // Problems met resolving job allocations (a gres.conf that does not parse, sources that
   // disagree), newest last, for the daemon's log and health.
   std::vector<std::string> TakeProblems();
 
   // Takes the buffered series and the pending hook events not already in an earlier collection
   // that is neither committed nor restored.
-  NodeCollection Collect();
+  // `final`: the daemon is stopping, so stack windows still open are taken too.
+  NodeCollection Collect(bool final = false);
   // The collection reached durable storage: delete its event files (and malformed ones).
   void Commit(const NodeCollection& collection);
   // The collection could not be handed on: its series go back into the buffer and its events
@@ -96,6 +109,11 @@ class NodeCollector {
   std::map<std::string, nlohmann::json> open_allocations_;
   attribution::NodeGres gres_;
   nlohmann::json gpu_use_ = nlohmann::json::array();
+  void PublishJobsForStacks();
+  std::unique_ptr<PyStacksCollector> py_stacks_;
+  // Stack entries of a collection that could not be handed on: their windows are closed in the
+  // aggregator, so they wait here for the next collection (bounded).
+  nlohmann::json unsent_stacks_ = nlohmann::json::array();
   telemetry::JobCgroups cgroups_;
   std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
                               // collected but not yet committed or restored

@@ -3,10 +3,15 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <system_error>
+
+#include <fmt/format.h>
 
 namespace expanse::agent {
 namespace {
@@ -21,6 +26,37 @@ Status ParseFlag(std::string_view key, std::string_view value, bool& out) {
                                 "\": expected 0 or 1")
         .WithReason("invalid_setting");
   }
+  return OkStatus();
+}
+
+// A decimal number in [min, max] ("0.5", "2", "1e1"); no sign, spaces, inf or nan.
+Status ParseNumberInRange(std::string_view key, std::string_view value, double min, double max,
+                          double& out) {
+  double parsed = 0;
+  const char* end = value.data() + value.size();
+  const auto [stop, error] = std::from_chars(value.data(), end, parsed);
+  if (value.empty() || error != std::errc() || stop != end || !std::isfinite(parsed) ||
+      parsed < min || parsed > max) {
+    return InvalidArgumentError(
+               fmt::format("{}=\"{}\": expected a number from {} to {}", key, value, min, max))
+        .WithReason("invalid_setting");
+  }
+  out = parsed;
+  return OkStatus();
+}
+
+// A whole number in [min, max].
+Status ParseIntegerInRange(std::string_view key, std::string_view value, int min, int max,
+                           int& out) {
+  int parsed = 0;
+  const char* end = value.data() + value.size();
+  const auto [stop, error] = std::from_chars(value.data(), end, parsed);
+  if (value.empty() || error != std::errc() || stop != end || parsed < min || parsed > max) {
+    return InvalidArgumentError(fmt::format("{}=\"{}\": expected a whole number from {} to {}", key,
+                                            value, min, max))
+        .WithReason("invalid_setting");
+  }
+  out = parsed;
   return OkStatus();
 }
 
@@ -61,6 +97,28 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
             .WithReason("invalid_setting");
       }
       settings.segment_upload_mode = value;
+    } else if (key == "EXPANSE_PYSTACKS_ENABLE") {
+      EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.pystacks_enable));
+    } else if (key == "EXPANSE_PYSTACKS_BACKEND") {
+      if (value != "auto" && value != "native" && value != "py-spy") {
+        return InvalidArgumentError("EXPANSE_PYSTACKS_BACKEND=\"" + value +
+                                    "\": expected auto, native or py-spy")
+            .WithReason("invalid_setting");
+      }
+      settings.pystacks_backend = value;
+    } else if (key == "EXPANSE_PYSTACKS_HZ") {
+      EXPANSE_RETURN_IF_ERROR(ParseNumberInRange(key, value, 0.1, 10, settings.pystacks_hz));
+    } else if (key == "EXPANSE_PYSTACKS_BURST_HZ") {
+      EXPANSE_RETURN_IF_ERROR(ParseNumberInRange(key, value, 0.1, 10, settings.pystacks_burst_hz));
+    } else if (key == "EXPANSE_PYSTACKS_BURST_SECONDS") {
+      EXPANSE_RETURN_IF_ERROR(
+          ParseIntegerInRange(key, value, 0, 600, settings.pystacks_burst_seconds));
+    } else if (key == "EXPANSE_PYSTACKS_CPU_PERCENT") {
+      EXPANSE_RETURN_IF_ERROR(
+          ParseNumberInRange(key, value, 0.1, 10, settings.pystacks_cpu_percent));
+    } else if (key == "EXPANSE_PYSTACKS_WINDOW_SECONDS") {
+      EXPANSE_RETURN_IF_ERROR(
+          ParseIntegerInRange(key, value, 10, 3600, settings.pystacks_window_seconds));
     } else if (key == "HTTPS_PROXY" || key == "https_proxy") {
       settings.https_proxy = value;
     } else if (key == "NO_PROXY" || key == "no_proxy") {

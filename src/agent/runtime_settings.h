@@ -31,6 +31,16 @@ struct RuntimeSettings {
   std::string https_proxy;                   // HTTPS_PROXY (or https_proxy)
   std::string no_proxy;                      // NO_PROXY (or no_proxy)
   std::string ssl_cert_file;                 // SSL_CERT_FILE
+
+  // Python stack sampling of job processes (src/pystack).
+  bool pystacks_enable = true;            // EXPANSE_PYSTACKS_ENABLE
+  std::string pystacks_backend = "auto";  // EXPANSE_PYSTACKS_BACKEND: auto | native | py-spy
+  double pystacks_hz = 1.0;               // EXPANSE_PYSTACKS_HZ, 0.1..10
+  double pystacks_burst_hz = 10.0;        // EXPANSE_PYSTACKS_BURST_HZ, 0.1..10
+  int pystacks_burst_seconds = 20;        // EXPANSE_PYSTACKS_BURST_SECONDS, 0..600 (0: no bursts)
+  double pystacks_cpu_percent = 1.0;      // EXPANSE_PYSTACKS_CPU_PERCENT of one core, 0.1..10
+  int pystacks_window_seconds = 60;       // EXPANSE_PYSTACKS_WINDOW_SECONDS, 10..3600
+
   // EXPANSE_* keys the daemon does not know: almost always a typo, so they are reported.
   std::vector<std::string> unknown_keys;
   // Where each value came from, for diagnostics: key -> "environment" or the file path.

@@ -103,6 +103,82 @@ TEST_F(RuntimeSettingsTest, BadValuesNameKeyAndFile) {
   EXPECT_THAT(settings.status().message(), HasSubstr("line 1"));
 }
 
+TEST_F(RuntimeSettingsTest, PythonStackDefaults) {
+  char* env[] = {nullptr};
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->pystacks_enable);
+  EXPECT_EQ(settings->pystacks_backend, "auto");
+  EXPECT_DOUBLE_EQ(settings->pystacks_hz, 1.0);
+  EXPECT_DOUBLE_EQ(settings->pystacks_burst_hz, 10.0);
+  EXPECT_EQ(settings->pystacks_burst_seconds, 20);
+  EXPECT_DOUBLE_EQ(settings->pystacks_cpu_percent, 1.0);
+  EXPECT_EQ(settings->pystacks_window_seconds, 60);
+}
+
+TEST_F(RuntimeSettingsTest, PythonStackSettingsFromTheFile) {
+  char* env[] = {nullptr};
+  WriteFile(
+      "EXPANSE_PYSTACKS_ENABLE=0\n"
+      "EXPANSE_PYSTACKS_BACKEND=py-spy\n"
+      "EXPANSE_PYSTACKS_HZ=0.5\n"
+      "EXPANSE_PYSTACKS_BURST_HZ=4\n"
+      "EXPANSE_PYSTACKS_BURST_SECONDS=0\n"
+      "EXPANSE_PYSTACKS_CPU_PERCENT=2.5\n"
+      "EXPANSE_PYSTACKS_WINDOW_SECONDS=300\n");
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->pystacks_enable);
+  EXPECT_EQ(settings->pystacks_backend, "py-spy");
+  EXPECT_DOUBLE_EQ(settings->pystacks_hz, 0.5);
+  EXPECT_DOUBLE_EQ(settings->pystacks_burst_hz, 4.0);
+  EXPECT_EQ(settings->pystacks_burst_seconds, 0);
+  EXPECT_DOUBLE_EQ(settings->pystacks_cpu_percent, 2.5);
+  EXPECT_EQ(settings->pystacks_window_seconds, 300);
+  EXPECT_TRUE(settings->unknown_keys.empty());
+
+  WriteFile("EXPANSE_PYSTACKS_BACKEND=native\nEXPANSE_PYSTACKS_HZ=10\n");
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->pystacks_backend, "native");
+  EXPECT_DOUBLE_EQ(settings->pystacks_hz, 10.0);
+}
+
+TEST_F(RuntimeSettingsTest, PythonStackValuesOutOfRangeNameKeyAndRange) {
+  char* env[] = {nullptr};
+  const std::pair<const char*, const char*> cases[] = {
+      {"EXPANSE_PYSTACKS_ENABLE=on", "EXPANSE_PYSTACKS_ENABLE=\"on\": expected 0 or 1"},
+      {"EXPANSE_PYSTACKS_BACKEND=pyspy",
+       "EXPANSE_PYSTACKS_BACKEND=\"pyspy\": expected auto, native or py-spy"},
+      {"EXPANSE_PYSTACKS_HZ=0.05",
+       "EXPANSE_PYSTACKS_HZ=\"0.05\": expected a number from 0.1 to 10"},
+      {"EXPANSE_PYSTACKS_HZ=fast",
+       "EXPANSE_PYSTACKS_HZ=\"fast\": expected a number from 0.1 to 10"},
+      {"EXPANSE_PYSTACKS_HZ=nan", "expected a number from 0.1 to 10"},
+      {"EXPANSE_PYSTACKS_HZ=", "EXPANSE_PYSTACKS_HZ=\"\": expected a number"},
+      {"EXPANSE_PYSTACKS_HZ=1Hz", "EXPANSE_PYSTACKS_HZ=\"1Hz\": expected a number"},
+      {"EXPANSE_PYSTACKS_BURST_HZ=20",
+       "EXPANSE_PYSTACKS_BURST_HZ=\"20\": expected a number from 0.1 to 10"},
+      {"EXPANSE_PYSTACKS_BURST_SECONDS=601",
+       "EXPANSE_PYSTACKS_BURST_SECONDS=\"601\": expected a whole number from 0 to 600"},
+      {"EXPANSE_PYSTACKS_BURST_SECONDS=2.5", "expected a whole number from 0 to 600"},
+      {"EXPANSE_PYSTACKS_BURST_SECONDS=-1", "expected a whole number from 0 to 600"},
+      {"EXPANSE_PYSTACKS_CPU_PERCENT=50",
+       "EXPANSE_PYSTACKS_CPU_PERCENT=\"50\": expected a number from 0.1 to 10"},
+      {"EXPANSE_PYSTACKS_WINDOW_SECONDS=5",
+       "EXPANSE_PYSTACKS_WINDOW_SECONDS=\"5\": expected a whole number from 10 to 3600"},
+      {"EXPANSE_PYSTACKS_WINDOW_SECONDS=99999999999", "expected a whole number from 10 to 3600"},
+  };
+  for (const auto& [line, message] : cases) {
+    WriteFile(std::string(line) + "\n");
+    auto settings = LoadRuntimeSettings(path_, env);
+    ASSERT_FALSE(settings.ok()) << line;
+    EXPECT_EQ(settings.status().reason(), "invalid_setting") << line;
+    EXPECT_THAT(settings.status().message(), HasSubstr(path_)) << line;
+    EXPECT_THAT(settings.status().message(), HasSubstr(message)) << line;
+  }
+}
+
 TEST_F(RuntimeSettingsTest, UnknownExpanseKeysAreReported) {
   char* env[] = {nullptr};
   WriteFile("EXPANSE_CUPTI_ENABEL=0\nOTHER_TOOL=1\n");

@@ -18,6 +18,7 @@ std::string WorkerSpoolRoot(const std::string& shared_prefix) {
 namespace {
 
 constexpr size_t kHealthProcessListBudget = 48 * 1024;
+constexpr size_t kStacksRecordBytes = 4 << 20;
 
 class SamplerLoop {
  public:
@@ -32,7 +33,7 @@ class SamplerLoop {
                      options.settings.profiling_agent_enable) {}
 
   void Flush(bool force = false) {
-    NodeCollection c = collector_.Collect();
+    NodeCollection c = collector_.Collect(/*final=*/force);
     const spool::SpoolWriterCounters before = writer_->counters();
     if (!c.series.empty())
       Add("gpu_series", c.series.dump());
@@ -40,15 +41,19 @@ class SamplerLoop {
       Add("job_event", ToJson(e).dump());
     for (const auto& a : c.allocations)
       Add("gpu_allocation", a.dump());
+    AddStacks(c.stacks);
     pending_.push_back(std::move(c));
 
     const Status flushed = writer_->Flush(force);
     const spool::SpoolWriterCounters after = writer_->counters();
     if (after.records_dropped_spool_full > before.records_dropped_spool_full) {
       // The batch was dropped: its events are collected again once the spool has room.
-      for (const NodeCollection& p : pending_)
-        collector_.Restore(
-            NodeCollection{nlohmann::json::array(), {}, nlohmann::json::array(), p.event_files, 0});
+      for (const NodeCollection& p : pending_) {
+        NodeCollection again;
+        again.event_files = p.event_files;
+        again.stacks = p.stacks;  // their windows are closed: only the collector can resend them
+        collector_.Restore(again);
+      }
       pending_.clear();
     } else if (after.files_written > before.files_written) {
       for (const NodeCollection& p : pending_)
@@ -74,6 +79,7 @@ class SamplerLoop {
     inputs.shared_prefix = options_.shared_prefix;
     inputs.hostname = options_.node.hostname;
     inputs.profiling_permissions_problem = permissions_.Check(clock_.NowMs(), options_.log);
+    inputs.py_stacks = collector_.PyStacksCapability();
     const char* path = std::getenv("PATH");
     inputs.path_env = path ? path : "/usr/bin:/bin";
     const auto capabilities = DescribeCapabilities(inputs);
@@ -86,6 +92,7 @@ class SamplerLoop {
                              {"capabilities", CapabilitiesJson(capabilities)},
                              {"inventory", ToJson(collector_.Inventory())},
                              {"gpu_use", collector_.GpuUse()},
+                             {"py_stacks", collector_.PyStacksStats()},
                              {"spool",
                               {{"records_written", counters.records_written},
                                {"files_written", counters.files_written},
@@ -109,6 +116,24 @@ class SamplerLoop {
   NodeCollector& collector() { return collector_; }
 
  private:
+  // py_stacks records of at most ~4 MiB each (a record's payload is capped at 8 MiB).
+  void AddStacks(const nlohmann::json& stacks) {
+    nlohmann::json chunk = nlohmann::json::array();
+    size_t bytes = 0;
+    for (const auto& entry : stacks) {
+      const size_t size = entry.dump().size() + 1;
+      if (!chunk.empty() && bytes + size > kStacksRecordBytes) {
+        Add("py_stacks", chunk.dump());
+        chunk = nlohmann::json::array();
+        bytes = 0;
+      }
+      chunk.push_back(entry);
+      bytes += size;
+    }
+    if (!chunk.empty())
+      Add("py_stacks", chunk.dump());
+  }
+
   void Add(std::string_view kind, const std::string& payload) {
     // A refused record is counted by the writer; nothing else to do here.
     (void)writer_->Add(kind, payload);

@@ -39,6 +39,15 @@ void GpuSeriesSink::OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& re
   }
   std::lock_guard lock(mu_);
   processes_ = processes;
+  for (const gpu::GpuReading& r : readings) {
+    if (r.sm_util)
+      latest_sm_util_[r.uuid] = *r.sm_util;
+  }
+}
+
+std::map<std::string, double> GpuSeriesSink::latest_sm_util() const {
+  std::lock_guard lock(mu_);
+  return latest_sm_util_;
 }
 
 void GpuSeriesSink::OnEnergy(int64_t at_ms, const std::vector<gpu::SlowReading>& readings) {

@@ -3,6 +3,7 @@
 #ifndef EXPANSE_TELEMETRY_GPU_SERIES_SINK_H_
 #define EXPANSE_TELEMETRY_GPU_SERIES_SINK_H_
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ class GpuSeriesSink : public gpu::SampleSink {
   gpu::Inventory inventory() const;
   std::vector<gpu::GpuProcess> processes() const;
   std::vector<gpu::ProcessUtilization> process_utilization() const;
+  // The last SM utilisation (percent) of each GPU that reported one, by UUID.
+  std::map<std::string, double> latest_sm_util() const;
 
  private:
   std::string host_;
@@ -36,6 +39,7 @@ class GpuSeriesSink : public gpu::SampleSink {
   gpu::Inventory inventory_;
   std::vector<gpu::GpuProcess> processes_;
   std::vector<gpu::ProcessUtilization> process_utilization_;
+  std::map<std::string, double> latest_sm_util_;
 };
 
 }  // namespace expanse::telemetry

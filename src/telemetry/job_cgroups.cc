@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace expanse::telemetry {
@@ -54,6 +57,46 @@ std::optional<uint64_t> ReadV2CpuNs(const std::string& dir) {
 }
 
 }  // namespace
+
+std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
+  std::vector<int> pids;
+  auto it = jobs_.find(job);
+  if (it == jobs_.end())
+    return pids;
+  const std::string& root = it->second.cpu.empty() ? it->second.memory : it->second.cpu;
+  if (root.empty())
+    return pids;
+  std::set<int> seen;
+  // Steps and tasks sit a few levels below the job (v2: job_N/step_0/user/task_0).
+  std::vector<std::pair<std::string, int>> stack{{root, 0}};
+  size_t visited = 0;
+  while (!stack.empty() && visited < 4096 && pids.size() < max_pids) {
+    auto [dir_path, depth] = std::move(stack.back());
+    stack.pop_back();
+    ++visited;
+    if (std::FILE* f = std::fopen((dir_path + "/cgroup.procs").c_str(), "re")) {
+      long pid = 0;
+      while (pids.size() < max_pids && std::fscanf(f, "%ld", &pid) == 1) {
+        if (pid > 0 && pid <= INT32_MAX && seen.insert(static_cast<int>(pid)).second)
+          pids.push_back(static_cast<int>(pid));
+      }
+      std::fclose(f);
+    }
+    if (depth >= 4)
+      continue;
+    DIR* dir = opendir(dir_path.c_str());
+    if (dir == nullptr)
+      continue;
+    while (dirent* d = readdir(dir)) {
+      const std::string name = d->d_name;
+      if (name == "." || name == ".." || d->d_type != DT_DIR)
+        continue;
+      stack.emplace_back(dir_path + "/" + name, depth + 1);
+    }
+    closedir(dir);
+  }
+  return pids;
+}
 
 void JobCgroups::Rescan() {
   jobs_.clear();

@@ -46,6 +46,10 @@ class JobCgroups {
     bool v2 = false;
   };
   const std::map<uint32_t, JobDirs>& jobs() const { return jobs_; }
+  // The processes of `job`: cgroup.procs of its directory and of every directory below it (the
+  // steps and tasks slurmstepd makes), at most `max_pids`, without duplicates; empty when the
+  // job is unknown or gone.
+  std::vector<int> Pids(uint32_t job, size_t max_pids = 1024) const;
   void Rescan();
   // Walk again at the next Sample (a job started on this node).
   void RequestRescan() { scanned_ = false; }

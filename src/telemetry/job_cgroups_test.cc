@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -61,6 +62,25 @@ TEST_F(JobCgroupsTest, CgroupV1JobsUnderAnyPrefix) {
   const nlohmann::json* node = Find(series, "", "node.cpu_util");
   ASSERT_NE(node, nullptr);
   EXPECT_EQ((*node)["v"], nlohmann::json({25.0}));
+}
+
+// A job's processes live in its step and task cgroups below the job directory.
+TEST_F(JobCgroupsTest, PidsOfAJobIncludeItsStepsAndTasks) {
+  const std::string job = "/system.slice/slurmstepd.scope/job_42";
+  Write(job + "/cpu.stat", "usage_usec 1\n");
+  Write(job + "/memory.current", "1\n");
+  Write(job + "/cgroup.procs", "");
+  Write(job + "/step_batch/user/task_0/cgroup.procs", "100\n101\n");
+  Write(job + "/step_0/user/task_0/cgroup.procs", "200\n101\n");
+  Write(job + "/step_0/user/task_0/deeper/deeper/deeper/cgroup.procs", "999\n");  // too deep
+  Write("/system.slice/slurmstepd.scope/job_43/cgroup.procs", "300\n");
+  JobCgroups cgroups(options_);
+  cgroups.Rescan();
+  std::vector<int> pids = cgroups.Pids(42);
+  std::sort(pids.begin(), pids.end());
+  EXPECT_EQ(pids, (std::vector<int>{100, 101, 200}));
+  EXPECT_EQ(cgroups.Pids(42, 2).size(), 2u);
+  EXPECT_TRUE(cgroups.Pids(7).empty());
 }
 
 TEST_F(JobCgroupsTest, CgroupV2AndVanishingJobs) {

@@ -163,4 +163,33 @@ assert_eq 0 "$(jq '[.events[]?] | length' <<<"$record")" "hook events of job $jo
 wait_job_done "$job_nohook" 60
 dc_wait_job 60 "$job_nohook" '.gpus[0].to_ms > 0' "job $job_nohook's allocation closed"
 pass "a job no hook saw: its GPU from squeue, opened and closed"
+printf 'Prolog=%s\nEpilog=%s\n' "$DIR/prolog" "$DIR/epilog" >>"$SLURM_CONF"
+"$TESTCLUSTER" reconfigure
+
+# --- Hostile files in a worker's spool directory ------------------------------------------------
+# What a compromised or confused worker (or anyone with write access to the shared mount) could
+# leave there. Each is refused with its reason and moved aside; the FIFO must not block the
+# drain, and the worker's real files keep flowing.
+spool_w1="$prefix/spool/workers/$w1"
+name() { printf '%020d-hostile-boot.spool' "$1"; }
+"$TESTCLUSTER" exec "$w1" -- bash -c "
+  set -e
+  cd '$spool_w1'
+  ln -s /etc/passwd $(name 1)
+  head -c 100 /dev/urandom >$(name 2) && ln $(name 2) '$prefix/spool/.hostile-second-link'
+  mkfifo $(name 3)
+  truncate -s 40M $(name 4)
+  head -c 300 /dev/urandom >$(name 5) && chown 65534:65534 $(name 5)
+  head -c 300 /dev/urandom >$(name 6)
+  head -c 20 \$(ls -1 [0-9]*-*.spool | grep -v hostile | head -1) >$(name 7)"
+wait_until 60 "seven hostile files quarantined" bash -c "[[ \$(ls '$prefix/spool/workers/.quarantine' | grep -c hostile-boot) -ge 7 ]]"
+quarantined="$(ls "$prefix/spool/workers/.quarantine" | grep hostile-boot)"
+for reason in symlink hardlink not_regular too_large wrong_owner bad_magic truncated; do
+  grep -q -- "-$reason\$" <<<"$quarantined" || fail "no hostile file quarantined as $reason: $quarantined"
+done
+pass "hostile spool files refused by reason: $(sed 's/.*-//' <<<"$quarantined" | sort | paste -sd' ')"
+job_after="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 4')"
+wait_job_done "$job_after" 60
+dc_wait_job 60 "$job_after" '([.events[]?] | length) == 2 and .used.has_gpu_samples == true' "job $job_after's data after the hostile files"
+pass "the worker's own files still flow after the hostile ones (job $job_after)"
 rm -rf "$DIR"

@@ -1,0 +1,211 @@
+#include "agent/py_stacks.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "pystack/pyspy_source.h"
+
+namespace expanse::agent {
+
+namespace {
+
+pystack::CollectionPolicyOptions PolicyOptions(const RuntimeSettings& s) {
+  pystack::CollectionPolicyOptions o;
+  o.base_hz = s.pystacks_hz;
+  o.burst_hz = s.pystacks_burst_hz;
+  o.burst_ms = int64_t{s.pystacks_burst_seconds} * 1000;
+  o.cpu_percent = s.pystacks_cpu_percent;
+  return o;
+}
+
+pystack::StackAggregatorOptions AggregatorOptions(const RuntimeSettings& s) {
+  pystack::StackAggregatorOptions o;
+  o.window_ms = int64_t{s.pystacks_window_seconds} * 1000;
+  return o;
+}
+
+// Failures py-spy may read better than the native reader: a version or build it does not
+// know. Permissions and vanished processes are the same for both.
+bool WorthPyspy(const Status& s) {
+  const std::string& r = s.reason();
+  return r == "unsupported_version" || r == "bad_debug_offsets" || r == "binary_unavailable" ||
+         r == "inconsistent_read" || r == "unreadable_address" || r == "read_budget_exceeded";
+}
+
+std::string ExecutableOf(pid_t pid) {
+  char target[4096];
+  const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  const ssize_t n = readlink(link.c_str(), target, sizeof(target));
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+PyStacksCollector::PyStacksCollector(PyStacksOptions options, Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      policy_(PolicyOptions(options_.settings), &clock_),
+      aggregator_(AggregatorOptions(options_.settings)),
+      health_(&clock_) {
+  const std::string& backend = options_.settings.pystacks_backend;
+  if (backend != "py-spy")
+    native_ = std::make_unique<pystack::NativeReader>();
+  if (backend != "native") {
+    Result<std::string> found =
+        pystack::FindPyspy(options_.settings.pyspy, options_.prefix_bin,
+                           options_.path_env.empty() ? nullptr : options_.path_env.c_str());
+    if (!found.ok()) {
+      pyspy_problem_ = found.status().message();
+    } else if (!found->empty()) {
+      pyspy_path_ = *found;
+      pystack::PyspyOptions py;
+      py.binary = pyspy_path_;
+      pyspy_ = std::make_unique<pystack::PyspySource>(py);
+    }
+  }
+}
+
+PyStacksCollector::~PyStacksCollector() { Stop(); }
+
+void PyStacksCollector::Start() {
+  if (!options_.settings.pystacks_enable || (!native_ && !pyspy_) || thread_.joinable())
+    return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void PyStacksCollector::Stop() {
+  stop_ = true;
+  wake_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void PyStacksCollector::SetJobs(std::vector<pystack::JobProcesses> jobs) {
+  std::lock_guard lock(mu_);
+  jobs_ = std::move(jobs);
+}
+
+void PyStacksCollector::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    TickOnce();
+    lock.lock();
+    wake_.wait_for(lock, options_.tick, [this] { return stop_.load(); });
+  }
+}
+
+Result<pystack::ProcessStacks> PyStacksCollector::SampleOne(pid_t pid) {
+  if (!native_)
+    return pyspy_->Sample(pid);
+  Result<pystack::ProcessStacks> stacks = native_->Sample(pid);
+  if (!stacks.ok() && pyspy_ && WorthPyspy(stacks.status())) {
+    std::lock_guard lock(mu_);
+    ++pyspy_fallbacks_;
+  } else {
+    return stacks;
+  }
+  return pyspy_->Sample(pid);
+}
+
+void PyStacksCollector::TickOnce() {
+  std::vector<pystack::JobProcesses> jobs;
+  {
+    std::lock_guard lock(mu_);
+    jobs = jobs_;
+  }
+  // Processes that left every job: drop what the reader cached for them.
+  std::set<pid_t> now_pids;
+  for (const auto& j : jobs)
+    now_pids.insert(j.pids.begin(), j.pids.end());
+  if (native_) {
+    for (pid_t pid : known_pids_) {
+      if (!now_pids.count(pid))
+        native_->Forget(pid);
+    }
+  }
+  known_pids_ = std::move(now_pids);
+  if (++ticks_ % 10 == 0) {  // about once a second
+    for (auto it = not_python_exe_.begin(); it != not_python_exe_.end();) {
+      if (!known_pids_.count(it->first)) {
+        it = not_python_exe_.erase(it);
+      } else if (ExecutableOf(it->first) != it->second) {
+        policy_.Forget(it->first);
+        it = not_python_exe_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  for (const pystack::SampleTarget& target : policy_.Due(jobs)) {
+    const auto started = std::chrono::steady_clock::now();
+    Result<pystack::ProcessStacks> stacks = SampleOne(target.pid);
+    const auto cost = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
+    policy_.Record(target.pid, cost.count());
+    std::lock_guard lock(mu_);
+    if (stacks.ok()) {
+      ++samples_ok_;
+      health_.RecordSuccess();
+      aggregator_.Add(target.job_id, options_.hostname, clock_.NowMs(), *stacks, target.gpu_idle);
+      continue;
+    }
+    ++samples_failed_;
+    if (failures_by_reason_.size() < 64)
+      ++failures_by_reason_[stacks.status().reason()];
+    // Most jobs run shells and launchers beside their Python: not a problem of the collector.
+    if (stacks.status().reason() != "not_python")
+      health_.RecordError(stacks.status());
+    else if (not_python_exe_.size() < 100'000)
+      not_python_exe_[target.pid] = ExecutableOf(target.pid);
+    if (policy_.RecordError(target.pid, stacks.status()) && options_.log &&
+        stacks.status().reason() != "not_python" && stacks.status().reason() != "process_exited") {
+      options_.log(stacks.status().message());
+    }
+  }
+}
+
+nlohmann::json PyStacksCollector::TakeStacks(bool all) {
+  std::lock_guard lock(mu_);
+  return all ? aggregator_.TakeAll() : aggregator_.TakeClosed(clock_.NowMs());
+}
+
+Capability PyStacksCollector::Describe() const {
+  if (!options_.settings.pystacks_enable)
+    return {"disabled", "EXPANSE_PYSTACKS_ENABLE=0"};
+  if (!native_ && !pyspy_) {
+    return {"absent", pyspy_problem_.empty()
+                          ? "EXPANSE_PYSTACKS_BACKEND=py-spy but no py-spy was found (bundled "
+                            "copy, EXPANSE_PYSPY or PATH)"
+                          : pyspy_problem_};
+  }
+  std::string backends = native_ ? "native CPython reader" : "";
+  if (pyspy_)
+    backends += (backends.empty() ? "py-spy at " : ", py-spy at ") + pyspy_path_;
+  std::lock_guard lock(mu_);
+  const std::string problems = health_.Summary();
+  if (!problems.empty())
+    return {"degraded", problems};
+  if (!pyspy_problem_.empty())
+    return {"degraded", backends + "; " + pyspy_problem_};
+  return {"ok", backends};
+}
+
+nlohmann::json PyStacksCollector::Stats() const {
+  std::lock_guard lock(mu_);
+  const pystack::StackAggregatorStats& a = aggregator_.stats();
+  return {{"samples_ok", samples_ok_},
+          {"samples_failed", samples_failed_},
+          {"pyspy_fallbacks", pyspy_fallbacks_},
+          {"failures_by_reason", failures_by_reason_},
+          {"threads_counted", a.threads_counted},
+          {"threads_dropped_late", a.threads_dropped_late},
+          {"windows_discarded", a.windows_discarded},
+          {"bytes_held", aggregator_.bytes_held()}};
+}
+
+}  // namespace expanse::agent

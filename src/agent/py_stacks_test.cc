@@ -1,0 +1,125 @@
+#include "agent/py_stacks.h"
+
+#include <chrono>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+#include "pystack/python_process_for_test.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kScript[] = R"(import os, time
+def waiting_for_the_gpu():
+    os.write(3, b"ready\n")
+    while True:
+        time.sleep(0.05)
+waiting_for_the_gpu()
+)";
+
+PyStacksOptions Options() {
+  PyStacksOptions o;
+  o.hostname = "w1";
+  o.settings.pystacks_backend = "native";
+  o.settings.pystacks_window_seconds = 10;
+  return o;
+}
+
+// A real Python process of job 7: sampled by the policy, folded into the job's window, and
+// handed out as ingest stacks entries once asked for all windows.
+TEST(PyStacksCollectorTest, SamplesAJobsPythonProcessIntoItsWindow) {
+  expanse::testing::TempDir dir("expanse_pystacks");
+  const std::string script = dir.Write("job.py", kScript);
+  pystack::test_util::ChildProcess python;
+  ASSERT_TRUE(python.Start({pystack::test_util::kDebianPython, script}));
+  ASSERT_EQ(python.ReadLine(), "ready");
+
+  ManualClock clock(1'800'000'000'000);
+  PyStacksCollector collector(Options(), clock);
+  collector.SetJobs({{"7", {python.pid()}, true, true}});
+  // The process may still be between "ready" and the sleep: sample until the function shows.
+  nlohmann::json stacks = nlohmann::json::array();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string seen;
+  while (std::chrono::steady_clock::now() < deadline) {
+    collector.TickOnce();
+    clock.Advance(1000);  // the base rate is 1 Hz: one sample per tick
+    for (auto& e : collector.TakeStacks(/*all=*/true))
+      stacks.push_back(e);
+    seen = stacks.dump();
+    if (seen.find("waiting_for_the_gpu") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_THAT(seen, HasSubstr("job.py:waiting_for_the_gpu:5")) << seen;
+  const auto& entry = stacks.back();
+  EXPECT_EQ(entry["job_id"], "7");
+  EXPECT_EQ(entry["host"], "w1");
+  EXPECT_EQ(entry["gpu_idle"], true);
+  EXPECT_GT(entry["window_end_ms"].get<int64_t>(), entry["window_start_ms"].get<int64_t>());
+  EXPECT_EQ(entry["window_end_ms"].get<int64_t>() - entry["window_start_ms"].get<int64_t>(),
+            10'000);
+  EXPECT_EQ(collector.Describe().state, "ok");
+  EXPECT_GE(collector.Stats()["samples_ok"].get<uint64_t>(), 1u);
+}
+
+// A launcher (here sh; in practice a pyenv shim or a wrapper script) that exec's into Python
+// under the same pid: found not to be Python first, sampled once it is.
+TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
+  expanse::testing::TempDir dir("expanse_pystacks");
+  const std::string script = dir.Write("job.py", kScript);
+  pystack::test_util::ChildProcess wrapper;
+  ASSERT_TRUE(wrapper.Start({"/bin/sh", "-c",
+                             std::string("echo launcher >&3;"
+                                         "sleep 1; exec ") +
+                                 pystack::test_util::kDebianPython + " " + script}));
+  ASSERT_EQ(wrapper.ReadLine(), "launcher");
+  ManualClock clock(1'800'000'000'000);
+  PyStacksCollector collector(Options(), clock);
+  collector.SetJobs({{"9", {wrapper.pid()}, false, false}});
+  collector.TickOnce();
+  ASSERT_EQ(collector.Stats()["failures_by_reason"]["not_python"], 1u) << collector.Stats();
+  ASSERT_EQ(wrapper.ReadLine(), "ready");  // now Python, same pid
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         seen.find("waiting_for_the_gpu") == std::string::npos) {
+    for (int i = 0; i < 10; ++i) {  // the executable is looked at about once a second
+      collector.TickOnce();
+      clock.Advance(100);
+    }
+    seen += collector.TakeStacks(/*all=*/true).dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_THAT(seen, HasSubstr("job.py:waiting_for_the_gpu:5"));
+}
+
+// A process that is not Python is not a capability problem; a bad EXPANSE_PYSPY is named.
+TEST(PyStacksCollectorTest, DescribesWhatItCannotDo) {
+  ManualClock clock(1'800'000'000'000);
+  PyStacksOptions options = Options();
+  options.settings.pystacks_backend = "py-spy";
+  options.settings.pyspy = "/nonexistent/py-spy";
+  PyStacksCollector no_pyspy(options, clock);
+  EXPECT_EQ(no_pyspy.Describe().state, "absent");
+  EXPECT_THAT(no_pyspy.Describe().reason, HasSubstr("EXPANSE_PYSPY"));
+
+  options = Options();
+  options.settings.pystacks_enable = false;
+  EXPECT_EQ(PyStacksCollector(options, clock).Describe().state, "disabled");
+
+  PyStacksCollector native(Options(), clock);
+  native.SetJobs({{"8", {getpid()}, false, false}});  // this test binary: not Python
+  native.TickOnce();
+  EXPECT_EQ(native.Describe().state, "ok") << native.Describe().reason;
+  EXPECT_EQ(native.Stats()["samples_failed"], 1u);
+  EXPECT_TRUE(native.TakeStacks(true).empty());
+}
+
+}  // namespace
+}  // namespace expanse::agent
