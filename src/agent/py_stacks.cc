@@ -84,17 +84,26 @@ void PyStacksCollector::Stop() {
 }
 
 void PyStacksCollector::SetJobs(std::vector<pystack::JobProcesses> jobs) {
-  std::lock_guard lock(mu_);
-  jobs_ = std::move(jobs);
+  {
+    std::lock_guard lock(mu_);
+    jobs_ = std::move(jobs);
+    jobs_changed_ = true;
+  }
+  wake_.notify_all();  // a job's GPUs may have gone idle: a burst starts at the next tick
 }
 
 void PyStacksCollector::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
+    jobs_changed_ = false;
     lock.unlock();
     TickOnce();
+    // Between bursts nothing is due more often than the base rate, so the thread sleeps that
+    // long (a wake-up costs tens of microseconds on a busy VM) unless new jobs arrive.
+    const auto wait = std::max<std::chrono::milliseconds>(
+        options_.tick, std::chrono::milliseconds(policy_.TickIntervalMs()));
     lock.lock();
-    wake_.wait_for(lock, options_.tick, [this] { return stop_.load(); });
+    wake_.wait_for(lock, wait, [this] { return stop_.load() || jobs_changed_; });
   }
 }
 

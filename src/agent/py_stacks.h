@@ -79,6 +79,7 @@ class PyStacksCollector {
 
   mutable std::mutex mu_;
   std::vector<pystack::JobProcesses> jobs_;
+  bool jobs_changed_ = false;
   std::set<pid_t> known_pids_;
   pystack::StackAggregator aggregator_;
   pystack::PystackHealth health_;

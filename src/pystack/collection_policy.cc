@@ -189,4 +189,13 @@ std::string PystackHealth::Summary() const {
   return out;
 }
 
+int64_t CollectionPolicy::TickIntervalMs() const {
+  const int64_t now_ms = clock_->NowMs();
+  bool burst = false;
+  for (const auto& [id, state] : jobs_)
+    burst = burst || now_ms < state.burst_until_ms;
+  const double hz = burst ? options_.burst_hz : options_.base_hz;
+  return std::max<int64_t>(1, static_cast<int64_t>(1000.0 / hz));
+}
+
 }  // namespace expanse::pystack

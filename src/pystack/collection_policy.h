@@ -84,6 +84,11 @@ class CollectionPolicy {
   // failed with this reason (report it then), false for repeats.
   bool RecordError(pid_t pid, const Status& error);
 
+  // How long the caller may wait before the next Due call without sampling late: the burst
+  // interval while a job is in a burst, else the base interval. New jobs or GPU states (the
+  // start of a burst) come with a new job list, which should wake the caller anyway.
+  int64_t TickIntervalMs() const;
+
   // Ends the backoff of `pid` (it changed: e.g. a wrapper exec'd into Python).
   void Forget(pid_t pid) { pids_.erase(pid); }
 

@@ -87,6 +87,21 @@ TEST_F(CollectionPolicyTest, GpusGoingIdleStartABurstThatEnds) {
   }
 }
 
+// The loop may sleep the base interval between bursts and must tick at the burst rate in one.
+TEST_F(CollectionPolicyTest, TickIntervalFollowsTheBurst) {
+  CollectionPolicy policy({}, &clock_);
+  std::vector<JobProcesses> jobs = {{"7", {100}, true, false}};
+  policy.Due(jobs);
+  EXPECT_EQ(policy.TickIntervalMs(), 1000);
+  jobs[0].gpus_idle = true;
+  policy.Due(jobs);
+  EXPECT_EQ(policy.TickIntervalMs(), 100);
+  clock_.Advance(20'001);
+  EXPECT_EQ(policy.TickIntervalMs(), 1000);
+  CollectionPolicy fast({.base_hz = 4}, &clock_);
+  EXPECT_EQ(fast.TickIntervalMs(), 250);
+}
+
 TEST_F(CollectionPolicyTest, IdleFromTheStartIsNoEdge) {
   CollectionPolicy policy({}, &clock_);
   const std::vector<JobProcesses> jobs = {{"7", {100}, true, true}};
