@@ -11,9 +11,24 @@ pass "$(wc -l <<<"$started") processes of the cluster before stop"
 "$TESTCLUSTER" stop
 
 bridge="${EXPANSE_TC_BRIDGE:-exptc0}"
-left=""
-for pid in $started; do
-  [[ -e /proc/$pid ]] && [[ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" != Z ]] && left+="$pid($(tr '\0' ' ' </proc/$pid/cmdline)) "
+# Processes still alive (not zombies), with their command lines. A process may exit between any
+# two of these reads, so each read tolerates its file vanishing.
+still_running() {
+  local pid state cmd out=""
+  for pid in $started; do
+    state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
+    [[ -n "$state" && "$state" != Z ]] || continue
+    cmd="$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null || true)"
+    out+="$pid($cmd) "
+  done
+  echo "$out"
+}
+# A killed process can take a moment to be gone (an exiting sanitizer build flushes its report).
+left="$(still_running)"
+for _ in $(seq 1 25); do
+  [[ -z "$left" ]] && break
+  sleep 0.2
+  left="$(still_running)"
 done
 assert_eq "" "$left" "processes of the cluster left running"
 assert_eq "" "$(ip netns list | grep '^exptc-' || true)" "network namespaces left"
