@@ -2,6 +2,7 @@
 #include <string>
 
 #include "http/error.h"
+#include "install/templates.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 
@@ -101,9 +102,13 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
         json o = OrganizationJson(org);
         o["role"] = std::string(store::RoleName(m.role));
         o["can_register_compute"] = RoleAllows(m, Permission::kRegisterCompute);
+        o["can_manage_compute"] = RoleAllows(m, Permission::kManageCompute);
         list.push_back(std::move(o));
       }
-      return Json(200, {{"user_id", p.user_id}, {"organizations", list}});
+      auto user = ctx->control.GetUser(p.user_id);
+      return Json(200, {{"user_id", p.user_id},
+                        {"email", user.ok() ? user->email : std::string()},
+                        {"organizations", list}});
     });
   });
 
@@ -160,6 +165,28 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
                         {"control_plane_url", t->compute.control_plane_url},
                         {"data_plane_url", t->compute.data_plane_url},
                         {"daemon_version", t->compute.pinned_daemon_version}});
+    });
+  });
+
+  // The Add compute panel's filled-in texts. They hold no secret (the token is typed at the
+  // script's hidden prompt), so anyone who may view the compute may read them.
+  listener.Get("/api/v1/computes/:id/install-templates", [ctx](const http::Request& req) {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(auto c, ctx->control.GetCompute(p, req.PathParam("id")));
+      install::TemplateValues values;
+      values.daemon_version = c.pinned_daemon_version;
+      values.shared_prefix = std::string(req.QueryParam("shared_prefix").value_or(""));
+      values.control_plane_url = c.control_plane_url;
+      values.data_plane_url = c.data_plane_url;
+      EXPANSE_ASSIGN_OR_RETURN(std::string script, install::RenderInstallScript(values));
+      EXPANSE_ASSIGN_OR_RETURN(std::string prompt, install::RenderAssistantPrompt(values));
+      return json{{"compute_id", c.id},
+                  {"daemon_version", values.daemon_version},
+                  {"shared_prefix", values.shared_prefix},
+                  {"control_plane_url", values.control_plane_url},
+                  {"data_plane_url", values.data_plane_url},
+                  {"install_script", std::move(script)},
+                  {"assistant_prompt", std::move(prompt)}};
     });
   });
 

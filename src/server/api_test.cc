@@ -310,6 +310,8 @@ TEST_F(ApiTest, IngestedJobShowsRequestedVersusUsed) {
   EXPECT_NEAR(job["used"]["sm_mean"].get<double>(), 40.5, 0.5);
   EXPECT_NEAR(job["used"]["idle_gpu_hours"].get<double>(), 60.0 / 3600, 1e-3);
   EXPECT_NEAR(job["used"]["gpu_mem_peak_mib"].get<double>(), 40059, 1e-9);
+  // The busy GPU worked to its last sample: no idle tail beyond one bucket (0.5 s).
+  EXPECT_LE(job["used"]["idle_tail_ms"].get<int64_t>(), 500);
 
   EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/jobs?user=bob", "", Bearer(token_)).body["jobs"].size(),
             0u);
@@ -372,6 +374,51 @@ TEST_F(ApiTest, TimelineOfAJobMetricIsPerHost) {
   ASSERT_GE(s["points"].size(), 5u);
   EXPECT_EQ(s["points"][0][1], 1000);                       // min of the first bucket
   EXPECT_EQ(s["points"][s["points"].size() - 1][2], 1059);  // max of the last
+}
+
+// A job that stops using its GPU halfway and holds it to the end has an idle tail.
+TEST_F(ApiTest, JobThatHoldsItsIdleGpuToTheEndHasAnIdleTail) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  json dt = json::array();
+  json v = json::array();
+  for (int i = 0; i < 120; ++i) {
+    dt.push_back(i == 0 ? 0 : 1000);
+    v.push_back(i < 60 ? 90.0 : 0.0);  // busy for a minute, then idle for a minute
+  }
+  const int64_t end_ms = kStart + 120'000;
+  json doc = {{"version", 1},
+              {"stream", "telemetry"},
+              {"sequence", 1},
+              {"series",
+               {{{"host", "w1"},
+                 {"device", "GPU-a"},
+                 {"metric", "gpu.sm_util"},
+                 {"t0", kStart},
+                 {"dt", dt},
+                 {"v", v}}}},
+              {"jobs",
+               {{{"job_id", "9"},
+                 {"state", "COMPLETED"},
+                 {"req_gpus", 1},
+                 {"start_ms", kStart},
+                 {"end_ms", end_ms},
+                 {"observed_ms", kStart}}}},
+              {"gpu_allocations",
+               {{{"job_id", "9"},
+                 {"host", "w1"},
+                 {"gpu_uuid", "GPU-a"},
+                 {"gpu_index", 0},
+                 {"gpu_minor", 0},
+                 {"from_ms", kStart},
+                 {"to_ms", end_ms}}}}};
+  ASSERT_EQ(Call("POST", "/dp/v1/ingest", doc.dump(), Bearer(credential)).status, 200);
+  Reply job = Call("GET", "/api/v1/computes/" + compute + "/jobs/9", "", Bearer(token_));
+  ASSERT_EQ(job.status, 200) << job.body;
+  EXPECT_EQ(job.body["used"]["gpus_active"], 1);
+  // 120 buckets of 1 s: the last active one ends at 60 s, the last sampled one at 120 s.
+  EXPECT_EQ(job.body["used"]["idle_tail_ms"], 60'000);
+  EXPECT_NEAR(job.body["used"]["idle_gpu_hours"].get<double>(), 60.0 / 3600, 1e-3);
 }
 
 TEST_F(ApiTest, IngestRefusesBadBatchesAndRevokedCredentials) {

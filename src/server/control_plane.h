@@ -139,6 +139,8 @@ class ControlPlane {
   Status Deprovision(const Principal& principal, std::string_view compute_id,
                      std::string_view remote_addr);
 
+  // The signed-in user's own record (for the console's top bar).
+  Result<store::User> GetUser(int64_t user_id) { return store_.GetUser(user_id); }
   // The latest stored heartbeat document of a compute (callers checked access already).
   Result<store::Heartbeat> LatestHeartbeat(std::string_view compute_id) {
     return store_.LatestHeartbeat(compute_id);

@@ -30,6 +30,8 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
   u.gpus_allocated = static_cast<int64_t>(allocations.size());
   double sm_weighted = 0;
   uint64_t sm_count = 0;
+  int64_t last_active_end = 0;
+  int64_t last_sampled_end = 0;
   for (const store::GpuAllocation& a : allocations) {
     Window w = AllocationWindow(job, a, now_ms);
     if (w.to_ms <= w.from_ms)
@@ -41,13 +43,18 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
     // buckets without samples say nothing either way.
     bool active = false;
     size_t idle_buckets = 0;
+    // The width the store cut the window into (tsdb/downsample.h).
+    const int64_t width = (w.to_ms - w.from_ms + buckets - 1) / buckets;
     for (const auto& b : sm_buckets) {
+      const int64_t bucket_end = std::min(b.start_ms + width, w.to_ms);
+      last_sampled_end = std::max(last_sampled_end, bucket_end);
       u.has_gpu_samples = true;
       sm_weighted += b.mean * b.count;
       sm_count += b.count;
       u.sm_peak = std::max(u.sm_peak, b.max);
       if (b.max > kActiveSmPercent) {
         active = true;
+        last_active_end = std::max(last_active_end, bucket_end);
       } else {
         ++idle_buckets;
       }
@@ -65,6 +72,8 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
   }
   if (sm_count > 0)
     u.sm_mean = sm_weighted / static_cast<double>(sm_count);
+  if (last_active_end > 0)
+    u.idle_tail_ms = std::max<int64_t>(0, last_sampled_end - last_active_end);
 
   // CPU and memory from the job's cgroup series on each of its hosts ("job/<id>" devices).
   if (job.start_ms != 0) {

@@ -27,6 +27,10 @@ struct JobUsage {
   // GPU time the job held with no activity: the "allocated but idle" waste.
   double idle_gpu_hours = 0;
   double allocated_gpu_hours = 0;
+  // How long before the end of the job's samples none of its GPUs was active any more (a job
+  // that finished its GPU work but held the GPUs on): from the end of the last bucket in which a
+  // GPU was active to the end of the last sampled bucket. 0 when no GPU was ever active.
+  int64_t idle_tail_ms = 0;
   // From the job's own cgroup series; negative when unknown.
   double cpu_efficiency = -1;  // mean cores used / cores requested
   double mem_efficiency = -1;  // peak memory used / memory requested

@@ -25,6 +25,7 @@ json UsageJson(const JobUsage& u) {
           {"gpu_mem_peak_mib", u.gpu_mem_peak_mib},
           {"allocated_gpu_hours", u.allocated_gpu_hours},
           {"idle_gpu_hours", u.idle_gpu_hours},
+          {"idle_tail_ms", u.idle_tail_ms},
           {"cpu_efficiency", or_null(u.cpu_efficiency)},
           {"mem_efficiency", or_null(u.mem_efficiency)}};
 }

@@ -67,6 +67,8 @@ http::Response AnswerConsoleJson(RouteContext& ctx, const http::Request& req, Fn
   return Json(200, *body);
 }
 void RegisterHealthRoute(http::Listener& listener, std::string_view plane);
+// GET / and GET /assets/<path>: the web console's page and assets, compiled into the binary.
+void RegisterConsolePageRoutes(http::Listener& listener);
 // GET /releases/<name>: the regular files directly inside `releases_dir`, read-only (a
 // release mirror for installers). kInvalidArgument when the directory does not exist.
 Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& releases_dir);

@@ -1,0 +1,50 @@
+// A flame graph (icicle, root at the top) of folded Python stacks: "frame;frame;leaf" with
+// sample counts. Each frame's width is its share of the samples; hovering shows the counts.
+// Built from plain elements, so it needs no canvas and every frame is reachable by keyboard.
+import {h} from './dom.js';
+
+export function buildTree(stacks) {
+  const root = {name: 'all', count: 0, children: new Map()};
+  for (const s of stacks) {
+    root.count += s.count;
+    let node = root;
+    for (const frame of s.folded.split(';')) {
+      if (!node.children.has(frame)) node.children.set(frame, {name: frame, count: 0, children: new Map()});
+      node = node.children.get(frame);
+      node.count += s.count;
+    }
+  }
+  return root;
+}
+
+const MIN_SHARE = 0.005;  // frames under half a percent are merged away to keep the DOM small
+
+function hue(name) {
+  let x = 0;
+  for (let i = 0; i < name.length; i++) x = (x * 31 + name.charCodeAt(i)) >>> 0;
+  return 20 + (x % 40);  // warm colours, stable per frame name
+}
+
+// `parentCount`: the width is relative to the parent element, which is the parent frame's box.
+function renderNode(node, parentCount, total) {
+  const share = node.count / total;
+  const el = h('div', {class: 'flame-node'});
+  el.style.width = `${((node.count / parentCount) * 100).toFixed(3)}%`;
+  const label = h('div', {class: 'flame-frame', tabindex: 0,
+    title: `${node.name}\n${node.count} samples (${(share * 100).toFixed(1)} %)`}, node.name);
+  label.style.background = `hsl(${hue(node.name)}, 85%, 70%)`;
+  el.append(label);
+  const row = h('div', {class: 'flame-children'});
+  for (const child of [...node.children.values()].sort((a, b) => b.count - a.count)) {
+    if (child.count / total >= MIN_SHARE) row.append(renderNode(child, node.count, total));
+  }
+  el.append(row);
+  return el;
+}
+
+export function flameGraph(stacks) {
+  const root = buildTree(stacks);
+  if (root.count === 0) return null;
+  return h('div', {class: 'flame', role: 'img', 'aria-label': `Flame graph of ${root.count} stack samples`},
+    renderNode(root, root.count, root.count));
+}

@@ -1,0 +1,106 @@
+// One job: requested against used, its GPUs and hosts, per-GPU timelines of a chosen metric
+// (downsampled by the server to about one point per pixel), its Prolog/Epilog events, and its
+// Python stacks (top frames and a flame graph) when it has any.
+import {api, path} from '../api.js';
+import {orgHash} from '../app.js';
+import {definitionList, errorBox, h, page} from '../dom.js';
+import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
+import {flameGraph} from '../flame.js';
+import {METRICS, drawTimeline} from '../timeline.js';
+import {wasteFlags} from '../waste.js';
+
+function requestedVsUsed(j) {
+  const u = j.used;
+  const r = j.requested;
+  const samples = u.has_gpu_samples;
+  return h('table', {class: 'data compact', id: 'requested-used'},
+    h('caption', {}, 'Requested and used'),
+    h('thead', {}, h('tr', {}, ['', 'Requested', 'Used'].map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', {},
+      h('tr', {}, h('th', {scope: 'row'}, 'GPUs'), h('td', {}, r.gpus), h('td', {}, samples ? `${u.gpus_active} active of ${u.gpus_allocated} allocated` : `${u.gpus_allocated} allocated, no samples`)),
+      h('tr', {}, h('th', {scope: 'row'}, 'SM utilisation'), h('td', {}, '—'), h('td', {}, samples ? `mean ${percent(u.sm_mean)}, peak ${percent(u.sm_peak)}` : '—')),
+      h('tr', {}, h('th', {scope: 'row'}, 'GPU memory'), h('td', {}, '—'), h('td', {}, samples ? `peak ${mib(u.gpu_mem_peak_mib)}` : '—')),
+      h('tr', {}, h('th', {scope: 'row'}, 'GPU time'), h('td', {}, '—'), h('td', {}, `${hours(u.allocated_gpu_hours)} allocated, ${hours(u.idle_gpu_hours)} idle`)),
+      h('tr', {}, h('th', {scope: 'row'}, 'CPUs'), h('td', {}, r.cpus || '—'), h('td', {}, `efficiency ${ratioPercent(u.cpu_efficiency)}`)),
+      h('tr', {}, h('th', {scope: 'row'}, 'Memory'), h('td', {}, r.mem_mib ? mib(r.mem_mib) : '—'), h('td', {}, `peak / requested ${ratioPercent(u.mem_efficiency)}`)),
+      h('tr', {}, h('th', {scope: 'row'}, 'Nodes'), h('td', {}, r.nodes || '—'), h('td', {}, (j.hosts || []).join(', ') || '—')),
+      h('tr', {}, h('th', {scope: 'row'}, 'Time'), h('td', {}, timeLimit(r.time_limit_s)), h('td', {}, j.start_ms ? duration((j.end_ms || Date.now()) - j.start_ms) : 'not started'))));
+}
+
+function timelineSection(compute, job) {
+  const select = h('select', {id: 'timeline-metric'}, METRICS.map(([m, label]) => h('option', {value: m}, label)));
+  const chart = h('div', {class: 'chart', id: 'timeline'});
+  const load = async () => {
+    const [metric, , unit] = METRICS.find(([m]) => m === select.value);
+    const width = Math.max(320, Math.min(1200, chart.clientWidth || 900));
+    chart.setAttribute('aria-busy', 'true');
+    try {
+      const t = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/timeline` +
+                              `?metric=${encodeURIComponent(metric)}&points=${Math.round(width / 2)}`);
+      drawTimeline(chart, t, unit, width);
+      chart.dataset.series = String(t.series.length);
+      chart.dataset.points = String(t.series.reduce((n, s) => n + s.points.length, 0));
+    } catch (err) {
+      chart.replaceChildren(errorBox(err));
+    }
+    chart.removeAttribute('aria-busy');
+  };
+  select.addEventListener('change', load);
+  return {element: h('section', {'aria-labelledby': 'timeline-heading'},
+    h('h2', {id: 'timeline-heading'}, 'Timeline'), h('label', {}, 'Metric ', select), chart), load};
+}
+
+function gpuTable(gpus) {
+  if (!gpus.length) return h('p', {class: 'muted'}, 'No GPUs were allocated to this job.');
+  return h('table', {class: 'data', id: 'job-gpus'},
+    h('thead', {}, h('tr', {}, ['Host', 'GPU index', 'Minor', 'UUID', 'From', 'To'].map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', {}, gpus.map((g) => h('tr', {}, h('td', {}, g.host), h('td', {}, g.gpu_index), h('td', {}, g.gpu_minor),
+      h('td', {}, h('code', {}, g.gpu_uuid)), h('td', {}, dateTime(g.from_ms)), h('td', {}, g.to_ms ? dateTime(g.to_ms) : 'open')))));
+}
+
+function eventList(events) {
+  if (!events.length) return h('p', {class: 'muted'}, 'No Prolog/Epilog events recorded.');
+  return h('ul', {class: 'events', id: 'job-events'},
+    events.map((e) => h('li', {}, `${dateTime(e.at_ms)} — ${e.kind} on ${e.host}`)));
+}
+
+async function stacksSection(compute, job) {
+  const s = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/stacks?limit=2000`);
+  if (!s.total_count) return h('section', {}, h('h2', {}, 'Python stacks'), h('p', {class: 'muted'}, 'No Python stacks were collected for this job.'));
+  const idle = s.stacks.reduce((n, x) => n + (x.gpu_idle_count || 0), 0);
+  return h('section', {id: 'stacks', 'aria-labelledby': 'stacks-heading'},
+    h('h2', {id: 'stacks-heading'}, 'Python stacks'),
+    h('p', {}, `${s.total_count} samples, ${s.distinct_stacks} distinct stacks; ${idle} taken while the job's GPUs were idle.`),
+    h('table', {class: 'data compact', id: 'top-frames'},
+      h('caption', {}, 'Top frames'),
+      h('thead', {}, h('tr', {}, ['Frame', 'Self', 'Total'].map((t) => h('th', {scope: 'col'}, t)))),
+      h('tbody', {}, s.top_frames.slice(0, 15).map((f) => h('tr', {}, h('td', {}, h('code', {}, f.frame)),
+        h('td', {}, `${f.self_count} (${percent((100 * f.self_count) / s.total_count)})`),
+        h('td', {}, `${f.total_count} (${percent((100 * f.total_count) / s.total_count)})`))))),
+    h('h3', {}, 'Flame graph'), flameGraph(s.stacks));
+}
+
+export async function render({compute, job}) {
+  const j = await api.get(path`/api/v1/computes/${compute}/jobs/${job}`);
+  const flags = wasteFlags(j);
+  const timeline = timelineSection(compute, job);
+  const stacksHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading stacks…'));
+  page(`Job ${j.job_id}${j.name ? ` · ${j.name}` : ''}`,
+    h('p', {}, h('a', {href: orgHash(`jobs?compute=${encodeURIComponent(compute)}`)}, '← Jobs')),
+    definitionList([
+      ['State', h('span', {class: `badge job-${j.state.toLowerCase()}`}, j.state)],
+      ['User', j.user], ['Account', j.account], ['Partition', j.partition],
+      ['Submitted', dateTime(j.submit_ms)], ['Started', dateTime(j.start_ms)], ['Ended', dateTime(j.end_ms)],
+    ]),
+    flags.length ? h('div', {class: 'warning', role: 'note'}, h('strong', {}, 'Waste: '), flags.join('; ')) : null,
+    requestedVsUsed(j), timeline.element,
+    h('h2', {}, 'GPUs'), gpuTable(j.gpus || []),
+    h('h2', {}, 'Events'), eventList(j.events || []),
+    stacksHolder);
+  await timeline.load();
+  try {
+    stacksHolder.replaceChildren(await stacksSection(compute, job));
+  } catch (err) {
+    stacksHolder.replaceChildren(errorBox(err));
+  }
+}

@@ -1,0 +1,61 @@
+// Per-GPU timelines of one metric, drawn with uPlot from the server's downsampled buckets
+// (`[t_ms, min, max, mean]`, one series per GPU or per host). Buckets of different series can
+// differ where samples are missing; the x axis is their union and gaps stay gaps.
+
+export const METRICS = [
+  ['gpu.sm_util', 'SM utilisation', '%'],
+  ['gpu.mem_used_mib', 'GPU memory used', 'MiB'],
+  ['gpu.mem_util', 'Memory bandwidth utilisation', '%'],
+  ['gpu.tensor_active', 'Tensor core activity', '%'],
+  ['gpu.dram_active', 'DRAM activity', '%'],
+  ['gpu.power_w', 'Power', 'W'],
+  ['job.cpu_used_cores', 'CPU cores used (per host)', 'cores'],
+  ['job.mem_used_mib', 'Memory used (per host)', 'MiB'],
+];
+
+const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7b83', '#57606a'];
+
+export function seriesLabel(s) {
+  if (s.gpu_uuid) return `${s.host} ${s.gpu_uuid.length > 16 ? s.gpu_uuid.slice(0, 15) + '…' : s.gpu_uuid}`;
+  return s.host;
+}
+
+// [xs (seconds), ys per series] for uPlot, and whether any point exists.
+export function toColumns(timeline) {
+  const times = new Set();
+  for (const s of timeline.series) for (const p of s.points) times.add(p[0]);
+  const xs = [...times].sort((a, b) => a - b);
+  const index = new Map(xs.map((t, i) => [t, i]));
+  const ys = timeline.series.map((s) => {
+    const column = new Array(xs.length).fill(null);
+    for (const p of s.points) column[index.get(p[0])] = p[3];
+    return column;
+  });
+  return {data: [xs.map((t) => t / 1000), ...ys], empty: xs.length === 0};
+}
+
+export function drawTimeline(target, timeline, unit, width) {
+  const {data, empty} = toColumns(timeline);
+  target.replaceChildren();
+  if (empty) {
+    const p = document.createElement('p');
+    p.className = 'muted';
+    p.textContent = 'No samples of this metric for this job.';
+    target.append(p);
+    return null;
+  }
+  const opts = {
+    width,
+    height: 260,
+    scales: {x: {time: true}, y: unit === '%' ? {range: [0, 100]} : {}},
+    axes: [{}, {label: unit, size: 60}],
+    series: [{label: 'time'}, ...timeline.series.map((s, i) => ({
+      label: seriesLabel(s),
+      stroke: COLORS[i % COLORS.length],
+      width: 1.5,
+      spanGaps: false,
+      value: (u, v) => (v === null ? '—' : `${v.toFixed(1)} ${unit}`),
+    }))],
+  };
+  return new window.uPlot(opts, data, target);
+}

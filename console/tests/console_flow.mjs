@@ -1,0 +1,199 @@
+// The console in a real headless Chromium (Debian's, driven by playwright-core), against a real
+// expanse-server and the real SLURM test cluster: sign in, add a compute, run the install the
+// panel shows on the cluster's controller and watch the panel turn active, then find a job and
+// its timeline. Run by tests/integration/cluster/console.sh, which sets the environment:
+//
+//   EXPANSE_CONSOLE_URL        the console (control plane) URL
+//   EXPANSE_CONSOLE_EMAIL / EXPANSE_CONSOLE_PASSWORD   an owner's sign-in
+//   EXPANSE_CONSOLE_VIEWER_EMAIL / EXPANSE_CONSOLE_VIEWER_PASSWORD   a viewer's sign-in
+//   EXPANSE_CONSOLE_PREFIX     the shared prefix to type into the panel
+//   EXPANSE_CONSOLE_HOOK       a shell command: `$HOOK install SCRIPT` runs the install script on
+//                              the controller with the token on stdin; `$HOOK job COMPUTE` submits
+//                              a GPU job, waits until the server has its samples, prints its id
+//   EXPANSE_CONSOLE_ARTIFACTS  where screenshots go
+//
+// Prints one "ok - …" line per check; any failure exits non-zero with a screenshot.
+import assert from 'node:assert/strict';
+import {spawnSync} from 'node:child_process';
+import {mkdirSync, writeFileSync} from 'node:fs';
+import {join} from 'node:path';
+import {chromium} from 'playwright-core';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const URL = env('EXPANSE_CONSOLE_URL');
+const ARTIFACTS = env('EXPANSE_CONSOLE_ARTIFACTS');
+const HOOK = env('EXPANSE_CONSOLE_HOOK');
+mkdirSync(ARTIFACTS, {recursive: true});
+
+const ok = (what) => console.log(`ok - ${what}`);
+const shot = (page, name) => page.screenshot({path: join(ARTIFACTS, `${name}.png`), fullPage: true});
+
+function hook(args, input) {
+  const r = spawnSync('bash', ['-c', `${HOOK} ${args}`], {input, encoding: 'utf8', timeout: 600_000});
+  if (r.status !== 0) throw new Error(`hook "${args}" failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+// Every form control and button has a name a screen reader can announce.
+async function assertLabelled(page, where) {
+  const unnamed = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
+    .filter((el) => el.offsetParent !== null)
+    .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
+    .map((el) => el.outerHTML.slice(0, 80)));
+  assert.deepEqual(unnamed, [], `unlabelled controls on ${where}`);
+}
+
+// How long a page takes from the click to its content (printed for docs/performance.md, not
+// asserted: timing belongs in benchmarks).
+async function timed(what, action) {
+  const start = performance.now();
+  await action();
+  console.log(`timing - ${what}: ${Math.round(performance.now() - start)} ms`);
+}
+
+async function signIn(page, email, password) {
+  await page.goto(URL + '/');
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByLabel('Password').press('Enter');  // the keyboard alone can sign in
+  await page.locator('#topbar:not([hidden])').waitFor();
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.EXPANSE_CHROMIUM || '/usr/bin/chromium',
+  // The test cluster's CA is not in the browser's store; the server's TLS itself is covered by
+  // the server tests. --no-sandbox: the tests run as root, where Chromium's sandbox cannot start.
+  args: ['--no-sandbox'],
+});
+const context = await browser.newContext({ignoreHTTPSErrors: true, viewport: {width: 1366, height: 800}});
+const page = await context.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+
+try {
+  // --- sign-in ---------------------------------------------------------------------------
+  await page.goto(URL + '/');
+  await page.getByLabel('Email').waitFor();
+  assert.equal(await page.title(), 'Sign in to Expanse · Expanse');
+  await page.getByLabel('Email').fill(env('EXPANSE_CONSOLE_EMAIL'));
+  await page.getByLabel('Password').fill('not the password');
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.getByRole('alert').filter({hasText: 'Wrong email or password.'}).waitFor();
+  ok('a wrong password is refused with a clear message');
+  await assertLabelled(page, 'sign-in');
+  await shot(page, '01-sign-in');
+
+  await signIn(page, env('EXPANSE_CONSOLE_EMAIL'), env('EXPANSE_CONSOLE_PASSWORD'));
+  await page.getByRole('heading', {name: 'Compute'}).waitFor();
+  assert.match(await page.locator('#org-switcher').innerText(), /Acme/);
+  ok('signed in as the owner; the organisation switcher shows the organisation');
+
+  // --- add compute ---------------------------------------------------------------------------
+  await page.getByRole('link', {name: 'Add compute'}).click();
+  await page.getByLabel('Name').fill('console-cluster');
+  await page.getByRole('button', {name: /Register and generate install token/}).click();
+  const token = (await page.locator('#install-token').innerText()).trim();
+  assert.match(token, /^exp_it_[A-Za-z0-9_-]{20,}$/);
+  const computeId = (await page.locator('#compute-id').innerText()).trim();
+  assert.match(computeId, /^cmp_/);
+  assert.equal(await page.locator('#enrolment').getAttribute('data-state'), 'waiting');
+  for (const id of ['#control-plane-url', '#data-plane-url', '#daemon-version']) {
+    assert.ok((await page.locator(id).innerText()).trim().length > 0, `${id} is shown`);
+  }
+  await page.getByLabel(/Shared prefix/).fill(env('EXPANSE_CONSOLE_PREFIX'));
+  await page.getByLabel(/Shared prefix/).press('Tab');  // change event: the texts are re-rendered
+  await page.locator('#install-script', {hasText: env('EXPANSE_CONSOLE_PREFIX')}).waitFor();
+  const script = await page.locator('#install-script').innerText();
+  assert.ok(!script.includes(token), 'the install script must not contain the token');
+  assert.match(script, /read -r -s -p/, "the script reads the token at a hidden prompt");
+  ok(`compute ${computeId} registered; token shown once; install script for the prefix, without the token`);
+  await assertLabelled(page, 'add compute');
+  await shot(page, '02-add-compute-panel');
+
+  // --- the install, as an operator runs it: the panel turns active -------------------------------
+  const scriptFile = join(ARTIFACTS, 'install-expanse.sh');
+  writeFileSync(scriptFile, script, {mode: 0o644});
+  const installOut = hook(`install ${scriptFile}`, token + '\n');
+  console.log(installOut.split('\n').map((l) => `    | ${l}`).join('\n'));
+  await page.locator('#enrolment[data-state="active"]').waitFor({timeout: 120_000});
+  assert.match(await page.locator('#enrolment').innerText(), /First heartbeat received/);
+  ok('the open panel turned active on the compute\'s first heartbeat');
+  await shot(page, '03-add-compute-active');
+
+  // --- compute page ----------------------------------------------------------------------------
+  await timed('compute page', async () => {
+    await page.getByRole('link', {name: 'Open the compute page'}).click();
+    await page.locator('#gpus').waitFor();
+  });
+  await assertLabelled(page, 'compute page');
+  assert.match(await page.locator('#sampled-workers').innerText(), /\d+ of \d+ sampled worker nodes/);
+  assert.match(await page.locator('#capabilities').innerText(), /controller/);
+  ok('the compute page shows nodes, GPUs, sampled workers and capability health');
+
+  // --- a job and its timeline ---------------------------------------------------------------------
+  const jobId = hook(`job ${computeId}`).trim().split('\n').pop();
+  assert.match(jobId, /^\d+$/);
+  const row = page.locator(`#jobs tr[data-job="${jobId}"][data-compute="${computeId}"]`);
+  await timed('jobs list', async () => {
+    await page.getByRole('link', {name: 'Jobs', exact: true}).click();
+    await row.waitFor();
+  });
+  await assertLabelled(page, 'jobs');
+  await shot(page, '04-jobs');
+  ok(`job ${jobId} is listed with requested and used resources`);
+  await page.locator('#jobs th button', {hasText: 'SM mean'}).click();
+  assert.equal(await page.locator('#jobs th', {hasText: 'SM mean'}).getAttribute('aria-sort'), 'descending');
+  ok('the jobs list sorts by a column');
+
+  await timed('job page with its timeline', async () => {
+    await row.getByRole('link', {name: jobId}).click();
+    await page.locator('#timeline canvas').first().waitFor();
+  });
+  await assertLabelled(page, 'job');
+  const points = Number(await page.locator('#timeline').getAttribute('data-points'));
+  const series = Number(await page.locator('#timeline').getAttribute('data-series'));
+  assert.ok(series >= 1 && points > 0, `timeline has ${series} series and ${points} points`);
+  assert.match(await page.locator('#requested-used').innerText(), /GPUs/);
+  ok(`job page draws the per-GPU timeline (${series} series, ${points} points)`);
+  await shot(page, '05-job');
+
+  await page.locator('#top-frames').waitFor();
+  assert.match(await page.locator('#top-frames').innerText(), /train\.py:load_batch/);
+  assert.ok(await page.locator('.flame .flame-frame').count() >= 3, 'the flame graph has frames');
+  ok('the job page shows the job\'s Python stacks: top frames and a flame graph');
+
+  await page.getByLabel('Metric').selectOption('gpu.mem_used_mib');
+  await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));
+  await page.locator('#timeline canvas').first().waitFor();
+  ok('another metric redraws the timeline');
+
+  // --- sign out: the session is gone ---------------------------------------------------------------
+  await page.getByRole('button', {name: 'Sign out'}).click();
+  await page.getByLabel('Email').waitFor();
+  const me = await page.evaluate(async () => (await fetch('/api/v1/me')).status);
+  assert.equal(me, 401);
+  ok('sign-out ends the session');
+
+  // --- a viewer sees no actions it may not take -------------------------------------------------------
+  await signIn(page, env('EXPANSE_CONSOLE_VIEWER_EMAIL'), env('EXPANSE_CONSOLE_VIEWER_PASSWORD'));
+  await page.getByRole('heading', {name: 'Compute'}).waitFor();
+  assert.equal(await page.getByRole('link', {name: 'Add compute'}).count(), 0);
+  await page.locator(`a[href$="/computes/${computeId}"]`).click();
+  await page.locator('#compute-id').waitFor();
+  assert.equal(await page.getByRole('button', {name: /Deprovision|Re-issue/}).count(), 0);
+  ok('a viewer is shown neither Add compute, Re-issue nor Deprovision');
+  await shot(page, '06-compute-viewer');
+
+  assert.deepEqual(pageErrors, [], 'no script errors on any page');
+  ok('no script errors');
+} catch (err) {
+  await shot(page, 'failure').catch(() => {});
+  console.error(`not ok - ${err.stack || err}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

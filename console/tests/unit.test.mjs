@@ -1,0 +1,76 @@
+// The console's pure logic under node's own test runner (no browser): waste rules, flame graph
+// folding, timeline columns, formats. Run by ctest as console.unit.
+import assert from 'node:assert/strict';
+import {test} from 'node:test';
+
+import {buildTree} from '../src/flame.js';
+import {duration, mib, percent, ratioPercent} from '../src/format.js';
+import {toColumns} from '../src/timeline.js';
+import {wasteFlags} from '../src/waste.js';
+
+const used = (u) => ({used: {has_gpu_samples: true, gpus_allocated: 2, gpus_active: 2,
+                             allocated_gpu_hours: 2, idle_gpu_hours: 0, idle_tail_ms: 0, ...u}});
+
+test('a job whose GPUs all worked and did not linger is not flagged', () => {
+  assert.deepEqual(wasteFlags(used({})), []);
+});
+
+test('allocated GPUs that never worked are flagged by count', () => {
+  assert.deepEqual(wasteFlags(used({gpus_active: 1, idle_gpu_hours: 1})), ['1 of 2 GPUs never active']);
+});
+
+test('without samples, inactive GPUs are not called idle', () => {
+  assert.deepEqual(wasteFlags(used({has_gpu_samples: false, gpus_active: 0})), []);
+});
+
+test('half or more of the GPU time idle is flagged, less is not', () => {
+  assert.deepEqual(wasteFlags(used({idle_gpu_hours: 1})), ['50 % of GPU time idle']);
+  assert.deepEqual(wasteFlags(used({idle_gpu_hours: 0.9})), []);
+});
+
+test('an idle tail of ten minutes or more is flagged with its length', () => {
+  assert.deepEqual(wasteFlags(used({idle_tail_ms: 9 * 60_000})), []);
+  assert.deepEqual(wasteFlags(used({idle_tail_ms: 25 * 60_000})), ['idle for the last 25 min 0 s']);
+});
+
+test('folded stacks become a tree whose counts add up at every level', () => {
+  const root = buildTree([
+    {folded: 'main;train;step', count: 5},
+    {folded: 'main;train;load', count: 3},
+    {folded: 'main;eval', count: 2},
+    {folded: 'worker', count: 1},
+  ]);
+  assert.equal(root.count, 11);
+  const main = root.children.get('main');
+  assert.equal(main.count, 10);
+  assert.equal(main.children.get('train').count, 8);
+  assert.equal(main.children.get('train').children.get('load').count, 3);
+  assert.equal(root.children.get('worker').count, 1);
+});
+
+test('a frame name repeated at another depth is a different node', () => {
+  const root = buildTree([{folded: 'f;f;f', count: 2}]);
+  assert.equal(root.children.get('f').children.get('f').children.get('f').count, 2);
+});
+
+test('timeline series with different buckets share a union x axis with gaps', () => {
+  const {data, empty} = toColumns({series: [
+    {host: 'a', gpu_uuid: 'GPU-1', points: [[1000, 0, 10, 5], [3000, 0, 10, 7]]},
+    {host: 'b', gpu_uuid: 'GPU-2', points: [[2000, 1, 1, 1], [3000, 2, 2, 2]]},
+  ]});
+  assert.equal(empty, false);
+  assert.deepEqual(data, [[1, 2, 3], [5, null, 7], [null, 1, 2]]);
+  assert.equal(toColumns({series: []}).empty, true);
+});
+
+test('formats show missing values as a dash and pick readable units', () => {
+  assert.equal(percent(null), '—');
+  assert.equal(percent(42.4), '42 %');
+  assert.equal(ratioPercent(-1), '—');
+  assert.equal(ratioPercent(0.256), '26 %');
+  assert.equal(mib(512), '512 MiB');
+  assert.equal(mib(143771), '140.4 GiB');
+  assert.equal(duration(59_000), '59 s');
+  assert.equal(duration(3 * 3600_000 + 5 * 60_000), '3 h 5 min');
+  assert.equal(duration(50 * 3600_000), '2 d 2 h');
+});
