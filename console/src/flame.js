@@ -17,6 +17,15 @@ export function buildTree(stacks) {
   return root;
 }
 
+// "/long/path/train.py:load_batch:4" -> "train.py:load_batch:4": frames carry the file's full
+// path, which is shown on hover instead.
+export function shortFrame(frame) {
+  const colon = frame.indexOf(':');
+  const file = colon < 0 ? frame : frame.slice(0, colon);
+  const slash = file.lastIndexOf('/');
+  return slash < 0 ? frame : frame.slice(slash + 1);
+}
+
 const MIN_SHARE = 0.005;  // frames under half a percent are merged away to keep the DOM small
 
 function hue(name) {
@@ -31,7 +40,7 @@ function renderNode(node, parentCount, total) {
   const el = h('div', {class: 'flame-node'});
   el.style.width = `${((node.count / parentCount) * 100).toFixed(3)}%`;
   const label = h('div', {class: 'flame-frame', tabindex: 0,
-    title: `${node.name}\n${node.count} samples (${(share * 100).toFixed(1)} %)`}, node.name);
+    title: `${node.name}\n${node.count} samples (${(share * 100).toFixed(1)} %)`}, shortFrame(node.name));
   label.style.background = `hsl(${hue(node.name)}, 85%, 70%)`;
   el.append(label);
   const row = h('div', {class: 'flame-children'});

@@ -44,6 +44,12 @@ export function dateTime(ms) {
   return new Date(ms).toLocaleString(undefined, {hour12: false});
 }
 
+// Month, day, hours and minutes: enough to tell jobs apart in a list.
+export function shortDateTime(ms) {
+  if (!ms) return DASH;
+  return new Date(ms).toLocaleString(undefined, {month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false});
+}
+
 export function timeLimit(seconds) {
   if (!seconds) return DASH;
   return duration(seconds * 1000);

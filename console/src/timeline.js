@@ -53,7 +53,9 @@ export function drawTimeline(target, timeline, unit, width) {
       label: seriesLabel(s),
       stroke: COLORS[i % COLORS.length],
       width: 1.5,
-      spanGaps: false,
+      // Buckets without a sample (a late sample, a sampler restart) are bridged rather than
+      // drawn as broken lines; the server's min/max per bucket keep real dips visible.
+      spanGaps: true,
       value: (u, v) => (v === null ? '—' : `${v.toFixed(1)} ${unit}`),
     }))],
   };

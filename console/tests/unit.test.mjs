@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {buildTree} from '../src/flame.js';
+import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {toColumns} from '../src/timeline.js';
 import {wasteFlags} from '../src/waste.js';
@@ -73,4 +73,11 @@ test('formats show missing values as a dash and pick readable units', () => {
   assert.equal(duration(59_000), '59 s');
   assert.equal(duration(3 * 3600_000 + 5 * 60_000), '3 h 5 min');
   assert.equal(duration(50 * 3600_000), '2 d 2 h');
+});
+
+test('frames lose their directories for display, nothing else', () => {
+  assert.equal(shortFrame('/var/tmp/x/train.py:load_batch:4'), 'train.py:load_batch:4');
+  assert.equal(shortFrame('train.py:<module>:1'), 'train.py:<module>:1');
+  assert.equal(shortFrame('<built-in>:read:0'), '<built-in>:read:0');
+  assert.equal(shortFrame('/a/b.py:f:1;not split'), 'b.py:f:1;not split');
 });

@@ -123,6 +123,8 @@ int RunRole(const RoleFlags& flags) {
   NodeCollectorOptions node;
   node.hostname = flags.hostname.empty() ? Hostname() : flags.hostname;
   node.backend = flags.backend;
+  if (node.backend.nvml_library.empty())
+    node.backend.nvml_library = settings->nvml_library;
   node.events_dir = flags.events_dir;
   node.gres_conf_path = flags.gres_conf.empty() ? DefaultGresConf() : flags.gres_conf;
   PyStacksOptions stacks;
@@ -267,9 +269,13 @@ int RunDiagnostics(const RoleFlags& flags) {
       {"HTTPS_PROXY", settings->https_proxy},
       {"NO_PROXY", settings->no_proxy},
       {"SSL_CERT_FILE", settings->ssl_cert_file},
+      {"EXPANSE_NVML_LIBRARY", settings->nvml_library},
       {"sources", sources},
       {"unknown_keys", settings->unknown_keys}};
-  const nlohmann::json gpus = GpuReport(flags.backend, 0);
+  gpu::BackendChoice backend = flags.backend;
+  if (backend.nvml_library.empty())
+    backend.nvml_library = settings->nvml_library;
+  const nlohmann::json gpus = GpuReport(backend, 0);
   CapabilityInputs inputs;
   inputs.settings = *settings;
   inputs.gpu.backend = gpus["backend"].is_string() ? gpus["backend"].get<std::string>() : "";

@@ -119,6 +119,13 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
     } else if (key == "EXPANSE_PYSTACKS_WINDOW_SECONDS") {
       EXPANSE_RETURN_IF_ERROR(
           ParseIntegerInRange(key, value, 10, 3600, settings.pystacks_window_seconds));
+    } else if (key == "EXPANSE_NVML_LIBRARY") {
+      if (!value.starts_with('/')) {
+        return InvalidArgumentError("EXPANSE_NVML_LIBRARY=\"" + value +
+                                    "\": expected the absolute path of libnvidia-ml.so.1")
+            .WithReason("invalid_setting");
+      }
+      settings.nvml_library = value;
     } else if (key == "HTTPS_PROXY" || key == "https_proxy") {
       settings.https_proxy = value;
     } else if (key == "NO_PROXY" || key == "no_proxy") {
@@ -129,8 +136,7 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
       known = false;
       // Keys the daemon itself uses that are not operator settings.
       if (key.starts_with("EXPANSE_") && key != "EXPANSE_DAEMON_CONFIG" &&
-          key != "EXPANSE_INSTALL_TOKEN" && !key.starts_with("EXPANSE_FAKE_") &&
-          key != "EXPANSE_NVML_LIBRARY") {
+          key != "EXPANSE_INSTALL_TOKEN" && !key.starts_with("EXPANSE_FAKE_")) {
         settings.unknown_keys.push_back(std::string(key) + " (" + source + ")");
       }
     }

@@ -31,6 +31,9 @@ struct RuntimeSettings {
   std::string https_proxy;                   // HTTPS_PROXY (or https_proxy)
   std::string no_proxy;                      // NO_PROXY (or no_proxy)
   std::string ssl_cert_file;                 // SSL_CERT_FILE
+  // EXPANSE_NVML_LIBRARY: absolute path of the libnvidia-ml.so.1 to load ("" = the dynamic
+  // loader's search). The --nvml-library flag wins over it.
+  std::string nvml_library;
 
   // Python stack sampling of job processes (src/pystack).
   bool pystacks_enable = true;            // EXPANSE_PYSTACKS_ENABLE

@@ -187,6 +187,39 @@ TEST_F(RuntimeSettingsTest, UnknownExpanseKeysAreReported) {
   EXPECT_THAT(settings->unknown_keys, ElementsAre("EXPANSE_CUPTI_ENABEL (" + path_ + ")"));
 }
 
+TEST_F(RuntimeSettingsTest, NvmlLibraryPath) {
+  char* env[] = {nullptr};
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->nvml_library, "");  // the loader's libnvidia-ml.so.1
+
+  WriteFile("EXPANSE_NVML_LIBRARY=/opt/fake-nvml/libnvidia-ml.so.1\n");
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->nvml_library, "/opt/fake-nvml/libnvidia-ml.so.1");
+  EXPECT_TRUE(settings->unknown_keys.empty());
+  EXPECT_THAT(settings->sources,
+              ElementsAre(std::pair<std::string, std::string>("EXPANSE_NVML_LIBRARY", path_)));
+
+  // From the environment alone (a unit's Environment=, a shell) when the file has none.
+  std::string from_unit = "EXPANSE_NVML_LIBRARY=/usr/lib/other/libnvidia-ml.so.1";
+  char* unit_env[] = {from_unit.data(), nullptr};
+  unlink(path_.c_str());
+  settings = LoadRuntimeSettings(path_, unit_env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->nvml_library, "/usr/lib/other/libnvidia-ml.so.1");
+
+  for (const char* bad : {"libnvidia-ml.so.1", "", "fakes/nvml/libnvidia-ml.so.1"}) {
+    WriteFile("EXPANSE_NVML_LIBRARY=" + std::string(bad) + "\n");
+    settings = LoadRuntimeSettings(path_, env);
+    ASSERT_FALSE(settings.ok()) << bad;
+    EXPECT_EQ(settings.status().reason(), "invalid_setting");
+    EXPECT_THAT(settings.status().message(),
+                HasSubstr("EXPANSE_NVML_LIBRARY=\"" + std::string(bad) +
+                          "\": expected the absolute path of libnvidia-ml.so.1"));
+  }
+}
+
 TEST_F(RuntimeSettingsTest, UnreadableFileIsAnError) {
   char* env[] = {nullptr};
   // A directory where the file should be cannot be read as one.

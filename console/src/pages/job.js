@@ -5,7 +5,7 @@ import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
-import {flameGraph} from '../flame.js';
+import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
 import {wasteFlags} from '../waste.js';
 
@@ -27,16 +27,20 @@ function requestedVsUsed(j) {
       h('tr', {}, h('th', {scope: 'row'}, 'Time'), h('td', {}, timeLimit(r.time_limit_s)), h('td', {}, j.start_ms ? duration((j.end_ms || Date.now()) - j.start_ms) : 'not started'))));
 }
 
-function timelineSection(compute, job) {
+function timelineSection(compute, job, j) {
   const select = h('select', {id: 'timeline-metric'}, METRICS.map(([m, label]) => h('option', {value: m}, label)));
   const chart = h('div', {class: 'chart', id: 'timeline'});
   const load = async () => {
     const [metric, , unit] = METRICS.find(([m]) => m === select.value);
     const width = Math.max(320, Math.min(1200, chart.clientWidth || 900));
+    // About a point per two pixels, but no bucket shorter than 2 s: samples come at about 1 Hz,
+    // and shorter buckets would be mostly empty.
+    const span = (j.end_ms || Date.now()) - (j.start_ms || Date.now());
+    const points = Math.max(2, Math.min(Math.round(width / 2), Math.ceil(span / 2000)));
     chart.setAttribute('aria-busy', 'true');
     try {
       const t = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/timeline` +
-                              `?metric=${encodeURIComponent(metric)}&points=${Math.round(width / 2)}`);
+                              `?metric=${encodeURIComponent(metric)}&points=${points}`);
       drawTimeline(chart, t, unit, width);
       chart.dataset.series = String(t.series.length);
       chart.dataset.points = String(t.series.reduce((n, s) => n + s.points.length, 0));
@@ -74,7 +78,7 @@ async function stacksSection(compute, job) {
     h('table', {class: 'data compact', id: 'top-frames'},
       h('caption', {}, 'Top frames'),
       h('thead', {}, h('tr', {}, ['Frame', 'Self', 'Total'].map((t) => h('th', {scope: 'col'}, t)))),
-      h('tbody', {}, s.top_frames.slice(0, 15).map((f) => h('tr', {}, h('td', {}, h('code', {}, f.frame)),
+      h('tbody', {}, s.top_frames.slice(0, 15).map((f) => h('tr', {}, h('td', {}, h('code', {title: f.frame}, shortFrame(f.frame))),
         h('td', {}, `${f.self_count} (${percent((100 * f.self_count) / s.total_count)})`),
         h('td', {}, `${f.total_count} (${percent((100 * f.total_count) / s.total_count)})`))))),
     h('h3', {}, 'Flame graph'), flameGraph(s.stacks));
@@ -83,7 +87,7 @@ async function stacksSection(compute, job) {
 export async function render({compute, job}) {
   const j = await api.get(path`/api/v1/computes/${compute}/jobs/${job}`);
   const flags = wasteFlags(j);
-  const timeline = timelineSection(compute, job);
+  const timeline = timelineSection(compute, job, j);
   const stacksHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading stacks…'));
   page(`Job ${j.job_id}${j.name ? ` · ${j.name}` : ''}`,
     h('p', {}, h('a', {href: orgHash(`jobs?compute=${encodeURIComponent(compute)}`)}, '← Jobs')),

@@ -4,7 +4,7 @@
 import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {h, page} from '../dom.js';
-import {dateTime, duration, hours, mib, percent, ratioPercent} from '../format.js';
+import {duration, hours, mib, percent, ratioPercent, shortDateTime} from '../format.js';
 import {wasteFlags} from '../waste.js';
 
 const FILTERS = ['compute', 'state', 'user', 'account', 'partition'];
@@ -18,21 +18,20 @@ const COLUMNS = [
   {key: 'job_id', label: 'Job', value: (j) => Number(j.job_id.split(/[+_]/)[0]) || j.job_id,
     cell: (j) => h('a', {href: orgHash(`computes/${encodeURIComponent(j.compute_id)}/jobs/${encodeURIComponent(j.job_id)}`)}, j.job_id)},
   {key: 'name', label: 'Name', value: (j) => j.name},
-  {key: 'user', label: 'User', value: (j) => j.user},
-  {key: 'partition', label: 'Partition', value: (j) => j.partition},
+  {key: 'user', label: 'User/partition', value: (j) => j.user, cell: (j) => `${j.user || '—'} / ${j.partition || '—'}`},
   {key: 'state', label: 'State', value: (j) => j.state, cell: (j) => h('span', {class: `badge job-${j.state.toLowerCase()}`}, j.state)},
-  {key: 'start', label: 'Started', value: (j) => j.start_ms, cell: (j) => dateTime(j.start_ms)},
-  {key: 'runtime', label: 'Runtime', value: runtimeMs, cell: (j) => duration(runtimeMs(j))},
-  {key: 'gpus', label: 'GPUs req / active', value: (j) => j.requested.gpus,
-    cell: (j) => `${j.requested.gpus} / ${j.used.has_gpu_samples ? j.used.gpus_active : '—'}`},
-  {key: 'sm_mean', label: 'SM mean / peak', value: (j) => j.used.sm_mean,
-    cell: (j) => j.used.has_gpu_samples ? `${percent(j.used.sm_mean)} / ${percent(j.used.sm_peak)}` : '—'},
-  {key: 'mem_peak', label: 'GPU mem peak', value: (j) => j.used.gpu_mem_peak_mib, cell: (j) => j.used.has_gpu_samples ? mib(j.used.gpu_mem_peak_mib) : '—'},
-  {key: 'cpu_eff', label: 'CPU / mem eff.', value: (j) => j.used.cpu_efficiency ?? -1,
-    cell: (j) => `${ratioPercent(j.used.cpu_efficiency)} / ${ratioPercent(j.used.mem_efficiency)}`},
-  {key: 'idle_hours', label: 'Idle GPU h', value: (j) => j.used.idle_gpu_hours, cell: (j) => j.used.allocated_gpu_hours > 0 ? hours(j.used.idle_gpu_hours) : '—'},
   {key: 'waste', label: 'Waste', value: (j) => wasteFlags(j).length,
     cell: (j) => wasteFlags(j).map((f) => h('span', {class: 'flag'}, f))},
+  {key: 'start', label: 'Started', value: (j) => j.start_ms, cell: (j) => shortDateTime(j.start_ms)},
+  {key: 'runtime', label: 'Runtime', value: runtimeMs, cell: (j) => duration(runtimeMs(j))},
+  {key: 'gpus', label: 'GPUs req/active', value: (j) => j.requested.gpus,
+    cell: (j) => `${j.requested.gpus} / ${j.used.has_gpu_samples ? j.used.gpus_active : '—'}`},
+  {key: 'sm_mean', label: 'SM mean/peak', value: (j) => j.used.sm_mean,
+    cell: (j) => j.used.has_gpu_samples ? `${percent(j.used.sm_mean)} / ${percent(j.used.sm_peak)}` : '—'},
+  {key: 'mem_peak', label: 'GPU mem peak', value: (j) => j.used.gpu_mem_peak_mib, cell: (j) => j.used.has_gpu_samples ? mib(j.used.gpu_mem_peak_mib) : '—'},
+  {key: 'cpu_eff', label: 'CPU/mem eff.', value: (j) => j.used.cpu_efficiency ?? -1,
+    cell: (j) => `${ratioPercent(j.used.cpu_efficiency)} / ${ratioPercent(j.used.mem_efficiency)}`},
+  {key: 'idle_hours', label: 'Idle GPU', value: (j) => j.used.idle_gpu_hours, cell: (j) => j.used.allocated_gpu_hours > 0 ? hours(j.used.idle_gpu_hours) : '—'},
 ];
 
 function compare(a, b) {
@@ -52,7 +51,7 @@ function table(jobs, sort, onSort) {
       'aria-sort': c.key === sort.key ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none',
     }, h('button', {type: 'button', class: 'sort', onclick: () => onSort(c.key)}, c.label))))),
     h('tbody', {}, sorted.map((j) => h('tr', {'data-job': j.job_id, 'data-compute': j.compute_id, class: wasteFlags(j).length ? 'wasteful' : null},
-      COLUMNS.map((c) => h('td', {}, c.cell ? c.cell(j) : (c.value(j) || '—')))))));
+      COLUMNS.map((c) => h('td', {class: c.key === 'waste' ? 'waste' : null}, c.cell ? c.cell(j) : (c.value(j) || '—')))))));
 }
 
 export async function render({org, query}) {

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The web console in headless Chromium (console/tests/console_flow.mjs) against a real
+# expanse-server and this SLURM cluster. The browser signs in, adds a compute and copies the
+# install script and token from the panel; this script then runs that exact install script on
+# the controller (the real `expanse compute install` from a locally signed release, under the
+# systemd stand-in), the panel turns active, a GPU job runs on the workers (fake NVML) and the
+# browser opens the job's timeline. Screenshots: $EXPANSE_BUILD_DIR/test-artifacts/console/.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse, expanse-daemon, expanse-server)}"
+SERVER="$BUILD/bin/expanse-server"
+EXPANSE="$BUILD/bin/expanse"
+FAKE_NVML="$BUILD/fakes/nvml/libnvidia-ml.so.1"
+source "$(dirname "$0")/../lib/expanse_server.sh"
+source "$(dirname "$0")/../lib/install_env.sh"
+
+DIR="$(shared_scratch)"
+prefix="$DIR/prefix"
+ctl="$EXPANSE_TC_CONTROLLER"
+read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
+artifacts="$BUILD/test-artifacts/console"
+rm -rf "$artifacts"  # screenshots of this run only
+cleanup() {
+  # The install wrote the controller's real /etc/expanse and slurm.conf wiring: undo it.
+  if [[ -e "$DIR/installed" ]]; then
+    "$TESTCLUSTER" exec "$ctl" -- env SSL_CERT_FILE="$CA_FILE" "$EXPANSE" compute uninstall \
+      --type slurm --role controller --shared-prefix "$prefix" --slurm-conf "$SLURM_CONF" >"$DIR/uninstall.log" 2>&1 || true
+  fi
+  host_systemd_off "$ctl" || true
+  for w in $EXPANSE_TC_WORKERS; do
+    if [[ -e "$DIR/sampler.$w" ]]; then
+      "$TESTCLUSTER" exec "$w" -- "$EXPANSE" compute uninstall --type slurm --role sampler \
+        --shared-prefix "$prefix" >>"$DIR/uninstall.log" 2>&1 || true
+    fi
+    host_systemd_off "$w" || true
+    "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
+    "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/fake-nvml.json 2>/dev/null || true
+  done
+  for host in $ctl $EXPANSE_TC_WORKERS; do
+    [[ -e "$DIR/daemon.env.$host.written" ]] || continue
+    if [[ -s "$DIR/daemon.env.$host.saved" ]]; then
+      "$TESTCLUSTER" exec "$host" -- bash -c 'cat >/etc/expanse/daemon.env' <"$DIR/daemon.env.$host.saved" || true
+    else
+      "$TESTCLUSTER" exec "$host" -- rm -f /etc/expanse/daemon.env || true
+    fi
+  done
+  server_stop || true
+  restore_slurm_conf
+}
+save_slurm_conf
+trap cleanup EXIT
+command -v chromium >/dev/null || fail "Debian's chromium is not installed (scripts/setup installs it)"
+[[ -d "$REPO_ROOT/console/node_modules/playwright-core" ]] ||
+  fail "playwright-core is missing from console/node_modules (scripts/setup runs npm ci there)"
+
+# A signed release at the version the server pins, mirrored by the server.
+make_signed_release "$DIR" 1.0.0
+SERVER_EXTRA_ARGS="--releases-dir $DIR/releases --daemon-version 1.0.0" server_start ||
+  fail "expanse-server did not start"
+publish_release "$DIR" || fail "release manifest"
+viewer_password="viewer-$RANDOM-$RANDOM"
+EXPANSE_ADMIN_PASSWORD="$viewer_password" "$SERVER" admin add-user --db "$DIR/db.sqlite" \
+  --org acme --email viewer@acme.example --role viewer >/dev/null || fail "viewer user"
+pass "server at $CP_URL with a signed release 1.0.0; owner and viewer users"
+
+# Simulated GPUs on the workers: one busy, one idle each (tests/fakes/nvml).
+for w in $EXPANSE_TC_WORKERS; do
+  read -r lo hi < <(grep "NodeName=$w " "$(dirname "$SLURM_CONF")/gres.conf" |
+    grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
+  "$TESTCLUSTER" exec "$w" -- bash -c "mkdir -p /etc/expanse && cat >/etc/expanse/fake-nvml.json" <<JSON
+{"gpus": [{"uuid": "GPU-$w-minor$lo", "minor": $lo, "sm_util": 88, "memory_used_mib": 30000},
+          {"uuid": "GPU-$w-minor$hi", "minor": $hi, "sm_util": 0, "memory_used_mib": 0}]}
+JSON
+done
+
+# What an operator's controller has: the CLI on PATH and sudo. This machine has neither, so
+# the install script finds stand-ins: `sudo` that runs its command as root (it is root already)
+# and `expanse` that adds the test's release mirror, its signing key and slurm.conf to the
+# script's own flags (a production CLI has the official mirror and key built in).
+mkdir -p "$DIR/shim"
+cat >"$DIR/shim/sudo" <<'SH'
+#!/bin/bash
+while [[ "${1:-}" == --preserve-env=* ]]; do shift; done
+exec "$@"
+SH
+cat >"$DIR/shim/expanse" <<SH
+#!/bin/bash
+exec "$EXPANSE" "\$@" --releases-url "$CP_URL/releases" --cosign-key "$DIR/release.pub" \
+  --slurm-conf "$SLURM_CONF"
+SH
+chmod 755 "$DIR/shim/sudo" "$DIR/shim/expanse"
+for host in $ctl $EXPANSE_TC_WORKERS; do host_systemd_on "$host"; done
+# Each host's daemon.env, as an operator would set it here: SLURM_CONF (the cluster's is not in
+# /etc/slurm), the simulated GPUs (a copy of the fake NVML the `slurm` account can read) and
+# Python stacks in 10 s windows instead of a minute. Whatever was there comes back at the end.
+mkdir -p "$DIR/fake-nvml" "$prefix"  # the shared prefix exists before an install (preflight)
+cp "$FAKE_NVML" "$DIR/fake-nvml/"
+chmod -R a+rX "$DIR/fake-nvml"
+for host in $ctl $EXPANSE_TC_WORKERS; do
+  "$TESTCLUSTER" exec "$host" -- bash -c "mkdir -p /etc/expanse && { cat /etc/expanse/daemon.env 2>/dev/null || true; }" >"$DIR/daemon.env.$host.saved"
+  touch "$DIR/daemon.env.$host.written"
+  "$TESTCLUSTER" exec "$host" -- bash -c 'umask 027 && cat >/etc/expanse/daemon.env && chgrp slurm /etc/expanse/daemon.env' <<ENV
+SLURM_CONF=$SLURM_CONF
+EXPANSE_NVML_LIBRARY=$DIR/fake-nvml/libnvidia-ml.so.1
+EXPANSE_PYSTACKS_WINDOW_SECONDS=10
+ENV
+done
+cat >"$DIR/train.py" <<'PY'
+import time
+
+def load_batch(n):
+    return sum(i * i for i in range(n))
+
+def train():
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        load_batch(20000)
+
+train()
+PY
+
+# Called back by the browser test (see console_flow.mjs).
+console_install() { # SCRIPT, token on stdin
+  touch "$DIR/installed"
+  "$TESTCLUSTER" exec "$ctl" -- env PATH="$DIR/shim:$PATH" SSL_CERT_FILE="$CA_FILE" bash "$1" 2>&1
+  # Then, as the panel's assistant prompt has it, the sampler service on each static worker (its
+  # unit grants the ptrace access Python stacks need).
+  local w
+  for w in $w1 $w2; do
+    touch "$DIR/sampler.$w"
+    "$TESTCLUSTER" exec "$w" -- "$EXPANSE" compute install --type slurm --role sampler \
+      --shared-prefix "$prefix" 2>&1 || return 1
+  done
+}
+console_job() { # COMPUTE
+  local job
+  job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py")"
+  wait_job_done "$job" 120 >&2
+  if ! (wait_until 90 "Python stacks of job $job at the server" bash -c \
+    "api GET /api/v1/computes/$1/jobs/$job/stacks | jq -e '.total_count >= 5' >/dev/null" >&2); then
+    api GET "/api/v1/computes/$1" | jq -c '.heartbeat.workers' >&2
+    return 1
+  fi
+  wait_until 90 "GPU samples of job $job at the server" bash -c \
+    "api GET /api/v1/computes/$1/jobs/$job/timeline | jq -e '[.series[].points | length] | length >= 2 and min > 0' >/dev/null" >&2
+  echo "$job"
+}
+console_hook() {
+  case "$1" in
+    install) console_install "$2" ;;
+    job) console_job "$2" ;;
+    *) echo "console_hook: unknown step $1" >&2; return 2 ;;
+  esac
+}
+export -f console_hook console_install console_job submit wait_job_done job_state job_finished wait_until api fail
+export DIR CA_FILE CP_URL API_TOKEN TESTCLUSTER ctl w1 w2 SLURM_CONF EXPANSE prefix EXPANSE_TC_WORKERS TEST_NAME
+
+cd "$REPO_ROOT/console"
+EXPANSE_CONSOLE_URL="$CP_URL" EXPANSE_CONSOLE_EMAIL=ops@acme.example \
+  EXPANSE_CONSOLE_PASSWORD='test pass' EXPANSE_CONSOLE_VIEWER_EMAIL=viewer@acme.example \
+  EXPANSE_CONSOLE_VIEWER_PASSWORD="$viewer_password" EXPANSE_CONSOLE_PREFIX="$prefix" \
+  EXPANSE_CONSOLE_HOOK='console_hook' EXPANSE_CONSOLE_ARTIFACTS="$artifacts" \
+  node tests/console_flow.mjs || fail "the browser flow failed (screenshots in $artifacts)"
+pass "console flow in Chromium; screenshots in $artifacts"
