@@ -171,6 +171,26 @@ try {
   await page.locator('#timeline canvas').first().waitFor();
   ok('another metric redraws the timeline');
 
+  // --- re-issue and deprovision, on a second compute (the first one stays installed) -------------
+  await page.getByRole('link', {name: 'Compute', exact: true}).click();
+  await page.getByRole('link', {name: 'Add compute'}).click();
+  await page.getByLabel('Name').fill('spare');
+  await page.getByRole('button', {name: /Register and generate install token/}).click();
+  const spareToken = (await page.locator('#install-token').innerText()).trim();
+  const spareId = (await page.locator('#compute-id').innerText()).trim();
+  await page.getByRole('link', {name: 'Open the compute page'}).click();
+  await page.getByRole('button', {name: 'Re-issue install token'}).click();
+  const reissued = (await page.locator('#install-token').innerText()).trim();
+  assert.match(reissued, /^exp_it_/);
+  assert.notEqual(reissued, spareToken);
+  ok('re-issuing shows a new install token');
+  await page.getByRole('button', {name: 'Deprovision…'}).click();
+  await page.getByRole('button', {name: 'Yes, deprovision spare'}).click();
+  await page.locator('.badge.state-deprovisioned').waitFor();
+  assert.equal((await page.locator('#compute-id').innerText()).trim(), spareId);
+  assert.equal(await page.getByRole('button', {name: /Deprovision|Re-issue/}).count(), 0);
+  ok('deprovisioning, once confirmed, leaves the compute deprovisioned with no actions');
+
   // --- sign out: the session is gone ---------------------------------------------------------------
   await page.getByRole('button', {name: 'Sign out'}).click();
   await page.getByLabel('Email').waitFor();
