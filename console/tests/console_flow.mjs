@@ -91,6 +91,16 @@ try {
   await page.getByRole('heading', {name: 'Compute'}).waitFor();
   assert.match(await page.locator('#org-switcher').innerText(), /Acme/);
   ok('signed in as the owner; the organisation switcher shows the organisation');
+  const orgs = await page.locator('#org-switcher option').allInnerTexts();
+  assert.deepEqual(orgs.sort(), ['Acme (owner)', 'Beta Lab (viewer)']);
+  await page.getByLabel('Organisation').selectOption('beta');
+  await page.waitForURL(/#\/o\/beta\/computes$/);
+  await page.getByText('No computes yet.').waitFor();
+  assert.equal(await page.getByRole('link', {name: 'Add compute'}).count(), 0);
+  await page.getByLabel('Organisation').selectOption('acme');
+  await page.waitForURL(/#\/o\/acme\/computes$/);
+  await page.getByRole('link', {name: 'Add compute'}).waitFor();
+  ok('the switcher changes organisation, and Add compute follows the role in each');
 
   // --- add compute ---------------------------------------------------------------------------
   await page.getByRole('link', {name: 'Add compute'}).click();

@@ -60,7 +60,13 @@ publish_release "$DIR" || fail "release manifest"
 viewer_password="viewer-$RANDOM-$RANDOM"
 EXPANSE_ADMIN_PASSWORD="$viewer_password" "$SERVER" admin add-user --db "$DIR/db.sqlite" \
   --org acme --email viewer@acme.example --role viewer >/dev/null || fail "viewer user"
-pass "server at $CP_URL with a signed release 1.0.0; owner and viewer users"
+# A second organisation where the owner of the first is only a viewer: the switcher and the
+# actions follow the organisation.
+EXPANSE_ADMIN_PASSWORD="beta-$RANDOM-$RANDOM" "$SERVER" admin bootstrap --db "$DIR/db.sqlite" \
+  --org beta --org-name "Beta Lab" --email owner@beta.example >/dev/null || fail "second organisation"
+EXPANSE_ADMIN_PASSWORD='test pass' "$SERVER" admin add-user --db "$DIR/db.sqlite" --org beta \
+  --email ops@acme.example --role viewer >/dev/null || fail "owner of acme as viewer of beta"
+pass "server at $CP_URL with a signed release 1.0.0; owner and viewer users; a second organisation"
 
 # Simulated GPUs on the workers: one busy, one idle each (tests/fakes/nvml).
 for w in $EXPANSE_TC_WORKERS; do
