@@ -7,6 +7,7 @@
 #define EXPANSE_SERVER_INGEST_BATCH_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,17 @@ Result<std::string> DecodeIngestBody(std::string_view content_type, std::string_
 // kInvalidArgument, reason "invalid_batch", naming the first offending field, e.g.
 // `batch.series[3].v[7] must be a finite number`.
 Result<IngestBatch> ParseIngestBatch(std::string_view json, std::string_view compute_id);
+
+// The single-pass parser ParseIngestBatch tries first, exposed for tests: the batch for a
+// valid document of the common telemetry shape (no records, no escapes in strings),
+// nullopt for anything else, valid or not, which is then left to the full parser.
+std::optional<IngestBatch> ParseCommonIngestBatch(std::string_view json,
+                                                  std::string_view compute_id);
+
+// The full parser alone (nlohmann DOM), for the tests and the differential fuzzer
+// (fuzz/fuzz_ingest_fast_path.cc) that hold the fast path to its results.
+Result<IngestBatch> ParseIngestBatchWithoutFastPath(std::string_view json,
+                                                    std::string_view compute_id);
 
 }  // namespace expanse::server
 

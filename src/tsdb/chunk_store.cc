@@ -19,6 +19,10 @@ CREATE TABLE IF NOT EXISTS chunks (
   data BLOB NOT NULL) STRICT;
 CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, start_ms);
 CREATE INDEX IF NOT EXISTS chunks_by_end ON chunks (end_ms);
+CREATE TABLE IF NOT EXISTS heads (
+  series_id INTEGER PRIMARY KEY REFERENCES series(id),
+  start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, count INTEGER NOT NULL,
+  data BLOB NOT NULL) STRICT;
 CREATE TABLE IF NOT EXISTS batch_ids (
   id TEXT PRIMARY KEY, received_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;
 )sql";
@@ -130,6 +134,21 @@ Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() 
   return out;
 }
 
+Result<std::vector<StoredChunk>> ChunkStore::LoadHeads() {
+  Statement stmt(db_, "SELECT series_id, start_ms, end_ms, count, data FROM heads");
+  if (!stmt.ok())
+    return SqlError(db_, "load heads");
+  std::vector<StoredChunk> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    out.push_back({stmt.ColumnInt(0), stmt.ColumnInt(1), stmt.ColumnInt(2),
+                   static_cast<uint32_t>(stmt.ColumnInt(3)), stmt.ColumnBlob(4)});
+  }
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load heads");
+  return out;
+}
+
 Status ChunkStore::Write(const ChunkCommit& commit) {
   EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status status = [&]() -> Status {
@@ -139,8 +158,12 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
     Statement chunk(db_,
                     "INSERT INTO chunks (series_id, start_ms, end_ms, count, data) "
                     "VALUES (?, ?, ?, ?, ?)");
+    Statement head(db_,
+                   "INSERT OR REPLACE INTO heads (series_id, start_ms, end_ms, count, data) "
+                   "VALUES (?, ?, ?, ?, ?)");
+    Statement clear_head(db_, "DELETE FROM heads WHERE series_id = ?");
     Statement batch(db_, "INSERT OR IGNORE INTO batch_ids (id, received_ms) VALUES (?, ?)");
-    if (!series.ok() || !chunk.ok() || !batch.ok())
+    if (!series.ok() || !chunk.ok() || !head.ok() || !clear_head.ok() || !batch.ok())
       return SqlError(db_, "prepare");
     for (const auto& [id, key] : commit.new_series) {
       series.Int(1, id);
@@ -150,13 +173,25 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
       series.Text(5, key.metric);
       EXPANSE_RETURN_IF_ERROR(series.Run("insert series"));
     }
+    // Sealed chunks and saved heads have the same columns.
+    auto bind_chunk = [](Statement& statement, const StoredChunk& c) {
+      statement.Int(1, c.series_id);
+      statement.Int(2, c.start_ms);
+      statement.Int(3, c.end_ms);
+      statement.Int(4, c.count);
+      statement.Blob(5, c.data);
+    };
     for (const StoredChunk& c : commit.chunks) {
-      chunk.Int(1, c.series_id);
-      chunk.Int(2, c.start_ms);
-      chunk.Int(3, c.end_ms);
-      chunk.Int(4, c.count);
-      chunk.Blob(5, c.data);
+      bind_chunk(chunk, c);
       EXPANSE_RETURN_IF_ERROR(chunk.Run("insert chunk"));
+    }
+    for (const int64_t series_id : commit.cleared_heads) {
+      clear_head.Int(1, series_id);
+      EXPANSE_RETURN_IF_ERROR(clear_head.Run("delete head"));
+    }
+    for (const StoredChunk& c : commit.heads) {
+      bind_chunk(head, c);
+      EXPANSE_RETURN_IF_ERROR(head.Run("write head"));
     }
     for (const auto& [id, received_ms] : commit.batch_ids) {
       batch.Text(1, id);
@@ -193,12 +228,15 @@ Result<std::vector<std::string>> ChunkStore::ReadChunks(int64_t series_id, int64
 
 Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms) {
   Statement chunks(db_, "DELETE FROM chunks WHERE end_ms < ?");
+  Statement heads(db_, "DELETE FROM heads WHERE end_ms < ?");
   Statement batches(db_, "DELETE FROM batch_ids WHERE received_ms < ?");
-  if (!chunks.ok() || !batches.ok())
+  if (!chunks.ok() || !heads.ok() || !batches.ok())
     return SqlError(db_, "prepare retention");
   chunks.Int(1, cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(chunks.Run("delete chunks"));
   const int64_t dropped = sqlite3_changes64(db_);
+  heads.Int(1, cutoff_ms);
+  EXPANSE_RETURN_IF_ERROR(heads.Run("delete heads"));
   batches.Int(1, batch_cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(batches.Run("delete batch ids"));
   return dropped;

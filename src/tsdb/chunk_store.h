@@ -1,5 +1,6 @@
-// Internal to the tsdb module: sealed chunks, series ids and remembered batch ids in
-// one SQLite file (docs/formats/tsdb-wal.md, "Chunk store"). WAL journal mode with
+// Internal to the tsdb module: sealed chunks, the open (unsealed) chunk of each series as of
+// the last Flush, series ids and remembered batch ids in one SQLite file
+// (docs/formats/tsdb-wal.md, "Chunk store"). WAL journal mode with
 // synchronous=FULL, so a committed Write survives power loss. Not thread-safe: the
 // Tsdb serialises calls.
 #ifndef EXPANSE_TSDB_CHUNK_STORE_H_
@@ -37,6 +38,9 @@ struct StoredSeries {
 struct ChunkCommit {
   std::vector<std::pair<int64_t, SeriesKey>> new_series;
   std::vector<StoredChunk> chunks;
+  // Open chunks, replacing the series' previous one; at most one per series.
+  std::vector<StoredChunk> heads;
+  std::vector<int64_t> cleared_heads;  // series whose open chunk was sealed since
   std::vector<std::pair<std::string, int64_t>> batch_ids;  // id, received_ms
 };
 
@@ -49,13 +53,15 @@ class ChunkStore {
 
   Result<std::vector<StoredSeries>> LoadSeries();
   Result<std::vector<std::pair<std::string, int64_t>>> LoadBatchIds();
+  // The open chunk of every series that has one.
+  Result<std::vector<StoredChunk>> LoadHeads();
   Status Write(const ChunkCommit& commit);
   // Chunks of the series that overlap [from_ms, to_ms), by start time.
   Result<std::vector<std::string>> ReadChunks(int64_t series_id, int64_t from_ms, int64_t to_ms);
-  // Drops chunks whose last sample is before cutoff_ms and batch ids received before
-  // batch_cutoff_ms; returns the number of chunks dropped.
+  // Drops chunks and open chunks whose last sample is before cutoff_ms and batch ids
+  // received before batch_cutoff_ms; returns the number of sealed chunks dropped.
   Result<int64_t> DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms);
-  struct Totals {
+  struct Totals {  // sealed chunks only
     uint64_t chunks = 0;
     uint64_t samples = 0;
   };

@@ -23,6 +23,18 @@ int64_t WindowEnd(int64_t t_ms, int64_t span_ms) {
   return (k + 1) * span_ms;
 }
 
+// Encodes samples known to be encodable (sorted, unique, within kMaxChunkSamples by
+// construction); anything else is a broken invariant.
+std::string EncodeOrDie(const std::vector<Sample>& samples, int zstd_level) {
+  Result<std::string> data = EncodeChunk(samples, {.zstd_level = zstd_level});
+  if (!data.ok()) {
+    std::fprintf(stderr, "tsdb: broken invariant, open chunk does not encode: %s\n",
+                 data.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(data).value();
+}
+
 Status ValidateBatch(std::string_view batch_id, const Batch& batch) {
   if (batch_id.empty() || batch_id.size() > kMaxBatchIdBytes) {
     return InvalidArgumentError("batch id must be 1 to " + std::to_string(kMaxBatchIdBytes) +
@@ -71,6 +83,22 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
     series.has_sealed = s.has_chunks;
     series.sealed_end_ms = s.last_end_ms;
     db->next_series_id_ = std::max(db->next_series_id_, s.id + 1);
+  }
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<StoredChunk> heads, db->store_->LoadHeads());
+  if (!heads.empty()) {
+    std::unordered_map<int64_t, Series*> by_id;
+    for (auto& [key, series] : db->series_)
+      by_id[series.id] = &series;
+    for (StoredChunk& head : heads) {
+      const auto it = by_id.find(head.series_id);
+      if (it == by_id.end())
+        continue;  // REFERENCES series(id) keeps this from happening
+      Series& series = *it->second;
+      series.saved = std::move(head.data);
+      series.saved_start_ms = head.start_ms;
+      series.saved_end_ms = head.end_ms;
+      series.saved_count = head.count;
+    }
   }
   EXPANSE_ASSIGN_OR_RETURN(const auto batch_ids, db->store_->LoadBatchIds());
   db->persisted_batch_ids_.insert(batch_ids.begin(), batch_ids.end());
@@ -178,51 +206,116 @@ size_t Tsdb::ApplyLocked(const Batch& batch) {
 
 size_t Tsdb::ApplySeriesLocked(Series& series, const std::vector<Sample>& samples) {
   size_t accepted = 0;
+  std::vector<Sample>& head = series.head;
+  // The open chunk's extent (saved and head together), kept up to date below rather than
+  // recomputed per sample: this loop runs for every sample ingested.
+  size_t open_count = series.saved_count + head.size();
+  int64_t open_first_ms = 0, open_last_ms = 0, window_end_ms = 0;
+  if (open_count > 0) {
+    open_first_ms = series.saved_count > 0 ? series.saved_start_ms : head.front().t_ms;
+    open_last_ms = series.saved_count > 0 ? series.saved_end_ms : head.back().t_ms;
+    if (!head.empty()) {
+      open_first_ms = std::min(open_first_ms, head.front().t_ms);
+      open_last_ms = std::max(open_last_ms, head.back().t_ms);
+    }
+    window_end_ms = WindowEnd(open_first_ms, options_.chunk_span_ms);
+  }
   for (const Sample& s : samples) {
-    std::vector<Sample>& head = series.head;
     if (series.has_sealed && s.t_ms <= series.sealed_end_ms) {
       ++dropped_samples_;
       continue;
     }
-    if (head.empty() || s.t_ms > head.back().t_ms) {
-      if (!head.empty() && (head.size() >= options_.max_chunk_samples ||
-                            s.t_ms >= WindowEnd(head.front().t_ms, options_.chunk_span_ms))) {
+    if (open_count == 0 || s.t_ms > open_last_ms) {
+      if (open_count > 0 && (open_count >= options_.max_chunk_samples || s.t_ms >= window_end_ms)) {
         SealLocked(series);
+        open_count = 0;
+      }
+      if (open_count == 0) {
+        open_first_ms = s.t_ms;
+        window_end_ms = WindowEnd(s.t_ms, options_.chunk_span_ms);
       }
       head.push_back(s);
+      ++open_count;
+      open_last_ms = s.t_ms;
       ++accepted;
       continue;
     }
-    // Out of order but newer than anything sealed: keep the head sorted.
+    // Out of order but newer than anything sealed: keep the head sorted. A timestamp
+    // also held in `saved` is replaced when the two are merged.
     auto it = std::lower_bound(head.begin(), head.end(), s.t_ms,
                                [](const Sample& a, int64_t t) { return a.t_ms < t; });
     if (it != head.end() && it->t_ms == s.t_ms) {
       it->v = s.v;
-    } else if (head.size() >= kMaxChunkSamples) {
+    } else if (open_count >= kMaxChunkSamples) {
       ++dropped_samples_;
       continue;
     } else {
       head.insert(it, s);
+      ++open_count;
+      if (s.t_ms < open_first_ms) {
+        open_first_ms = s.t_ms;
+        window_end_ms = WindowEnd(s.t_ms, options_.chunk_span_ms);
+      }
     }
     ++accepted;
   }
   return accepted;
 }
 
-void Tsdb::SealLocked(Series& series) {
-  if (series.head.empty())
-    return;
-  Result<std::string> data = EncodeChunk(series.head, {.zstd_level = options_.zstd_level});
-  if (!data.ok()) {
-    // The head is sorted, unique and within kMaxChunkSamples by construction.
-    std::fprintf(stderr, "tsdb: broken invariant, head chunk does not encode: %s\n",
-                 data.status().ToString().c_str());
+std::vector<Sample> Tsdb::OpenSamples(const Series& series) {
+  if (series.saved_count == 0)
+    return series.head;
+  Result<std::vector<Sample>> saved = DecodeChunk(series.saved);
+  if (!saved.ok()) {
+    // Encoded by this process or read back from a checksummed row.
+    std::fprintf(stderr, "tsdb: broken invariant, open chunk does not decode: %s\n",
+                 saved.status().ToString().c_str());
     std::abort();
   }
-  series.pending.push_back({series.id, series.head.front().t_ms, series.head.back().t_ms,
-                            static_cast<uint32_t>(series.head.size()), std::move(data).value()});
+  if (series.head.empty())
+    return std::move(saved).value();
+  std::vector<Sample> merged;
+  merged.reserve(saved->size() + series.head.size());
+  auto a = saved->begin();
+  auto b = series.head.begin();
+  while (a != saved->end() || b != series.head.end()) {
+    if (b == series.head.end() || (a != saved->end() && a->t_ms < b->t_ms)) {
+      merged.push_back(*a++);
+    } else {
+      if (a != saved->end() && a->t_ms == b->t_ms)
+        ++a;  // the later sample wins
+      merged.push_back(*b++);
+    }
+  }
+  return merged;
+}
+
+void Tsdb::SealLocked(Series& series) {
+  if (series.head.empty() && series.saved_count == 0)
+    return;
+  const std::vector<Sample> samples = OpenSamples(series);
+  series.pending.push_back({series.id, samples.front().t_ms, samples.back().t_ms,
+                            static_cast<uint32_t>(samples.size()),
+                            EncodeOrDie(samples, options_.zstd_level)});
   series.has_sealed = true;
-  series.sealed_end_ms = series.head.back().t_ms;
+  series.sealed_end_ms = samples.back().t_ms;
+  series.head.clear();
+  if (series.saved_count > 0) {
+    series.saved.clear();
+    series.saved_count = 0;
+    series.saved_dirty = true;  // its row in the heads table goes at the next Flush
+  }
+}
+
+void Tsdb::SaveHeadLocked(Series& series) {
+  if (series.head.empty())
+    return;
+  const std::vector<Sample> samples = OpenSamples(series);
+  series.saved = EncodeOrDie(samples, options_.zstd_level);
+  series.saved_start_ms = samples.front().t_ms;
+  series.saved_end_ms = samples.back().t_ms;
+  series.saved_count = static_cast<uint32_t>(samples.size());
+  series.saved_dirty = true;
   series.head.clear();
 }
 
@@ -231,21 +324,34 @@ Status Tsdb::Flush() {
   return FlushLocked();
 }
 
-// Crash safety: the chunk store commit is atomic and includes the batch ids, so a crash
-// before wal_->Reset() leaves batches that Replay recognises and skips.
+// Crash safety: the chunk store commit is atomic and holds everything the WAL's batches
+// added (sealed chunks, open chunks, batch ids), so a crash before wal_->Reset() leaves
+// batches that Replay recognises by id and skips; a crash before the commit leaves the
+// previous commit and the whole WAL, which Replay applies to it as Append did.
 Status Tsdb::FlushLocked() {
   ChunkCommit commit;
+  std::vector<Series*> saved;
   for (auto& [key, series] : series_) {
-    SealLocked(series);
-    if (!series.persisted && !series.pending.empty())
+    SaveHeadLocked(series);
+    if (!series.persisted && (!series.pending.empty() || series.saved_count > 0))
       commit.new_series.emplace_back(series.id, key);
     for (StoredChunk& chunk : series.pending)
       commit.chunks.push_back(std::move(chunk));
     series.pending.clear();
+    if (series.saved_dirty) {
+      saved.push_back(&series);
+      if (series.saved_count > 0) {
+        commit.heads.push_back({series.id, series.saved_start_ms, series.saved_end_ms,
+                                series.saved_count, series.saved});
+      } else {
+        commit.cleared_heads.push_back(series.id);
+      }
+    }
   }
   commit.batch_ids.assign(pending_batch_ids_.begin(), pending_batch_ids_.end());
   if (Status status = store_->Write(commit); !status.ok()) {
-    // Put the chunks back so a later Flush retries them; the WAL still holds the data.
+    // Put the chunks back so a later Flush retries them (open chunks stay dirty); the WAL
+    // still holds the data.
     for (StoredChunk& chunk : commit.chunks) {
       for (auto& [key, series] : series_) {
         if (series.id == chunk.series_id)
@@ -256,6 +362,8 @@ Status Tsdb::FlushLocked() {
   }
   for (const auto& [id, key] : commit.new_series)
     series_[key].persisted = true;
+  for (Series* series : saved)
+    series->saved_dirty = false;
   persisted_batch_ids_.insert(pending_batch_ids_.begin(), pending_batch_ids_.end());
   pending_batch_ids_.clear();
   // Every record written so far is now in the committed chunk store.
@@ -290,8 +398,16 @@ Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, i
       EXPANSE_RETURN_IF_ERROR(add_chunk(chunk.data));
     }
   }
-  for (const Sample& s : series.head)
-    sampler.Add(s);
+  if (series.saved_count > 0) {
+    if (series.saved_end_ms >= from_ms ||
+        (!series.head.empty() && series.head.back().t_ms >= from_ms)) {
+      for (const Sample& s : OpenSamples(series))
+        sampler.Add(s);
+    }
+  } else {
+    for (const Sample& s : series.head)
+      sampler.Add(s);
+  }
   return std::move(sampler).Finish();
 }
 
@@ -317,6 +433,10 @@ Status Tsdb::ApplyRetention() {
   (void)dropped;
   for (auto& [key, series] : series_) {
     std::erase_if(series.pending, [&](const StoredChunk& c) { return c.end_ms < cutoff_ms; });
+    if (series.saved_count > 0 && series.saved_end_ms < cutoff_ms) {
+      series.saved.clear();  // DeleteBefore dropped its row
+      series.saved_count = 0;
+    }
   }
   std::erase_if(persisted_batch_ids_,
                 [&](const auto& entry) { return entry.second < batch_cutoff_ms; });
@@ -336,7 +456,7 @@ Tsdb::Stats Tsdb::GetStats() {
     stats.chunks += series.pending.size();
     for (const StoredChunk& c : series.pending)
       stats.samples += c.count;
-    stats.samples += series.head.size();
+    stats.samples += series.saved_count + series.head.size();
   }
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(options_.directory, error)) {

@@ -1,8 +1,9 @@
 // Tsdb: expanse-server's telemetry store. A telemetry store, not one row per number:
-// each series keeps a head chunk of recent samples in memory, backed by a write-ahead
-// log, and seals it into a compressed chunk (chunk_codec.h) when it spans chunk_span_ms
-// or holds max_chunk_samples. Sealed chunks go to SQLite on Flush, which then empties
-// the WAL. Layouts: docs/formats/tsdb-chunk.md, docs/formats/tsdb-wal.md.
+// each series keeps an open chunk of recent samples, backed by a write-ahead log, and
+// seals it into a compressed chunk (chunk_codec.h) when it spans chunk_span_ms or holds
+// max_chunk_samples. Flush writes sealed chunks and every open chunk (encoded, unsealed)
+// to SQLite in one transaction and then empties the WAL, so frequent flushes do not cut
+// chunks short. Layouts: docs/formats/tsdb-chunk.md, docs/formats/tsdb-wal.md.
 //
 // Ordering rule: a sample at or before the series' last sealed sample is dropped and
 // counted (Stats::dropped_samples); anything later is accepted, kept sorted in the head,
@@ -78,7 +79,8 @@ class Tsdb {
   // Series of one compute whose host starts with host_prefix ("" matches all), sorted.
   Result<std::vector<SeriesKey>> ListSeries(std::string_view compute_id,
                                             std::string_view host_prefix);
-  // Seals every head chunk, persists it with the batch ids, then empties the WAL.
+  // Persists sealed chunks, every open chunk (without sealing it) and the batch ids in
+  // one chunk-store transaction, then empties the WAL.
   Status Flush();
   // Drops chunks whose newest sample is older than retention_ms, and old batch ids.
   Status ApplyRetention();
@@ -89,7 +91,15 @@ class Tsdb {
     int64_t id = 0;
     bool persisted = false;
     bool has_sealed = false;
-    int64_t sealed_end_ms = 0;         // valid when has_sealed
+    int64_t sealed_end_ms = 0;  // valid when has_sealed
+    // The open chunk is `saved` (encoded as of the last Flush, as in the chunk store's
+    // heads table) merged with `head` (samples since, which win on equal timestamps).
+    // Kept encoded so an open chunk of two hours costs about a byte per sample of memory
+    // rather than sixteen.
+    std::string saved;
+    int64_t saved_start_ms = 0, saved_end_ms = 0;
+    uint32_t saved_count = 0;
+    bool saved_dirty = false;          // the heads table does not match `saved` yet
     std::vector<Sample> head;          // sorted by time, unique timestamps
     std::vector<StoredChunk> pending;  // sealed, not yet in the chunk store
   };
@@ -99,6 +109,9 @@ class Tsdb {
   size_t ApplyLocked(const Batch& batch);
   size_t ApplySeriesLocked(Series& series, const std::vector<Sample>& samples);
   void SealLocked(Series& series);
+  // Encodes the open chunk into `saved` and empties `head`.
+  void SaveHeadLocked(Series& series);
+  static std::vector<Sample> OpenSamples(const Series& series);
   Status FlushLocked();
   // Returns once the first `records` WAL records since Open are durable, syncing them
   // itself unless another caller's sync is running (it then waits for that or the next).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -74,7 +75,8 @@ TEST_F(TsdbTest, RoundTripThroughFlushAndReopen) {
     auto db = OpenDb();
     ASSERT_TRUE(db->Append("b1", Seconds(Key("power"), kT0, 3 * 3600)).ok());
     ASSERT_TRUE(db->Flush().ok());
-    EXPECT_EQ(db->GetStats().chunks, 2u);  // 2-hour aligned windows
+    // 2-hour aligned windows: the first is sealed, the second stays open after Flush.
+    EXPECT_EQ(db->GetStats().chunks, 1u);
   }
   auto db = OpenDb();
   Result<std::vector<Tsdb::Bucket>> buckets = db->Query(Key("power"), kT0, kT0 + 3 * kHourMs, 3);
@@ -165,6 +167,44 @@ TEST_F(TsdbTest, TornWalTailIsCutWithALogLine) {
   EXPECT_EQ(CountOf(*db->Query(Key("util"), kT0, kT0 + 100'000, 1)), 20u);
 }
 
+// The WAL is kept zero-padded ahead of its last record while open; a crash leaves the
+// padding behind, which is the log's clean end, not damage.
+TEST_F(TsdbTest, WalPaddingLeftByACrashIsACleanEnd) {
+  const std::string crash_dir = dir_ + "-crash";
+  const std::string wal = dir_ + "/wal.log";
+  {
+    auto db = OpenDb();
+    ASSERT_TRUE(db->Append("b1", Seconds(Key("util"), kT0, 10)).ok());
+    ASSERT_TRUE(db->Append("b2", Seconds(Key("util"), kT0 + 10'000, 10)).ok());
+    EXPECT_GE(std::filesystem::file_size(wal), kWalPreallocateBytes);
+    std::filesystem::copy(dir_, crash_dir);
+  }
+  EXPECT_LT(std::filesystem::file_size(wal), 4096u);  // a clean close drops the padding
+  {
+    auto db = OpenDb(0, crash_dir);
+    EXPECT_TRUE(log_.empty()) << log_[0];
+    EXPECT_EQ(CountOf(*db->Query(Key("util"), kT0, kT0 + 100'000, 1)), 20u);
+    ASSERT_TRUE(db->Append("b3", Seconds(Key("util"), kT0 + 20'000, 10)).ok());
+  }
+  // Garbage after the padding is damage all the same.
+  {
+    std::FILE* f = std::fopen((crash_dir + "/wal.log").c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, 0, SEEK_END), 0);
+    const long end = std::ftell(f);
+    for (char c : std::string(64, '\0') + "x")
+      std::fputc(c, f);
+    std::fclose(f);
+    EXPECT_GT(std::filesystem::file_size(crash_dir + "/wal.log"), static_cast<uintmax_t>(end));
+  }
+  auto db = OpenDb(0, crash_dir);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_THAT(log_[0], HasSubstr("torn or corrupt tail"));
+  EXPECT_EQ(CountOf(*db->Query(Key("util"), kT0, kT0 + 100'000, 1)), 30u);
+  db.reset();
+  std::filesystem::remove_all(crash_dir);
+}
+
 TEST_F(TsdbTest, DuplicateBatchIdIsAcknowledgedAcrossRestarts) {
   {
     auto db = OpenDb();
@@ -202,9 +242,92 @@ TEST_F(TsdbTest, OutOfOrderSamplesWithinHeadAreSortedOlderOnesDropped) {
   ASSERT_EQ(buckets->size(), 3u);
   EXPECT_EQ((*buckets)[1].last, 5);
   ASSERT_TRUE(db->Flush().ok());
+  // Flush leaves the chunk open, so a late sample still lands in it...
   auto late = db->Append("b3", {{Key("t"), {{kT0 + 500, 9}, {kT0 + 5000, 9}}}});
-  EXPECT_EQ(late->samples, 1u);
+  EXPECT_EQ(late->samples, 2u);
+  EXPECT_EQ(db->GetStats().dropped_samples, 0u);
+  // ...until a sample of the next window seals it; then older ones are dropped.
+  ASSERT_TRUE(db->Append("b4", {{Key("t"), {{kT0 + 2 * kHourMs, 1}}}}).ok());
+  auto sealed = db->Append("b5", {{Key("t"), {{kT0 + 600, 9}, {kT0 + 2 * kHourMs + 1000, 9}}}});
+  EXPECT_EQ(sealed->samples, 1u);
   EXPECT_EQ(db->GetStats().dropped_samples, 1u);
+  EXPECT_EQ(CountOf(*db->Query(Key("t"), kT0, kT0 + 3 * kHourMs, 1)), 7u);
+}
+
+// The service flushes every few minutes; chunks must still hold a whole window.
+TEST_F(TsdbTest, FlushPersistsOpenChunksWithoutSealingThem) {
+  // Aligned, so the window holds all 7,200 seconds.
+  const int64_t t0 = kT0 / (2 * kHourMs) * (2 * kHourMs) + 2 * kHourMs;
+  for (int part = 0; part < 4; ++part) {
+    auto db = OpenDb();
+    ASSERT_TRUE(
+        db->Append("b" + std::to_string(part), Seconds(Key("u"), t0 + part * 300'000, 300)).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    ASSERT_TRUE(db->Flush().ok());  // nothing new: writes nothing, loses nothing
+    EXPECT_EQ(db->GetStats().chunks, 0u);
+    EXPECT_EQ(db->GetStats().samples, (part + 1) * 300u);
+  }
+  auto db = OpenDb();
+  EXPECT_EQ(CountOf(*db->Query(Key("u"), t0, t0 + kHourMs, 1)), 1200u);
+  // A value rewritten after a Flush replaces the saved one.
+  ASSERT_TRUE(db->Append("fix", {{Key("u"), {{t0 + 5000, 42}}}}).ok());
+  auto fixed = db->Query(Key("u"), t0 + 5000, t0 + 6000, 1);
+  ASSERT_EQ(fixed->size(), 1u);
+  EXPECT_EQ((*fixed)[0].last, 42);
+  EXPECT_EQ(CountOf(*db->Query(Key("u"), t0, t0 + kHourMs, 1)), 1200u);
+  // The next window seals the open chunk whole: one chunk of 1,200 samples.
+  ASSERT_TRUE(db->Append("next", Seconds(Key("u"), t0 + 2 * kHourMs, 10)).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  EXPECT_EQ(db->GetStats().chunks, 1u);
+  EXPECT_EQ(db->GetStats().samples, 1210u);
+  db.reset();
+  db = OpenDb();
+  EXPECT_EQ(db->GetStats().chunks, 1u);
+  EXPECT_EQ(CountOf(*db->Query(Key("u"), t0, t0 + 3 * kHourMs, 1)), 1210u);
+  auto merged = db->Query(Key("u"), t0 + 5000, t0 + 6000, 1);
+  EXPECT_EQ((*merged)[0].last, 42);
+}
+
+// A crash inside Flush leaves either the old chunk store with the whole WAL (before the
+// commit) or the new chunk store with the old WAL (between commit and WAL reset). Both
+// must reopen to exactly the acknowledged data, with retried batches recognised.
+TEST_F(TsdbTest, CrashAtEachStepOfFlushLosesAndDuplicatesNothing) {
+  const int64_t t0 = kT0 / (2 * kHourMs) * (2 * kHourMs) + 2 * kHourMs;
+  const std::string before_commit = dir_ + "-before", after_commit = dir_ + "-after";
+  {
+    auto db = OpenDb();
+    ASSERT_TRUE(db->Append("a", Seconds(Key("u"), t0, 600)).ok());
+    ASSERT_TRUE(db->Append("b", Seconds(Key("p"), t0, 600)).ok());
+    ASSERT_TRUE(db->Flush().ok());  // both open chunks saved
+    // Since: more of the open chunk of u, a sealed chunk and a new open one for p.
+    ASSERT_TRUE(db->Append("c", Seconds(Key("u"), t0 + 600'000, 600)).ok());
+    ASSERT_TRUE(db->Append("d", Seconds(Key("p"), t0 + 2 * kHourMs, 100)).ok());
+    std::filesystem::copy(dir_, before_commit);
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  // Between commit and WAL reset: the committed store with the WAL as it was.
+  std::filesystem::copy(dir_, after_commit);
+  std::filesystem::copy_file(before_commit + "/wal.log", after_commit + "/wal.log",
+                             std::filesystem::copy_options::overwrite_existing);
+  for (const std::string& dir : {before_commit, after_commit, dir_}) {
+    SCOPED_TRACE(dir);
+    {
+      auto db = OpenDb(0, dir);
+      EXPECT_EQ(CountOf(*db->Query(Key("u"), t0, t0 + 3 * kHourMs, 1)), 1200u);
+      EXPECT_EQ(CountOf(*db->Query(Key("p"), t0, t0 + 3 * kHourMs, 1)), 700u);
+      for (const char* id : {"a", "b", "c", "d"})
+        EXPECT_TRUE(db->Append(id, Seconds(Key("x"), t0, 1))->duplicate) << id;
+      ASSERT_TRUE(db->Flush().ok());
+      EXPECT_EQ(db->GetStats().chunks, 1u);
+      EXPECT_EQ(db->GetStats().samples, 1900u);
+    }
+    auto db = OpenDb(0, dir);  // and once more after a clean flush
+    EXPECT_EQ(CountOf(*db->Query(Key("u"), t0, t0 + 3 * kHourMs, 1)), 1200u);
+    EXPECT_EQ(CountOf(*db->Query(Key("p"), t0, t0 + 3 * kHourMs, 1)), 700u);
+    EXPECT_EQ(db->GetStats().dropped_samples, 0u);
+  }
+  std::filesystem::remove_all(before_commit);
+  std::filesystem::remove_all(after_commit);
 }
 
 TEST_F(TsdbTest, DownsamplingMatchesBruteForceOnRandomData) {
@@ -258,8 +381,15 @@ TEST_F(TsdbTest, RetentionDropsOldChunks) {
   ASSERT_TRUE(db->Flush().ok());
   clock_.Set(kT0 + 12 * kHourMs);
   ASSERT_TRUE(db->ApplyRetention().ok());
-  EXPECT_EQ(db->GetStats().chunks, 1u);
+  EXPECT_EQ(db->GetStats().chunks, 0u);  // the new samples are an open chunk
   EXPECT_EQ(CountOf(*db->Query(Key("u"), kT0, kT0 + 12 * kHourMs, 10)), 60u);
+  // Open chunks past retention go too.
+  clock_.Set(kT0 + 20 * kHourMs);
+  ASSERT_TRUE(db->ApplyRetention().ok());
+  EXPECT_EQ(CountOf(*db->Query(Key("u"), kT0, kT0 + 20 * kHourMs, 10)), 0u);
+  db.reset();
+  db = OpenDb(6 * kHourMs);
+  EXPECT_EQ(db->GetStats().samples, 0u);
 }
 
 TEST_F(TsdbTest, ListSeriesFiltersByComputeAndHostPrefix) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -67,6 +68,7 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
   std::unique_ptr<Wal> wal(new Wal(path, fd, 0));
   std::string contents;
   EXPANSE_RETURN_IF_ERROR(ReadAll(fd, path, contents));
+  const size_t file_size = contents.size();
   const std::string_view magic(kWalMagic, sizeof kWalMagic);
   size_t good_end = 0;
   if (contents.size() >= magic.size() && std::string_view(contents).substr(0, 8) == magic) {
@@ -75,6 +77,14 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
     while (!in.empty()) {
       const uint32_t length = in.Fixed32();
       const uint32_t crc = in.Fixed32();
+      if (in.ok() && length == 0 && crc == 0) {
+        // No record is empty: this is the zero padding after the last record, the clean
+        // end of the log unless a torn write left something further on.
+        const std::string_view rest = std::string_view(contents).substr(good_end);
+        if (rest.find_first_not_of('\0') == std::string_view::npos)
+          contents.resize(good_end);
+        break;
+      }
       if (!in.ok() || length > kMaxWalRecordBytes || length > in.remaining())
         break;
       const std::string_view payload = in.Bytes(length);
@@ -87,6 +97,7 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
     log("tsdb wal: " + path + " does not start with the WAL magic; discarding its " +
         std::to_string(contents.size()) + " bytes");
   }
+  const bool padded = good_end < file_size && good_end == contents.size();
   if (good_end < contents.size() && good_end > 0) {
     log("tsdb wal: " + path + ": cut " + std::to_string(contents.size() - good_end) +
         " bytes of torn or corrupt tail at offset " + std::to_string(good_end));
@@ -98,7 +109,8 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
       return IoError("seek", path);
     EXPANSE_RETURN_IF_ERROR(WriteAll(fd, magic, path));
     good_end = magic.size();
-  } else if (good_end < contents.size() && ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
+  } else if ((good_end < contents.size() || padded) &&
+             ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
     return IoError("truncate", path);
   }
   if (::lseek(fd, static_cast<off_t>(good_end), SEEK_SET) < 0)
@@ -106,10 +118,37 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
   if (::fdatasync(fd) != 0)
     return IoError("sync", path);
   wal->size_ = good_end;
+  wal->allocated_ = good_end;
   return wal;
 }
 
-Wal::~Wal() { ::close(fd_); }
+Wal::~Wal() {
+  // A cleanly closed log keeps no padding (best effort: replay skips it anyway).
+  if (allocated_ > size_)
+    (void)::ftruncate(fd_, static_cast<off_t>(size_));
+  ::close(fd_);
+}
+
+void Wal::Preallocate(uint64_t end) {
+  static const std::string zeros(1 << 20, '\0');
+  const uint64_t target = end + kWalPreallocateBytes;
+  uint64_t at = allocated_;
+  while (at < target) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), target - at));
+    const ssize_t written = ::pwrite(fd_, zeros.data(), n, static_cast<off_t>(at));
+    if (written <= 0) {
+      if (written < 0 && errno == EINTR)
+        continue;
+      // Out of space, say: appends then simply grow the file.
+      (void)::ftruncate(fd_, static_cast<off_t>(allocated_));
+      return;
+    }
+    at += static_cast<uint64_t>(written);
+  }
+  // Commits the new size now, once, rather than in the next append's sync.
+  if (::fdatasync(fd_) == 0)
+    allocated_ = target;
+}
 
 Status Wal::Append(std::string_view payload) {
   EXPANSE_RETURN_IF_ERROR(Write(payload));
@@ -129,15 +168,19 @@ Status Wal::Write(std::string_view payload) {
   PutFixed32(frame, length);
   PutFixed32(frame, FrameCrc(length, payload));
   frame.append(payload);
+  if (size_ + frame.size() > allocated_)
+    Preallocate(size_ + frame.size());
   if (Status status = WriteAll(fd_, frame, path_); !status.ok()) {
     // Restore the invariant so the next record does not follow a partial one. If even
     // this fails, replay will cut the partial record as a torn tail.
     if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
       (void)::lseek(fd_, static_cast<off_t>(size_), SEEK_SET);
+      allocated_ = size_;
     }
     return status;
   }
   size_ += frame.size();
+  allocated_ = std::max(allocated_, size_);
   return OkStatus();
 }
 
@@ -148,8 +191,10 @@ Status Wal::Sync() {
 }
 
 Status Wal::Reset() {
+  // Truncated, not zeroed in place: the padding would otherwise hold old records.
   if (::ftruncate(fd_, sizeof kWalMagic) != 0)
     return IoError("truncate", path_);
+  allocated_ = sizeof kWalMagic;
   if (::lseek(fd_, sizeof kWalMagic, SEEK_SET) < 0)
     return IoError("seek", path_);
   if (::fdatasync(fd_) != 0)

@@ -24,7 +24,13 @@ std::string GetString(ByteReader& in) {
 }  // namespace
 
 std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const Batch& batch) {
+  size_t size = 1 + 10 + batch_id.size() + 8 + 10;
+  for (const auto& [key, samples] : batch) {
+    size += 4 * 10 + key.compute_id.size() + key.host.size() + key.device.size() +
+            key.metric.size() + 10 + 16 * samples.size();
+  }
   std::string out;
+  out.reserve(size);  // an upper bound: varints take at most 10 bytes
   out.push_back(static_cast<char>(kWalRecordBatch));
   PutString(out, batch_id);
   PutFixed64(out, static_cast<uint64_t>(received_ms));
