@@ -104,6 +104,16 @@ std::string DefaultGresConf() {
   return dir + "/gres.conf";
 }
 
+// The GPU backend the flags choose, with daemon.env's EXPANSE_NVML_LIBRARY where no
+// --nvml-library was given.
+gpu::BackendChoice EffectiveBackend(const gpu::BackendChoice& flags,
+                                    const RuntimeSettings& settings) {
+  gpu::BackendChoice backend = flags;
+  if (backend.nvml_library.empty())
+    backend.nvml_library = settings.nvml_library;
+  return backend;
+}
+
 int RunRole(const RoleFlags& flags) {
   Result<RuntimeSettings> settings = LoadRuntimeSettings(flags.env_file, environ);
   if (!settings.ok()) {
@@ -122,9 +132,7 @@ int RunRole(const RoleFlags& flags) {
   SystemClock clock;
   NodeCollectorOptions node;
   node.hostname = flags.hostname.empty() ? Hostname() : flags.hostname;
-  node.backend = flags.backend;
-  if (node.backend.nvml_library.empty())
-    node.backend.nvml_library = settings->nvml_library;
+  node.backend = EffectiveBackend(flags.backend, *settings);
   node.events_dir = flags.events_dir;
   node.gres_conf_path = flags.gres_conf.empty() ? DefaultGresConf() : flags.gres_conf;
   PyStacksOptions stacks;
@@ -272,10 +280,7 @@ int RunDiagnostics(const RoleFlags& flags) {
       {"EXPANSE_NVML_LIBRARY", settings->nvml_library},
       {"sources", sources},
       {"unknown_keys", settings->unknown_keys}};
-  gpu::BackendChoice backend = flags.backend;
-  if (backend.nvml_library.empty())
-    backend.nvml_library = settings->nvml_library;
-  const nlohmann::json gpus = GpuReport(backend, 0);
+  const nlohmann::json gpus = GpuReport(EffectiveBackend(flags.backend, *settings), 0);
   CapabilityInputs inputs;
   inputs.settings = *settings;
   inputs.gpu.backend = gpus["backend"].is_string() ? gpus["backend"].get<std::string>() : "";
