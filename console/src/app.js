@@ -27,6 +27,7 @@ export const session = {
 };
 
 let cleanup = null;
+let routeSeq = 0;  // counts route() calls, so a render that finishes after a newer one started can stop
 
 export function go(hash) {
   if (location.hash === hash) route();
@@ -92,6 +93,7 @@ function renderTopbar() {
 }
 
 async function route() {
+  const seq = ++routeSeq;
   if (cleanup) {
     cleanup();
     cleanup = null;
@@ -123,9 +125,15 @@ async function route() {
     }
     renderTopbar();
     try {
-      cleanup = (await render(params)) || null;
+      const stop = (await render(params)) || null;
+      // The user moved on while this page loaded: its polling must not outlive it.
+      if (seq !== routeSeq) {
+        if (stop) stop();
+        return;
+      }
+      cleanup = stop;
     } catch (err) {
-      if (!handleError(err)) page('Something went wrong', errorBox(err));
+      if (!handleError(err) && seq === routeSeq) page('Something went wrong', errorBox(err));
     }
     document.getElementById('main').focus({preventScroll: true});
     return;

@@ -95,7 +95,8 @@ try {
   assert.deepEqual(orgs.sort(), ['Acme (owner)', 'Beta Lab (viewer)']);
   await page.getByLabel('Organisation').selectOption('beta');
   await page.waitForURL(/#\/o\/beta\/computes$/);
-  await page.getByText('No computes yet.').waitFor();
+  // The text names the organisation: Acme has no computes yet either, and its page must not pass.
+  await page.getByText('No computes in Beta Lab yet.').waitFor();
   assert.equal(await page.getByRole('link', {name: 'Add compute'}).count(), 0);
   await page.getByLabel('Organisation').selectOption('acme');
   await page.waitForURL(/#\/o\/acme\/computes$/);

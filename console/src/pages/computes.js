@@ -14,7 +14,7 @@ export async function render({org}) {
     ? h('p', {}, h('a', {class: 'button', href: orgHash('computes/new'), id: 'add-compute'}, 'Add compute'))
     : null;
   if (computes.length === 0) {
-    page('Compute', actions, h('p', {class: 'muted'}, 'No computes yet.'));
+    page('Compute', actions, h('p', {class: 'muted'}, `No computes in ${session.org.name} yet.`));
     return;
   }
   const rows = computes.map((c) => h('tr', {},

@@ -47,11 +47,14 @@ env -i SLURM_JOB_ID=77 SLURMD_NODENAME=worker1 "$DAEMON" hook epilog \
 [[ "$(ls "$DIR/worker1/events" | wc -l)" == 2 ]] || fail "hooks did not record two events"
 pass "prolog and epilog recorded the job's start and end on the node"
 
-# SLURM's view of the job: a stand-in squeue printing a real 22.05 capture, renumbered to 77.
+# SLURM's view of the job: a stand-in squeue printing a real 22.05 capture, renumbered to 77
+# and 78. Job 78 starts now rather than at the capture's fixed time: its timeline spans its life,
+# and a fixed start would make the timeline's buckets widen with every day since the capture.
 mkdir -p "$DIR/bin"
+start_s=$((start_ms / 1000))
 cat >"$DIR/bin/squeue" <<SH
 #!/bin/sh
-exec jq '.jobs |= [(.[0] | .job_id = 77 | .job_state = "COMPLETED"), (.[0] | .job_id = 78)]' "$here/../../fixtures/slurm/squeue_running.json"
+exec jq '.jobs |= [(.[0] | .job_id = 77 | .job_state = "COMPLETED"), (.[0] | .job_id = 78 | .start_time = $((start_s - 1)) | .end_time = 0 | .job_state = "RUNNING")]' "$here/../../fixtures/slurm/squeue_running.json"
 SH
 chmod +x "$DIR/bin/squeue"
 
