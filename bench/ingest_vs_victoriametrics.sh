@@ -7,7 +7,8 @@
 #
 #   bench/ingest_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
-#   HOURS=2 NODES=8 CONNS=4 VM_PORT=18428 SQLITE=1 environment knobs.
+#   HOURS=2 NODES=8 CONNS=4 VM_PORT=18428 SQLITE=1 environment knobs; KEEP=1 leaves the data
+#   directories in place (printed) to look into what is at rest.
 # Figures and the machine they came from are recorded in docs/performance.md.
 set -euo pipefail
 
@@ -26,7 +27,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$dir"
+  if [[ "${KEEP:-0}" == 1 ]]; then echo "kept: $dir" >&2; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
@@ -101,6 +102,9 @@ vm_bytes="$(du -sb "$vm_data" | cut -f1)"
 kill -TERM "$vm_pid"
 wait "$vm_pid" || true
 vm_bytes_stopped="$(du -sb "$vm_data" | cut -f1)"
+# At its stop VictoriaMetrics also saves caches (cache/: metric-name lookups and the like,
+# rebuilt on demand when missing). Its samples and their index alone are data/ and indexdb/.
+vm_bytes_store="$(du -scb "$vm_data/data" "$vm_data/indexdb" | tail -1 | cut -f1)"
 
 # --- plain SQLite rows ----------------------------------------------------------------
 sq_out="" sq_bytes=0
@@ -116,6 +120,7 @@ samples="$(kv samples "$exp_out")"
 awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
   -v e_rate="$(kv samples_per_s "$exp_out")" -v e_bytes="$exp_bytes" \
   -v v_rate="$(kv samples_per_s "$vm_out")" -v v_bytes="$vm_bytes_stopped" -v v_flushed="$vm_bytes" \
+  -v v_store="$vm_bytes_store" \
   -v s_rate="$(kv samples_per_s "$sq_out" || echo 0)" -v s_bytes="$sq_bytes" \
   -v q_med="$(kv query_median_ms "$query_out")" -v q_first="$(kv query_first_ms "$query_out")" \
   -v q_series="$(kv series "$query_out")" -v q_points="$(kv points "$query_out")" \
@@ -124,11 +129,11 @@ awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
          n, nodes, hours, conns
   printf "%-34s %12s %16s\n", "store", "samples/s", "bytes/sample"
   printf "%-34s %12.0f %16.3f\n", "expanse-server /dp/v1/ingest", e_rate, e_bytes / n
-  printf "%-34s %12.0f %16.3f  (%.3f after force_flush, before stop; %s series)\n", "VictoriaMetrics /api/v1/import",
-         v_rate, v_bytes / n, v_flushed / n, vm_series
+  printf "%-34s %12.0f %16.3f  (%.3f in data/ and indexdb/ without its saved caches; %.3f after force_flush, before stop; %s series)\n",
+         "VictoriaMetrics /api/v1/import", v_rate, v_bytes / n, v_store / n, v_flushed / n, vm_series
   if (s_rate > 0) printf "%-34s %12.0f %16.3f\n", "SQLite, one row per sample", s_rate, s_bytes / n
-  printf "ratio expanse/VictoriaMetrics: speed %.2fx, size %.2fx (<1 is smaller)\n",
-         e_rate / v_rate, (e_bytes / n) / (v_bytes / n)
+  printf "ratio expanse/VictoriaMetrics: speed %.2fx, size %.2fx of its whole directory, %.2fx of data/ and indexdb/ (<1 is smaller)\n",
+         e_rate / v_rate, e_bytes / v_bytes, e_bytes / v_store
   if (s_rate > 0) printf "ratio expanse/SQLite rows:       speed %.1fx, size %.3fx\n",
          e_rate / s_rate, (e_bytes / n) / (s_bytes / n)
   printf "timeline, 24 h job x 8 GPUs (8 x 86,400 points) -> %s series x %s points: median %s ms (first %s ms)\n",

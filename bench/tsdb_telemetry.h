@@ -113,7 +113,10 @@ class TelemetryGenerator {
 
   double Uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(rng_); }
   bool Chance(double p) { return Uniform(0, 1) < p; }
-  double Round(double v, double step) { return std::round(v / step) * step; }
+  // The double nearest to v rounded to two decimals, as a reading of hundredths (or NVML's
+  // milliwatts / 1000.0) gives it. Not round(v / 0.01) * 0.01: that product is often a
+  // neighbouring double (612.3700000000001), a value no sensor reports.
+  double Hundredths(double v) { return std::round(v * 100) / 100; }
 
   void StartPhase(Gpu& gpu) {
     gpu.busy = !gpu.busy;
@@ -121,7 +124,7 @@ class TelemetryGenerator {
     gpu.util_level = Chance(0.6) ? 100 : std::round(Uniform(85, 99));
     gpu.mem_util_level = std::round(Uniform(20, 40));
     gpu.power_level = Uniform(600, 695);
-    gpu.tensor_level = Round(Uniform(0.3, 0.8), 0.01);
+    gpu.tensor_level = Hundredths(Uniform(0.3, 0.8));
     gpu.mem_used = gpu.busy ? 2 * std::round(Uniform(4000, 70000)) : 0;
     gpu.sm_clock = gpu.busy ? 1980 : 345;
     gpu.reasons = gpu.busy ? 0 : 1;
@@ -132,7 +135,7 @@ class TelemetryGenerator {
       StartPhase(gpu);
     if (!gpu.busy) {
       gpu.util = gpu.mem_util = gpu.pcie_rx = gpu.pcie_tx = gpu.tensor = gpu.dram = 0;
-      gpu.power = Round(81.72 + Uniform(-0.3, 0.3), 0.01);
+      gpu.power = Hundredths(81.72 + Uniform(-0.3, 0.3));
       if (gpu.temp > 33 && Chance(0.02))
         gpu.temp -= 1;
     } else {
@@ -141,7 +144,7 @@ class TelemetryGenerator {
       gpu.mem_util = gpu.mem_util_level + (Chance(0.2) ? std::round(Uniform(-1, 1)) : 0);
       if (Chance(0.002))
         gpu.mem_used += 2 * std::round(Uniform(-256, 256));
-      gpu.power = Round(std::clamp(gpu.power_level + Uniform(-4, 4), 60.0, 700.0), 0.01);
+      gpu.power = Hundredths(std::clamp(gpu.power_level + Uniform(-4, 4), 60.0, 700.0));
       if (Chance(0.01)) {
         // Power cap reached or released: the clock steps and stays there.
         const double clocks[] = {1980, 1980, 1515, 1455, 1440};
@@ -153,8 +156,8 @@ class TelemetryGenerator {
       gpu.pcie_rx = 17 + (Chance(0.3) ? std::round(Uniform(-1, 1)) : 0);
       gpu.pcie_tx = 8 + (Chance(0.3) ? std::round(Uniform(-1, 1)) : 0);
       gpu.tensor =
-          Chance(0.1) ? Round(gpu.tensor_level + Uniform(-0.02, 0.02), 0.01) : gpu.tensor_level;
-      gpu.dram = Round(gpu.mem_util / 100, 0.01);
+          Chance(0.1) ? Hundredths(gpu.tensor_level + Uniform(-0.02, 0.02)) : gpu.tensor_level;
+      gpu.dram = Hundredths(gpu.mem_util / 100);
     }
     gpu.energy_mj += std::round(gpu.power * 1000);
   }

@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <bit>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,19 +27,33 @@ uint32_t Crc(std::string_view head, std::string_view body) {
 }
 
 // Delta-of-delta over wrapping uint64 arithmetic: defined for any int64 input, and the
-// decoder's wrapping inverse restores the exact values.
-void PutDeltaOfDelta(std::string& out, std::span<const uint64_t> values) {
-  uint64_t prev_delta = 0;
+// decoder's wrapping inverse restores the exact values. Every delta is divided by
+// `divisor` first (it divides all of them exactly).
+void PutDeltaOfDelta(std::string& out, std::span<const uint64_t> values, uint64_t divisor = 1) {
+  int64_t prev_delta = 0;
   for (size_t i = 1; i < values.size(); ++i) {
-    const uint64_t delta = values[i] - values[i - 1];
-    PutVarint(out, ZigZag(delta - prev_delta));
+    const int64_t delta = static_cast<int64_t>(values[i] - values[i - 1]) / int64_t(divisor);
+    PutVarint(out, ZigZag(static_cast<uint64_t>(delta) - static_cast<uint64_t>(prev_delta)));
     prev_delta = delta;
   }
 }
 
-void PutDelta(std::string& out, std::span<const uint64_t> values) {
-  for (size_t i = 1; i < values.size(); ++i)
-    PutVarint(out, ZigZag(values[i] - values[i - 1]));
+void PutDelta(std::string& out, std::span<const uint64_t> values, uint64_t divisor = 1) {
+  for (size_t i = 1; i < values.size(); ++i) {
+    const int64_t delta = static_cast<int64_t>(values[i] - values[i - 1]) / int64_t(divisor);
+    PutVarint(out, ZigZag(static_cast<uint64_t>(delta)));
+  }
+}
+
+// The greatest common divisor of the mantissas' deltas (1 when they share none or are
+// all zero). Mantissas are within +-2^53, so their deltas fit an int64.
+uint64_t DeltaDivisor(std::span<const int64_t> mantissas) {
+  uint64_t g = 0;
+  for (size_t i = 1; i < mantissas.size() && g != 1; ++i) {
+    const int64_t d = mantissas[i] - mantissas[i - 1];
+    g = std::gcd(g, static_cast<uint64_t>(d < 0 ? -d : d));
+  }
+  return g == 0 ? 1 : g;
 }
 
 std::string EncodeHeader(const ChunkHeader& h) {
@@ -64,18 +79,26 @@ std::string EncodeValues(std::span<const Sample> samples, ChunkHeader& header) {
   std::string out;
   if (std::optional<DecimalRun> run = ToDecimal(values)) {
     std::vector<uint64_t> bits(run->mantissas.begin(), run->mantissas.end());
+    const uint64_t divisor = DeltaDivisor(run->mantissas);
     std::string delta;
     std::string delta_of_delta;
     PutVarint(delta, ZigZag(bits[0]));
     PutVarint(delta_of_delta, ZigZag(bits[0]));
-    PutDelta(delta, bits);
-    PutDeltaOfDelta(delta_of_delta, bits);
+    if (divisor > 1) {
+      PutVarint(delta, divisor);
+      PutVarint(delta_of_delta, divisor);
+    }
+    PutDelta(delta, bits, divisor);
+    PutDeltaOfDelta(delta_of_delta, bits, divisor);
     header.decimal_scale = run->scale;
+    const bool scaled = divisor > 1;
     if (delta_of_delta.size() < delta.size()) {
-      header.value_encoding = ValueEncoding::kDecimalDeltaOfDelta;
+      header.value_encoding =
+          scaled ? ValueEncoding::kDecimalDeltaOfDeltaScaled : ValueEncoding::kDecimalDeltaOfDelta;
       return delta_of_delta;
     }
-    header.value_encoding = ValueEncoding::kDecimalDelta;
+    header.value_encoding =
+        scaled ? ValueEncoding::kDecimalDeltaScaled : ValueEncoding::kDecimalDelta;
     return delta;
   }
   header.value_encoding = ValueEncoding::kXorVarint;
@@ -89,17 +112,23 @@ std::string EncodeValues(std::span<const Sample> samples, ChunkHeader& header) {
   return out;
 }
 
-// Reads the `count` values (the first given) of a delta or delta-of-delta sequence.
+// Reads the `count` values (the first given) of a delta or delta-of-delta sequence whose
+// deltas were divided by `divisor`. Wrapping arithmetic: hostile input decodes to some
+// values (range-checked by the caller), never to undefined behaviour.
 bool ReadDeltas(ByteReader& in, uint64_t first, bool of_delta, uint32_t count,
-                std::vector<uint64_t>& out) {
+                std::vector<uint64_t>& out, uint64_t divisor = 1) {
   out.push_back(first);
   uint64_t delta = 0;
   for (uint32_t i = 1; i < count && in.ok(); ++i) {
     const uint64_t d = UnZigZag(in.Varint());
     delta = of_delta ? delta + d : d;
-    out.push_back(out.back() + delta);
+    out.push_back(out.back() + delta * divisor);
   }
   return in.ok();
+}
+
+bool IsScaled(ValueEncoding e) {
+  return e == ValueEncoding::kDecimalDeltaScaled || e == ValueEncoding::kDecimalDeltaOfDeltaScaled;
 }
 
 }  // namespace
@@ -176,7 +205,7 @@ Result<ChunkHeader> ReadChunkHeader(std::string_view chunk) {
   if (h.timestamp_encoding != TimestampEncoding::kDeltaOfDelta ||
       (h.value_encoding != ValueEncoding::kDecimalDelta &&
        h.value_encoding != ValueEncoding::kDecimalDeltaOfDelta &&
-       h.value_encoding != ValueEncoding::kXorVarint) ||
+       h.value_encoding != ValueEncoding::kXorVarint && !IsScaled(h.value_encoding)) ||
       (h.compression != Compression::kNone && h.compression != Compression::kZstd)) {
     return Corrupt("unknown encoding " + std::to_string(byte(5)) + "/" + std::to_string(byte(6)) +
                    "/" + std::to_string(byte(7)));
@@ -223,8 +252,15 @@ Result<std::vector<Sample>> DecodeChunk(std::string_view chunk) {
     values_ok = in.ok();
   } else {
     const uint64_t first = UnZigZag(in.Varint());
-    values_ok = ReadDeltas(in, first, h.value_encoding == ValueEncoding::kDecimalDeltaOfDelta,
-                           h.count, values);
+    uint64_t divisor = 1;
+    if (IsScaled(h.value_encoding)) {
+      divisor = in.Varint();
+      if (in.ok() && (divisor < 2 || divisor > uint64_t{2} * kMaxDecimalMantissa))
+        return Corrupt("bad delta divisor " + std::to_string(divisor));
+    }
+    const bool of_delta = h.value_encoding == ValueEncoding::kDecimalDeltaOfDelta ||
+                          h.value_encoding == ValueEncoding::kDecimalDeltaOfDeltaScaled;
+    values_ok = ReadDeltas(in, first, of_delta, h.count, values, divisor);
   }
   if (!values_ok)
     return Corrupt("values truncated");

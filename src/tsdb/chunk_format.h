@@ -38,6 +38,11 @@ enum class ValueEncoding : uint8_t {
   // Bit patterns XORed with the previous sample's, as varints: the lossless fallback
   // (-0.0, inf, NaN, values with more than 15 decimals or beyond 2^53).
   kXorVarint = 3,
+  // As kDecimalDelta and kDecimalDeltaOfDelta, with every delta a multiple of a common
+  // divisor stored once and divided out: counters that move in whole steps (energy in
+  // 10 mJ, clocks in 15 MHz) spend no bits on the step.
+  kDecimalDeltaScaled = 4,
+  kDecimalDeltaOfDeltaScaled = 5,
 };
 
 enum class Compression : uint8_t {

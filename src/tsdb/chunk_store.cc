@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 namespace expanse::tsdb {
@@ -25,7 +28,37 @@ CREATE TABLE IF NOT EXISTS heads (
   data BLOB NOT NULL) STRICT;
 CREATE TABLE IF NOT EXISTS batch_ids (
   id TEXT PRIMARY KEY, received_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS batch_streams (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT;
+CREATE TABLE IF NOT EXISTS batch_seqs (
+  stream_id INTEGER NOT NULL REFERENCES batch_streams(id), seq INTEGER NOT NULL,
+  received_s INTEGER NOT NULL, PRIMARY KEY (stream_id, seq)) STRICT, WITHOUT ROWID;
 )sql";
+
+// A batch id "<stream>/<sequence>" whose sequence is a canonical decimal (what the ingest
+// endpoint makes of "<compute>/<stream>/<sequence>") is kept as two integers in batch_seqs:
+// ~16 bytes a batch instead of ~50 with the name spelled out. Anything else stays text in
+// batch_ids. Canonical, so that joining the parts gives back exactly the id.
+struct SplitId {
+  std::string stream;
+  int64_t seq = 0;
+};
+
+std::optional<SplitId> SplitBatchId(std::string_view id) {
+  const size_t slash = id.rfind('/');
+  if (slash == std::string_view::npos || slash == 0)
+    return std::nullopt;
+  const std::string_view digits = id.substr(slash + 1);
+  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  int64_t seq = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    seq = seq * 10 + (c - '0');
+  }
+  return SplitId{std::string(id.substr(0, slash)), seq};
+}
 
 Status SqlError(sqlite3* db, const std::string& what) {
   return UnavailableError("tsdb chunk store: " + what + ": " + sqlite3_errmsg(db))
@@ -122,16 +155,50 @@ Result<std::vector<StoredSeries>> ChunkStore::LoadSeries() {
 }
 
 Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() {
-  Statement stmt(db_, "SELECT id, received_ms FROM batch_ids");
-  if (!stmt.ok())
+  Statement streams(db_, "SELECT id, name FROM batch_streams");
+  Statement text(db_, "SELECT id, received_ms FROM batch_ids");
+  Statement split(db_, "SELECT stream_id, seq, received_s FROM batch_seqs");
+  if (!streams.ok() || !text.ok() || !split.ok())
     return SqlError(db_, "load batch ids");
-  std::vector<std::pair<std::string, int64_t>> out;
+  std::unordered_map<int64_t, std::string> names;
   int rc;
-  while ((rc = stmt.Step()) == SQLITE_ROW)
-    out.emplace_back(stmt.ColumnText(0), stmt.ColumnInt(1));
+  while ((rc = streams.Step()) == SQLITE_ROW)
+    names[streams.ColumnInt(0)] = streams.ColumnText(1);
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load batch streams");
+  stream_ids_.clear();
+  for (const auto& [id, name] : names)
+    stream_ids_[name] = id;
+  std::vector<std::pair<std::string, int64_t>> out;
+  while ((rc = text.Step()) == SQLITE_ROW)
+    out.emplace_back(text.ColumnText(0), text.ColumnInt(1));
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load batch ids");
+  while ((rc = split.Step()) == SQLITE_ROW) {
+    const auto name = names.find(split.ColumnInt(0));
+    if (name == names.end())
+      continue;  // REFERENCES batch_streams(id) keeps this from happening
+    out.emplace_back(name->second + "/" + std::to_string(split.ColumnInt(1)),
+                     split.ColumnInt(2) * 1000);
+  }
   if (rc != SQLITE_DONE)
     return SqlError(db_, "load batch ids");
   return out;
+}
+
+Result<int64_t> ChunkStore::StreamId(const std::string& name) {
+  if (const auto it = stream_ids_.find(name); it != stream_ids_.end())
+    return it->second;
+  Statement insert(db_, "INSERT OR IGNORE INTO batch_streams (name) VALUES (?)");
+  Statement select(db_, "SELECT id FROM batch_streams WHERE name = ?");
+  if (!insert.ok() || !select.ok())
+    return SqlError(db_, "prepare batch stream");
+  insert.Text(1, name);
+  EXPANSE_RETURN_IF_ERROR(insert.Run("insert batch stream"));
+  select.Text(1, name);
+  if (select.Step() != SQLITE_ROW)
+    return SqlError(db_, "read batch stream id");
+  return select.ColumnInt(0);
 }
 
 Result<std::vector<StoredChunk>> ChunkStore::LoadHeads() {
@@ -151,6 +218,7 @@ Result<std::vector<StoredChunk>> ChunkStore::LoadHeads() {
 
 Status ChunkStore::Write(const ChunkCommit& commit) {
   EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  std::unordered_map<std::string, int64_t> new_streams;
   Status status = [&]() -> Status {
     Statement series(db_,
                      "INSERT INTO series (id, compute_id, host, device, metric) "
@@ -163,7 +231,9 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
                    "VALUES (?, ?, ?, ?, ?)");
     Statement clear_head(db_, "DELETE FROM heads WHERE series_id = ?");
     Statement batch(db_, "INSERT OR IGNORE INTO batch_ids (id, received_ms) VALUES (?, ?)");
-    if (!series.ok() || !chunk.ok() || !head.ok() || !clear_head.ok() || !batch.ok())
+    Statement seq(db_,
+                  "INSERT OR IGNORE INTO batch_seqs (stream_id, seq, received_s) VALUES (?, ?, ?)");
+    if (!series.ok() || !chunk.ok() || !head.ok() || !clear_head.ok() || !batch.ok() || !seq.ok())
       return SqlError(db_, "prepare");
     for (const auto& [id, key] : commit.new_series) {
       series.Int(1, id);
@@ -185,6 +255,11 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
       bind_chunk(chunk, c);
       EXPANSE_RETURN_IF_ERROR(chunk.Run("insert chunk"));
     }
+    if (commit.replace_all_heads) {
+      // Without a WHERE clause SQLite frees the table's pages at once; the inserts below
+      // then append in series order to a fresh b-tree.
+      EXPANSE_RETURN_IF_ERROR(Exec("DELETE FROM heads"));
+    }
     for (const int64_t series_id : commit.cleared_heads) {
       clear_head.Int(1, series_id);
       EXPANSE_RETURN_IF_ERROR(clear_head.Run("delete head"));
@@ -194,17 +269,29 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
       EXPANSE_RETURN_IF_ERROR(head.Run("write head"));
     }
     for (const auto& [id, received_ms] : commit.batch_ids) {
+      if (std::optional<SplitId> parts = SplitBatchId(id)) {
+        EXPANSE_ASSIGN_OR_RETURN(const int64_t stream_id, StreamId(parts->stream));
+        new_streams.emplace(parts->stream, stream_id);
+        seq.Int(1, stream_id);
+        seq.Int(2, parts->seq);
+        seq.Int(3, received_ms / 1000);
+        EXPANSE_RETURN_IF_ERROR(seq.Run("insert batch sequence"));
+        continue;
+      }
       batch.Text(1, id);
       batch.Int(2, received_ms);
       EXPANSE_RETURN_IF_ERROR(batch.Run("insert batch id"));
     }
     return OkStatus();
   }();
+  if (status.ok())
+    status = Exec("COMMIT");
   if (!status.ok()) {
     (void)Exec("ROLLBACK");
     return status;
   }
-  return Exec("COMMIT");
+  stream_ids_.insert(new_streams.begin(), new_streams.end());
+  return OkStatus();
 }
 
 Result<std::vector<std::string>> ChunkStore::ReadChunks(int64_t series_id, int64_t from_ms,
@@ -230,7 +317,8 @@ Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff
   Statement chunks(db_, "DELETE FROM chunks WHERE end_ms < ?");
   Statement heads(db_, "DELETE FROM heads WHERE end_ms < ?");
   Statement batches(db_, "DELETE FROM batch_ids WHERE received_ms < ?");
-  if (!chunks.ok() || !heads.ok() || !batches.ok())
+  Statement seqs(db_, "DELETE FROM batch_seqs WHERE received_s < ?");
+  if (!chunks.ok() || !heads.ok() || !batches.ok() || !seqs.ok())
     return SqlError(db_, "prepare retention");
   chunks.Int(1, cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(chunks.Run("delete chunks"));
@@ -239,6 +327,9 @@ Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff
   EXPANSE_RETURN_IF_ERROR(heads.Run("delete heads"));
   batches.Int(1, batch_cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(batches.Run("delete batch ids"));
+  // Whole seconds: a received time in the cutoff's second stays, never one before it.
+  seqs.Int(1, batch_cutoff_ms / 1000 - (batch_cutoff_ms % 1000 < 0 ? 1 : 0));
+  EXPANSE_RETURN_IF_ERROR(seqs.Run("delete batch sequences"));
   return dropped;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct ChunkCommit {
   // Open chunks, replacing the series' previous one; at most one per series.
   std::vector<StoredChunk> heads;
   std::vector<int64_t> cleared_heads;  // series whose open chunk was sealed since
+  // `heads` holds every open chunk: the table is emptied and written anew.
+  bool replace_all_heads = false;
   std::vector<std::pair<std::string, int64_t>> batch_ids;  // id, received_ms
 };
 
@@ -72,8 +75,12 @@ class ChunkStore {
  private:
   explicit ChunkStore(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  // The row id of a batch stream name ("<compute>/<stream>"), added if new. Inside Write's
+  // transaction; cached only once that commits.
+  Result<int64_t> StreamId(const std::string& name);
 
   sqlite3* db_;
+  std::unordered_map<std::string, int64_t> stream_ids_;  // committed batch_streams rows
 };
 
 }  // namespace expanse::tsdb

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <tuple>
 
 #include "tsdb/chunk_codec.h"
 
@@ -77,7 +78,7 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
   EXPANSE_ASSIGN_OR_RETURN(db->store_, ChunkStore::Open(dir + kChunkFile));
   EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredSeries> stored, db->store_->LoadSeries());
   for (const StoredSeries& s : stored) {
-    Series& series = db->series_[s.key];
+    Series& series = db->IndexedSeries(s.key);
     series.id = s.id;
     series.persisted = true;
     series.has_sealed = s.has_chunks;
@@ -188,11 +189,38 @@ Status Tsdb::WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t reco
   return OkStatus();
 }
 
-Tsdb::Series& Tsdb::SeriesFor(const SeriesKey& key) {
-  auto [it, inserted] = series_.try_emplace(key);
+size_t Tsdb::SeriesKeyHash::operator()(const SeriesKey& k) const {
+  const std::hash<std::string_view> hash;
+  size_t h = hash(k.compute_id);
+  for (const std::string* part : {&k.host, &k.device, &k.metric})
+    h = h * 0x9e3779b97f4a7c15ULL + hash(*part);
+  return h;
+}
+
+Tsdb::Series* Tsdb::FindSeries(const SeriesKey& key) {
+  const auto it = series_index_.find(key);
+  return it == series_index_.end() ? nullptr : it->second;
+}
+
+Tsdb::Series& Tsdb::IndexedSeries(const SeriesKey& key, bool* inserted) {
+  if (Series* found = FindSeries(key)) {
+    if (inserted)
+      *inserted = false;
+    return *found;
+  }
+  Series& series = series_[key];
+  series_index_.emplace(key, &series);
   if (inserted)
-    it->second.id = next_series_id_++;
-  return it->second;
+    *inserted = true;
+  return series;
+}
+
+Tsdb::Series& Tsdb::SeriesFor(const SeriesKey& key) {
+  bool inserted = false;
+  Series& series = IndexedSeries(key, &inserted);
+  if (inserted)
+    series.id = next_series_id_++;
+  return series;
 }
 
 size_t Tsdb::ApplyLocked(const Batch& batch) {
@@ -331,6 +359,7 @@ Status Tsdb::Flush() {
 Status Tsdb::FlushLocked() {
   ChunkCommit commit;
   std::vector<Series*> saved;
+  size_t open_chunks = 0;
   for (auto& [key, series] : series_) {
     SaveHeadLocked(series);
     if (!series.persisted && (!series.pending.empty() || series.saved_count > 0))
@@ -338,17 +367,33 @@ Status Tsdb::FlushLocked() {
     for (StoredChunk& chunk : series.pending)
       commit.chunks.push_back(std::move(chunk));
     series.pending.clear();
-    if (series.saved_dirty) {
+    open_chunks += series.saved_count > 0 ? 1 : 0;
+    if (series.saved_dirty)
       saved.push_back(&series);
-      if (series.saved_count > 0) {
-        commit.heads.push_back({series.id, series.saved_start_ms, series.saved_end_ms,
-                                series.saved_count, series.saved});
-      } else {
-        commit.cleared_heads.push_back(series.id);
-      }
+  }
+  // Open chunks grow between flushes, and a grown row replaced in place splits its page: after
+  // a few flushes half of the heads table was free space. When most rows change anyway, the
+  // table is rewritten whole, in order, which packs its pages; otherwise rows are replaced.
+  commit.replace_all_heads = saved.size() * 2 >= open_chunks && !saved.empty();
+  for (auto& [key, series] : series_) {
+    if (!series.saved_dirty && !(commit.replace_all_heads && series.saved_count > 0))
+      continue;
+    if (series.saved_count > 0) {
+      commit.heads.push_back({series.id, series.saved_start_ms, series.saved_end_ms,
+                              series.saved_count, series.saved});
+    } else if (!commit.replace_all_heads) {
+      commit.cleared_heads.push_back(series.id);
     }
   }
   commit.batch_ids.assign(pending_batch_ids_.begin(), pending_batch_ids_.end());
+  // In key order, rows go in at the end of their b-trees and fill pages; in the series map's
+  // order (by name) they land all over and split pages half-empty.
+  const auto by_series = [](const StoredChunk& a, const StoredChunk& b) {
+    return std::tie(a.series_id, a.start_ms) < std::tie(b.series_id, b.start_ms);
+  };
+  std::sort(commit.chunks.begin(), commit.chunks.end(), by_series);
+  std::sort(commit.heads.begin(), commit.heads.end(), by_series);
+  std::sort(commit.batch_ids.begin(), commit.batch_ids.end());
   if (Status status = store_->Write(commit); !status.ok()) {
     // Put the chunks back so a later Flush retries them (open chunks stay dirty); the WAL
     // still holds the data.
@@ -361,7 +406,7 @@ Status Tsdb::FlushLocked() {
     return status;
   }
   for (const auto& [id, key] : commit.new_series)
-    series_[key].persisted = true;
+    FindSeries(key)->persisted = true;
   for (Series* series : saved)
     series->saved_dirty = false;
   persisted_batch_ids_.insert(pending_batch_ids_.begin(), pending_batch_ids_.end());
@@ -378,10 +423,10 @@ Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, i
                                         int points) {
   EXPANSE_ASSIGN_OR_RETURN(Downsampler sampler, Downsampler::Create(from_ms, to_ms, points));
   std::lock_guard lock(mu_);
-  const auto it = series_.find(key);
-  if (it == series_.end())
+  const Series* found = FindSeries(key);
+  if (found == nullptr)
     return std::move(sampler).Finish();
-  const Series& series = it->second;
+  const Series& series = *found;
   const auto add_chunk = [&](std::string_view data) -> Status {
     EXPANSE_ASSIGN_OR_RETURN(const std::vector<Sample> samples, DecodeChunk(data));
     for (const Sample& s : samples)

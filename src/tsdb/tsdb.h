@@ -116,14 +116,25 @@ class Tsdb {
   // Returns once the first `records` WAL records since Open are durable, syncing them
   // itself unless another caller's sync is running (it then waits for that or the next).
   Status WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t records);
+  // The series of `key`, created (with a new id) if missing.
   Series& SeriesFor(const SeriesKey& key);
+  // The series of `key` in both series_ and series_index_, created without an id if missing.
+  Series& IndexedSeries(const SeriesKey& key, bool* inserted = nullptr);
+  Series* FindSeries(const SeriesKey& key);
+
+  struct SeriesKeyHash {
+    size_t operator()(const SeriesKey& k) const;
+  };
 
   const TsdbOptions options_;
   Clock& clock_;
   std::mutex mu_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<Wal> wal_;
-  std::map<SeriesKey, Series> series_;
+  std::map<SeriesKey, Series> series_;  // sorted, for ListSeries; nodes never move
+  // The same series by hash: every ingested series is looked up once per batch, and the
+  // map's comparisons of four mostly-equal strings showed in the ingest profile.
+  std::unordered_map<SeriesKey, Series*, SeriesKeyHash> series_index_;
   int64_t next_series_id_ = 1;
   std::unordered_map<std::string, int64_t> persisted_batch_ids_;  // id -> received_ms
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only

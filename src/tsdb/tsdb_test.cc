@@ -221,6 +221,76 @@ TEST_F(TsdbTest, DuplicateBatchIdIsAcknowledgedAcrossRestarts) {
   EXPECT_EQ(db->GetStats().samples, 10u);
 }
 
+// "<stream>/<sequence>" ids are stored as two integers, anything else as text; each must
+// come back exactly, so a retry of either is recognised after a restart and none is
+// mistaken for another ("x/7" is not "x/07"), and retention forgets both.
+TEST_F(TsdbTest, BatchIdsOfEveryShapeSurviveRestartAndRetention) {
+  const std::vector<std::string> ids = {"c1/telemetry/0",
+                                        "c1/telemetry/7",
+                                        "c1/telemetry/999999999999999999",
+                                        "c1/jobs/7",
+                                        "c1/x/07",
+                                        "c1/x/-1",
+                                        "c1/x/1e3",
+                                        "/5",
+                                        "plain",
+                                        "c1/x/",
+                                        "c1/x/9999999999999999999",
+                                        "a/b/c/42"};
+  {
+    auto db = OpenDb();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_FALSE(db->Append(ids[i], Seconds(Key("u"), kT0 + i * 1000, 1))->duplicate) << ids[i];
+    }
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  {
+    auto db = OpenDb();
+    for (const std::string& id : ids)
+      EXPECT_TRUE(db->Append(id, Seconds(Key("u"), kT0, 1))->duplicate) << id;
+    for (const std::string id : {"c1/telemetry/8", "c1/x/7", "c1/jobs/07", "c1/telemetry/00"})
+      EXPECT_FALSE(db->Append(id, Seconds(Key("v"), kT0, 1))->duplicate) << id;
+    ASSERT_TRUE(db->Flush().ok());
+    // Past the batch-id retention (7 days by default), every shape is forgotten.
+    clock_.Set(kT0 + 8 * 24 * kHourMs);
+    ASSERT_TRUE(db->ApplyRetention().ok());
+  }
+  auto db = OpenDb();
+  for (const std::string& id : ids)
+    EXPECT_FALSE(db->Append(id, Seconds(Key("w"), kT0 + 9 * 24 * kHourMs, 1))->duplicate) << id;
+}
+
+// A Flush either rewrites the whole heads table (most open chunks changed) or replaces the
+// changed rows; either way every open chunk, changed or not, and every sealed one survives.
+TEST_F(TsdbTest, OpenChunksSurviveFlushesThatRewriteOrPatchTheHeadsTable) {
+  std::map<std::string, uint32_t> expected;
+  int batch = 0;
+  const auto append = [&](Tsdb& db, const std::vector<std::string>& metrics, int64_t start,
+                          int seconds) {
+    for (const std::string& m : metrics) {
+      ASSERT_TRUE(db.Append("b" + std::to_string(++batch), Seconds(Key(m), start, seconds)).ok());
+      expected[m] += seconds;
+    }
+  };
+  const int64_t next_window = kT0 + 2 * kHourMs;
+  auto db = OpenDb();
+  append(*db, {"a", "b", "c"}, kT0, 10);  // all new: written whole
+  ASSERT_TRUE(db->Flush().ok());
+  append(*db, {"a", "b"}, kT0 + 10'000, 10);  // 2 of 3 changed: rewritten, c kept
+  ASSERT_TRUE(db->Flush().ok());
+  append(*db, {"a"}, kT0 + 20'000, 10);  // 1 of 3: a's row replaced
+  ASSERT_TRUE(db->Flush().ok());
+  append(*db, {"b"}, next_window, 5);  // b's chunk sealed, a new one opened
+  ASSERT_TRUE(db->Flush().ok());
+  append(*db, {"c"}, next_window, 5);  // c sealed too, while a and b stay: patched
+  ASSERT_TRUE(db->Flush().ok());
+  db.reset();
+  db = OpenDb();
+  for (const auto& [metric, count] : expected)
+    EXPECT_EQ(CountOf(*db->Query(Key(metric), kT0, kT0 + 5 * kHourMs, 1)), count) << metric;
+  EXPECT_EQ(db->GetStats().chunks, 2u);  // b's and c's first windows
+}
+
 TEST_F(TsdbTest, QuerySpansSealedAndHeadChunks) {
   auto db = OpenDb();
   ASSERT_TRUE(db->Append("b1", Seconds(Key("mem"), kT0, 1000)).ok());
