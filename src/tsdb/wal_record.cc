@@ -1,6 +1,9 @@
 #include "tsdb/wal_record.h"
 
+#include <zstd.h>
+
 #include <bit>
+#include <memory>
 
 #include "tsdb/varint.h"
 
@@ -23,7 +26,8 @@ std::string GetString(ByteReader& in) {
 
 }  // namespace
 
-std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const Batch& batch) {
+std::string EncodeWalBatchUncompressed(std::string_view batch_id, int64_t received_ms,
+                                       const Batch& batch) {
   size_t size = 1 + 10 + batch_id.size() + 8 + 10;
   for (const auto& [key, samples] : batch) {
     size += 4 * 10 + key.compute_id.size() + key.host.size() + key.device.size() +
@@ -49,12 +53,63 @@ std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const
   return out;
 }
 
+// zstd level 1: ~8x smaller on telemetry batches at several hundred MB/s, cheaper than
+// the fdatasync time it saves.
+constexpr int kWalZstdLevel = 1;
+
+std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const Batch& batch) {
+  std::string plain = EncodeWalBatchUncompressed(batch_id, received_ms, batch);
+  // One context per thread: creating one per call costs more than compressing a batch.
+  thread_local std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> context(ZSTD_createCCtx(),
+                                                                            &ZSTD_freeCCtx);
+  std::string out(1 + ZSTD_compressBound(plain.size()), '\0');
+  out[0] = static_cast<char>(kWalRecordBatchZstd);
+  if (!context)
+    return plain;
+  const size_t n = ZSTD_compressCCtx(context.get(), out.data() + 1, out.size() - 1, plain.data(),
+                                     plain.size(), kWalZstdLevel);
+  if (ZSTD_isError(n) || n + 1 >= plain.size())
+    return plain;
+  out.resize(n + 1);
+  return out;
+}
+
+namespace {
+
+Status Corrupt(const std::string& what) {
+  return DataLossError("tsdb wal: record with a valid checksum is malformed: " + what)
+      .WithReason("wal_corrupt");
+}
+
+Result<WalBatch> DecodePlainWalBatch(std::string_view payload);
+
+// A compressed record's frame must say how much it holds, stay under the WAL's payload limit
+// and decompress to exactly that many bytes of a plain batch record.
+Result<WalBatch> DecodeCompressedWalBatch(std::string_view frame) {
+  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ||
+      size > kMaxWalBatchBytes) {
+    return Corrupt("bad zstd frame size");
+  }
+  std::string plain(size, '\0');
+  const size_t n = ZSTD_decompress(plain.data(), plain.size(), frame.data(), frame.size());
+  if (ZSTD_isError(n) || n != size)
+    return Corrupt("zstd frame does not decompress");
+  return DecodePlainWalBatch(plain);
+}
+
+}  // namespace
+
 Result<WalBatch> DecodeWalBatch(std::string_view payload) {
-  const auto corrupt = [](const char* what) {
-    return DataLossError(std::string("tsdb wal: record with a valid checksum is malformed: ") +
-                         what)
-        .WithReason("wal_corrupt");
-  };
+  if (!payload.empty() && static_cast<uint8_t>(payload[0]) == kWalRecordBatchZstd)
+    return DecodeCompressedWalBatch(payload.substr(1));
+  return DecodePlainWalBatch(payload);
+}
+
+namespace {
+
+Result<WalBatch> DecodePlainWalBatch(std::string_view payload) {
+  const auto corrupt = [](const char* what) { return Corrupt(what); };
   ByteReader in(payload);
   if (payload.empty() || static_cast<uint8_t>(payload[0]) != kWalRecordBatch) {
     return corrupt("unknown record type");
@@ -88,4 +143,5 @@ Result<WalBatch> DecodeWalBatch(std::string_view payload) {
   return out;
 }
 
+}  // namespace
 }  // namespace expanse::tsdb
