@@ -8,7 +8,8 @@
 #   bench/ingest_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
 #   HOURS=2 NODES=8 CONNS=4 VM_PORT=18428 SQLITE=1 environment knobs; KEEP=1 leaves the data
-#   directories in place (printed) to look into what is at rest.
+#   directories in place (printed) to look into what is at rest; NOSYNC=1 adds a diagnostic
+#   run of expanse with its syncs made no-ops (see below).
 # Figures and the machine they came from are recorded in docs/performance.md.
 set -euo pipefail
 
@@ -38,15 +39,13 @@ now_ms=$(($(date +%s) * 1000))
 start_ms=$(((now_ms - hours * 3600000 - 3 * 86400000) / 7200000 * 7200000 + 2 * 86400000))
 
 # --- expanse-server -------------------------------------------------------------------
-db="$dir/expanse/db.sqlite"
-mkdir -p "$dir/expanse"
-boot="$(EXPANSE_ADMIN_PASSWORD='bench pass' "$server" admin bootstrap --db "$db" --org bench \
-  --org-name Bench --email bench@example.com)"
-api_token="$(jq -r .api_token <<<"$boot")"
 # --credential-rate: the default 20 requests/s per credential suits one controller sending
 # in real time; this replays hours in seconds and measures the store, not the limiter.
+# $preload, when set, is put in LD_PRELOAD (the no-sync diagnostic below).
+preload=""
 serve() {
-  "$server" serve --db "$db" --control-listen 127.0.0.1:0 --credential-rate 100000 >"$dir/serve.log" 2>&1 &
+  LD_PRELOAD="$preload" "$server" serve --db "$db" --control-listen 127.0.0.1:0 \
+    --credential-rate 100000 >"$dir/serve.log" 2>&1 &
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve.log" && break; sleep 0.1; done
@@ -57,16 +56,27 @@ stop_server() {  # SIGTERM: graceful stop, which flushes the telemetry store
   kill -TERM "$server_pid"
   wait "$server_pid"
 }
-serve
-auth=(-H "Authorization: Bearer $api_token")
-compute="$(curl -sS "${auth[@]}" -d '{"name":"bench","type":"slurm"}' \
-  "$url/api/v1/orgs/bench/computes" | jq -r .id)"
-install_token="$(curl -sS "${auth[@]}" -H 'Content-Length: 0' -X POST \
-  "$url/api/v1/computes/$compute/install-tokens" | jq -r .token)"
-credential="$(curl -sS -d "{\"token\":\"$install_token\",\"hostname\":\"ctl\",\
+# A fresh database in $1 with an organisation, a compute and its credential, through the
+# real API; leaves the server running and sets db, api_token, compute and credential.
+enrol() {
+  db="$1/db.sqlite"
+  mkdir -p "$1"
+  local boot
+  boot="$(EXPANSE_ADMIN_PASSWORD='bench pass' "$server" admin bootstrap --db "$db" --org bench \
+    --org-name Bench --email bench@example.com)"
+  api_token="$(jq -r .api_token <<<"$boot")"
+  serve
+  local auth=(-H "Authorization: Bearer $api_token") install_token
+  compute="$(curl -sS "${auth[@]}" -d '{"name":"bench","type":"slurm"}' \
+    "$url/api/v1/orgs/bench/computes" | jq -r .id)"
+  install_token="$(curl -sS "${auth[@]}" -H 'Content-Length: 0' -X POST \
+    "$url/api/v1/computes/$compute/install-tokens" | jq -r .token)"
+  credential="$(curl -sS -d "{\"token\":\"$install_token\",\"hostname\":\"ctl\",\
 \"daemon_version\":\"0.1.0\",\"role\":\"controller\"}" \
-  "$url/cp/v1/install-tokens/exchange" | jq -r .credential)"
-[[ "$credential" == exp_cc_* ]] || { echo "no credential: $credential" >&2; exit 1; }
+    "$url/cp/v1/install-tokens/exchange" | jq -r .credential)"
+  [[ "$credential" == exp_cc_* ]] || { echo "no credential: $credential" >&2; exit 1; }
+}
+enrol "$dir/expanse"
 
 common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms")
 echo "expanse-server: ingesting $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
@@ -82,6 +92,22 @@ serve
 query_out="$("$load" query --port "$port" --api-token "$api_token" --compute "$compute" \
   --start-ms "$start_ms")"
 stop_server
+
+# Diagnostic, NOSYNC=1: the same ingest into a fresh store whose fsync/fdatasync are no-ops
+# (an LD_PRELOAD shim), i.e. acknowledging from memory as VictoriaMetrics does. expanse
+# itself never runs like this; the figure shows what the per-acknowledgement sync costs.
+nosync_out=""
+if [[ "${NOSYNC:-0}" == 1 ]]; then
+  printf 'int fsync(int fd) { (void)fd; return 0; }\nint fdatasync(int fd) { (void)fd; return 0; }\n' \
+    >"$dir/nosync.c"
+  cc -shared -fPIC -O2 -o "$dir/nosync.so" "$dir/nosync.c"
+  preload="$dir/nosync.so"
+  enrol "$dir/expanse-nosync"
+  echo "expanse-server without syncs (diagnostic): ingesting ..." >&2
+  nosync_out="$("$load" expanse --port "$port" --credential "$credential" --conns "$conns" "${common[@]}")"
+  stop_server
+  preload=""
+fi
 
 # --- VictoriaMetrics ------------------------------------------------------------------
 vm_data="$dir/vm"
@@ -122,6 +148,7 @@ awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
   -v v_rate="$(kv samples_per_s "$vm_out")" -v v_bytes="$vm_bytes_stopped" -v v_flushed="$vm_bytes" \
   -v v_store="$vm_bytes_store" \
   -v s_rate="$(kv samples_per_s "$sq_out" || echo 0)" -v s_bytes="$sq_bytes" \
+  -v n_rate="$(kv samples_per_s "$nosync_out" || echo 0)" \
   -v q_med="$(kv query_median_ms "$query_out")" -v q_first="$(kv query_first_ms "$query_out")" \
   -v q_series="$(kv series "$query_out")" -v q_points="$(kv points "$query_out")" \
   -v vm_series="$vm_rows" 'BEGIN {
@@ -132,6 +159,8 @@ awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
   printf "%-34s %12.0f %16.3f  (%.3f in data/ and indexdb/ without its saved caches; %.3f after force_flush, before stop; %s series)\n",
          "VictoriaMetrics /api/v1/import", v_rate, v_bytes / n, v_store / n, v_flushed / n, vm_series
   if (s_rate > 0) printf "%-34s %12.0f %16.3f\n", "SQLite, one row per sample", s_rate, s_bytes / n
+  if (n_rate > 0) printf "%-34s %12.0f  (diagnostic: fsync and fdatasync made no-ops; %.2fx VictoriaMetrics)\n",
+                         "expanse-server without syncs", n_rate, n_rate / v_rate
   printf "ratio expanse/VictoriaMetrics: speed %.2fx, size %.2fx of its whole directory, %.2fx of data/ and indexdb/ (<1 is smaller)\n",
          e_rate / v_rate, e_bytes / v_bytes, e_bytes / v_store
   if (s_rate > 0) printf "ratio expanse/SQLite rows:       speed %.1fx, size %.3fx\n",
