@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "pystack/pyspy_source.h"
+
 namespace expanse::agent {
 namespace {
 
@@ -69,27 +71,24 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
                                    "); DCGM enrichment is not implemented in this daemon version"};
   }
 
-  std::string pyspy = s.pyspy;
-  if (pyspy.empty() && !in.shared_prefix.empty() &&
-      IsExecutable(in.shared_prefix + "/bin/py-spy")) {
-    pyspy = in.shared_prefix + "/bin/py-spy";
-  }
-  if (pyspy.empty())
-    pyspy = FindOnPath("py-spy", in.path_env);
-  const bool have_pyspy = !pyspy.empty() && IsExecutable(pyspy);
+  // The same lookup the stack collector makes (EXPANSE_PYSPY, the install's bin, PATH), so the
+  // report cannot disagree with what runs: a bare EXPANSE_PYSPY=py-spy is found on PATH.
+  const std::string prefix_bin = in.shared_prefix.empty() ? "" : in.shared_prefix + "/bin";
+  const Result<std::string> pyspy = pystack::FindPyspy(s.pyspy, prefix_bin, in.path_env.c_str());
+  const bool have_pyspy = pyspy.ok() && !pyspy->empty();
   if (in.py_stacks) {
     out["py_stacks"] = *in.py_stacks;  // the running collector knows best
   } else if (!s.pystacks_enable) {
     out["py_stacks"] = {"disabled", "EXPANSE_PYSTACKS_ENABLE=0"};
   } else if (s.pystacks_backend != "py-spy") {
     out["py_stacks"] = {
-        "ok", have_pyspy ? "native CPython reader, py-spy at " + pyspy : "native CPython reader"};
+        "ok", have_pyspy ? "native CPython reader, py-spy at " + *pyspy : "native CPython reader"};
+  } else if (!pyspy.ok()) {
+    out["py_stacks"] = {"absent", pyspy.status().message()};
   } else if (!have_pyspy) {
-    out["py_stacks"] = {
-        "absent", s.pyspy.empty() ? "py-spy not found (bundled copy or PATH; EXPANSE_PYSPY unset)"
-                                  : "EXPANSE_PYSPY=" + s.pyspy + " is not executable"};
+    out["py_stacks"] = {"absent", "py-spy not found (bundled copy or PATH; EXPANSE_PYSPY unset)"};
   } else {
-    out["py_stacks"] = {"ok", "py-spy at " + pyspy};
+    out["py_stacks"] = {"ok", "py-spy at " + *pyspy};
   }
 
   if (!s.profiling_agent_enable) {

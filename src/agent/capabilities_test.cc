@@ -80,6 +80,28 @@ TEST_F(CapabilitiesTest, SettingsDisableAndPointAtTools) {
   EXPECT_EQ(caps["py_stacks"].reason, "py_stacks: ptrace denied for pid 7: EPERM");
 }
 
+// The report makes the collector's own py-spy lookup: a bare EXPANSE_PYSPY is a program on
+// PATH (it used to be called "not executable" while the collector ran it), and a relative
+// path is refused with the collector's message.
+TEST_F(CapabilitiesTest, PyspyIsFoundAsTheCollectorFindsIt) {
+  MakeExecutable(dir_ + "/bin/py-spy");
+  inputs_.settings.pystacks_backend = "py-spy";
+  inputs_.settings.pyspy = "py-spy";
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["py_stacks"].state, "ok");
+  EXPECT_EQ(caps["py_stacks"].reason, "py-spy at " + dir_ + "/bin/py-spy");
+  inputs_.settings.pyspy = "bin/py-spy";
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["py_stacks"].state, "absent");
+  EXPECT_THAT(caps["py_stacks"].reason, HasSubstr("expected an absolute path"));
+  inputs_.settings.pyspy = "";  // PATH
+  EXPECT_EQ(DescribeCapabilities(inputs_)["py_stacks"].reason, "py-spy at " + dir_ + "/bin/py-spy");
+  std::filesystem::remove(dir_ + "/bin/py-spy");
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["py_stacks"].state, "absent");
+  EXPECT_THAT(caps["py_stacks"].reason, HasSubstr("py-spy not found"));
+}
+
 TEST_F(CapabilitiesTest, GpuStatesFollowTheSampler) {
   inputs_.gpu.backend = "";
   inputs_.gpu.state = "no_gpus";
