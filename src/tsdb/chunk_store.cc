@@ -179,7 +179,9 @@ Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() 
     if (name == names.end())
       continue;  // REFERENCES batch_streams(id) keeps this from happening
     out.emplace_back(name->second + "/" + std::to_string(split.ColumnInt(1)),
-                     split.ColumnInt(2) * 1000);
+                     // The last millisecond of the stored second: retention in memory then
+                     // forgets the id no earlier than it would have before a restart.
+                     split.ColumnInt(2) * 1000 + 999);
   }
   if (rc != SQLITE_DONE)
     return SqlError(db_, "load batch ids");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <tuple>
 
@@ -135,14 +136,24 @@ Status Tsdb::Replay(std::string_view payload) {
 
 Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& batch) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatch(batch_id, batch));
-  ++arriving_;
+  // Counted as arriving until it holds the mutex. Whatever follows, it writes its record (or
+  // decides not to) before it next releases the mutex, which is all a waiting sync leader
+  // needs to know. A guard, so that an exception on the way cannot leave the count high.
+  struct Arriving {
+    Tsdb& db;
+    explicit Arriving(Tsdb& d) : db(d) { ++db.arriving_; }
+    ~Arriving() {
+      if (--db.arriving_ == 0)
+        db.arrived_cv_.notify_all();
+    }
+    Arriving(const Arriving&) = delete;
+    Arriving& operator=(const Arriving&) = delete;
+  };
+  std::optional<Arriving> arriving(std::in_place, *this);
   const int64_t now_ms = clock_.NowMs();
   const std::string record = EncodeWalBatch(batch_id, now_ms, batch);
   std::unique_lock lock(mu_);
-  // Whatever follows, this append writes its record (or decides not to) before it next
-  // releases the mutex, which is all a waiting sync leader needs to know.
-  if (--arriving_ == 0)
-    arrived_cv_.notify_all();
+  arriving.reset();
   EXPANSE_RETURN_IF_ERROR(sync_error_);
   const std::string id(batch_id);
   if (persisted_batch_ids_.contains(id)) {

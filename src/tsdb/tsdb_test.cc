@@ -260,6 +260,22 @@ TEST_F(TsdbTest, BatchIdsOfEveryShapeSurviveRestartAndRetention) {
     EXPECT_FALSE(db->Append(id, Seconds(Key("w"), kT0 + 9 * 24 * kHourMs, 1))->duplicate) << id;
 }
 
+// Integer batch ids keep their receive time in whole seconds; after a restart an id must not
+// be forgotten before the moment it would have been without one (here 999 ms later than a
+// rounded-down time would say).
+TEST_F(TsdbTest, BatchIdRetentionAfterRestartIsNeverEarlier) {
+  clock_.Set(kT0 + 999);
+  {
+    auto db = OpenDb();
+    ASSERT_FALSE(db->Append("c1/telemetry/1", Seconds(Key("u"), kT0, 1))->duplicate);
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  auto db = OpenDb();
+  clock_.Set(kT0 + 500 + 7 * 24 * kHourMs);  // the cutoff falls inside the id's second
+  ASSERT_TRUE(db->ApplyRetention().ok());
+  EXPECT_TRUE(db->Append("c1/telemetry/1", Seconds(Key("u"), kT0, 1))->duplicate);
+}
+
 // A Flush either rewrites the whole heads table (most open chunks changed) or replaces the
 // changed rows; either way every open chunk, changed or not, and every sealed one survives.
 TEST_F(TsdbTest, OpenChunksSurviveFlushesThatRewriteOrPatchTheHeadsTable) {

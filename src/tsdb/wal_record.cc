@@ -59,6 +59,10 @@ constexpr int kWalZstdLevel = 1;
 
 std::string EncodeWalBatch(std::string_view batch_id, int64_t received_ms, const Batch& batch) {
   std::string plain = EncodeWalBatchUncompressed(batch_id, received_ms, batch);
+  // Over the limit, a compressed record would be written but refused at replay; left plain,
+  // the WAL refuses it now, before the append is acknowledged.
+  if (plain.size() > kMaxWalBatchBytes)
+    return plain;
   // One context per thread: creating one per call costs more than compressing a batch.
   thread_local std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> context(ZSTD_createCCtx(),
                                                                             &ZSTD_freeCCtx);
