@@ -32,6 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
+# CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 
 # Data starts at a 2-hour boundary (the store's chunk windows) two days plus the load's
 # length ago, so VictoriaMetrics accepts it and the job's day fits before it.
@@ -80,7 +82,9 @@ enrol "$dir/expanse"
 
 common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms")
 echo "expanse-server: ingesting $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
+exp_cpu0="$(cpu_s "$server_pid")"
 exp_out="$("$load" expanse --port "$port" --credential "$credential" --conns "$conns" "${common[@]}")"
+exp_cpu="$(awk -v a="$exp_cpu0" -v b="$(cpu_s "$server_pid")" 'BEGIN { print b - a }')"
 stop_server
 exp_bytes="$(du -sb "$db.tsdb" | cut -f1)"
 
@@ -117,7 +121,9 @@ vm_pid=$!
 pids+=("$vm_pid")
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$vm_port/health" >/dev/null && break; sleep 0.1; done
 echo "VictoriaMetrics: ingesting the same samples ..." >&2
+vm_cpu0="$(cpu_s "$vm_pid")"
 vm_out="$("$load" vm --port "$vm_port" --conns "$conns" "${common[@]}")"
+vm_cpu="$(awk -v a="$vm_cpu0" -v b="$(cpu_s "$vm_pid")" 'BEGIN { print b - a }')"
 # Rows are buffered in memory for up to a second; force them into parts, let the
 # background merges settle, then measure what is at rest.
 sleep 2
@@ -151,7 +157,7 @@ awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
   -v n_rate="$(kv samples_per_s "$nosync_out" || echo 0)" \
   -v q_med="$(kv query_median_ms "$query_out")" -v q_first="$(kv query_first_ms "$query_out")" \
   -v q_series="$(kv series "$query_out")" -v q_points="$(kv points "$query_out")" \
-  -v vm_series="$vm_rows" 'BEGIN {
+  -v vm_series="$vm_rows" -v e_cpu="$exp_cpu" -v v_cpu="$vm_cpu" 'BEGIN {
   printf "samples: %d (%d nodes x 8 GPUs x 20 fields x %d h at 1 Hz), %d connections, batches of one node x 10 s\n",
          n, nodes, hours, conns
   printf "%-34s %12s %16s\n", "store", "samples/s", "bytes/sample"
@@ -163,6 +169,8 @@ awk -v n="$samples" -v hours="$hours" -v nodes="$nodes" -v conns="$conns" \
                          "expanse-server without syncs", n_rate, n_rate / v_rate
   printf "ratio expanse/VictoriaMetrics: speed %.2fx, size %.2fx of its whole directory, %.2fx of data/ and indexdb/ (<1 is smaller)\n",
          e_rate / v_rate, e_bytes / v_bytes, e_bytes / v_store
+  printf "server CPU while ingesting (user + system): expanse %.2f s, VictoriaMetrics %.2f s per million samples (%.2fx)\n",
+         e_cpu * 1e6 / n, v_cpu * 1e6 / n, e_cpu / v_cpu
   if (s_rate > 0) printf "ratio expanse/SQLite rows:       speed %.1fx, size %.3fx\n",
          e_rate / s_rate, (e_bytes / n) / (s_bytes / n)
   printf "timeline, 24 h job x 8 GPUs (8 x 86,400 points) -> %s series x %s points: median %s ms (first %s ms)\n",

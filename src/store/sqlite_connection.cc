@@ -23,31 +23,54 @@ Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms
   return connection;
 }
 
-Connection::Connection(Connection&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+Connection::Connection(Connection&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
+    FinalizeCache();
     sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
+    cache_ = std::move(other.cache_);
   }
   return *this;
 }
 
 // sqlite3_close_v2 also copes with statements still open (it closes once they finalize).
-Connection::~Connection() { sqlite3_close_v2(db_); }
+Connection::~Connection() {
+  FinalizeCache();
+  sqlite3_close_v2(db_);
+}
+
+void Connection::FinalizeCache() {
+  for (auto& [sql, cached] : cache_)
+    sqlite3_finalize(cached->statement);
+  cache_.clear();
+}
 
 Result<Statement> Connection::Prepare(std::string_view sql) {
+  std::string key(sql);
+  const auto found = cache_.find(key);
+  if (found != cache_.end() && !found->second->in_use) {
+    found->second->in_use = true;
+    return Statement(found->second->statement, &found->second->in_use);
+  }
+  const bool cache_it = found == cache_.end() && cache_.size() < kMaxCachedStatements;
   sqlite3_stmt* statement = nullptr;
-  const int rc =
-      sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &statement, nullptr);
+  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                                    cache_it ? SQLITE_PREPARE_PERSISTENT : 0, &statement, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(statement);
-    return SqliteStatus(db_, rc, "preparing SQL statement \"" + std::string(sql) + "\"");
+    return SqliteStatus(db_, rc, "preparing SQL statement \"" + key + "\"");
   }
   if (statement == nullptr) {  // the text was only blanks or comments
-    return InternalError("SQL text holds no statement: \"" + std::string(sql) + "\"");
+    return InternalError("SQL text holds no statement: \"" + key + "\"");
   }
-  return Statement(statement);
+  if (!cache_it)
+    return Statement(statement);
+  auto& cached = cache_[std::move(key)];
+  cached = std::make_unique<CachedStatement>(CachedStatement{statement, true});
+  return Statement(statement, &cached->in_use);
 }
 
 Status Connection::ExecuteScript(const std::string& sql) {

@@ -15,17 +15,31 @@ constexpr std::size_t kMaxSqlInMessage = 60;
 }  // namespace
 
 Statement::Statement(Statement&& other) noexcept
-    : statement_(std::exchange(other.statement_, nullptr)) {}
+    : statement_(std::exchange(other.statement_, nullptr)),
+      in_use_(std::exchange(other.in_use_, nullptr)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(statement_);
+    Release();
     statement_ = std::exchange(other.statement_, nullptr);
+    in_use_ = std::exchange(other.in_use_, nullptr);
   }
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(statement_); }
+Statement::~Statement() { Release(); }
+
+void Statement::Release() {
+  if (in_use_ == nullptr) {
+    sqlite3_finalize(statement_);
+    return;
+  }
+  // Reset also ends the statement's read of the database, which an unfinished SELECT
+  // would otherwise keep open; its return value repeats a step error already reported.
+  sqlite3_reset(statement_);
+  sqlite3_clear_bindings(statement_);
+  *in_use_ = false;
+}
 
 Status Statement::Bind(int index, int64_t value) {
   const int rc = sqlite3_bind_int64(statement_, index, value);

@@ -1,4 +1,5 @@
-// Internal to the store module: a prepared SQLite statement that finalizes itself.
+// Internal to the store module: a prepared SQLite statement that finalizes itself, or, when
+// borrowed from its connection's cache, resets itself for the next user.
 //
 // Values only ever reach SQL as bound parameters (?1, ?2, ...); SQL text is built from
 // constants alone. That is the whole defence against SQL injection, so keep it that way.
@@ -20,6 +21,9 @@ class Statement {
  public:
   // Takes ownership of a statement from sqlite3_prepare_v2; must not be null.
   explicit Statement(sqlite3_stmt* statement) : statement_(statement) {}
+  // Borrows a cached statement: the destructor resets it, clears its bindings and sets
+  // *in_use to false instead of finalizing it. The cache must outlive the Statement.
+  Statement(sqlite3_stmt* statement, bool* in_use) : statement_(statement), in_use_(in_use) {}
   Statement(Statement&& other) noexcept;
   Statement& operator=(Statement&& other) noexcept;
   Statement(const Statement&) = delete;
@@ -51,10 +55,13 @@ class Statement {
   std::string ColumnText(int column) const;
 
  private:
+  // Finalizes an owned statement or hands a borrowed one back to its cache.
+  void Release();
   std::string SqlForMessage() const;
   Status Error(int rc, std::string_view doing) const;
 
   sqlite3_stmt* statement_;  // null only after a move
+  bool* in_use_ = nullptr;   // the cache entry's flag when borrowed
 };
 
 }  // namespace expanse::store::sqlite_internal

@@ -92,14 +92,13 @@ class SqliteStore final : public Store, public JobStore {
   template <typename Body>
   std::invoke_result_t<Body&> Transact(Access access, Body&& body) {
     std::lock_guard<std::mutex> lock(mu_);
-    EXPANSE_RETURN_IF_ERROR(
-        db_.ExecuteScript(access == Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"));
+    EXPANSE_RETURN_IF_ERROR(db_.Execute(access == Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"));
     std::invoke_result_t<Body&> result = body();
     if (!::expanse::internal::StatusOf(result).ok()) {
       db_.RollbackIfActive();
       return result;
     }
-    if (Status committed = db_.ExecuteScript("COMMIT"); !committed.ok()) {
+    if (Status committed = db_.Execute("COMMIT"); !committed.ok()) {
       db_.RollbackIfActive();
       return committed;
     }

@@ -1,0 +1,113 @@
+// The connection's statement cache: reuse must not leak bindings or cursor state from one
+// use to the next, and a statement still being stepped must not be handed out twice.
+#include "store/sqlite_connection.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace expanse::store::sqlite_internal {
+namespace {
+
+Connection MemoryDb() {
+  Result<Connection> db = Connection::Open(":memory:", 1000);
+  EXPECT_TRUE(db.ok()) << db.status();
+  return std::move(db).value();
+}
+
+TEST(SqliteConnectionTest, ReusedStatementStartsWithoutTheLastBindings) {
+  Connection db = MemoryDb();
+  {
+    Result<Statement> first = db.Query("SELECT ?1", std::string_view("bound once"));
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(*first->Step());
+    EXPECT_EQ(first->ColumnText(0), "bound once");
+  }
+  // The same text again, unbound: NULL, which reads as "", not the earlier value.
+  Result<Statement> second = db.Prepare("SELECT ?1");
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(*second->Step());
+  EXPECT_EQ(second->ColumnText(0), "");
+}
+
+TEST(SqliteConnectionTest, ReusedStatementStartsFromTheFirstRow) {
+  Connection db = MemoryDb();
+  ASSERT_TRUE(
+      db.ExecuteScript("CREATE TABLE t(v INTEGER); INSERT INTO t VALUES (1), (2), (3);").ok());
+  const std::string sql = "SELECT v FROM t ORDER BY v";
+  {
+    Result<Statement> partly = db.Prepare(sql);
+    ASSERT_TRUE(partly.ok());
+    ASSERT_TRUE(*partly->Step());
+    ASSERT_TRUE(*partly->Step());
+    EXPECT_EQ(partly->ColumnInt(0), 2);
+  }  // left on the second row
+  Result<Statement> again = db.Prepare(sql);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(*again->Step());
+  EXPECT_EQ(again->ColumnInt(0), 1);
+}
+
+TEST(SqliteConnectionTest, SameTextWhileInUseGetsItsOwnStatement) {
+  Connection db = MemoryDb();
+  ASSERT_TRUE(
+      db.ExecuteScript("CREATE TABLE t(v INTEGER); INSERT INTO t VALUES (1), (2), (3);").ok());
+  const std::string sql = "SELECT v FROM t ORDER BY v";
+  Result<Statement> outer = db.Prepare(sql);
+  ASSERT_TRUE(outer.ok());
+  std::vector<int64_t> pairs;
+  while (*outer->Step()) {
+    Result<Statement> inner = db.Prepare(sql);
+    ASSERT_TRUE(inner.ok());
+    while (*inner->Step())
+      pairs.push_back(outer->ColumnInt(0) * 10 + inner->ColumnInt(0));
+  }
+  EXPECT_EQ(pairs, (std::vector<int64_t>{11, 12, 13, 21, 22, 23, 31, 32, 33}));
+}
+
+TEST(SqliteConnectionTest, MovedStatementIsReturnedOnce) {
+  Connection db = MemoryDb();
+  {
+    Result<Statement> a = db.Prepare("SELECT 7");
+    ASSERT_TRUE(a.ok());
+    Statement moved = std::move(a).value();
+    Result<Statement> b = db.Prepare("SELECT 7");  // `moved` still holds the cached one
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(*moved.Step());
+    ASSERT_TRUE(*b->Step());
+    EXPECT_EQ(moved.ColumnInt(0) + b->ColumnInt(0), 14);
+  }
+  Result<Statement> c = db.Prepare("SELECT 7");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(*c->Step());
+  EXPECT_EQ(c->ColumnInt(0), 7);
+}
+
+TEST(SqliteConnectionTest, TransactionsRunThroughCachedStatements) {
+  Connection db = MemoryDb();
+  ASSERT_TRUE(db.ExecuteScript("CREATE TABLE t(v INTEGER)").ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(db.Execute("BEGIN IMMEDIATE").ok());
+    EXPECT_TRUE(db.InTransaction());
+    ASSERT_TRUE(db.Execute("INSERT INTO t VALUES (?1)", int64_t{i}).ok());
+    ASSERT_TRUE(db.Execute("COMMIT").ok());
+    EXPECT_FALSE(db.InTransaction());
+  }
+  Result<Statement> sum = db.Prepare("SELECT sum(v) FROM t");
+  ASSERT_TRUE(sum.ok());
+  ASSERT_TRUE(*sum->Step());
+  EXPECT_EQ(sum->ColumnInt(0), 3);
+}
+
+TEST(SqliteConnectionTest, BadSqlIsNotCached) {
+  Connection db = MemoryDb();
+  for (int i = 0; i < 2; ++i) {
+    Result<Statement> bad = db.Prepare("SELEC 1");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("SELEC 1"), std::string::npos) << bad.status();
+  }
+}
+
+}  // namespace
+}  // namespace expanse::store::sqlite_internal
