@@ -6,6 +6,7 @@
 // every body is encoded before the clock starts, so the figure is the server's rate.
 //
 //   ingest_load expanse --port P --credential C [--nodes 8] [--hours 2] [--conns 4]
+//                       [--ack durable|received]   (Expanse-Ack; received: keep until synced)
 //   ingest_load vm      --port P [--nodes 8] [--hours 2] [--conns 4]
 //   ingest_load sqlite  --dir D [--nodes 8] [--hours 2]
 //   ingest_load job     --port P --credential C     (24 h of gpu.sm_util, 8 GPUs, a job)
@@ -213,6 +214,77 @@ double SendAll(int port, const std::vector<std::vector<std::string>>& bodies,
   return SecondsSince(start);
 }
 
+// Sends bodies[c] on connection c with `Expanse-Ack: received`, the way a sender that keeps
+// each batch until the store reports it durable does (docs/formats/ingest-batch.md): a batch
+// answered before its sync is kept with its (store_epoch, mark); kept batches are let go
+// when an answer's durable_mark covers them, sent again when the epoch changed (a restart),
+// and each connection ends with POST /dp/v1/sync. Returns the wall seconds to the last sync;
+// `resent` counts batches sent twice.
+double SendAllOnReceipt(int port, const std::vector<std::vector<std::string>>& bodies,
+                        const std::string& credential, uint64_t* resent) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  std::vector<uint64_t> resent_by(bodies.size(), 0);
+  for (size_t c = 0; c < bodies.size(); ++c) {
+    threads.emplace_back([&, c, port] {
+      const std::vector<std::string> headers = {"Authorization: Bearer " + credential,
+                                                "Content-Type: application/zstd",
+                                                "Expanse-Ack: received"};
+      struct Kept {
+        std::string epoch;
+        uint64_t mark;
+        const std::string* body;
+      };
+      std::vector<Kept> kept;
+      HttpConnection conn("127.0.0.1", port);
+      // Lets go of what `answer` reports durable; returns the batches to send again.
+      auto settle = [&kept](const nlohmann::json& answer) {
+        const std::string epoch = answer.at("store_epoch");
+        const uint64_t durable = answer.at("durable_mark");
+        std::vector<const std::string*> again;
+        std::erase_if(kept, [&](const Kept& k) {
+          if (k.epoch != epoch)
+            again.push_back(k.body);
+          return k.epoch != epoch || k.mark <= durable;
+        });
+        return again;
+      };
+      std::vector<const std::string*> queue;
+      for (const std::string& body : bodies[c])
+        queue.push_back(&body);
+      for (size_t i = 0; i < queue.size(); ++i) {
+        const auto r = conn.Request("POST", "/dp/v1/ingest", headers, *queue[i]);
+        if (r.status != 200)
+          Die("/dp/v1/ingest: HTTP " + std::to_string(r.status) + " " + r.body);
+        const auto answer = nlohmann::json::parse(r.body);
+        if (!answer.at("durable").get<bool>())
+          kept.push_back({answer.at("store_epoch"), answer.at("mark"), queue[i]});
+        for (const std::string* body : settle(answer)) {
+          queue.push_back(body);
+          ++resent_by[c];
+        }
+        if (i + 1 == queue.size()) {  // all sent: wait until the store has them durably
+          const auto synced =
+              conn.Request("POST", "/dp/v1/sync", {"Authorization: Bearer " + credential}, "");
+          if (synced.status != 200)
+            Die("/dp/v1/sync: HTTP " + std::to_string(synced.status) + " " + synced.body);
+          for (const std::string* body : settle(nlohmann::json::parse(synced.body))) {
+            queue.push_back(body);
+            ++resent_by[c];
+          }
+          if (!kept.empty() && i + 1 == queue.size())
+            Die("/dp/v1/sync left batches undurable");
+        }
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (uint64_t n : resent_by)
+    *resent += n;
+  return SecondsSince(start);
+}
+
 void RunHttpLoad(const Flags& flags, bool expanse) {
   const int nodes = flags.Int("nodes", 8), conns = flags.Int("conns", 4);
   const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
@@ -227,17 +299,25 @@ void RunHttpLoad(const Flags& flags, bool expanse) {
     bodies[static_cast<size_t>(windows[i].node % conns)].push_back(std::move(body));
   }
   const uint64_t samples = windows.size() * kGpusPerNode * kFieldCount * kBatchSeconds;
+  const std::string ack = flags.Get("ack", "durable");
+  if (ack != "durable" && ack != "received")
+    Die("--ack must be durable or received");
+  uint64_t resent = 0;
   const double seconds =
-      expanse ? SendAll(flags.Int("port", 0), bodies, "/dp/v1/ingest",
-                        {"Authorization: Bearer " + flags.Get("credential"),
-                         "Content-Type: application/zstd"},
-                        200)
-              : SendAll(flags.Int("port", 0), bodies, "/api/v1/import",
-                        {"Content-Encoding: gzip", "Content-Type: application/json"}, 204);
-  std::printf("samples=%llu seconds=%.3f samples_per_s=%.0f json_bytes=%llu sent_bytes=%llu\n",
-              static_cast<unsigned long long>(samples), seconds, samples / seconds,
-              static_cast<unsigned long long>(raw_bytes),
-              static_cast<unsigned long long>(sent_bytes));
+      !expanse ? SendAll(flags.Int("port", 0), bodies, "/api/v1/import",
+                         {"Content-Encoding: gzip", "Content-Type: application/json"}, 204)
+      : ack == "received"
+          ? SendAllOnReceipt(flags.Int("port", 0), bodies, flags.Get("credential"), &resent)
+          : SendAll(flags.Int("port", 0), bodies, "/dp/v1/ingest",
+                    {"Authorization: Bearer " + flags.Get("credential"),
+                     "Content-Type: application/zstd"},
+                    200);
+  std::printf(
+      "samples=%llu seconds=%.3f samples_per_s=%.0f json_bytes=%llu sent_bytes=%llu "
+      "resent=%llu\n",
+      static_cast<unsigned long long>(samples), seconds, samples / seconds,
+      static_cast<unsigned long long>(raw_bytes), static_cast<unsigned long long>(sent_bytes),
+      static_cast<unsigned long long>(resent));
 }
 
 void Exec(sqlite3* db, const char* sql) {

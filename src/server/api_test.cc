@@ -441,5 +441,60 @@ TEST_F(ApiTest, IngestRefusesBadBatchesAndRevokedCredentials) {
       200);
 }
 
+// Expanse-Ack: received answers before the batch's sync; the answer's mark and the store's
+// durable mark tell the sender when it may let the batch go, and /dp/v1/sync waits for it.
+TEST_F(ApiTest, IngestOnReceiptReportsMarksThatSyncCovers) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  httplib::Headers on_receipt = Bearer(credential);
+  on_receipt.emplace("Expanse-Ack", "received");
+  Reply first = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), on_receipt);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body["duplicate"], false);
+  EXPECT_EQ(first.body["samples"], 240);
+  const uint64_t mark = first.body["mark"].get<uint64_t>();
+  EXPECT_GE(mark, 1u);
+  EXPECT_EQ(first.body["durable"].get<bool>(), mark <= first.body["durable_mark"].get<uint64_t>());
+  const std::string epoch = first.body["store_epoch"];
+  EXPECT_EQ(epoch.size(), 16u);
+
+  Reply synced = Call("POST", "/dp/v1/sync", "", Bearer(credential));
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_EQ(synced.body["store_epoch"], epoch);
+  EXPECT_GE(synced.body["durable_mark"].get<uint64_t>(), mark);
+
+  // The default stays one answer per durable batch.
+  Reply durable =
+      Call("POST", "/dp/v1/ingest", TelemetryBatch(2, "RUNNING", 0), Bearer(credential));
+  ASSERT_EQ(durable.status, 200) << durable.body;
+  EXPECT_EQ(durable.body["durable"], true);
+  EXPECT_GT(durable.body["mark"].get<uint64_t>(), mark);
+  EXPECT_GE(durable.body["durable_mark"], durable.body["mark"]);
+  Reply retry = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), on_receipt);
+  EXPECT_EQ(retry.body["duplicate"], true);
+  EXPECT_EQ(retry.body["durable"], true);
+}
+
+TEST_F(ApiTest, IngestAckModeAndSyncAreChecked) {
+  std::string compute = NewCompute(token_);
+  std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  httplib::Headers odd = Bearer(credential);
+  odd.emplace("Expanse-Ack", "whenever");
+  Reply refused = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), odd);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(Code(refused), "invalid_header");
+  EXPECT_NE(refused.body["error"].value("message", "").find("Expanse-Ack"), std::string::npos);
+  // Nothing was stored: the same batch is new afterwards.
+  Reply stored = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), Bearer(credential));
+  EXPECT_EQ(stored.body["duplicate"], false);
+
+  EXPECT_EQ(Call("POST", "/dp/v1/sync", "", Bearer("exp_cc_not-a-credential")).status, 401);
+  EXPECT_EQ(Call("POST", "/dp/v1/sync", "").status, 401);
+  Exchange(IssueToken(compute));  // revokes `credential`
+  Reply revoked = Call("POST", "/dp/v1/sync", "", Bearer(credential));
+  EXPECT_EQ(revoked.status, 401);
+  EXPECT_EQ(Code(revoked), "credential_revoked");
+}
+
 }  // namespace
 }  // namespace expanse::server

@@ -6,6 +6,21 @@
 
 namespace expanse::server {
 
+namespace {
+
+// The Expanse-Ack request header: when the answer may come (docs/formats/ingest-batch.md).
+Result<tsdb::Tsdb::Ack> AckMode(const http::Request& req) {
+  const std::optional<std::string_view> value = req.Header("Expanse-Ack");
+  if (!value || *value == "durable")
+    return tsdb::Tsdb::Ack::kDurable;
+  if (*value == "received")
+    return tsdb::Tsdb::Ack::kReceived;
+  return InvalidArgumentError("Expanse-Ack must be \"durable\" or \"received\"")
+      .WithReason("invalid_header");
+}
+
+}  // namespace
+
 void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
@@ -18,6 +33,9 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     auto id = AuthenticateCompute(*ctx, req, &refused);
     if (!id)
       return refused;
+    Result<tsdb::Tsdb::Ack> ack = AckMode(req);
+    if (!ack.ok())
+      return http::ErrorResponse(ack.status());
     Result<std::string> text = DecodeIngestBody(req.Header("Content-Type").value_or(""), req.body);
     if (!text.ok())
       return http::ErrorResponse(text.status());
@@ -43,13 +61,29 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       if (Status s = ctx->jobs->PutStacks(batch->stacks); !s.ok())
         return http::ErrorResponse(s);
     }
-    auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series);
+    auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
       return http::ErrorResponse(appended.status());
     return Json(200, {{"batch_id", batch->BatchId(id->compute.id)},
                       {"duplicate", appended->duplicate},
                       {"samples", appended->samples},
-                      {"jobs", batch->jobs.size()}});
+                      {"jobs", batch->jobs.size()},
+                      {"durable", appended->durable},
+                      {"store_epoch", ctx->tsdb->epoch()},
+                      {"mark", appended->mark},
+                      {"durable_mark", appended->durable_mark}});
+  });
+
+  // For senders that take answers on receipt: returns once everything the store received
+  // before this request is durable, with the mark that says so.
+  listener.Post("/dp/v1/sync", [ctx](const http::Request& req) {
+    http::Response refused;
+    if (!AuthenticateCompute(*ctx, req, &refused))
+      return refused;
+    Result<tsdb::Tsdb::Durability> synced = ctx->tsdb->SyncAll();
+    if (!synced.ok())
+      return http::ErrorResponse(synced.status());
+    return Json(200, {{"store_epoch", synced->epoch}, {"durable_mark", synced->durable_mark}});
   });
 }
 

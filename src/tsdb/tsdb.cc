@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <system_error>
 #include <tuple>
 
@@ -58,6 +59,16 @@ Status ValidateBatch(std::string_view batch_id, const Batch& batch) {
   return OkStatus();
 }
 
+// Distinguishes this Open from every other, so that a sender holding a mark from before a
+// restart knows to send that batch again. Not a secret: uniqueness is all it needs.
+std::string NewEpoch() {
+  std::random_device random;
+  const uint64_t bits = (uint64_t{random()} << 32) ^ random();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
@@ -78,7 +89,7 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
     return UnavailableError("tsdb: cannot create " + options.directory + ": " + error.message())
         .WithReason("tsdb_io");
   }
-  std::unique_ptr<Tsdb> db(new Tsdb(std::move(options), clock));
+  std::unique_ptr<Tsdb> db(new Tsdb(std::move(options), clock, NewEpoch()));
   const std::string dir = db->options_.directory + "/";
   EXPANSE_ASSIGN_OR_RETURN(db->store_, ChunkStore::Open(dir + kChunkFile));
   EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredSeries> stored, db->store_->LoadSeries());
@@ -117,7 +128,42 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
   return db;
 }
 
-Tsdb::~Tsdb() = default;
+Tsdb::~Tsdb() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  sync_loop_cv_.notify_all();
+  if (sync_loop_.joinable())
+    sync_loop_.join();
+  // Received batches whose sync had not run yet: best effort, their senders still hold them.
+  if (wal_ && wal_synced_ < wal_written_ && sync_error_.ok())
+    (void)wal_->Sync();
+}
+
+void Tsdb::SyncLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (wal_synced_ < received_pending_ && sync_error_.ok()) {
+      // As a leader (or behind one): the same group commit as a kDurable append. A failed
+      // sync is recorded in sync_error_ and logged there; the loop then waits for a Flush.
+      (void)WaitDurableLocked(lock, received_pending_);
+      continue;
+    }
+    sync_loop_cv_.wait(lock);
+  }
+}
+
+Result<Tsdb::Durability> Tsdb::SyncAll() {
+  std::unique_lock lock(mu_);
+  EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, wal_written_));
+  return Durability{epoch_, wal_synced_};
+}
+
+Tsdb::Durability Tsdb::durability() {
+  std::lock_guard lock(mu_);
+  return Durability{epoch_, wal_synced_};
+}
 
 // Replay runs inside Open, before the Tsdb is shared, and reproduces exactly what
 // Append did: the same ordering rule against the same sealed state, because the WAL
@@ -134,7 +180,7 @@ Status Tsdb::Replay(std::string_view payload) {
   return OkStatus();
 }
 
-Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& batch) {
+Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& batch, Ack ack) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatch(batch_id, batch));
   // Counted as arriving until it holds the mutex. Whatever follows, it writes its record (or
   // decides not to) before it next releases the mutex, which is all a waiting sync leader
@@ -157,16 +203,18 @@ Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& 
   EXPANSE_RETURN_IF_ERROR(sync_error_);
   const std::string id(batch_id);
   if (persisted_batch_ids_.contains(id)) {
-    return AppendResult{.duplicate = true};
+    return AppendResult{.duplicate = true, .durable = true, .durable_mark = wal_synced_};
   }
   if (pending_batch_ids_.contains(id)) {
-    // Its first Append may still wait for a sync: acknowledge the retry no earlier.
-    EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, wal_written_));
-    return AppendResult{.duplicate = true};
+    // Its first Append may still wait for a sync: acknowledge the retry no earlier (or,
+    // on receipt, with a mark no earlier than its record's).
+    AppendResult result{.duplicate = true, .mark = wal_written_};
+    EXPANSE_RETURN_IF_ERROR(FinishAppendLocked(lock, ack, result));
+    return result;
   }
   EXPANSE_RETURN_IF_ERROR(wal_->Write(record));
-  const uint64_t mine = ++wal_written_;
   AppendResult result;
+  result.mark = ++wal_written_;
   result.samples = ApplyLocked(batch);
   pending_batch_ids_.emplace(id, now_ms);
   if (wal_->size() >= options_.wal_flush_bytes) {
@@ -175,8 +223,22 @@ Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& 
       options_.log("tsdb: automatic flush failed: " + status.ToString());
     }
   }
-  EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, mine));
+  EXPANSE_RETURN_IF_ERROR(FinishAppendLocked(lock, ack, result));
   return result;
+}
+
+Status Tsdb::FinishAppendLocked(std::unique_lock<std::mutex>& lock, Ack ack, AppendResult& result) {
+  if (ack == Ack::kDurable) {
+    EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, result.mark));
+  } else if (wal_synced_ < result.mark) {
+    received_pending_ = std::max(received_pending_, result.mark);
+    if (!sync_loop_.joinable())
+      sync_loop_ = std::thread([this] { SyncLoop(); });
+    sync_loop_cv_.notify_one();
+  }
+  result.durable_mark = wal_synced_;
+  result.durable = result.mark <= wal_synced_;
+  return OkStatus();
 }
 
 // The leader/follower scheme of group commit: whoever finds no sync running syncs every

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -59,9 +60,26 @@ struct TsdbOptions {
 class Tsdb {
  public:
   using Bucket = tsdb::Bucket;
+  // When Append returns. kDurable: after the fdatasync that covers the batch. kReceived:
+  // once the batch is in the WAL and in memory; a background sync makes it durable
+  // shortly after, and the sender keeps the batch until durable_mark reaches its mark
+  // (docs/formats/ingest-batch.md). A crash loses at most what was not yet durable, which
+  // its senders still hold and send again (batch ids make that harmless).
+  enum class Ack { kDurable, kReceived };
   struct AppendResult {
     bool duplicate = false;
     size_t samples = 0;  // accepted (not dropped) samples
+    // The batch's place in the WAL since Open (its record number; for a duplicate still
+    // waiting for its sync, every record written so far), 0 for a batch stored earlier.
+    uint64_t mark = 0;
+    bool durable = false;       // mark <= durable_mark
+    uint64_t durable_mark = 0;  // every record up to here is durable
+  };
+  // Marks count records since Open and restart at every Open, which draws a new epoch: a
+  // mark only means something with its epoch.
+  struct Durability {
+    std::string epoch;
+    uint64_t durable_mark = 0;
   };
   struct Stats {
     uint64_t series = 0, chunks = 0, samples = 0, bytes_on_disk = 0;
@@ -71,9 +89,14 @@ class Tsdb {
   static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
   ~Tsdb();
 
-  // Durable when OK (the batch is in the fsynced WAL). Idempotent by batch_id: a batch
-  // id seen before returns OK with duplicate=true and stores nothing.
-  Result<AppendResult> Append(std::string_view batch_id, const Batch& batch);
+  // Durable when OK with kDurable (the batch is in the fsynced WAL). Idempotent by
+  // batch_id: a batch id seen before returns OK with duplicate=true and stores nothing.
+  Result<AppendResult> Append(std::string_view batch_id, const Batch& batch,
+                              Ack ack = Ack::kDurable);
+  // Waits until every record written before the call is durable.
+  Result<Durability> SyncAll();
+  Durability durability();
+  const std::string& epoch() const { return epoch_; }
   // Downsampled read of [from_ms, to_ms) into at most `points` buckets (downsample.h).
   Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
                                     int points);
@@ -105,7 +128,8 @@ class Tsdb {
     std::vector<StoredChunk> pending;  // sealed, not yet in the chunk store
   };
 
-  Tsdb(TsdbOptions options, Clock& clock) : options_(std::move(options)), clock_(clock) {}
+  Tsdb(TsdbOptions options, Clock& clock, std::string epoch)
+      : options_(std::move(options)), clock_(clock), epoch_(std::move(epoch)) {}
   Status Replay(std::string_view payload);
   size_t ApplyLocked(const Batch& batch);
   size_t ApplySeriesLocked(Series& series, const std::vector<Sample>& samples);
@@ -114,6 +138,12 @@ class Tsdb {
   void SaveHeadLocked(Series& series);
   static std::vector<Sample> OpenSamples(const Series& series);
   Status FlushLocked();
+  // The background sync behind kReceived appends: syncs while received records are not
+  // yet durable; started by the first such append, stopped by the destructor.
+  void SyncLoop();
+  // The end of an Append: waits for its sync (kDurable) or leaves it to SyncLoop
+  // (kReceived), then fills in the durability fields of `result`.
+  Status FinishAppendLocked(std::unique_lock<std::mutex>& lock, Ack ack, AppendResult& result);
   // Returns once the first `records` WAL records since Open are durable, syncing them
   // itself unless another caller's sync is running (it then waits for that or the next).
   Status WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t records);
@@ -146,6 +176,11 @@ class Tsdb {
   uint64_t wal_written_ = 0;
   uint64_t wal_synced_ = 0;
   bool syncing_ = false;
+  const std::string epoch_;
+  uint64_t received_pending_ = 0;  // the last record a kReceived append left to SyncLoop
+  bool stopping_ = false;
+  std::condition_variable sync_loop_cv_;
+  std::thread sync_loop_;
   // Appends past validation that have not yet taken the mutex to write their record. A new
   // sync leader waits (kSyncGatherWindow at most) for them, so that one sync covers every
   // batch already in the store's hands: without it 4 concurrent uploads shared a sync only

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -143,6 +144,79 @@ TEST_F(TsdbTest, ConcurrentAppendsAreAllDurableAtAcknowledgement) {
   EXPECT_EQ(db->GetStats().samples, uint64_t{kThreads * kBatches * kSeconds});
   db.reset();
   std::filesystem::remove_all(crash_dir);
+}
+
+// Acknowledged on receipt: the batch is stored at once, and the background sync makes it
+// durable without anyone waiting for it; its mark then falls under the durable mark.
+TEST_F(TsdbTest, ReceivedAppendsBecomeDurableInTheBackground) {
+  auto db = OpenDb();
+  uint64_t last_mark = 0;
+  for (int b = 0; b < 20; ++b) {
+    auto result = db->Append("r" + std::to_string(b), Seconds(Key("util"), kT0 + b * 10'000, 10),
+                             Tsdb::Ack::kReceived);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_FALSE(result->duplicate);
+    EXPECT_EQ(result->samples, 10u);
+    EXPECT_GT(result->mark, last_mark);  // marks grow with every record
+    EXPECT_EQ(result->durable, result->mark <= result->durable_mark);
+    last_mark = result->mark;
+  }
+  // Nothing calls SyncAll or Flush: only the background sync can move the durable mark.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (db->durability().durable_mark < last_mark && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(db->durability().durable_mark, last_mark);
+  auto buckets = db->Query(Key("util"), kT0, kT0 + 200'000, 1);
+  ASSERT_TRUE(buckets.ok());
+  EXPECT_EQ(CountOf(*buckets), 200u);
+}
+
+TEST_F(TsdbTest, SyncAllCoversEveryReceivedBatchAndTheyReplay) {
+  std::string first_epoch;
+  {
+    auto db = OpenDb();
+    first_epoch = db->durability().epoch;
+    EXPECT_EQ(first_epoch.size(), 16u);
+    uint64_t last_mark = 0;
+    for (int b = 0; b < 5; ++b) {
+      auto result = db->Append("r" + std::to_string(b), Seconds(Key("util"), kT0 + b * 10'000, 10),
+                               Tsdb::Ack::kReceived);
+      ASSERT_TRUE(result.ok()) << result.status();
+      last_mark = result->mark;
+    }
+    auto synced = db->SyncAll();
+    ASSERT_TRUE(synced.ok()) << synced.status();
+    EXPECT_EQ(synced->epoch, first_epoch);
+    EXPECT_GE(synced->durable_mark, last_mark);
+    // A retry on receipt of a batch already durable says so.
+    auto retry = db->Append("r4", Seconds(Key("util"), kT0 + 40'000, 10), Tsdb::Ack::kReceived);
+    ASSERT_TRUE(retry.ok());
+    EXPECT_TRUE(retry->duplicate);
+    EXPECT_TRUE(retry->durable);
+    EXPECT_GE(retry->mark, last_mark);
+  }  // no Flush: the WAL alone holds the batches
+  auto db = OpenDb();
+  // A new Open is a new epoch: marks from before mean nothing to it.
+  EXPECT_NE(db->durability().epoch, first_epoch);
+  EXPECT_EQ(db->durability().durable_mark, 0u);
+  auto buckets = db->Query(Key("util"), kT0, kT0 + 50'000, 1);
+  ASSERT_TRUE(buckets.ok());
+  EXPECT_EQ(CountOf(*buckets), 50u);
+  auto again = db->Append("r2", Seconds(Key("util"), kT0 + 20'000, 10), Tsdb::Ack::kReceived);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+}
+
+TEST_F(TsdbTest, DurableAppendsReportTheirMarkAsDurable) {
+  auto db = OpenDb();
+  auto first = db->Append("d1", Seconds(Key("util"), kT0, 10));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->mark, 1u);
+  EXPECT_TRUE(first->durable);
+  EXPECT_GE(first->durable_mark, 1u);
+  auto persisted = db->Append("d1", Seconds(Key("util"), kT0, 10), Tsdb::Ack::kReceived);
+  ASSERT_TRUE(persisted.ok());
+  EXPECT_TRUE(persisted->duplicate && persisted->durable);
 }
 
 TEST_F(TsdbTest, TornWalTailIsCutWithALogLine) {
