@@ -198,10 +198,16 @@ Status Outbox::DeleteSegmentLocked(uint64_t first_sequence) {
   return OkStatus();
 }
 
-Result<std::optional<OutboxEntry>> Outbox::Peek() {
+Result<std::optional<OutboxEntry>> Outbox::Peek(uint64_t after) {
   std::lock_guard lock(mu_);
-  while (!entries_.empty()) {
-    const IndexEntry entry = entries_.front();
+  while (true) {
+    // entries_ is in sequence order.
+    const auto next =
+        std::upper_bound(entries_.begin(), entries_.end(), after,
+                         [](uint64_t seq, const IndexEntry& e) { return seq < e.sequence; });
+    if (next == entries_.end())
+      break;
+    const IndexEntry entry = *next;
     const std::string path = SegmentPath(entry.segment);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     std::string frame;
@@ -233,7 +239,7 @@ Result<std::optional<OutboxEntry>> Outbox::Peek() {
         " is damaged on disk; skipping it");
     ++counters_.corrupt_entries;
     depth_bytes_ -= entry.frame_bytes;
-    entries_.pop_front();
+    entries_.erase(next);
   }
   return std::optional<OutboxEntry>();
 }

@@ -111,8 +111,9 @@ class Outbox {
   // max_bytes itself; a builder's error as it is.
   Result<std::vector<uint64_t>> EnqueueGroup(std::span<const EnqueueItem> items);
 
-  // The oldest unacknowledged entry, read back from disk and checked; nullopt when empty.
-  Result<std::optional<OutboxEntry>> Peek();
+  // The oldest unacknowledged entry after sequence `after` (0: the oldest of all), read back
+  // from disk and checked; nullopt when there is none.
+  Result<std::optional<OutboxEntry>> Peek(uint64_t after = 0);
   // Acknowledges every entry up to and including `sequence` and records that durably (the
   // cursor file is replaced atomically), then deletes segments left without live entries.
   // Acknowledging an entry that was dropped meanwhile, or twice, is fine. kInvalidArgument for

@@ -47,6 +47,21 @@ std::string Describe(const Status& status) {
   return status.reason().empty() ? status.ToString() : status.reason() + ": " + status.message();
 }
 
+// A field of a server answer, or "" / 0 when it is absent or of another type.
+std::string TextField(const json& doc, const char* key) {
+  if (!doc.is_object())
+    return "";
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+uint64_t UnsignedField(const json& doc, const char* key) {
+  if (!doc.is_object())
+    return 0;
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+
 std::string JoinUrl(std::string base, std::string_view path) {
   while (!base.empty() && base.back() == '/')
     base.pop_back();
@@ -59,6 +74,7 @@ Uploader::Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& cli
                    CredentialSupplier credential, Clock& clock, RandomSource random)
     : options_(std::move(options)),
       ingest_url_(JoinUrl(options_.data_plane_url, kIngestPath)),
+      sync_url_(JoinUrl(options_.data_plane_url, kSyncPath)),
       outbox_(outbox),
       client_(client),
       credential_(std::move(credential)),
@@ -98,83 +114,205 @@ Result<RunSummary> Uploader::RunOnce() {
       return summary;
     }
   }
-  while (options_.max_entries_per_run == 0 || summary.acked < options_.max_entries_per_run) {
-    EXPANSE_ASSIGN_OR_RETURN(std::optional<OutboxEntry> entry, outbox_.Peek());
-    if (!entry) {
-      summary.drained = true;
-      return summary;
+  uint64_t handled = 0;  // entries answered or dead-lettered by this run
+  while (options_.max_entries_per_run == 0 || handled < options_.max_entries_per_run) {
+    if (sent_.size() >= std::max<size_t>(options_.max_unconfirmed, 1)) {
+      if (auto done = SyncSent(summary))
+        return *std::move(done);
+      continue;
     }
-    const std::string credential = credential_();
-    if (credential.empty()) {
-      return Stop(UnauthenticatedError("uploader: no compute credential is available")
-                      .WithReason("credential_missing"));
+    EXPANSE_ASSIGN_OR_RETURN(std::optional<OutboxEntry> entry,
+                             outbox_.Peek(sent_.empty() ? 0 : sent_.back().sequence));
+    if (!entry) {
+      if (sent_.empty()) {
+        summary.drained = true;
+        return summary;
+      }
+      if (auto done = SyncSent(summary))  // the rest of the queue waits only for its sync
+        return *std::move(done);
+      continue;
     }
     net::HttpRequest request{.method = "POST",
                              .url = ingest_url_,
-                             .headers = {{"Content-Type", entry->content_type},
-                                         {"Authorization", "Bearer " + credential}},
+                             .headers = {{"Content-Type", entry->content_type}},
                              .body = std::move(entry->payload)};
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.sent;
-    }
-    Result<net::HttpResponse> response = client_.Send(request);
-    if (!response.ok()) {
-      // A request the client refuses to make (a bad header from a malformed credential) will
-      // be refused every time.
-      if (response.status().code() == StatusCode::kInvalidArgument)
-        return Stop(response.status());
-      return Retry(summary, Describe(response.status()), std::nullopt);
-    }
+    if (options_.ack_on_receipt)
+      request.headers.emplace_back("Expanse-Ack", "received");
+    Result<net::HttpResponse> response = Send(request);
+    if (!response.ok())
+      return Failed(response.status(), summary);
     const int status = response->status;
     if (status >= 200 && status < 300) {
+      ++handled;
       const json answer = json::parse(response->body, nullptr, false);
       const bool duplicate = answer.is_object() && answer.value("duplicate", false);
-      EXPANSE_RETURN_IF_ERROR(outbox_.Ack(entry->sequence));
-      std::lock_guard lock(mu_);
-      ++stats_.acked;
-      stats_.duplicates += duplicate ? 1 : 0;
-      if (stats_.consecutive_failures > 0) {
-        Log("uploader: uploads resumed after " + std::to_string(stats_.consecutive_failures) +
-            " failed tries");
+      Sent sent{.sequence = entry->sequence, .durable = true};
+      // Only an answer that says it came before the sync, with the epoch and mark to check
+      // it by, is kept waiting; anything else (a server that ignored the header) is durable.
+      const std::string epoch = TextField(answer, "store_epoch");
+      if (!epoch.empty() && answer.value("durable", true) == false) {
+        sent.durable = false;
+        sent.epoch = epoch;
+        sent.mark = UnsignedField(answer, "mark");
       }
-      stats_.consecutive_failures = 0;
-      stats_.last_error.clear();
-      stats_.next_attempt_ms = 0;
-      backoff_.Reset();
-      ++summary.acked;
+      sent_.push_back(std::move(sent));
+      {
+        std::lock_guard lock(mu_);
+        stats_.duplicates += duplicate ? 1 : 0;
+      }
+      NoteSuccess();
+      EXPANSE_RETURN_IF_ERROR(Settle(answer, summary).status());
       continue;
     }
-    const auto [code, message] = ErrorCodeAndMessage(response->body);  // code: snake_case or ""
-    const std::string described =
-        "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code);
-    if (status == 401) {
-      return Stop(UnauthenticatedError("uploader: the data plane refused the credential (" +
-                                       (code.empty() ? std::string("401") : code) +
-                                       "); uploads stopped, nothing was dropped")
-                      .WithReason(code.empty() ? "credential_invalid" : code));
+    if (std::optional<Result<RunSummary>> refused = Refused(*response, summary))
+      return *std::move(refused);
+    // Refused for good. Dead-lettering acknowledges everything before the entry too, so the
+    // entries still waiting for their sync must be durable first.
+    if (!sent_.empty()) {
+      if (auto done = SyncSent(summary))
+        return *std::move(done);
+      if (rewound_since_sync_)
+        continue;  // some are to be sent again first
     }
-    if (IsPoison(status)) {
-      const std::string reason = described + (message.empty() ? "" : ": " + message);
-      Log("uploader: the data plane refused batch " + std::to_string(entry->sequence) +
-          " for good (" + QuoteForMessage(reason, 300) + "); moved to the dead-letter file");
-      entry->payload = std::move(request.body);
-      Status dead = outbox_.DeadLetter(*entry, reason);
-      std::lock_guard lock(mu_);
-      ++stats_.dead_lettered;
-      ++summary.acked;
-      if (!dead.ok())
-        return dead;
-      continue;
-    }
-    std::optional<int64_t> retry_after;
-    if (HonoursRetryAfter(status)) {
-      if (auto value = response->Header("Retry-After"))
-        retry_after = ParseRetryAfterMs(*value);
-    }
-    return Retry(summary, described, retry_after);
+    ++handled;
+    const auto [code, message] = ErrorCodeAndMessage(response->body);
+    const std::string reason = "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) +
+                               (message.empty() ? "" : ": " + message);
+    Log("uploader: the data plane refused batch " + std::to_string(entry->sequence) +
+        " for good (" + QuoteForMessage(reason, 300) + "); moved to the dead-letter file");
+    entry->payload = std::move(request.body);
+    Status dead = outbox_.DeadLetter(*entry, reason);
+    std::lock_guard lock(mu_);
+    ++stats_.dead_lettered;
+    ++summary.acked;
+    if (!dead.ok())
+      return dead;
   }
   return summary;
+}
+
+Result<net::HttpResponse> Uploader::Send(net::HttpRequest& request) {
+  const std::string credential = credential_();
+  if (credential.empty()) {
+    return UnauthenticatedError("uploader: no compute credential is available")
+        .WithReason("credential_missing");
+  }
+  request.headers.emplace_back("Authorization", "Bearer " + credential);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.sent;
+  }
+  return client_.Send(request);
+}
+
+Result<RunSummary> Uploader::Failed(const Status& status, RunSummary summary) {
+  // No credential, or a request the client refuses to make (a bad header from a malformed
+  // credential): refused every time.
+  if (status.code() == StatusCode::kUnauthenticated ||
+      status.code() == StatusCode::kInvalidArgument)
+    return Stop(status);
+  return Retry(summary, Describe(status), std::nullopt);
+}
+
+std::optional<Result<RunSummary>> Uploader::Refused(const net::HttpResponse& response,
+                                                    RunSummary& summary) {
+  const int status = response.status;
+  const auto [code, message] = ErrorCodeAndMessage(response.body);  // code: snake_case or ""
+  if (status == 401) {
+    return Stop(UnauthenticatedError("uploader: the data plane refused the credential (" +
+                                     (code.empty() ? std::string("401") : code) +
+                                     "); uploads stopped, nothing was dropped")
+                    .WithReason(code.empty() ? "credential_invalid" : code));
+  }
+  if (IsPoison(status))
+    return std::nullopt;
+  std::optional<int64_t> retry_after;
+  if (HonoursRetryAfter(status)) {
+    if (auto value = response.Header("Retry-After"))
+      retry_after = ParseRetryAfterMs(*value);
+  }
+  return Retry(summary, "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code),
+               retry_after);
+}
+
+std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
+  net::HttpRequest request{.method = "POST", .url = sync_url_};
+  Result<net::HttpResponse> response = Send(request);
+  if (!response.ok())
+    return Failed(response.status(), summary);
+  if (response->status < 200 || response->status >= 300) {
+    if (std::optional<Result<RunSummary>> refused = Refused(*response, summary))
+      return refused;
+    return Retry(summary, "HTTP " + std::to_string(response->status) + " from " + kSyncPath,
+                 std::nullopt);
+  }
+  const json answer = json::parse(response->body, nullptr, false);
+  if (TextField(answer, "store_epoch").empty())
+    return Retry(summary, std::string("an answer without store_epoch from ") + kSyncPath,
+                 std::nullopt);
+  Result<bool> rewound = Settle(answer, summary);
+  if (!rewound.ok())
+    return Result<RunSummary>(rewound.status());
+  rewound_since_sync_ = *rewound;
+  if (!*rewound && !sent_.empty()) {
+    // A sync covers everything received before it; anything else is a server fault, and
+    // asking again at once would only loop.
+    return Retry(summary,
+                 std::string(kSyncPath) +
+                     " answered a durable_mark below the marks "
+                     "of batches it had received",
+                 std::nullopt);
+  }
+  NoteSuccess();
+  return std::nullopt;
+}
+
+Result<bool> Uploader::Settle(const json& answer, RunSummary& summary) {
+  bool rewound = false;
+  const std::string epoch = TextField(answer, "store_epoch");
+  if (!epoch.empty() && answer.contains("durable_mark")) {
+    const uint64_t durable_mark = UnsignedField(answer, "durable_mark");
+    for (size_t i = 0; i < sent_.size(); ++i) {
+      Sent& sent = sent_[i];
+      if (sent.durable)
+        continue;
+      if (sent.epoch != epoch) {
+        // The server started anew since this answer on receipt: the entry and everything
+        // after it go again (the next Peek continues after the last one kept).
+        std::lock_guard lock(mu_);
+        stats_.resent += sent_.size() - i;
+        sent_.resize(i);
+        rewound = true;
+        break;
+      }
+      sent.durable = sent.mark <= durable_mark;
+    }
+  }
+  uint64_t acked = 0, through = 0;
+  while (!sent_.empty() && sent_.front().durable) {
+    through = sent_.front().sequence;
+    sent_.pop_front();
+    ++acked;
+  }
+  if (acked > 0)
+    EXPANSE_RETURN_IF_ERROR(outbox_.Ack(through));
+  std::lock_guard lock(mu_);
+  stats_.acked += acked;
+  summary.acked += acked;
+  stats_.unconfirmed = sent_.size();
+  return rewound;
+}
+
+void Uploader::NoteSuccess() {
+  std::lock_guard lock(mu_);
+  if (stats_.consecutive_failures > 0) {
+    Log("uploader: uploads resumed after " + std::to_string(stats_.consecutive_failures) +
+        " failed tries");
+  }
+  stats_.consecutive_failures = 0;
+  stats_.last_error.clear();
+  stats_.next_attempt_ms = 0;
+  backoff_.Reset();
 }
 
 RunSummary Uploader::Retry(RunSummary summary, std::string error,

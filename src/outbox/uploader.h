@@ -1,6 +1,15 @@
 // Uploader: drains the outbox into the data plane, `POST /dp/v1/ingest`
 // (docs/formats/ingest-batch.md), one entry at a time, oldest first.
 //
+// With ack_on_receipt (the default) it asks for answers on receipt (`Expanse-Ack:
+// received`): the server answers before its fdatasync, and the uploader moves on to the
+// next entry while keeping the answered ones in the outbox. An entry is acknowledged in the
+// outbox only once an answer's durable_mark covers its mark in the same store_epoch, in
+// queue order; `POST /dp/v1/sync` settles the rest when the queue runs dry or
+// max_unconfirmed are waiting. An answer from another store_epoch (the server restarted
+// and may have lost them) sends every unconfirmed entry again. A server that ignores the
+// header answers durably, and its answers acknowledge at once as before.
+//
 // What each answer does to the entry at the head of the queue:
 // - 2xx: acknowledged (a `"duplicate": true` answer too: the server already has it).
 // - 429, 408, 5xx, a network or TLS failure, a timeout: kept; the next try waits with
@@ -21,12 +30,15 @@
 #define EXPANSE_OUTBOX_UPLOADER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/clock.h"
 #include "core/result.h"
@@ -37,6 +49,7 @@
 namespace expanse::outbox {
 
 inline constexpr char kIngestPath[] = "/dp/v1/ingest";
+inline constexpr char kSyncPath[] = "/dp/v1/sync";
 
 struct UploaderOptions {
   // The data plane's base URL, as the install-token exchange returned it
@@ -48,6 +61,10 @@ struct UploaderOptions {
   // RunOnce returns after this many entries even if more are queued, so that Run's wait
   // callback (where the daemon notices it should stop) runs during a long backfill. 0: no limit.
   uint64_t max_entries_per_run = 100;
+  // Answers on receipt (above); false: one durable answer per entry.
+  bool ack_on_receipt = true;
+  // Entries answered on receipt that may wait for their sync before the uploader asks for one.
+  size_t max_unconfirmed = 64;
   // Operator-facing lines: the first failure of a streak, recovery, dead-lettered batches, a
   // refused credential. Default: stderr.
   std::function<void(std::string_view)> log = nullptr;
@@ -59,11 +76,13 @@ using CredentialSupplier = std::function<std::string()>;
 
 struct UploaderStats {
   uint64_t sent = 0;        // requests made
-  uint64_t acked = 0;       // entries the server acknowledged
+  uint64_t acked = 0;       // entries the server acknowledged (durably)
   uint64_t duplicates = 0;  // ... of which it already had
   uint64_t retries = 0;     // failed tries that will be repeated
   uint64_t dead_lettered = 0;
-  uint64_t dropped = 0;  // entries the outbox dropped to stay within its bound
+  uint64_t unconfirmed = 0;  // answered on receipt, not yet reported durable
+  uint64_t resent = 0;       // sent again because the server restarted before their sync
+  uint64_t dropped = 0;      // entries the outbox dropped to stay within its bound
   uint64_t consecutive_failures = 0;
   int64_t next_attempt_ms = 0;  // while backing off: when the next try may run
   std::string last_error{};     // the latest failure, e.g. "HTTP 503 unavailable"
@@ -102,6 +121,27 @@ class Uploader {
  private:
   Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& client,
            CredentialSupplier credential, Clock& clock, RandomSource random);
+  // An entry answered 2xx, or the store's durability as of a sync.
+  struct Sent {
+    uint64_t sequence = 0;
+    std::string epoch{};
+    uint64_t mark = 0;
+    bool durable = false;
+  };
+  // What happened to a request: a 2xx body, or the run's return value (a retry, a stop).
+  // Adds the credential and sends; kUnauthenticated when there is no credential.
+  Result<net::HttpResponse> Send(net::HttpRequest& request);
+  // The run's result after a request could not be made or got no answer.
+  Result<RunSummary> Failed(const Status& status, RunSummary summary);
+  // The run's result for a non-2xx answer (a stop or a retry); nullopt for a refusal for good
+  // (400, 413, 415, 422), which dead-letters an ingest.
+  std::optional<Result<RunSummary>> Refused(const net::HttpResponse& response, RunSummary& summary);
+  // Applies an answer's store_epoch and durable_mark to sent_ and acknowledges its durable
+  // front in the outbox. True when entries were dropped from sent_ to be sent again.
+  Result<bool> Settle(const nlohmann::json& answer, RunSummary& summary);
+  // POST /dp/v1/sync, then Settle; a failure comes back as the run's result.
+  std::optional<Result<RunSummary>> SyncSent(RunSummary& summary);
+  void NoteSuccess();
   // Records a failed try and when the next may run; `summary` is what the run did before.
   RunSummary Retry(RunSummary summary, std::string error, std::optional<int64_t> retry_after_ms);
   Status Stop(Status status);
@@ -109,6 +149,7 @@ class Uploader {
 
   const UploaderOptions options_;
   const std::string ingest_url_;
+  const std::string sync_url_;
   Outbox& outbox_;
   net::HttpClient& client_;
   CredentialSupplier credential_;
@@ -117,6 +158,8 @@ class Uploader {
   std::mutex mu_;  // guards stats_ and stop_status_ (stats() runs on other threads)
   UploaderStats stats_;
   Status stop_status_;
+  std::deque<Sent> sent_;            // answered, not yet acknowledged in the outbox; queue order
+  bool rewound_since_sync_ = false;  // the last SyncSent dropped entries to send again
 };
 
 }  // namespace expanse::outbox

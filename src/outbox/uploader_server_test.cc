@@ -1,6 +1,8 @@
 // The uploader against a real expanse-server in this process: a credential from the
 // install-token exchange, batches through the data plane into the telemetry store, a crash
 // between send and acknowledgement, and an outage of the planes that is backfilled.
+#include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,7 +124,7 @@ class UploaderServerTest : public ::testing::Test {
     return json::parse(response->body, nullptr, false);
   }
 
-  void OpenOutbox() {
+  void OpenOutbox(uint64_t max_entries_per_run = 100) {
     OutboxOptions options;
     options.directory = dir_.path() + "/outbox";
     options.log = log_.sink();
@@ -132,6 +134,7 @@ class UploaderServerTest : public ::testing::Test {
     UploaderOptions uploader_options;
     uploader_options.data_plane_url = base_url_;
     uploader_options.log = log_.sink();
+    uploader_options.max_entries_per_run = max_entries_per_run;
     auto uploader = Uploader::Create(
         uploader_options, *outbox_, *client_, [this] { return credential_; }, clock_,
         [] { return 0.5; });
@@ -254,6 +257,61 @@ TEST_F(UploaderServerTest, OutageIsBackfilledWithoutLossOrDuplicates) {
   EXPECT_EQ(uploader_->stats().duplicates, 0u);
   EXPECT_EQ(StoredSamples(), 31u * kSamplesPerBatch);
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+}
+
+// Answers on receipt: an entry leaves the outbox only once the store reports it durable.
+TEST_F(UploaderServerTest, EntriesAnsweredOnReceiptLeaveTheOutboxOnceDurable) {
+  uploader_.reset();
+  outbox_.reset();
+  OpenOutbox(/*max_entries_per_run=*/3);
+  EnqueueBatches(0, 5);
+  RunSummary first = Run();
+  EXPECT_FALSE(first.drained);
+  UploaderStats mid = uploader_->stats();
+  EXPECT_EQ(mid.sent, 3u);
+  // The last answer always comes before its own sync, so it is still waiting.
+  EXPECT_GE(mid.unconfirmed, 1u);
+  EXPECT_EQ(mid.acked + mid.unconfirmed, 3u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 5u - mid.acked);
+
+  RunSummary rest = Run();
+  EXPECT_TRUE(rest.drained);
+  UploaderStats done = uploader_->stats();
+  EXPECT_EQ(done.acked, 5u);
+  EXPECT_EQ(done.unconfirmed, 0u);
+  EXPECT_EQ(done.sent, 5u + 1u);  // five batches and the sync that settled the last ones
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+  EXPECT_EQ(StoredSamples(), 5u * kSamplesPerBatch);
+}
+
+// The server dies after answering on receipt and loses what it had not synced (here: its
+// whole telemetry store). Every entry the uploader had not seen reported durable is still in
+// the outbox, and the answer from the new store epoch sends it again.
+TEST_F(UploaderServerTest, EntriesLostBeforeTheirSyncAreSentAgain) {
+  uploader_.reset();
+  outbox_.reset();
+  OpenOutbox(/*max_entries_per_run=*/4);
+  EnqueueBatches(0, 6);
+  ASSERT_FALSE(Run().drained);
+  const uint64_t confirmed = uploader_->stats().acked;
+  ASSERT_LT(confirmed, 4u);
+  const int port = app_->data_port();
+  StopServer();
+  std::filesystem::remove_all(dir_.path() + "/db.sqlite.tsdb");
+  StartServer("127.0.0.1:" + std::to_string(port));
+
+  for (int run = 0; run < 10; ++run) {
+    RunSummary summary = Run();
+    if (summary.drained)
+      break;
+    clock_.Advance(std::max<int64_t>(summary.retry_at_ms - clock_.NowMs(), 0));
+  }
+  UploaderStats stats = uploader_->stats();
+  EXPECT_GE(stats.resent, 4u - confirmed);
+  EXPECT_EQ(stats.acked, 6u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+  // All but the batches confirmed before the loss (which the test itself destroyed).
+  EXPECT_EQ(StoredSamples(), (6u - confirmed) * kSamplesPerBatch);
 }
 
 TEST_F(UploaderServerTest, ReplacedCredentialStopsUploads) {
