@@ -150,7 +150,7 @@ Status Outbox::MakeRoomLocked(uint64_t need) {
     counters_.dropped_entries += dropped_entries;
     counters_.dropped_bytes += dropped_bytes;
     Log("outbox: full (" + std::to_string(options_.max_bytes) + " bytes); dropped the " +
-        std::to_string(dropped_entries) + " oldest unsent entries (" +
+        std::to_string(dropped_entries) + " oldest unacknowledged entries (" +
         std::to_string(dropped_bytes) + " bytes) to make room");
   }
   return OkStatus();

@@ -324,7 +324,7 @@ TEST_F(OutboxTest, DropsOldestSegmentsWhenFullAndCountsThem) {
   EXPECT_GT(stats.dropped_entries, 100u);
   EXPECT_EQ(stats.dropped_entries + stats.depth_entries, 200u);
   EXPECT_GT(stats.dropped_bytes, stats.dropped_entries * 1000);
-  EXPECT_THAT(log_.joined(), HasSubstr("oldest unsent entries"));
+  EXPECT_THAT(log_.joined(), HasSubstr("oldest unacknowledged entries"));
   // What is left is the newest entries, in order, and the files agree with the count.
   EXPECT_EQ(PeekEntry(*outbox).sequence, sequences[stats.dropped_entries]);
   uint64_t on_disk = 0;

@@ -36,7 +36,12 @@ std::pair<std::string, std::string> ErrorCodeAndMessage(const std::string& body)
   return {snake_case ? code : std::string(), text("message")};
 }
 
-bool IsPoison(int status) {
+// A refusal of the batch itself. `invalid_header` refuses the request's headers (an
+// Expanse-Ack the server does not accept), which no batch can fix: retried instead, since
+// dead-lettering on it would empty the queue.
+bool IsPoison(int status, std::string_view code) {
+  if (code == "invalid_header")
+    return false;
   return status == 400 || status == 413 || status == 415 || status == 422;
 }
 
@@ -62,6 +67,15 @@ uint64_t UnsignedField(const json& doc, const char* key) {
   return it != doc.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 
+// True only for a JSON true: the answers come over the network, and json::value() throws on
+// a field of another type.
+bool IsTrue(const json& doc, const char* key) {
+  if (!doc.is_object())
+    return false;
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::string JoinUrl(std::string base, std::string_view path) {
   while (!base.empty() && base.back() == '/')
     base.pop_back();
@@ -73,6 +87,7 @@ std::string JoinUrl(std::string base, std::string_view path) {
 Uploader::Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& client,
                    CredentialSupplier credential, Clock& clock, RandomSource random)
     : options_(std::move(options)),
+      ack_on_receipt_(options_.ack_on_receipt),
       ingest_url_(JoinUrl(options_.data_plane_url, kIngestPath)),
       sync_url_(JoinUrl(options_.data_plane_url, kSyncPath)),
       outbox_(outbox),
@@ -136,7 +151,7 @@ Result<RunSummary> Uploader::RunOnce() {
                              .url = ingest_url_,
                              .headers = {{"Content-Type", entry->content_type}},
                              .body = std::move(entry->payload)};
-    if (options_.ack_on_receipt)
+    if (ack_on_receipt_)
       request.headers.emplace_back("Expanse-Ack", "received");
     Result<net::HttpResponse> response = Send(request);
     if (!response.ok())
@@ -145,12 +160,13 @@ Result<RunSummary> Uploader::RunOnce() {
     if (status >= 200 && status < 300) {
       ++handled;
       const json answer = json::parse(response->body, nullptr, false);
-      const bool duplicate = answer.is_object() && answer.value("duplicate", false);
+      const bool duplicate = IsTrue(answer, "duplicate");
       Sent sent{.sequence = entry->sequence, .durable = true};
-      // Only an answer that says it came before the sync, with the epoch and mark to check
-      // it by, is kept waiting; anything else (a server that ignored the header) is durable.
+      // An answer with a store_epoch is durable only when it says so; one without (a server
+      // that ignores Expanse-Ack) came after its sync, as answers always did. A missing mark
+      // stays 0, which only a sync can cover.
       const std::string epoch = TextField(answer, "store_epoch");
-      if (!epoch.empty() && answer.value("durable", true) == false) {
+      if (!epoch.empty() && !IsTrue(answer, "durable")) {
         sent.durable = false;
         sent.epoch = epoch;
         sent.mark = UnsignedField(answer, "mark");
@@ -161,7 +177,7 @@ Result<RunSummary> Uploader::RunOnce() {
         stats_.duplicates += duplicate ? 1 : 0;
       }
       NoteSuccess();
-      EXPANSE_RETURN_IF_ERROR(Settle(answer, summary).status());
+      EXPANSE_RETURN_IF_ERROR(Settle(answer, /*after_sync=*/false, summary).status());
       continue;
     }
     if (std::optional<Result<RunSummary>> refused = Refused(*response, summary))
@@ -224,7 +240,7 @@ std::optional<Result<RunSummary>> Uploader::Refused(const net::HttpResponse& res
                                      "); uploads stopped, nothing was dropped")
                     .WithReason(code.empty() ? "credential_invalid" : code));
   }
-  if (IsPoison(status))
+  if (IsPoison(status, code))
     return std::nullopt;
   std::optional<int64_t> retry_after;
   if (HonoursRetryAfter(status)) {
@@ -240,7 +256,20 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
   Result<net::HttpResponse> response = Send(request);
   if (!response.ok())
     return Failed(response.status(), summary);
-  if (response->status < 200 || response->status >= 300) {
+  const int status = response->status;
+  if (status == 404 || status == 405 || status == 501) {
+    // A server without /dp/v1/sync (an older build after a rollback, say) cannot report
+    // durability: everything still waiting goes again, answered durably from now on.
+    Log("uploader: " + std::string(kSyncPath) + " answered HTTP " + std::to_string(status) +
+        "; sending the unconfirmed batches again and asking for durable answers from now on");
+    ack_on_receipt_ = false;
+    Result<bool> rewound = Settle(json::object(), /*after_sync=*/false, summary);
+    if (!rewound.ok())
+      return Result<RunSummary>(rewound.status());
+    rewound_since_sync_ = true;
+    return std::nullopt;
+  }
+  if (status < 200 || status >= 300) {
     if (std::optional<Result<RunSummary>> refused = Refused(*response, summary))
       return refused;
     return Retry(summary, "HTTP " + std::to_string(response->status) + " from " + kSyncPath,
@@ -250,7 +279,7 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
   if (TextField(answer, "store_epoch").empty())
     return Retry(summary, std::string("an answer without store_epoch from ") + kSyncPath,
                  std::nullopt);
-  Result<bool> rewound = Settle(answer, summary);
+  Result<bool> rewound = Settle(answer, /*after_sync=*/true, summary);
   if (!rewound.ok())
     return Result<RunSummary>(rewound.status());
   rewound_since_sync_ = *rewound;
@@ -267,26 +296,27 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
   return std::nullopt;
 }
 
-Result<bool> Uploader::Settle(const json& answer, RunSummary& summary) {
+Result<bool> Uploader::Settle(const json& answer, bool after_sync, RunSummary& summary) {
   bool rewound = false;
+  // "" from a server that does not answer on receipt (any more): like a new epoch.
   const std::string epoch = TextField(answer, "store_epoch");
-  if (!epoch.empty() && answer.contains("durable_mark")) {
-    const uint64_t durable_mark = UnsignedField(answer, "durable_mark");
-    for (size_t i = 0; i < sent_.size(); ++i) {
-      Sent& sent = sent_[i];
-      if (sent.durable)
-        continue;
-      if (sent.epoch != epoch) {
-        // The server started anew since this answer on receipt: the entry and everything
-        // after it go again (the next Peek continues after the last one kept).
-        std::lock_guard lock(mu_);
-        stats_.resent += sent_.size() - i;
-        sent_.resize(i);
-        rewound = true;
-        break;
-      }
-      sent.durable = sent.mark <= durable_mark;
+  const uint64_t durable_mark = UnsignedField(answer, "durable_mark");
+  for (size_t i = 0; i < sent_.size(); ++i) {
+    Sent& sent = sent_[i];
+    if (sent.durable)
+      continue;
+    if (sent.epoch != epoch) {
+      // The server started anew since this answer on receipt and may have lost the entry:
+      // it and everything after it go again (the next Peek continues after the last kept).
+      std::lock_guard lock(mu_);
+      stats_.resent += sent_.size() - i;
+      sent_.resize(i);
+      rewound = true;
+      break;
     }
+    // A sync covers everything its store received before it; an ingest answer covers what
+    // its durable_mark reaches (never a mark of 0, which the answer did not give).
+    sent.durable = after_sync || (sent.mark != 0 && sent.mark <= durable_mark);
   }
   uint64_t acked = 0, through = 0;
   while (!sent_.empty() && sent_.front().durable) {

@@ -11,12 +11,16 @@
 // header answers durably, and its answers acknowledge at once as before.
 //
 // What each answer does to the entry at the head of the queue:
-// - 2xx: acknowledged (a `"duplicate": true` answer too: the server already has it).
+// - 2xx: acknowledged once durable (above; a `"duplicate": true` answer too: the server
+//   already has it).
 // - 429, 408, 5xx, a network or TLS failure, a timeout: kept; the next try waits with
 //   exponential backoff and full jitter (backoff.h), or Retry-After when the server sent one
 //   (at most backoff_cap_ms).
 // - 400, 413, 415, 422: the server refuses this batch for good (invalid_batch, body_too_large,
-//   ...). It goes to the outbox's dead-letter file and the queue moves on.
+//   ...). It goes to the outbox's dead-letter file and the queue moves on, once every entry
+//   before it is durable. A 400 invalid_header refuses the request, not the batch: retried.
+// - /dp/v1/sync answering 404, 405 or 501 (a server without it): every unconfirmed entry is
+//   sent again, and answers on receipt are no longer asked for.
 // - 401 (credential_revoked, credential_invalid): kept; uploading stops until Resume(), and
 //   RunOnce reports kUnauthenticated with the server's code as reason. The daemon stops itself
 //   when its credential was replaced; sending further would only be refused.
@@ -136,9 +140,10 @@ class Uploader {
   // The run's result for a non-2xx answer (a stop or a retry); nullopt for a refusal for good
   // (400, 413, 415, 422), which dead-letters an ingest.
   std::optional<Result<RunSummary>> Refused(const net::HttpResponse& response, RunSummary& summary);
-  // Applies an answer's store_epoch and durable_mark to sent_ and acknowledges its durable
-  // front in the outbox. True when entries were dropped from sent_ to be sent again.
-  Result<bool> Settle(const nlohmann::json& answer, RunSummary& summary);
+  // Applies an answer's store_epoch and durable_mark (after_sync: a sync's answer, which
+  // covers every entry of its epoch) to sent_ and acknowledges its durable front in the
+  // outbox. True when entries were dropped from sent_ to be sent again.
+  Result<bool> Settle(const nlohmann::json& answer, bool after_sync, RunSummary& summary);
   // POST /dp/v1/sync, then Settle; a failure comes back as the run's result.
   std::optional<Result<RunSummary>> SyncSent(RunSummary& summary);
   void NoteSuccess();
@@ -148,6 +153,7 @@ class Uploader {
   void Log(const std::string& line) const;
 
   const UploaderOptions options_;
+  bool ack_on_receipt_;  // off for good once the server showed it has no /dp/v1/sync
   const std::string ingest_url_;
   const std::string sync_url_;
   Outbox& outbox_;

@@ -26,6 +26,10 @@ using ::testing::Not;
 constexpr int64_t kStart = 1'800'000'000'000;
 constexpr char kCredential[] = "exp_cc_policy-test-secret";
 
+std::string Error(const std::string& code, const std::string& message = "m") {
+  return R"({"error":{"code":")" + code + R"(","message":")" + message + R"("}})";
+}
+
 struct Answer {
   int status = 200;
   std::string body = R"({"duplicate":false})";
@@ -36,6 +40,8 @@ struct Received {
   std::string authorization;
   std::string content_type;
   std::string body;
+  std::string path;
+  std::string ack;  // the Expanse-Ack header
 };
 
 // Answers POST /dp/v1/ingest from a script, 200 once the script is used up.
@@ -45,7 +51,8 @@ class ScriptedServer {
     server_.Post(kIngestPath, [this](const httplib::Request& request, httplib::Response& response) {
       std::lock_guard lock(mu_);
       received_.push_back({request.get_header_value("Authorization"),
-                           request.get_header_value("Content-Type"), request.body});
+                           request.get_header_value("Content-Type"), request.body, request.path,
+                           request.get_header_value("Expanse-Ack")});
       Answer answer;
       if (!script_.empty()) {
         answer = script_.front();
@@ -54,6 +61,18 @@ class ScriptedServer {
       response.status = answer.status;
       if (!answer.retry_after.empty())
         response.set_header("Retry-After", answer.retry_after);
+      response.set_content(answer.body, "application/json");
+    });
+    // POST /dp/v1/sync from its own script; 404 once that is used up (a server without it).
+    server_.Post(kSyncPath, [this](const httplib::Request& request, httplib::Response& response) {
+      std::lock_guard lock(mu_);
+      received_.push_back({request.get_header_value("Authorization"), "", "", request.path, ""});
+      Answer answer{404, Error("not_found")};
+      if (!sync_script_.empty()) {
+        answer = sync_script_.front();
+        sync_script_.pop_front();
+      }
+      response.status = answer.status;
       response.set_content(answer.body, "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -72,6 +91,10 @@ class ScriptedServer {
     std::lock_guard lock(mu_);
     script_.assign(answers.begin(), answers.end());
   }
+  void ScriptSync(std::vector<Answer> answers) {
+    std::lock_guard lock(mu_);
+    sync_script_.assign(answers.begin(), answers.end());
+  }
   std::vector<Received> received() {
     std::lock_guard lock(mu_);
     return received_;
@@ -84,12 +107,9 @@ class ScriptedServer {
   std::thread thread_;
   std::mutex mu_;
   std::deque<Answer> script_;
+  std::deque<Answer> sync_script_;
   std::vector<Received> received_;
 };
-
-std::string Error(const std::string& code, const std::string& message = "m") {
-  return R"({"error":{"code":")" + code + R"(","message":")" + message + R"("}})";
-}
 
 class UploaderPolicyTest : public ::testing::Test {
  protected:
@@ -108,8 +128,10 @@ class UploaderPolicyTest : public ::testing::Test {
     uploader_ = MakeUploader(server_.url());
   }
 
-  std::unique_ptr<Uploader> MakeUploader(const std::string& url) {
+  std::unique_ptr<Uploader> MakeUploader(const std::string& url,
+                                         uint64_t max_entries_per_run = 100) {
     UploaderOptions options;
+    options.max_entries_per_run = max_entries_per_run;
     options.data_plane_url = url + "/";
     options.backoff_base_ms = 1000;
     options.backoff_cap_ms = 300'000;
@@ -263,6 +285,81 @@ TEST_F(UploaderPolicyTest, PoisonBatchIsDeadLetteredAndTheQueueMovesOn) {
   const std::string dead = testing::ReadFile(outbox_->options().directory + "/dead-letter.log");
   EXPECT_THAT(dead, HasSubstr("HTTP 400 invalid_batch: batch.series[0].v[0] must be a finite"));
   EXPECT_THAT(log_.joined(), HasSubstr("refused batch " + std::to_string(poison)));
+}
+
+// Answers on receipt leave entries in the outbox until a sync of the same epoch covers them;
+// fields of the wrong type are not trusted (and do not throw).
+TEST_F(UploaderPolicyTest, ReceiptsWaitForTheirSyncAndOddFieldsAreNotTrusted) {
+  uploader_ = MakeUploader(server_.url(), /*max_entries_per_run=*/2);
+  const uint64_t first = Enqueue("a");
+  Enqueue("b");
+  server_.Script({{200, R"({"durable":"yes","store_epoch":"e1","mark":"1","durable_mark":"9"})"},
+                  {200, R"({"durable":false,"store_epoch":"e1","mark":5,"durable_mark":4})"}});
+  server_.ScriptSync({{200, R"({"store_epoch":"e1","durable_mark":5})"}});
+  RunSummary sent = Run();
+  EXPECT_FALSE(sent.drained);
+  EXPECT_EQ(sent.acked, 0u);  // a's mark is unknown and b's is past durable_mark 4
+  EXPECT_EQ(uploader_->stats().unconfirmed, 2u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 2u);
+
+  RunSummary synced = Run();
+  EXPECT_TRUE(synced.drained);
+  EXPECT_EQ(synced.acked, 2u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+  EXPECT_EQ(outbox_->stats().acked_through, first + 1);
+  const std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_EQ(received[0].ack, "received");
+  EXPECT_EQ(received[2].path, kSyncPath);
+  EXPECT_EQ(received[2].authorization, std::string("Bearer ") + kCredential);
+}
+
+// A server without /dp/v1/sync (an older build) cannot confirm receipts: what waits is sent
+// again, asking for durable answers.
+TEST_F(UploaderPolicyTest, ServerWithoutSyncGetsTheUnconfirmedAgainDurably) {
+  Enqueue("a");
+  server_.Script({{200, R"({"durable":false,"store_epoch":"e1","mark":1,"durable_mark":0})"},
+                  {200, R"({"duplicate":true})"}});
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 1u);
+  const std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_EQ(received[1].path, kSyncPath);
+  EXPECT_EQ(received[2].path, kIngestPath);
+  EXPECT_EQ(received[2].ack, "");  // durable answers from now on
+  EXPECT_EQ(received[2].body, received[0].body);
+  EXPECT_EQ(uploader_->stats().resent, 1u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+  EXPECT_THAT(log_.joined(), HasSubstr("sending the unconfirmed batches again"));
+}
+
+// A new store epoch in an answer: the server restarted after answering on receipt.
+TEST_F(UploaderPolicyTest, NewStoreEpochSendsTheUnconfirmedAgain) {
+  Enqueue("a");
+  Enqueue("b");
+  server_.Script({{200, R"({"durable":false,"store_epoch":"e1","mark":7,"durable_mark":6})"},
+                  {200, R"({"durable":true,"store_epoch":"e2","mark":1,"durable_mark":1})"},
+                  {200, R"({"durable":true,"store_epoch":"e2","mark":2,"durable_mark":2})"},
+                  {200, R"({"durable":true,"duplicate":true,"store_epoch":"e2","mark":2,)"
+                        R"("durable_mark":2})"}});
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 2u);
+  const std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 4u);
+  EXPECT_EQ(received[2].body, received[0].body);  // a again, then b again
+  EXPECT_EQ(received[3].body, received[1].body);
+  EXPECT_EQ(uploader_->stats().resent, 2u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+}
+
+TEST_F(UploaderPolicyTest, RefusedHeaderIsRetriedNotDeadLettered) {
+  Enqueue("a");
+  server_.Script({{400, Error("invalid_header", "Expanse-Ack must be ...")}});
+  EXPECT_GT(Run().retry_at_ms, 0);
+  EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
 }
 
 TEST_F(UploaderPolicyTest, RevokedCredentialStopsUploadsWithoutLosingData) {

@@ -24,7 +24,7 @@ Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms
 }
 
 Connection::Connection(Connection&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)) {}
+    : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)), uses_(other.uses_) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
@@ -32,20 +32,41 @@ Connection& Connection::operator=(Connection&& other) noexcept {
     sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
     cache_ = std::move(other.cache_);
+    uses_ = other.uses_;
   }
   return *this;
 }
 
-// sqlite3_close_v2 also copes with statements still open (it closes once they finalize).
+// sqlite3_close_v2 copes with statements still open: it closes once they are finalized.
 Connection::~Connection() {
   FinalizeCache();
   sqlite3_close_v2(db_);
 }
 
 void Connection::FinalizeCache() {
-  for (auto& [sql, cached] : cache_)
-    sqlite3_finalize(cached->statement);
+  for (auto& [sql, cached] : cache_) {
+    if (cached->in_use) {
+      cached->orphaned = true;
+    } else {
+      sqlite3_finalize(cached->statement);
+    }
+  }
   cache_.clear();
+}
+
+bool Connection::EvictLeastRecentlyUsed() {
+  auto oldest = cache_.end();
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (!it->second->in_use &&
+        (oldest == cache_.end() || it->second->last_used < oldest->second->last_used)) {
+      oldest = it;
+    }
+  }
+  if (oldest == cache_.end())
+    return false;
+  sqlite3_finalize(oldest->second->statement);
+  cache_.erase(oldest);
+  return true;
 }
 
 Result<Statement> Connection::Prepare(std::string_view sql) {
@@ -53,9 +74,12 @@ Result<Statement> Connection::Prepare(std::string_view sql) {
   const auto found = cache_.find(key);
   if (found != cache_.end() && !found->second->in_use) {
     found->second->in_use = true;
-    return Statement(found->second->statement, &found->second->in_use);
+    found->second->last_used = ++uses_;
+    return Statement(found->second);
   }
-  const bool cache_it = found == cache_.end() && cache_.size() < kMaxCachedStatements;
+  // A text already cached but in use (a nested query) gets a statement of its own.
+  const bool cache_it =
+      found == cache_.end() && (cache_.size() < kMaxCachedStatements || EvictLeastRecentlyUsed());
   sqlite3_stmt* statement = nullptr;
   const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                                     cache_it ? SQLITE_PREPARE_PERSISTENT : 0, &statement, nullptr);
@@ -68,9 +92,10 @@ Result<Statement> Connection::Prepare(std::string_view sql) {
   }
   if (!cache_it)
     return Statement(statement);
-  auto& cached = cache_[std::move(key)];
-  cached = std::make_unique<CachedStatement>(CachedStatement{statement, true});
-  return Statement(statement, &cached->in_use);
+  auto cached = std::make_shared<CachedStatement>(
+      CachedStatement{.statement = statement, .in_use = true, .last_used = ++uses_});
+  cache_.emplace(std::move(key), cached);
+  return Statement(std::move(cached));
 }
 
 Status Connection::ExecuteScript(const std::string& sql) {

@@ -64,6 +64,8 @@ class Connection {
   int64_t LastInsertRowId() const;
   // Rows changed by the last INSERT, UPDATE or DELETE.
   int64_t Changes() const;
+  // Prepared statements the connection keeps for reuse.
+  size_t cached_statements() const { return cache_.size(); }
   // True inside BEGIN ... COMMIT/ROLLBACK.
   bool InTransaction() const;
   // Ends an open transaction without its changes. For error paths: a failure here leaves
@@ -72,19 +74,19 @@ class Connection {
   void RollbackIfActive();
 
  private:
-  struct CachedStatement {
-    sqlite3_stmt* statement = nullptr;
-    bool in_use = false;
-  };
-  // Statements beyond this many distinct texts are prepared and finalized per use.
-  static constexpr size_t kMaxCachedStatements = 256;
+  // Distinct texts kept at most; beyond, the least recently used idle one is finalized
+  // (texts built with a variable number of parameters, such as IN lists, come and go).
+  static constexpr size_t kMaxCachedStatements = 128;
 
   explicit Connection(sqlite3* db) : db_(db) {}
+  // Finalizes every cached statement; one still borrowed is left to its borrower.
   void FinalizeCache();
+  // Makes room for one more cached statement; false when every one is in use.
+  bool EvictLeastRecentlyUsed();
 
   sqlite3* db_;  // null only after a move (or when sqlite3_open_v2 ran out of memory)
-  // By SQL text; entries are heap nodes so a borrowed Statement's flag never moves.
-  std::unordered_map<std::string, std::unique_ptr<CachedStatement>> cache_;
+  std::unordered_map<std::string, std::shared_ptr<CachedStatement>> cache_;  // by SQL text
+  uint64_t uses_ = 0;
 };
 
 }  // namespace expanse::store::sqlite_internal

@@ -2,6 +2,7 @@
 // use to the next, and a statement still being stepped must not be handed out twice.
 #include "store/sqlite_connection.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,44 @@ TEST(SqliteConnectionTest, BadSqlIsNotCached) {
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("SELEC 1"), std::string::npos) << bad.status();
   }
+}
+
+TEST(SqliteConnectionTest, CacheKeepsTheRecentlyUsedWithinItsBound) {
+  Connection db = MemoryDb();
+  for (int i = 0; i < 300; ++i) {
+    // A text built with a varying number of parameters, as IN lists are.
+    std::string sql = "SELECT 1";
+    for (int p = 0; p < i; ++p)
+      sql += " + ?" + std::to_string(p + 1) + " * 0";
+    Result<Statement> varying = db.Prepare(sql);
+    ASSERT_TRUE(varying.ok()) << varying.status();
+    Result<Statement> hot = db.Prepare("SELECT 2");
+    ASSERT_TRUE(hot.ok());
+    ASSERT_TRUE(*hot->Step());
+    EXPECT_EQ(hot->ColumnInt(0), 2);
+  }
+  EXPECT_LE(db.cached_statements(), 128u);
+  EXPECT_GE(db.cached_statements(), 100u);
+}
+
+// A statement still borrowed when its connection goes is finalized by its borrower (under
+// ASan, a use after free otherwise).
+TEST(SqliteConnectionTest, StatementBorrowedPastItsConnectionIsFinalizedByIt) {
+  std::optional<Statement> kept;
+  {
+    Connection db = MemoryDb();
+    Result<Statement> statement = db.Prepare("SELECT 3");
+    ASSERT_TRUE(statement.ok());
+    kept.emplace(std::move(statement).value());
+    Connection other = MemoryDb();
+    db = std::move(other);  // the first connection's cache goes here
+  }
+  // sqlite3_close_v2 keeps the closed connection as a zombie until its last statement goes.
+  Result<bool> row = kept->Step();
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_TRUE(*row);
+  EXPECT_EQ(kept->ColumnInt(0), 3);
+  kept.reset();
 }
 
 }  // namespace

@@ -15,14 +15,13 @@ constexpr std::size_t kMaxSqlInMessage = 60;
 }  // namespace
 
 Statement::Statement(Statement&& other) noexcept
-    : statement_(std::exchange(other.statement_, nullptr)),
-      in_use_(std::exchange(other.in_use_, nullptr)) {}
+    : statement_(std::exchange(other.statement_, nullptr)), cached_(std::move(other.cached_)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
     Release();
     statement_ = std::exchange(other.statement_, nullptr);
-    in_use_ = std::exchange(other.in_use_, nullptr);
+    cached_ = std::move(other.cached_);
   }
   return *this;
 }
@@ -30,15 +29,17 @@ Statement& Statement::operator=(Statement&& other) noexcept {
 Statement::~Statement() { Release(); }
 
 void Statement::Release() {
-  if (in_use_ == nullptr) {
+  if (!cached_ || cached_->orphaned) {
     sqlite3_finalize(statement_);
-    return;
+  } else {
+    // Reset also ends the statement's read of the database, which an unfinished SELECT
+    // would otherwise keep open; its return value repeats a step error already reported.
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+    cached_->in_use = false;
   }
-  // Reset also ends the statement's read of the database, which an unfinished SELECT
-  // would otherwise keep open; its return value repeats a step error already reported.
-  sqlite3_reset(statement_);
-  sqlite3_clear_bindings(statement_);
-  *in_use_ = false;
+  statement_ = nullptr;
+  cached_.reset();
 }
 
 Status Statement::Bind(int index, int64_t value) {

@@ -7,8 +7,10 @@
 #define EXPANSE_STORE_SQLITE_STATEMENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/result.h"
 #include "core/status.h"
@@ -17,13 +19,24 @@ struct sqlite3_stmt;
 
 namespace expanse::store::sqlite_internal {
 
+// A prepared statement a Connection keeps for reuse (sqlite_connection.h), shared with the
+// Statement that borrows it.
+struct CachedStatement {
+  sqlite3_stmt* statement = nullptr;
+  bool in_use = false;
+  // The connection let go of it while it was borrowed: the borrower finalizes it.
+  bool orphaned = false;
+  uint64_t last_used = 0;  // the connection's use count at the last borrow
+};
+
 class Statement {
  public:
   // Takes ownership of a statement from sqlite3_prepare_v2; must not be null.
   explicit Statement(sqlite3_stmt* statement) : statement_(statement) {}
-  // Borrows a cached statement: the destructor resets it, clears its bindings and sets
-  // *in_use to false instead of finalizing it. The cache must outlive the Statement.
-  Statement(sqlite3_stmt* statement, bool* in_use) : statement_(statement), in_use_(in_use) {}
+  // Borrows a cached statement (marked in use by the caller): the destructor resets it,
+  // clears its bindings and hands it back instead of finalizing it.
+  explicit Statement(std::shared_ptr<CachedStatement> cached)
+      : statement_(cached->statement), cached_(std::move(cached)) {}
   Statement(Statement&& other) noexcept;
   Statement& operator=(Statement&& other) noexcept;
   Statement(const Statement&) = delete;
@@ -60,8 +73,8 @@ class Statement {
   std::string SqlForMessage() const;
   Status Error(int rc, std::string_view doing) const;
 
-  sqlite3_stmt* statement_;  // null only after a move
-  bool* in_use_ = nullptr;   // the cache entry's flag when borrowed
+  sqlite3_stmt* statement_;                  // null only after a move
+  std::shared_ptr<CachedStatement> cached_;  // set when borrowed
 };
 
 }  // namespace expanse::store::sqlite_internal

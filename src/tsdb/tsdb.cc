@@ -231,10 +231,21 @@ Status Tsdb::FinishAppendLocked(std::unique_lock<std::mutex>& lock, Ack ack, App
   if (ack == Ack::kDurable) {
     EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, result.mark));
   } else if (wal_synced_ < result.mark) {
-    received_pending_ = std::max(received_pending_, result.mark);
-    if (!sync_loop_.joinable())
-      sync_loop_ = std::thread([this] { SyncLoop(); });
-    sync_loop_cv_.notify_one();
+    if (!sync_loop_.joinable()) {
+      try {
+        sync_loop_ = std::thread([this] { SyncLoop(); });
+      } catch (const std::system_error& error) {
+        // No thread to leave the sync to (out of threads or memory): this answer waits for
+        // its sync itself, and the next received append tries to start one again.
+        options_.log(std::string("tsdb: cannot start the background sync (") + error.what() +
+                     "); answering after the sync instead");
+        EXPANSE_RETURN_IF_ERROR(WaitDurableLocked(lock, result.mark));
+      }
+    }
+    if (sync_loop_.joinable()) {
+      received_pending_ = std::max(received_pending_, result.mark);
+      sync_loop_cv_.notify_one();
+    }
   }
   result.durable_mark = wal_synced_;
   result.durable = result.mark <= wal_synced_;
