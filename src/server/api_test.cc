@@ -441,13 +441,16 @@ TEST_F(ApiTest, IngestRefusesBadBatchesAndRevokedCredentials) {
       200);
 }
 
+httplib::Headers WithAck(const std::string& credential, const std::string& ack) {
+  return {{"Authorization", "Bearer " + credential}, {"Expanse-Ack", ack}};
+}
+
 // Expanse-Ack: received answers before the batch's sync; the answer's mark and the store's
 // durable mark tell the sender when it may let the batch go, and /dp/v1/sync waits for it.
 TEST_F(ApiTest, IngestOnReceiptReportsMarksThatSyncCovers) {
   std::string compute = NewCompute(token_);
   std::string credential = Exchange(IssueToken(compute)).body["credential"];
-  httplib::Headers on_receipt = Bearer(credential);
-  on_receipt.emplace("Expanse-Ack", "received");
+  const httplib::Headers on_receipt = WithAck(credential, "received");
   Reply first = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), on_receipt);
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.body["duplicate"], false);
@@ -478,8 +481,7 @@ TEST_F(ApiTest, IngestOnReceiptReportsMarksThatSyncCovers) {
 TEST_F(ApiTest, IngestAckModeAndSyncAreChecked) {
   std::string compute = NewCompute(token_);
   std::string credential = Exchange(IssueToken(compute)).body["credential"];
-  httplib::Headers odd = Bearer(credential);
-  odd.emplace("Expanse-Ack", "whenever");
+  const httplib::Headers odd = WithAck(credential, "whenever");
   Reply refused = Call("POST", "/dp/v1/ingest", TelemetryBatch(1, "RUNNING", 0), odd);
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(Code(refused), "invalid_header");

@@ -17,6 +17,13 @@ Connection MemoryDb() {
   return std::move(db).value();
 }
 
+// Creates a table of three rows, 1 to 3, and returns the SQL that reads them in order.
+std::string ThreeRows(Connection& db) {
+  EXPECT_TRUE(
+      db.ExecuteScript("CREATE TABLE t(v INTEGER); INSERT INTO t VALUES (1), (2), (3);").ok());
+  return "SELECT v FROM t ORDER BY v";
+}
+
 TEST(SqliteConnectionTest, ReusedStatementStartsWithoutTheLastBindings) {
   Connection db = MemoryDb();
   {
@@ -34,9 +41,7 @@ TEST(SqliteConnectionTest, ReusedStatementStartsWithoutTheLastBindings) {
 
 TEST(SqliteConnectionTest, ReusedStatementStartsFromTheFirstRow) {
   Connection db = MemoryDb();
-  ASSERT_TRUE(
-      db.ExecuteScript("CREATE TABLE t(v INTEGER); INSERT INTO t VALUES (1), (2), (3);").ok());
-  const std::string sql = "SELECT v FROM t ORDER BY v";
+  const std::string sql = ThreeRows(db);
   {
     Result<Statement> partly = db.Prepare(sql);
     ASSERT_TRUE(partly.ok());
@@ -52,9 +57,7 @@ TEST(SqliteConnectionTest, ReusedStatementStartsFromTheFirstRow) {
 
 TEST(SqliteConnectionTest, SameTextWhileInUseGetsItsOwnStatement) {
   Connection db = MemoryDb();
-  ASSERT_TRUE(
-      db.ExecuteScript("CREATE TABLE t(v INTEGER); INSERT INTO t VALUES (1), (2), (3);").ok());
-  const std::string sql = "SELECT v FROM t ORDER BY v";
+  const std::string sql = ThreeRows(db);
   Result<Statement> outer = db.Prepare(sql);
   ASSERT_TRUE(outer.ok());
   std::vector<int64_t> pairs;
