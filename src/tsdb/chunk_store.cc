@@ -2,43 +2,24 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 
+#include "tsdb/batch_windows.h"
+#include "tsdb/chunk_store_schema.h"
+#include "tsdb/sqlite_statement.h"
+
 namespace expanse::tsdb {
 namespace {
 
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS series (
-  id INTEGER PRIMARY KEY,
-  compute_id TEXT NOT NULL, host TEXT NOT NULL, device TEXT NOT NULL, metric TEXT NOT NULL,
-  UNIQUE (compute_id, host, device, metric)) STRICT;
-CREATE TABLE IF NOT EXISTS chunks (
-  series_id INTEGER NOT NULL REFERENCES series(id),
-  start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, count INTEGER NOT NULL,
-  data BLOB NOT NULL) STRICT;
-CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, start_ms);
-CREATE INDEX IF NOT EXISTS chunks_by_end ON chunks (end_ms);
-CREATE TABLE IF NOT EXISTS heads (
-  series_id INTEGER PRIMARY KEY REFERENCES series(id),
-  start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL, count INTEGER NOT NULL,
-  data BLOB NOT NULL) STRICT;
-CREATE TABLE IF NOT EXISTS batch_ids (
-  id TEXT PRIMARY KEY, received_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS batch_streams (
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT;
-CREATE TABLE IF NOT EXISTS batch_seqs (
-  stream_id INTEGER NOT NULL REFERENCES batch_streams(id), seq INTEGER NOT NULL,
-  received_s INTEGER NOT NULL, PRIMARY KEY (stream_id, seq)) STRICT, WITHOUT ROWID;
-)sql";
-
 // A batch id "<stream>/<sequence>" whose sequence is a canonical decimal (what the ingest
-// endpoint makes of "<compute>/<stream>/<sequence>") is kept as two integers in batch_seqs:
-// ~16 bytes a batch instead of ~50 with the name spelled out. Anything else stays text in
-// batch_ids. Canonical, so that joining the parts gives back exactly the id.
+// endpoint makes of "<compute>/<stream>/<sequence>") is kept as one bit in a window of its
+// stream (batch_windows.h) instead of ~50 bytes with the name spelled out. Anything else
+// stays text in batch_ids. Canonical, so that joining the parts gives back exactly the id.
 struct SplitId {
   std::string stream;
   int64_t seq = 0;
@@ -49,6 +30,7 @@ std::optional<SplitId> SplitBatchId(std::string_view id) {
   if (slash == std::string_view::npos || slash == 0)
     return std::nullopt;
   const std::string_view digits = id.substr(slash + 1);
+  // At most 18 digits: kMaxBatchSeq.
   if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0'))
     return std::nullopt;
   int64_t seq = 0;
@@ -60,53 +42,6 @@ std::optional<SplitId> SplitBatchId(std::string_view id) {
   return SplitId{std::string(id.substr(0, slash)), seq};
 }
 
-Status SqlError(sqlite3* db, const std::string& what) {
-  return UnavailableError("tsdb chunk store: " + what + ": " + sqlite3_errmsg(db))
-      .WithReason("tsdb_io");
-}
-
-// Owns one prepared statement; finalised on scope exit.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-      stmt_ = nullptr;
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  bool ok() const { return stmt_ != nullptr; }
-  sqlite3_stmt* get() { return stmt_; }
-  void Int(int index, int64_t v) { sqlite3_bind_int64(stmt_, index, v); }
-  void Text(int index, const std::string& v) {
-    sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-  }
-  void Blob(int index, const std::string& v) {
-    sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-  }
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
-  Status Run(const char* what) {
-    const int rc = Step();
-    sqlite3_reset(stmt_);
-    return rc == SQLITE_DONE ? OkStatus() : SqlError(db_, what);
-  }
-  std::string ColumnText(int i) {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, i));
-    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, i))) : "";
-  }
-  std::string ColumnBlob(int i) {
-    const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, i));
-    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, i))) : "";
-  }
-  int64_t ColumnInt(int i) { return sqlite3_column_int64(stmt_, i); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& path) {
@@ -116,10 +51,31 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& path) {
   std::unique_ptr<ChunkStore> store(new ChunkStore(db));
   if (rc != SQLITE_OK)
     return SqlError(db, "open " + path);
+  // A file from a newer build is refused before anything (even its journal mode) changes.
+  EXPANSE_ASSIGN_OR_RETURN(const int64_t layout, CheckChunkStoreLayout(db, path));
   EXPANSE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   EXPANSE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
-  EXPANSE_RETURN_IF_ERROR(store->Exec(kSchema));
+  // Off is SQLite's default; the layout upgrade relies on it (chunk_store_schema.cc).
+  EXPANSE_RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=OFF"));
+  if (layout != kChunkStoreLayout)
+    EXPANSE_RETURN_IF_ERROR(store->Upgrade(path));
+  EXPANSE_RETURN_IF_ERROR(store->LoadLabels());
   return store;
+}
+
+Status ChunkStore::Upgrade(const std::string& path) {
+  EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status status = [&]() -> Status {
+    EXPANSE_ASSIGN_OR_RETURN(const bool convert_seqs, PrepareChunkStoreTables(db_, path));
+    if (convert_seqs)
+      EXPANSE_RETURN_IF_ERROR(ConvertBatchSeqs(db_));
+    return RecordChunkStoreLayout(db_, path);
+  }();
+  if (status.ok())
+    status = Exec("COMMIT");
+  if (!status.ok())
+    (void)Exec("ROLLBACK");
+  return status;
 }
 
 ChunkStore::~ChunkStore() { sqlite3_close(db_); }
@@ -134,10 +90,25 @@ Status ChunkStore::Exec(const char* sql) {
   return OkStatus();
 }
 
+Status ChunkStore::LoadLabels() {
+  Statement stmt(db_, "SELECT id, name FROM labels");
+  if (!stmt.ok())
+    return SqlError(db_, "load labels");
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW)
+    label_ids_[stmt.ColumnText(1)] = stmt.ColumnInt(0);
+  if (rc != SQLITE_DONE)
+    return SqlError(db_, "load labels");
+  return OkStatus();
+}
+
 Result<std::vector<StoredSeries>> ChunkStore::LoadSeries() {
+  // LEFT JOINs so that a series whose label is missing is reported, not silently skipped.
   Statement stmt(db_,
-                 "SELECT s.id, s.compute_id, s.host, s.device, s.metric, "
-                 "(SELECT max(end_ms) FROM chunks WHERE series_id = s.id) FROM series s");
+                 "SELECT s.id, c.name, h.name, d.name, m.name, "
+                 "(SELECT max(end_ms) FROM chunks WHERE series_id = s.id) FROM series s "
+                 "LEFT JOIN labels c ON c.id = s.compute LEFT JOIN labels h ON h.id = s.host "
+                 "LEFT JOIN labels d ON d.id = s.device LEFT JOIN labels m ON m.id = s.metric");
   if (!stmt.ok())
     return SqlError(db_, "load series");
   std::vector<StoredSeries> out;
@@ -145,8 +116,15 @@ Result<std::vector<StoredSeries>> ChunkStore::LoadSeries() {
   while ((rc = stmt.Step()) == SQLITE_ROW) {
     StoredSeries& s = out.emplace_back();
     s.id = stmt.ColumnInt(0);
+    for (int i = 1; i <= 4; ++i) {
+      if (stmt.IsNull(i)) {
+        return DataLossError("tsdb chunk store: series " + std::to_string(s.id) +
+                             " refers to a label that is not stored")
+            .WithReason("tsdb_corrupt");
+      }
+    }
     s.key = {stmt.ColumnText(1), stmt.ColumnText(2), stmt.ColumnText(3), stmt.ColumnText(4)};
-    s.has_chunks = sqlite3_column_type(stmt.get(), 5) != SQLITE_NULL;
+    s.has_chunks = !stmt.IsNull(5);
     s.last_end_ms = stmt.ColumnInt(5);
   }
   if (rc != SQLITE_DONE)
@@ -157,8 +135,7 @@ Result<std::vector<StoredSeries>> ChunkStore::LoadSeries() {
 Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() {
   Statement streams(db_, "SELECT id, name FROM batch_streams");
   Statement text(db_, "SELECT id, received_ms FROM batch_ids");
-  Statement split(db_, "SELECT stream_id, seq, received_s FROM batch_seqs");
-  if (!streams.ok() || !text.ok() || !split.ok())
+  if (!streams.ok() || !text.ok())
     return SqlError(db_, "load batch ids");
   std::unordered_map<int64_t, std::string> names;
   int rc;
@@ -174,33 +151,74 @@ Result<std::vector<std::pair<std::string, int64_t>>> ChunkStore::LoadBatchIds() 
     out.emplace_back(text.ColumnText(0), text.ColumnInt(1));
   if (rc != SQLITE_DONE)
     return SqlError(db_, "load batch ids");
-  while ((rc = split.Step()) == SQLITE_ROW) {
-    const auto name = names.find(split.ColumnInt(0));
-    if (name == names.end())
-      continue;  // REFERENCES batch_streams(id) keeps this from happening
-    out.emplace_back(name->second + "/" + std::to_string(split.ColumnInt(1)),
-                     // The last millisecond of the stored second: retention in memory then
-                     // forgets the id no earlier than it would have before a restart.
-                     split.ColumnInt(2) * 1000 + 999);
-  }
-  if (rc != SQLITE_DONE)
-    return SqlError(db_, "load batch ids");
+  EXPANSE_RETURN_IF_ERROR(
+      ForEachBatchSequence(db_, [&](int64_t stream_id, int64_t seq, int64_t newest_s) -> Status {
+        const auto name = names.find(stream_id);
+        if (name == names.end()) {
+          return DataLossError("tsdb chunk store: batch stream " + std::to_string(stream_id) +
+                               " has sequences but no name")
+              .WithReason("tsdb_corrupt");
+        }
+        // The window's newest receive time, at the last millisecond of its second: retention
+        // in memory then forgets no id earlier than it would have before a restart.
+        out.emplace_back(name->second + "/" + std::to_string(seq), newest_s * 1000 + 999);
+        return OkStatus();
+      }));
   return out;
 }
 
 Result<int64_t> ChunkStore::StreamId(const std::string& name) {
   if (const auto it = stream_ids_.find(name); it != stream_ids_.end())
     return it->second;
-  Statement insert(db_, "INSERT OR IGNORE INTO batch_streams (name) VALUES (?)");
-  Statement select(db_, "SELECT id FROM batch_streams WHERE name = ?");
-  if (!insert.ok() || !select.ok())
-    return SqlError(db_, "prepare batch stream");
-  insert.Text(1, name);
-  EXPANSE_RETURN_IF_ERROR(insert.Run("insert batch stream"));
-  select.Text(1, name);
-  if (select.Step() != SQLITE_ROW)
-    return SqlError(db_, "read batch stream id");
-  return select.ColumnInt(0);
+  return NameId("batch_streams", name);
+}
+
+Result<int64_t> ChunkStore::NameId(const char* table, const std::string& name) {
+  // The no-op update makes RETURNING give the existing row's id too.
+  const std::string sql = std::string("INSERT INTO ") + table +
+                          " (name) VALUES (?) "
+                          "ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id";
+  Statement upsert(db_, sql.c_str());
+  if (!upsert.ok())
+    return SqlError(db_, std::string("prepare ") + table);
+  upsert.Text(1, name);
+  if (upsert.Step() != SQLITE_ROW)
+    return SqlError(db_, std::string("insert into ") + table);
+  return upsert.ColumnInt(0);
+}
+
+Result<int64_t> ChunkStore::LabelId(const std::string& name,
+                                    std::unordered_map<std::string, int64_t>& added) {
+  if (const auto it = label_ids_.find(name); it != label_ids_.end())
+    return it->second;
+  if (const auto it = added.find(name); it != added.end())
+    return it->second;
+  EXPANSE_ASSIGN_OR_RETURN(const int64_t id, NameId("labels", name));
+  added.emplace(name, id);
+  return id;
+}
+
+Status ChunkStore::WriteBatchIds(const std::vector<std::pair<std::string, int64_t>>& batch_ids,
+                                 std::unordered_map<std::string, int64_t>& new_streams) {
+  Statement text(db_, "INSERT OR IGNORE INTO batch_ids (id, received_ms) VALUES (?, ?)");
+  if (!text.ok())
+    return SqlError(db_, "prepare batch ids");
+  std::map<std::string, std::vector<ReceivedSeq>> by_stream;
+  for (const auto& [id, received_ms] : batch_ids) {
+    if (std::optional<SplitId> parts = SplitBatchId(id)) {
+      by_stream[parts->stream].push_back({parts->seq, received_ms / 1000});
+      continue;
+    }
+    text.Text(1, id);
+    text.Int(2, received_ms);
+    EXPANSE_RETURN_IF_ERROR(text.Run("insert batch id"));
+  }
+  for (auto& [stream, seqs] : by_stream) {
+    EXPANSE_ASSIGN_OR_RETURN(const int64_t stream_id, StreamId(stream));
+    new_streams.emplace(stream, stream_id);
+    EXPANSE_RETURN_IF_ERROR(AddBatchSequences(db_, stream_id, std::move(seqs)));
+  }
+  return OkStatus();
 }
 
 Result<std::vector<StoredChunk>> ChunkStore::LoadHeads() {
@@ -221,9 +239,10 @@ Result<std::vector<StoredChunk>> ChunkStore::LoadHeads() {
 Status ChunkStore::Write(const ChunkCommit& commit) {
   EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   std::unordered_map<std::string, int64_t> new_streams;
+  std::unordered_map<std::string, int64_t> new_labels;
   Status status = [&]() -> Status {
     Statement series(db_,
-                     "INSERT INTO series (id, compute_id, host, device, metric) "
+                     "INSERT INTO series (id, compute, host, device, metric) "
                      "VALUES (?, ?, ?, ?, ?)");
     Statement chunk(db_,
                     "INSERT INTO chunks (series_id, start_ms, end_ms, count, data) "
@@ -232,17 +251,15 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
                    "INSERT OR REPLACE INTO heads (series_id, start_ms, end_ms, count, data) "
                    "VALUES (?, ?, ?, ?, ?)");
     Statement clear_head(db_, "DELETE FROM heads WHERE series_id = ?");
-    Statement batch(db_, "INSERT OR IGNORE INTO batch_ids (id, received_ms) VALUES (?, ?)");
-    Statement seq(db_,
-                  "INSERT OR IGNORE INTO batch_seqs (stream_id, seq, received_s) VALUES (?, ?, ?)");
-    if (!series.ok() || !chunk.ok() || !head.ok() || !clear_head.ok() || !batch.ok() || !seq.ok())
+    if (!series.ok() || !chunk.ok() || !head.ok() || !clear_head.ok())
       return SqlError(db_, "prepare");
     for (const auto& [id, key] : commit.new_series) {
       series.Int(1, id);
-      series.Text(2, key.compute_id);
-      series.Text(3, key.host);
-      series.Text(4, key.device);
-      series.Text(5, key.metric);
+      int column = 2;
+      for (const std::string* label : {&key.compute_id, &key.host, &key.device, &key.metric}) {
+        EXPANSE_ASSIGN_OR_RETURN(const int64_t label_id, LabelId(*label, new_labels));
+        series.Int(column++, label_id);
+      }
       EXPANSE_RETURN_IF_ERROR(series.Run("insert series"));
     }
     // Sealed chunks and saved heads have the same columns.
@@ -270,21 +287,7 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
       bind_chunk(head, c);
       EXPANSE_RETURN_IF_ERROR(head.Run("write head"));
     }
-    for (const auto& [id, received_ms] : commit.batch_ids) {
-      if (std::optional<SplitId> parts = SplitBatchId(id)) {
-        EXPANSE_ASSIGN_OR_RETURN(const int64_t stream_id, StreamId(parts->stream));
-        new_streams.emplace(parts->stream, stream_id);
-        seq.Int(1, stream_id);
-        seq.Int(2, parts->seq);
-        seq.Int(3, received_ms / 1000);
-        EXPANSE_RETURN_IF_ERROR(seq.Run("insert batch sequence"));
-        continue;
-      }
-      batch.Text(1, id);
-      batch.Int(2, received_ms);
-      EXPANSE_RETURN_IF_ERROR(batch.Run("insert batch id"));
-    }
-    return OkStatus();
+    return WriteBatchIds(commit.batch_ids, new_streams);
   }();
   if (status.ok())
     status = Exec("COMMIT");
@@ -293,6 +296,7 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
     return status;
   }
   stream_ids_.insert(new_streams.begin(), new_streams.end());
+  label_ids_.insert(new_labels.begin(), new_labels.end());
   return OkStatus();
 }
 
@@ -319,8 +323,7 @@ Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff
   Statement chunks(db_, "DELETE FROM chunks WHERE end_ms < ?");
   Statement heads(db_, "DELETE FROM heads WHERE end_ms < ?");
   Statement batches(db_, "DELETE FROM batch_ids WHERE received_ms < ?");
-  Statement seqs(db_, "DELETE FROM batch_seqs WHERE received_s < ?");
-  if (!chunks.ok() || !heads.ok() || !batches.ok() || !seqs.ok())
+  if (!chunks.ok() || !heads.ok() || !batches.ok())
     return SqlError(db_, "prepare retention");
   chunks.Int(1, cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(chunks.Run("delete chunks"));
@@ -329,9 +332,10 @@ Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff
   EXPANSE_RETURN_IF_ERROR(heads.Run("delete heads"));
   batches.Int(1, batch_cutoff_ms);
   EXPANSE_RETURN_IF_ERROR(batches.Run("delete batch ids"));
-  // Whole seconds: a received time in the cutoff's second stays, never one before it.
-  seqs.Int(1, batch_cutoff_ms / 1000 - (batch_cutoff_ms % 1000 < 0 ? 1 : 0));
-  EXPANSE_RETURN_IF_ERROR(seqs.Run("delete batch sequences"));
+  // Whole seconds: a window whose newest member came in the cutoff's second stays, never one
+  // before it.
+  EXPANSE_RETURN_IF_ERROR(
+      DeleteBatchWindowsBefore(db_, batch_cutoff_ms / 1000 - (batch_cutoff_ms % 1000 < 0 ? 1 : 0)));
   return dropped;
 }
 

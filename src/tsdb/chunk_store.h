@@ -55,14 +55,17 @@ class ChunkStore {
   ChunkStore& operator=(const ChunkStore&) = delete;
 
   Result<std::vector<StoredSeries>> LoadSeries();
+  // Every remembered batch id with its receive time; an id can appear twice (in two
+  // overlapping windows), the caller keeps the later time.
   Result<std::vector<std::pair<std::string, int64_t>>> LoadBatchIds();
   // The open chunk of every series that has one.
   Result<std::vector<StoredChunk>> LoadHeads();
   Status Write(const ChunkCommit& commit);
   // Chunks of the series that overlap [from_ms, to_ms), by start time.
   Result<std::vector<std::string>> ReadChunks(int64_t series_id, int64_t from_ms, int64_t to_ms);
-  // Drops chunks and open chunks whose last sample is before cutoff_ms and batch ids
-  // received before batch_cutoff_ms; returns the number of sealed chunks dropped.
+  // Drops chunks and open chunks whose last sample is before cutoff_ms, and batch ids
+  // received before batch_cutoff_ms (sequence ids by window: once the window's newest member
+  // is that old); returns the number of sealed chunks dropped.
   Result<int64_t> DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms);
   struct Totals {  // sealed chunks only
     uint64_t chunks = 0;
@@ -75,12 +78,25 @@ class ChunkStore {
  private:
   explicit ChunkStore(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  Status LoadLabels();
+  // Creates the tables of a new file or upgrades an older one, in one transaction.
+  Status Upgrade(const std::string& path);
   // The row id of a batch stream name ("<compute>/<stream>"), added if new. Inside Write's
   // transaction; cached only once that commits.
   Result<int64_t> StreamId(const std::string& name);
+  // The id of `name` in a (id INTEGER PRIMARY KEY, name TEXT UNIQUE) table, added if new.
+  Result<int64_t> NameId(const char* table, const std::string& name);
+  // The row id of a label (a compute id, host, device or metric name), added if new and then
+  // remembered in `added` until Write commits.
+  Result<int64_t> LabelId(const std::string& name, std::unordered_map<std::string, int64_t>& added);
+  // Inside Write's transaction: text ids to batch_ids, stream sequences to batch_windows;
+  // streams added on the way are put in new_streams.
+  Status WriteBatchIds(const std::vector<std::pair<std::string, int64_t>>& batch_ids,
+                       std::unordered_map<std::string, int64_t>& new_streams);
 
   sqlite3* db_;
   std::unordered_map<std::string, int64_t> stream_ids_;  // committed batch_streams rows
+  std::unordered_map<std::string, int64_t> label_ids_;   // committed labels rows
 };
 
 }  // namespace expanse::tsdb

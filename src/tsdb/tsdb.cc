@@ -95,6 +95,11 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
   EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredSeries> stored, db->store_->LoadSeries());
   for (const StoredSeries& s : stored) {
     Series& series = db->IndexedSeries(s.key);
+    if (series.persisted) {  // the table has no unique key on the labels: checked here
+      return DataLossError("tsdb chunk store: series " + std::to_string(series.id) + " and " +
+                           std::to_string(s.id) + " have the same key")
+          .WithReason("tsdb_corrupt");
+    }
     series.id = s.id;
     series.persisted = true;
     series.has_sealed = s.has_chunks;
@@ -118,7 +123,12 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
     }
   }
   EXPANSE_ASSIGN_OR_RETURN(const auto batch_ids, db->store_->LoadBatchIds());
-  db->persisted_batch_ids_.insert(batch_ids.begin(), batch_ids.end());
+  for (const auto& [id, received_ms] : batch_ids) {
+    // An id can be in two windows (one started beside an older one); keep its newest time.
+    auto [it, added] = db->persisted_batch_ids_.try_emplace(id, received_ms);
+    if (!added)
+      it->second = std::max(it->second, received_ms);
+  }
   Tsdb* raw = db.get();
   EXPANSE_ASSIGN_OR_RETURN(
       db->wal_,

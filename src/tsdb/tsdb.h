@@ -47,7 +47,7 @@ struct TsdbOptions {
   int64_t chunk_span_ms = 2 * kHourMs;
   size_t max_chunk_samples = 7200;
   int64_t retention_ms = 0;  // 0: keep everything
-  // Batch ids are remembered for max(retention_ms, this), so a retried upload is
+  // Batch ids are remembered for at least max(retention_ms, this), so a retried upload is
   // recognised even when data is kept forever.
   int64_t batch_id_retention_ms = 7 * 24 * kHourMs;
   // Append flushes by itself once the WAL grows past this.

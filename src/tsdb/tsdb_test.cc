@@ -295,7 +295,8 @@ TEST_F(TsdbTest, DuplicateBatchIdIsAcknowledgedAcrossRestarts) {
   EXPECT_EQ(db->GetStats().samples, 10u);
 }
 
-// "<stream>/<sequence>" ids are stored as two integers, anything else as text; each must
+// "<stream>/<sequence>" ids are stored as bits of their stream's windows, anything else as
+// text; each must
 // come back exactly, so a retry of either is recognised after a restart and none is
 // mistaken for another ("x/7" is not "x/07"), and retention forgets both.
 TEST_F(TsdbTest, BatchIdsOfEveryShapeSurviveRestartAndRetention) {
