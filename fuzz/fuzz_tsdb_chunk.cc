@@ -1,7 +1,7 @@
 // Fuzzes the tsdb chunk codec (src/tsdb/chunk_codec.h). Properties:
 //  - decoding arbitrary bytes never crashes and fails only with kDataLoss;
 //  - the input reinterpreted as samples (sorted by time) encodes, and decodes back
-//    bit-exactly, with and without zstd.
+//    bit-exactly, with and without zstd, both as raw doubles and as short decimals.
 
 #include <algorithm>
 #include <bit>
@@ -41,15 +41,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   std::stable_sort(samples.begin(), samples.end(),
                    [](const auto& a, const auto& b) { return a.t_ms < b.t_ms; });
-  for (int level : {0, 1}) {
-    auto encoded = expanse::tsdb::EncodeChunk(samples, {.zstd_level = level});
-    Require(encoded.ok());
-    auto back = expanse::tsdb::DecodeChunk(*encoded);
-    Require(back.ok() && back->size() == samples.size());
-    for (size_t i = 0; i < samples.size(); ++i) {
-      Require((*back)[i].t_ms == samples[i].t_ms);
-      Require(std::bit_cast<uint64_t>((*back)[i].v) == std::bit_cast<uint64_t>(samples[i].v));
+  auto round_trip = [](const std::vector<expanse::tsdb::Sample>& in) {
+    for (int level : {0, 1}) {
+      auto encoded = expanse::tsdb::EncodeChunk(in, {.zstd_level = level});
+      Require(encoded.ok());
+      auto back = expanse::tsdb::DecodeChunk(*encoded);
+      Require(back.ok() && back->size() == in.size());
+      for (size_t i = 0; i < in.size(); ++i) {
+        Require((*back)[i].t_ms == in[i].t_ms);
+        Require(std::bit_cast<uint64_t>((*back)[i].v) == std::bit_cast<uint64_t>(in[i].v));
+      }
     }
+  };
+  round_trip(samples);
+  // The same bits as short decimals (hundredths of up to +-2^40): the decimal encodings,
+  // and byte planes of every width the deltas need.
+  for (auto& sample : samples) {
+    const auto bits = std::bit_cast<uint64_t>(sample.v);
+    const auto cents = static_cast<int64_t>(bits % (uint64_t{1} << 41)) - (int64_t{1} << 40);
+    sample.v = static_cast<double>(cents >> (bits >> 58)) / 100;
   }
+  round_trip(samples);
   return 0;
 }

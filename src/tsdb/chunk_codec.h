@@ -26,6 +26,9 @@ struct ChunkHeader {
   ValueEncoding value_encoding = ValueEncoding::kXorVarint;
   Compression compression = Compression::kNone;
   int decimal_scale = 0;
+  // Decimal encodings only: 0 when the deltas are zigzag varints, else the width in bytes of
+  // the byte planes that hold them instead (docs/formats/tsdb-chunk.md).
+  int value_width = 0;
   uint32_t count = 0;
   int64_t first_t_ms = 0;
   int64_t last_t_ms = 0;
@@ -35,6 +38,9 @@ struct ChunkHeader {
 struct ChunkEncodeOptions {
   // zstd level for the body; 0 leaves the body uncompressed.
   int zstd_level = 3;
+  // Whether decimal deltas may be stored as byte planes when that comes out smaller (off:
+  // always varints, as builds before them wrote; for comparisons).
+  bool byte_planes = true;
 };
 
 // Requires 1..kMaxChunkSamples samples with non-decreasing timestamps (kInvalidArgument

@@ -122,6 +122,18 @@ TEST(ChunkCodecTest, DividesOutACommonStep) {
   EXPECT_LT(scaled->size() * 10, plain->size() * 9);
 }
 
+// Rewrites byte `at` and fixes the checksum, so only the meaning of the byte is tested.
+std::string Patched(std::string chunk, size_t at, char value) {
+  chunk[at] = value;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), kChunkCrcOffset);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()) + kChunkHeaderSize,
+              static_cast<uInt>(chunk.size() - kChunkHeaderSize));
+  for (int i = 0; i < 4; ++i)
+    chunk[kChunkCrcOffset + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  return chunk;
+}
+
 TEST(ChunkCodecTest, RefusesABadDivisor) {
   // Steps of 3 (divisor 3), no zstd: the divisor varint follows the timestamps and the first
   // mantissa. Rewrite it to 0 and to 1 and fix the checksum: refused as corrupt, not decoded.
@@ -132,18 +144,89 @@ TEST(ChunkCodecTest, RefusesABadDivisor) {
   const size_t divisor_at = encoded->size() - 3 - 1;
   ASSERT_EQ((*encoded)[divisor_at], 3);
   for (char bad : {0, 1}) {
-    std::string patched = *encoded;
-    patched[divisor_at] = bad;
-    uLong crc = crc32(0L, Z_NULL, 0);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(patched.data()), kChunkCrcOffset);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(patched.data()) + kChunkHeaderSize,
-                static_cast<uInt>(patched.size() - kChunkHeaderSize));
-    for (int i = 0; i < 4; ++i)
-      patched[kChunkCrcOffset + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
-    Result<std::vector<Sample>> decoded = DecodeChunk(patched);
+    Result<std::vector<Sample>> decoded = DecodeChunk(Patched(*encoded, divisor_at, bad));
     EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss) << int(bad);
     EXPECT_THAT(decoded.status().message(), HasSubstr("bad delta divisor")) << int(bad);
   }
+}
+
+// A power reading: a level that changes between phases, a few watts of noise in hundredths.
+std::vector<Sample> NoisyPower() {
+  std::mt19937_64 rng(5);
+  std::vector<double> values;
+  for (int phase = 0; phase < 4; ++phase) {
+    const double level = phase % 2 ? 650.0 : 81.72;
+    const double noise = phase % 2 ? 4.0 : 0.3;
+    for (int i = 0; i < 1800; ++i) {
+      const double v = level + std::uniform_real_distribution<>(-noise, noise)(rng);
+      values.push_back(std::round(v * 100) / 100);
+    }
+  }
+  return Series(values);
+}
+
+TEST(ChunkCodecTest, NoisyReadingsGoInBytePlanesWhenThatIsSmaller) {
+  const std::vector<Sample> power = NoisyPower();
+  Result<std::string> planes = EncodeChunk(power);
+  Result<std::string> varints = EncodeChunk(power, {.byte_planes = false});
+  ASSERT_TRUE(planes.ok() && varints.ok());
+  // Three planes: the jumps between phases (568.28 W) need a third byte; the noise, two.
+  EXPECT_EQ(ReadChunkHeader(*planes)->value_width, 3);
+  EXPECT_EQ(ReadChunkHeader(*varints)->value_width, 0);
+  EXPECT_LT(planes->size() * 100, varints->size() * 97)
+      << planes->size() << " vs " << varints->size();
+  ExpectRoundTrip(power);
+  // Uncompressed, fixed-width planes are larger than varints of these deltas: not chosen.
+  Result<std::string> raw = EncodeChunk(power, {.zstd_level = 0});
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(ReadChunkHeader(*raw)->value_width, 0);
+}
+
+// Deltas of mantissas near +-2^53 need 7 bytes as planes and 8 as varints: planes win even
+// uncompressed, and every width's bytes come back exactly.
+std::vector<Sample> WideDeltas() {
+  std::mt19937_64 rng(9);
+  std::vector<double> values;
+  for (int i = 0; i < 40; ++i) {
+    const auto m = static_cast<int64_t>(rng() % (uint64_t{1} << 53));
+    values.push_back(static_cast<double>(i % 2 ? m : -m));
+  }
+  return Series(values);
+}
+
+TEST(ChunkCodecTest, BytePlanesOfEveryWidthRoundTrip) {
+  Result<std::string> wide = EncodeChunk(WideDeltas(), {.zstd_level = 0});
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(ReadChunkHeader(*wide)->value_width, 7);
+  ExpectRoundTrip(WideDeltas(), 0);
+  ExpectRoundTrip(WideDeltas(), 3);
+  for (const double step : {0.01, 1.0, 300.0, 70000.0, 2e7, 5e9, 1e12}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(step));
+    std::vector<double> values;
+    for (int i = 0; i < 3000; ++i)
+      values.push_back(std::round(std::uniform_real_distribution<>(0, step)(rng)));
+    ExpectRoundTrip(Series(values));
+  }
+}
+
+TEST(ChunkCodecTest, RefusesBadOrTruncatedBytePlanes) {
+  Result<std::string> wide = EncodeChunk(WideDeltas(), {.zstd_level = 0});
+  ASSERT_TRUE(wide.ok());
+  constexpr size_t kWidthByte = 9;
+  ASSERT_EQ((*wide)[kWidthByte], 7);
+  EXPECT_THAT(DecodeChunk(Patched(*wide, kWidthByte, 9)).status().message(),
+              HasSubstr("bad value width 9"));
+  // Wider planes than stored: the body runs out.
+  EXPECT_EQ(DecodeChunk(Patched(*wide, kWidthByte, 8)).status().code(), StatusCode::kDataLoss);
+  // Narrower: bytes are left over.
+  EXPECT_EQ(DecodeChunk(Patched(*wide, kWidthByte, 6)).status().code(), StatusCode::kDataLoss);
+  Result<std::string> doubles = EncodeChunk(Series({0.1 + 0.2, -0.0}), {.zstd_level = 0});
+  ASSERT_TRUE(doubles.ok());
+  ASSERT_EQ(ReadChunkHeader(*doubles)->value_encoding, ValueEncoding::kXorVarint);
+  EXPECT_THAT(DecodeChunk(Patched(*doubles, kWidthByte, 2)).status().message(),
+              HasSubstr("bad value width 2"));
+  for (size_t cut = 0; cut < wide->size(); ++cut)
+    EXPECT_EQ(DecodeChunk(wide->substr(0, cut)).status().code(), StatusCode::kDataLoss) << cut;
 }
 
 TEST(ChunkCodecTest, RejectsBadInputToEncode) {

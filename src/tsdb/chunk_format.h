@@ -22,6 +22,8 @@ inline constexpr uint32_t kMaxChunkSamples = 1u << 20;
 inline constexpr int kMaxDecimalScale = 15;
 // Mantissas must stay within the doubles' exact-integer range.
 inline constexpr int64_t kMaxDecimalMantissa = int64_t{1} << 53;
+// Widest byte planes of a decimal chunk's deltas (a zigzag uint64).
+inline constexpr int kMaxValueWidth = 8;
 // Upper bound of one encoded sample in the body: two varints of at most 10 bytes.
 inline constexpr size_t kMaxBodyBytesPerSample = 20;
 
