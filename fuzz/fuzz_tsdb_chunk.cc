@@ -54,12 +54,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   };
   round_trip(samples);
-  // The same bits as short decimals (hundredths of up to +-2^40): the decimal encodings,
-  // and byte planes of every width the deltas need.
+  // The same bits as decimal mantissas within +-2^53, scaled down by a power of two picked
+  // by the top bits and shown as hundredths: the decimal encodings and byte planes of the
+  // widths their deltas need.
   for (auto& sample : samples) {
     const auto bits = std::bit_cast<uint64_t>(sample.v);
-    const auto cents = static_cast<int64_t>(bits % (uint64_t{1} << 41)) - (int64_t{1} << 40);
-    sample.v = static_cast<double>(cents >> (bits >> 58)) / 100;
+    const auto mantissa = static_cast<int64_t>(bits % (uint64_t{1} << 54)) - (int64_t{1} << 53);
+    sample.v = static_cast<double>(mantissa >> (bits >> 58)) / 100;
   }
   round_trip(samples);
   return 0;

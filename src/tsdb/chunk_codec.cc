@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -77,8 +78,10 @@ std::vector<size_t> PutPlanes(std::string& out, std::span<const uint64_t> values
 // One zstd frame (content size recorded) of `body`, ending a block at each offset in
 // `block_starts` so that what follows gets entropy tables of its own. Empty when zstd fails.
 std::string Compress(std::string_view body, std::span<const size_t> block_starts, int level) {
-  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  // Each flush adds at most a block header (3-4 bytes) to what zstd's bound allows.
   std::string out(ZSTD_compressBound(body.size()) + 64 * (block_starts.size() + 1), '\0');
+  const std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> owned(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+  ZSTD_CCtx* ctx = owned.get();
   ZSTD_outBuffer sink{out.data(), out.size(), 0};
   bool ok = ctx != nullptr &&
             !ZSTD_isError(ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, level)) &&
@@ -91,11 +94,12 @@ std::string Compress(std::string_view body, std::span<const size_t> block_starts
     size_t left;
     do {
       left = ZSTD_compressStream2(ctx, &sink, &source, directive);
-      ok = !ZSTD_isError(left);
+      // A full output buffer with work left would never drain: give up instead of spinning.
+      ok = !ZSTD_isError(left) && (left == 0 || sink.pos < sink.size);
     } while (ok && left != 0);
+    ok = ok && source.pos == source.size;
     from = to;
   }
-  ZSTD_freeCCtx(ctx);
   out.resize(ok ? sink.pos : 0);
   return out;
 }

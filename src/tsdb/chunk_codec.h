@@ -2,8 +2,9 @@
 // string (layout and constants: docs/formats/tsdb-chunk.md, tsdb/chunk_format.h).
 //
 // Timestamps are delta-of-delta varints. Values become integer mantissas with a shared
-// decimal scale when that is lossless (delta or delta-of-delta, whichever is smaller),
-// else XORed double bits. The body is then zstd-compressed when that makes it smaller.
+// decimal scale when that is lossless (delta or delta-of-delta, whichever is smaller, as
+// varints or as byte planes, whichever compresses smaller), else XORed double bits. The
+// body is then zstd-compressed when that makes it smaller.
 // Decoding is bit-exact and treats its input as hostile: anything malformed is
 // kDataLoss with reason "chunk_corrupt", never undefined behaviour.
 #ifndef EXPANSE_TSDB_CHUNK_CODEC_H_

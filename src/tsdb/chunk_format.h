@@ -12,7 +12,7 @@ namespace expanse::tsdb {
 inline constexpr uint8_t kChunkMagic[4] = {'E', 'X', 'T', 'C'};
 inline constexpr uint8_t kChunkVersion = 1;
 // magic 4, version 1, timestamp encoding 1, value encoding 1, compression 1,
-// decimal scale 1, reserved 3, count 4, first_t 8, last_t 8, body length 4, crc32 4.
+// decimal scale 1, value width 1, reserved 2, count 4, first_t 8, last_t 8, body length 4, crc32 4.
 inline constexpr size_t kChunkHeaderSize = 40;
 inline constexpr size_t kChunkCrcOffset = 36;
 // A chunk never holds more samples than this; it bounds the decoder's allocations.
@@ -24,7 +24,8 @@ inline constexpr int kMaxDecimalScale = 15;
 inline constexpr int64_t kMaxDecimalMantissa = int64_t{1} << 53;
 // Widest byte planes of a decimal chunk's deltas (a zigzag uint64).
 inline constexpr int kMaxValueWidth = 8;
-// Upper bound of one encoded sample in the body: two varints of at most 10 bytes.
+// Upper bound of one encoded sample in the body: two varints of at most 10 bytes (or a
+// varint and a value of at most kMaxValueWidth bytes in planes).
 inline constexpr size_t kMaxBodyBytesPerSample = 20;
 
 enum class TimestampEncoding : uint8_t {

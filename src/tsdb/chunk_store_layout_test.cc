@@ -177,7 +177,7 @@ TEST_F(ChunkStoreLayoutTest, ALayoutZeroFileIsUpgradedAndReadAsBefore) {
     auto db = OpenDb();
     ASSERT_NE(db, nullptr);
     File file(FilePath());
-    EXPECT_THAT(file.Rows("PRAGMA user_version"), ElementsAre("1"));
+    EXPECT_THAT(file.Rows("PRAGMA user_version"), ElementsAre("2"));
     EXPECT_THAT(file.Rows("SELECT name FROM sqlite_schema WHERE name = 'batch_seqs'"),
                 ElementsAre());
     EXPECT_THAT(file.Rows("SELECT name FROM labels ORDER BY name"),
@@ -456,17 +456,36 @@ TEST_F(ChunkStoreLayoutTest, MatchesAModelOfWhatMustBeRemembered) {
   }
 }
 
+// Layout 1 differs only in what its chunks may hold: its file is taken as it is.
+TEST_F(ChunkStoreLayoutTest, ALayoutOneFileIsRecordedAsLayoutTwo) {
+  {
+    auto db = OpenDb();
+    ASSERT_FALSE(IsDuplicate(*db, "c1/telemetry/1"));
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  {
+    File file(FilePath());
+    file.Exec("PRAGMA user_version = 1");
+  }
+  auto db = OpenDb();
+  ASSERT_NE(db, nullptr);
+  EXPECT_TRUE(IsDuplicate(*db, "c1/telemetry/1"));
+  EXPECT_EQ(SamplesIn(*db, Key("n", "d", "m")), 1u);
+  File file(FilePath());
+  EXPECT_THAT(file.Rows("PRAGMA user_version"), ElementsAre("2"));
+}
+
 TEST_F(ChunkStoreLayoutTest, AFileFromANewerBuildIsRefusedAndLeftAsItWas) {
   {
     File file(FilePath());
-    file.Exec("PRAGMA user_version = 2");
+    file.Exec("PRAGMA user_version = 3");
   }
   Result<std::unique_ptr<Tsdb>> db = TryOpen();
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(db.status().message(), HasSubstr("layout 2, written by a newer expanse-server"));
+  EXPECT_THAT(db.status().message(), HasSubstr("layout 3, written by a newer expanse-server"));
   File file(FilePath());
-  EXPECT_THAT(file.Rows("PRAGMA user_version"), ElementsAre("2"));
+  EXPECT_THAT(file.Rows("PRAGMA user_version"), ElementsAre("3"));
   EXPECT_THAT(file.Rows("PRAGMA journal_mode"), ElementsAre("delete"));
   EXPECT_THAT(file.Rows("SELECT name FROM sqlite_schema"), ElementsAre());
 }

@@ -9,7 +9,7 @@
 namespace expanse::tsdb {
 namespace {
 
-// Layout 1. Series keys are four references into `labels`, which holds each compute id,
+// Layouts 1 and 2. Series keys are four references into `labels`, which holds each compute id,
 // host, device and metric name once: a series row is a few bytes instead of its names
 // spelled out twice (row and unique index). Batch sequences are bitmaps over windows.
 constexpr const char* kSchema = R"sql(

@@ -12,7 +12,9 @@ struct sqlite3;
 
 namespace expanse::tsdb {
 
-inline constexpr int kChunkStoreLayout = 1;
+// 1: labels and batch windows. 2: the same tables; chunks may hold byte planes
+// (tsdb-chunk.md, value width), which a layout-1 build would refuse as corrupt.
+inline constexpr int kChunkStoreLayout = 2;
 
 // Upgrading is one transaction that the caller holds, so a crash or a failing step leaves
 // the file as it was: PrepareChunkStoreTables, then (when it returns true) the conversion of
