@@ -21,6 +21,8 @@ def waiting_for_the_gpu():
         time.sleep(0.05)
 waiting_for_the_gpu()
 )";
+// The frame of kScript's sleep, as folded stacks name it.
+constexpr char kSleepingFrame[] = "job.py:waiting_for_the_gpu:5";
 
 PyStacksOptions Options() {
   PyStacksOptions o;
@@ -42,7 +44,8 @@ TEST(PyStacksCollectorTest, SamplesAJobsPythonProcessIntoItsWindow) {
   ManualClock clock(1'800'000'000'000);
   PyStacksCollector collector(Options(), clock);
   collector.SetJobs({{"7", {python.pid()}, true, true}});
-  // The process may still be between "ready" and the sleep: sample until the function shows.
+  // The process may still be between "ready" and the sleep (line 3 or 4 of the script):
+  // sample until the sleeping line shows.
   nlohmann::json stacks = nlohmann::json::array();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::string seen;
@@ -52,11 +55,11 @@ TEST(PyStacksCollectorTest, SamplesAJobsPythonProcessIntoItsWindow) {
     for (auto& e : collector.TakeStacks(/*all=*/true))
       stacks.push_back(e);
     seen = stacks.dump();
-    if (seen.find("waiting_for_the_gpu") != std::string::npos)
+    if (seen.find(kSleepingFrame) != std::string::npos)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_THAT(seen, HasSubstr("job.py:waiting_for_the_gpu:5")) << seen;
+  ASSERT_THAT(seen, HasSubstr(kSleepingFrame)) << seen;
   const auto& entry = stacks.back();
   EXPECT_EQ(entry["job_id"], "7");
   EXPECT_EQ(entry["host"], "w1");
@@ -88,7 +91,7 @@ TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
   std::string seen;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
-         seen.find("waiting_for_the_gpu") == std::string::npos) {
+         seen.find(kSleepingFrame) == std::string::npos) {
     for (int i = 0; i < 10; ++i) {  // the executable is looked at about once a second
       collector.TickOnce();
       clock.Advance(100);
@@ -96,7 +99,7 @@ TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
     seen += collector.TakeStacks(/*all=*/true).dump();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_THAT(seen, HasSubstr("job.py:waiting_for_the_gpu:5"));
+  EXPECT_THAT(seen, HasSubstr(kSleepingFrame));
 }
 
 // A process that is not Python is not a capability problem; a bad EXPANSE_PYSPY is named.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,18 +99,36 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
 
   // Waits until the child runs `program`: posix_spawn may return before the exec (ASan's
-  // interceptor forks), and a test must not sample the copy of itself.
+  // interceptor forks), and a test must not sample the copy of itself. The kernel points
+  // /proc/<pid>/exe at the new program before it maps the program's segments (and glibc's
+  // vfork lets the parent go on at that same point), so wait for a mapping of it as well:
+  // a reader that looks in between sees an executable that is not mapped.
   bool WaitForExec(const std::string& program,
                    std::chrono::seconds timeout = std::chrono::seconds(60)) {
     std::error_code error;
     const std::string expected = std::filesystem::canonical(program, error).string();
     const std::string link = "/proc/" + std::to_string(pid_) + "/exe";
+    const std::string maps = "/proc/" + std::to_string(pid_) + "/maps";
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (std::filesystem::read_symlink(link, error).string() == expected) {
+      if (std::filesystem::read_symlink(link, error).string() == expected &&
+          MapsMention(maps, expected)) {
         return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  // Whether a line of the maps file at `maps` ends in `path`.
+  static bool MapsMention(const std::string& maps, const std::string& path) {
+    std::ifstream in(maps);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.size() > path.size() && line.ends_with(path) &&
+          line[line.size() - path.size() - 1] == ' ') {
+        return true;
+      }
     }
     return false;
   }
