@@ -146,10 +146,11 @@ Status WriteArchive(int fd, const std::string& release_json,
   if (a == nullptr)
     return InternalError("libarchive could not allocate a writer");
   // pax_restricted writes plain ustar headers unless a path needs an extension; "!timestamp"
-  // keeps the current time out of the gzip header.
+  // keeps the current time out of the gzip header. Level 6 (gzip's default), not 9: on a
+  // 169 MB daemon (an ASan build) 9 took 24 s against 2.7 s for an archive only 0.9 % smaller.
   if (archive_write_add_filter_gzip(a.get()) != ARCHIVE_OK ||
       archive_write_set_format_pax_restricted(a.get()) != ARCHIVE_OK ||
-      archive_write_set_options(a.get(), "gzip:!timestamp,gzip:compression-level=9") !=
+      archive_write_set_options(a.get(), "gzip:!timestamp,gzip:compression-level=6") !=
           ARCHIVE_OK ||
       archive_write_open_fd(a.get(), fd) != ARCHIVE_OK) {
     return ArchiveError(a.get(), "opening the archive");

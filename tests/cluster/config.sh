@@ -60,6 +60,9 @@ write_slurm_conf() {
     echo "PrologFlags=Alloc"
     echo "ReturnToService=2"
     echo "SlurmdTimeout=60"
+    # Only the backfill scheduler starts heterogeneous jobs; its default 30 s pass would leave
+    # a test waiting most of that.
+    echo "SchedulerParameters=bf_interval=2"
     echo "MinJobAge=600"
     echo "MpiDefault=none"
     echo "MailProg=/bin/true"

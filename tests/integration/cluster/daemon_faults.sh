@@ -82,7 +82,7 @@ cat >"$DIR/het.sh" <<HET
 sleep 12
 HET
 het="$(submit "$DIR/het.sh")"
-# The backfill scheduler starts heterogeneous jobs, every 30 s here.
+# The backfill scheduler starts heterogeneous jobs (every 2 s here: tests/cluster/config.sh).
 # (scontrol shows both components, so testlib's one-state wait does not apply.)
 wait_until 120 "het job $het to finish" bash -c "[[ -z \$(squeue -h -j $het) ]]"
 assert_eq "COMPLETED COMPLETED" "$(scontrol show job "$het" | grep -oP 'JobState=\K\S+' | paste -sd' ')" "states of $het's components"
