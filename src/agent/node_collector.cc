@@ -218,7 +218,11 @@ NodeCollection NodeCollector::Collect(bool final) {
       c.allocations.push_back(std::move(allocation));
     if (event.kind == "start") {
       std::lock_guard lock(buffer_mu_);
-      cgroups_.RequestRescan();  // the new job's cgroup: read it from the next sample on
+      // The new job's cgroup: read it from the next sample on, or as soon as slurmstepd makes it.
+      if (event.slurm_job_id != 0)
+        cgroups_.ExpectJob(event.slurm_job_id);
+      else
+        cgroups_.RequestRescan();
     }
     c.event_files.push_back(file);
     c.events.push_back(std::move(event));

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -149,9 +150,24 @@ void JobCgroups::Rescan() {
   scanned_ = true;
 }
 
+void JobCgroups::ExpectJob(uint32_t job) {
+  // Bounded: an entry lasts rescan_every samples, so only a storm of job starts could fill it,
+  // and then the walk at every Sample goes on regardless.
+  constexpr size_t kMaxExpected = 4096;
+  if (expected_.size() < kMaxExpected || expected_.contains(job))
+    expected_[job] = std::max(options_.rescan_every, 1);
+  scanned_ = false;
+}
+
 void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& buffer) {
-  if (!scanned_ || ++samples_since_scan_ >= options_.rescan_every)
+  if (!scanned_ || ++samples_since_scan_ >= options_.rescan_every || !expected_.empty())
     Rescan();
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    const auto found = jobs_.find(it->first);
+    const bool complete =
+        found != jobs_.end() && !found->second.cpu.empty() && !found->second.memory.empty();
+    it = complete || --it->second <= 0 ? expected_.erase(it) : std::next(it);
+  }
   bool vanished = false;
   std::map<uint32_t, Last> next;
   for (const auto& [job, dirs] : jobs_) {

@@ -8,7 +8,7 @@
 // .../slurmstepd.scope/job_<id>/ (v2). Rather than guess the prefix, a bounded walk finds every
 // directory named job_<digits> whose parent is uid_<digits> or slurmstepd.scope; the walk is
 // repeated every `rescan_every` samples, when a known job directory disappears, and when the
-// caller learns of a new job (RequestRescan), but not on every sample of an idle node.
+// caller learns of a new job (RequestRescan, ExpectJob), but not on every sample of an idle node.
 #ifndef EXPANSE_TELEMETRY_JOB_CGROUPS_H_
 #define EXPANSE_TELEMETRY_JOB_CGROUPS_H_
 
@@ -53,6 +53,12 @@ class JobCgroups {
   void Rescan();
   // Walk again at the next Sample (a job started on this node).
   void RequestRescan() { scanned_ = false; }
+  // A job started on this node (its Prolog ran): walk at every Sample until its directory is
+  // there with both CPU and memory, for at most `rescan_every` samples. slurmstepd may make the
+  // directory, or enable its memory controller, after the Prolog ran; one walk at the next
+  // Sample could miss it, and the periodic walk would then see a short job too late to read
+  // its CPU twice.
+  void ExpectJob(uint32_t job);
 
  private:
   struct Last {
@@ -62,6 +68,8 @@ class JobCgroups {
   JobCgroupOptions options_;
   std::map<uint32_t, JobDirs> jobs_;
   std::map<uint32_t, Last> last_;
+  // Jobs announced by ExpectJob and not yet found: job id -> samples left to look for it.
+  std::map<uint32_t, int> expected_;
   int samples_since_scan_ = 0;
   bool scanned_ = false;
   std::optional<std::pair<uint64_t, uint64_t>> last_node_cpu_;  // busy, total jiffies

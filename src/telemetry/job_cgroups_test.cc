@@ -114,5 +114,51 @@ TEST_F(JobCgroupsTest, IdleNodeIsNotWalkedEverySample) {
   EXPECT_EQ(cgroups.jobs().size(), 1u);
 }
 
+// As in the test cluster: the Prolog's event arrives before slurmstepd has made the job's
+// directory, then the directory comes without its memory controller, then with it.
+TEST_F(JobCgroupsTest, AnExpectedJobIsLookedForAtEverySampleUntilItsDirectoryIsComplete) {
+  options_.rescan_every = 30;
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);
+  cgroups.ExpectJob(42);
+  cgroups.Sample(2000, "gpu07", buffer);  // not there yet
+  EXPECT_TRUE(cgroups.jobs().empty());
+  const std::string job = "/system.slice/slurmstepd.scope/job_42";
+  Write(job + "/cpu.stat", "usage_usec 1000000\n");
+  cgroups.Sample(3000, "gpu07", buffer);  // there, without memory.current
+  ASSERT_EQ(cgroups.jobs().size(), 1u);
+  EXPECT_TRUE(cgroups.jobs().at(42).memory.empty());
+  Write(job + "/memory.current", "1048576\n");
+  cgroups.Sample(4000, "gpu07", buffer);
+  EXPECT_EQ(cgroups.jobs().at(42).memory, root_ + job);
+  Write(job + "/cpu.stat", "usage_usec 2000000\n");
+  cgroups.Sample(5000, "gpu07", buffer);  // the second reading of its CPU: a rate
+  const nlohmann::json series = buffer.TakeJson();
+  const nlohmann::json* cores = Find(series, "job/42", "job.cpu_used_cores");
+  ASSERT_NE(cores, nullptr);
+  EXPECT_EQ((*cores)["v"], nlohmann::json({1.0}));
+
+  // Found: no more walks at every sample.
+  Write("/system.slice/slurmstepd.scope/job_43/cpu.stat", "usage_usec 1\n");
+  Write("/system.slice/slurmstepd.scope/job_43/memory.current", "1\n");
+  cgroups.Sample(6000, "gpu07", buffer);
+  EXPECT_FALSE(cgroups.jobs().contains(43));
+}
+
+TEST_F(JobCgroupsTest, AnExpectedJobThatNeverComesIsLookedForOnlyAWhile) {
+  options_.rescan_every = 5;
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);
+  cgroups.ExpectJob(42);  // e.g. a node of the allocation where the job runs no task
+  for (int i = 0; i < 5; ++i)
+    cgroups.Sample(2000 + i * 1000, "gpu07", buffer);
+  Write("/system.slice/slurmstepd.scope/job_7/cpu.stat", "usage_usec 1\n");
+  Write("/system.slice/slurmstepd.scope/job_7/memory.current", "1\n");
+  cgroups.Sample(8000, "gpu07", buffer);  // given up on 42: the usual walk every 5 samples
+  EXPECT_TRUE(cgroups.jobs().empty());
+}
+
 }  // namespace
 }  // namespace expanse::telemetry

@@ -34,7 +34,9 @@ pass "job $job: each host's GPU is the one SLURM allocated (by minor number), ev
 wait_until 60 "samples of job $job" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -r '.used.has_gpu_samples') == true ]]"
 pass "GPU samples of job $job arrived from the workers' samplers"
 
-wait_until 60 "CPU and memory of job $job from its cgroups" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null"
+cpu_and_memory_known() { api_job | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null; }
+for _ in $(seq 1 60); do cpu_and_memory_known && break; sleep 1; done
+cpu_and_memory_known || fail "CPU and memory of job $job from its cgroups, not there after 60 s: $(api_job | jq -c 'del(.events, .gpus)' | head -c 2000)"
 pass "job $job: CPU and memory used, read from the job's cgroups on its hosts ($(api_job | jq -c '.used | {cpu_efficiency, mem_efficiency}'))"
 
 wait_until 30 "heartbeat relaying both workers" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -r '.heartbeat.workers.sampled') == 2 ]]"

@@ -152,7 +152,7 @@ dc_assert_no_drain
 dc_controller_kill9
 sed -i '/^Prolog=/d; /^Epilog=/d' "$SLURM_CONF"
 "$TESTCLUSTER" reconfigure
-job_nohook="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 25')"
+job_nohook="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 120')"
 wait_until 60 "job $job_nohook to start" bash -c "[[ \$(squeue -h -j $job_nohook -o %t) == R ]]"
 dc_controller_start
 read -r lo2 _ < <(dc_minors "$w2")
@@ -160,6 +160,7 @@ dc_wait_job 60 "$job_nohook" '(.gpus | length) == 1' "job $job_nohook's GPU from
 record="$(dc_job "$job_nohook")"
 assert_eq "GPU-$w2-minor$lo2" "$(jq -r '.gpus[0].gpu_uuid' <<<"$record")" "GPU of unhooked job $job_nohook on $w2 (GRES index 0 is minor $lo2)"
 assert_eq 0 "$(jq '[.events[]?] | length' <<<"$record")" "hook events of job $job_nohook"
+scancel "$job_nohook"  # its end is what matters here, not how it ends
 wait_job_done "$job_nohook" 60
 dc_wait_job 60 "$job_nohook" '.gpus[0].to_ms > 0' "job $job_nohook's allocation closed"
 pass "a job no hook saw: its GPU from squeue, opened and closed"
