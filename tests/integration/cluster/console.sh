@@ -108,20 +108,22 @@ for host in $ctl $EXPANSE_TC_WORKERS; do
 SLURM_CONF=$SLURM_CONF
 EXPANSE_NVML_LIBRARY=$DIR/fake-nvml/libnvidia-ml.so.1
 EXPANSE_PYSTACKS_WINDOW_SECONDS=10
+EXPANSE_PYSTACKS_CPU_PERCENT=10
 ENV
 done
+# It trains until the test has seen its stacks (the file named by its argument appears).
 cat >"$DIR/train.py" <<'PY'
-import time
+import os, sys, time
 
 def load_batch(n):
     return sum(i * i for i in range(n))
 
-def train():
-    deadline = time.time() + 15
-    while time.time() < deadline:
+def train(stop):
+    deadline = time.time() + 180
+    while time.time() < deadline and not os.path.exists(stop):
         load_batch(20000)
 
-train()
+train(sys.argv[1])
 PY
 
 # Called back by the browser test (see console_flow.mjs).
@@ -139,13 +141,16 @@ console_install() { # SCRIPT, token on stdin
 }
 console_job() { # COMPUTE
   local job
-  job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py")"
-  wait_job_done "$job" 120 >&2
-  if ! (wait_until 90 "Python stacks of job $job at the server" bash -c \
+  rm -f "$DIR/stop"
+  job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py $DIR/stop")"
+  if ! (wait_until 150 "Python stacks of job $job at the server" bash -c \
     "api GET /api/v1/computes/$1/jobs/$job/stacks | jq -e '.total_count >= 5' >/dev/null" >&2); then
     api GET "/api/v1/computes/$1" | jq -c '.heartbeat.workers' >&2
+    touch "$DIR/stop"
     return 1
   fi
+  touch "$DIR/stop"
+  wait_job_done "$job" 120 >&2
   wait_until 90 "GPU samples of job $job at the server" bash -c \
     "api GET /api/v1/computes/$1/jobs/$job/timeline | jq -e '[.series[].points | length] | length >= 2 and min > 0' >/dev/null" >&2
   echo "$job"

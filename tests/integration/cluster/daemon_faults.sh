@@ -182,7 +182,9 @@ name() { printf '%020d-hostile-boot.spool' "$1"; }
   truncate -s 40M $(name 4)
   head -c 300 /dev/urandom >$(name 5) && chown 65534:65534 $(name 5)
   head -c 300 /dev/urandom >$(name 6)
-  head -c 20 \$(ls -1 [0-9]*-*.spool | grep -v hostile | head -1) >$(name 7)"
+  real=\$(ls -1 [0-9]*-*.spool | grep -v hostile | head -1)
+  # A real file's first bytes; the controller may have drained it meanwhile: then the magic.
+  head -c 20 \"\$real\" >$(name 7) 2>/dev/null || printf EXSP >$(name 7)"
 wait_until 60 "seven hostile files quarantined" bash -c "[[ \$(ls '$prefix/spool/workers/.quarantine' | grep -c hostile-boot) -ge 7 ]]"
 quarantined="$(ls "$prefix/spool/workers/.quarantine" | grep hostile-boot)"
 for reason in symlink hardlink not_regular too_large wrong_owner bad_magic truncated; do

@@ -4,7 +4,11 @@
 source "$(dirname "$0")/../lib/testlib.sh"
 
 read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
-job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -o /dev/null --wrap 'sleep 6')"
+# The job runs until the test has looked at it (the file go appears, at most two minutes),
+# and at least 6 s: slurmdbd recorded only the first node of a job that ended within 2 s.
+dir="$(shared_scratch)"
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -o /dev/null \
+  --wrap "sleep 6; for i in \$(seq 600); do [ -e $dir/go ] && exit 0; sleep 0.2; done")"
 wait_until 30 "job $job to run" bash -c "[[ \$(scontrol show job $job | grep -oP 'JobState=\K\S+') == RUNNING ]]"
 
 json="$(squeue --json)"
@@ -26,6 +30,7 @@ for w in "$w1" "$w2"; do
 done
 assert_match "JOB_GRES=gpu:4" "$detail" "scontrol show job -d total GRES"
 
+touch "$dir/go"
 wait_job_done "$job"
 assert_eq COMPLETED "$(job_state "$job")" "state of $job after it ran"
 
