@@ -11,13 +11,21 @@ source "$(dirname "$0")/../lib/daemon_cluster.sh"
 dc_setup
 dc_controller_start
 
-# The batch script keeps one CPU busy on the first host for 10 s.
+# The batch script keeps one CPU busy on the first host until the test has seen the job's CPU
+# and memory (the file cpu.seen), at most two minutes. This first job's Prolog also starts each
+# worker's sampler, which under the sanitizers on a loaded machine may find the job late; a job
+# of fixed length could end before its CPU was read twice.
 job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
-  --wrap 'timeout 10 sh -c "while :; do :; done"; sleep 2; true')"
+  --wrap "timeout 120 sh -c 'while [ ! -e $DIR/cpu.seen ]; do :; done'; sleep 2; true")"
+api_job() { api GET "/api/v1/computes/$COMPUTE/jobs/$job"; }
+cpu_and_memory_known() { api_job | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null; }
+for _ in $(seq 1 90); do cpu_and_memory_known && break; sleep 1; done
+cpu_and_memory_known || fail "CPU and memory of job $job from its cgroups, not there after 90 s: $(api_job | jq -c '.used') $(api_job | jq -c '[.events[]? | {kind, host, at_ms}]'); memory samples: $(api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=job.mem_used_mib" | head -c 1500)"
+pass "job $job: CPU and memory used, read from the job's cgroups on its hosts ($(api_job | jq -c '.used | {cpu_efficiency, mem_efficiency}'))"
+touch "$DIR/cpu.seen"
 wait_job_done "$job" 120
 assert_eq COMPLETED "$(job_state "$job")" "state of job $job"
 
-api_job() { api GET "/api/v1/computes/$COMPUTE/jobs/$job"; }
 wait_until 60 "both hosts' start and end events of job $job" \
   bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq '[.events[]?] | length') -ge 4 ]]"
 record="$(api_job)"
@@ -34,18 +42,17 @@ pass "job $job: each host's GPU is the one SLURM allocated (by minor number), ev
 wait_until 60 "samples of job $job" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -r '.used.has_gpu_samples') == true ]]"
 pass "GPU samples of job $job arrived from the workers' samplers"
 
-cpu_and_memory_known() { api_job | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null; }
-for _ in $(seq 1 60); do cpu_and_memory_known && break; sleep 1; done
-cpu_and_memory_known || fail "CPU and memory of job $job from its cgroups, not there after 60 s: $(api_job | jq -c 'del(.events, .gpus)' | head -c 2000)"
-pass "job $job: CPU and memory used, read from the job's cgroups on its hosts ($(api_job | jq -c '.used | {cpu_efficiency, mem_efficiency}'))"
-
 wait_until 30 "heartbeat relaying both workers" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -r '.heartbeat.workers.sampled') == 2 ]]"
 pass "heartbeat: 2 of 2 sampled worker nodes"
 grep -q 'sampler aggregator drained files=[1-9]' "$DIR/controller.log" || fail "no drained files logged: $(tail "$DIR/controller.log")"
 
 # A job array whose two tasks share worker1: two jobs on one node, each with its own GPU, known
-# to the server by their array ids.
-array="$(submit --array=0-1 -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 6')"
+# to the server by their array ids. The tasks run until both have started (the file
+# array.go), so that neither can end before the other gets its GPU and reuse that GPU.
+array="$(submit --array=0-1 -w "$w1" --gres=gpu:1 -o /dev/null \
+  --wrap "for i in \$(seq 600); do [ -e $DIR/array.go ] && exit 0; sleep 0.2; done")"
+wait_until 90 "both tasks of array $array to run" bash -c "[[ \$(squeue -h -j $array -t R | wc -l) == 2 ]]"
+touch "$DIR/array.go"
 for task in 0 1; do
   wait_until 90 "task ${array}_$task of the array with its GPU" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/${array}_$task' | jq -e '(.gpus | length) == 1 and ([.events[]?.kind] | index(\"end\")) != null' >/dev/null"
 done
