@@ -1,0 +1,131 @@
+#include "wire/field_reader.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/utf8.h"
+
+namespace expanse::wire {
+
+using nlohmann::json;
+
+Status BadField(std::string_view path, std::string_view what, std::string_view reason) {
+  return InvalidArgumentError(std::string(path) + " " + std::string(what))
+      .WithReason(std::string(reason));
+}
+
+bool IsCleanText(std::string_view text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f)
+      return false;
+  }
+  return IsValidUtf8(text);
+}
+
+bool IntegerIn(const json& value, int64_t min, int64_t max, int64_t* out) {
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return false;
+    *out = static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    *out = value.get<int64_t>();
+  } else {
+    return false;
+  }
+  return *out >= min && *out <= max;
+}
+
+Result<FieldReader> FieldReader::Object(const json& value, std::string path, std::string reason) {
+  if (!value.is_object())
+    return BadField(path, "must be an object", reason);
+  return FieldReader(value, std::move(path), std::move(reason));
+}
+
+std::string FieldReader::PathOf(std::string_view key) const {
+  return path_ + "." + std::string(key);
+}
+
+const json* FieldReader::Find(const char* key) const {
+  auto it = object_->find(key);
+  if (it == object_->end() || it->is_null())
+    return nullptr;
+  return &*it;
+}
+
+Status FieldReader::Bad(const char* key, std::string_view what) const {
+  return BadField(PathOf(key), what, reason_);
+}
+
+Result<std::string> FieldReader::Text(const char* key, size_t max_bytes, Need need) const {
+  const json* v = Find(key);
+  if (v == nullptr) {
+    if (need == Need::kRequired)
+      return Bad(key, "is required");
+    return std::string();
+  }
+  if (!v->is_string())
+    return Bad(key, "must be a string");
+  const std::string& text = v->get_ref<const std::string&>();
+  if (text.empty() && need == Need::kRequired)
+    return Bad(key, "is empty");
+  if (text.size() > max_bytes)
+    return Bad(key, "is longer than " + std::to_string(max_bytes) + " bytes");
+  if (!IsValidUtf8(text))
+    return Bad(key, "is not valid UTF-8");
+  if (!IsCleanText(text))
+    return Bad(key, "contains a control character");
+  return text;
+}
+
+Result<std::string> FieldReader::Name(const char* key, size_t max_bytes, std::string_view extra,
+                                      bool upper, Need need) const {
+  EXPANSE_ASSIGN_OR_RETURN(std::string name, Text(key, max_bytes, need));
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    (upper && c >= 'A' && c <= 'Z') || extra.find(c) != std::string_view::npos;
+    if (!ok) {
+      return Bad(key, "may contain only [" + std::string(upper ? "A-Za-z" : "a-z") + "0-9" +
+                          std::string(extra) + "]");
+    }
+  }
+  return name;
+}
+
+Result<int64_t> FieldReader::Int(const char* key, int64_t min, int64_t max, Need need,
+                                 int64_t absent) const {
+  const json* v = Find(key);
+  if (v == nullptr && need == Need::kOptional)
+    return absent;
+  int64_t out = 0;
+  if (v == nullptr || !IntegerIn(*v, min, max, &out)) {
+    return Bad(key,
+               "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  }
+  return out;
+}
+
+Result<bool> FieldReader::Bool(const char* key, bool absent) const {
+  const json* v = Find(key);
+  if (v == nullptr)
+    return absent;
+  if (!v->is_boolean())
+    return Bad(key, "must be true or false");
+  return v->get<bool>();
+}
+
+Result<const json*> FieldReader::Array(const char* key, size_t max_entries, Need need) const {
+  const json* v = Find(key);
+  if (v == nullptr) {
+    if (need == Need::kRequired)
+      return Bad(key, "must be an array");
+    return static_cast<const json*>(nullptr);
+  }
+  if (!v->is_array())
+    return Bad(key, "must be an array");
+  if (v->size() > max_entries)
+    return Bad(key, "has more than " + std::to_string(max_entries) + " entries");
+  return v;
+}
+
+}  // namespace expanse::wire
