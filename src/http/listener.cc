@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -158,22 +159,23 @@ Result<std::unique_ptr<Listener>> Listener::Create(ListenerOptions options) {
 Listener::~Listener() { Stop(); }
 
 void Listener::Get(std::string_view pattern, Handler handler) {
-  AddRoute("GET", pattern, std::move(handler));
+  AddRoute("GET", pattern, std::move(handler), {});
 }
-void Listener::Post(std::string_view pattern, Handler handler) {
-  AddRoute("POST", pattern, std::move(handler));
+void Listener::Post(std::string_view pattern, Handler handler, RouteOptions route) {
+  AddRoute("POST", pattern, std::move(handler), route);
 }
-void Listener::Put(std::string_view pattern, Handler handler) {
-  AddRoute("PUT", pattern, std::move(handler));
+void Listener::Put(std::string_view pattern, Handler handler, RouteOptions route) {
+  AddRoute("PUT", pattern, std::move(handler), route);
 }
-void Listener::Patch(std::string_view pattern, Handler handler) {
-  AddRoute("PATCH", pattern, std::move(handler));
+void Listener::Patch(std::string_view pattern, Handler handler, RouteOptions route) {
+  AddRoute("PATCH", pattern, std::move(handler), route);
 }
-void Listener::Delete(std::string_view pattern, Handler handler) {
-  AddRoute("DELETE", pattern, std::move(handler));
+void Listener::Delete(std::string_view pattern, Handler handler, RouteOptions route) {
+  AddRoute("DELETE", pattern, std::move(handler), route);
 }
 
-void Listener::AddRoute(std::string_view method, std::string_view pattern, Handler handler) {
+void Listener::AddRoute(std::string_view method, std::string_view pattern, Handler handler,
+                        RouteOptions route) {
   {
     const std::lock_guard<std::mutex> lock(mu_);
     if (state_ == State::kRunning || state_ == State::kStopped) {
@@ -184,7 +186,7 @@ void Listener::AddRoute(std::string_view method, std::string_view pattern, Handl
       std::abort();
     }
   }
-  Status status = router_.Add(method, pattern, std::move(handler));
+  Status status = router_.Add(method, pattern, std::move(handler), route.max_body_bytes);
   if (!status.ok() && route_error_.ok()) {
     route_error_ = InvalidArgumentError(options_.name + " listener: " + status.message());
   }
@@ -264,6 +266,9 @@ Status Listener::Start() {
     return FailedPreconditionError(options_.name + " listener: stopped while starting");
   }
   httplib::Server& http = *server_->http;
+  // httplib refuses a Content-Length over this before our reader runs; the reader then
+  // holds each route to its own limit. Routes are final now (AddRoute aborts from here on).
+  http.set_payload_max_length(std::max(options_.max_body_bytes, router_.LargestBodyLimit()));
   thread_ = std::thread([this, &http] {
     http.listen_after_bind();
     listen_returned_ = true;

@@ -11,8 +11,18 @@
 //
 // Every answer the listener makes itself is a JSON error (http/error.h): unknown path
 // 404 "not_found", known path with another method 405 "method_not_allowed" (with
-// Allow), body over max_body_bytes 413 "body_too_large", a handler that throws 500
+// Allow), body over the route's limit 413 "body_too_large", a handler that throws 500
 // "internal" (and an error_log line), malformed requests 400 "bad_request".
+//
+// Body limits: a route may declare its own (RouteOptions::max_body_bytes); the others take
+// ListenerOptions::max_body_bytes. Either is enforced while the body is read, counting the
+// bytes after Content-Encoding is undone, so a gzip bomb is refused after at most the limit
+// has been decompressed, before any handler sees it.
+//
+// Memory: after a request whose body reached trim_heap_after_bytes, or whose handler called
+// RequestHeapTrim(), the listener calls glibc's malloc_trim(0) once the response is written.
+// glibc keeps freed memory in its per-thread arenas; without the trim, one large request
+// (a big batch decoded and parsed) leaves the process that much larger for good.
 
 #ifndef EXPANSE_HTTP_LISTENER_H_
 #define EXPANSE_HTTP_LISTENER_H_
@@ -20,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -44,7 +55,12 @@ struct ListenerOptions {
   // plain HTTP.
   std::string cert_file{};
   std::string key_file{};
-  size_t max_body_bytes = 8 << 20;  // after Content-Encoding is undone
+  // Routes without their own limit (RouteOptions): the most body bytes accepted, after
+  // Content-Encoding is undone.
+  size_t max_body_bytes = 8 << 20;
+  // A request body at least this large has malloc_trim(0) run after its response; 0: only
+  // when the handler asks (RequestHeapTrim).
+  size_t trim_heap_after_bytes = 1 << 20;
   // Bound each read and write on a connection; the read timeout also bounds the TLS
   // handshake, so a client that connects and sends nothing holds a worker this long.
   std::chrono::seconds read_timeout{10};
@@ -60,6 +76,18 @@ struct ListenerOptions {
   // Null: spdlog::error. Called from worker threads.
   std::function<void(std::string_view message)> error_log{};
 };
+
+// What a route declares about itself beyond its handler.
+struct RouteOptions {
+  // The most body bytes the route accepts, after Content-Encoding is undone; 0: the
+  // listener's max_body_bytes. May be larger or smaller than the listener's.
+  size_t max_body_bytes = 0;
+};
+
+// From a handler: have the listener give freed heap memory back to the system (malloc_trim)
+// once this request's response is written. For handlers that built something large from a
+// small body (a decompressed batch). Does nothing outside a listener's worker thread.
+void RequestHeapTrim();
 
 class Listener {
  public:
@@ -78,10 +106,10 @@ class Listener {
   // Start(); adding one later aborts, since workers read the routes unlocked. A
   // malformed or duplicate pattern is reported by Bind()/Start().
   void Get(std::string_view pattern, Handler handler);
-  void Post(std::string_view pattern, Handler handler);
-  void Put(std::string_view pattern, Handler handler);
-  void Patch(std::string_view pattern, Handler handler);
-  void Delete(std::string_view pattern, Handler handler);
+  void Post(std::string_view pattern, Handler handler, RouteOptions route = {});
+  void Put(std::string_view pattern, Handler handler, RouteOptions route = {});
+  void Patch(std::string_view pattern, Handler handler, RouteOptions route = {});
+  void Delete(std::string_view pattern, Handler handler, RouteOptions route = {});
 
   // Binds and listens, so connections queue in the kernel until Start(); returns the
   // port (useful with port 0). kUnavailable when the address is in use,
@@ -103,12 +131,15 @@ class Listener {
   int port() const { return port_; }  // 0 before Bind()
   bool tls() const { return !options_.cert_file.empty(); }
   const ListenerOptions& options() const { return options_; }
+  // How many times malloc_trim has run after a response (for tests and metrics).
+  uint64_t heap_trims() const { return heap_trims_.load(); }
 
  private:
   struct Server;  // httplib's server and its listening socket; see listener_server.h
 
   explicit Listener(ListenerOptions options);
-  void AddRoute(std::string_view method, std::string_view pattern, Handler handler);
+  void AddRoute(std::string_view method, std::string_view pattern, Handler handler,
+                RouteOptions route);
   void InstallHandlers();
   void LogError(std::string_view message) const;
 
@@ -124,6 +155,7 @@ class Listener {
   std::atomic<int> port_{0};
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
+  std::atomic<uint64_t> heap_trims_{0};
 };
 
 }  // namespace expanse::http

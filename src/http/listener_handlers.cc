@@ -10,9 +10,16 @@
 //   gzip-encoded bodies would otherwise grow without bound.
 // - libstdc++'s regex matcher recurses once per character (about 300 bytes of stack
 //   each), so paths are capped at kMaxPathBytes before the catch-all regex sees them.
+// - The body limit is the matched route's (Router::Match::max_body_bytes) or the
+//   listener's, looked up before the body is read.
+// - httplib calls the logger after the response is written (write_response_core), on the
+//   worker thread that handled the request: that is where a large request's freed memory
+//   is handed back with malloc_trim, off the request's latency.
 
+#include <malloc.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -105,7 +112,82 @@ std::pair<const char*, const char*> DescribeHttplibError(int status) {
   }
 }
 
+// --- Hostile-input checks of the pre-routing hook (docs/formats/http-errors.md) -----------
+
+// Why the request's Content-Length cannot be trusted, or nullptr. Two of them (RFC 9112
+// §6.3: "MUST treat it as an unrecoverable error") or one that is not a plain decimal number
+// would let this server and a proxy in front of it disagree on where the body ends.
+const char* BadContentLength(const httplib::Request& in) {
+  const size_t count = in.get_header_value_count("Content-Length");
+  if (count == 0) {
+    return nullptr;
+  }
+  if (count > 1) {
+    return "the request has more than one Content-Length header";
+  }
+  const std::string value = in.get_header_value("Content-Length");
+  if (value.empty() || value.size() > 19 ||
+      value.find_first_not_of("0123456789") != std::string::npos) {
+    return "the Content-Length header is not a decimal number";
+  }
+  return nullptr;
+}
+
+// httplib 0.11.4 parses Range before any hook runs and then applies it to the body of any
+// answer (Server::apply_ranges): JSON and errors included, and with every range listed, so
+// "bytes=0-,0-,..." repeated the whole body once per range in a multipart answer (2,000
+// ranges on a 1 KB page gave 2.4 MB). The hook therefore takes the ranges off the request
+// before anything is served, and ApplyRange gives at most one back.
+httplib::Ranges TakeRanges(const httplib::Request& in) {
+  // The hook receives httplib's own Request (a non-const local of Server::process_request)
+  // by const reference, so writing through the const_cast is defined; it is the only way to
+  // keep httplib from applying the ranges itself.
+  httplib::Ranges taken;
+  taken.swap(const_cast<httplib::Request&>(in).ranges);
+  return taken;
+}
+
+// Serves one byte range of a GET/HEAD answer when its handler declared it range-able
+// (`Accept-Ranges: bytes`, static and stored files only) and it is a 200; everything else
+// is answered whole, which RFC 9110 §14.2 allows for any Range. More than one range is
+// answered whole too, so an answer is never larger than the content. A single range past
+// the end gets 416 with `Content-Range: bytes */<size>`.
+void ApplyRange(const httplib::Request& in, const httplib::Ranges& ranges, httplib::Response& out) {
+  if (ranges.size() != 1 || out.status != 200 || out.get_header_value("Accept-Ranges") != "bytes" ||
+      in.has_header("If-Range") || out.body.empty()) {
+    return;  // we send no validators, so an If-Range never matches: the whole content
+  }
+  const auto size = static_cast<ssize_t>(out.body.size());
+  auto [first, last] = ranges.front();
+  if (first < 0 && last < 0) {
+    return;  // "bytes=-": no range at all
+  }
+  if (first < 0) {  // a suffix: the last `last` bytes
+    first = last == 0 ? size : std::max<ssize_t>(0, size - last);
+    last = size - 1;
+  } else if (last < 0 || last >= size) {
+    last = size - 1;
+  }
+  if (first >= size) {
+    const Response refused = ErrorResponse(
+        416, "range_not_satisfiable",
+        "the range starts past the end of the " + std::to_string(size) + "-byte content");
+    out.status = refused.status;
+    out.set_header("Content-Range", "bytes */" + std::to_string(size));
+    out.set_content(refused.body, refused.content_type.c_str());
+    return;
+  }
+  // httplib cuts the body and writes Content-Range from this one, now well-formed, range.
+  const_cast<httplib::Request&>(in).ranges.assign(1, {first, last});
+  out.status = 206;
+}
+
+// Set by the reader or a handler on this worker thread; consumed after the response.
+thread_local bool trim_heap_after_response = false;
+
 }  // namespace
+
+void RequestHeapTrim() { trim_heap_after_response = true; }
 
 void Listener::InstallHandlers() {
   httplib::Server& http = *server_->http;
@@ -177,8 +259,26 @@ void Listener::InstallHandlers() {
     write(in, response, out);
   };
 
+  // glibc keeps what a request freed in its arenas for reuse; after one large request that
+  // can be hundreds of MB that the process then holds for good. Giving it back costs a few
+  // milliseconds, so only after requests that were large.
+  auto trim_heap = [this] {
+    if (std::exchange(trim_heap_after_response, false)) {
+      malloc_trim(0);
+      ++heap_trims_;
+    }
+  };
+  http.set_logger([trim_heap](const httplib::Request&, const httplib::Response&) { trim_heap(); });
+
   http.set_pre_routing_handler(httplib::Server::HandlerWithResponse(
-      [serve, write](const httplib::Request& in, httplib::Response& out) {
+      [serve, write, trim_heap](const httplib::Request& in, httplib::Response& out) {
+        trim_heap();  // left over when the previous response could not be written
+        const httplib::Ranges ranges = TakeRanges(in);
+        if (const char* why = BadContentLength(in)) {
+          write(in, ErrorResponse(400, "bad_request", why), out);
+          out.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (in.path.size() > kMaxPathBytes) {
           write(in,
                 ErrorResponse(
@@ -195,13 +295,15 @@ void Listener::InstallHandlers() {
         // GET and HEAD carry no body we read; other methods (OPTIONS, TRACE, PRI,
         // CONNECT) get 404/405 from the router before httplib could read theirs.
         serve(in, std::string(), out);
+        ApplyRange(in, ranges, out);
         return httplib::Server::HandlerResponse::Handled;
       }));
 
-  const size_t max_body = options_.max_body_bytes;
   const httplib::Server::HandlerWithContentReader read_then_serve =
-      [serve, write, max_body](const httplib::Request& in, httplib::Response& out,
-                               const httplib::ContentReader& reader) {
+      [this, serve, write](const httplib::Request& in, httplib::Response& out,
+                           const httplib::ContentReader& reader) {
+        const size_t route_limit = router_.Find(in.method, in.path).max_body_bytes;
+        const size_t max_body = route_limit != 0 ? route_limit : options_.max_body_bytes;
         std::string body;
         bool too_large = false;
         bool read = false;
@@ -225,6 +327,10 @@ void Listener::InstallHandlers() {
             body.append(data, n);
             return true;
           });
+        }
+        const size_t trim_after = options_.trim_heap_after_bytes;
+        if (trim_after != 0 && body.size() >= trim_after) {
+          trim_heap_after_response = true;
         }
         Response response;
         if (too_large || out.status == 413) {

@@ -260,6 +260,95 @@ TEST_F(ListenerTest, LimitAppliesToDecompressedBody) {
   EXPECT_EQ(ErrorCode(result), "body_too_large");
 }
 
+// gzip of `plain`, for bodies sent with Content-Encoding: gzip.
+std::string Gzip(const std::string& plain) {
+  std::string compressed;
+  httplib::detail::gzip_compressor compressor;
+  const bool ok = compressor.compress(plain.data(), plain.size(), /*last=*/true,
+                                      [&](const char* data, size_t n) {
+                                        compressed.append(data, n);
+                                        return true;
+                                      });
+  EXPECT_TRUE(ok);
+  return compressed;
+}
+
+// A route's own limit replaces the listener's (1 KiB here), larger or smaller, and holds for
+// Content-Length, chunked and gzip bodies alike.
+TEST_F(ListenerTest, RouteBodyLimitReplacesTheListeners) {
+  Result<std::unique_ptr<Listener>> created = Listener::Create(Options());
+  ASSERT_TRUE(created.ok()) << created.status();
+  listener_ = *std::move(created);
+  const Handler echo = [](const Request& request) {
+    return MakeResponse(200, "text/plain", request.body);
+  };
+  listener_->Post("/small", echo, {.max_body_bytes = 100});
+  listener_->Post("/large", echo, {.max_body_bytes = 64 * 1024});
+  listener_->Post("/default", echo);
+  ASSERT_TRUE(listener_->Start().ok());
+  httplib::Client client = Client();
+
+  auto status_of = [&](const std::string& path, const std::string& body,
+                       const httplib::Headers& headers = {}) {
+    const httplib::Result result = client.Post(path, headers, body, "text/plain");
+    EXPECT_TRUE(result) << path;
+    return result ? result->status : 0;
+  };
+  EXPECT_EQ(status_of("/small", std::string(100, 's')), 200);
+  EXPECT_EQ(status_of("/small", std::string(101, 's')), 413);
+  EXPECT_EQ(status_of("/large", std::string(64 * 1024, 'l')), 200);
+  EXPECT_EQ(status_of("/large", std::string(64 * 1024 + 1, 'l')), 413);
+  EXPECT_EQ(status_of("/default", std::string(1024, 'd')), 200);
+  EXPECT_EQ(status_of("/default", std::string(1025, 'd')), 413);
+  // 64 KiB of '[' gzip to a few hundred bytes; the route's 100-byte limit still decides.
+  const std::string bomb = Gzip(std::string(64 * 1024, '['));
+  ASSERT_LT(bomb.size(), 1024u);
+  EXPECT_EQ(status_of("/small", bomb, {{"Content-Encoding", "gzip"}}), 413);
+  EXPECT_EQ(status_of("/large", bomb, {{"Content-Encoding", "gzip"}}), 200);
+
+  const httplib::Result refused = client.Post("/small", std::string(101, 's'), "text/plain");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(ErrorCode(refused), "body_too_large");
+  EXPECT_EQ(Json(refused)["error"]["message"], "the request body is larger than 100 bytes");
+}
+
+// malloc_trim runs after a request whose body reached trim_heap_after_bytes, or whose handler
+// asked for it, and not after the others. The count is read after a second request on the same
+// keep-alive connection, which the same worker thread serves only after the first one's
+// response (and trim) is done.
+TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
+  ListenerOptions options = Options();
+  options.max_body_bytes = 64 * 1024;
+  options.trim_heap_after_bytes = 4096;
+  Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
+  ASSERT_TRUE(created.ok()) << created.status();
+  listener_ = *std::move(created);
+  listener_->Post("/echo", [](const Request& request) {
+    return MakeResponse(200, "text/plain", request.body);
+  });
+  listener_->Get("/built-something-large", [](const Request&) {
+    RequestHeapTrim();
+    return JsonResponse(200, "{}");
+  });
+  listener_->Get("/ping", [](const Request&) { return JsonResponse(200, "{}"); });
+  ASSERT_TRUE(listener_->Start().ok());
+  httplib::Client client = Client();
+  client.set_keep_alive(true);
+  auto trims_after = [&](const httplib::Result& result) {
+    EXPECT_TRUE(result && result->status == 200);
+    EXPECT_TRUE(client.Get("/ping"));
+    return listener_->heap_trims();
+  };
+
+  EXPECT_EQ(trims_after(client.Post("/echo", std::string(4095, 'x'), "text/plain")), 0u);
+  EXPECT_EQ(trims_after(client.Post("/echo", std::string(4096, 'x'), "text/plain")), 1u);
+  EXPECT_EQ(trims_after(client.Get("/built-something-large")), 2u);
+  // Decoded bytes count: a small gzip body that inflates past the threshold.
+  EXPECT_EQ(trims_after(client.Post("/echo", {{"Content-Encoding", "gzip"}},
+                                    Gzip(std::string(8192, 'z')), "text/plain")),
+            3u);
+}
+
 TEST_F(ListenerTest, MultipartBodyIs415Json) {
   StartWithRoutes(Options());
   httplib::Client client = Client();

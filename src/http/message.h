@@ -28,7 +28,7 @@ struct Request {
   // ...) are removed: a client can send headers of the same name, so they prove
   // nothing. Use remote_addr.
   HeaderList headers{};
-  std::string body{};         // at most ListenerOptions::max_body_bytes, decoded
+  std::string body{};         // decoded; at most the route's max_body_bytes (else the listener's)
   std::string remote_addr{};  // peer address of the TCP connection, e.g. "127.0.0.1"
   int remote_port = 0;
 

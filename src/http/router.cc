@@ -34,7 +34,8 @@ size_t SegmentOffset(std::string_view path, size_t index) {
 
 }  // namespace
 
-Status Router::Add(std::string_view method, std::string_view pattern, Handler handler) {
+Status Router::Add(std::string_view method, std::string_view pattern, Handler handler,
+                   size_t max_body_bytes) {
   const std::string where = std::string(method) + " route \"" + std::string(pattern) + "\": ";
   if (pattern.empty() || pattern.front() != '/') {
     return InvalidArgumentError(where + "pattern must start with '/'");
@@ -42,7 +43,7 @@ Status Router::Add(std::string_view method, std::string_view pattern, Handler ha
   if (!handler) {
     return InvalidArgumentError(where + "handler is empty");
   }
-  Route route{std::string(method), std::string(pattern), {}, std::move(handler)};
+  Route route{std::string(method), std::string(pattern), {}, std::move(handler), max_body_bytes};
   std::set<std::string_view> names;
   const std::vector<std::string_view> parts = SplitPath(pattern);
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -157,10 +158,19 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
   if (best != nullptr) {
     MatchRoute(*best, path_segments, path, &match.path_params);
     match.handler = &best->handler;
+    match.max_body_bytes = best->max_body_bytes;
   } else {
     match.allowed_methods.assign(allowed.begin(), allowed.end());
   }
   return match;
+}
+
+size_t Router::LargestBodyLimit() const {
+  size_t largest = 0;
+  for (const Route& route : routes_) {
+    largest = std::max(largest, route.max_body_bytes);
+  }
+  return largest;
 }
 
 }  // namespace expanse::http

@@ -8,10 +8,14 @@
 // Matching is exact: "/jobs" does not match "/jobs/". When several routes match, the
 // most specific wins, comparing segment by segment: literal before :param before
 // *rest ("/jobs/summary" beats "/jobs/:id" whatever the registration order).
+//
+// A route may carry its own body limit (max_body_bytes), which the Listener applies while it
+// reads the body, before the handler runs.
 
 #ifndef EXPANSE_HTTP_ROUTER_H_
 #define EXPANSE_HTTP_ROUTER_H_
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -26,6 +30,7 @@ class Router {
  public:
   struct Match {
     const Handler* handler = nullptr;  // null when nothing matched
+    size_t max_body_bytes = 0;         // the matched route's; 0: none of its own
     std::map<std::string, std::string, std::less<>> path_params;
     // When handler is null: the methods that have a route for this path (for 405
     // and its Allow header). Empty means no route has this path: 404.
@@ -35,11 +40,17 @@ class Router {
   // kInvalidArgument for a malformed pattern (not starting with '/', an empty or
   // duplicate parameter name, '*' not last) or one that duplicates the shape of an
   // existing route for the same method. `method` is upper-case, e.g. "GET".
-  Status Add(std::string_view method, std::string_view pattern, Handler handler);
+  // `max_body_bytes`: the most request body bytes the route accepts; 0 leaves it to the
+  // caller's default.
+  Status Add(std::string_view method, std::string_view pattern, Handler handler,
+             size_t max_body_bytes = 0);
 
   // HEAD requests match GET routes. The returned handler points into the router and
   // stays valid while the router lives and no route is added.
   Match Find(std::string_view method, std::string_view path) const;
+
+  // The largest max_body_bytes of any route; 0 when none has one.
+  size_t LargestBodyLimit() const;
 
  private:
   enum class SegmentKind { kLiteral = 0, kParam = 1, kRest = 2 };  // order = precedence
@@ -52,6 +63,7 @@ class Router {
     std::string pattern;
     std::vector<Segment> segments;
     Handler handler;
+    size_t max_body_bytes = 0;
   };
 
   static bool MatchRoute(const Route& route, const std::vector<std::string_view>& path_segments,

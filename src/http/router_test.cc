@@ -116,5 +116,17 @@ TEST_F(RouterTest, RejectsRoutesMatchingTheSamePaths) {
   EXPECT_TRUE(router_.Add("GET", "/jobs/:id/steps", Named("x")).ok());
 }
 
+TEST_F(RouterTest, MatchCarriesTheRouteBodyLimit) {
+  EXPECT_EQ(router_.LargestBodyLimit(), 0u);
+  ASSERT_TRUE(router_.Add("POST", "/big", Named("big"), 1 << 20).ok());
+  ASSERT_TRUE(router_.Add("POST", "/small/:id", Named("small"), 100).ok());
+  Add("POST", "/default");
+  EXPECT_EQ(router_.Find("POST", "/big").max_body_bytes, 1u << 20);
+  EXPECT_EQ(router_.Find("POST", "/small/7").max_body_bytes, 100u);
+  EXPECT_EQ(router_.Find("POST", "/default").max_body_bytes, 0u);
+  EXPECT_EQ(router_.Find("POST", "/nothing").max_body_bytes, 0u);
+  EXPECT_EQ(router_.LargestBodyLimit(), 1u << 20);
+}
+
 }  // namespace
 }  // namespace expanse::http

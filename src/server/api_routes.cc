@@ -1,4 +1,5 @@
 // The console and script API: sign-in, organisations, computes, install tokens, audit.
+#include <chrono>
 #include <string>
 
 #include "http/error.h"
@@ -54,17 +55,31 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
   listener.Post("/api/v1/session", [ctx](const http::Request& req) {
+    // Sign-in is open to anyone, so its parser must not be free to hammer: an address with no
+    // tries left is refused before its body is parsed, and a malformed body costs a try like a
+    // wrong password does.
+    http::RateLimiter& per_address = *ctx->limits.login_per_address;
+    if (const std::chrono::seconds wait = per_address.RetryAfter(req.remote_addr); wait.count() > 0)
+      return http::TooManyRequestsResponse(wait);
+    auto malformed = [&](const Status& status) {
+      static_cast<void>(per_address.Allow(req.remote_addr));  // the answer is the 400 anyway
+      return http::ErrorResponse(status);
+    };
     Result<json> body = JsonObjectBody(req);
     if (!body.ok())
-      return http::ErrorResponse(body.status());
+      return malformed(body.status());
     Result<std::string> email = StringField(*body, "email", true);
     Result<std::string> password = StringField(*body, "password", true);
     if (!email.ok())
-      return http::ErrorResponse(email.status());
+      return malformed(email.status());
     if (!password.ok())
-      return http::ErrorResponse(password.status());
-    for (auto [limiter, key] : {std::pair{ctx->limits.login_per_address.get(), req.remote_addr},
-                                std::pair{ctx->limits.login_per_email.get(), *email}}) {
+      return malformed(password.status());
+    // Keyed on the email as Login looks it up, so "OPS@…" gets no tries of its own.
+    const std::string account = store::NormalizeEmail(*email);
+    for (auto [limiter, key] :
+         {std::pair{ctx->limits.login_per_address.get(), req.remote_addr},
+          std::pair{ctx->limits.login_per_email.get(), account + " " + req.remote_addr},
+          std::pair{ctx->limits.login_per_account.get(), account}}) {
       if (!limiter->Allow(key))
         return http::TooManyRequestsResponse(limiter->RetryAfter(key));
     }
@@ -149,7 +164,7 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
         return http::ErrorResponse(c.status());
       json out = ComputeJson(*c, ctx->clock.NowMs());
       auto hb = ctx->control.LatestHeartbeat(c->id);
-      out["heartbeat"] = hb.ok() ? json::parse(hb->body_json, nullptr, false) : json(nullptr);
+      out["heartbeat"] = hb.ok() ? ParseStoredJson(hb->body_json) : json(nullptr);
       return Json(200, out);
     });
   });
@@ -214,7 +229,7 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
                         {"actor", e.actor},
                         {"action", e.action},
                         {"target", e.target},
-                        {"detail", json::parse(e.detail_json, nullptr, false)},
+                        {"detail", ParseStoredJson(e.detail_json)},
                         {"remote_addr", e.remote_addr}});
       }
       return Json(200, {{"events", list}});

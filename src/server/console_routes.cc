@@ -29,6 +29,8 @@ http::Response AssetResponse(const EmbeddedFile& file) {
   response.headers.emplace_back("Referrer-Policy", "no-referrer");
   response.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
   response.headers.emplace_back("X-Frame-Options", "DENY");
+  // At most one byte range is served (http/listener_handlers.cc); API answers take none.
+  response.headers.emplace_back("Accept-Ranges", "bytes");
   return response;
 }
 

@@ -73,6 +73,8 @@ class ControlPlane {
   };
   // kUnauthenticated/"login_failed" for an unknown user, a wrong password or a disabled account
   // (one message for all three, so a caller cannot probe which emails exist).
+  // The email is normalised first (store::NormalizeEmail). Takes the time of one password
+  // check whether or not the account exists. Events go to the user's organisations.
   Result<LoginResult> Login(std::string_view email, std::string_view password,
                             std::string_view remote_addr);
   Status Logout(std::string_view session_cookie);
@@ -159,6 +161,12 @@ class ControlPlane {
                                               Permission permission);
   void RecordAudit(int64_t org_id, std::string actor, std::string action, std::string target,
                    std::string detail_json, std::string_view remote_addr);
+  // An event about a user (sign-ins), recorded in each of the user's organisations.
+  void RecordUserAudit(int64_t user_id, std::string action, std::string detail_json,
+                       std::string_view remote_addr);
+  // A password hash of options_.password_cost that no password matches: Login verifies
+  // against it for unknown emails. Computed on first use.
+  std::string_view DummyHash();
 
   store::Store& store_;
   Clock& clock_;
@@ -166,6 +174,8 @@ class ControlPlane {
   // Signalled on every recorded heartbeat, for WaitForEnrolment.
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
+  std::once_flag dummy_hash_once_;
+  std::string dummy_hash_;
 };
 
 }  // namespace expanse::server

@@ -1,7 +1,7 @@
 // ControlPlane: bootstrap, users, console sessions, API tokens and permission checks.
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "crypto/hash.h"
@@ -14,13 +14,6 @@ namespace expanse::server {
 namespace {
 
 constexpr size_t kSecretBytes = 32;  // sessions and API tokens: 256-bit secrets
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 Status LoginFailed() {
   return UnauthenticatedError("wrong email or password").WithReason("login_failed");
@@ -90,17 +83,19 @@ Result<store::User> ControlPlane::AddUser(std::string_view org_slug, std::string
                                           bool can_register_compute) {
   EXPANSE_RETURN_IF_ERROR(ValidateEmail(email));
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
-  Result<store::User> user = store_.GetUserByEmail(Lower(email));
+  Result<store::User> user = store_.GetUserByEmail(store::NormalizeEmail(email));
   if (user.ok()) {
     // Re-running a bootstrap must not silently take over an account with another password.
     if (!crypto::VerifyPassword(user->password_hash, password)) {
-      return AlreadyExistsError("user " + Lower(email) + " exists with a different password")
+      return AlreadyExistsError("user " + store::NormalizeEmail(email) +
+                                " exists with a different password")
           .WithReason("user_exists");
     }
   } else if (user.status().code() == StatusCode::kNotFound) {
     EXPANSE_ASSIGN_OR_RETURN(std::string hash,
                              crypto::HashPassword(password, options_.password_cost));
-    user = store_.CreateUser(Lower(email), Lower(email), hash, clock_.NowMs());
+    user = store_.CreateUser(store::NormalizeEmail(email), store::NormalizeEmail(email), hash,
+                             clock_.NowMs());
     if (!user.ok())
       return user.status();
   } else {
@@ -111,19 +106,32 @@ Result<store::User> ControlPlane::AddUser(std::string_view org_slug, std::string
   return *user;
 }
 
-Result<ControlPlane::LoginResult> ControlPlane::Login(std::string_view email,
+Result<ControlPlane::LoginResult> ControlPlane::Login(std::string_view typed_email,
                                                       std::string_view password,
                                                       std::string_view remote_addr) {
+  const std::string email = store::NormalizeEmail(typed_email);
   if (!ValidateEmail(email).ok() || password.empty() || password.size() > 1024) {
     RecordAudit(0, "anonymous", "login.failed", "", R"({"why":"malformed"})", remote_addr);
     return LoginFailed();
   }
-  Result<store::User> user = store_.GetUserByEmail(Lower(email));
+  Result<store::User> user = store_.GetUserByEmail(email);
   if (!user.ok() && user.status().code() != StatusCode::kNotFound)
     return user.status();
-  if (!user.ok() || user->disabled || !crypto::VerifyPassword(user->password_hash, password)) {
-    RecordAudit(0, user.ok() ? "user:" + std::to_string(user->id) : "anonymous", "login.failed", "",
-                "", remote_addr);
+  // The hash is checked whether or not the account exists (against a fixed hash for an
+  // unknown one) and before `disabled` is looked at, so that the answer takes the same time
+  // in every case and cannot tell which emails have accounts.
+  const bool password_ok =
+      crypto::VerifyPassword(user.ok() ? std::string_view(user->password_hash) : DummyHash(),
+                             password) &&
+      user.ok();
+  if (!password_ok || user->disabled) {
+    if (!user.ok()) {
+      // Not tied to any organisation: an address nobody has.
+      RecordAudit(0, "anonymous", "login.failed", "", "", remote_addr);
+    } else {
+      RecordUserAudit(user->id, "login.failed", user->disabled ? R"({"why":"disabled"})" : "",
+                      remote_addr);
+    }
     return LoginFailed();
   }
   LoginResult out;
@@ -135,8 +143,37 @@ Result<ControlPlane::LoginResult> ControlPlane::Login(std::string_view email,
   store::Session session{crypto::HashSecretToken(out.session_cookie), user->id, out.csrf_token, now,
                          out.expires_at_ms};
   EXPANSE_RETURN_IF_ERROR(store_.CreateSession(session));
-  RecordAudit(0, "user:" + std::to_string(user->id), "login.succeeded", "", "", remote_addr);
+  RecordUserAudit(user->id, "login.succeeded", "", remote_addr);
   return out;
+}
+
+std::string_view ControlPlane::DummyHash() {
+  std::call_once(dummy_hash_once_, [this] {
+    // Made from a random password nobody knows, so no login ever matches it. A failed hash
+    // (out of memory) leaves it empty: VerifyPassword then refuses at once.
+    Result<std::string> hash =
+        crypto::HashPassword(crypto::NewSecretToken("", kSecretBytes), options_.password_cost);
+    if (hash.ok())
+      dummy_hash_ = std::move(hash).value();
+  });
+  return dummy_hash_;
+}
+
+void ControlPlane::RecordUserAudit(int64_t user_id, std::string action, std::string detail_json,
+                                   std::string_view remote_addr) {
+  // A user's sign-ins are shown to the admins of each organisation the user belongs to; a
+  // user with no organisation has nobody to show them to (organisation 0).
+  Result<std::vector<store::Membership>> memberships = store_.ListMembershipsOfUser(user_id);
+  std::vector<int64_t> orgs;
+  if (memberships.ok()) {
+    for (const store::Membership& m : *memberships)
+      orgs.push_back(m.org_id);
+  }
+  if (orgs.empty())
+    orgs.push_back(0);
+  for (int64_t org_id : orgs) {
+    RecordAudit(org_id, "user:" + std::to_string(user_id), action, "", detail_json, remote_addr);
+  }
 }
 
 Status ControlPlane::Logout(std::string_view session_cookie) {
@@ -195,7 +232,7 @@ Result<store::Membership> ControlPlane::RequirePermission(const Principal& princ
                                                           int64_t org_id, Permission permission) {
   // Another organisation's resources are reported as absent, not forbidden, so their ids
   // cannot be probed.
-  Status not_found = NotFoundError("no such organization or compute").WithReason("not_found");
+  const Status not_found = NoSuchOrganizationOrCompute();
   if (principal.kind == Principal::Kind::kApiToken && principal.token_org_id != org_id) {
     return not_found;
   }
@@ -230,7 +267,7 @@ Result<std::vector<std::pair<store::Organization, store::Membership>>> ControlPl
 
 Result<std::vector<store::AuditEvent>> ControlPlane::Audit(const Principal& principal,
                                                            std::string_view org_slug, int limit) {
-  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kAdmin).status());
   return store_.ListAudit(org.id, std::clamp(limit, 1, 1000));
 }

@@ -53,7 +53,7 @@ Result<store::Compute> ControlPlane::CreateCompute(const Principal& principal,
   if (type != "slurm") {
     return InvalidArgumentError("compute type must be \"slurm\"").WithReason("invalid_argument");
   }
-  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(
       RequirePermission(principal, org.id, Permission::kRegisterCompute).status());
   store::Compute c;
@@ -73,14 +73,14 @@ Result<store::Compute> ControlPlane::CreateCompute(const Principal& principal,
 
 Result<std::vector<store::Compute>> ControlPlane::ListComputes(const Principal& principal,
                                                                std::string_view org_slug) {
-  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
   return store_.ListComputes(org.id);
 }
 
 Result<store::Compute> ControlPlane::GetCompute(const Principal& principal,
                                                 std::string_view compute_id) {
-  Result<store::Compute> c = store_.GetCompute(compute_id);
+  Result<store::Compute> c = LookUpCompute(store_, compute_id);
   if (!c.ok())
     return c.status();
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, c->org_id, Permission::kView).status());
@@ -90,7 +90,7 @@ Result<store::Compute> ControlPlane::GetCompute(const Principal& principal,
 Result<ControlPlane::IssuedToken> ControlPlane::IssueInstallToken(const Principal& principal,
                                                                   std::string_view compute_id,
                                                                   std::string_view remote_addr) {
-  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(compute_id));
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, LookUpCompute(store_, compute_id));
   // Whoever may register computes may issue the first token of a compute they created;
   // re-issuing for any other compute needs the manage permission.
   Permission needed = compute.created_by_user == principal.user_id ? Permission::kRegisterCompute
@@ -256,7 +256,7 @@ Status ControlPlane::Deprovision(const ComputeIdentity& identity, std::string_vi
 
 Status ControlPlane::Deprovision(const Principal& principal, std::string_view compute_id,
                                  std::string_view remote_addr) {
-  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(compute_id));
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, LookUpCompute(store_, compute_id));
   EXPANSE_RETURN_IF_ERROR(
       RequirePermission(principal, compute.org_id, Permission::kManageCompute).status());
   EXPANSE_RETURN_IF_ERROR(store_.DeprovisionCompute(compute.id, clock_.NowMs()));

@@ -1,6 +1,7 @@
 // The control plane over HTTP: what the installer and the controller daemon call.
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "crypto/hash.h"
 #include "http/error.h"
@@ -105,14 +106,15 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
                       {"data_plane_url", enrolled->compute.data_plane_url}});
   });
 
-  listener.Post("/cp/v1/heartbeat", [ctx](const http::Request& req) {
+  http::Handler heartbeat = [ctx](const http::Request& req) {
     return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {
       Status s = ctx->control.RecordHeartbeat(id, req.body);
       if (!s.ok())
         return http::ErrorResponse(s);
       return Json(200, {{"compute_id", id.compute.id}, {"credential_id", id.credential.id}});
     });
-  });
+  };
+  listener.Post("/cp/v1/heartbeat", std::move(heartbeat), {.max_body_bytes = kHeartbeatBodyBytes});
 
   listener.Get("/cp/v1/enrolment", [ctx](const http::Request& req) {
     return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {

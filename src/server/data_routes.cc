@@ -1,4 +1,6 @@
 // The data plane over HTTP: telemetry batches from the controller daemon.
+#include <utility>
+
 #include "http/error.h"
 #include "server/ingest_batch.h"
 #include "server/route_util.h"
@@ -7,6 +9,9 @@
 namespace expanse::server {
 
 namespace {
+
+// Matches the listener's trim_heap_after_bytes for bodies as read.
+constexpr size_t kTrimHeapAfterDecodedBytes = 1 << 20;
 
 // The Expanse-Ack request header: when the answer may come (docs/formats/ingest-batch.md).
 Result<tsdb::Tsdb::Ack> AckMode(const http::Request& req) {
@@ -19,6 +24,14 @@ Result<tsdb::Tsdb::Ack> AckMode(const http::Request& req) {
       .WithReason("invalid_header");
 }
 
+// A compute over its series limit must change what it sends: 422, not the 429 of
+// kResourceExhausted, which its daemon would retry for ever (docs/api.md).
+http::Response TsdbErrorResponse(const Status& status) {
+  if (status.reason() == "series_limit")
+    return http::ErrorResponse(422, "series_limit", status.message());
+  return http::ErrorResponse(status);
+}
+
 }  // namespace
 
 void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
@@ -28,7 +41,7 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
   // allocations and stacks are idempotent upserts, written first; the samples go to the telemetry
   // store, which remembers batch ids durably. A retry after a crash between the two writes
   // repeats the upserts harmlessly and stores the samples exactly once.
-  listener.Post("/dp/v1/ingest", [ctx](const http::Request& req) {
+  http::Handler ingest = [ctx](const http::Request& req) {
     http::Response refused;
     auto id = AuthenticateCompute(*ctx, req, &refused);
     if (!id)
@@ -38,11 +51,17 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       return http::ErrorResponse(ack.status());
     Result<std::string> text = DecodeIngestBody(req.Header("Content-Type").value_or(""), req.body);
     if (!text.ok())
-      return http::ErrorResponse(text.status());
+      return RefusalResponse(text.status());  // 413 for a body that decodes past the cap
+    // A small zstd body can decode to 64 MiB and parse to much more; the listener only sees
+    // the small body, so it is told to give the memory back after the answer.
+    if (text->size() >= kTrimHeapAfterDecodedBytes)
+      http::RequestHeapTrim();
     Result<IngestBatch> batch = ParseIngestBatch(*text, id->compute.id);
     if (!batch.ok())
       return http::ErrorResponse(batch.status());
-
+    // Refused before the job records below are written, so nothing of the batch is stored.
+    if (Status s = ctx->tsdb->CheckSeriesLimit(batch->series); !s.ok())
+      return TsdbErrorResponse(s);
     if (!batch->jobs.empty()) {
       if (Status s = ctx->jobs->UpsertJobs(batch->jobs); !s.ok())
         return http::ErrorResponse(s);
@@ -63,7 +82,7 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     }
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
-      return http::ErrorResponse(appended.status());
+      return TsdbErrorResponse(appended.status());
     return Json(200, {{"batch_id", batch->BatchId(id->compute.id)},
                       {"duplicate", appended->duplicate},
                       {"samples", appended->samples},
@@ -72,7 +91,8 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
                       {"store_epoch", ctx->tsdb->epoch()},
                       {"mark", appended->mark},
                       {"durable_mark", appended->durable_mark}});
-  });
+  };
+  listener.Post("/dp/v1/ingest", std::move(ingest), {.max_body_bytes = kIngestBodyBytes});
 
   // For senders that take answers on receipt: returns once everything the store received
   // before this request is durable, with the mark that says so.

@@ -1,6 +1,8 @@
 #include "server/heartbeat.h"
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -19,6 +21,13 @@ constexpr size_t kMaxGpusPerNode = 64;
 constexpr size_t kMaxDiagnosticsBytes = 64 * 1024;
 constexpr size_t kMaxUseJobs = 16;
 constexpr size_t kMaxUseProcesses = 64;
+constexpr size_t kMaxOutboxCounters = 64;
+constexpr size_t kMaxOutboxNameBytes = 64;
+// Unknown fields (a newer daemon's, within version 1) are stored with every heartbeat, and
+// every heartbeat is a history row: they are kept only while small. Sizes are of the
+// member's key plus its compact JSON text.
+constexpr size_t kMaxUnknownFieldBytes = 1024;
+constexpr size_t kMaxUnknownBytes = 16 * 1024;  // all unknown fields of one document
 
 const std::set<std::string>& KnownCapabilities() {
   static const std::set<std::string> names = {"nvml", "nvidia_smi", "cupti",
@@ -165,11 +174,81 @@ Status CheckNodes(const json& nodes, int* node_count, int* gpu_count) {
   return OkStatus();
 }
 
+// Drops the unknown members of the known objects of a validated document that are over
+// kMaxUnknownFieldBytes, or over what is left of kMaxUnknownBytes (taken in key order).
+class UnknownFieldTrimmer {
+ public:
+  void Trim(json& doc) {
+    Keep(doc, {"version", "daemon_version", "controller_host", "nodes", "capabilities", "workers",
+               "outbox", "diagnostics"});
+    if (auto nodes = doc.find("nodes"); nodes != doc.end()) {
+      for (json& node : *nodes) {
+        Keep(node, {"name", "gpus"});
+        if (auto gpus = node.find("gpus"); gpus != node.end()) {
+          for (json& gpu : *gpus)
+            TrimGpu(gpu);
+        }
+      }
+    }
+    if (auto caps = doc.find("capabilities"); caps != doc.end())
+      TrimCapabilities(*caps);
+    if (auto workers = doc.find("workers"); workers != doc.end()) {
+      Keep(*workers, {"sampled", "expected", "reports"});
+      if (auto reports = workers->find("reports"); reports != workers->end()) {
+        for (json& report : *reports) {
+          Keep(report, {"host", "last_sample_ms", "capabilities"});
+          if (auto caps = report.find("capabilities"); caps != report.end())
+            TrimCapabilities(*caps);
+        }
+      }
+    }
+  }
+
+ private:
+  void TrimGpu(json& gpu) {
+    Keep(gpu, {"index", "minor", "uuid", "model", "memory_total_mib", "driver", "use"});
+    auto use = gpu.find("use");
+    if (use == gpu.end())
+      return;
+    Keep(*use, {"state", "jobs", "processes"});
+    if (auto procs = use->find("processes"); procs != use->end()) {
+      for (json& proc : *procs)
+        Keep(proc, {"pid", "job_id", "used_memory_mib", "of_allocated_job", "outside_cgroup"});
+    }
+  }
+  void TrimCapabilities(json& caps) {
+    for (json& cap : caps)  // the values of the object
+      Keep(cap, {"state", "reason"});
+  }
+  void Keep(json& obj, std::initializer_list<std::string_view> known) {
+    if (!obj.is_object())
+      return;
+    for (auto it = obj.begin(); it != obj.end();) {
+      if (std::find(known.begin(), known.end(), it.key()) != known.end()) {
+        ++it;
+        continue;
+      }
+      // Depth is bounded by the parse (kHeartbeatJson), so dump() cannot recurse far; the
+      // text is valid UTF-8 for the same reason, and `replace` keeps dump() from throwing.
+      const size_t size =
+          it.key().size() + it->dump(-1, ' ', false, json::error_handler_t::replace).size();
+      if (size > kMaxUnknownFieldBytes || size > unknown_left_) {
+        it = obj.erase(it);
+      } else {
+        unknown_left_ -= size;
+        ++it;
+      }
+    }
+  }
+
+  size_t unknown_left_ = kMaxUnknownBytes;
+};
+
 }  // namespace
 
 Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
-  EXPANSE_ASSIGN_OR_RETURN(json doc,
-                           ParseVersionOneDocument(body_json, "heartbeat", "invalid_heartbeat"));
+  EXPANSE_ASSIGN_OR_RETURN(json doc, ParseVersionOneDocument(body_json, "heartbeat",
+                                                             "invalid_heartbeat", kHeartbeatJson));
   HeartbeatSummary out;
   EXPANSE_RETURN_IF_ERROR(CheckString(doc, "", "daemon_version", 64, true));
   auto host = doc.find("controller_host");
@@ -210,7 +289,11 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
   if (auto outbox = doc.find("outbox"); outbox != doc.end()) {
     if (!outbox->is_object())
       return Bad("outbox", "must be an object");
+    if (outbox->size() > kMaxOutboxCounters)
+      return Bad("outbox", "has more than 64 counters");
     for (const auto& [k, v] : outbox->items()) {
+      if (k.size() > kMaxOutboxNameBytes)
+        return Bad("outbox", "has a counter name longer than 64 bytes");
       EXPANSE_RETURN_IF_ERROR(CheckCount(*outbox, "outbox.", k.c_str()));
     }
   }
@@ -220,6 +303,7 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
     if (diag->dump().size() > kMaxDiagnosticsBytes)
       return Bad("diagnostics", "exceeds 64 KiB");
   }
+  UnknownFieldTrimmer().Trim(doc);
   out.normalized_json = doc.dump();
   return out;
 }

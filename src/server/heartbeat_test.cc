@@ -3,6 +3,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace expanse::server {
 namespace {
@@ -81,7 +82,55 @@ INSTANTIATE_TEST_SUITE_P(
             "invalid_heartbeat", "nodes[0].gpus[0].use.processes[0].outside_cgroup"},
         BadCase{
             R"({"version":1,"daemon_version":"a'; DROP TABLE x;--\u0001","controller_host":"c"})",
-            "invalid_heartbeat", "daemon_version"}));
+            "invalid_heartbeat", "daemon_version"},
+        BadCase{R"({"version":1,"daemon_version":"1","controller_host":"c","x":[[[[[[[[[[[[[[[[)"
+                R"([[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]})",
+                "json_too_deep", "heartbeat: the document nests arrays and objects deeper than 32"},
+        BadCase{R"({"version":1,"daemon_version":"1","controller_host":"c","outbox":{)"
+                R"("a_counter_name_that_goes_on_and_on_for_more_than_sixty_four_bytes_x":1}})",
+                "invalid_heartbeat", "outbox has a counter name longer than 64 bytes"}));
+
+// Unknown fields, at the top and inside the known objects, are stored only while small: each
+// at most 1 KiB, 16 KiB in all, the rest dropped (docs/formats/heartbeat.md).
+TEST(HeartbeatTest, StoresOnlySmallUnknownFields) {
+  nlohmann::json doc = {
+      {"version", 1},
+      {"daemon_version", "0.1.0"},
+      {"controller_host", "ctl"},
+      {"nodes",
+       {{{"name", "w1"},
+         {"rack", "r7"},
+         {"blob", std::string(2000, 'b')},
+         {"gpus",
+          {{{"uuid", "GPU-1"},
+            {"sku", "h200"},
+            {"use", {{"state", "free"}, {"huge", std::string(5000, 'h')}}}}}}}}},
+      {"workers",
+       {{"sampled", 1}, {"reports", {{{"host", "w1"}, {"zone", std::string(1100, 'z')}}}}}},
+      {"future", {{"small", true}}},
+      {"outbox", {{"depth_batches", 1}}}};
+  // 20 fields of ~850 bytes: the first ones fit in the 16 KiB budget, the rest do not.
+  for (int i = 0; i < 20; ++i)
+    doc["pad" + std::to_string(100 + i)] = std::string(850, 'p');
+  auto s = ValidateHeartbeat(doc.dump());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const nlohmann::json stored = nlohmann::json::parse(s->normalized_json);
+  EXPECT_EQ(stored["nodes"][0]["rack"], "r7");
+  EXPECT_FALSE(stored["nodes"][0].contains("blob"));
+  EXPECT_EQ(stored["nodes"][0]["gpus"][0]["sku"], "h200");
+  EXPECT_FALSE(stored["nodes"][0]["gpus"][0]["use"].contains("huge"));
+  EXPECT_EQ(stored["nodes"][0]["gpus"][0]["use"]["state"], "free");
+  EXPECT_FALSE(stored["workers"]["reports"][0].contains("zone"));
+  EXPECT_EQ(stored["future"]["small"], true);
+  EXPECT_EQ(stored["outbox"]["depth_batches"], 1);
+  int pads = 0;
+  for (int i = 0; i < 20; ++i)
+    pads += stored.contains("pad" + std::to_string(100 + i)) ? 1 : 0;
+  EXPECT_GT(pads, 10);
+  EXPECT_LT(pads, 20);
+  EXPECT_FALSE(stored.contains("pad119"));  // kept in key order until the budget ran out
+  EXPECT_LT(s->normalized_json.size(), 20u * 1024);
+}
 
 }  // namespace
 }  // namespace expanse::server

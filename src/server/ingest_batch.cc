@@ -1,6 +1,7 @@
 #include "server/ingest_batch.h"
 
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <charconv>
 #include <cmath>
@@ -13,14 +14,21 @@
 #include "server/ingest_stacks.h"
 #include "server/route_util.h"
 #include "server/validate.h"
+#include "wire/field_reader.h"
+#include "wire/records.h"
 
 namespace expanse::server {
 namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxSeries = 200'000;
-constexpr size_t kMaxRecords = 100'000;
+constexpr size_t kMaxSeries = wire::kMaxBatchSeries;
+constexpr size_t kMaxRecords = wire::kMaxBatchRecords;
+static_assert(kMaxIngestSamples == wire::kMaxSeriesSamples);
+// The decoder's window: 8 MiB, what zstd levels up to 19 use at most (the daemon uses 3).
+// Its default (128 MiB) would let a crafted frame make each worker thread's context hold
+// that much for good.
+constexpr int kMaxIngestWindowLog = 23;
 
 Status Bad(const std::string& path, std::string_view what) {
   return InvalidArgumentError("batch." + path + " " + std::string(what))
@@ -87,47 +95,23 @@ const json* Array(const json& doc, const char* key, size_t max, Status* error) {
   return &*it;
 }
 
+// The per-entry rules are the wire records' (wire/records.h), which the controller applies to
+// what its workers wrote before it uploads: what passes there passes here.
 Status ParseSeries(const json& list, std::string_view compute_id, IngestBatch* out) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const json& s = list[i];
-    std::string p = "series[" + std::to_string(i) + "].";
-    if (!s.is_object())
-      return Bad(p.substr(0, p.size() - 1), "must be an object");
-    tsdb::SeriesKey key;
-    key.compute_id = std::string(compute_id);
-    EXPANSE_ASSIGN_OR_RETURN(key.host, Str(s, p, "host", 253, true));
-    EXPANSE_RETURN_IF_ERROR(CheckName(p + "host", key.host, 253, ".-_", true));
-    EXPANSE_ASSIGN_OR_RETURN(key.device, Str(s, p, "device", 96, false));
-    if (!key.device.empty()) {
-      EXPANSE_RETURN_IF_ERROR(CheckName(p + "device", key.device, 96, ".-_:/+", true));
-    }
-    EXPANSE_ASSIGN_OR_RETURN(key.metric, Str(s, p, "metric", 64, true));
-    EXPANSE_RETURN_IF_ERROR(CheckName(p + "metric", key.metric, 64, "._", false));
-    EXPANSE_ASSIGN_OR_RETURN(int64_t t, Int(s, p, "t0", 0));
-    auto dt = s.find("dt");
-    auto v = s.find("v");
-    if (dt == s.end() || !dt->is_array())
-      return Bad(p + "dt", "must be an array");
-    if (v == s.end() || !v->is_array())
-      return Bad(p + "v", "must be an array");
-    if (dt->size() != v->size())
-      return Bad(p + "v", "must have as many entries as dt");
-    out->samples += v->size();
+    EXPANSE_ASSIGN_OR_RETURN(
+        wire::SeriesRecord r,
+        wire::DecodeSeries(list[i], "batch.series[" + std::to_string(i) + "]", "invalid_batch"));
+    out->samples += r.v.size();
     if (out->samples > kMaxIngestSamples)
       return Bad("series", "holds more than 2,000,000 samples");
-    std::vector<tsdb::Sample> samples;
-    samples.reserve(v->size());
-    for (size_t j = 0; j < v->size(); ++j) {
-      const json& d = (*dt)[j];
-      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > 86'400'000) {
-        return Bad(p + "dt[" + std::to_string(j) + "]", "must be an integer 0..86400000");
-      }
-      t += d.get<int64_t>();
-      const json& x = (*v)[j];
-      if (!x.is_number() || !std::isfinite(x.get<double>())) {
-        return Bad(p + "v[" + std::to_string(j) + "]", "must be a finite number");
-      }
-      samples.push_back({t, x.get<double>()});
+    tsdb::SeriesKey key{std::string(compute_id), std::move(r.host), std::move(r.device),
+                        std::move(r.metric)};
+    std::vector<tsdb::Sample> samples(r.v.size());
+    int64_t t = r.t0;  // at most kMaxTimeMs plus 2e6 gaps of a day: far from overflow
+    for (size_t j = 0; j < r.v.size(); ++j) {
+      t += r.dt[j];
+      samples[j] = {t, r.v[j]};
     }
     out->series.emplace_back(std::move(key), std::move(samples));
   }
@@ -164,18 +148,16 @@ Status ParseJobs(const json& list, std::string_view compute_id, IngestBatch* out
 
 Status ParseJobEvents(const json& list, std::string_view compute_id, IngestBatch* out) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const json& e = list[i];
-    std::string p = "job_events[" + std::to_string(i) + "].";
-    if (!e.is_object())
-      return Bad(p.substr(0, p.size() - 1), "must be an object");
+    EXPANSE_ASSIGN_OR_RETURN(
+        wire::JobEventRecord r,
+        wire::DecodeJobEvent(list[i], "batch.job_events[" + std::to_string(i) + "]",
+                             "invalid_batch"));
     store::JobNodeEvent ev;
     ev.compute_id = std::string(compute_id);
-    EXPANSE_ASSIGN_OR_RETURN(ev.job_id, Str(e, p, "job_id", 64, true));
-    EXPANSE_ASSIGN_OR_RETURN(ev.host, Str(e, p, "host", 253, true));
-    EXPANSE_ASSIGN_OR_RETURN(ev.kind, Str(e, p, "kind", 8, true));
-    if (ev.kind != "start" && ev.kind != "end")
-      return Bad(p + "kind", "must be start or end");
-    EXPANSE_ASSIGN_OR_RETURN(ev.at_ms, Int(e, p, "at_ms", 1));
+    ev.job_id = std::move(r.job_id);
+    ev.host = std::move(r.host);
+    ev.kind = std::move(r.kind);
+    ev.at_ms = r.at_ms;
     out->job_events.push_back(std::move(ev));
   }
   return OkStatus();
@@ -183,21 +165,19 @@ Status ParseJobEvents(const json& list, std::string_view compute_id, IngestBatch
 
 Status ParseAllocations(const json& list, std::string_view compute_id, IngestBatch* out) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const json& a = list[i];
-    std::string p = "gpu_allocations[" + std::to_string(i) + "].";
-    if (!a.is_object())
-      return Bad(p.substr(0, p.size() - 1), "must be an object");
+    EXPANSE_ASSIGN_OR_RETURN(
+        wire::GpuAllocationRecord r,
+        wire::DecodeGpuAllocation(list[i], "batch.gpu_allocations[" + std::to_string(i) + "]",
+                                  "invalid_batch"));
     store::GpuAllocation g;
     g.compute_id = std::string(compute_id);
-    EXPANSE_ASSIGN_OR_RETURN(g.job_id, Str(a, p, "job_id", 64, true));
-    EXPANSE_ASSIGN_OR_RETURN(g.host, Str(a, p, "host", 253, true));
-    EXPANSE_ASSIGN_OR_RETURN(g.gpu_uuid, Str(a, p, "gpu_uuid", 96, true));
-    EXPANSE_ASSIGN_OR_RETURN(g.gpu_index, Int(a, p, "gpu_index", -1));
-    EXPANSE_ASSIGN_OR_RETURN(g.gpu_minor, Int(a, p, "gpu_minor", -1));
-    EXPANSE_ASSIGN_OR_RETURN(g.from_ms, Int(a, p, "from_ms", 1));
-    EXPANSE_ASSIGN_OR_RETURN(g.to_ms, Int(a, p, "to_ms", 0));
-    if (g.to_ms != 0 && g.to_ms < g.from_ms)
-      return Bad(p + "to_ms", "is before from_ms");
+    g.job_id = std::move(r.job_id);
+    g.host = std::move(r.host);
+    g.gpu_uuid = std::move(r.gpu_uuid);
+    g.gpu_index = r.gpu_index;
+    g.gpu_minor = r.gpu_minor;
+    g.from_ms = r.from_ms;
+    g.to_ms = r.to_ms;
     out->gpu_allocations.push_back(std::move(g));
   }
   return OkStatus();
@@ -426,8 +406,8 @@ class FastBatchReader {
       return false;
     }
     out->samples += v_.size();
-    // The last bound keeps the running timestamp far from overflow.
-    if (out->samples > kMaxIngestSamples || t0 > (uint64_t{1} << 62))
+    // A t0 past the wire bound is left to the full parser, which refuses it by name.
+    if (out->samples > kMaxIngestSamples || t0 > static_cast<uint64_t>(wire::kMaxTimeMs))
       return false;
     tsdb::SeriesKey key{std::string(compute_id), host_s, device_s, metric_s};
     std::vector<tsdb::Sample> samples(v_.size());
@@ -474,6 +454,42 @@ class FastBatchReader {
   std::vector<double> v_;
 };
 
+Status TooLarge(std::string message) {
+  return InvalidArgumentError(std::move(message)).WithReason("body_too_large");
+}
+
+// Streams one zstd body through `ctx`, handing each piece of output to `sink`. Stops with
+// body_too_large as soon as more than kMaxIngestJsonBytes came out, or when the frame needs
+// a window over 2^kMaxIngestWindowLog bytes (the decoder's own buffer).
+template <typename Sink>
+Status DecompressZstd(ZSTD_DCtx* ctx, std::string_view body, Sink sink) {
+  ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only);
+  char buffer[1 << 16];
+  ZSTD_inBuffer in{body.data(), body.size(), 0};
+  size_t total = 0;
+  size_t last = 1;
+  while (in.pos < in.size || last != 0) {
+    ZSTD_outBuffer o{buffer, sizeof(buffer), 0};
+    last = ZSTD_decompressStream(ctx, &o, &in);
+    if (ZSTD_isError(last)) {
+      if (ZSTD_getErrorCode(last) == ZSTD_error_frameParameter_windowTooLarge) {
+        return TooLarge("the zstd frame needs a window over " +
+                        std::to_string((1u << kMaxIngestWindowLog) >> 20) +
+                        " MiB; compress at level 19 or below, without long-distance mode");
+      }
+      return InvalidArgumentError(std::string("corrupt zstd body: ") + ZSTD_getErrorName(last))
+          .WithReason("corrupt_body");
+    }
+    total += o.pos;
+    if (total > kMaxIngestJsonBytes)
+      return TooLarge("the decompressed batch exceeds 64 MiB");
+    sink(buffer, o.pos);
+    if (in.pos == in.size && o.pos == 0 && last != 0)
+      return InvalidArgumentError("the zstd body is truncated").WithReason("truncated_body");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string IngestBatch::BatchId(std::string_view compute_id) const {
@@ -483,44 +499,46 @@ std::string IngestBatch::BatchId(std::string_view compute_id) const {
 Result<std::string> DecodeIngestBody(std::string_view content_type, std::string_view body) {
   std::string_view type = content_type.substr(0, content_type.find(';'));
   if (type == "application/json") {
-    if (body.size() > kMaxIngestJsonBytes) {
-      return ResourceExhaustedError("the batch exceeds 64 MiB").WithReason("body_too_large");
-    }
+    if (body.size() > kMaxIngestJsonBytes)
+      return TooLarge("the batch exceeds 64 MiB");
     return std::string(body);
   }
   if (type != "application/zstd") {
     return InvalidArgumentError("Content-Type must be application/zstd or application/json")
         .WithReason("unsupported_media_type");
   }
-  // One context per worker thread: creating one per batch was a visible cost in profiles.
-  thread_local std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(),
-                                                                        ZSTD_freeDCtx);
+  // One context per worker thread: creating one per batch was a visible cost in profiles. The
+  // window limit is a parameter, which a session reset keeps.
+  thread_local std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(
+      [] {
+        ZSTD_DCtx* made = ZSTD_createDCtx();
+        if (made != nullptr)
+          ZSTD_DCtx_setParameter(made, ZSTD_d_windowLogMax, kMaxIngestWindowLog);
+        return made;
+      }(),
+      ZSTD_freeDCtx);
   if (!ctx)
     return InternalError("cannot allocate a zstd context");
-  ZSTD_DCtx_reset(ctx.get(), ZSTD_reset_session_only);
-  std::string out;
-  ZSTD_inBuffer in{body.data(), body.size(), 0};
-  size_t last = 1;
-  // Streaming with a cap: a small "zip bomb" frame cannot make the server allocate more
-  // than kMaxIngestJsonBytes.
-  while (in.pos < in.size || last != 0) {
-    size_t old = out.size();
-    out.resize(old + (1 << 16));
-    ZSTD_outBuffer o{out.data() + old, 1 << 16, 0};
-    last = ZSTD_decompressStream(ctx.get(), &o, &in);
-    out.resize(old + o.pos);
-    if (ZSTD_isError(last)) {
-      return InvalidArgumentError(std::string("corrupt zstd body: ") + ZSTD_getErrorName(last))
-          .WithReason("corrupt_body");
+  // The decoded size is known before any output is kept: the frame header declares it (the
+  // daemon's one-shot ZSTD_compress always does), or a first pass counts it without keeping
+  // anything. So a frame that decodes past the cap is refused having allocated nothing, and
+  // an accepted one is decoded into a buffer of exactly its size.
+  size_t expected = 0;
+  const unsigned long long declared = ZSTD_getFrameContentSize(body.data(), body.size());
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR) {
+    if (declared > kMaxIngestJsonBytes) {
+      return TooLarge("the zstd frame declares " + std::to_string(declared) +
+                      " bytes; a decompressed batch may hold at most 64 MiB");
     }
-    if (out.size() > kMaxIngestJsonBytes) {
-      return ResourceExhaustedError("the decompressed batch exceeds 64 MiB")
-          .WithReason("body_too_large");
-    }
-    if (in.pos == in.size && o.pos == 0 && last != 0) {
-      return InvalidArgumentError("the zstd body is truncated").WithReason("truncated_body");
-    }
+    expected = static_cast<size_t>(declared);
+  } else {
+    EXPANSE_RETURN_IF_ERROR(
+        DecompressZstd(ctx.get(), body, [&](const char*, size_t n) { expected += n; }));
   }
+  std::string out;
+  out.reserve(expected);
+  EXPANSE_RETURN_IF_ERROR(
+      DecompressZstd(ctx.get(), body, [&](const char* data, size_t n) { out.append(data, n); }));
   return out;
 }
 
@@ -540,7 +558,8 @@ Result<IngestBatch> ParseIngestBatch(std::string_view text, std::string_view com
 
 Result<IngestBatch> ParseIngestBatchWithoutFastPath(std::string_view text,
                                                     std::string_view compute_id) {
-  EXPANSE_ASSIGN_OR_RETURN(json doc, ParseVersionOneDocument(text, "batch", "invalid_batch"));
+  EXPANSE_ASSIGN_OR_RETURN(json doc,
+                           ParseVersionOneDocument(text, "batch", "invalid_batch", kIngestJson));
   IngestBatch out;
   EXPANSE_ASSIGN_OR_RETURN(out.stream, Str(doc, "", "stream", 32, true));
   EXPANSE_RETURN_IF_ERROR(CheckName("stream", out.stream, 32, "-_", false));

@@ -36,14 +36,17 @@ struct IngestBatch {
 };
 
 // Undoes the body's encoding: "application/zstd" is one zstd frame holding the JSON
-// document; "application/json" is the document itself. kInvalidArgument
-// ("truncated_body", "unsupported_media_type", ...) on a truncated or corrupt frame or
-// an unknown type; kResourceExhausted when the document would exceed kMaxIngestJsonBytes.
+// document; "application/json" is the document itself. kInvalidArgument with reason
+// "truncated_body", "corrupt_body" or "unsupported_media_type" on a truncated or corrupt
+// frame or an unknown type; with reason "body_too_large" (HTTP 413) when the document would
+// exceed kMaxIngestJsonBytes or the frame needs a window over 8 MiB. Never holds more than
+// the decoded document: its size is known (declared or counted) before it is kept.
 Result<std::string> DecodeIngestBody(std::string_view content_type, std::string_view body);
 
 // Parses and validates the JSON document; every record is stamped with compute_id.
 // kInvalidArgument, reason "invalid_batch", naming the first offending field, e.g.
-// `batch.series[3].v[7] must be a finite number`.
+// `batch.series[3].v[7] must be a finite number`; or "invalid_json", "json_too_deep",
+// "json_too_large" for a document outside kIngestJson (route_util.h).
 Result<IngestBatch> ParseIngestBatch(std::string_view json, std::string_view compute_id);
 
 // The single-pass parser ParseIngestBatch tries first, exposed for tests: the batch for a

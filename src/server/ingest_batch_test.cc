@@ -79,11 +79,60 @@ TEST(IngestBatchTest, RefusesTruncatedOrCorruptOrUnknownBodies) {
   EXPECT_EQ(DecodeIngestBody("text/plain", kBatch).status().reason(), "unsupported_media_type");
 }
 
+// One frame compressed in streaming mode: no decoded size in its header unless `pledged`.
+std::string ZstdStream(const std::string& text, int window_log = 0) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+  if (window_log != 0)
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  ZSTD_outBuffer o{out.data(), out.size(), 0};
+  ZSTD_inBuffer in{text.data(), text.size(), 0};
+  EXPECT_EQ(ZSTD_compressStream2(cctx, &o, &in, ZSTD_e_end), 0u);
+  ZSTD_freeCCtx(cctx);
+  out.resize(o.pos);
+  return out;
+}
+
 TEST(IngestBatchTest, DecompressionIsCapped) {
-  std::string bomb = Zstd(std::string(kMaxIngestJsonBytes + 1, ' '));
-  EXPECT_LT(bomb.size(), 1u << 20);
-  auto r = DecodeIngestBody("application/zstd", bomb);
-  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  const std::string text(kMaxIngestJsonBytes + 1, ' ');
+  // Declared in the header (refused before decoding) or not (refused by the counting pass).
+  for (const std::string& bomb : {Zstd(text), ZstdStream(text)}) {
+    EXPECT_LT(bomb.size(), 1u << 20);
+    auto r = DecodeIngestBody("application/zstd", bomb);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);  // answered 413
+    EXPECT_EQ(r.status().reason(), "body_too_large");
+    EXPECT_NE(r.status().message().find("64 MiB"), std::string::npos) << r.status();
+  }
+  // Exactly at the cap, with and without a declared size.
+  const std::string full(kMaxIngestJsonBytes, ' ');
+  EXPECT_EQ(DecodeIngestBody("application/zstd", Zstd(full))->size(), kMaxIngestJsonBytes);
+  EXPECT_EQ(DecodeIngestBody("application/zstd", ZstdStream(full))->size(), kMaxIngestJsonBytes);
+}
+
+TEST(IngestBatchTest, RefusesFramesThatNeedAHugeWindow) {
+  // A 32 MiB window would make the decoder allocate that much per worker thread.
+  std::string text(40u << 20, 'a');
+  for (size_t i = 0; i < text.size(); i += 4096)
+    text[i] = static_cast<char>('a' + (i / 4096) % 26);
+  auto r = DecodeIngestBody("application/zstd", ZstdStream(text, /*window_log=*/25));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "body_too_large");
+  EXPECT_NE(r.status().message().find("window"), std::string::npos) << r.status();
+  // The daemon's own frames (level 3, a one-shot compress) decode.
+  EXPECT_EQ(DecodeIngestBody("application/zstd", Zstd(kBatch))->size(), sizeof(kBatch) - 1);
+}
+
+TEST(IngestBatchTest, RefusesDeepNestingInTheFullParser) {
+  const std::string deep = R"({"version":1,"stream":"telemetry","sequence":1,"series":[],"x":)" +
+                           std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  EXPECT_FALSE(ParseCommonIngestBatch(deep, "cmp_1").has_value());
+  auto r = ParseIngestBatch(deep, "cmp_1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "json_too_deep");
+  EXPECT_EQ(r.status().message(),
+            "batch: the document nests arrays and objects deeper than 16 levels");
 }
 
 // The single-pass parser must give exactly what the DOM parser gives. An unknown key makes

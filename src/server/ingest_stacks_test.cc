@@ -90,17 +90,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadStack{"job_id", nullptr, "batch.stacks[1].job_id is required"},
         BadStack{"job_id", 7, "batch.stacks[1].job_id must be a string"},
         BadStack{"job_id", std::string(65, '1'), "batch.stacks[1].job_id is longer than 64 bytes"},
-        BadStack{"host", "a b",
-                 "batch.stacks[1].host may contain only letters, digits, '.', '-' and '_'"},
+        BadStack{"host", "a b", "batch.stacks[1].host may contain only [A-Za-z0-9._-]"},
         BadStack{"window_start_ms", 0,
                  "batch.stacks[1].window_start_ms must be an integer from 1 to "
-                 "9223372036854775806"},
+                 "253402300799998"},
         BadStack{"window_end_ms", 1'800'000'000'000,
                  "batch.stacks[1].window_end_ms must be an integer from 1800000000001 to "
-                 "9223372036854775807"},
+                 "253402300799999"},
         BadStack{"window_end_ms", 18446744073709551615u,
                  "batch.stacks[1].window_end_ms must be an integer from 1800000000001 to "
-                 "9223372036854775807"},
+                 "253402300799999"},
         BadStack{"folded", "", "batch.stacks[1].folded is empty"},
         BadStack{"folded", std::string(16385, 'x'),
                  "batch.stacks[1].folded is longer than 16384 bytes"},

@@ -45,4 +45,25 @@ bool IsKnownScope(const std::string& scope) {
   return scope == "read" || scope == "compute:register" || scope == "admin";
 }
 
+Status NoSuchOrganizationOrCompute() {
+  return NotFoundError("no such organization or compute").WithReason("not_found");
+}
+
+namespace {
+template <typename T>
+Result<T> HideNotFound(Result<T> found) {
+  if (!found.ok() && found.status().code() == StatusCode::kNotFound)
+    return NoSuchOrganizationOrCompute();
+  return found;
+}
+}  // namespace
+
+Result<store::Organization> LookUpOrganization(store::Store& store, std::string_view slug) {
+  return HideNotFound(store.GetOrganizationBySlug(slug));
+}
+
+Result<store::Compute> LookUpCompute(store::Store& store, std::string_view compute_id) {
+  return HideNotFound(store.GetCompute(compute_id));
+}
+
 }  // namespace expanse::server

@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/result.h"
+#include "core/status.h"
 #include "store/store.h"
 
 namespace expanse::server {
@@ -36,6 +39,15 @@ bool RoleAllows(const store::Membership& membership, Permission permission);
 // "admin" -> everything.
 bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission);
 bool IsKnownScope(const std::string& scope);
+
+// What a caller learns about an organisation or a compute that does not exist or is not
+// theirs: one status, code and message for both, so slugs and ids cannot be probed
+// (docs/api.md). 404 not_found.
+Status NoSuchOrganizationOrCompute();
+// The store's lookups with their kNotFound turned into NoSuchOrganizationOrCompute(); the
+// caller still checks the principal's permission on the result.
+Result<store::Organization> LookUpOrganization(store::Store& store, std::string_view slug);
+Result<store::Compute> LookUpCompute(store::Store& store, std::string_view compute_id);
 
 }  // namespace expanse::server
 

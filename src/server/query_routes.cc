@@ -198,9 +198,11 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
           return hb.status();
         return json{{"nodes", json::array()}, {"workers", nullptr}};
       }
-      json doc = json::parse(hb->body_json, nullptr, false);
-      return json{{"nodes", doc.value("nodes", json::array())},
-                  {"workers", doc.value("workers", json(nullptr))},
+      // Stored, but written by a compute: read with the same limits, never thrown on.
+      const json doc = ParseStoredJson(hb->body_json);
+      const bool object = doc.is_object();
+      return json{{"nodes", object && doc.contains("nodes") ? doc["nodes"] : json::array()},
+                  {"workers", object && doc.contains("workers") ? doc["workers"] : json(nullptr)},
                   {"reported_at_ms", hb->received_at_ms}};
     });
   });

@@ -84,6 +84,9 @@ http::Response ServeFile(const std::string& dir, std::string_view name) {
   response.status = 200;
   response.content_type = name.ends_with(".json") ? "application/json" : "application/octet-stream";
   response.body = std::move(body);
+  // One byte range per request (an interrupted download resumes); the listener answers more
+  // ranges, or ranges on anything not marked so, with the whole file (http/listener_handlers.cc).
+  response.headers.emplace_back("Accept-Ranges", "bytes");
   return response;
 }
 

@@ -4,17 +4,29 @@
 #include <charconv>
 #include <string>
 
+#include "http/error.h"
+
 namespace expanse::server {
 
 using nlohmann::json;
 
+namespace {
+
+// The parse error with `what` in front: "heartbeat: the document nests arrays and objects
+// deeper than 32 levels".
+Status Named(std::string_view what, const Status& error) {
+  return Status(error.code(), std::string(what) + ": " + error.message())
+      .WithReason(error.reason());
+}
+
+}  // namespace
+
 Result<json> ParseVersionOneDocument(std::string_view text, std::string_view what,
-                                     std::string_view bad_reason) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return InvalidArgumentError("the " + std::string(what) + " is not valid JSON (or not UTF-8)")
-        .WithReason("invalid_json");
-  }
+                                     std::string_view bad_reason, const wire::JsonLimits& limits) {
+  Result<json> parsed = wire::ParseJson(text, limits);
+  if (!parsed.ok())
+    return Named(what, parsed.status());
+  json doc = *std::move(parsed);
   auto bad = [&](const char* field, const char* problem) {
     return InvalidArgumentError(std::string(what) + field + " " + problem)
         .WithReason(std::string(bad_reason));
@@ -28,12 +40,11 @@ Result<json> ParseVersionOneDocument(std::string_view text, std::string_view wha
   return doc;
 }
 
-Result<json> JsonObjectBody(const http::Request& request) {
-  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return InvalidArgumentError("the request body is not valid JSON (or not UTF-8)")
-        .WithReason("invalid_json");
-  }
+Result<json> JsonObjectBody(const http::Request& request, const wire::JsonLimits& limits) {
+  Result<json> parsed = wire::ParseJson(request.body, limits);
+  if (!parsed.ok())
+    return Named("the request body", parsed.status());
+  json body = *std::move(parsed);
   if (!body.is_object()) {
     return InvalidArgumentError("the request body must be a JSON object")
         .WithReason("invalid_json");
@@ -103,6 +114,17 @@ std::string CookieValue(const http::Request& request, std::string_view name) {
     }
   }
   return {};
+}
+
+json ParseStoredJson(std::string_view text) {
+  Result<json> parsed = wire::ParseJson(text, kHeartbeatJson);
+  return parsed.ok() ? *std::move(parsed) : json(nullptr);
+}
+
+http::Response RefusalResponse(const Status& status) {
+  if (status.reason() == "body_too_large")
+    return http::ErrorResponse(413, status.reason(), status.message());
+  return http::ErrorResponse(status);
 }
 
 http::Response Json(int status, const json& body) {

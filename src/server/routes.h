@@ -20,7 +20,11 @@ namespace expanse::server {
 // Brute-force and flood protection. Keys: client address, email, credential.
 struct RateLimits {
   std::unique_ptr<http::RateLimiter> login_per_address;
+  // Keyed "<normalised email> <address>": one address guessing at one account. Not the email
+  // alone, so that someone else's guessing cannot lock the owner out (docs/api.md).
   std::unique_ptr<http::RateLimiter> login_per_email;
+  // Keyed by the normalised email: a ceiling over all addresses, far above an owner's use.
+  std::unique_ptr<http::RateLimiter> login_per_account;
   std::unique_ptr<http::RateLimiter> token_per_address;  // introspect and exchange
   std::unique_ptr<http::RateLimiter> per_credential;     // daemon calls
   std::unique_ptr<http::RateLimiter> per_principal;      // console and scripts

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "http/self_signed.h"
+#include "server/route_util.h"
 #include "store/sqlite_store.h"
 
 namespace expanse::server {
@@ -112,8 +113,9 @@ Result<http::Listener*> ServerApp::ListenerFor(const std::string& address) {
   lo.port = host_port.second;
   lo.cert_file = cert_file_;
   lo.key_file = key_file_;
-  // Ingest batches are compressed and bounded by the daemon; heartbeats stay far below this.
-  lo.max_body_bytes = 16 << 20;
+  // Small unless a route says otherwise: only the heartbeat and ingest routes take more
+  // (docs/api.md, "Limits"). A body over its route's limit is refused while it is read.
+  lo.max_body_bytes = kSmallBodyBytes;
   EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<http::Listener> listener,
                            http::Listener::Create(std::move(lo)));
   listeners_.emplace_back(address, std::move(listener));

@@ -1,6 +1,9 @@
 #include "store/sqlite_connection.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -8,7 +11,39 @@
 
 namespace expanse::store::sqlite_internal {
 
+namespace {
+
+// The database holds password and token hashes and sessions: only its owner may read it,
+// whatever the umask (docs/formats/store-sqlite.md). SQLite creates the file with 0644 less
+// the umask, and its -wal, -shm and -journal files with the database file's own mode, so the
+// file is created here first, 0600; an existing one that others could read (from an older
+// build) is tightened, as are its companions, when this user owns them.
+Status CreatePrivateDatabaseFile(const std::string& path) {
+  if (path.empty() || path == ":memory:") {
+    return OkStatus();
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return OkStatus();  // SQLite's own open fails the same way and says so in its terms
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0) {
+    (void)::fchmod(fd, 0600);  // not ours (EPERM): left as the owner set it
+  }
+  ::close(fd);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string companion = path + suffix;
+    if (::stat(companion.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      (void)::chmod(companion.c_str(), 0600);
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms) {
+  EXPANSE_RETURN_IF_ERROR(CreatePrivateDatabaseFile(path));
   sqlite3* db = nullptr;
   // No SQLITE_OPEN_URI: the path is a file name, never "file:...?mode=..." options.
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;

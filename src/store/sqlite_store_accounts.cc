@@ -25,18 +25,6 @@ Status ValidateSlug(std::string_view slug) {
   return OkStatus();
 }
 
-// E-mail addresses compare case-insensitively in ASCII only: that is what every mail system
-// agrees on, while folding other scripts depends on the Unicode version and locale.
-std::string NormalizeEmail(std::string_view email) {
-  std::string lower(email);
-  for (char& c : lower) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return lower;
-}
-
 // Scopes are stored space-separated, so a scope must be non-empty and free of blanks.
 Status ValidateScopes(const std::vector<std::string>& scopes) {
   for (const std::string& scope : scopes) {

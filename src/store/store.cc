@@ -34,6 +34,22 @@ Result<Enum> ParseName(const std::array<std::string_view, N>& names, std::string
 
 }  // namespace
 
+std::string NormalizeEmail(std::string_view email) {
+  constexpr std::string_view kBlanks = " \t\r\n";
+  const size_t begin = email.find_first_not_of(kBlanks);
+  if (begin == std::string_view::npos) {
+    return "";
+  }
+  email = email.substr(begin, email.find_last_not_of(kBlanks) - begin + 1);
+  std::string lower(email);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return lower;
+}
+
 std::string_view RoleName(Role role) {
   const auto index = static_cast<std::size_t>(role);
   return index < kRoleNames.size() ? kRoleNames[index] : "unknown";

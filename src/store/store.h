@@ -130,6 +130,12 @@ struct Heartbeat {
   std::string body_json;  // the whole validated heartbeat document, for the console and diagnostics
 };
 
+// The form in which e-mail addresses are stored, looked up and rate-limited: surrounding
+// blanks removed, ASCII letters lower-cased. Addresses compare case-insensitively in ASCII
+// only: that is what every mail system agrees on, while folding other scripts depends on the
+// Unicode version and locale.
+std::string NormalizeEmail(std::string_view email);
+
 struct AuditEvent {
   int64_t id = 0;
   int64_t at_ms = 0;

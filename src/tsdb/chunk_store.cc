@@ -1,7 +1,12 @@
 #include "tsdb/chunk_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,7 +49,33 @@ std::optional<SplitId> SplitBatchId(std::string_view id) {
 
 }  // namespace
 
+namespace {
+
+// Telemetry is the organisations' data: only the server's user may read it, whatever the
+// umask. SQLite creates its -wal and -shm files with the database file's mode, so creating
+// that file 0600 first covers them too; files of an older build are tightened.
+Status CreatePrivateFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return UnavailableError("tsdb: cannot create " + path + ": " + std::strerror(errno))
+        .WithReason("tsdb_io");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0)
+    (void)::fchmod(fd, 0600);  // not ours (EPERM): left as the owner set it
+  ::close(fd);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string companion = path + suffix;
+    if (::stat(companion.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+      (void)::chmod(companion.c_str(), 0600);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& path) {
+  EXPANSE_RETURN_IF_ERROR(CreatePrivateFile(path));
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -337,6 +368,30 @@ Result<int64_t> ChunkStore::DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff
   EXPANSE_RETURN_IF_ERROR(
       DeleteBatchWindowsBefore(db_, batch_cutoff_ms / 1000 - (batch_cutoff_ms % 1000 < 0 ? 1 : 0)));
   return dropped;
+}
+
+Status ChunkStore::DeleteEmptySeries(const std::vector<int64_t>& series_ids) {
+  if (series_ids.empty())
+    return OkStatus();
+  EXPANSE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status status = [&]() -> Status {
+    Statement drop(db_,
+                   "DELETE FROM series WHERE id = ?1 "
+                   "AND NOT EXISTS (SELECT 1 FROM chunks WHERE series_id = ?1) "
+                   "AND NOT EXISTS (SELECT 1 FROM heads WHERE series_id = ?1)");
+    if (!drop.ok())
+      return SqlError(db_, "prepare series delete");
+    for (const int64_t id : series_ids) {
+      drop.Int(1, id);
+      EXPANSE_RETURN_IF_ERROR(drop.Run("delete series"));
+    }
+    return OkStatus();
+  }();
+  if (status.ok())
+    status = Exec("COMMIT");
+  if (!status.ok())
+    (void)Exec("ROLLBACK");
+  return status;
 }
 
 Result<ChunkStore::Totals> ChunkStore::GetTotals() {

@@ -67,6 +67,8 @@ class ChunkStore {
   // received before batch_cutoff_ms (sequence ids by window: once the window's newest member
   // is that old); returns the number of sealed chunks dropped.
   Result<int64_t> DeleteBefore(int64_t cutoff_ms, int64_t batch_cutoff_ms);
+  // Deletes the rows of these series that no chunk or open chunk refers to any more.
+  Status DeleteEmptySeries(const std::vector<int64_t>& series_ids);
   struct Totals {  // sealed chunks only
     uint64_t chunks = 0;
     uint64_t samples = 0;

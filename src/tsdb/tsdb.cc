@@ -1,5 +1,7 @@
 #include "tsdb/tsdb.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +11,9 @@
 #include <random>
 #include <system_error>
 #include <tuple>
+#include <unordered_set>
 
+#include "core/file_util.h"
 #include "tsdb/chunk_codec.h"
 
 namespace expanse::tsdb {
@@ -73,22 +77,24 @@ std::string NewEpoch() {
 
 Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
   if (options.directory.empty() || options.chunk_span_ms <= 0 || options.max_chunk_samples < 1 ||
-      options.max_chunk_samples > kMaxChunkSamples / 2 || options.retention_ms < 0) {
+      options.max_chunk_samples > kMaxChunkSamples / 2 || options.retention_ms < 0 ||
+      options.max_series_per_compute < 1) {
     return InvalidArgumentError(
         "tsdb options: need a directory, chunk_span_ms > 0, 1 <= max_chunk_samples <= " +
-        std::to_string(kMaxChunkSamples / 2) + " and retention_ms >= 0");
+        std::to_string(kMaxChunkSamples / 2) +
+        ", retention_ms >= 0 and max_series_per_compute >= 1");
   }
   if (!options.log) {
     options.log = [](std::string_view line) {
       std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
   }
-  std::error_code error;
-  std::filesystem::create_directories(options.directory, error);
-  if (error) {
-    return UnavailableError("tsdb: cannot create " + options.directory + ": " + error.message())
-        .WithReason("tsdb_io");
+  // The directory holds the organisations' telemetry: its owner only, whatever the umask.
+  if (Status made = fs::MakeDirectories(options.directory, 0700); !made.ok()) {
+    return UnavailableError("tsdb: " + made.message()).WithReason("tsdb_io");
   }
+  if (struct stat st{}; ::stat(options.directory.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    (void)::chmod(options.directory.c_str(), 0700);  // an older build's; EPERM: not ours
   std::unique_ptr<Tsdb> db(new Tsdb(std::move(options), clock, NewEpoch()));
   const std::string dir = db->options_.directory + "/";
   EXPANSE_ASSIGN_OR_RETURN(db->store_, ChunkStore::Open(dir + kChunkFile));
@@ -222,6 +228,10 @@ Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& 
     EXPANSE_RETURN_IF_ERROR(FinishAppendLocked(lock, ack, result));
     return result;
   }
+  if (Status limit = CheckSeriesLimitLocked(batch); !limit.ok()) {
+    ++refused_batches_;
+    return limit;
+  }
   EXPANSE_RETURN_IF_ERROR(wal_->Write(record));
   AppendResult result;
   result.mark = ++wal_written_;
@@ -306,6 +316,39 @@ Tsdb::Series* Tsdb::FindSeries(const SeriesKey& key) {
   return it == series_index_.end() ? nullptr : it->second;
 }
 
+Status Tsdb::CheckSeriesLimitLocked(const Batch& batch) {
+  // Only series with samples are created (ApplyLocked), each once however often it repeats.
+  std::unordered_map<std::string_view, size_t> new_per_compute;
+  std::unordered_set<SeriesKey, SeriesKeyHash> new_keys;
+  for (const auto& [key, samples] : batch) {
+    if (samples.empty() || FindSeries(key) != nullptr)
+      continue;
+    if (new_keys.insert(key).second)
+      ++new_per_compute[key.compute_id];
+  }
+  for (const auto& [compute_id, added] : new_per_compute) {
+    const auto it = series_per_compute_.find(std::string(compute_id));
+    const size_t held = it == series_per_compute_.end() ? 0 : it->second;
+    if (held + added > options_.max_series_per_compute) {
+      return ResourceExhaustedError(
+                 "the batch adds " + std::to_string(added) + " new series to a compute that has " +
+                 std::to_string(held) + "; at most " +
+                 std::to_string(options_.max_series_per_compute) +
+                 " series per compute are kept, so nothing of the batch was stored")
+          .WithReason("series_limit");
+    }
+  }
+  return OkStatus();
+}
+
+void Tsdb::ForgetSeriesLocked(std::map<SeriesKey, Series>::iterator it) {
+  const auto count = series_per_compute_.find(it->first.compute_id);
+  if (count != series_per_compute_.end() && --count->second == 0)
+    series_per_compute_.erase(count);
+  series_index_.erase(it->first);
+  series_.erase(it);
+}
+
 Tsdb::Series& Tsdb::IndexedSeries(const SeriesKey& key, bool* inserted) {
   if (Series* found = FindSeries(key)) {
     if (inserted)
@@ -314,6 +357,7 @@ Tsdb::Series& Tsdb::IndexedSeries(const SeriesKey& key, bool* inserted) {
   }
   Series& series = series_[key];
   series_index_.emplace(key, &series);
+  ++series_per_compute_[key.compute_id];
   if (inserted)
     *inserted = true;
   return series;
@@ -523,6 +567,11 @@ Status Tsdb::FlushLocked() {
   return store_->Checkpoint();
 }
 
+Status Tsdb::CheckSeriesLimit(const Batch& batch) {
+  std::lock_guard lock(mu_);
+  return CheckSeriesLimitLocked(batch);
+}
+
 Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
                                         int points) {
   EXPANSE_ASSIGN_OR_RETURN(Downsampler sampler, Downsampler::Create(from_ms, to_ms, points));
@@ -580,13 +629,30 @@ Status Tsdb::ApplyRetention() {
       now_ms - std::max(options_.retention_ms, options_.batch_id_retention_ms);
   EXPANSE_ASSIGN_OR_RETURN(const int64_t dropped, store_->DeleteBefore(cutoff_ms, batch_cutoff_ms));
   (void)dropped;
-  for (auto& [key, series] : series_) {
+  std::vector<int64_t> forgotten_ids;
+  for (auto it = series_.begin(); it != series_.end();) {
+    Series& series = it->second;
     std::erase_if(series.pending, [&](const StoredChunk& c) { return c.end_ms < cutoff_ms; });
     if (series.saved_count > 0 && series.saved_end_ms < cutoff_ms) {
       series.saved.clear();  // DeleteBefore dropped its row
       series.saved_count = 0;
     }
+    // Nothing left anywhere: no sealed chunk newer than the cutoff (so none at all on disk),
+    // no open chunk, nothing pending. Only with a retention: without one, sealed data stays.
+    const bool empty = options_.retention_ms > 0 && series.pending.empty() &&
+                       series.saved_count == 0 && series.head.empty() &&
+                       (!series.has_sealed || series.sealed_end_ms < cutoff_ms);
+    if (!empty) {
+      ++it;
+      continue;
+    }
+    if (series.persisted)
+      forgotten_ids.push_back(series.id);
+    ForgetSeriesLocked(it++);
   }
+  // Its row goes too, or a restart would load it again. The chunk store deletes a row only
+  // while no chunk refers to it.
+  EXPANSE_RETURN_IF_ERROR(store_->DeleteEmptySeries(forgotten_ids));
   std::erase_if(persisted_batch_ids_,
                 [&](const auto& entry) { return entry.second < batch_cutoff_ms; });
   return OkStatus();
@@ -597,6 +663,7 @@ Tsdb::Stats Tsdb::GetStats() {
   Stats stats;
   stats.series = series_.size();
   stats.dropped_samples = dropped_samples_;
+  stats.refused_batches = refused_batches_;
   if (Result<ChunkStore::Totals> totals = store_->GetTotals(); totals.ok()) {
     stats.chunks = totals->chunks;
     stats.samples = totals->samples;

@@ -53,6 +53,12 @@ struct TsdbOptions {
   // Append flushes by itself once the WAL grows past this.
   uint64_t wal_flush_bytes = 64u << 20;
   int zstd_level = 3;
+  // Distinct series one compute may have in memory. A batch that would take a compute past
+  // it is refused whole (kResourceExhausted, reason "series_limit") and nothing of it is
+  // stored. 2,000,000: a 10,000-node cluster of 8-GPU nodes has 1.2 M per-GPU series
+  // (15 gpu.* metrics) and ~0.1 M per-node ones, leaving room for per-job series
+  // (docs/formats/tsdb-wal.md, "Memory and limits"). >= 1.
+  size_t max_series_per_compute = 2'000'000;
   // Receives operator-facing lines (a torn WAL tail, ...). Default: stderr.
   std::function<void(std::string_view)> log = nullptr;
 };
@@ -84,6 +90,7 @@ class Tsdb {
   struct Stats {
     uint64_t series = 0, chunks = 0, samples = 0, bytes_on_disk = 0;
     uint64_t dropped_samples = 0;  // out of order, since Open
+    uint64_t refused_batches = 0;  // over max_series_per_compute, since Open
   };
 
   static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
@@ -93,6 +100,9 @@ class Tsdb {
   // batch_id: a batch id seen before returns OK with duplicate=true and stores nothing.
   Result<AppendResult> Append(std::string_view batch_id, const Batch& batch,
                               Ack ack = Ack::kDurable);
+  // What Append would say about max_series_per_compute now: lets a caller refuse a batch
+  // before it stores anything else of it. Append checks again.
+  Status CheckSeriesLimit(const Batch& batch);
   // Waits until every record written before the call is durable.
   Result<Durability> SyncAll();
   Durability durability();
@@ -106,7 +116,10 @@ class Tsdb {
   // Persists sealed chunks, every open chunk (without sealing it) and the batch ids in
   // one chunk-store transaction, then empties the WAL.
   Status Flush();
-  // Drops chunks whose newest sample is older than retention_ms, and old batch ids.
+  // Drops chunks whose newest sample is older than retention_ms, and old batch ids; then
+  // forgets series left with no data at all (not written for longer than retention_ms), in
+  // memory and on disk, so that they no longer cost memory or count against
+  // max_series_per_compute. A series written again later starts anew.
   Status ApplyRetention();
   Stats GetStats();
 
@@ -152,6 +165,11 @@ class Tsdb {
   // The series of `key` in both series_ and series_index_, created without an id if missing.
   Series& IndexedSeries(const SeriesKey& key, bool* inserted = nullptr);
   Series* FindSeries(const SeriesKey& key);
+  // kResourceExhausted ("series_limit") when `batch` adds so many new series to a compute
+  // that it would hold more than max_series_per_compute.
+  Status CheckSeriesLimitLocked(const Batch& batch);
+  // Removes the series from series_, series_index_ and series_per_compute_.
+  void ForgetSeriesLocked(std::map<SeriesKey, Series>::iterator it);
 
   struct SeriesKeyHash {
     size_t operator()(const SeriesKey& k) const;
@@ -167,6 +185,10 @@ class Tsdb {
   // map's comparisons of four mostly-equal strings showed in the ingest profile.
   std::unordered_map<SeriesKey, Series*, SeriesKeyHash> series_index_;
   int64_t next_series_id_ = 1;
+  // Invariant: the number of entries of series_ per compute id (entries with a count of 0
+  // are erased).
+  std::unordered_map<std::string, size_t> series_per_compute_;
+  uint64_t refused_batches_ = 0;
   std::unordered_map<std::string, int64_t> persisted_batch_ids_;  // id -> received_ms
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
   uint64_t dropped_samples_ = 0;

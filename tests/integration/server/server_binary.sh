@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real expanse-server binary: admin bootstrap, HTTPS with a self-signed CA that clients must
 # trust explicitly, the install-token flow to an enrolled compute over curl, plain HTTP refused
-# off loopback, and a graceful exit on SIGTERM.
+# off loopback, and a graceful exit on SIGTERM; hostile input (byte ranges, duplicate
+# Content-Length, state file modes, sign-in limits, nesting and decompression bombs).
 # Usage: server_binary.sh /path/to/expanse-server
 set -euo pipefail
 SERVER="${1:?path to expanse-server}"
@@ -29,8 +30,11 @@ out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 0.0.0.0:0 2>&1 || 
 [[ "$out" == *"plain HTTP is only allowed on loopback"* ]] || fail "plain HTTP on 0.0.0.0 not refused: $out"
 pass "plain HTTP off loopback is refused"
 
-"$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --data-listen 127.0.0.1:0 \
-  --tls-self-signed "$dir/tls" >"$dir/serve.log" 2>&1 &
+mkdir "$dir/releases"
+head -c 1048576 /dev/urandom >"$dir/releases/daemon.tar.gz"
+(umask 022 && exec "$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 \
+  --data-listen 127.0.0.1:0 --tls-self-signed "$dir/tls" --releases-dir "$dir/releases") \
+  >"$dir/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve.log" && break; sleep 0.1; done
 cp_url="$(grep -oP 'control plane \K\S+' "$dir/serve.log")" || fail "no control plane URL: $(cat "$dir/serve.log")"
@@ -83,6 +87,85 @@ job="$("${k[@]}" -H "Authorization: Bearer $api_token" "$cp_url/api/v1/orgs/acme
 [[ "$(jq -r .used.sm_peak <<<"$job")" == 70 && "$(jq -r .used.gpus_active <<<"$job")" == 1 ]] ||
   fail "job usage after ingest: $job"
 pass "a batch ingested on the data plane (once, though sent twice) shows in the job's usage"
+
+# Hostile input (issue 16). Many byte ranges get the content once, not once per range.
+ranges="bytes=0-$(printf ',0-%.0s' $(seq 1 1999))"
+size="$("${k[@]}" -o /dev/null -w '%{http_code} %{size_download}' -H "Range: $ranges" "$cp_url/")"
+page="$("${k[@]}" -o /dev/null -w '%{size_download}' "$cp_url/")"
+[[ "$size" == "200 $page" ]] || fail "2,000 ranges on the console page: $size (page: $page bytes)"
+ranges="bytes=0-$(printf ',0-%.0s' $(seq 1 499))"
+size="$("${k[@]}" -o /dev/null -w '%{http_code} %{size_download}' -H "Range: $ranges" \
+  "$cp_url/releases/daemon.tar.gz")"
+[[ "$size" == "200 1048576" ]] || fail "500 ranges on a release file: $size"
+size="$("${k[@]}" -o /dev/null -w '%{http_code} %{size_download}' -r 1048000- \
+  "$cp_url/releases/daemon.tar.gz")"
+[[ "$size" == "206 576" ]] || fail "one range of a release file: $size"
+pass "many ranges get the whole content once; one range is served"
+
+# Duplicate Content-Length: refused before the body is read.
+status="$("${k[@]}" -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+  -H 'Content-Length: 2' -H 'Content-Length: 40' --data-binary '{}' "$cp_url/api/v1/session" || true)"
+[[ "$status" == 400 ]] || fail "duplicate Content-Length: HTTP $status"
+pass "duplicate Content-Length is 400"
+
+# State files are the server's alone although it ran under umask 022.
+for f in db.sqlite db.sqlite-wal db.sqlite-shm db.sqlite.tsdb/chunks.sqlite db.sqlite.tsdb/wal.log; do
+  [[ "$(stat -c %a "$dir/$f")" == 600 ]] || fail "$f has mode $(stat -c %a "$dir/$f")"
+done
+[[ "$(stat -c %a "$dir/db.sqlite.tsdb")" == 700 ]] || fail "tsdb directory mode"
+pass "db.sqlite, its -wal/-shm and the telemetry files are 0600 under umask 022"
+
+# A sign-in limit keyed on the email as typed would give OPS@… fresh tries.
+login() {
+  "${k[@]}" -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+    -d "{\"email\":\"$1\",\"password\":\"wrong\"}" "$cp_url/api/v1/session"
+}
+codes=""
+for email in ops@acme.example OPS@ACME.EXAMPLE Ops@Acme.Example ' ops@acme.example ' oPs@acme.example \
+  OPS@acme.example; do
+  codes+="$(login "$email") "
+done
+[[ "$codes" == "401 401 401 401 401 429 " ]] || fail "sign-in limit by normalised email: $codes"
+pass "upper-cased and padded emails share the account's sign-in limit"
+
+# Abuse (issue 16): bodies that would nest deep enough to overflow a recursive dump, or expand
+# to gigabytes once decoded. Each gets its refusal, the server keeps answering, and its resident
+# memory afterwards exceeds what it had just before by at most 64 MiB (docs/api.md, "Limits").
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
+rss_before="$(rss_kib)"
+abuse() {  # abuse URL FILE HEADER... -> "<http code> <error code>"
+  local url="$1" file="$2"
+  shift 2
+  local out
+  out="$("${k[@]}" -w '\n%{http_code}' "$@" --data-binary @"$file" "$url")" || true
+  printf '%s %s' "$(tail -n1 <<<"$out")" "$(head -n -1 <<<"$out" | jq -r '.error.code' 2>/dev/null)"
+}
+printf '{"version":1,"daemon_version":"0.1.0","controller_host":"ctl","extra":%s%s}' \
+  "$(head -c 60000 /dev/zero | tr '\0' '[')" "$(head -c 60000 /dev/zero | tr '\0' ']')" \
+  >"$dir/nested.json"
+got="$(abuse "$cp_url/cp/v1/heartbeat" "$dir/nested.json" -H "Authorization: Bearer $credential" \
+  -H 'Content-Type: application/json')"
+[[ "$got" == "400 json_too_deep" ]] || fail "heartbeat nested 60,000 deep: $got"
+head -c 16777216 /dev/zero | tr '\0' '[' | gzip -c >"$dir/bomb.gz"  # 16 MiB of '[' in ~16 KB
+got="$(abuse "$cp_url/api/v1/session" "$dir/bomb.gz" -H 'Content-Encoding: gzip' \
+  -H 'Content-Type: application/json')"
+[[ "$got" == "413 body_too_large" ]] || fail "gzip bomb on sign-in: $got"
+head -c 70000000 /dev/zero | tr '\0' '[' >"$dir/bomb.json"
+zstd -q -c "$dir/bomb.json" >"$dir/declared.zst"         # the frame declares its 70 MB
+zstd -q -c <"$dir/bomb.json" >"$dir/undeclared.zst"      # streamed: it does not
+rm "$dir/bomb.json"
+for bomb in declared undeclared; do
+  got="$(abuse "$dp_url/dp/v1/ingest" "$dir/$bomb.zst" -H "Authorization: Bearer $credential" \
+    -H 'Content-Type: application/zstd')"
+  [[ "$got" == "413 body_too_large" ]] || fail "zstd bomb ($bomb size) on ingest: $got"
+done
+"${k[@]}" -H "Authorization: Bearer $credential" \
+  -d '{"version":1,"daemon_version":"0.1.0","controller_host":"ctl"}' "$cp_url/cp/v1/heartbeat" |
+  jq -e .compute_id >/dev/null || fail "no heartbeat accepted after the abuse"
+rss_after="$(rss_kib)"
+echo "server VmRSS: ${rss_before} kB before the abuse, ${rss_after} kB after (bound: +65536 kB)"
+((rss_after <= rss_before + 65536)) || fail "the server kept $((rss_after - rss_before)) kB after the abuse"
+pass "nested heartbeat 400, gzip bomb on sign-in 413, zstd bombs on ingest 413; memory given back"
 
 kill -TERM "$pid"
 wait "$pid" || fail "expanse-server exited non-zero on SIGTERM"
