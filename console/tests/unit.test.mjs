@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
+import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {toColumns} from '../src/timeline.js';
@@ -80,4 +81,23 @@ test('frames lose their directories for display, nothing else', () => {
   assert.equal(shortFrame('train.py:<module>:1'), 'train.py:<module>:1');
   assert.equal(shortFrame('<built-in>:read:0'), '<built-in>:read:0');
   assert.equal(shortFrame('/a/b.py:f:1;not split'), 'b.py:f:1;not split');
+});
+
+test('a daemon whose runs all ended cleanly shows nothing; a crash loop shows count and reason', () => {
+  assert.equal(runsProblem(undefined), '');
+  assert.equal(runsProblem({starts: 3, unclean_exits: 0}), '');
+  assert.equal(runsProblem({starts: 9, unclean_exits: 8, last_unclean_reason: 'fatal signal SIGABRT (abort)'}),
+    'ended without a clean stop 8 times in 9 starts; last: fatal signal SIGABRT (abort)');
+  assert.equal(runsProblem({starts: 2, unclean_exits: 1}), 'ended without a clean stop once in 2 starts');
+});
+
+test('refused worker records are shown by host, worst first', () => {
+  assert.equal(refusedRecordsProblem({}), '');
+  assert.equal(refusedRecordsProblem({bad_worker_records: 0}), '');
+  const diagnostics = {bad_worker_records: 12, bad_worker_records_by_host: {
+    w1: {records: 2, last_reason: 'bad_record', last_problem: 'gpu_series[0].t0 must be an integer'},
+    w2: {records: 10, last_reason: 'invalid_json'},
+  }};
+  assert.equal(refusedRecordsProblem(diagnostics),
+    '12 refused — w2: 10 (invalid_json); w1: 2 (gpu_series[0].t0 must be an integer)');
 });

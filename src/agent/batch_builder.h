@@ -1,6 +1,11 @@
 // BatchBuilder: gathers what one ingest batch carries (docs/formats/ingest-batch.md) — series
 // from any host, job records, per-node job events and GPU allocations — and renders it as the
 // JSON document for a given stream sequence (the outbox assigns the sequence at enqueue time).
+//
+// What a worker wrote is hostile input: AddSpoolRecord decodes every element with the wire
+// records' decoders (wire/records.h), the same rules the server applies, and keeps only what
+// passes, re-encoded. So one bad element is dropped and counted, and never makes the server
+// refuse the whole batch with every other worker's samples in it.
 #ifndef EXPANSE_AGENT_BATCH_BUILDER_H_
 #define EXPANSE_AGENT_BATCH_BUILDER_H_
 
@@ -27,10 +32,19 @@ class BatchBuilder {
   void AddJob(const nlohmann::json& job);
   // Ingest "stacks" entries (folded Python stacks per job and window).
   void AddStacks(const nlohmann::json& stacks);
-  // Adds a worker's spool record by kind ("gpu_series", "job_event", "gpu_allocation",
-  // "py_stacks");
-  // kInvalidArgument for a payload that does not parse (the caller counts and skips it).
-  Status AddSpoolRecord(std::string_view kind, std::string_view payload);
+  // What AddSpoolRecord took of one record.
+  struct Intake {
+    uint64_t accepted = 0;  // elements added
+    uint64_t refused = 0;   // elements dropped; a payload refused whole counts 1
+    // The first refusal: kInvalidArgument naming the bad field's path
+    // ("gpu_series[2].t0 must be an integer from 0 to ..."), reason "bad_record" or the
+    // parser's ("invalid_json", "json_too_deep", "json_too_large").
+    Status first_refusal;
+  };
+  // Adds what is valid of a worker's spool record, by kind ("gpu_series", "job_event",
+  // "gpu_allocation", "py_stacks"); kinds from a newer sampler are ignored (workers can be
+  // upgraded first). Never throws.
+  Intake AddSpoolRecord(std::string_view kind, std::string_view payload);
 
   // Replaces job ids by what `rename` returns for them (nullopt: keep): in job events, GPU
   // allocations and "job/<id>" series devices. The hooks know a job only by SLURM_JOB_ID, while

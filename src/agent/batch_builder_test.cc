@@ -5,30 +5,116 @@
 namespace expanse::agent {
 namespace {
 
+using nlohmann::json;
+
+// The elements taken; fails the test when any was refused.
+uint64_t Taken(const BatchBuilder::Intake& intake) {
+  EXPECT_EQ(intake.refused, 0u) << intake.first_refusal;
+  return intake.accepted;
+}
+
+// What the server checks of a batch's sections, restated: every element an object with the
+// members the ingest format requires, of the right types. The exact rules are the wire
+// decoders', which both sides use; this catches a record passed on without them.
+void ExpectOnlyWellTyped(const json& doc) {
+  for (const auto& s : doc["series"]) {
+    ASSERT_TRUE(s.is_object()) << s;
+    EXPECT_TRUE(s["host"].is_string()) << s;
+    EXPECT_TRUE(s["metric"].is_string()) << s;
+    EXPECT_TRUE(s["t0"].is_number_integer()) << s;
+    EXPECT_EQ(s["dt"].size(), s["v"].size()) << s;
+  }
+  for (const char* section : {"job_events", "gpu_allocations", "stacks"}) {
+    if (!doc.contains(section))
+      continue;
+    for (const auto& e : doc[section]) {
+      ASSERT_TRUE(e.is_object()) << e;
+      EXPECT_TRUE(e["job_id"].is_string()) << e;
+      EXPECT_TRUE(e["host"].is_string()) << e;
+    }
+  }
+}
+
+// What a broken or hostile worker wrote, each of which used to end the controller (nlohmann's
+// value() threw on a wrongly typed member) or make the server refuse the whole batch.
+TEST(BatchBuilderTest, HostileRecordsAreRefusedByPathAndTheRestIsKept) {
+  struct Case {
+    const char* kind;
+    const char* payload;
+    const char* refusal;  // a part of the first refusal's message
+  };
+  const Case cases[] = {
+      {"job_event", R"({"version":"1"})", "version"},
+      {"job_event", R"({"version":1,"kind":"start","job_id":"8","host":"w1","at_ms":"now"})",
+       "job_event.at_ms must be an integer"},
+      {"job_event", R"([5,"x",null])", "not a version 1 object"},
+      {"gpu_series", R"([5,"x",null])", "gpu_series[0] must be an object"},
+      {"gpu_series", R"([{"host":7,"metric":"m","t0":1,"dt":[0],"v":[1]}])",
+       "gpu_series[0].host must be a string"},
+      {"gpu_series", R"([{"host":"w1","metric":"m","t0":"1","dt":[0],"v":[1]}])",
+       "gpu_series[0].t0 must be an integer"},
+      {"gpu_series", R"([{"host":"w1","metric":"m","t0":9223372036854775800,"dt":[0],"v":[1]}])",
+       "gpu_series[0].t0 must be an integer"},
+      {"gpu_allocation", R"({"job_id":8,"host":"w1","gpu_uuid":"G","from_ms":1})",
+       "gpu_allocation.job_id must be a string"},
+      {"gpu_allocation", R"("x")", "gpu_allocation must be an object"},
+      {"py_stacks", R"([{"job_id":"8"}])", "py_stacks[0].host is required"},
+      {"gpu_series", "[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]", "deeper than 8 levels"},
+  };
+  for (const Case& c : cases) {
+    BatchBuilder batch;
+    BatchBuilder::Intake intake;
+    ASSERT_NO_THROW(intake = batch.AddSpoolRecord(c.kind, c.payload)) << c.payload;
+    EXPECT_EQ(intake.accepted, 0u) << c.payload;
+    EXPECT_GE(intake.refused, 1u) << c.payload;
+    EXPECT_NE(intake.first_refusal.message().find(c.refusal), std::string::npos)
+        << c.payload << ": " << intake.first_refusal;
+    EXPECT_TRUE(batch.empty()) << c.payload;
+    ASSERT_NO_THROW(batch.RenameJobs([](const std::string&) { return std::string("x"); }));
+  }
+
+  // One bad element among good ones costs only itself.
+  BatchBuilder batch;
+  const BatchBuilder::Intake mixed = batch.AddSpoolRecord("gpu_series", R"([
+      {"host":"w1","metric":"gpu.sm_util","t0":1000,"dt":[0,1000],"v":[1,2]},
+      {"host":"w1","metric":"gpu.sm_util","t0":"1000","dt":[0],"v":[1]},
+      5,
+      {"host":"w2","device":"job/9","metric":"job.cpu_cores","t0":1000,"dt":[0],"v":[3]}])");
+  EXPECT_EQ(mixed.accepted, 2u);
+  EXPECT_EQ(mixed.refused, 2u);
+  EXPECT_EQ(mixed.first_refusal.reason(), "bad_record");
+  EXPECT_EQ(batch.samples(), 3u);
+  batch.RenameJobs([](const std::string& id) -> std::optional<std::string> {
+    return id == "9" ? std::optional<std::string>("4_2") : std::nullopt;
+  });
+  const json doc = batch.Render(1, "telemetry");
+  ASSERT_EQ(doc["series"].size(), 2u);
+  EXPECT_EQ(doc["series"][1]["device"], "job/4_2");
+  ExpectOnlyWellTyped(doc);
+}
+
 TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {
   BatchBuilder batch;
   EXPECT_TRUE(batch.empty());
-  ASSERT_TRUE(batch
-                  .AddSpoolRecord("job_event", R"({"version":1,"kind":"start","job_id":"8",
-                                  "host":"w1","at_ms":1000,"slurm_job_id":8})")
-                  .ok());
-  ASSERT_TRUE(batch
-                  .AddSpoolRecord("gpu_allocation", R"({"job_id":"8","host":"w1",
-                                  "gpu_uuid":"GPU-a","from_ms":1000,"to_ms":0})")
-                  .ok());
-  ASSERT_TRUE(batch
-                  .AddSpoolRecord("gpu_series", R"([{"host":"w1","device":"job/8",
-                                  "metric":"job.mem_used_mib","t0":1000,"dt":[0],"v":[5]}])")
-                  .ok());
-  ASSERT_TRUE(batch
-                  .AddSpoolRecord("py_stacks", R"([{"job_id":"8","host":"w1",
-                                  "window_start_ms":0,"window_end_ms":60000,
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("job_event", R"({"version":1,"kind":"start","job_id":"8",
+                                  "host":"w1","at_ms":1000,"slurm_job_id":8})")),
+            1u);
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("gpu_allocation", R"({"job_id":"8","host":"w1",
+                                  "gpu_uuid":"GPU-a","from_ms":1000,"to_ms":0})")),
+            1u);
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("gpu_series", R"([{"host":"w1","device":"job/8",
+                                  "metric":"job.mem_used_mib","t0":1000,"dt":[0],"v":[5]}])")),
+            1u);
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("py_stacks", R"([{"job_id":"8","host":"w1",
+                                  "window_start_ms":1,"window_end_ms":60000,
                                   "folded":"a.py:main:1","thread_state":"gil","count":3,
-                                  "gpu_idle":false}])")
-                  .ok());
-  EXPECT_FALSE(batch.AddSpoolRecord("py_stacks", R"({"not":"an array"})").ok());
-  EXPECT_TRUE(batch.AddSpoolRecord("future_kind", "{}").ok());  // from a newer sampler: ignored
-  EXPECT_FALSE(batch.AddSpoolRecord("gpu_series", "{not json").ok());
+                                  "gpu_idle":false}])")),
+            1u);
+  EXPECT_EQ(batch.AddSpoolRecord("py_stacks", R"({"not":"an array"})").refused, 1u);
+  // From a newer sampler: ignored, neither taken nor refused.
+  const BatchBuilder::Intake future = batch.AddSpoolRecord("future_kind", "{}");
+  EXPECT_EQ(future.accepted + future.refused, 0u);
+  EXPECT_EQ(batch.AddSpoolRecord("gpu_series", "{not json").first_refusal.reason(), "invalid_json");
   EXPECT_EQ(batch.samples(), 1u);
 
   // SLURM 22.05 gives the Prolog only SLURM_JOB_ID; squeue knows job 8 as array task 7_1.

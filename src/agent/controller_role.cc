@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "agent/batch_builder.h"
@@ -14,6 +15,7 @@
 #include "agent/gpu_json.h"
 #include "agent/heartbeat_builder.h"
 #include "agent/profiling_permissions.h"
+#include "agent/run_history.h"
 #include "agent/sampler_role.h"
 #include "agent/slurm_allocations.h"
 #include "core/file_util.h"
@@ -23,6 +25,7 @@
 #include "outbox/uploader.h"
 #include "slurm/slurm_client.h"
 #include "spool/aggregator.h"
+#include "wire/json_parse.h"
 
 namespace expanse::agent {
 namespace {
@@ -129,7 +132,19 @@ class Controller {
         Log(std::string(line));
       };
       EXPANSE_ASSIGN_OR_RETURN(aggregator_, spool::Aggregator::Open(agg, clock_));
+      // The first heartbeat goes out before the first round: it must already count the
+      // workers, or every restart would report "0 of 0" and look like a fresh compute.
+      if (Result<spool::WorkerHealthSnapshot> health =
+              aggregator_->ReadWorkerHealth(clock_.NowMs());
+          health.ok()) {
+        shared_.workers = std::move(*health);
+      }
     }
+    runs_ = RecordStart(options_.state_dir, clock_.NowMs());
+    if (runs_.previous_run_unclean) {
+      Log("the previous run ended without a clean stop: " + runs_.last_unclean_reason);
+    }
+    shared_.diagnostics = {{"runs", runs_.ToJson()}};
     Log("controller for compute " + config_.compute_id + " on " + options_.node.hostname +
         (shared_prefix_.empty() ? std::string(", no shared prefix")
                                 : ", worker spool " + WorkerSpoolRoot(shared_prefix_)));
@@ -166,7 +181,7 @@ class Controller {
         next_slow = now + options_.slow_interval;
       }
       if (now >= next_flush) {
-        Round();
+        GuardedRound();
         next_flush = now + options_.flush_interval;
       }
       next_fast += options_.interval;
@@ -176,13 +191,14 @@ class Controller {
       shared_.wake.wait_until(lock, next_fast, [this] { return StoppingLocked(); });
     }
     if (!shared_.revoked)
-      Round(/*final=*/true);  // what was sampled since the last round
+      GuardedRound(/*final=*/true);  // what was sampled since the last round
     {
       std::lock_guard lock(shared_.mu);
       shared_.wake.notify_all();
     }
     upload.join();
     heartbeat.join();
+    RecordCleanStop(options_.state_dir);
     std::lock_guard lock(shared_.mu);
     if (shared_.revoked) {
       return UnauthenticatedError("the compute credential was refused (" + shared_.revoked_reason +
@@ -237,9 +253,27 @@ class Controller {
     return outbox_
         ->Enqueue(kStream,
                   [&batch](uint64_t sequence) {
-                    return outbox::ZstdJsonPayload(batch.Render(sequence, kStream).dump());
+                    return outbox::ZstdJsonPayload(
+                        batch.Render(sequence, kStream)
+                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
                   })
         .status();
+  }
+
+  // Round() must not throw: everything it reads from outside is checked. Should a bug make it
+  // throw all the same, the round is lost and counted, not the process: an exception here
+  // would unwind past the joinable upload and heartbeat threads and end the daemon, and
+  // systemd would restart it into the same input again.
+  void GuardedRound(bool final = false) {
+    try {
+      Round(final);
+    } catch (const std::exception& e) {
+      ++round_failures_;
+      Log(std::string("flush round failed: ") + e.what());
+    } catch (...) {
+      ++round_failures_;
+      Log("flush round failed");
+    }
   }
 
   // One flush round: this host's collection plus SLURM's jobs, then the workers' spool.
@@ -288,20 +322,8 @@ class Controller {
     spool::WorkerHealthSnapshot workers;
     nlohmann::json drain_json = nullptr;
     if (aggregator_) {
-      Result<spool::DrainStats> drained =
-          aggregator_->DrainOnce([this](const spool::SpoolFile& file) {
-            BatchBuilder from_worker;
-            for (const spool::SpoolRecord& r : file.records) {
-              if (Status s = from_worker.AddSpoolRecord(r.kind, r.payload); !s.ok()) {
-                ++bad_records_;  // a worker's malformed record: counted, the rest goes on
-              }
-            }
-            if (from_worker.empty())
-              return OkStatus();
-            from_worker.RenameJobs(rename_);
-            fallback_.NoteHookAllocations(from_worker.allocations());
-            return Enqueue(from_worker);
-          });
+      Result<spool::DrainStats> drained = aggregator_->DrainOnce(
+          [this](const spool::SpoolFile& file) { return TakeWorkerFile(file); });
       if (drained.ok()) {
         drain_json = {{"files", drained->files},
                       {"records", drained->records},
@@ -342,8 +364,11 @@ class Controller {
     shared_.capabilities = CapabilitiesJson(DescribeCapabilities(inputs));
     shared_.workers = std::move(workers);
     shared_.diagnostics = {
+        {"runs", runs_.ToJson()},
+        {"round_failures", round_failures_},
         {"aggregator", drain_json},
         {"bad_worker_records", bad_records_},
+        {"bad_worker_records_by_host", RefusedRecordsJson()},
         {"slurm", slurm_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(slurm_problem_)},
         {"sacct", sacct_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(sacct_problem_)},
         {"uploader",
@@ -360,6 +385,63 @@ class Controller {
                       {"dead_lettered_batches", box.dead_lettered_entries}};
   }
 
+  // The aggregator's sink: a worker's spool file into the outbox. Every record is checked
+  // against its wire schema (BatchBuilder::AddSpoolRecord); what fails is dropped, counted
+  // for its host and logged once per host and reason, and the rest goes on. A file none of
+  // whose records could be taken is refused (kDataLoss) so the aggregator quarantines it.
+  Status TakeWorkerFile(const spool::SpoolFile& file) {
+    BatchBuilder from_worker;
+    uint64_t accepted = 0;
+    uint64_t refused = 0;
+    Status first_refusal;
+    for (const spool::SpoolRecord& r : file.records) {
+      BatchBuilder::Intake intake = from_worker.AddSpoolRecord(r.kind, r.payload);
+      accepted += intake.accepted;
+      refused += intake.refused;
+      if (first_refusal.ok() && !intake.first_refusal.ok())
+        first_refusal = std::move(intake.first_refusal);
+    }
+    if (refused > 0)
+      NoteRefusedRecords(file.host, refused, first_refusal);
+    if (accepted == 0 && refused > 0) {
+      return DataLossError("no record could be taken: " + first_refusal.message())
+          .WithReason("bad_records");
+    }
+    if (from_worker.empty())
+      return OkStatus();
+    from_worker.RenameJobs(rename_);
+    fallback_.NoteHookAllocations(from_worker.allocations());
+    return Enqueue(from_worker);
+  }
+
+  void NoteRefusedRecords(const std::string& host, uint64_t count, const Status& why) {
+    bad_records_ += count;
+    // Bounded by the spool's host directories; a cap all the same.
+    if (refused_by_host_.size() >= 4096 && !refused_by_host_.contains(host))
+      return;
+    RefusedRecords& tally = refused_by_host_[host];
+    tally.count += count;
+    const std::string reason = why.reason().empty() ? "bad_record" : why.reason();
+    tally.last_reason = reason;
+    tally.last_problem = why.message().substr(0, 200);
+    if (tally.logged_reasons.insert(reason).second && tally.logged_reasons.size() <= 16) {
+      Log("worker spool: refused " + std::to_string(count) + " record(s) from " + host + " (" +
+          reason + "): " + tally.last_problem + "; the rest of its data goes on");
+    }
+  }
+
+  nlohmann::json RefusedRecordsJson() const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [host, tally] : refused_by_host_) {
+      if (out.size() >= 50)
+        break;  // the heartbeat stays small; the total is in bad_worker_records
+      out[host] = {{"records", tally.count},
+                   {"last_reason", tally.last_reason},
+                   {"last_problem", tally.last_problem}};
+    }
+    return out;
+  }
+
   // SLURM's number for an array task or het component -> the id squeue and the server use.
   // GPUs of running jobs that no hook reported (slurm_allocations.h), from this round's squeue.
   void AddSlurmAllocations(const std::vector<slurm::JobInfo>& jobs,
@@ -367,9 +449,10 @@ class Controller {
     std::map<std::string, std::vector<gpu::GpuInfo>> inventories;
     inventories[options_.node.hostname] = collector_.Inventory().gpus;
     for (const spool::WorkerHealthReport& report : workers.reports) {
-      const nlohmann::json health = nlohmann::json::parse(report.payload, nullptr, false);
-      if (health.is_object() && health.contains("inventory"))
-        inventories[report.host] = GpusFromJson(health["inventory"]);
+      Result<nlohmann::json> health =
+          wire::ParseJson(report.payload, wire::JsonLimits{.max_depth = 8});
+      if (health.ok() && health->is_object() && health->contains("inventory"))
+        inventories[report.host] = GpusFromJson((*health)["inventory"]);
     }
     std::vector<std::string> problems;
     const nlohmann::json entries = fallback_.Reconcile(jobs, inventories, now_ms, &problems);
@@ -460,7 +543,9 @@ class Controller {
     request.url = config_.control_plane_url + "/cp/v1/heartbeat";
     request.headers = {{"Authorization", "Bearer " + Credential()},
                        {"Content-Type", "application/json"}};
-    request.body = BuildHeartbeat(in).dump();
+    // Replace, not throw, should any text not be UTF-8 (a log line, a worker's field).
+    request.body =
+        BuildHeartbeat(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     Result<net::HttpResponse> response = heartbeat_client_->Send(request);
     if (!response.ok()) {
       Log("heartbeat not sent: " + response.status().message());
@@ -476,7 +561,10 @@ class Controller {
     const nlohmann::json body = nlohmann::json::parse(response->body, nullptr, false);
     std::string code;
     if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-      code = body["error"].value("code", "");
+      // The answer is outside input too: a code of the wrong type is no code.
+      const nlohmann::json& error = body["error"];
+      if (auto it = error.find("code"); it != error.end() && it->is_string())
+        code = it->get<std::string>();
     }
     if (response->status == 401 && (code == "credential_revoked" || code == "credential_invalid")) {
       Revoke(code);
@@ -511,6 +599,15 @@ class Controller {
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
   uint64_t bad_records_ = 0;
+  uint64_t round_failures_ = 0;
+  RunHistory runs_;
+  struct RefusedRecords {
+    uint64_t count = 0;
+    std::string last_reason;
+    std::string last_problem;
+    std::set<std::string> logged_reasons;
+  };
+  std::map<std::string, RefusedRecords> refused_by_host_;
   bool heartbeat_ok_ = false;
   int64_t last_idle_drain_log_ms_ = 0;
   std::unique_ptr<PermissionMonitor> permissions_;

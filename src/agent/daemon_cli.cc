@@ -19,6 +19,7 @@
 #include "agent/hook.h"
 #include "agent/job_events.h"
 #include "agent/profiling_permissions.h"
+#include "agent/run_history.h"
 #include "agent/runtime_settings.h"
 #include "agent/sampler_bootstrap.h"
 #include "agent/sampler_role.h"
@@ -190,6 +191,8 @@ int RunRole(const RoleFlags& flags) {
   options.shared_prefix_override = flags.shared_prefix;
   options.daemon_version = VersionString();
   options.log = Log;
+  // A crash must leave its reason for the next start to report (run_history.h).
+  InstallFatalRecorder(options.state_dir);
   const Status status = RunControllerRole(options, clock, g_stop);
   if (!status.ok()) {
     Log(status.message());

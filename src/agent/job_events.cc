@@ -3,9 +3,14 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "core/file_util.h"
+#include "core/utf8.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 namespace {
@@ -27,6 +32,14 @@ std::string Clean(std::string value, size_t max) {
   for (char& c : value) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       c = '?';
+  }
+  // JSON holds only UTF-8 (nlohmann's dump throws on anything else), and the cut above may
+  // split a character: then every non-ASCII byte goes.
+  if (!IsValidUtf8(value)) {
+    for (char& c : value) {
+      if (static_cast<unsigned char>(c) >= 0x80)
+        c = '?';
+    }
   }
   return value;
 }
@@ -79,24 +92,35 @@ nlohmann::json ToJson(const JobEvent& e) {
 }
 
 Result<JobEvent> JobEventFromJson(const nlohmann::json& j) {
-  if (!j.is_object() || j.value("version", 0) != 1) {
-    return InvalidArgumentError("job event: not a version 1 object").WithReason("invalid_event");
+  // Read by the sampler from files the hooks wrote, and by the controller from what a worker
+  // wrote: every member is checked, nothing throws.
+  constexpr char kReason[] = "invalid_event";
+  if (!j.is_object()) {
+    return InvalidArgumentError("job event: not a version 1 object").WithReason(kReason);
   }
+  EXPANSE_ASSIGN_OR_RETURN(wire::FieldReader r, wire::FieldReader::Object(j, "job_event", kReason));
+  if (Result<int64_t> version = r.Int("version", 1, 1, wire::Need::kRequired); !version.ok()) {
+    return InvalidArgumentError("job event: not a version 1 object (" + version.status().message() +
+                                ")")
+        .WithReason(kReason);
+  }
+  // The same rules as the ingest batch's job_events (wire/records.h) for what is uploaded.
+  EXPANSE_ASSIGN_OR_RETURN(wire::JobEventRecord record,
+                           wire::DecodeJobEvent(j, "job_event", kReason));
   JobEvent e;
-  e.kind = j.value("kind", std::string());
-  e.job_id = j.value("job_id", std::string());
-  e.host = j.value("host", std::string());
-  e.at_ms = j.value("at_ms", int64_t{0});
-  e.user = j.value("user", std::string());
-  e.partition = j.value("partition", std::string());
-  e.gpus = j.value("gpus", std::string());
-  e.cuda_visible_devices = j.value("cuda_visible_devices", std::string());
-  e.slurm_job_id = j.value("slurm_job_id", 0u);
-  if ((e.kind != "start" && e.kind != "end") || e.job_id.empty() || e.host.empty() ||
-      e.at_ms <= 0) {
-    return InvalidArgumentError("job event: kind, job_id, host and at_ms are required")
-        .WithReason("invalid_event");
-  }
+  e.kind = std::move(record.kind);
+  e.job_id = std::move(record.job_id);
+  e.host = std::move(record.host);
+  e.at_ms = record.at_ms;
+  EXPANSE_ASSIGN_OR_RETURN(e.user, r.Text("user", 64, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(e.partition, r.Text("partition", 64, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(e.gpus, r.Text("gpus", 512, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(e.cuda_visible_devices,
+                           r.Text("cuda_visible_devices", 2048, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(
+      const int64_t slurm_job_id,
+      r.Int("slurm_job_id", 0, std::numeric_limits<uint32_t>::max(), wire::Need::kOptional));
+  e.slurm_job_id = static_cast<uint32_t>(slurm_job_id);
   return e;
 }
 
@@ -145,8 +169,8 @@ PendingEvents ReadJobEvents(const std::string& dir, size_t max_events) {
         out.bad.push_back(name);
       continue;
     }
-    const nlohmann::json json = nlohmann::json::parse(**text, nullptr, false);
-    Result<JobEvent> event = JobEventFromJson(json);
+    Result<nlohmann::json> json = wire::ParseJson(**text, wire::JsonLimits{.max_depth = 4});
+    Result<JobEvent> event = json.ok() ? JobEventFromJson(*json) : json.status();
     if (!event.ok()) {
       out.bad.push_back(name);
       continue;

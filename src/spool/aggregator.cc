@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -305,34 +306,44 @@ void Aggregator::DrainHost(const std::string& host, Round& round, Worker& worker
       continue;
     }
     bool duplicate = false;
+    Status refused;  // the sink's refusal of this file's content (kDataLoss)
     {
       std::lock_guard lock(mu_);
       if (round.stop)
         return;
       duplicate = delivered_.WasDelivered(host, file->boot_id, file->sequence);
       if (!duplicate) {
-        if (Status status = round.sink(*file); !status.ok()) {
+        Status answer = CallSink(round.sink, *file);
+        if (answer.code() == StatusCode::kDataLoss) {
+          refused = std::move(answer);  // quarantined below, outside the lock
+        } else if (!answer.ok()) {
           // Logged when the sink starts failing, not every round while it keeps failing.
           if (options_.log && !sink_failing_) {
             options_.log("spool aggregator: sink refused " + JoinPath(host, c.name) + ": " +
-                         status.ToString() + "; files stay in the spool until it accepts them");
+                         answer.ToString() + "; files stay in the spool until it accepts them");
           }
           sink_failing_ = true;
-          round.sink_status = std::move(status);
+          round.sink_status = std::move(answer);
           round.stop = true;
           return;
         }
-        if (sink_failing_ && options_.log)
-          options_.log("spool aggregator: sink accepts files again");
-        sink_failing_ = false;
-        delivered_.MarkDelivered(host, file->boot_id, file->sequence, clock_.NowMs());
-        if (++uncommitted_ >= options_.state_sync_every_files) {
-          if (Status status = CommitDeliveredLocked(); !status.ok()) {
-            round.failure = std::move(status);
-            round.stop = true;  // this file is delivered: delete it below all the same
+        if (refused.ok()) {
+          if (sink_failing_ && options_.log)
+            options_.log("spool aggregator: sink accepts files again");
+          sink_failing_ = false;
+          delivered_.MarkDelivered(host, file->boot_id, file->sequence, clock_.NowMs());
+          if (++uncommitted_ >= options_.state_sync_every_files) {
+            if (Status status = CommitDeliveredLocked(); !status.ok()) {
+              round.failure = std::move(status);
+              round.stop = true;  // this file is delivered: delete it below all the same
+            }
           }
         }
       }
+    }
+    if (!refused.ok()) {
+      Refuse(dir.get(), host, c.name, ReasonOf(refused), refused, stats);
+      continue;
     }
     if (duplicate) {
       ++stats.duplicates;
@@ -356,6 +367,22 @@ void Aggregator::DrainHost(const std::string& host, Round& round, Worker& worker
                                     JoinPath(host, c.name) + ": " + std::strerror(err) +
                                     "; it will be skipped as a duplicate");
     }
+  }
+}
+
+Status Aggregator::CallSink(const Sink& sink, const SpoolFile& file) {
+  // A sink that throws on what a worker wrote must cost that file, not the process (an
+  // exception leaving a drain thread ends it with std::terminate).
+  try {
+    Status status = sink(file);
+    if (status.code() == StatusCode::kDataLoss && status.reason().empty())
+      return std::move(status).WithReason(reason::kRefusedBySink);
+    return status;
+  } catch (const std::exception& e) {
+    return DataLossError(std::string("the sink failed on this file: ") + e.what())
+        .WithReason(reason::kSinkException);
+  } catch (...) {
+    return DataLossError("the sink failed on this file").WithReason(reason::kSinkException);
   }
 }
 

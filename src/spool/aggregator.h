@@ -110,6 +110,10 @@ class Aggregator {
  public:
   // Called for one file at a time (never concurrently), possibly from a DrainOnce worker
   // thread. OK means the records are durable elsewhere and the file may be deleted.
+  // kDataLoss means the file's content is refused: it is quarantined with the status' reason
+  // (default "refused_by_sink") and the round goes on. Any other error stops the round and
+  // keeps the file for the next one. A sink that throws has its file refused as
+  // "sink_exception".
   using Sink = std::function<Status(const SpoolFile& file)>;
 
   // Opens the spool root (which must exist) and loads the delivery state. A corrupt state
@@ -145,6 +149,8 @@ class Aggregator {
   void DrainHost(const std::string& host, Round& round, Worker& worker);
   std::vector<Candidate> OrderCandidates(const std::string& host, int dir_fd,
                                          std::vector<Candidate> candidates);
+  // The sink's answer for `file`, with exceptions turned into kDataLoss.
+  static Status CallSink(const Sink& sink, const SpoolFile& file);
   void RemoveIfStaleTemp(int dir_fd, const std::string& name, DrainStats& stats);
   void Refuse(int dir_fd, const std::string& host, const std::string& name,
               const std::string& reason, const Status& why, DrainStats& stats);

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -210,6 +212,69 @@ TEST_F(HostileSpoolTest, NamesInTheRootThatAreNoHostAreIgnored) {
   EXPECT_EQ(stats->bad, 0u);
   EXPECT_THAT(log_, Contains(HasSubstr("not a host name")));
   EXPECT_EQ(ReadBytes(root_ + "/#operator notes"), "hello");
+}
+
+}  // namespace
+}  // namespace expanse::spool
+
+namespace expanse::spool {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class SinkRefusalTest : public testing::SpoolTest {
+ protected:
+  std::string Valid(uint64_t sequence) {
+    return testing::EncodeOrDie(testing::MakeSpoolFile("node01", "boot-a", sequence));
+  }
+};
+
+// The sink decides a file's records are unusable (a worker wrote nothing the controller can
+// take): the file is quarantined with the sink's reason and the round goes on to the next.
+TEST_F(SinkRefusalTest, ADataLossAnswerQuarantinesTheFileAndTheRoundGoesOn) {
+  Place("node01", SpoolFileName(1, "boot-a"), Valid(1));
+  Place("node01", SpoolFileName(2, "boot-a"), Valid(2));
+  std::vector<uint64_t> delivered;
+  Result<DrainStats> stats = OpenAggregator()->DrainOnce([&](const SpoolFile& file) {
+    if (file.sequence == 1)
+      return DataLossError("no record could be taken").WithReason("bad_records");
+    delivered.push_back(file.sequence);
+    return OkStatus();
+  });
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_THAT(delivered, ElementsAre(2u));
+  EXPECT_EQ(stats->files, 1u);
+  EXPECT_EQ(stats->bad_by_reason["bad_records"], 1u);
+  EXPECT_TRUE(stats->sink_status.ok());
+  EXPECT_THAT(Quarantined(), ElementsAre("node01-" + SpoolFileName(1, "boot-a") + "-bad_records"));
+  EXPECT_THAT(log_, Contains(HasSubstr("no record could be taken")));
+}
+
+// A sink that throws (a bug on some worker's input) costs that file, never the process: an
+// exception leaving a drain thread would end the controller, and its restart would meet the
+// same file again.
+TEST_F(SinkRefusalTest, ASinkThatThrowsHasItsFileQuarantined) {
+  Place("node01", SpoolFileName(1, "boot-a"), Valid(1));
+  Place("node01", SpoolFileName(2, "boot-a"), Valid(2));
+  Place("node02", SpoolFileName(1, "boot-a"),
+        testing::EncodeOrDie(testing::MakeSpoolFile("node02", "boot-a", 1)));
+  AggregatorOptions options = DefaultAggregatorOptions();
+  options.threads = 4;  // the sink then runs on drain threads, where a throw would terminate
+  std::vector<std::string> delivered;
+  Result<DrainStats> stats = OpenAggregator(options)->DrainOnce([&](const SpoolFile& file) {
+    if (file.host == "node01" && file.sequence == 1)
+      throw std::runtime_error("type_error: cannot use value() with number");
+    delivered.push_back(file.host + "/" + std::to_string(file.sequence));
+    return OkStatus();
+  });
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_THAT(delivered, ::testing::UnorderedElementsAre("node01/2", "node02/1"));
+  EXPECT_EQ(stats->bad_by_reason[reason::kSinkException], 1u);
+  EXPECT_THAT(Quarantined(),
+              ElementsAre("node01-" + SpoolFileName(1, "boot-a") + "-sink_exception"));
+  EXPECT_THAT(log_, Contains(HasSubstr("cannot use value() with number")));
 }
 
 }  // namespace

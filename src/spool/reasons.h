@@ -24,6 +24,10 @@ inline constexpr char kMalformed[] = "malformed";
 // Found by comparing the decoded header with where the file sits.
 inline constexpr char kHostMismatch[] = "host_mismatch";
 inline constexpr char kNameMismatch[] = "name_mismatch";
+// Found by the sink: records none of which the controller could take (kDataLoss from the
+// sink, unless it named its own reason), or the sink threw on the file.
+inline constexpr char kRefusedBySink[] = "refused_by_sink";
+inline constexpr char kSinkException[] = "sink_exception";
 
 }  // namespace expanse::spool::reason
 

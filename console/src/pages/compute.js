@@ -4,6 +4,7 @@
 import {api, path} from '../api.js';
 import {handleError, orgHash, session} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
+import {runsProblem, refusedRecordsProblem} from '../daemon_health.js';
 import {age, dateTime, mib} from '../format.js';
 import {installTexts, tokenBlock} from './add_compute.js';
 import {stateBadge} from './computes.js';
@@ -94,6 +95,16 @@ function actions(c, area) {
   return bar;
 }
 
+// Rows only when something is wrong: a daemon in a crash loop, or workers writing bad records.
+function healthRows(diagnostics) {
+  const rows = [];
+  const runs = runsProblem(diagnostics?.runs);
+  if (runs) rows.push(['Daemon restarts', h('span', {id: 'daemon-restarts', class: 'warning-text'}, runs)]);
+  const refused = refusedRecordsProblem(diagnostics);
+  if (refused) rows.push(['Refused worker records', h('span', {id: 'refused-records', class: 'warning-text'}, refused)]);
+  return rows;
+}
+
 async function draw(id, actionArea) {
   const c = await api.get(path`/api/v1/computes/${id}`);
   const hb = c.heartbeat || {};
@@ -107,6 +118,7 @@ async function draw(id, actionArea) {
       ['Controller host', c.controller_host || '—'],
       ['Worker nodes', h('span', {id: 'sampled-workers'}, c.heartbeat ? `${workers.sampled ?? 0} of ${workers.expected ?? 0} sampled worker nodes` : '—')],
       ['Registered', dateTime(c.created_at_ms)],
+      ...healthRows(hb.diagnostics),
     ]),
     h('p', {}, h('a', {href: orgHash(`jobs?compute=${encodeURIComponent(c.id)}`)}, 'Jobs on this compute')),
     actions(c, actionArea), actionArea,

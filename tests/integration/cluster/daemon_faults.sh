@@ -144,6 +144,14 @@ for w in "$w1" "$w2"; do
 done
 grep -q 'quarantin' "$DIR/controller.log" && fail "spool files were quarantined: $(grep quarantin "$DIR/controller.log" | head -3)"
 pass "controller killed 6 times during uploads: every event once, no gap in the samples"
+# A crash loop must show: each start counts the runs that ended without a clean stop, and the
+# heartbeat carries it (a restart otherwise looks like a fresh, healthy compute).
+runs_seen() {
+  api GET "/api/v1/computes/$COMPUTE" | jq -e '.heartbeat.diagnostics.runs | .unclean_exits >= 6 and .starts >= 7' >/dev/null
+}
+wait_until 30 "the heartbeat to report the controller's unclean exits" runs_seen ||
+  fail "heartbeat runs: $(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics.runs')"
+pass "the heartbeat reports the kills: $(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics.runs')"
 dc_assert_no_drain
 
 # --- A job no hook reported ---------------------------------------------------------------------
@@ -191,6 +199,52 @@ for reason in symlink hardlink not_regular too_large wrong_owner bad_magic trunc
   grep -q -- "-$reason\$" <<<"$quarantined" || fail "no hostile file quarantined as $reason: $quarantined"
 done
 pass "hostile spool files refused by reason: $(sed 's/.*-//' <<<"$quarantined" | sort | paste -sd' ')"
+
+# --- Hostile records in well-framed spool files -------------------------------------------------
+# A worker (a buggy version, a full disk, a compromised node) writes valid files whose records
+# are wrongly typed. Each of these used to end the controller for good (nlohmann threw on a
+# wrongly typed field), or made the server refuse the whole upload with every other worker's
+# samples in it. Each file also carries one good GPU allocation ("probe") of a running job:
+# it must reach the server while the bad record is dropped, counted and named.
+job_probe="$(submit -w "$w1" -o /dev/null --wrap 'sleep 300')"
+wait_until 60 "job $job_probe to start" bash -c "[[ \$(squeue -h -j $job_probe -o %T) == RUNNING ]]"
+boot="hostile-records-$$"
+now_ms="$(date +%s%3N)"
+probe() { printf 'gpu_allocation={"job_id":"%s","host":"%s","gpu_uuid":"GPU-probe-%s","gpu_index":9,"from_ms":%s,"to_ms":0}' "$job_probe" "$w1" "$1" "$now_ms"; }
+printf '%*s' 100000 '' | tr ' ' '[' >"$DIR/deep.json"
+chmod 644 "$DIR/deep.json"
+write_records() { # sequence records...
+  "$TESTCLUSTER" exec "$w1" -- "$BUILD/bin/expanse-test-spool-write" "$spool_w1" "$w1" "$boot" "$@" >/dev/null
+}
+ctl_pid_before="$ctl_pid"
+unclean_before="$(api GET "/api/v1/computes/$COMPUTE" | jq '.heartbeat.diagnostics.runs.unclean_exits')"
+write_records 1 'job_event={"version":"1"}'
+write_records 2 "job_event={\"version\":1,\"kind\":\"start\",\"job_id\":\"$job_probe\",\"host\":\"$w1\",\"at_ms\":\"now\"}" "$(probe 2)"
+write_records 3 'gpu_series=[{"host":5,"metric":"gpu.sm_util","t0":1,"dt":[0],"v":[1]}]' "$(probe 3)"
+write_records 4 'gpu_series=[5,"x",null]' "$(probe 4)"
+write_records 5 "gpu_series=[{\"host\":\"$w1\",\"metric\":\"gpu.sm_util\",\"t0\":\"$now_ms\",\"dt\":[0],\"v\":[1]}]" "$(probe 5)"
+write_records 6 "gpu_series=@$DIR/deep.json" "$(probe 6)"
+write_records 7 "py_stacks=[{\"job_id\":\"$job_probe\",\"host\":\"$w1\",\"window_start_ms\":\"x\"}]" "$(probe 7)"
+dc_wait_job 90 "$job_probe" '[.gpus[]?.gpu_uuid | select(startswith("GPU-probe-"))] | length == 6' \
+  "the good records beside the bad ones (probes 2-7 of job $job_probe)"
+pass "the good records of files with bad ones were delivered"
+wait_until 30 "the file with nothing good quarantined" bash -c "ls '$prefix/spool/workers/.quarantine' | grep -q -- '$boot.spool-bad_records\$'"
+pass "a file none of whose records could be taken is quarantined as bad_records"
+kill -0 "$ctl_pid_before" 2>/dev/null || fail "the controller died on hostile records: $(tail -20 "$DIR/controller.log")"
+pass "the controller (pid $ctl_pid_before) is still running"
+refused_ok() {
+  api GET "/api/v1/computes/$COMPUTE" | jq -e --arg h "$w1" \
+    '.heartbeat.diagnostics.bad_worker_records_by_host[$h].records >= 9' >/dev/null
+}
+wait_until 30 "the heartbeat to count the refused records of $w1" refused_ok ||
+  fail "refused records not in the heartbeat: $(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics')"
+diag="$(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics')"
+assert_eq 0 "$(jq '.uploader.dead_lettered' <<<"$diag")" "batches the server refused (dead-lettered) after hostile records"
+assert_eq "$unclean_before" "$(jq '.runs.unclean_exits' <<<"$diag")" "unclean exits of the controller (unchanged by the hostile records)"
+grep -q "worker spool: refused .* from $w1 (bad_record): .*t0 must be an integer" "$DIR/controller.log" ||
+  fail "no log line naming the bad t0: $(grep 'worker spool' "$DIR/controller.log" | head -5)"
+pass "refusals counted per host ($(jq -c --arg h "$w1" '.bad_worker_records_by_host[$h]' <<<"$diag")) and logged with the field's path"
+scancel "$job_probe"
 job_after="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 4')"
 wait_job_done "$job_after" 60
 dc_wait_job 60 "$job_after" '([.events[]?] | length) == 2 and .used.has_gpu_samples == true' "job $job_after's data after the hostile files"
