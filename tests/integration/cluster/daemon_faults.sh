@@ -241,8 +241,13 @@ wait_until 30 "the heartbeat to count the refused records of $w1" refused_ok ||
 diag="$(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics')"
 assert_eq 0 "$(jq '.uploader.dead_lettered' <<<"$diag")" "batches the server refused (dead-lettered) after hostile records"
 assert_eq "$unclean_before" "$(jq '.runs.unclean_exits' <<<"$diag")" "unclean exits of the controller (unchanged by the hostile records)"
-grep -q "worker spool: refused .* from $w1 (bad_record): .*t0 must be an integer" "$DIR/controller.log" ||
-  fail "no log line naming the bad t0: $(grep 'worker spool' "$DIR/controller.log" | head -5)"
+# Logged once per host and reason, naming the field; the heartbeat keeps the last problem.
+grep -q "worker spool: refused 1 record(s) from $w1 (bad_record): .*job_event.version must be an integer" "$DIR/controller.log" ||
+  fail "no log line naming the bad version: $(grep 'worker spool' "$DIR/controller.log" | head -5)"
+grep -q "worker spool: refused 1 record(s) from $w1 (json_too_deep): gpu_series: .*deeper than 8 levels" "$DIR/controller.log" ||
+  fail "no log line for the nested payload: $(grep 'worker spool' "$DIR/controller.log" | head -5)"
+[[ "$(jq -r --arg h "$w1" '.bad_worker_records_by_host[$h].last_problem' <<<"$diag")" == "py_stacks[0].window_start_ms must be an integer"* ]] ||
+  fail "the heartbeat's last problem of $w1: $(jq -c --arg h "$w1" '.bad_worker_records_by_host[$h]' <<<"$diag")"
 pass "refusals counted per host ($(jq -c --arg h "$w1" '.bad_worker_records_by_host[$h]' <<<"$diag")) and logged with the field's path"
 scancel "$job_probe"
 job_after="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 4')"
