@@ -1,11 +1,7 @@
 // The listener against hostile requests that httplib 0.11.4 would otherwise honour: many
 // byte ranges (one answer repeating the content once per range), ranges on API answers,
 // and duplicate Content-Length headers.
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -15,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/error.h"
+#include "http/http_test_util.h"
 #include "http/listener.h"
 
 namespace expanse::http {
@@ -66,20 +63,7 @@ class ListenerHostileTest : public ::testing::Test {
   // whatever the answer's Connection header says (the listener's own
   // "Connection: close" only tells the client).
   std::string Raw(const std::string& request) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(listener_->port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-    std::string answer;
-    char buffer[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0)
-      answer.append(buffer, static_cast<size_t>(n));
-    ::close(fd);
-    return answer;
+    return testing::SendRawRequest(listener_->port(), request);
   }
 
   static std::string ManyRanges(int count) {

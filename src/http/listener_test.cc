@@ -15,9 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "http/error.h"
+#include "http/http_test_util.h"
 
 namespace expanse::http {
 namespace {
+
+using testing::Gzip;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -258,19 +261,6 @@ TEST_F(ListenerTest, LimitAppliesToDecompressedBody) {
   ASSERT_TRUE(result) << result.error();
   EXPECT_EQ(result->status, 413);
   EXPECT_EQ(ErrorCode(result), "body_too_large");
-}
-
-// gzip of `plain`, for bodies sent with Content-Encoding: gzip.
-std::string Gzip(const std::string& plain) {
-  std::string compressed;
-  httplib::detail::gzip_compressor compressor;
-  const bool ok = compressor.compress(plain.data(), plain.size(), /*last=*/true,
-                                      [&](const char* data, size_t n) {
-                                        compressed.append(data, n);
-                                        return true;
-                                      });
-  EXPECT_TRUE(ok);
-  return compressed;
 }
 
 // A route's own limit replaces the listener's (1 KiB here), larger or smaller, and holds for

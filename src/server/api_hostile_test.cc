@@ -2,10 +2,6 @@
 // a release file and API answers; sign-in guessing (normalised emails, a limit per address
 // and account that leaves the owner a way in, a ceiling per account); probing organisation
 // and compute ids; and where sign-in events are audited.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -13,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "http/http_test_util.h"
 #include "server/api_test_util.h"
 
 namespace expanse::server {
@@ -39,23 +36,7 @@ class ApiHostileTest : public ApiTest {
         "POST /api/v1/session HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
         "Content-Type: application/json\r\nContent-Length: " +
         std::to_string(body.size()) + "\r\n\r\n" + body;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in local{};
-    local.sin_family = AF_INET;
-    inet_pton(AF_INET, source.c_str(), &local.sin_addr);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local), 0) << source;
-    sockaddr_in server{};
-    server.sin_family = AF_INET;
-    server.sin_port = htons(static_cast<uint16_t>(app_->control_port()));
-    server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof server), 0);
-    EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-    std::string answer;
-    char buffer[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0)
-      answer.append(buffer, static_cast<size_t>(n));
-    ::close(fd);
+    const std::string answer = http::testing::SendRawRequest(app_->control_port(), request, source);
     // "HTTP/1.1 200 OK"
     return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : 0;
   }

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "http/http_test_util.h"
 #include "server/api_test_util.h"
 #include "server/ingest_batch.h"
 
@@ -40,17 +41,7 @@ constexpr size_t kMaxGrowthBytes = 200u << 20;
 
 std::string Nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
-std::string Gzip(const std::string& plain) {
-  std::string compressed;
-  httplib::detail::gzip_compressor compressor;
-  const bool ok = compressor.compress(plain.data(), plain.size(), /*last=*/true,
-                                      [&](const char* data, size_t n) {
-                                        compressed.append(data, n);
-                                        return true;
-                                      });
-  EXPECT_TRUE(ok);
-  return compressed;
-}
+using http::testing::Gzip;
 
 // One zstd frame; `declare_size` false leaves the decoded size out of the frame header, as a
 // streaming compressor (or an attacker) would.
