@@ -1,9 +1,12 @@
 #include "http/listener.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,8 +19,10 @@
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include "http/error.h"
 #include "http/host.h"
-#include "http/listener_server.h"
+#include "http/listener_core.h"
+#include "http/listener_engine.h"
 #include "http/openssl_util.h"
 
 namespace expanse::http {
@@ -27,16 +32,48 @@ namespace {
 constexpr std::string_view kPlainHttpRefused =
     "plain HTTP is only allowed on loopback; give --tls-cert/--tls-key or --tls-self-signed";
 
-// httplib's default also sets SO_REUSEPORT, which lets a second server bind the same
-// port and silently take half of the connections. SO_REUSEADDR alone still allows a
-// restart while old connections sit in TIME_WAIT.
+// Not SO_REUSEPORT, which would let a second server bind the same port and silently take
+// half of the connections. SO_REUSEADDR alone still allows a restart while old connections
+// sit in TIME_WAIT.
 void SetListenSocketOptions(int sock) {
   const int yes = 1;
   setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  // Inherited by accepted sockets. httplib writes a response's headers and body in two
-  // sends; with Nagle the body waits for the client's delayed ACK of the headers, up to
-  // 40 ms per request on a keep-alive connection.
+  // Inherited by accepted sockets: an answer's last segment must not wait for the client's
+  // delayed ACK (up to 40 ms per request on a keep-alive connection).
   setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+}
+
+// A listening socket for host:port, or -1 with errno set (0 when the host did not resolve).
+int OpenListenSocket(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0 || found == nullptr) {
+    errno = 0;
+    return -1;
+  }
+  int error = 0;
+  int sock = -1;
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    sock = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (sock < 0) {
+      error = errno;
+      continue;
+    }
+    SetListenSocketOptions(sock);
+    if (bind(sock, ai->ai_addr, ai->ai_addrlen) == 0 && listen(sock, SOMAXCONN) == 0) {
+      break;
+    }
+    error = errno;
+    close(sock);
+    sock = -1;
+  }
+  freeaddrinfo(found);
+  errno = error;
+  return sock;
 }
 
 bool IsLoopbackAddress(const sockaddr_storage& address) {
@@ -69,58 +106,70 @@ Status CheckOptions(const ListenerOptions& options, const std::string& where) {
     return InvalidArgumentError(where + ": " + std::string(kPlainHttpRefused));
   }
   if (options.max_body_bytes == 0 || options.worker_threads == 0 ||
-      options.keep_alive_max_requests == 0) {
-    return InvalidArgumentError(
-        where + ": max_body_bytes, worker_threads and keep_alive_max_requests must be positive");
+      options.keep_alive_max_requests == 0 || options.max_connections == 0 ||
+      options.max_connections_per_address == 0 || options.max_queued_requests == 0 ||
+      options.max_parked_requests == 0 || options.min_body_rate_bytes_per_s == 0) {
+    return InvalidArgumentError(where +
+                                ": max_body_bytes, worker_threads, keep_alive_max_requests, "
+                                "max_connections(_per_address), max_queued_requests, "
+                                "max_parked_requests and min_body_rate_bytes_per_s must be "
+                                "positive");
   }
-  if (options.read_timeout.count() <= 0 || options.write_timeout.count() <= 0 ||
+  if (options.io_threads < 1 || options.io_threads > 2) {
+    return InvalidArgumentError(where + ": io_threads must be 1 or 2");
+  }
+  if (options.handshake_timeout.count() <= 0 || options.header_timeout.count() <= 0 ||
+      options.body_timeout.count() <= 0 || options.write_timeout.count() <= 0 ||
       options.keep_alive_timeout.count() <= 0) {
     return InvalidArgumentError(where + ": timeouts must be positive");
+  }
+  // Each connection is a descriptor; past the process's limit accept() fails and the
+  // listener would refuse everyone rather than the newest.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
+      options.max_connections + 64 > files.rlim_cur) {
+    return InvalidArgumentError(
+        where + ": max_connections " + std::to_string(options.max_connections) +
+        " does not fit the open-file limit " + std::to_string(files.rlim_cur) +
+        " (raise LimitNOFILE or lower the connection limit)");
   }
   return OkStatus();
 }
 
-// Loads the certificate chain and key into a fresh context, keeping OpenSSL's reason
-// when that fails (httplib's own constructors discard it).
-Result<std::unique_ptr<httplib::Server>> MakeTlsServer(const ListenerOptions& options,
-                                                       const std::string& where) {
-  std::string error;
-  auto setup = [&](SSL_CTX& context) {
-    // httplib's constructors allow TLS 1.1; nothing we talk to needs less than 1.2.
-    SSL_CTX_set_min_proto_version(&context, TLS1_2_VERSION);
-    SSL_CTX_set_options(&context, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-    if (SSL_CTX_use_certificate_chain_file(&context, options.cert_file.c_str()) != 1) {
-      error = "cannot load the TLS certificate chain from \"" + options.cert_file +
-              "\": " + http_internal::TakeOpenSslErrors();
-      return false;
-    }
-    if (SSL_CTX_use_PrivateKey_file(&context, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      error = "cannot load the TLS private key from \"" + options.key_file +
-              "\" (or it does not belong to \"" + options.cert_file +
-              "\"): " + http_internal::TakeOpenSslErrors();
-      return false;
-    }
-    if (SSL_CTX_check_private_key(&context) != 1) {
-      error = "the TLS private key \"" + options.key_file + "\" does not match the certificate \"" +
-              options.cert_file + "\"";
-      return false;
-    }
-    return true;
-  };
-  auto server =
-      std::make_unique<AccessibleServer<httplib::SSLServer>>(std::function<bool(SSL_CTX&)>(setup));
-  if (!server->is_valid()) {
-    if (error.empty()) {
-      error = "cannot create a TLS context: " + http_internal::TakeOpenSslErrors();
-    }
-    return InvalidArgumentError(where + ": " + error);
+// A TLS server context with our policy and the certificate chain and key, keeping
+// OpenSSL's reason when loading fails.
+Result<std::shared_ptr<void>> MakeTlsContext(const ListenerOptions& options,
+                                             const std::string& where) {
+  SSL_CTX* raw = SSL_CTX_new(TLS_server_method());
+  if (raw == nullptr) {
+    return InvalidArgumentError(
+        where + ": cannot create a TLS context: " + http_internal::TakeOpenSslErrors());
   }
-  return std::unique_ptr<httplib::Server>(std::move(server));
+  std::shared_ptr<void> owned(raw,
+                              [](void* context) { SSL_CTX_free(static_cast<SSL_CTX*>(context)); });
+  // Nothing we talk to needs less than TLS 1.2.
+  SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
+  SSL_CTX_set_options(raw, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  if (SSL_CTX_use_certificate_chain_file(raw, options.cert_file.c_str()) != 1) {
+    return InvalidArgumentError(where + ": cannot load the TLS certificate chain from \"" +
+                                options.cert_file + "\": " + http_internal::TakeOpenSslErrors());
+  }
+  if (SSL_CTX_use_PrivateKey_file(raw, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return InvalidArgumentError(where + ": cannot load the TLS private key from \"" +
+                                options.key_file + "\" (or it does not belong to \"" +
+                                options.cert_file + "\"): " + http_internal::TakeOpenSslErrors());
+  }
+  if (SSL_CTX_check_private_key(raw) != 1) {
+    return InvalidArgumentError(where + ": the TLS private key \"" + options.key_file +
+                                "\" does not match the certificate \"" + options.cert_file + "\"");
+  }
+  return owned;
 }
 
 }  // namespace
 
-Listener::Listener(ListenerOptions options) : options_(std::move(options)) {}
+Listener::Listener(ListenerOptions options)
+    : core_(std::make_shared<http_internal::ListenerCore>(std::move(options))) {}
 
 Result<std::unique_ptr<Listener>> Listener::Create(ListenerOptions options) {
   if (options.name.empty()) {
@@ -129,34 +178,24 @@ Result<std::unique_ptr<Listener>> Listener::Create(ListenerOptions options) {
   const std::string where =
       options.name + " listener on " + options.host + ":" + std::to_string(options.port);
   EXPANSE_RETURN_IF_ERROR(CheckOptions(options, where));
-
-  auto server = std::make_unique<Server>();
-  if (options.cert_file.empty()) {
-    auto plain = std::make_unique<AccessibleServer<httplib::Server>>();
-    server->socket = plain.get();
-    server->http = std::move(plain);
-  } else {
-    EXPANSE_ASSIGN_OR_RETURN(server->http, MakeTlsServer(options, where));
-    server->socket = dynamic_cast<ListenSocketAccess*>(server->http.get());
+  std::shared_ptr<void> tls_context;
+  if (!options.cert_file.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(tls_context, MakeTlsContext(options, where));
   }
-
-  httplib::Server& http = *server->http;
-  const size_t threads = options.worker_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_socket_options(SetListenSocketOptions);
-  http.set_payload_max_length(options.max_body_bytes);
-  http.set_read_timeout(options.read_timeout);
-  http.set_write_timeout(options.write_timeout);
-  http.set_keep_alive_timeout(options.keep_alive_timeout.count());
-  http.set_keep_alive_max_count(options.keep_alive_max_requests);
-
   std::unique_ptr<Listener> listener(new Listener(std::move(options)));
-  listener->server_ = std::move(server);
-  listener->InstallHandlers();
+  listener->tls_context_ = std::move(tls_context);
   return listener;
 }
 
 Listener::~Listener() { Stop(); }
+
+const ListenerOptions& Listener::options() const { return core_->options(); }
+
+uint64_t Listener::heap_trims() const { return core_->heap_trims(); }
+
+uint64_t Listener::refused_connections() const {
+  return engine_ ? engine_->refused_connections() : 0;
+}
 
 void Listener::Get(std::string_view pattern, Handler handler) {
   AddRoute("GET", pattern, std::move(handler), {});
@@ -173,47 +212,53 @@ void Listener::Patch(std::string_view pattern, Handler handler, RouteOptions rou
 void Listener::Delete(std::string_view pattern, Handler handler, RouteOptions route) {
   AddRoute("DELETE", pattern, std::move(handler), route);
 }
+void Listener::GetDeferred(std::string_view pattern, DeferredHandler handler) {
+  if (!handler) {
+    AddRoute("GET", pattern, nullptr, {});  // reported as an empty handler
+    return;
+  }
+  std::vector<DeferredHandler>& deferred = core_->deferred_handlers();
+  deferred.push_back(std::move(handler));
+  // The router needs a handler; this one is never called (deferred_id routes go to
+  // ListenerCore::ServeDeferred).
+  AddRoute(
+      "GET", pattern,
+      [](const Request&) { return ErrorResponse(500, "internal", "deferred route"); }, {},
+      deferred.size());
+}
 
 void Listener::AddRoute(std::string_view method, std::string_view pattern, Handler handler,
-                        RouteOptions route) {
+                        RouteOptions route, size_t deferred_id) {
   {
     const std::lock_guard<std::mutex> lock(mu_);
     if (state_ == State::kRunning || state_ == State::kStopped) {
       // Workers read the router without a lock; changing it now would be a data race.
       std::fprintf(stderr, "expanse: %s listener: route %.*s %.*s added after Start()\n",
-                   options_.name.c_str(), static_cast<int>(method.size()), method.data(),
+                   options().name.c_str(), static_cast<int>(method.size()), method.data(),
                    static_cast<int>(pattern.size()), pattern.data());
       std::abort();
     }
   }
-  Status status = router_.Add(method, pattern, std::move(handler), route.max_body_bytes);
+  Status status =
+      core_->router().Add(method, pattern, std::move(handler), route.max_body_bytes, deferred_id);
   if (!status.ok() && route_error_.ok()) {
-    route_error_ = InvalidArgumentError(options_.name + " listener: " + status.message());
+    route_error_ = InvalidArgumentError(options().name + " listener: " + status.message());
   }
 }
 
 Result<int> Listener::Bind() {
   const std::lock_guard<std::mutex> lock(mu_);
-  const std::string where = options_.name + " listener: cannot listen on " + options_.host + ":" +
-                            std::to_string(options_.port);
+  const ListenerOptions& opts = options();
+  const std::string where =
+      opts.name + " listener: cannot listen on " + opts.host + ":" + std::to_string(opts.port);
   if (state_ != State::kCreated) {
     return FailedPreconditionError(where + ": Bind() was already called");
   }
   EXPANSE_RETURN_IF_ERROR(route_error_);
 
-  httplib::Server& http = *server_->http;
-  errno = 0;
-  int port = options_.port;
-  if (port == 0) {
-    port = http.bind_to_any_port(options_.host);
-  } else if (!http.bind_to_port(options_.host, port)) {
-    port = -1;
-  }
-  if (port < 0) {
-    // httplib reports only failure; errno still holds what bind/listen said, or 0
-    // when the name did not resolve.
+  const int sock = OpenListenSocket(opts.host, opts.port);
+  if (sock < 0) {
     const int error = errno;
-    server_->socket->CloseListenSocket();
     if (error == EADDRINUSE) {
       return UnavailableError(where + ": the address is already in use");
     }
@@ -229,20 +274,25 @@ Result<int> Listener::Bind() {
                                 (error == 0 ? std::string("the host does not resolve")
                                             : std::string(std::strerror(error))));
   }
-  if (!tls()) {
-    // The name passed IsLoopbackHost, but "localhost" is only what the resolver says
-    // it is: check where the socket really is.
-    sockaddr_storage address{};
-    socklen_t length = sizeof(address);
-    if (getsockname(server_->socket->listen_socket(), reinterpret_cast<sockaddr*>(&address),
-                    &length) != 0 ||
-        !IsLoopbackAddress(address)) {
-      server_->socket->CloseListenSocket();
-      return InvalidArgumentError(where + ": \"" + options_.host +
-                                  "\" resolved to a non-loopback address; " +
-                                  std::string(kPlainHttpRefused));
-    }
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(sock, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const int error = errno;
+    close(sock);
+    return InternalError(where + ": " + std::strerror(error));
   }
+  // The name passed IsLoopbackHost, but "localhost" is only what the resolver says it is:
+  // check where the socket really is.
+  if (!tls() && !IsLoopbackAddress(address)) {
+    close(sock);
+    return InvalidArgumentError(where + ": \"" + opts.host +
+                                "\" resolved to a non-loopback address; " +
+                                std::string(kPlainHttpRefused));
+  }
+  const int port = address.ss_family == AF_INET6
+                       ? ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port)
+                       : ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+  listen_fd_ = sock;
   port_ = port;
   state_ = State::kBound;
   return port;
@@ -253,7 +303,7 @@ Status Listener::Start() {
   {
     const std::lock_guard<std::mutex> lock(mu_);
     if (state_ == State::kRunning || state_ == State::kStopped) {
-      return FailedPreconditionError(options_.name + " listener: Start() after " +
+      return FailedPreconditionError(options().name + " listener: Start() after " +
                                      (state_ == State::kRunning ? "Start()" : "Stop()"));
     }
     bound = state_ == State::kBound;
@@ -263,41 +313,35 @@ Status Listener::Start() {
   }
   const std::lock_guard<std::mutex> lock(mu_);
   if (state_ != State::kBound) {
-    return FailedPreconditionError(options_.name + " listener: stopped while starting");
+    return FailedPreconditionError(options().name + " listener: stopped while starting");
   }
-  httplib::Server& http = *server_->http;
-  // httplib refuses a Content-Length over this before our reader runs; the reader then
-  // holds each route to its own limit. Routes are final now (AddRoute aborts from here on).
-  http.set_payload_max_length(std::max(options_.max_body_bytes, router_.LargestBodyLimit()));
-  thread_ = std::thread([this, &http] {
-    http.listen_after_bind();
-    listen_returned_ = true;
-  });
-  // httplib's stop() is a no-op until the listen loop has marked itself running, so
-  // a Stop() right after Start() could otherwise leave the loop running forever.
-  while (!http.is_running() && !listen_returned_) {
-    std::this_thread::yield();
+  // Routes are final now (AddRoute aborts from here on).
+  Result<std::unique_ptr<http_internal::Engine>> engine =
+      http_internal::Engine::Start(core_, listen_fd_, tls_context_);
+  if (!engine.ok()) {
+    CloseListenSocket();
+    state_ = State::kStopped;
+    return engine.status();
   }
+  listen_fd_ = -1;  // the engine's now
+  engine_ = *std::move(engine);
   state_ = State::kRunning;
   return OkStatus();
 }
 
 void Listener::Stop() {
   const std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kRunning) {
-    server_->http->stop();  // closes the listening socket; the loop drains its workers
-    thread_.join();
-  } else if (state_ == State::kBound) {
-    server_->socket->CloseListenSocket();
+  if (engine_) {
+    engine_->Stop();
   }
+  CloseListenSocket();
   state_ = State::kStopped;
 }
 
-void Listener::LogError(std::string_view message) const {
-  if (options_.error_log) {
-    options_.error_log(message);
-  } else {
-    spdlog::error("{}", message);
+void Listener::CloseListenSocket() {
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
   }
 }
 

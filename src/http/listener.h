@@ -1,23 +1,35 @@
 // Listener: one HTTP(S) endpoint of expanse-server (the control plane, the data
-// plane, the console), on cpp-httplib.
+// plane, the console), on Boost.Beast and Asio.
 //
 //   EXPANSE_ASSIGN_OR_RETURN(auto listener, http::Listener::Create(options));
 //   listener->Get("/api/v1/jobs/:job_id", [&](const http::Request& request) {
 //     return http::JsonResponse(200, store.JobJson(request.PathParam("job_id")));
 //   });
-//   EXPANSE_RETURN_IF_ERROR(listener->Start());   // binds, serves on worker threads
+//   EXPANSE_RETURN_IF_ERROR(listener->Start());   // binds, serves on background threads
 //   ...
 //   listener->Stop();                             // or let the destructor do it
 //
-// Every answer the listener makes itself is a JSON error (http/error.h): unknown path
-// 404 "not_found", known path with another method 405 "method_not_allowed" (with
-// Allow), body over the route's limit 413 "body_too_large", a handler that throws 500
-// "internal" (and an error_log line), malformed requests 400 "bad_request".
+// Every answer the listener makes itself is a JSON error (http/error.h, listed in
+// docs/formats/http-errors.md): unknown path 404 "not_found", known path with another
+// method 405 "method_not_allowed" (with Allow), body over the route's limit 413
+// "body_too_large", a handler that throws 500 "internal" (and an error_log line), malformed
+// requests 400 "bad_request", too many requests waiting for a worker 503 "overloaded".
+//
+// Threads: connections are read and written asynchronously by io_threads (accept, TLS,
+// parsing, writing, deadlines); a handler runs on one of worker_threads only once its
+// request is complete, so a slow or idle client never holds a worker. Every phase of a
+// connection has an absolute deadline (handshake, header, body, write), not an inactivity
+// timeout: a client sending a byte a second is cut when the phase's deadline passes.
+// Connections are capped in all and per client address (IPv6 per /64), checked at accept.
 //
 // Body limits: a route may declare its own (RouteOptions::max_body_bytes); the others take
-// ListenerOptions::max_body_bytes. Either is enforced while the body is read, counting the
-// bytes after Content-Encoding is undone, so a gzip bomb is refused after at most the limit
-// has been decompressed, before any handler sees it.
+// ListenerOptions::max_body_bytes. A Content-Length over the limit is refused (413) before
+// any of the body is read; a chunked body is refused once it passes the limit; either is
+// counted after Content-Encoding is undone, so a gzip bomb is refused after at most the
+// limit has been decompressed, before any handler sees it.
+//
+// Long-polls: a route added with GetDeferred() answers through a Responder, now or later
+// from any thread; while it waits it holds no thread at all.
 //
 // Memory: after a request whose body reached trim_heap_after_bytes, or whose handler called
 // RequestHeapTrim(), the listener calls glibc's malloc_trim(0) once the response is written.
@@ -36,12 +48,18 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <vector>
 
 #include "core/result.h"
 #include "core/status.h"
 #include "http/message.h"
 #include "http/router.h"
+
+namespace expanse::http_internal {
+class PendingAnswer;  // listener_core.h
+class ListenerCore;   // listener_core.h
+class Engine;         // listener_engine.h
+}  // namespace expanse::http_internal
 
 namespace expanse::http {
 
@@ -61,19 +79,32 @@ struct ListenerOptions {
   // A request body at least this large has malloc_trim(0) run after its response; 0: only
   // when the handler asks (RequestHeapTrim).
   size_t trim_heap_after_bytes = 1 << 20;
-  // Bound each read and write on a connection; the read timeout also bounds the TLS
-  // handshake, so a client that connects and sends nothing holds a worker this long.
-  std::chrono::seconds read_timeout{10};
-  std::chrono::seconds write_timeout{10};
-  // How long an idle keep-alive connection is held open for its next request, which
-  // is also how long Stop() may wait for such a connection to go away.
-  std::chrono::seconds keep_alive_timeout{2};
+  // Deadlines, each absolute for its phase of a connection: the TLS handshake; a request's
+  // header, counted from its first byte; its body, body_timeout plus the time the body's
+  // length takes at min_body_rate_bytes_per_s; writing an answer, likewise from its size.
+  // Past one, the connection is closed without an answer.
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{10000};
+  std::chrono::milliseconds write_timeout{10000};
+  size_t min_body_rate_bytes_per_s = 64 << 10;
+  // How long an idle keep-alive connection is held open for its next request.
+  std::chrono::milliseconds keep_alive_timeout{2000};
   size_t keep_alive_max_requests = 100;  // >= 1; 1 closes every connection after a request
-  // Connections served at once (httplib serves one connection per thread); further
-  // accepted connections wait in a queue. >= 1.
+  // Open connections, in all and per client address (an IPv6 client per /64); over either,
+  // a new connection is closed at accept, before TLS. Both >= 1; max_connections must fit
+  // in the process's open-file limit.
+  size_t max_connections = 1024;
+  size_t max_connections_per_address = 64;
+  // Threads that read and write connections (1 or 2) and threads that run handlers (>= 1).
+  size_t io_threads = 1;
   size_t worker_threads = 8;
+  // Complete requests waiting for a worker; over it, 503 "overloaded" at once.
+  size_t max_queued_requests = 256;
+  // Long-poll requests parked at once (GetDeferred routes); over it, 503 "overloaded".
+  size_t max_parked_requests = 1024;
   // Where the listener reports handler exceptions and dropped response headers.
-  // Null: spdlog::error. Called from worker threads.
+  // Null: spdlog::error. Called from any of the listener's threads.
   std::function<void(std::string_view message)> error_log{};
 };
 
@@ -88,6 +119,29 @@ struct RouteOptions {
 // once this request's response is written. For handlers that built something large from a
 // small body (a decompressed batch). Does nothing outside a listener's worker thread.
 void RequestHeapTrim();
+
+// The answer of a long-poll request (Listener::GetDeferred), given now or later from any
+// thread. Copies share one answer; the first Respond wins.
+class Responder {
+ public:
+  explicit Responder(std::shared_ptr<http_internal::PendingAnswer> pending);
+
+  // Sends `response`. false when the request was answered already (by another Respond or
+  // the fallback). Thread-safe. A parked request keeps its connection until it is answered,
+  // so every Responder must be answered, by its handler or its fallback.
+  bool Respond(Response response) const;
+  // Unless answered within `after`, `fallback` runs on a worker thread and its result is
+  // sent. It also runs, at once, when the listener stops. Call at most once.
+  void ExpireAfter(std::chrono::milliseconds after, std::function<Response()> fallback) const;
+  bool answered() const;
+
+ private:
+  std::shared_ptr<http_internal::PendingAnswer> pending_;
+};
+
+// Runs on a worker thread; answers through the Responder, before returning or later. A
+// request left unanswered when its last Responder copy goes is answered 500 and logged.
+using DeferredHandler = std::function<void(const Request&, Responder)>;
 
 class Listener {
  public:
@@ -110,6 +164,8 @@ class Listener {
   void Put(std::string_view pattern, Handler handler, RouteOptions route = {});
   void Patch(std::string_view pattern, Handler handler, RouteOptions route = {});
   void Delete(std::string_view pattern, Handler handler, RouteOptions route = {});
+  // A GET route whose handler may answer later (long-polls): see Responder.
+  void GetDeferred(std::string_view pattern, DeferredHandler handler);
 
   // Binds and listens, so connections queue in the kernel until Start(); returns the
   // port (useful with port 0). kUnavailable when the address is in use,
@@ -121,41 +177,40 @@ class Listener {
   // the listener accepts connections.
   Status Start();
 
-  // Stops accepting, lets requests already being handled finish and answer, then
-  // returns. Connections accepted but not yet read are closed unanswered, and an idle
-  // keep-alive connection can delay the return by up to keep_alive_timeout.
+  // Stops accepting, lets requests already being handled finish and answer (parked
+  // long-polls get their fallback), then returns. Connections still in their handshake or
+  // reading a request, and idle keep-alive connections, are closed unanswered.
   // Idempotent; after Stop the listener cannot be started again. Must not be called
   // from a handler (it would wait for that handler to finish).
   void Stop();
 
   int port() const { return port_; }  // 0 before Bind()
-  bool tls() const { return !options_.cert_file.empty(); }
-  const ListenerOptions& options() const { return options_; }
+  bool tls() const { return !options().cert_file.empty(); }
+  const ListenerOptions& options() const;
   // How many times malloc_trim has run after a response (for tests and metrics).
-  uint64_t heap_trims() const { return heap_trims_.load(); }
+  uint64_t heap_trims() const;
+  // Connections closed at accept because of max_connections(_per_address).
+  uint64_t refused_connections() const;
 
  private:
-  struct Server;  // httplib's server and its listening socket; see listener_server.h
-
   explicit Listener(ListenerOptions options);
   void AddRoute(std::string_view method, std::string_view pattern, Handler handler,
-                RouteOptions route);
-  void InstallHandlers();
-  void LogError(std::string_view message) const;
+                RouteOptions route, size_t deferred_id = 0);
+  void CloseListenSocket();
 
   enum class State { kCreated, kBound, kRunning, kStopped };
 
-  const ListenerOptions options_;
-  std::unique_ptr<Server> server_;
-  Router router_;
+  // Options, routes and the handling of one request: shared with the engine's sessions.
+  std::shared_ptr<http_internal::ListenerCore> core_;
   Status route_error_;  // the first malformed route, reported by Bind()
+  // Created by Create() (TLS only) and Bind(); handed to the engine by Start().
+  std::shared_ptr<void> tls_context_;  // an SSL_CTX
+  int listen_fd_ = -1;
+  std::unique_ptr<http_internal::Engine> engine_;
 
-  std::mutex mu_;  // guards state_ and thread_
+  std::mutex mu_;  // guards state_, listen_fd_, engine_
   State state_ = State::kCreated;
   std::atomic<int> port_{0};
-  std::thread thread_;
-  std::atomic<bool> listen_returned_{false};
-  std::atomic<uint64_t> heap_trims_{0};
 };
 
 }  // namespace expanse::http

@@ -44,6 +44,14 @@ class ListenerTlsTest : public ::testing::Test {
     ASSERT_TRUE(listener.ok()) << listener.status();
     listener_ = *std::move(listener);
     listener_->Get("/hello", [](const Request&) { return JsonResponse(200, R"({"hello":1})"); });
+    listener_->Get("/archive", [](const Request&) {
+      Response response;
+      response.content_type = "application/octet-stream";
+      for (int i = 0; response.body.size() < (3u << 20) + 7; ++i) {
+        response.body += std::to_string(i) + ",";
+      }
+      return response;
+    });
     ASSERT_TRUE(listener_->Start().ok());
   }
 
@@ -64,6 +72,23 @@ TEST_F(ListenerTlsTest, ClientTrustingOnlyCaPemConnects) {
     EXPECT_EQ(result->status, 200);
     EXPECT_EQ(result->body, R"({"hello":1})");
   }
+}
+
+// Release archives are hundreds of MB: asio's TLS stream once reported a large write as done
+// after its first buffer, and the client got the header and a closed connection.
+TEST_F(ListenerTlsTest, LargeAnswerArrivesWhole) {
+  const SelfSignedFiles files = Certificate(dir_.path());
+  Start(files);
+  httplib::SSLClient client("127.0.0.1", listener_->port());
+  client.set_ca_cert_path(files.ca_file.c_str());
+  client.enable_server_certificate_verification(true);
+  const httplib::Result result = client.Get("/archive");
+  ASSERT_TRUE(result) << result.error();
+  EXPECT_EQ(result->status, 200);
+  ASSERT_GE(result->body.size(), (3u << 20) + 7);
+  EXPECT_EQ(result->body.substr(0, 8), "0,1,2,3,");
+  const std::string tail = result->body.substr(result->body.size() - 16);
+  EXPECT_EQ(tail.back(), ',') << tail;
 }
 
 TEST_F(ListenerTlsTest, ClientTrustingAnotherCaFails) {

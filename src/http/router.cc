@@ -35,7 +35,7 @@ size_t SegmentOffset(std::string_view path, size_t index) {
 }  // namespace
 
 Status Router::Add(std::string_view method, std::string_view pattern, Handler handler,
-                   size_t max_body_bytes) {
+                   size_t max_body_bytes, size_t deferred_id) {
   const std::string where = std::string(method) + " route \"" + std::string(pattern) + "\": ";
   if (pattern.empty() || pattern.front() != '/') {
     return InvalidArgumentError(where + "pattern must start with '/'");
@@ -43,7 +43,8 @@ Status Router::Add(std::string_view method, std::string_view pattern, Handler ha
   if (!handler) {
     return InvalidArgumentError(where + "handler is empty");
   }
-  Route route{std::string(method), std::string(pattern), {}, std::move(handler), max_body_bytes};
+  Route route{std::string(method), std::string(pattern), {},
+              std::move(handler),  max_body_bytes,       deferred_id};
   std::set<std::string_view> names;
   const std::vector<std::string_view> parts = SplitPath(pattern);
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -159,6 +160,7 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
     MatchRoute(*best, path_segments, path, &match.path_params);
     match.handler = &best->handler;
     match.max_body_bytes = best->max_body_bytes;
+    match.deferred_id = best->deferred_id;
   } else {
     match.allowed_methods.assign(allowed.begin(), allowed.end());
   }

@@ -31,6 +31,7 @@ class Router {
   struct Match {
     const Handler* handler = nullptr;  // null when nothing matched
     size_t max_body_bytes = 0;         // the matched route's; 0: none of its own
+    size_t deferred_id = 0;            // the matched route's; 0: an ordinary route
     std::map<std::string, std::string, std::less<>> path_params;
     // When handler is null: the methods that have a route for this path (for 405
     // and its Allow header). Empty means no route has this path: 404.
@@ -41,9 +42,10 @@ class Router {
   // duplicate parameter name, '*' not last) or one that duplicates the shape of an
   // existing route for the same method. `method` is upper-case, e.g. "GET".
   // `max_body_bytes`: the most request body bytes the route accepts; 0 leaves it to the
-  // caller's default.
+  // caller's default. `deferred_id`: a caller's tag handed back in Match (the Listener's
+  // long-poll routes, whose `handler` is then never called); 0 for none.
   Status Add(std::string_view method, std::string_view pattern, Handler handler,
-             size_t max_body_bytes = 0);
+             size_t max_body_bytes = 0, size_t deferred_id = 0);
 
   // HEAD requests match GET routes. The returned handler points into the router and
   // stays valid while the router lives and no route is added.
@@ -64,6 +66,7 @@ class Router {
     std::vector<Segment> segments;
     Handler handler;
     size_t max_body_bytes = 0;
+    size_t deferred_id = 0;
   };
 
   static bool MatchRoute(const Route& route, const std::vector<std::string_view>& path_segments,

@@ -1,7 +1,13 @@
 // The HTTP API of expanse-server, end to end: a real ServerApp on loopback, a real SQLite file,
 // a real HTTP client. Every refusal must be a JSON error with a stable code.
+#include <httplib.h>
+
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -42,6 +48,46 @@ TEST_F(ApiTest, InstallFlowFromTokenToEnrolment) {
   Reply c = Call("GET", "/api/v1/computes/" + compute, "", Bearer(token_));
   EXPECT_EQ(c.body["state"], "active");
   EXPECT_EQ(c.body["heartbeat"]["controller_host"], "ctl");
+}
+
+// Long-polls hold no thread (issue 16): five times as many installers waiting for their
+// enrolment as the server has workers, and the server still answers; one heartbeat answers
+// them all; a wait that runs out answers "not enrolled".
+TEST_F(ApiTest, EnrolmentLongPollsHoldNoWorker) {
+  std::string compute = NewCompute(token_);
+  Reply ex = Exchange(IssueToken(compute));
+  ASSERT_EQ(ex.status, 200) << ex.body;
+  const std::string credential = ex.body["credential"];
+  const int port = app_->control_port();
+  auto wait_for_enrolment = [port, credential](int wait_ms) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(std::chrono::seconds(60));
+    httplib::Result r = client.Get("/cp/v1/enrolment?wait_ms=" + std::to_string(wait_ms),
+                                   {{"Authorization", "Bearer " + credential}});
+    return r ? std::to_string(r->status) + " " + r->body : "no answer";
+  };
+
+  constexpr int kWaiters = 40;  // the server has 8 workers
+  std::vector<std::future<std::string>> waiters;
+  for (int i = 0; i < kWaiters; ++i)
+    waiters.push_back(std::async(std::launch::async, wait_for_enrolment, 60000));
+  for (int i = 0; i < 2000 && app_->control().heartbeat_waiters() < kWaiters; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(app_->control().heartbeat_waiters(), static_cast<size_t>(kWaiters));
+  Reply health = Call("GET", "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/me", "", Bearer(token_)).status, 200);
+
+  // A short wait that runs out answers "not enrolled yet" while the others keep waiting.
+  EXPECT_EQ(json::parse(wait_for_enrolment(50).substr(4))["enrolled"], false);
+
+  ASSERT_EQ(Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(credential)).status, 200);
+  for (auto& waiter : waiters) {
+    const std::string answer = waiter.get();
+    ASSERT_EQ(answer.substr(0, 4), "200 ") << answer;
+    EXPECT_EQ(json::parse(answer.substr(4))["enrolled"], true) << answer;
+  }
+  EXPECT_EQ(app_->control().heartbeat_waiters(), 0u);
 }
 
 TEST_F(ApiTest, TokensWrongExpiredReplayedOrReplaced) {

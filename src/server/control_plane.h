@@ -10,6 +10,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -137,6 +139,17 @@ class ControlPlane {
   // Waits up to timeout_ms for the first heartbeat carrying this credential; returns whether
   // it has arrived. This is how an installer proves enrolment.
   Result<bool> WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms);
+  // For long-polls that hold no thread: `wake` runs once, on the thread that records the
+  // next heartbeat of `credential_id`. A waiter whose `done` says true (answered by its
+  // fallback meanwhile) is dropped unrun; such waiters are pruned whenever one is added, so
+  // their number stays bounded by the requests parked at once.
+  struct HeartbeatWaiter {
+    std::function<bool()> done;
+    std::function<void()> wake;
+  };
+  void OnNextHeartbeat(int64_t credential_id, HeartbeatWaiter waiter);
+  // Waiters registered and not yet woken or pruned (for tests and metrics).
+  size_t heartbeat_waiters();
   Status Deprovision(const ComputeIdentity& identity, std::string_view remote_addr);
   Status Deprovision(const Principal& principal, std::string_view compute_id,
                      std::string_view remote_addr);
@@ -171,9 +184,10 @@ class ControlPlane {
   store::Store& store_;
   Clock& clock_;
   ControlPlaneOptions options_;
-  // Signalled on every recorded heartbeat, for WaitForEnrolment.
+  // Signalled on every recorded heartbeat, for WaitForEnrolment and the waiters.
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
+  std::multimap<int64_t, HeartbeatWaiter> heartbeat_waiters_;  // by credential id
   std::once_flag dummy_hash_once_;
   std::string dummy_hash_;
 };

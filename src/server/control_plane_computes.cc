@@ -222,9 +222,32 @@ Status ControlPlane::RecordHeartbeat(const ComputeIdentity& identity, std::strin
                 identity.compute.id,
                 JsonDetail({{"credential_id", std::to_string(identity.credential.id)}}), "");
   }
-  std::lock_guard<std::mutex> lock(heartbeat_mu_);
-  heartbeat_cv_.notify_all();
+  std::vector<HeartbeatWaiter> woken;
+  {
+    std::lock_guard<std::mutex> lock(heartbeat_mu_);
+    auto [first, last] = heartbeat_waiters_.equal_range(identity.credential.id);
+    for (auto it = first; it != last; ++it)
+      woken.push_back(std::move(it->second));
+    heartbeat_waiters_.erase(first, last);
+    heartbeat_cv_.notify_all();
+  }
+  // Outside the lock: a waiter reads the store and answers its request.
+  for (HeartbeatWaiter& waiter : woken) {
+    if (!waiter.done())
+      waiter.wake();
+  }
   return OkStatus();
+}
+
+size_t ControlPlane::heartbeat_waiters() {
+  std::lock_guard<std::mutex> lock(heartbeat_mu_);
+  return heartbeat_waiters_.size();
+}
+
+void ControlPlane::OnNextHeartbeat(int64_t credential_id, HeartbeatWaiter waiter) {
+  std::lock_guard<std::mutex> lock(heartbeat_mu_);
+  std::erase_if(heartbeat_waiters_, [](const auto& entry) { return entry.second.done(); });
+  heartbeat_waiters_.emplace(credential_id, std::move(waiter));
 }
 
 Result<bool> ControlPlane::WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms) {

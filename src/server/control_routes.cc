@@ -1,4 +1,5 @@
 // The control plane over HTTP: what the installer and the controller daemon call.
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -116,26 +117,57 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
   };
   listener.Post("/cp/v1/heartbeat", std::move(heartbeat), {.max_body_bytes = kHeartbeatBodyBytes});
 
-  listener.Get("/cp/v1/enrolment", [ctx](const http::Request& req) {
-    return WithCompute(*ctx, req, [&](const ControlPlane::ComputeIdentity& id) {
-      int64_t wait_ms = 0;
-      if (auto w = req.QueryParam("wait_ms")) {
-        try {
-          wait_ms = std::stoll(std::string(*w));
-        } catch (const std::exception&) {
-          return http::ErrorResponse(400, "invalid_argument", "wait_ms must be an integer");
-        }
-        if (wait_ms < 0 || wait_ms > kMaxEnrolmentWaitMs) {
-          return http::ErrorResponse(400, "invalid_argument", "wait_ms must be 0 to 60000");
-        }
+  // A long-poll: the installer waits up to wait_ms for the daemon's first heartbeat. It
+  // holds no thread while it waits (http::Listener::GetDeferred): the next heartbeat of the
+  // credential, or the wait's end, answers it.
+  listener.GetDeferred("/cp/v1/enrolment", [ctx](const http::Request& req,
+                                                 http::Responder responder) {
+    http::Response refused;
+    std::optional<ControlPlane::ComputeIdentity> found = AuthenticateCompute(*ctx, req, &refused);
+    if (!found) {
+      responder.Respond(std::move(refused));
+      return;
+    }
+    int64_t wait_ms = 0;
+    if (auto w = req.QueryParam("wait_ms")) {
+      try {
+        wait_ms = std::stoll(std::string(*w));
+      } catch (const std::exception&) {
+        responder.Respond(
+            http::ErrorResponse(400, "invalid_argument", "wait_ms must be an integer"));
+        return;
       }
-      Result<bool> enrolled = ctx->control.WaitForEnrolment(id, wait_ms);
+      if (wait_ms < 0 || wait_ms > kMaxEnrolmentWaitMs) {
+        responder.Respond(
+            http::ErrorResponse(400, "invalid_argument", "wait_ms must be 0 to 60000"));
+        return;
+      }
+    }
+    const ControlPlane::ComputeIdentity id = *std::move(found);
+    auto check = [ctx, id] { return ctx->control.WaitForEnrolment(id, 0); };
+    auto reply = [id](const Result<bool>& enrolled) {
       if (!enrolled.ok())
         return http::ErrorResponse(enrolled.status());
       return Json(200, {{"compute_id", id.compute.id},
                         {"credential_id", id.credential.id},
                         {"enrolled", *enrolled}});
-    });
+    };
+    auto answer_if_settled = [responder, check, reply] {
+      Result<bool> enrolled = check();
+      if (!enrolled.ok() || *enrolled)
+        responder.Respond(reply(enrolled));
+    };
+    Result<bool> enrolled = check();
+    if (!enrolled.ok() || *enrolled || wait_ms == 0) {
+      responder.Respond(reply(enrolled));
+      return;
+    }
+    responder.ExpireAfter(std::chrono::milliseconds(wait_ms),
+                          [check, reply] { return reply(check()); });
+    ctx->control.OnNextHeartbeat(
+        id.credential.id,
+        {.done = [responder] { return responder.answered(); }, .wake = answer_if_settled});
+    answer_if_settled();  // a heartbeat between the first check and the waiter's registration
   });
 
   listener.Post("/cp/v1/deprovision", [ctx](const http::Request& req) {

@@ -167,6 +167,13 @@ echo "server VmRSS: ${rss_before} kB before the abuse, ${rss_after} kB after (bo
 ((rss_after <= rss_before + 65536)) || fail "the server kept $((rss_after - rss_before)) kB after the abuse"
 pass "nested heartbeat 400, gzip bomb on sign-in 413, zstd bombs on ingest 413; memory given back"
 
+# Slow and idle clients (issue 16): they hold no worker, are cut at absolute deadlines, and one
+# address cannot take more than its share of connections (docs/api.md, "Limits").
+cp_port="${cp_url##*:}"
+python3 "$(dirname "$0")/slow_clients.py" 127.0.0.1 "${cp_port%%/*}" || fail "slow clients"
+"${k[@]}" "$cp_url/healthz" | jq -e . >/dev/null || fail "no answer after the slow clients"
+pass "slow and idle clients hold no worker, are cut at their deadlines, and are capped per address"
+
 kill -TERM "$pid"
 wait "$pid" || fail "expanse-server exited non-zero on SIGTERM"
 pid=""
