@@ -173,7 +173,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     void ExpireAfter(std::chrono::milliseconds after,
                      std::function<http::Response()> fallback) override {
       if (auto session = session_.lock()) {
-        auto self = std::static_pointer_cast<Pending>(shared_from_this_hack());
+        std::shared_ptr<Pending> self = self_.lock();
         asio::post(session->stream_.get_executor(),
                    [session, self, after, fallback = std::move(fallback)]() mutable {
                      session->ArmFallback(self, after, std::move(fallback));
@@ -187,7 +187,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     std::weak_ptr<Pending> self_{};
 
    private:
-    std::shared_ptr<PendingAnswer> shared_from_this_hack() { return self_.lock(); }
     bool Deliver(http::Response response) {
       if (done_.exchange(true)) {
         return false;
