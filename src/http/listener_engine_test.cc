@@ -316,6 +316,40 @@ TEST_F(ListenerEngineTest, TrickledHeaderIsCutAtItsDeadline) {
   EXPECT_THAT(client.received(), IsEmpty());
 }
 
+// The body's deadline is body_timeout plus its length at min_body_rate_bytes_per_s (here
+// 300 ms + 1000 bytes at 64 KiB/s), from the end of the header: a body sent a byte every
+// ~20 ms would take 20 s, and is cut unanswered; the handler never runs.
+TEST_F(ListenerEngineTest, TrickledBodyIsCutAtItsDeadline) {
+  ListenerOptions options = Options();
+  options.body_timeout = kShortDeadline;
+  std::atomic<int> handled{0};
+  Start(options, [&handled](Listener& listener) {
+    listener.Post("/count", [&handled](const Request&) {
+      ++handled;
+      return JsonResponse(200, "{}");
+    });
+  });
+  const std::string body(1000, 'b');
+  RawClient client(port_);
+  ASSERT_TRUE(client.Send("POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"));
+  size_t bytes_sent = 0;
+  const auto give_up = std::chrono::steady_clock::now() + kSafetyLimit;
+  while (bytes_sent < body.size() && std::chrono::steady_clock::now() < give_up) {
+    if (!client.Send(std::string_view(body).substr(bytes_sent, 1))) {
+      break;
+    }
+    ++bytes_sent;
+    if (client.ReadSome(milliseconds(20))) {
+      break;
+    }
+  }
+  EXPECT_TRUE(client.ReadUntilClosed());
+  EXPECT_LT(bytes_sent, body.size());
+  EXPECT_THAT(client.received(), IsEmpty());
+  EXPECT_EQ(handled.load(), 0);
+  EXPECT_EQ(PingStatus(), 200);
+}
+
 TEST_F(ListenerEngineTest, IdleConnectionIsClosed) {
   Start(Options());
   RawClient idle(port_);

@@ -3,13 +3,14 @@
 
 usage: slow_clients.py HOST PORT
 
-Holds 40 TCP connections that never start TLS and 10 TLS connections that send a request
-header one byte every 0.4 s, then checks, and prints what it saw:
+Holds 40 TCP connections that never start TLS, 10 TLS connections that send a request header
+one byte every 0.4 s and 5 that send a complete header and then their body at that pace, then
+checks, and prints what it saw:
   - while they are all open, GET /healthz over TLS answers 200 (slow clients hold no worker);
   - 30 further connections from the same address take it past the per-address cap (64): the
     ones over the cap are closed at once, before any byte is exchanged;
   - every idle connection is closed by the server (handshake deadline) and every trickler is
-    cut with most of its header unsent (the header deadline is absolute, not inactivity).
+    cut with most of its header or body unsent (the deadlines are absolute, not inactivity).
 Exits 1 with a reason when any of these does not hold. The only clock is a 60 s safety bound.
 """
 import socket
@@ -20,6 +21,10 @@ import time
 
 HOST, PORT = sys.argv[1], int(sys.argv[2])
 HEADER = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"p" * 200 + b"\r\n\r\n"
+# The body deadline is 10 s plus the length at 64 KiB/s: 11.5 s for this one, sent in ~11 h.
+BODY_REQUEST = (b"POST /cp/v1/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100000\r\n\r\n" + b" " * 100000)
+HEADER_TRICKLERS, BODY_TRICKLERS = 10, 5
 SAFETY_S = 60
 
 
@@ -47,16 +52,24 @@ def fail(message):
 idle = [socket.create_connection((HOST, PORT)) for _ in range(40)]
 
 tricklers = []
-sent = [0] * 10
-cut = [False] * 10
+total = HEADER_TRICKLERS + BODY_TRICKLERS
+payloads = [HEADER] * HEADER_TRICKLERS + [BODY_REQUEST] * BODY_TRICKLERS
+sent = [0] * total
+cut = [False] * total
 
 
 def trickle(index):
     sock = tls_context().wrap_socket(socket.create_connection((HOST, PORT)))
     tricklers.append(sock)
     deadline = time.monotonic() + SAFETY_S
+    payload = payloads[index]
     try:
-        for byte in HEADER:
+        if payload is BODY_REQUEST:  # the header at once, then the body a byte at a time
+            head_end = payload.index(b"\r\n\r\n") + 4
+            sock.sendall(payload[:head_end])
+            sent[index] = head_end
+            payload = payload[head_end:]
+        for byte in payload:
             sock.send(bytes([byte]))
             sent[index] += 1
             if time.monotonic() > deadline:
@@ -66,12 +79,12 @@ def trickle(index):
         cut[index] = True
 
 
-threads = [threading.Thread(target=trickle, args=(i,)) for i in range(10)]
+threads = [threading.Thread(target=trickle, args=(i,)) for i in range(total)]
 for thread in threads:
     thread.start()
 time.sleep(1.0)  # every trickler has its TLS session and a few bytes in
 
-# An ordinary request while 50 slow connections are open.
+# An ordinary request while 55 slow connections are open.
 with tls_context().wrap_socket(socket.create_connection((HOST, PORT), timeout=10)) as sock:
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     answer = b""
@@ -81,13 +94,13 @@ with tls_context().wrap_socket(socket.create_connection((HOST, PORT), timeout=10
             break
         answer += piece
 if not answer.startswith(b"HTTP/1.1 200"):
-    fail("GET /healthz while 50 slow clients were open: " + repr(answer[:80]))
-print("GET /healthz answered 200 while 40 idle and 10 trickling connections were open")
+    fail("GET /healthz while 55 slow clients were open: " + repr(answer[:80]))
+print("GET /healthz answered 200 while 40 idle and 15 trickling connections were open")
 
-# Past the cap: 50 open + 30 more = 80 from one address, cap 64.
+# Past the cap: 55 open + 30 more = 85 from one address, cap 64.
 extra = [socket.create_connection((HOST, PORT)) for _ in range(30)]
 refused = sum(1 for sock in extra if closed_by_server(sock, 1.0))
-if refused < 80 - 64 - 2:  # the healthz connection may still be closing
+if refused < 85 - 64 - 2:  # the healthz connection may still be closing
     fail(f"only {refused} of 30 connections over the per-address cap were closed at accept")
 print(f"{refused} of 30 connections past the per-address cap of 64 were closed at accept")
 for sock in extra:
@@ -102,6 +115,9 @@ for thread in threads:
     thread.join(SAFETY_S)
 if not all(cut):
     fail(f"tricklers not cut: {[i for i, c in enumerate(cut) if not c]}; bytes sent {sent}")
-if max(sent) >= len(HEADER):
-    fail(f"a trickler sent its whole {len(HEADER)}-byte header: {sent}")
-print(f"all 10 tricklers were cut after {min(sent)}-{max(sent)} of {len(HEADER)} header bytes")
+headers, bodies = sent[:HEADER_TRICKLERS], sent[HEADER_TRICKLERS:]
+if max(headers) >= len(HEADER) or max(bodies) >= len(BODY_REQUEST):
+    fail(f"a trickler sent its whole request: {sent}")
+print(f"all {HEADER_TRICKLERS} header tricklers were cut after {min(headers)}-{max(headers)} of "
+      f"{len(HEADER)} header bytes, all {BODY_TRICKLERS} body tricklers after "
+      f"{min(bodies)}-{max(bodies)} of {len(BODY_REQUEST)} bytes")
