@@ -274,6 +274,23 @@ class ListenerEngineTest : public ::testing::Test {
   int port_ = 0;
 };
 
+// Sends `bytes` a byte every ~20 ms until the server closes the connection (or answers), and
+// returns how many were sent. Bounded by kSafetyLimit only as a safety net.
+size_t TrickleUntilCut(RawClient& client, std::string_view bytes) {
+  size_t sent = 0;
+  const auto give_up = std::chrono::steady_clock::now() + kSafetyLimit;
+  while (sent < bytes.size() && std::chrono::steady_clock::now() < give_up) {
+    if (!client.Send(bytes.substr(sent, 1))) {
+      break;
+    }
+    ++sent;
+    if (client.ReadSome(milliseconds(20))) {
+      break;
+    }
+  }
+  return sent;
+}
+
 // --- Slow and idle clients --------------------------------------------------------------
 
 TEST_F(ListenerEngineTest, SlowlorisClientsDoNotStarveOthers) {
@@ -298,19 +315,8 @@ TEST_F(ListenerEngineTest, TrickledHeaderIsCutAtItsDeadline) {
   header.resize(4096 - 4, 'p');
   header += "\r\n\r\n";
   RawClient client(port_);
-  size_t bytes_sent = 0;
-  const auto give_up = std::chrono::steady_clock::now() + kSafetyLimit;
-  // A byte every ~20 ms: never idle long enough for an inactivity timeout, and the whole
-  // header would take 80 s.
-  while (bytes_sent < header.size() && std::chrono::steady_clock::now() < give_up) {
-    if (!client.Send(std::string_view(header).substr(bytes_sent, 1))) {
-      break;
-    }
-    ++bytes_sent;
-    if (client.ReadSome(milliseconds(20))) {
-      break;
-    }
-  }
+  // Never idle long enough for an inactivity timeout; the whole header would take 80 s.
+  const size_t bytes_sent = TrickleUntilCut(client, header);
   EXPECT_TRUE(client.ReadUntilClosed());
   EXPECT_LT(bytes_sent, header.size());
   EXPECT_THAT(client.received(), IsEmpty());
@@ -332,17 +338,7 @@ TEST_F(ListenerEngineTest, TrickledBodyIsCutAtItsDeadline) {
   const std::string body(1000, 'b');
   RawClient client(port_);
   ASSERT_TRUE(client.Send("POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"));
-  size_t bytes_sent = 0;
-  const auto give_up = std::chrono::steady_clock::now() + kSafetyLimit;
-  while (bytes_sent < body.size() && std::chrono::steady_clock::now() < give_up) {
-    if (!client.Send(std::string_view(body).substr(bytes_sent, 1))) {
-      break;
-    }
-    ++bytes_sent;
-    if (client.ReadSome(milliseconds(20))) {
-      break;
-    }
-  }
+  const size_t bytes_sent = TrickleUntilCut(client, body);
   EXPECT_TRUE(client.ReadUntilClosed());
   EXPECT_LT(bytes_sent, body.size());
   EXPECT_THAT(client.received(), IsEmpty());
