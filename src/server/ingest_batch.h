@@ -14,7 +14,7 @@
 
 #include "core/result.h"
 #include "store/job_store.h"
-#include "tsdb/wal_record.h"
+#include "tsdb/tsdb.h"
 
 namespace expanse::server {
 

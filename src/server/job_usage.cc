@@ -43,18 +43,15 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
     // buckets without samples say nothing either way.
     bool active = false;
     size_t idle_buckets = 0;
-    // The width the store cut the window into (tsdb/downsample.h).
-    const int64_t width = (w.to_ms - w.from_ms + buckets - 1) / buckets;
     for (const auto& b : sm_buckets) {
-      const int64_t bucket_end = std::min(b.start_ms + width, w.to_ms);
-      last_sampled_end = std::max(last_sampled_end, bucket_end);
+      last_sampled_end = std::max(last_sampled_end, b.end_ms);
       u.has_gpu_samples = true;
       sm_weighted += b.mean * b.count;
       sm_count += b.count;
       u.sm_peak = std::max(u.sm_peak, b.max);
       if (b.max > kActiveSmPercent) {
         active = true;
-        last_active_end = std::max(last_active_end, bucket_end);
+        last_active_end = std::max(last_active_end, b.end_ms);
       } else {
         ++idle_buckets;
       }

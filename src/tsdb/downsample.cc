@@ -30,7 +30,17 @@ void Downsampler::Add(const Sample& sample) {
   if (buckets_.empty() || buckets_.back().start_ms != start) {
     if (!buckets_.empty())
       buckets_.back().mean = sum_ / buckets_.back().count;
-    buckets_.push_back({start, sample.v, sample.v, sample.v, sample.v, 1});
+    // In unsigned arithmetic, like the index: start < to_ms, so the step never passes to_ms.
+    const uint64_t step =
+        std::min(width_ms_, static_cast<uint64_t>(to_ms_) - static_cast<uint64_t>(start));
+    const auto end = static_cast<int64_t>(static_cast<uint64_t>(start) + step);
+    buckets_.push_back({.start_ms = start,
+                        .end_ms = end,
+                        .min = sample.v,
+                        .max = sample.v,
+                        .mean = sample.v,
+                        .last = sample.v,
+                        .count = 1});
     sum_ = sample.v;
     return;
   }

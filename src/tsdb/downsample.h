@@ -19,6 +19,8 @@ inline constexpr int kMaxQueryPoints = 100'000;
 
 struct Bucket {
   int64_t start_ms;
+  // The bucket's end, clipped to the query's to_ms: what callers measure durations with.
+  int64_t end_ms;
   double min, max, mean, last;
   uint32_t count;
 };

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace expanse::tsdb {
 
@@ -28,6 +30,9 @@ struct Sample {
   double v;
   friend bool operator==(const Sample&, const Sample&) = default;
 };
+
+// What one append carries: samples grouped by series, each group in time order.
+using Batch = std::vector<std::pair<SeriesKey, std::vector<Sample>>>;
 
 }  // namespace expanse::tsdb
 

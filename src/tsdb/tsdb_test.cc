@@ -524,6 +524,7 @@ TEST_F(TsdbTest, DownsamplingMatchesBruteForceOnRandomData) {
   for (const auto& [start, values] : expected) {
     const Tsdb::Bucket& b = (*buckets)[i++];
     EXPECT_EQ(b.start_ms, start);
+    EXPECT_EQ(b.end_ms, std::min(start + width, to));
     EXPECT_EQ(b.count, values.size());
     EXPECT_EQ(b.min, *std::min_element(values.begin(), values.end()));
     EXPECT_EQ(b.max, *std::max_element(values.begin(), values.end()));

@@ -20,8 +20,6 @@ inline constexpr uint8_t kWalRecordBatchZstd = 2;
 // Bounds what a compressed record may claim to decompress to (the WAL's payload limit).
 inline constexpr uint64_t kMaxWalBatchBytes = uint64_t{256} << 20;
 
-using Batch = std::vector<std::pair<SeriesKey, std::vector<Sample>>>;
-
 struct WalBatch {
   std::string batch_id;
   int64_t received_ms = 0;  // the store's clock at Append; ages the batch id
