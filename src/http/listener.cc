@@ -19,8 +19,8 @@
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include "core/loopback.h"
 #include "http/error.h"
-#include "http/host.h"
 #include "http/listener_core.h"
 #include "http/listener_engine.h"
 #include "http/openssl_util.h"

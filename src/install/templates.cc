@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/loopback.h"
 #include "core/quote.h"
 #include "core/shell_quote.h"
 #include "install/systemd_unit.h"
@@ -179,10 +180,6 @@ Status CheckVersion(const std::string& version) {
   return OkStatus();
 }
 
-bool IsLoopbackHost(std::string_view host) {
-  return host == "localhost" || host == "127.0.0.1" || host == "[::1]";
-}
-
 // RFC 3986 characters that may follow the authority (path and query); '#' is not among them.
 bool IsUrlTailChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -255,8 +252,8 @@ Status CheckUrl(std::string_view flag, const std::string& url) {
   }
   if (!https && !IsLoopbackHost(host)) {
     return BadValue(shown +
-                    " must use https://; plain http:// is accepted only for localhost, 127.0.0.1 "
-                    "and [::1]");
+                    " must use https://; plain http:// is accepted only for a loopback host "
+                    "(localhost, 127.0.0.0/8, [::1])");
   }
   if (tail.find('#') != std::string_view::npos)
     return BadValue(shown + " has a fragment ('#'), which a plane URL never needs");

@@ -107,6 +107,12 @@ TEST(ValidateTemplateValuesTest, RefusesBadUrls) {
   EXPECT_THAT(ValidationError(v), StartsWith("--data-plane is empty"));
   v.data_plane_url = "http://localhost.evil.example";
   EXPECT_THAT(ValidationError(v), HasSubstr("must use https://"));
+  // The same loopback rule as the daemon's own URL check (core/loopback.h): an install
+  // script never accepts a URL its daemon would then refuse, or the other way round.
+  v.data_plane_url = "http://[::2]:9000/";
+  EXPECT_THAT(ValidationError(v), HasSubstr("must use https://"));
+  v.data_plane_url = "http://127.0.0.2:9000/";
+  EXPECT_EQ(ValidationError(v), "<valid>");
 }
 
 // --- Rendered text --------------------------------------------------------------

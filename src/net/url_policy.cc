@@ -1,8 +1,5 @@
 #include "net/url_policy.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -38,22 +35,6 @@ std::string Part(CURLU* handle, CURLUPart part) {
 }
 
 }  // namespace
-
-bool IsLoopbackHost(std::string_view host) {
-  if (host == "localhost")
-    return true;
-  const std::string text(host);  // inet_pton wants a NUL-terminated string
-  in_addr v4{};
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6))
-      return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
-}
 
 // libcurl's own parser decides what the URL means, so the check and the connection can
 // never disagree about the host (a hand-written parser could be fooled by

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/loopback.h"
 #include "core/status.h"
 
 namespace expanse::net {
@@ -15,12 +16,6 @@ struct UrlParts {
   std::string scheme;  // lower case: "https" or "http"
   std::string host;    // without IPv6 brackets
 };
-
-// True for "localhost", an IPv4 address in 127.0.0.0/8, "::1" and "::ffff:127.x.y.z" (the
-// rule http/host.h applies to listeners). Other names are false even when they resolve to
-// loopback: resolution can change after the check. libcurl (>= 7.78) resolves "localhost"
-// itself to loopback addresses only, so that name cannot be pointed elsewhere.
-bool IsLoopbackHost(std::string_view host);
 
 // Splits an absolute URL into scheme and host. kInvalidArgument ("invalid_url") when it is
 // not an absolute http(s) URL with a host, or carries user:password.
