@@ -22,6 +22,7 @@ function(expanse_module)
   list(TRANSFORM arg_SOURCES PREPEND "${module_dir}/")
 
   add_library(${library} STATIC ${arg_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY EXPANSE_MODULES ${library})  # for ModuleClosure.cmake
   add_library(expanse::${arg_NAME} ALIAS ${library})
   target_include_directories(${library} PUBLIC "${PROJECT_SOURCE_DIR}/src")
   target_link_libraries(${library} PUBLIC ${arg_DEPS})

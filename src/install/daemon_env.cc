@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "install/systemd_unit.h"
+#include "core/path_rules.h"
 
 namespace expanse::install {
 namespace {

@@ -15,6 +15,7 @@
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "deploy/templates.h"
 #include "install/daemon_env.h"
 #include "install/slurm_wiring.h"
 #include "install/systemd_unit.h"
@@ -104,7 +105,7 @@ std::string RenderSentinel(const Account& account, const std::string& controller
 }
 
 Status CheckSentinel(const std::string& prefix, const Account& local) {
-  const std::string path = prefix + "/" + kSentinelName;
+  const std::string path = prefix + "/" + deploy::kPreflightSentinelName;
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return FailedPreconditionError(

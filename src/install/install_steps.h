@@ -17,8 +17,6 @@
 
 namespace expanse::install {
 
-inline constexpr char kSentinelName[] = ".expanse-preflight-sentinel";
-
 // kInvalidArgument (reason usage) listing the flag problems, or OK when there are none.
 Status FlagProblems(const std::vector<std::string>& problems);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/test_temp_dir.h"
+#include "deploy/templates.h"
 
 namespace expanse::install {
 namespace {
@@ -13,14 +14,14 @@ namespace {
 TEST(SentinelTest, AWorkerWithTheSameAccountNumbersAccepts) {
   testing::TempDir dir;
   Account here{"slurm", geteuid(), getegid()};
-  dir.Write(kSentinelName, RenderSentinel(here, "ctl", 1));
+  dir.Write(deploy::kPreflightSentinelName, RenderSentinel(here, "ctl", 1));
   EXPECT_TRUE(CheckSentinel(dir.path(), here).ok());
 }
 
 TEST(SentinelTest, DifferentNumbersAreAMismatchNamingBoth) {
   testing::TempDir dir;
   Account controller{"slurm", 64030, 64030};
-  dir.Write(kSentinelName, RenderSentinel(controller, "ctl", 1));
+  dir.Write(deploy::kPreflightSentinelName, RenderSentinel(controller, "ctl", 1));
   Account worker{"slurm", 990, 990};
   Status s = CheckSentinel(dir.path(), worker);
   ASSERT_FALSE(s.ok());

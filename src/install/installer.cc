@@ -12,6 +12,7 @@
 #include "agent/daemon_config.h"
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "deploy/templates.h"
 #include "install/control_plane_client.h"
 #include "install/host_facts.h"
 #include "install/install_lock.h"
@@ -184,7 +185,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(spool));
     EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(spool, 0755, uid, gid));
   }
-  const std::string sentinel = prefix + "/" + kSentinelName;
+  const std::string sentinel = prefix + "/" + deploy::kPreflightSentinelName;
   EXPANSE_RETURN_IF_ERROR(journal.WriteFile(
       sentinel, RenderSentinel(plan.account, plan.hostname, NowMs()), 0644, uid, gid));
   state.files.push_back(sentinel);

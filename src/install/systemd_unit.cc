@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/path_rules.h"
 #include "core/quote.h"
-#include "core/utf8.h"
 
 namespace expanse::install {
 namespace {
@@ -14,8 +14,6 @@ namespace {
 // The header's first line; ManagedUnitFormat() reads the number after it.
 constexpr std::string_view kManagedPrefix = "# Managed by `expanse compute install` (unit format ";
 
-// PATH_MAX less the terminating NUL.
-constexpr std::size_t kMaxPathBytes = 4095;
 // UT_NAMESIZE less one, the limit systemd applies to user names.
 constexpr std::size_t kMaxUserNameBytes = 31;
 
@@ -23,9 +21,10 @@ Status BadOption(std::string message) {
   return InvalidArgumentError(std::move(message)).WithReason("invalid_unit_option");
 }
 
-bool IsControl(char c) {
-  const auto byte = static_cast<unsigned char>(c);
-  return byte < 0x20 || byte == 0x7f;
+// The shared path rule, with this module's reason.
+Status CheckUnitPath(std::string_view field, std::string_view path) {
+  Status status = CheckAbsolutePath(field, path);
+  return status.ok() ? status : std::move(status).WithReason("invalid_unit_option");
 }
 
 // Characters that mean nothing to systemd's word splitting, specifier (%) and variable ($)
@@ -110,7 +109,7 @@ std::string_view CapabilityFor(CuptiMode mode) {
 }
 
 Status CheckOptions(const UnitOptions& o) {
-  EXPANSE_RETURN_IF_ERROR(CheckAbsolutePath("daemon binary", o.daemon_binary));
+  EXPANSE_RETURN_IF_ERROR(CheckUnitPath("daemon binary", o.daemon_binary));
   // systemd expands $VAR in arguments but not in the executable's path, so "$$" cannot stand
   // for "$" there; no real install path needs one.
   if (o.daemon_binary.find('$') != std::string::npos) {
@@ -123,12 +122,12 @@ Status CheckOptions(const UnitOptions& o) {
         "--shared-prefix is required for the sampler unit: the worker spool lives there");
   }
   if (!o.shared_prefix.empty()) {
-    EXPANSE_RETURN_IF_ERROR(CheckAbsolutePath("--shared-prefix", o.shared_prefix));
+    EXPANSE_RETURN_IF_ERROR(CheckUnitPath("--shared-prefix", o.shared_prefix));
   }
   if (o.role == UnitRole::kController) {
     if (o.config_path.empty())
       return BadOption("--config is required for the controller unit (EXPANSE_DAEMON_CONFIG)");
-    EXPANSE_RETURN_IF_ERROR(CheckAbsolutePath("--config", o.config_path));
+    EXPANSE_RETURN_IF_ERROR(CheckUnitPath("--config", o.config_path));
     if (!o.shared_prefix.empty() && IsSameOrBelow(o.config_path, o.shared_prefix)) {
       return BadOption("--config " + QuoteForMessage(o.config_path) +
                        " lies on the shared prefix " + QuoteForMessage(o.shared_prefix) +
@@ -138,7 +137,7 @@ Status CheckOptions(const UnitOptions& o) {
   } else if (!o.config_path.empty()) {
     return BadOption("--config applies to the controller only; a sampler holds no credential");
   }
-  EXPANSE_RETURN_IF_ERROR(CheckAbsolutePath("env file", o.env_file));
+  EXPANSE_RETURN_IF_ERROR(CheckUnitPath("env file", o.env_file));
   // EnvironmentFile= takes the rest of the line as the path, without unquoting.
   if (!IsBareSafe(o.env_file)) {
     return BadOption("env file " + QuoteForMessage(o.env_file) +
@@ -177,34 +176,6 @@ Result<CuptiMode> ParseCuptiMode(std::string_view text) {
 
 std::string_view UnitName(UnitRole role) {
   return role == UnitRole::kController ? kControllerUnitName : kSamplerUnitName;
-}
-
-Status CheckAbsolutePath(std::string_view field, std::string_view path) {
-  const std::string shown = std::string(field) + " " + QuoteForMessage(path);
-  if (path.empty())
-    return BadOption(std::string(field) + " is empty: expected an absolute path");
-  if (path.front() != '/')
-    return BadOption(shown + " is not an absolute path");
-  if (path.size() > kMaxPathBytes)
-    return BadOption(
-        fmt::format("{} is {} bytes; the limit is {}", field, path.size(), kMaxPathBytes));
-  if (!IsValidUtf8(path))
-    return BadOption(shown + " is not valid UTF-8");
-  for (char c : path) {
-    if (IsControl(c))
-      return BadOption(shown + " contains a control character (newline, tab, ...)");
-  }
-  std::size_t start = 1;
-  while (start <= path.size()) {
-    std::size_t end = path.find('/', start);
-    if (end == std::string_view::npos)
-      end = path.size();
-    const std::string_view component = path.substr(start, end - start);
-    if (component == "." || component == "..")
-      return BadOption(shown + " contains a '" + std::string(component) + "' component");
-    start = end + 1;
-  }
-  return OkStatus();
 }
 
 Status CheckUserName(std::string_view field, std::string_view user) {

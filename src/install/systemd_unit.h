@@ -64,9 +64,8 @@ Result<std::string> RenderUnit(const UnitOptions& options);
 // is not one of ours (an operator's own unit, which reinstall and uninstall must leave alone).
 std::optional<int> ManagedUnitFormat(std::string_view unit_text);
 
-// Shared checks for values the installer writes into files systemd or a shell reads.
-// `field` names the value in the message (e.g. "--shared-prefix"); the value itself is quoted.
-Status CheckAbsolutePath(std::string_view field, std::string_view path);
+// Shared check for values the installer writes into files systemd or a shell reads (paths:
+// core/path_rules.h). `field` names the value in the message; the value itself is quoted.
 // systemd's strict user-name rule, which it accepts without a warning: [A-Za-z_][A-Za-z0-9_-]*,
 // at most 31 characters.
 Status CheckUserName(std::string_view field, std::string_view user);

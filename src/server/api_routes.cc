@@ -2,8 +2,8 @@
 #include <chrono>
 #include <string>
 
+#include "deploy/templates.h"
 #include "http/error.h"
-#include "install/templates.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 
@@ -188,13 +188,13 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
   listener.Get("/api/v1/computes/:id/install-templates", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto c, ctx->control.GetCompute(p, req.PathParam("id")));
-      install::TemplateValues values;
+      deploy::TemplateValues values;
       values.daemon_version = c.pinned_daemon_version;
       values.shared_prefix = std::string(req.QueryParam("shared_prefix").value_or(""));
       values.control_plane_url = c.control_plane_url;
       values.data_plane_url = c.data_plane_url;
-      EXPANSE_ASSIGN_OR_RETURN(std::string script, install::RenderInstallScript(values));
-      EXPANSE_ASSIGN_OR_RETURN(std::string prompt, install::RenderAssistantPrompt(values));
+      EXPANSE_ASSIGN_OR_RETURN(std::string script, deploy::RenderInstallScript(values));
+      EXPANSE_ASSIGN_OR_RETURN(std::string prompt, deploy::RenderAssistantPrompt(values));
       return json{{"compute_id", c.id},
                   {"daemon_version", values.daemon_version},
                   {"shared_prefix", values.shared_prefix},

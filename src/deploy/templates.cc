@@ -1,4 +1,4 @@
-#include "install/templates.h"
+#include "deploy/templates.h"
 
 #include <cctype>
 #include <regex>
@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 
 #include "core/loopback.h"
+#include "core/path_rules.h"
 #include "core/quote.h"
 #include "core/shell_quote.h"
-#include "install/systemd_unit.h"
 
-namespace expanse::install {
+namespace expanse::deploy {
 namespace {
 
 constexpr std::size_t kMaxUrlBytes = 2048;
@@ -321,4 +321,4 @@ Result<std::string> RenderAssistantPrompt(const TemplateValues& values) {
   return Fill(kAssistantPrompt, fills);
 }
 
-}  // namespace expanse::install
+}  // namespace expanse::deploy

@@ -1,4 +1,4 @@
-#include "install/templates.h"
+#include "deploy/templates.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "core/file_util.h"
 #include "core/subprocess.h"
 
-namespace expanse::install {
+namespace expanse::deploy {
 namespace {
 
 using ::testing::Contains;
@@ -344,4 +344,4 @@ TEST_F(ScriptRunTest, InstallerFailureIsTheScriptsFailure) {
 }
 
 }  // namespace
-}  // namespace expanse::install
+}  // namespace expanse::deploy

@@ -1,0 +1,16 @@
+# cmake -DTARGET=<name> -DCLOSURE=<modules> -DALLOWED=<modules> -P CheckModuleClosure.cmake
+# Fails naming every module in CLOSURE that ALLOWED does not list (see ModuleClosure.cmake).
+cmake_minimum_required(VERSION 3.25)
+set(forbidden "")
+foreach(module IN LISTS CLOSURE)
+  if(NOT module IN_LIST ALLOWED)
+    list(APPEND forbidden ${module})
+  endif()
+endforeach()
+if(forbidden)
+  list(JOIN forbidden ", " shown)
+  list(JOIN ALLOWED ", " allowed)
+  message(FATAL_ERROR "${TARGET} links module(s) ${shown}; it may link only ${allowed}")
+endif()
+list(JOIN CLOSURE ", " shown)
+message(STATUS "${TARGET} links ${shown}")
