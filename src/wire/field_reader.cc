@@ -43,7 +43,13 @@ Result<FieldReader> FieldReader::Object(const json& value, std::string path, std
 }
 
 std::string FieldReader::PathOf(std::string_view key) const {
+  if (path_.empty())
+    return std::string(key);
   return path_ + "." + std::string(key);
+}
+
+std::string FieldReader::ElementPath(std::string_view key, size_t index) const {
+  return PathOf(key) + "[" + std::to_string(index) + "]";
 }
 
 const json* FieldReader::Find(const char* key) const {
@@ -105,6 +111,51 @@ Result<int64_t> FieldReader::Int(const char* key, int64_t min, int64_t max, Need
   return out;
 }
 
+Result<uint64_t> FieldReader::Uint(const char* key, uint64_t max, Need need,
+                                   uint64_t absent) const {
+  const json* v = Find(key);
+  if (v == nullptr && need == Need::kOptional)
+    return absent;
+  uint64_t out = 0;
+  if (v != nullptr && v->is_number_unsigned())
+    out = v->get<uint64_t>();
+  // nlohmann stores a non-negative literal as unsigned; anything else is refused here.
+  if (v == nullptr || !v->is_number_unsigned() || out > max)
+    return Bad(key, "must be an integer from 0 to " + std::to_string(max));
+  return out;
+}
+
+Result<double> FieldReader::Double(const char* key, double min, double max, Need need,
+                                   double absent) const {
+  const json* v = Find(key);
+  if (v == nullptr && need == Need::kOptional)
+    return absent;
+  double out = 0;
+  if (v != nullptr && v->is_number())
+    out = v->get<double>();
+  // The negated comparison also refuses NaN, which a DOM built in code can hold.
+  if (v == nullptr || !v->is_number() || !(out >= min && out <= max)) {
+    return Bad(key, "must be a number from " + nlohmann::json(min).dump() + " to " +
+                        nlohmann::json(max).dump());
+  }
+  return out;
+}
+
+Status FieldReader::Expect(const char* key, int64_t expected) const {
+  const json* v = Find(key);
+  if (v == nullptr)
+    return Bad(key, "is required");
+  int64_t found = 0;
+  if (IntegerIn(*v, expected, expected, &found))
+    return OkStatus();
+  std::string shown = v->dump();
+  if (shown.size() > 32)
+    shown = shown.substr(0, 32) + "...";
+  return BadField(PathOf(key),
+                  "is " + shown + "; this build reads " + key + " " + std::to_string(expected),
+                  "unsupported_format");
+}
+
 Result<bool> FieldReader::Bool(const char* key, bool absent) const {
   const json* v = Find(key);
   if (v == nullptr)
@@ -126,6 +177,62 @@ Result<const json*> FieldReader::Array(const char* key, size_t max_entries, Need
   if (v->size() > max_entries)
     return Bad(key, "has more than " + std::to_string(max_entries) + " entries");
   return v;
+}
+
+}  // namespace expanse::wire
+
+namespace expanse::wire {
+
+Result<std::vector<std::string>> FieldReader::Texts(const char* key, size_t max_entries,
+                                                    size_t max_bytes, Need need) const {
+  EXPANSE_ASSIGN_OR_RETURN(const json* array, Array(key, max_entries, need));
+  std::vector<std::string> out;
+  if (array == nullptr)
+    return out;
+  out.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    const json& v = (*array)[i];
+    const std::string path = ElementPath(key, i);
+    if (!v.is_string())
+      return BadField(path, "must be a string", reason_);
+    const std::string& text = v.get_ref<const std::string&>();
+    if (text.empty())
+      return BadField(path, "is empty", reason_);
+    if (text.size() > max_bytes)
+      return BadField(path, "is longer than " + std::to_string(max_bytes) + " bytes", reason_);
+    if (!IsValidUtf8(text))
+      return BadField(path, "is not valid UTF-8", reason_);
+    if (!IsCleanText(text))
+      return BadField(path, "contains a control character", reason_);
+    out.push_back(text);
+  }
+  return out;
+}
+
+Result<FieldReader> FieldReader::Member(const char* key, Need need) const {
+  static const json kEmptyObject = json::object();
+  const json* v = Find(key);
+  if (v == nullptr) {
+    if (need == Need::kRequired)
+      return Bad(key, "must be an object");
+    return FieldReader(kEmptyObject, PathOf(key), reason_);
+  }
+  return Object(*v, PathOf(key), reason_);
+}
+
+Result<std::vector<FieldReader>> FieldReader::Objects(const char* key, size_t max_entries,
+                                                      Need need) const {
+  EXPANSE_ASSIGN_OR_RETURN(const json* array, Array(key, max_entries, need));
+  std::vector<FieldReader> out;
+  if (array == nullptr)
+    return out;
+  out.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    EXPANSE_ASSIGN_OR_RETURN(FieldReader element,
+                             Object((*array)[i], ElementPath(key, i), reason_));
+    out.push_back(std::move(element));
+  }
+  return out;
 }
 
 }  // namespace expanse::wire

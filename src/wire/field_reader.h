@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,8 @@ bool IsCleanText(std::string_view text);
 
 class FieldReader {
  public:
-  // A reader of `value`, which must be an object (else "<path> must be an object").
+  // A reader of `value`, which must be an object (else "<path> must be an object"). An empty
+  // path stands for the document itself: its members are then named by key alone.
   static Result<FieldReader> Object(const nlohmann::json& value, std::string path,
                                     std::string reason);
   // The reader points into `value`, which must outlive it: no temporaries.
@@ -53,10 +55,36 @@ class FieldReader {
   // null: `absent` unless required.
   Result<int64_t> Int(const char* key, int64_t min, int64_t max, Need need,
                       int64_t absent = 0) const;
+  // An integer in [0, max], up to UINT64_MAX (never a float, never negative). Absent or null:
+  // `absent` unless required.
+  Result<uint64_t> Uint(const char* key, uint64_t max, Need need, uint64_t absent = 0) const;
+  // A number (integer or not) in [min, max]. Absent or null: `absent` unless required.
+  Result<double> Double(const char* key, double min, double max, Need need,
+                        double absent = 0) const;
   // true or false; absent or null: `absent`.
   Result<bool> Bool(const char* key, bool absent) const;
+  // The member `key` (a document's "version" or "format") must be the integer `expected`:
+  // else kInvalidArgument "<path>.<key> is <what it is>; this build reads <key> <expected>",
+  // reason "unsupported_format", and "<path>.<key> is required" when absent.
+  Status Expect(const char* key, int64_t expected) const;
   // The member, which must be an array of at most max_entries (null when optional and absent).
   Result<const nlohmann::json*> Array(const char* key, size_t max_entries, Need need) const;
+  // An array of clean texts (as Text, each of at most max_bytes and never empty); absent or
+  // null: empty unless required.
+  Result<std::vector<std::string>> Texts(const char* key, size_t max_entries, size_t max_bytes,
+                                         Need need) const;
+  // The member as an object, with path "<path>.<key>". Absent or null: a reader of an empty
+  // object unless required (so optional sections need no special case).
+  Result<FieldReader> Member(const char* key, Need need) const;
+  // The elements of an array member, each an object, with paths "<path>.<key>[i]".
+  Result<std::vector<FieldReader>> Objects(const char* key, size_t max_entries, Need need) const;
+  // The raw member, or null when absent or JSON null: for shapes a module reads itself
+  // (SLURM's {"set","infinite","number"}); messages then come from Bad().
+  const nlohmann::json* Find(const char* key) const;
+  // kInvalidArgument "<path>.<key> <what>" with this reader's reason.
+  Status Bad(const char* key, std::string_view what) const;
+  // "<path>.<key>[<index>]".
+  std::string ElementPath(std::string_view key, size_t index) const;
 
   // "<path>.<key>", for messages about a member's elements.
   std::string PathOf(std::string_view key) const;
@@ -65,9 +93,6 @@ class FieldReader {
  private:
   FieldReader(const nlohmann::json& object, std::string path, std::string reason)
       : object_(&object), path_(std::move(path)), reason_(std::move(reason)) {}
-  // The member, or null when absent or JSON null.
-  const nlohmann::json* Find(const char* key) const;
-  Status Bad(const char* key, std::string_view what) const;
 
   const nlohmann::json* object_;
   std::string path_;

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -89,6 +91,89 @@ TEST(FieldReaderTest, NamesKeepToTheirAlphabet) {
   EXPECT_EQ(r.Name("metric", 64, "._", false, Need::kRequired).status().message(),
             "rec.metric may contain only [a-z0-9._]");
   EXPECT_EQ(*r.Name("host", 64, "._-", true, Need::kRequired), "node-1.a_b");
+}
+
+TEST(FieldReaderTest, UnsignedIntegersUpToTheirFullRange) {
+  const json doc = {
+      {"big", std::numeric_limits<uint64_t>::max()}, {"neg", -1}, {"float", 1.5}, {"text", "7"}};
+  const FieldReader r = Reader(doc);
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(*r.Uint("big", kMax, Need::kRequired), kMax);
+  EXPECT_EQ(r.Uint("big", 10, Need::kRequired).status().message(),
+            "rec.big must be an integer from 0 to 10");
+  for (const char* key : {"neg", "float", "text", "missing"})
+    EXPECT_FALSE(r.Uint(key, kMax, Need::kRequired).ok()) << key;
+  EXPECT_EQ(*r.Uint("missing", kMax, Need::kOptional, 9), 9u);
+}
+
+TEST(FieldReaderTest, DoublesInRangeAndNeverNan) {
+  json doc = {{"half", 0.5}, {"int", 3}, {"text", "1"}, {"huge", 1e300}};
+  doc["nan"] = std::numeric_limits<double>::quiet_NaN();  // only a DOM built in code
+  const FieldReader r = Reader(doc);
+  EXPECT_EQ(*r.Double("half", 0, 1, Need::kRequired), 0.5);
+  EXPECT_EQ(*r.Double("int", 0, 5, Need::kRequired), 3.0);
+  EXPECT_EQ(r.Double("huge", 0, 100, Need::kRequired).status().message(),
+            "rec.huge must be a number from 0.0 to 100.0");
+  EXPECT_FALSE(r.Double("text", 0, 5, Need::kRequired).ok());
+  EXPECT_FALSE(r.Double("nan", -1e308, 1e308, Need::kRequired).ok());
+  EXPECT_EQ(*r.Double("missing", 0, 1, Need::kOptional, 0.25), 0.25);
+}
+
+TEST(FieldReaderTest, ExpectNamesWhatItFoundAndWhatItReads) {
+  const json doc = {{"format", 2}, {"version", 1}, {"odd", "one"}};
+  const FieldReader r = Reader(doc);
+  EXPECT_TRUE(r.Expect("version", 1).ok());
+  Status status = r.Expect("format", 1);
+  EXPECT_EQ(status.message(), "rec.format is 2; this build reads format 1");
+  EXPECT_EQ(status.reason(), "unsupported_format");
+  EXPECT_EQ(r.Expect("odd", 1).message(), "rec.odd is \"one\"; this build reads odd 1");
+  EXPECT_EQ(r.Expect("missing", 1).message(), "rec.missing is required");
+}
+
+TEST(FieldReaderTest, TextListsAreCheckedElementByElement) {
+  const json doc = {{"ok", {"a", "b"}}, {"mixed", {"a", 5}}, {"empty", {"a", ""}}, {"one", "a"}};
+  const FieldReader r = Reader(doc);
+  EXPECT_EQ(*r.Texts("ok", 2, 4, Need::kRequired), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.Texts("ok", 1, 4, Need::kRequired).status().message(),
+            "rec.ok has more than 1 entries");
+  EXPECT_EQ(r.Texts("mixed", 2, 4, Need::kRequired).status().message(),
+            "rec.mixed[1] must be a string");
+  EXPECT_EQ(r.Texts("empty", 2, 4, Need::kRequired).status().message(), "rec.empty[1] is empty");
+  EXPECT_EQ(r.Texts("one", 2, 4, Need::kRequired).status().message(), "rec.one must be an array");
+  EXPECT_TRUE(r.Texts("missing", 2, 4, Need::kOptional)->empty());
+}
+
+TEST(FieldReaderTest, NestedObjectsCarryTheirPath) {
+  const json doc = {{"inner", {{"n", "x"}}},
+                    {"list", json::array({{{"n", 1}}, {{"n", "y"}}})},
+                    {"notobj", 5},
+                    {"badlist", {1}}};
+  const FieldReader r = Reader(doc);
+  Result<FieldReader> inner = r.Member("inner", Need::kRequired);
+  ASSERT_TRUE(inner.ok());
+  EXPECT_EQ(inner->Int("n", 0, 1, Need::kRequired).status().message(),
+            "rec.inner.n must be an integer from 0 to 1");
+  Result<FieldReader> absent = r.Member("absent", Need::kOptional);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(*absent->Text("n", 5, Need::kOptional), "");
+  EXPECT_EQ(r.Member("absent", Need::kRequired).status().message(), "rec.absent must be an object");
+  EXPECT_EQ(r.Member("notobj", Need::kOptional).status().message(), "rec.notobj must be an object");
+  Result<std::vector<FieldReader>> list = r.Objects("list", 5, Need::kRequired);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[1].Int("n", 0, 1, Need::kRequired).status().message(),
+            "rec.list[1].n must be an integer from 0 to 1");
+  EXPECT_EQ(r.Objects("badlist", 5, Need::kRequired).status().message(),
+            "rec.badlist[0] must be an object");
+}
+
+TEST(FieldReaderTest, TheDocumentItselfHasAnEmptyPath) {
+  const json doc = {{"version", "x"}};
+  Result<FieldReader> r = FieldReader::Object(doc, "", "invalid_config");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->Int("version", 1, 1, Need::kRequired).status().message(),
+            "version must be an integer from 1 to 1");
+  EXPECT_EQ(r->ElementPath("files", 2), "files[2]");
 }
 
 }  // namespace
