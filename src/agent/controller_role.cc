@@ -11,7 +11,6 @@
 
 #include "agent/batch_builder.h"
 #include "agent/capabilities.h"
-#include "agent/daemon_config.h"
 #include "agent/gpu_json.h"
 #include "agent/heartbeat_builder.h"
 #include "agent/profiling_permissions.h"
@@ -19,6 +18,7 @@
 #include "agent/sampler_role.h"
 #include "agent/slurm_allocations.h"
 #include "core/file_util.h"
+#include "deploy/daemon_config.h"
 #include "net/http_client.h"
 #include "outbox/outbox.h"
 #include "outbox/payload.h"
@@ -85,7 +85,7 @@ class Controller {
       : options_(options), clock_(clock), stop_(stop), collector_(options.node, clock) {}
 
   Status Start() {
-    EXPANSE_ASSIGN_OR_RETURN(config_, LoadDaemonConfig(options_.config_path));
+    EXPANSE_ASSIGN_OR_RETURN(config_, deploy::LoadDaemonConfig(options_.config_path));
     shared_prefix_ = options_.shared_prefix_override.empty() ? config_.shared_prefix
                                                              : options_.shared_prefix_override;
     const RuntimeSettings& s = options_.settings;
@@ -216,7 +216,7 @@ class Controller {
 
   std::string Credential() {
     // Re-read so a replacement written by the installer is used without a restart.
-    Result<DaemonConfig> fresh = LoadDaemonConfig(options_.config_path);
+    Result<deploy::DaemonConfig> fresh = deploy::LoadDaemonConfig(options_.config_path);
     if (fresh.ok())
       return fresh->credential;
     return config_.credential;
@@ -577,7 +577,7 @@ class Controller {
   Clock& clock_;
   const std::atomic<bool>& stop_;
   NodeCollector collector_;
-  DaemonConfig config_;
+  deploy::DaemonConfig config_;
   std::string shared_prefix_;
   std::unique_ptr<outbox::Outbox> outbox_;
   std::unique_ptr<net::HttpClient> upload_client_;

@@ -14,7 +14,6 @@
 
 #include "agent/capabilities.h"
 #include "agent/controller_role.h"
-#include "agent/daemon_config.h"
 #include "agent/gpu_report.h"
 #include "agent/hook.h"
 #include "agent/job_events.h"
@@ -26,6 +25,7 @@
 #include "agent/sampler_run.h"
 #include "core/duration.h"
 #include "core/version.h"
+#include "deploy/daemon_config.h"
 #include "pystack/native_reader.h"
 #include "pystack/pyspy_source.h"
 
@@ -386,10 +386,10 @@ int RunDaemonCli(int argc, char** argv) {
                    "expanse-sampler, on workers)")
         ->check(CLI::IsMember({"controller", "sampler"}));
     const char* config_env = std::getenv("EXPANSE_DAEMON_CONFIG");
-    flags.config_path = config_env && *config_env ? config_env : kDefaultDaemonConfigPath;
+    flags.config_path = config_env && *config_env ? config_env : deploy::kDefaultDaemonConfigPath;
     app.add_option("--config", flags.config_path,
                    "Credential config (controller; default $EXPANSE_DAEMON_CONFIG or " +
-                       std::string(kDefaultDaemonConfigPath) + ")");
+                       std::string(deploy::kDefaultDaemonConfigPath) + ")");
     app.add_option("--shared-prefix", flags.shared_prefix,
                    "Directory shared by every node (binaries, worker spool)");
     app.add_option("--hostname", flags.hostname, "This node's name (default: the host name)");

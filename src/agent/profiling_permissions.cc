@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "agent/daemon_config.h"
 #include "core/file_util.h"
+#include "deploy/daemon_config.h"
 
 namespace expanse::agent {
 namespace {
@@ -51,7 +51,7 @@ PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& op
     if (repairable) {
       repairable = false;
       for (const std::string& root : options.repairable_roots) {
-        if (PathIsUnder(path, root))
+        if (deploy::PathIsUnder(path, root))
           repairable = true;
       }
     }

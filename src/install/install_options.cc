@@ -2,7 +2,7 @@
 
 #include <regex>
 
-#include "agent/daemon_config.h"
+#include "deploy/daemon_config.h"
 
 namespace expanse::install {
 namespace {
@@ -78,7 +78,7 @@ std::vector<std::string> CheckInstallFlags(const InstallOptions& o) {
   if (o.heartbeat_timeout.count() <= 0)
     out.push_back("--heartbeat-timeout must be positive");
   if (!o.config_path.empty() && !o.shared_prefix.empty() &&
-      agent::PathIsUnder(o.config_path, o.shared_prefix)) {
+      deploy::PathIsUnder(o.config_path, o.shared_prefix)) {
     out.push_back("--config " + o.config_path + " is on the shared mount " + o.shared_prefix +
                   "; the credential must stay on the controller's local disk");
   }
@@ -103,7 +103,7 @@ std::vector<std::string> CheckUninstallFlags(const UninstallOptions& o) {
 }
 
 std::string EffectiveConfigPath(const std::string& flag) {
-  return flag.empty() ? std::string(agent::kDefaultDaemonConfigPath) : flag;
+  return flag.empty() ? std::string(deploy::kDefaultDaemonConfigPath) : flag;
 }
 
 }  // namespace expanse::install

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "agent/daemon_config.h"
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "deploy/daemon_config.h"
 #include "deploy/templates.h"
 #include "install/control_plane_client.h"
 #include "install/host_facts.h"
@@ -45,8 +45,8 @@ struct ControllerPlan {
   Account account;
   std::string hostname;
   std::string config_path;
-  std::optional<agent::DaemonConfig> saved;  // the existing credential config
-  std::optional<InstallState> previous;      // what an earlier install left
+  std::optional<deploy::DaemonConfig> saved;  // the existing credential config
+  std::optional<InstallState> previous;       // what an earlier install left
   ResolvedRelease release;
   std::string prefix;
   HookWrapperPaths hooks;
@@ -127,7 +127,7 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
       problems.Add(wiring.status().message());
     }
   }
-  if (!o.shared_prefix.empty() && agent::PathIsUnder(plan.config_path, o.shared_prefix)) {
+  if (!o.shared_prefix.empty() && deploy::PathIsUnder(plan.config_path, o.shared_prefix)) {
     problems.Add("the credential config " + plan.config_path + " would be on the shared mount " +
                  o.shared_prefix + "; use --config with a local path");
   }
@@ -278,7 +278,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
                              ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment())
                                  ->Exchange(token->view(), request));
     token.reset();  // wiped: a failed run never carries it into another step
-    agent::DaemonConfig config;
+    deploy::DaemonConfig config;
     config.compute_id = cred.compute.id;
     config.organization = cred.compute.organization_slug;
     config.credential_id = cred.credential_id;
@@ -292,13 +292,13 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
     if (plan.saved) {
       EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
-      EXPANSE_RETURN_IF_ERROR(agent::SaveDaemonConfig(plan.config_path, config, uid, gid));
+      EXPANSE_RETURN_IF_ERROR(deploy::SaveDaemonConfig(plan.config_path, config, uid, gid));
       out.progress("replacement credential written to " + plan.config_path +
                    " (the previous one is revoked)");
     } else {
       EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(dir, 0700, uid, gid));
       EXPANSE_RETURN_IF_ERROR(
-          journal.WriteFile(plan.config_path, agent::RenderDaemonConfig(config), 0600, uid, gid));
+          journal.WriteFile(plan.config_path, deploy::RenderDaemonConfig(config), 0600, uid, gid));
       out.progress("credential written to " + plan.config_path);
     }
     plan.saved = config;
@@ -414,7 +414,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
 
   // 1. What is here already.
   if (Exists(plan.config_path)) {
-    Result<agent::DaemonConfig> saved = agent::LoadDaemonConfig(plan.config_path);
+    Result<deploy::DaemonConfig> saved = deploy::LoadDaemonConfig(plan.config_path);
     if (!o.reinstall) {
       std::string who = saved.ok() ? " (compute " + saved->compute_id + ", organisation " +
                                          saved->organization + ")"
@@ -551,7 +551,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
           ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment()));
       EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred, cp.Exchange(token->view(), request));
       token.reset();
-      agent::DaemonConfig config;
+      deploy::DaemonConfig config;
       config.compute_id = cred.compute.id;
       config.organization = cred.compute.organization_slug;
       config.credential_id = cred.credential_id;
@@ -564,13 +564,14 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
       const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
       if (plan.saved) {
         EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
-        return agent::SaveDaemonConfig(plan.config_path, config, plan.account.uid,
-                                       plan.account.gid);
+        return deploy::SaveDaemonConfig(plan.config_path, config, plan.account.uid,
+                                        plan.account.gid);
       }
       EXPANSE_RETURN_IF_ERROR(
           journal.MakeDirectories(dir, 0700, plan.account.uid, plan.account.gid));
-      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(plan.config_path, agent::RenderDaemonConfig(config),
-                                                0600, plan.account.uid, plan.account.gid));
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(plan.config_path,
+                                                deploy::RenderDaemonConfig(config), 0600,
+                                                plan.account.uid, plan.account.gid));
       out.progress("credential written to " + plan.config_path + " (config only; no runtime)");
       return OkStatus();
     }();

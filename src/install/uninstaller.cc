@@ -11,9 +11,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "agent/daemon_config.h"
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "deploy/daemon_config.h"
 #include "install/control_plane_client.h"
 #include "install/install_lock.h"
 #include "install/install_state.h"
@@ -79,7 +79,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     RemoveEmptyManagedDirs(state->shared_prefix);
   }
   if (have_config && !o.keep_identity) {
-    Result<agent::DaemonConfig> config = agent::LoadDaemonConfig(config_path);
+    Result<deploy::DaemonConfig> config = deploy::LoadDaemonConfig(config_path);
     if (!config.ok())
       return Status(config.status().code(), "cannot deprovision: " + config.status().message());
     out.progress("deprovisioning compute " + config->compute_id);

@@ -5,8 +5,8 @@
 //
 // It holds a secret, so both sides are strict: the file must be a regular file owned by the
 // daemon user, readable by nobody else (0600 or tighter), and never on the shared mount.
-#ifndef EXPANSE_AGENT_DAEMON_CONFIG_H_
-#define EXPANSE_AGENT_DAEMON_CONFIG_H_
+#ifndef EXPANSE_DEPLOY_DAEMON_CONFIG_H_
+#define EXPANSE_DEPLOY_DAEMON_CONFIG_H_
 
 #include <sys/types.h>
 
@@ -14,7 +14,7 @@
 
 #include "core/result.h"
 
-namespace expanse::agent {
+namespace expanse::deploy {
 
 inline constexpr char kDefaultDaemonConfigPath[] = "/var/lib/slurm/.expanse/config.json";
 
@@ -46,6 +46,6 @@ Status SaveDaemonConfig(const std::string& path, const DaemonConfig& config, uid
 // True when `path` is `prefix` or below it (both absolute, compared by components).
 bool PathIsUnder(std::string_view path, std::string_view prefix);
 
-}  // namespace expanse::agent
+}  // namespace expanse::deploy
 
-#endif  // EXPANSE_AGENT_DAEMON_CONFIG_H_
+#endif  // EXPANSE_DEPLOY_DAEMON_CONFIG_H_

@@ -1,37 +1,40 @@
-#include "agent/daemon_config.h"
+#include "deploy/daemon_config.h"
 
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/path_rules.h"
+#include "deploy/plane_url.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
-namespace expanse::agent {
+namespace expanse::deploy {
 namespace {
 
 constexpr size_t kMaxConfigBytes = 64 * 1024;
 
 Status FieldError(const std::string& field, const std::string& problem) {
-  return InvalidArgumentError("config." + field + ": " + problem).WithReason("invalid_config");
+  return InvalidArgumentError("config." + field + " " + problem).WithReason("invalid_config");
 }
 
-Result<std::string> RequiredString(const nlohmann::json& doc, const char* field) {
-  auto it = doc.find(field);
-  if (it == doc.end() || !it->is_string() || it->get<std::string>().empty()) {
-    return FieldError(field, "required text is missing");
-  }
-  return it->get<std::string>();
-}
+// What a config holds the daemon can trust: strings, like every outside JSON, are read by
+// wire::FieldReader and never by nlohmann's throwing accessors.
+constexpr size_t kMaxIdBytes = 128;
+constexpr size_t kMaxCredentialBytes = 512;
+constexpr size_t kMaxUrlFieldBytes = 4096;  // CheckPlaneUrl applies the real limit
+constexpr size_t kMaxPathBytes = 4096;      // CheckAbsolutePath applies the real limit
+constexpr size_t kMaxUserBytes = 64;
 
-Status CheckUrl(const std::string& field, const std::string& url) {
-  if (!url.starts_with("https://") && !url.starts_with("http://")) {
-    return FieldError(field, "expected an http(s) URL, got \"" + url + "\"");
-  }
-  return OkStatus();
+Status WithConfigReason(Status status) {
+  return status.ok() ? status : std::move(status).WithReason("invalid_config");
 }
 
 }  // namespace
@@ -52,31 +55,45 @@ bool PathIsUnder(std::string_view path, std::string_view prefix) {
 }
 
 Result<DaemonConfig> ParseDaemonConfig(std::string_view text) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return InvalidArgumentError("config: not a JSON object").WithReason("invalid_config");
-  }
-  if (doc.value("version", 0) != 1)
-    return FieldError("version", "must be 1");
+  Result<nlohmann::json> doc = wire::ParseJson(text, wire::JsonLimits{.max_depth = 4});
+  if (!doc.ok())
+    return InvalidArgumentError("config: " + doc.status().message()).WithReason("invalid_config");
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader r,
+                           wire::FieldReader::Object(*doc, "config", "invalid_config"));
+  EXPANSE_RETURN_IF_ERROR(WithConfigReason(r.Expect("version", 1)));
   DaemonConfig config;
-  EXPANSE_ASSIGN_OR_RETURN(config.compute_id, RequiredString(doc, "compute_id"));
-  EXPANSE_ASSIGN_OR_RETURN(config.credential, RequiredString(doc, "credential"));
-  if (!config.credential.starts_with("exp_cc_")) {
-    // The message must not echo the value: it may be a secret pasted into the wrong field.
-    return FieldError("credential", "not a compute credential (expected the exp_cc_ prefix)");
+  EXPANSE_ASSIGN_OR_RETURN(config.compute_id,
+                           r.Text("compute_id", kMaxIdBytes, wire::Need::kRequired));
+  // No refusal may echo the value, which may be a secret pasted into the wrong field:
+  // FieldReader's messages name only the field, and so does the prefix check.
+  EXPANSE_ASSIGN_OR_RETURN(config.credential,
+                           r.Text("credential", kMaxCredentialBytes, wire::Need::kRequired));
+  if (!config.credential.starts_with("exp_cc_"))
+    return FieldError("credential", "is not a compute credential (expected the exp_cc_ prefix)");
+  EXPANSE_ASSIGN_OR_RETURN(config.control_plane_url,
+                           r.Text("control_plane_url", kMaxUrlFieldBytes, wire::Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(config.data_plane_url,
+                           r.Text("data_plane_url", kMaxUrlFieldBytes, wire::Need::kRequired));
+  EXPANSE_RETURN_IF_ERROR(
+      WithConfigReason(CheckPlaneUrl("config.control_plane_url", config.control_plane_url)));
+  EXPANSE_RETURN_IF_ERROR(
+      WithConfigReason(CheckPlaneUrl("config.data_plane_url", config.data_plane_url)));
+  EXPANSE_ASSIGN_OR_RETURN(config.organization,
+                           r.Text("organization", kMaxIdBytes, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(config.credential_id,
+                           r.Text("credential_id", kMaxIdBytes, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(config.shared_prefix,
+                           r.Text("shared_prefix", kMaxPathBytes, wire::Need::kOptional));
+  if (!config.shared_prefix.empty()) {
+    EXPANSE_RETURN_IF_ERROR(
+        WithConfigReason(CheckAbsolutePath("config.shared_prefix", config.shared_prefix)));
   }
-  EXPANSE_ASSIGN_OR_RETURN(config.control_plane_url, RequiredString(doc, "control_plane_url"));
-  EXPANSE_ASSIGN_OR_RETURN(config.data_plane_url, RequiredString(doc, "data_plane_url"));
-  EXPANSE_RETURN_IF_ERROR(CheckUrl("control_plane_url", config.control_plane_url));
-  EXPANSE_RETURN_IF_ERROR(CheckUrl("data_plane_url", config.data_plane_url));
-  config.organization = doc.value("organization", std::string());
-  config.credential_id = doc.value("credential_id", std::string());
-  config.shared_prefix = doc.value("shared_prefix", std::string());
-  if (!config.shared_prefix.empty() && config.shared_prefix.front() != '/') {
-    return FieldError("shared_prefix", "must be an absolute path");
-  }
-  config.daemon_user = doc.value("daemon_user", config.daemon_user);
-  config.written_ms = doc.value("written_ms", int64_t{0});
+  EXPANSE_ASSIGN_OR_RETURN(std::string user,
+                           r.Text("daemon_user", kMaxUserBytes, wire::Need::kOptional));
+  if (!user.empty())
+    config.daemon_user = std::move(user);
+  EXPANSE_ASSIGN_OR_RETURN(config.written_ms,
+                           r.Int("written_ms", 0, wire::kMaxTimeMs, wire::Need::kOptional));
   return config;
 }
 
@@ -139,4 +156,4 @@ Status SaveDaemonConfig(const std::string& path, const DaemonConfig& config, uid
                                  RenderDaemonConfig(config), 0600, uid, gid);
 }
 
-}  // namespace expanse::agent
+}  // namespace expanse::deploy

@@ -1,4 +1,4 @@
-#include "agent/daemon_config.h"
+#include "deploy/daemon_config.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -6,11 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace expanse::agent {
+namespace expanse::deploy {
 namespace {
 
 using ::testing::HasSubstr;
@@ -105,6 +108,54 @@ TEST_F(DaemonConfigTest, ParseErrorsNameTheFieldNotTheSecret) {
   EXPECT_FALSE(ParseDaemonConfig(R"({"version":2})").ok());
 }
 
+// Each of these members, wrongly typed, made nlohmann's value() throw and ended the daemon at
+// start; now each is a refusal naming the member.
+TEST(ParseDaemonConfigTest, WronglyTypedMembersAreRefusedByName) {
+  const std::string base =
+      R"("version":1,"compute_id":"c","credential":"exp_cc_x","control_plane_url":"https://a",)"
+      R"("data_plane_url":"https://b")";
+  for (const auto& [member, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("organization":5)", "config.organization must be a string"},
+           {R"("credential_id":[])", "config.credential_id must be a string"},
+           {R"("shared_prefix":{})", "config.shared_prefix must be a string"},
+           {R"("daemon_user":true)", "config.daemon_user must be a string"},
+           {R"("written_ms":"soon")", "config.written_ms must be an integer from 0 to"},
+           {R"("written_ms":1.5)", "config.written_ms must be an integer from 0 to"},
+           {R"("shared_prefix":"srv/x")", "config.shared_prefix \"srv/x\" is not an absolute"},
+       }) {
+    Result<DaemonConfig> config = ParseDaemonConfig("{" + base + "," + member + "}");
+    ASSERT_FALSE(config.ok()) << member;
+    EXPECT_THAT(config.status().message(), HasSubstr(expected)) << member;
+    EXPECT_EQ(config.status().reason(), "invalid_config") << member;
+  }
+  Result<DaemonConfig> version = ParseDaemonConfig(R"({"version":"1"})");
+  EXPECT_EQ(version.status().message(), R"(config.version is "1"; this build reads version 1)");
+  EXPECT_EQ(version.status().reason(), "invalid_config");
+  EXPECT_TRUE(ParseDaemonConfig("{" + base + "}").ok());
+}
+
+TEST(ParseDaemonConfigTest, PlainHttpOnlyToLoopback) {
+  auto with_url = [](const std::string& url) {
+    return ParseDaemonConfig(R"({"version":1,"compute_id":"c","credential":"exp_cc_x",)"
+                             R"("control_plane_url":")" +
+                             url + R"(","data_plane_url":"https://b"})");
+  };
+  EXPECT_TRUE(with_url("http://127.0.0.1:8080").ok());
+  EXPECT_TRUE(with_url("http://[::1]:8080/").ok());
+  Result<DaemonConfig> remote = with_url("http://expanse.example");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_THAT(remote.status().message(),
+              HasSubstr(R"(config.control_plane_url "http://expanse.example" must use https://)"));
+  EXPECT_EQ(remote.status().reason(), "invalid_config");
+}
+
+TEST(ParseDaemonConfigTest, NestingBombIsRefusedNotBuilt) {
+  Result<DaemonConfig> config = ParseDaemonConfig(std::string(100'000, '['));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("config: "));
+  EXPECT_EQ(config.status().reason(), "invalid_config");
+}
+
 TEST(PathIsUnderTest, ComparesComponents) {
   EXPECT_TRUE(PathIsUnder("/srv/expanse/etc/config.json", "/srv/expanse"));
   EXPECT_TRUE(PathIsUnder("/srv/expanse", "/srv/expanse/"));
@@ -115,4 +166,4 @@ TEST(PathIsUnderTest, ComparesComponents) {
 }
 
 }  // namespace
-}  // namespace expanse::agent
+}  // namespace expanse::deploy
