@@ -237,7 +237,7 @@ TEST_F(ExtractTest, RefusesReleaseJsonMismatches) {
   EXPECT_THAT(Refused(Archive({files_[0], files_[1]}), "release_json_invalid"),
               HasSubstr("no release.json"));
   entries = {File("release.json", "{\"format\":2}"), files_[0]};
-  EXPECT_THAT(Refused(Archive(entries), "release_json_invalid"), HasSubstr("format 2"));
+  EXPECT_THAT(Refused(Archive(entries), "release_json_invalid"), HasSubstr("format is 2"));
 }
 
 TEST_F(ExtractTest, DestinationMustBeFresh) {

@@ -9,9 +9,11 @@
 
 #include "core/quote.h"
 #include "net/url_policy.h"
-#include "release/json_fields.h"
 #include "release/release_info.h"
+#include "release/status_util.h"
 #include "release/version_compare.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 namespace expanse::release {
 
@@ -87,53 +89,64 @@ Status CheckRelease(const ManifestRelease& release, const std::string& where) {
   return OkStatus();
 }
 
-Result<ArchiveRef> ParseRef(const json& entry, const std::string& where) {
-  using namespace release_internal;
+// Bounds for reading; the checks of the parsed manifest (CheckRelease) apply the real rules.
+constexpr size_t kMaxTextBytes = 4096;
+constexpr size_t kMaxEntries = 100'000;
+constexpr wire::Need kRequired = wire::Need::kRequired;
+
+Result<ArchiveRef> ParseRef(const wire::FieldReader& entry) {
   ArchiveRef ref;
-  EXPANSE_ASSIGN_OR_RETURN(ref.url, RequiredString(entry, where, "url"));
-  EXPANSE_ASSIGN_OR_RETURN(ref.sha256, RequiredString(entry, where, "sha256"));
-  EXPANSE_ASSIGN_OR_RETURN(ref.size, RequiredUnsigned(entry, where, "size", kMaxArchiveBytes));
-  EXPANSE_ASSIGN_OR_RETURN(ref.signature_url, RequiredString(entry, where, "signature_url"));
+  EXPANSE_ASSIGN_OR_RETURN(ref.url, entry.Text("url", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(ref.sha256, entry.Text("sha256", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(ref.size, entry.Uint("size", kMaxArchiveBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(ref.signature_url,
+                           entry.Text("signature_url", kMaxTextBytes, kRequired));
   return ref;
 }
 
-Result<const json*> ObjectElement(const json& array, const std::string& where, size_t i) {
-  if (!array[i].is_object())
-    return InvalidArgumentError(where + " must be an object");
-  return &array[i];
-}
-
-Result<ManifestRelease> ParseRelease(const json& entry, const std::string& where) {
-  using namespace release_internal;
+Result<ManifestRelease> ParseRelease(const wire::FieldReader& entry) {
   ManifestRelease release;
-  EXPANSE_ASSIGN_OR_RETURN(release.version, RequiredString(entry, where, "version"));
+  EXPANSE_ASSIGN_OR_RETURN(release.version, entry.Text("version", kMaxTextBytes, kRequired));
   EXPANSE_ASSIGN_OR_RETURN(
-      uint64_t published,
-      RequiredUnsigned(entry, where, "published_ms", std::numeric_limits<int64_t>::max()));
-  release.published_ms = static_cast<int64_t>(published);
-  EXPANSE_ASSIGN_OR_RETURN(const json* archives, RequiredArray(entry, where, "archives"));
-  for (size_t i = 0; i < archives->size(); ++i) {
-    std::string at = ElementPath(where, "archives", i);
-    EXPANSE_ASSIGN_OR_RETURN(const json* item, ObjectElement(*archives, at, i));
+      release.published_ms,
+      entry.Int("published_ms", 0, std::numeric_limits<int64_t>::max(), kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<wire::FieldReader> archives,
+                           entry.Objects("archives", kMaxEntries, kRequired));
+  for (const wire::FieldReader& item : archives) {
     ManifestArchive archive;
-    EXPANSE_ASSIGN_OR_RETURN(archive.name, RequiredString(*item, at, "name"));
-    EXPANSE_ASSIGN_OR_RETURN(archive.os, RequiredString(*item, at, "os"));
-    EXPANSE_ASSIGN_OR_RETURN(archive.arch, RequiredString(*item, at, "arch"));
-    EXPANSE_ASSIGN_OR_RETURN(archive.ref, ParseRef(*item, at));
+    EXPANSE_ASSIGN_OR_RETURN(archive.name, item.Text("name", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(archive.os, item.Text("os", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(archive.arch, item.Text("arch", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(archive.ref, ParseRef(item));
     release.archives.push_back(std::move(archive));
   }
-  EXPANSE_ASSIGN_OR_RETURN(const json* cupti, RequiredArray(entry, where, "cupti"));
-  for (size_t i = 0; i < cupti->size(); ++i) {
-    std::string at = ElementPath(where, "cupti", i);
-    EXPANSE_ASSIGN_OR_RETURN(const json* item, ObjectElement(*cupti, at, i));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<wire::FieldReader> cupti,
+                           entry.Objects("cupti", kMaxEntries, kRequired));
+  for (const wire::FieldReader& item : cupti) {
     ManifestCupti variant;
-    EXPANSE_ASSIGN_OR_RETURN(variant.variant, RequiredString(*item, at, "variant"));
-    EXPANSE_ASSIGN_OR_RETURN(variant.arch, RequiredString(*item, at, "arch"));
-    EXPANSE_ASSIGN_OR_RETURN(variant.min_driver, RequiredString(*item, at, "min_driver"));
-    EXPANSE_ASSIGN_OR_RETURN(variant.ref, ParseRef(*item, at));
+    EXPANSE_ASSIGN_OR_RETURN(variant.variant, item.Text("variant", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(variant.arch, item.Text("arch", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(variant.min_driver, item.Text("min_driver", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(variant.ref, ParseRef(item));
     release.cupti.push_back(std::move(variant));
   }
   return release;
+}
+
+Result<Manifest> ParseManifestDocument(std::string_view text) {
+  // A manifest nests five deep (releases[i].archives[j]); eight leaves room for new members.
+  EXPANSE_ASSIGN_OR_RETURN(json document, wire::ParseJson(text, wire::JsonLimits{.max_depth = 8}));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader root,
+                           wire::FieldReader::Object(document, "", "invalid_manifest"));
+  EXPANSE_RETURN_IF_ERROR(root.Expect("format", kManifestFormat));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<wire::FieldReader> releases,
+                           root.Objects("releases", kMaxEntries, kRequired));
+  Manifest manifest;
+  for (const wire::FieldReader& item : releases) {
+    EXPANSE_ASSIGN_OR_RETURN(ManifestRelease release, ParseRelease(item));
+    manifest.releases.push_back(std::move(release));
+  }
+  return manifest;
 }
 
 nlohmann::ordered_json RefJson(nlohmann::ordered_json object, const ArchiveRef& ref) {
@@ -173,21 +186,12 @@ Status ValidateManifest(const Manifest& manifest) {
 }
 
 Result<Manifest> ParseManifest(std::string_view text) {
-  using namespace release_internal;
   if (text.size() > kMaxManifestBytes) {
     return InvalidArgumentError("manifest.json is larger than " +
                                 std::to_string(kMaxManifestBytes) + " bytes");
   }
-  EXPANSE_ASSIGN_OR_RETURN(json document, ParseJsonObject(text, "manifest.json"));
-  EXPANSE_RETURN_IF_ERROR(CheckFormat(document, "manifest.json", kManifestFormat));
-  EXPANSE_ASSIGN_OR_RETURN(const json* releases, RequiredArray(document, "", "releases"));
-  Manifest manifest;
-  for (size_t i = 0; i < releases->size(); ++i) {
-    std::string at = ElementPath("", "releases", i);
-    EXPANSE_ASSIGN_OR_RETURN(const json* item, ObjectElement(*releases, at, i));
-    EXPANSE_ASSIGN_OR_RETURN(ManifestRelease release, ParseRelease(*item, at));
-    manifest.releases.push_back(std::move(release));
-  }
+  EXPANSE_ASSIGN_OR_RETURN(Manifest manifest, release_internal::Annotate(
+                                                  ParseManifestDocument(text), "manifest.json: "));
   EXPANSE_RETURN_IF_ERROR(ValidateManifest(manifest));
   return manifest;
 }

@@ -74,8 +74,8 @@ TEST(ManifestTest, StrictParserNamesTheField) {
 
   Status format = refused(Replace(good, "\"format\": 1", "\"format\": 2"));
   EXPECT_EQ(format.reason(), "unsupported_format");
-  EXPECT_THAT(format.message(), HasSubstr("unknown manifest.json format 2"));
-  EXPECT_THAT(refused(R"({"releases":[]})").message(), HasSubstr("format is missing"));
+  EXPECT_THAT(format.message(), HasSubstr("manifest.json: format is 2; this build reads format 1"));
+  EXPECT_THAT(refused(R"({"releases":[]})").message(), HasSubstr("format is required"));
 
   EXPECT_THAT(refused(Replace(good, "\"size\": 1234", "\"size\": 0")).message(),
               HasSubstr("releases[0].archives[0].size must be from 1"));
@@ -90,7 +90,7 @@ TEST(ManifestTest, StrictParserNamesTheField) {
               HasSubstr("releases[0].cupti[0].min_driver"));
   EXPECT_THAT(refused(Replace(good, "\"1.1.0\"", "\"v1\"")).message(),
               HasSubstr("releases[1].version"));
-  EXPECT_THAT(refused("{\"format\":1}").message(), HasSubstr("releases is missing"));
+  EXPECT_THAT(refused("{\"format\":1}").message(), HasSubstr("releases is required"));
   EXPECT_THAT(refused("{\"format\":1,\"releases\":[1]}").message(),
               HasSubstr("releases[0] must be an object"));
   EXPECT_THAT(refused("nope").message(), HasSubstr("not valid JSON"));

@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/quote.h"
-#include "release/json_fields.h"
+#include "release/status_util.h"
 #include "release/version_compare.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 namespace expanse::release {
 
@@ -137,35 +139,52 @@ Status ValidateReleaseInfo(const ReleaseInfo& info) {
   return OkStatus();
 }
 
+namespace {
+
+// Bounds for reading; ValidateReleaseInfo applies the real rules.
+constexpr size_t kMaxTextBytes = 4096;
+constexpr size_t kMaxFiles = 100'000;
+constexpr wire::Need kRequired = wire::Need::kRequired;
+
+Result<ReleaseInfo> ParseReleaseInfoDocument(std::string_view text) {
+  // release.json nests three deep (files[i]); eight leaves room for new members.
+  EXPANSE_ASSIGN_OR_RETURN(json document, wire::ParseJson(text, wire::JsonLimits{.max_depth = 8}));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader root,
+                           wire::FieldReader::Object(document, "", "invalid_release_info"));
+  EXPANSE_RETURN_IF_ERROR(root.Expect("format", kReleaseInfoFormat));
+  ReleaseInfo info;
+  EXPANSE_ASSIGN_OR_RETURN(info.name, root.Text("name", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(info.version, root.Text("version", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(info.os, root.Text("os", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(info.arch, root.Text("arch", kMaxTextBytes, kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(info.variant,
+                           root.Text("variant", kMaxTextBytes, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(info.min_driver,
+                           root.Text("min_driver", kMaxTextBytes, wire::Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<wire::FieldReader> files,
+                           root.Objects("files", kMaxFiles, kRequired));
+  for (size_t i = 0; i < files.size(); ++i) {
+    const wire::FieldReader& entry = files[i];
+    ReleaseFile file;
+    EXPANSE_ASSIGN_OR_RETURN(file.path, entry.Text("path", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(file.sha256, entry.Text("sha256", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(file.size, entry.Uint("size", kMaxFileSize, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(std::string mode, entry.Text("mode", kMaxTextBytes, kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(file.mode, ParseMode(mode, entry.PathOf("mode")));
+    info.files.push_back(std::move(file));
+  }
+  return info;
+}
+
+}  // namespace
+
 Result<ReleaseInfo> ParseReleaseInfo(std::string_view text) {
-  using namespace release_internal;
   if (text.size() > kMaxReleaseInfoBytes) {
     return InvalidArgumentError("release.json is larger than " +
                                 std::to_string(kMaxReleaseInfoBytes) + " bytes");
   }
-  EXPANSE_ASSIGN_OR_RETURN(json document, ParseJsonObject(text, "release.json"));
-  EXPANSE_RETURN_IF_ERROR(CheckFormat(document, "release.json", kReleaseInfoFormat));
-  ReleaseInfo info;
-  EXPANSE_ASSIGN_OR_RETURN(info.name, RequiredString(document, "", "name"));
-  EXPANSE_ASSIGN_OR_RETURN(info.version, RequiredString(document, "", "version"));
-  EXPANSE_ASSIGN_OR_RETURN(info.os, RequiredString(document, "", "os"));
-  EXPANSE_ASSIGN_OR_RETURN(info.arch, RequiredString(document, "", "arch"));
-  EXPANSE_ASSIGN_OR_RETURN(info.variant, OptionalString(document, "", "variant"));
-  EXPANSE_ASSIGN_OR_RETURN(info.min_driver, OptionalString(document, "", "min_driver"));
-  EXPANSE_ASSIGN_OR_RETURN(const json* files, RequiredArray(document, "", "files"));
-  for (size_t i = 0; i < files->size(); ++i) {
-    const json& entry = (*files)[i];
-    std::string where = ElementPath("", "files", i);
-    if (!entry.is_object())
-      return InvalidArgumentError(where + " must be an object");
-    ReleaseFile file;
-    EXPANSE_ASSIGN_OR_RETURN(file.path, RequiredString(entry, where, "path"));
-    EXPANSE_ASSIGN_OR_RETURN(file.sha256, RequiredString(entry, where, "sha256"));
-    EXPANSE_ASSIGN_OR_RETURN(file.size, RequiredUnsigned(entry, where, "size", kMaxFileSize));
-    EXPANSE_ASSIGN_OR_RETURN(std::string mode, RequiredString(entry, where, "mode"));
-    EXPANSE_ASSIGN_OR_RETURN(file.mode, ParseMode(mode, MemberPath(where, "mode")));
-    info.files.push_back(std::move(file));
-  }
+  EXPANSE_ASSIGN_OR_RETURN(ReleaseInfo info, release_internal::Annotate(
+                                                 ParseReleaseInfoDocument(text), "release.json: "));
   EXPANSE_RETURN_IF_ERROR(ValidateReleaseInfo(info));
   return info;
 }

@@ -47,10 +47,10 @@ TEST(ReleaseInfoTest, FileNames) {
 TEST(ReleaseInfoTest, RefusesBadDocumentsNamingTheField) {
   auto message = [](const std::string& text) { return ParseReleaseInfo(text).status().message(); };
   EXPECT_THAT(message("not json"), HasSubstr("not valid JSON"));
-  EXPECT_THAT(message("[]"), HasSubstr("JSON object"));
+  EXPECT_THAT(message("[]"), HasSubstr("release.json: the document must be an object"));
   Status format = ParseReleaseInfo(R"({"format":2})").status();
   EXPECT_EQ(format.reason(), "unsupported_format");
-  EXPECT_THAT(format.message(), HasSubstr("format 2"));
+  EXPECT_THAT(format.message(), HasSubstr("format is 2; this build reads format 1"));
   std::string good = RenderReleaseInfo(Cupti());
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string text = good;
@@ -65,7 +65,8 @@ TEST(ReleaseInfoTest, RefusesBadDocumentsNamingTheField) {
   EXPECT_THAT(replaced("bin/expanse-cupti-helper", "z"), HasSubstr("out of order"));
   EXPECT_THAT(replaced(kSha, "E3B0"), HasSubstr("files[0].sha256"));
   EXPECT_THAT(replaced("\"min_driver\": \"580.65.06\",", ""), HasSubstr("go together"));
-  EXPECT_THAT(replaced("\"name\": \"expanse-cupti\",", ""), HasSubstr("name is missing"));
+  EXPECT_THAT(replaced("\"name\": \"expanse-cupti\",", ""),
+              HasSubstr("release.json: name is required"));
   EXPECT_THAT(replaced("\"arch\": \"amd64\"", "\"arch\": 64"), HasSubstr("arch must be a string"));
 }
 

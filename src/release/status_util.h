@@ -1,9 +1,11 @@
 // Internal to the release module: adding context to a failure without losing its code or
-// reason, so callers can still branch on, e.g., "signature_mismatch".
+// reason, so callers can still branch on, e.g., "signature_mismatch"; and the member paths
+// the checks of parsed documents name ("releases[0].archives[1].sha256").
 
 #ifndef EXPANSE_RELEASE_STATUS_UTIL_H_
 #define EXPANSE_RELEASE_STATUS_UTIL_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +26,17 @@ Result<T> Annotate(Result<T> result, std::string_view prefix) {
   if (result.ok())
     return result;
   return Annotate(result.status(), prefix);
+}
+
+// "<where>.<name>", or just name when where is empty.
+inline std::string MemberPath(std::string_view where, std::string_view name) {
+  if (where.empty())
+    return std::string(name);
+  return std::string(where) + "." + std::string(name);
+}
+
+inline std::string ElementPath(std::string_view where, std::string_view name, size_t index) {
+  return MemberPath(where, name) + "[" + std::to_string(index) + "]";
 }
 
 }  // namespace expanse::release_internal

@@ -38,7 +38,7 @@ bool IntegerIn(const json& value, int64_t min, int64_t max, int64_t* out) {
 
 Result<FieldReader> FieldReader::Object(const json& value, std::string path, std::string reason) {
   if (!value.is_object())
-    return BadField(path, "must be an object", reason);
+    return BadField(path.empty() ? "the document" : path, "must be an object", reason);
   return FieldReader(value, std::move(path), std::move(reason));
 }
 
@@ -169,7 +169,7 @@ Result<const json*> FieldReader::Array(const char* key, size_t max_entries, Need
   const json* v = Find(key);
   if (v == nullptr) {
     if (need == Need::kRequired)
-      return Bad(key, "must be an array");
+      return Bad(key, "is required");
     return static_cast<const json*>(nullptr);
   }
   if (!v->is_array())
@@ -214,7 +214,7 @@ Result<FieldReader> FieldReader::Member(const char* key, Need need) const {
   const json* v = Find(key);
   if (v == nullptr) {
     if (need == Need::kRequired)
-      return Bad(key, "must be an object");
+      return Bad(key, "is required");
     return FieldReader(kEmptyObject, PathOf(key), reason_);
   }
   return Object(*v, PathOf(key), reason_);

@@ -53,7 +53,7 @@ TEST(FieldReaderTest, AbsentAndNullMembers) {
             "rec.missing must be an integer from 0 to 5");
   EXPECT_TRUE(*r.Bool("missing", true));
   EXPECT_EQ(*r.Array("missing", 1, Need::kOptional), nullptr);
-  EXPECT_FALSE(r.Array("missing", 1, Need::kRequired).ok());
+  EXPECT_EQ(r.Array("missing", 1, Need::kRequired).status().message(), "rec.missing is required");
 }
 
 TEST(FieldReaderTest, IntegersAreCheckedWithoutWrapping) {
@@ -156,7 +156,7 @@ TEST(FieldReaderTest, NestedObjectsCarryTheirPath) {
   Result<FieldReader> absent = r.Member("absent", Need::kOptional);
   ASSERT_TRUE(absent.ok());
   EXPECT_EQ(*absent->Text("n", 5, Need::kOptional), "");
-  EXPECT_EQ(r.Member("absent", Need::kRequired).status().message(), "rec.absent must be an object");
+  EXPECT_EQ(r.Member("absent", Need::kRequired).status().message(), "rec.absent is required");
   EXPECT_EQ(r.Member("notobj", Need::kOptional).status().message(), "rec.notobj must be an object");
   Result<std::vector<FieldReader>> list = r.Objects("list", 5, Need::kRequired);
   ASSERT_TRUE(list.ok());
@@ -174,6 +174,9 @@ TEST(FieldReaderTest, TheDocumentItselfHasAnEmptyPath) {
   EXPECT_EQ(r->Int("version", 1, 1, Need::kRequired).status().message(),
             "version must be an integer from 1 to 1");
   EXPECT_EQ(r->ElementPath("files", 2), "files[2]");
+  const json list = json::array();
+  EXPECT_EQ(FieldReader::Object(list, "", "x").status().message(),
+            "the document must be an object");
 }
 
 }  // namespace
