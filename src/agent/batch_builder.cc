@@ -168,8 +168,8 @@ bool BatchBuilder::empty() const {
 }
 
 nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream) const {
-  nlohmann::json doc = {
-      {"version", 1}, {"stream", stream}, {"sequence", sequence}, {"series", series_}};
+  nlohmann::json doc = wire::EncodeBatchHeader({.stream = stream, .sequence = sequence});
+  doc["series"] = series_;
   if (!jobs_.empty())
     doc["jobs"] = jobs_;
   if (!job_events_.empty())

@@ -26,6 +26,7 @@
 #include "slurm/slurm_client.h"
 #include "spool/aggregator.h"
 #include "wire/json_parse.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 namespace {
@@ -33,22 +34,22 @@ namespace {
 constexpr char kStream[] = "telemetry";
 
 nlohmann::json JobJson(const slurm::JobInfo& j, int64_t observed_ms) {
-  return {{"job_id", j.job_id},
-          {"name", j.name},
-          {"user", j.user},
-          {"account", j.account},
-          {"partition", j.partition},
-          {"state", j.state},
-          {"nodes", j.nodes},
-          {"submit_ms", j.submit_ms},
-          {"start_ms", j.start_ms},
-          {"end_ms", j.end_ms},
-          {"req_nodes", j.req_nodes},
-          {"req_cpus", j.req_cpus},
-          {"req_gpus", j.req_gpus},
-          {"req_mem_mib", j.req_mem_mib},
-          {"time_limit_s", j.time_limit_s},
-          {"observed_ms", observed_ms}};
+  return wire::Encode(wire::JobRecord{.job_id = j.job_id,
+                                      .name = j.name,
+                                      .user = j.user,
+                                      .account = j.account,
+                                      .partition = j.partition,
+                                      .state = j.state,
+                                      .nodes = j.nodes,
+                                      .submit_ms = j.submit_ms,
+                                      .start_ms = j.start_ms,
+                                      .end_ms = j.end_ms,
+                                      .req_nodes = j.req_nodes,
+                                      .req_cpus = j.req_cpus,
+                                      .req_gpus = j.req_gpus,
+                                      .req_mem_mib = j.req_mem_mib,
+                                      .time_limit_s = j.time_limit_s,
+                                      .observed_ms = observed_ms});
 }
 
 // The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are

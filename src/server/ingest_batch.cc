@@ -13,7 +13,6 @@
 
 #include "server/ingest_stacks.h"
 #include "server/route_util.h"
-#include "server/validate.h"
 #include "wire/field_reader.h"
 #include "wire/records.h"
 
@@ -31,68 +30,7 @@ static_assert(kMaxIngestSamples == wire::kMaxSeriesSamples);
 constexpr int kMaxIngestWindowLog = 23;
 
 Status Bad(const std::string& path, std::string_view what) {
-  return InvalidArgumentError("batch." + path + " " + std::string(what))
-      .WithReason("invalid_batch");
-}
-
-bool IsNameChar(char c, std::string_view extra) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || extra.find(c) != std::string::npos;
-}
-
-Status CheckName(const std::string& path, const std::string& v, size_t max, std::string_view extra,
-                 bool upper_ok) {
-  if (v.empty() || v.size() > max) {
-    return Bad(path, "must be 1 to " + std::to_string(max) + " characters");
-  }
-  for (char c : v) {
-    if (!IsNameChar(c, extra) && !(upper_ok && c >= 'A' && c <= 'Z')) {
-      return Bad(path, "contains a character outside [a-z0-9" + std::string(extra) + "]");
-    }
-  }
-  return OkStatus();
-}
-
-// Reads a member as a string; absent is "" unless required.
-Result<std::string> Str(const json& obj, const std::string& path, const char* key, size_t max,
-                        bool required) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    if (required)
-      return Bad(path + key, "is required");
-    return std::string();
-  }
-  if (!it->is_string())
-    return Bad(path + key, "must be a string");
-  std::string v = it->get<std::string>();
-  Status s = required ? ValidateText(key, v, max) : ValidateOptionalText(key, v, max);
-  if (!s.ok())
-    return Bad(path + key, s.message().substr(std::string_view(key).size() + 1));
-  return v;
-}
-
-Result<int64_t> Int(const json& obj, const std::string& path, const char* key, int64_t min) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    if (min > 0)
-      return Bad(path + key, "is required");
-    return min < 0 ? min : 0;
-  }
-  if (!it->is_number_integer() || it->get<int64_t>() < min) {
-    return Bad(path + key, "must be an integer >= " + std::to_string(min));
-  }
-  return it->get<int64_t>();
-}
-
-const json* Array(const json& doc, const char* key, size_t max, Status* error) {
-  auto it = doc.find(key);
-  if (it == doc.end())
-    return nullptr;
-  if (!it->is_array()) {
-    *error = Bad(key, "must be an array");
-  } else if (it->size() > max) {
-    *error = Bad(key, "has more than " + std::to_string(max) + " entries");
-  }
-  return &*it;
+  return wire::BadField("batch." + path, what, "invalid_batch");
 }
 
 // The per-entry rules are the wire records' (wire/records.h), which the controller applies to
@@ -120,27 +58,27 @@ Status ParseSeries(const json& list, std::string_view compute_id, IngestBatch* o
 
 Status ParseJobs(const json& list, std::string_view compute_id, IngestBatch* out) {
   for (size_t i = 0; i < list.size(); ++i) {
-    const json& j = list[i];
-    std::string p = "jobs[" + std::to_string(i) + "].";
-    if (!j.is_object())
-      return Bad(p.substr(0, p.size() - 1), "must be an object");
+    EXPANSE_ASSIGN_OR_RETURN(
+        wire::JobRecord j,
+        wire::DecodeJob(list[i], "batch.jobs[" + std::to_string(i) + "]", "invalid_batch"));
     store::JobRecord r;
     r.compute_id = std::string(compute_id);
-    EXPANSE_ASSIGN_OR_RETURN(r.job_id, Str(j, p, "job_id", 64, true));
-    EXPANSE_ASSIGN_OR_RETURN(r.name, Str(j, p, "name", 256, false));
-    EXPANSE_ASSIGN_OR_RETURN(r.user, Str(j, p, "user", 64, false));
-    EXPANSE_ASSIGN_OR_RETURN(r.account, Str(j, p, "account", 64, false));
-    EXPANSE_ASSIGN_OR_RETURN(r.partition, Str(j, p, "partition", 64, false));
-    EXPANSE_ASSIGN_OR_RETURN(r.state, Str(j, p, "state", 32, true));
-    EXPANSE_ASSIGN_OR_RETURN(r.nodes, Str(j, p, "nodes", 4096, false));
-    for (auto [field, dst] :
-         {std::pair{"submit_ms", &r.submit_ms}, std::pair{"start_ms", &r.start_ms},
-          std::pair{"end_ms", &r.end_ms}, std::pair{"req_nodes", &r.req_nodes},
-          std::pair{"req_cpus", &r.req_cpus}, std::pair{"req_gpus", &r.req_gpus},
-          std::pair{"req_mem_mib", &r.req_mem_mib}, std::pair{"time_limit_s", &r.time_limit_s},
-          std::pair{"observed_ms", &r.observed_ms}}) {
-      EXPANSE_ASSIGN_OR_RETURN(*dst, Int(j, p, field, 0));
-    }
+    r.job_id = std::move(j.job_id);
+    r.name = std::move(j.name);
+    r.user = std::move(j.user);
+    r.account = std::move(j.account);
+    r.partition = std::move(j.partition);
+    r.state = std::move(j.state);
+    r.nodes = std::move(j.nodes);
+    r.submit_ms = j.submit_ms;
+    r.start_ms = j.start_ms;
+    r.end_ms = j.end_ms;
+    r.req_nodes = j.req_nodes;
+    r.req_cpus = j.req_cpus;
+    r.req_gpus = j.req_gpus;
+    r.req_mem_mib = j.req_mem_mib;
+    r.time_limit_s = j.time_limit_s;
+    r.observed_ms = j.observed_ms;
     out->jobs.push_back(std::move(r));
   }
   return OkStatus();
@@ -240,8 +178,7 @@ class FastBatchReader {
       return false;
     SkipSpace();
     return p_ == end_ && version && stream && sequence &&
-           ValidateText("stream", out->stream, 32).ok() &&
-           CheckName("stream", out->stream, 32, "-_", false).ok();
+           wire::IsName(out->stream, 32, "-_", false);
   }
 
  private:
@@ -398,11 +335,10 @@ class FastBatchReader {
     if (!Eat('}') || !has[0] || !has[2] || !has[4] || !has[5] || dt_.size() != v_.size())
       return false;
     const std::string host_s(host), device_s(device), metric_s(metric);
-    if (!ValidateText("host", host_s, 253).ok() || !CheckName("", host_s, 253, ".-_", true).ok() ||
-        !ValidateOptionalText("device", device_s, 96).ok() ||
-        (!device_s.empty() && !CheckName("", device_s, 96, ".-_:/+", true).ok()) ||
-        !ValidateText("metric", metric_s, 64).ok() ||
-        !CheckName("", metric_s, 64, "._", false).ok()) {
+    // The rules of wire::DecodeSeries; anything else is left to it.
+    if (!wire::IsName(host_s, 253, "._-", true) ||
+        (!device_s.empty() && !wire::IsName(device_s, 96, "._:/+-", true)) ||
+        !wire::IsName(metric_s, 64, "._", false)) {
       return false;
     }
     out->samples += v_.size();
@@ -558,34 +494,40 @@ Result<IngestBatch> ParseIngestBatch(std::string_view text, std::string_view com
 
 Result<IngestBatch> ParseIngestBatchWithoutFastPath(std::string_view text,
                                                     std::string_view compute_id) {
-  EXPANSE_ASSIGN_OR_RETURN(json doc,
-                           ParseVersionOneDocument(text, "batch", "invalid_batch", kIngestJson));
+  Result<json> parsed = wire::ParseJson(text, kIngestJson);
+  if (!parsed.ok()) {
+    return InvalidArgumentError("batch: " + parsed.status().message())
+        .WithReason(parsed.status().reason());
+  }
+  const json doc = *std::move(parsed);
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader batch,
+                           wire::FieldReader::Object(doc, "batch", "invalid_batch"));
+  EXPANSE_ASSIGN_OR_RETURN(wire::BatchHeader header, wire::DecodeBatchHeader(batch));
   IngestBatch out;
-  EXPANSE_ASSIGN_OR_RETURN(out.stream, Str(doc, "", "stream", 32, true));
-  EXPANSE_RETURN_IF_ERROR(CheckName("stream", out.stream, 32, "-_", false));
-  auto seq = doc.find("sequence");
-  if (seq == doc.end() || !seq->is_number_unsigned()) {
-    return Bad("sequence", "must be a non-negative integer");
+  out.stream = std::move(header.stream);
+  out.sequence = header.sequence;
+  // Each section is optional; the limits on entries are the wire's.
+  struct Section {
+    const char* key;
+    size_t max_entries;
+    Status (*parse)(const json&, std::string_view, IngestBatch*);
+  };
+  static constexpr Section kSections[] = {
+      {"series", kMaxSeries, ParseSeries},
+      {"jobs", kMaxRecords, ParseJobs},
+      {"job_events", kMaxRecords, ParseJobEvents},
+      {"gpu_allocations", kMaxRecords, ParseAllocations},
+      {"stacks", kMaxRecords,
+       [](const json& list, std::string_view compute, IngestBatch* batch_out) {
+         return ParseStacks(list, compute, &batch_out->stacks);
+       }},
+  };
+  for (const Section& section : kSections) {
+    EXPANSE_ASSIGN_OR_RETURN(const json* list,
+                             batch.Array(section.key, section.max_entries, wire::Need::kOptional));
+    if (list != nullptr)
+      EXPANSE_RETURN_IF_ERROR(section.parse(*list, compute_id, &out));
   }
-  out.sequence = seq->get<uint64_t>();
-
-  Status error;
-  if (const json* a = Array(doc, "series", kMaxSeries, &error); error.ok() && a) {
-    EXPANSE_RETURN_IF_ERROR(ParseSeries(*a, compute_id, &out));
-  }
-  if (const json* a = Array(doc, "jobs", kMaxRecords, &error); error.ok() && a) {
-    EXPANSE_RETURN_IF_ERROR(ParseJobs(*a, compute_id, &out));
-  }
-  if (const json* a = Array(doc, "job_events", kMaxRecords, &error); error.ok() && a) {
-    EXPANSE_RETURN_IF_ERROR(ParseJobEvents(*a, compute_id, &out));
-  }
-  if (const json* a = Array(doc, "gpu_allocations", kMaxRecords, &error); error.ok() && a) {
-    EXPANSE_RETURN_IF_ERROR(ParseAllocations(*a, compute_id, &out));
-  }
-  if (const json* a = Array(doc, "stacks", kMaxRecords, &error); error.ok() && a) {
-    EXPANSE_RETURN_IF_ERROR(ParseStacks(*a, compute_id, &out.stacks));
-  }
-  EXPANSE_RETURN_IF_ERROR(error);
   return out;
 }
 

@@ -22,6 +22,25 @@ bool IsCleanText(std::string_view text) {
   return IsValidUtf8(text);
 }
 
+namespace {
+
+bool IsNameChar(char c, std::string_view extra, bool upper) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (upper && c >= 'A' && c <= 'Z') ||
+         extra.find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+bool IsName(std::string_view text, size_t max_bytes, std::string_view extra, bool upper) {
+  if (text.empty() || text.size() > max_bytes)
+    return false;
+  for (char c : text) {
+    if (!IsNameChar(c, extra, upper))
+      return false;
+  }
+  return true;
+}
+
 bool IntegerIn(const json& value, int64_t min, int64_t max, int64_t* out) {
   if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
@@ -88,9 +107,7 @@ Result<std::string> FieldReader::Name(const char* key, size_t max_bytes, std::st
                                       bool upper, Need need) const {
   EXPANSE_ASSIGN_OR_RETURN(std::string name, Text(key, max_bytes, need));
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    (upper && c >= 'A' && c <= 'Z') || extra.find(c) != std::string_view::npos;
-    if (!ok) {
+    if (!IsNameChar(c, extra, upper)) {
       return Bad(key, "may contain only [" + std::string(upper ? "A-Za-z" : "a-z") + "0-9" +
                           std::string(extra) + "]");
     }

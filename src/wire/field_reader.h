@@ -35,6 +35,9 @@ Status BadField(std::string_view path, std::string_view what, std::string_view r
 
 // Valid UTF-8 and no control characters (what every stored or shown text must be).
 bool IsCleanText(std::string_view text);
+// 1..max_bytes bytes, each [a-z0-9], or in `extra`, or (with upper) [A-Z]: what
+// FieldReader::Name accepts, for callers that check a name without a reader (a fast path).
+bool IsName(std::string_view text, size_t max_bytes, std::string_view extra, bool upper);
 
 class FieldReader {
  public:

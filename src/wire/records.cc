@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "wire/field_reader.h"
 
@@ -105,6 +106,40 @@ Result<StackRecord> DecodeStack(const json& value, const std::string& path,
   return s;
 }
 
+Result<JobRecord> DecodeJob(const json& value, const std::string& path, std::string_view reason) {
+  EXPANSE_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Object(value, path, std::string(reason)));
+  JobRecord j;
+  EXPANSE_ASSIGN_OR_RETURN(j.job_id, r.Text("job_id", 64, Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(j.name, r.Text("name", 256, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.user, r.Text("user", 64, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.account, r.Text("account", 64, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.partition, r.Text("partition", 64, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.state, r.Text("state", 32, Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(j.nodes, r.Text("nodes", 4096, Need::kOptional));
+  for (auto [key, field] :
+       {std::pair{"submit_ms", &j.submit_ms}, std::pair{"start_ms", &j.start_ms},
+        std::pair{"end_ms", &j.end_ms}, std::pair{"observed_ms", &j.observed_ms}}) {
+    EXPANSE_ASSIGN_OR_RETURN(*field, r.Int(key, 0, kMaxTimeMs, Need::kOptional));
+  }
+  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  for (auto [key, field] :
+       {std::pair{"req_nodes", &j.req_nodes}, std::pair{"req_cpus", &j.req_cpus},
+        std::pair{"req_gpus", &j.req_gpus}, std::pair{"req_mem_mib", &j.req_mem_mib},
+        std::pair{"time_limit_s", &j.time_limit_s}}) {
+    EXPANSE_ASSIGN_OR_RETURN(*field, r.Int(key, 0, kMaxCount, Need::kOptional));
+  }
+  return j;
+}
+
+Result<BatchHeader> DecodeBatchHeader(const FieldReader& batch) {
+  EXPANSE_RETURN_IF_ERROR(batch.Expect("version", kIngestBatchVersion));
+  BatchHeader h;
+  EXPANSE_ASSIGN_OR_RETURN(h.stream, batch.Name("stream", 32, "-_", false, Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(
+      h.sequence, batch.Uint("sequence", std::numeric_limits<uint64_t>::max(), Need::kRequired));
+  return h;
+}
+
 json Encode(const SeriesRecord& r) {
   json out = {{"host", r.host}, {"metric", r.metric}, {"t0", r.t0}, {"dt", r.dt}, {"v", r.v}};
   if (!r.device.empty())
@@ -134,6 +169,29 @@ json Encode(const StackRecord& r) {
           {"thread_state", r.thread_state},
           {"count", r.count},
           {"gpu_idle", r.gpu_idle}};
+}
+
+json Encode(const JobRecord& r) {
+  return {{"job_id", r.job_id},
+          {"name", r.name},
+          {"user", r.user},
+          {"account", r.account},
+          {"partition", r.partition},
+          {"state", r.state},
+          {"nodes", r.nodes},
+          {"submit_ms", r.submit_ms},
+          {"start_ms", r.start_ms},
+          {"end_ms", r.end_ms},
+          {"req_nodes", r.req_nodes},
+          {"req_cpus", r.req_cpus},
+          {"req_gpus", r.req_gpus},
+          {"req_mem_mib", r.req_mem_mib},
+          {"time_limit_s", r.time_limit_s},
+          {"observed_ms", r.observed_ms}};
+}
+
+json EncodeBatchHeader(const BatchHeader& h) {
+  return {{"version", kIngestBatchVersion}, {"stream", h.stream}, {"sequence", h.sequence}};
 }
 
 }  // namespace expanse::wire

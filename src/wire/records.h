@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "wire/field_reader.h"
 
 namespace expanse::wire {
 
@@ -59,6 +60,34 @@ struct GpuAllocationRecord {
   int64_t slurm_job_id = 0;
 };
 
+// A SLURM job as the controller saw it (squeue or sacct) at observed_ms. Times are Unix ms,
+// 0 when not (yet) known; counts are 0 when SLURM did not say.
+struct JobRecord {
+  std::string job_id;     // clean text, 1..64 (array tasks as "<array id>_<task>")
+  std::string name;       // clean text, <= 256
+  std::string user;       // clean text, <= 64
+  std::string account;    // clean text, <= 64
+  std::string partition;  // clean text, <= 64
+  std::string state;      // clean text, 1..32 (SLURM's state name, e.g. RUNNING)
+  std::string nodes;      // clean text, <= 4096 (a SLURM host-list expression)
+  int64_t submit_ms = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  int64_t req_nodes = 0;
+  int64_t req_cpus = 0;
+  int64_t req_gpus = 0;
+  int64_t req_mem_mib = 0;
+  int64_t time_limit_s = 0;
+  int64_t observed_ms = 0;
+};
+
+// The members every ingest batch starts with.
+inline constexpr int64_t kIngestBatchVersion = 1;
+struct BatchHeader {
+  std::string stream;  // [a-z0-9_-], 1..32: the controller's upload stream
+  uint64_t sequence = 0;
+};
+
 struct StackRecord {
   std::string job_id;  // clean text, 1..64
   std::string host;    // [A-Za-z0-9._-], 1..253
@@ -78,11 +107,18 @@ Result<GpuAllocationRecord> DecodeGpuAllocation(const nlohmann::json& value,
                                                 const std::string& path, std::string_view reason);
 Result<StackRecord> DecodeStack(const nlohmann::json& value, const std::string& path,
                                 std::string_view reason);
+Result<JobRecord> DecodeJob(const nlohmann::json& value, const std::string& path,
+                            std::string_view reason);
+// The version (which must be kIngestBatchVersion), stream and sequence of a batch document.
+Result<BatchHeader> DecodeBatchHeader(const FieldReader& batch);
 
 nlohmann::json Encode(const SeriesRecord& r);
 nlohmann::json Encode(const JobEventRecord& r);
 nlohmann::json Encode(const GpuAllocationRecord& r);
 nlohmann::json Encode(const StackRecord& r);
+nlohmann::json Encode(const JobRecord& r);
+// A batch document holding only its header; the caller adds the sections.
+nlohmann::json EncodeBatchHeader(const BatchHeader& h);
 
 }  // namespace expanse::wire
 

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -127,6 +129,62 @@ TEST(StackRecordTest, DecodesAndRefuses) {
   bad = good;
   bad["gpu_idle"] = 1;
   EXPECT_EQ(DecodeStack(bad, "s", "x").status().message(), "s.gpu_idle must be true or false");
+}
+
+TEST(JobRecordTest, RoundTripsAndRefusesByPath) {
+  const json good = {
+      {"job_id", "77_3"},   {"name", "train"},      {"user", "ana"},        {"account", "ml"},
+      {"partition", "gpu"}, {"state", "RUNNING"},   {"nodes", "g[1-2]"},    {"submit_ms", 1000},
+      {"start_ms", 2000},   {"end_ms", 0},          {"req_nodes", 2},       {"req_cpus", 16},
+      {"req_gpus", 8},      {"req_mem_mib", 65536}, {"time_limit_s", 3600}, {"observed_ms", 2500}};
+  Result<JobRecord> j = DecodeJob(good, "batch.jobs[0]", "invalid_batch");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->job_id, "77_3");
+  EXPECT_EQ(j->req_gpus, 8);
+  EXPECT_EQ(Encode(*j), good);
+  // Only job_id and state are required; the rest reads as unknown.
+  Result<JobRecord> bare = DecodeJob({{"job_id", "1"}, {"state", "PENDING"}}, "j", "x");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->start_ms, 0);
+  for (const auto& [key, value, expected] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"job_id", "", "batch.jobs[0].job_id is empty"},
+           {"state", nullptr, "batch.jobs[0].state is required"},
+           {"name", 5, "batch.jobs[0].name must be a string"},
+           {"req_gpus", -2, "batch.jobs[0].req_gpus must be an integer from 0 to"},
+           {"start_ms", "soon", "batch.jobs[0].start_ms must be an integer from 0 to"},
+           {"nodes", std::string(4097, 'n'), "batch.jobs[0].nodes is longer than 4096 bytes"},
+       }) {
+    json bad = good;
+    bad[key] = value;
+    Result<JobRecord> refused = DecodeJob(bad, "batch.jobs[0]", "invalid_batch");
+    ASSERT_FALSE(refused.ok()) << key;
+    EXPECT_EQ(refused.status().message().substr(0, expected.size()), expected) << key;
+    EXPECT_EQ(refused.status().reason(), "invalid_batch");
+  }
+}
+
+TEST(BatchHeaderTest, RoundTripsAndRefusesByPath) {
+  const json good = EncodeBatchHeader({.stream = "telemetry", .sequence = UINT64_MAX});
+  Result<FieldReader> r = FieldReader::Object(good, "batch", "invalid_batch");
+  ASSERT_TRUE(r.ok());
+  Result<BatchHeader> h = DecodeBatchHeader(*r);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->stream, "telemetry");
+  EXPECT_EQ(h->sequence, UINT64_MAX);
+  for (const auto& [key, value, expected] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"version", 2, "batch.version is 2; this build reads version 1"},
+           {"stream", "Tele metry", "batch.stream may contain only [a-z0-9-_]"},
+           {"sequence", -1, "batch.sequence must be an integer from 0 to"},
+           {"sequence", 1.5, "batch.sequence must be an integer from 0 to"},
+       }) {
+    json bad = good;
+    bad[key] = value;
+    Result<FieldReader> reader = FieldReader::Object(bad, "batch", "invalid_batch");
+    ASSERT_TRUE(reader.ok());
+    Result<BatchHeader> refused = DecodeBatchHeader(*reader);
+    ASSERT_FALSE(refused.ok()) << key;
+    EXPECT_EQ(refused.status().message().substr(0, expected.size()), expected) << key;
+  }
 }
 
 }  // namespace
