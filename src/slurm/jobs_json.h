@@ -9,14 +9,16 @@
 #include "core/result.h"
 #include "slurm/job_info.h"
 #include "slurm/slurm_json.h"
+#include "wire/field_reader.h"
 
 namespace expanse::slurm::json_internal {
 
-using ReadJobFn = Result<JobInfo> (*)(const ObjectReader& job);
+// Reads one element of "jobs"; its errors name the field by path ("jobs[2].job_id"), and
+// ReadJobsDocument puts the command before them.
+using ReadJobFn = Result<JobInfo> (*)(const wire::FieldReader& job);
 
 // Parses `text`, fails on the errors SLURM reports in it, and reads every element of its required
-// "jobs" array with `read_job`, in order. `command` ("squeue --json") names the source in errors
-// and must outlive the call.
+// "jobs" array with `read_job`, in order. Every error names `command` ("squeue --json") first.
 Result<std::vector<JobInfo>> ReadJobsDocument(std::string_view text, std::string_view command,
                                               ReadJobFn read_job);
 

@@ -8,25 +8,31 @@
 #include "slurm/jobs_json.h"
 #include "slurm/slurm_json.h"
 #include "slurm/tres.h"
+#include "wire/field_reader.h"
 
 namespace expanse::slurm {
 namespace {
 
 using json_internal::Number;
-using json_internal::ObjectReader;
+using json_internal::ReadNumber;
+using json_internal::ReadRequiredNumber;
+using json_internal::ReadString;
+using json_internal::ReadStrings;
+using wire::FieldReader;
+using wire::Need;
 
 constexpr std::string_view kCommand = "sacct --json";
 
-Result<job_fields::JobIdParts> ReadIdParts(const ObjectReader& job) {
+Result<job_fields::JobIdParts> ReadIdParts(const FieldReader& job) {
   job_fields::JobIdParts parts;
-  EXPANSE_ASSIGN_OR_RETURN(parts.job_id, job.GetRequiredNumber("job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader array, job.GetObject("array"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, array.GetNumber("job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number task_id, array.GetNumber("task_id"));
-  EXPANSE_ASSIGN_OR_RETURN(parts.array_task_string, array.GetString("task"));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader het, job.GetObject("het"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_id, het.GetNumber("job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_offset, het.GetNumber("job_offset"));
+  EXPANSE_ASSIGN_OR_RETURN(parts.job_id, ReadRequiredNumber(job, "job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader array, job.Member("array", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, ReadNumber(array, "job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number task_id, ReadNumber(array, "task_id"));
+  EXPANSE_ASSIGN_OR_RETURN(parts.array_task_string, ReadString(array, "task"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader het, job.Member("het", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_id, ReadNumber(het, "job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_offset, ReadNumber(het, "job_offset"));
   parts.array_job_id = array_job_id.value_or(0);
   if (task_id.has_value())
     parts.array_task_id = task_id.value;
@@ -36,14 +42,15 @@ Result<job_fields::JobIdParts> ReadIdParts(const ObjectReader& job) {
 }
 
 // tres.requested as "type" or "type/name" -> count: "cpu", "mem", "node", "gres/gpu".
-Result<std::map<std::string, int64_t>> ReadRequestedTres(const ObjectReader& job) {
+Result<std::map<std::string, int64_t>> ReadRequestedTres(const FieldReader& job) {
   std::map<std::string, int64_t> counts;
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader tres, job.GetObject("tres"));
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> requested, tres.GetObjects("requested"));
-  for (const ObjectReader& item : requested) {
-    EXPANSE_ASSIGN_OR_RETURN(const std::string type, item.GetString("type"));
-    EXPANSE_ASSIGN_OR_RETURN(const std::string name, item.GetString("name"));
-    EXPANSE_ASSIGN_OR_RETURN(const Number count, item.GetNumber("count"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader tres, job.Member("tres", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<FieldReader> requested,
+                           tres.Objects("requested", json_internal::kMaxEntries, Need::kOptional));
+  for (const FieldReader& item : requested) {
+    EXPANSE_ASSIGN_OR_RETURN(const std::string type, ReadString(item, "type"));
+    EXPANSE_ASSIGN_OR_RETURN(const std::string name, ReadString(item, "name"));
+    EXPANSE_ASSIGN_OR_RETURN(const Number count, ReadNumber(item, "count"));
     if (type.empty() || !count.has_value())
       continue;
     std::string key = type;
@@ -54,27 +61,27 @@ Result<std::map<std::string, int64_t>> ReadRequestedTres(const ObjectReader& job
   return counts;
 }
 
-Result<JobInfo> ReadJob(const ObjectReader& job) {
+Result<JobInfo> ReadJob(const FieldReader& job) {
   JobInfo info;
   EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadIdParts(job));
   info.job_id = job_fields::FormatJobId(parts);
   info.slurm_job_id = parts.job_id;
-  EXPANSE_ASSIGN_OR_RETURN(info.name, job.GetString("name"));
-  EXPANSE_ASSIGN_OR_RETURN(info.user, job.GetString("user"));
-  EXPANSE_ASSIGN_OR_RETURN(info.account, job.GetString("account"));
-  EXPANSE_ASSIGN_OR_RETURN(info.partition, job.GetString("partition"));
-  EXPANSE_ASSIGN_OR_RETURN(info.nodes, job.GetString("nodes"));
+  EXPANSE_ASSIGN_OR_RETURN(info.name, ReadString(job, "name"));
+  EXPANSE_ASSIGN_OR_RETURN(info.user, ReadString(job, "user"));
+  EXPANSE_ASSIGN_OR_RETURN(info.account, ReadString(job, "account"));
+  EXPANSE_ASSIGN_OR_RETURN(info.partition, ReadString(job, "partition"));
+  EXPANSE_ASSIGN_OR_RETURN(info.nodes, ReadString(job, "nodes"));
   if (info.nodes == "None assigned")
     info.nodes.clear();
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader state, job.GetObject("state"));
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> states, state.GetStrings("current"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader state, job.Member("state", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> states, ReadStrings(state, "current"));
   info.state = job_fields::ReportedState(states);
 
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader time, job.GetObject("time"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number submission, time.GetNumber("submission"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number start, time.GetNumber("start"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number end, time.GetNumber("end"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number limit, time.GetNumber("limit"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader time, job.Member("time", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const Number submission, ReadNumber(time, "submission"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number start, ReadNumber(time, "start"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number end, ReadNumber(time, "end"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number limit, ReadNumber(time, "limit"));
   json_internal::SetJobTimes({.submit = submission, .start = start, .end = end}, info);
   info.time_limit_s =
       limit.has_value() ? json_internal::CheckedMultiply(limit.value, 60).value_or(0) : 0;
@@ -86,17 +93,17 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
       return std::nullopt;
     return it->second;
   };
-  EXPANSE_ASSIGN_OR_RETURN(const Number allocation_nodes, job.GetNumber("allocation_nodes"));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader required, job.GetObject("required"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number required_cpus, required.GetNumber("CPUs"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number allocation_nodes, ReadNumber(job, "allocation_nodes"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader required, job.Member("required", Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const Number required_cpus, ReadNumber(required, "CPUs"));
   info.req_nodes = requested_count("node").value_or(allocation_nodes.value_or(0));
   info.req_cpus = requested_count("cpu").value_or(required_cpus.value_or(0));
   info.req_gpus = tres::GpusInTresCounts(requested).value_or(0);
 
   std::optional<int64_t> memory = requested_count("mem");
   if (!memory.has_value()) {
-    EXPANSE_ASSIGN_OR_RETURN(const Number per_node, required.GetNumber("memory_per_node"));
-    EXPANSE_ASSIGN_OR_RETURN(const Number per_cpu, required.GetNumber("memory_per_cpu"));
+    EXPANSE_ASSIGN_OR_RETURN(const Number per_node, ReadNumber(required, "memory_per_node"));
+    EXPANSE_ASSIGN_OR_RETURN(const Number per_cpu, ReadNumber(required, "memory_per_cpu"));
     if (per_node.has_value() && per_node.value > 0)
       memory = json_internal::CheckedMultiply(per_node.value, info.req_nodes);
     else if (per_cpu.has_value() && per_cpu.value > 0)

@@ -24,8 +24,8 @@ namespace expanse::slurm {
 // required.memory does not say which of the two it is, so it is not used). gpu_indices stays
 // empty: sacct does not report GRES indices.
 //
-// Errors are kInvalidArgument, reason "slurm_output", naming the field
-// ("sacct --json: jobs[0].time: expected an object"); a non-empty "errors" list is
+// Errors are kInvalidArgument, reason "slurm_output", naming the field by its full path
+// ("sacct --json: jobs[0].time must be an object"); a non-empty "errors" list is
 // kUnavailable, reason "slurm_error".
 Result<std::vector<JobInfo>> ParseSacctJson(std::string_view text);
 

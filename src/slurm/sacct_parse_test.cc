@@ -140,17 +140,47 @@ TEST(SacctParseTest, NumberObjectsAndStateListsOf2302AndLater) {
 TEST(SacctParseTest, MalformedOutputNamesTheField) {
   EXPECT_EQ(
       ParseSacctJson(R"({"jobs": [{"job_id": 1}, {"job_id": 2, "time": 5}]})").status().message(),
-      "sacct --json: jobs[1].time: expected an object");
+      "sacct --json: jobs[1].time must be an object");
   EXPECT_EQ(
       ParseSacctJson(R"({"jobs": [{"job_id": 1, "state": {"current": 3}}]})").status().message(),
-      "sacct --json: jobs[0].state.current: expected a string or a list of strings");
+      "sacct --json: jobs[0].state.current must be a string or an array of strings");
   EXPECT_EQ(ParseSacctJson(R"({"jobs": [{"job_id": 1, "tres": {"requested": [{"count": "2"}]}}]})")
                 .status()
                 .message(),
-            "sacct --json: jobs[0].tres.requested[0].count: expected a number");
+            "sacct --json: jobs[0].tres.requested[0].count must be a number");
   const Status status = ParseSacctJson("Slurm accounting storage is disabled\n").status();
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(status.reason(), "slurm_output");
+}
+
+TEST(SacctParseTest, WronglyTypedNestedMemberNamedByFullPath) {
+  const std::string requested =
+      R"json({"jobs": [{"job_id": 1, "tres": {"requested": [{"type": "cpu", "count": 1},)json"
+      R"json( {"type": "gres", "name": "gpu", "count": {"set": true, "number": "2"}}]}}]})json";
+  const Status status = ParseSacctJson(requested).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.reason(), "slurm_output");
+  EXPECT_EQ(status.message(),
+            "sacct --json: jobs[0].tres.requested[1].count.number must be a number");
+  EXPECT_EQ(ParseSacctJson(R"({"jobs": [{"job_id": 1, "time": {"limit": {"infinite": "no"}}}]})")
+                .status()
+                .message(),
+            "sacct --json: jobs[0].time.limit.infinite must be true or false");
+  EXPECT_EQ(
+      ParseSacctJson(R"({"jobs": [{"job_id": 1, "required": {"CPUs": -8}}]})").status().message(),
+      "sacct --json: jobs[0].required.CPUs must be a whole number from 0 to "
+      "9223372036854775807");
+}
+
+TEST(SacctParseTest, NestingBombIsRefusedNamingTheCommand) {
+  std::string bomb;
+  for (int i = 0; i < 100'000; ++i)
+    bomb += R"({"jobs":)";
+  const Status status = ParseSacctJson(bomb).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.reason(), "slurm_output");
+  EXPECT_EQ(status.message(),
+            "sacct --json: the document nests arrays and objects deeper than 64 levels");
 }
 
 TEST(SacctParseTest, RecognisesDisabledAccounting) {

@@ -1,8 +1,8 @@
 #include "slurm/slurm_json.h"
 
 #include <cmath>
-#include <exception>
 #include <limits>
+#include <utility>
 
 #include "core/quote.h"
 
@@ -19,174 +19,129 @@ constexpr uint64_t kInfinite64 = 0xffffffffffffffff;
 
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
-}  // namespace
+constexpr std::string_view kNotWhole = "must be a whole number from 0 to 9223372036854775807";
 
-Result<json> ParseDocument(std::string_view text, std::string_view command) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& error) {
-    return InvalidArgumentError(std::string(command) + ": not valid JSON (syntax error at byte " +
-                                std::to_string(error.byte) + ")")
-        .WithReason(std::string(kOutputReason));
-  } catch (const std::exception&) {
-    return InvalidArgumentError(std::string(command) + ": not valid JSON")
-        .WithReason(std::string(kOutputReason));
-  }
-}
-
-Result<ObjectReader> ObjectReader::Make(const json& value, std::string_view command,
-                                        std::string path) {
-  if (value.is_null())
-    return ObjectReader(nullptr, command, std::move(path));
-  if (!value.is_object()) {
-    std::string where = path.empty() ? "document" : path;
-    return InvalidArgumentError(std::string(command) + ": " + where + ": expected an object")
-        .WithReason(std::string(kOutputReason));
-  }
-  return ObjectReader(&value, command, std::move(path));
-}
-
-Status ObjectReader::Error(std::string_view key, std::string_view what) const {
-  std::string message(command_);
-  message += ": ";
-  if (!path_.empty()) {
-    message += path_;
-    if (!key.empty())
-      message += '.';
-  }
-  message += key;
-  message += ": ";
-  message += what;
-  return InvalidArgumentError(std::move(message)).WithReason(std::string(kOutputReason));
-}
-
-const json* ObjectReader::Find(std::string_view key) const {
-  if (object_ == nullptr)
-    return nullptr;
-  const auto it = object_->find(key);
-  if (it == object_->end() || it->is_null())
-    return nullptr;
-  return &*it;
-}
-
-bool ObjectReader::Has(std::string_view key) const { return Find(key) != nullptr; }
-
-Result<Number> ObjectReader::GetNumber(std::string_view key) const {
-  const json* value = Find(key);
-  if (value == nullptr)
-    return Number{};
-  if (value->is_object()) {
-    // 23.02+: {"set": bool, "infinite": bool, "number": N}. Some writers leave out "set" or
-    // "infinite"; a missing flag counts as false, and a missing "set" as set.
-    const auto flag = [&](const char* name, bool fallback) -> Result<bool> {
-      const auto it = value->find(name);
-      if (it == value->end() || it->is_null())
-        return fallback;
-      if (!it->is_boolean())
-        return Error(std::string(key) + "." + name, "expected true or false");
-      return it->get<bool>();
-    };
-    EXPANSE_ASSIGN_OR_RETURN(const bool infinite, flag("infinite", false));
-    EXPANSE_ASSIGN_OR_RETURN(const bool set, flag("set", true));
-    if (infinite)
-      return Number{Number::Kind::kInfinite, 0};
-    if (!set)
-      return Number{};
-    const auto number = value->find("number");
-    if (number == value->end() || number->is_object())
-      return Error(key, "expected a number");
-    // Recurse through a reader over the number object so its errors name this key.
-    ObjectReader inner(&*value, command_,
-                       path_.empty() ? std::string(key) : path_ + "." + std::string(key));
-    return inner.GetNumber("number");
-  }
-  if (value->is_number_unsigned()) {
-    const uint64_t raw = value->get<uint64_t>();
+// A plain number (22.05, or the "number" inside a 23.02+ object), named `key` in `owner`.
+Result<Number> ReadPlainNumber(const json& value, const wire::FieldReader& owner, const char* key) {
+  if (value.is_number_unsigned()) {
+    const uint64_t raw = value.get<uint64_t>();
     if (raw == kNoVal || raw == kNoVal64)
       return Number{};
     if (raw == kInfinite || raw == kInfinite64)
       return Number{Number::Kind::kInfinite, 0};
     if (raw > static_cast<uint64_t>(kMaxInt64))
-      return Error(key, "out of range");
+      return owner.Bad(key, kNotWhole);
     return Number{Number::Kind::kValue, static_cast<int64_t>(raw)};
   }
-  if (value->is_number_integer()) {
-    const int64_t raw = value->get<int64_t>();
+  if (value.is_number_integer()) {
+    const int64_t raw = value.get<int64_t>();
     if (raw < 0)
-      return Error(key, "expected a non-negative number");
+      return owner.Bad(key, kNotWhole);
     return Number{Number::Kind::kValue, raw};
   }
-  if (value->is_number_float()) {
-    const double raw = value->get<double>();
+  if (value.is_number_float()) {
+    const double raw = value.get<double>();
     // 2^63 is exactly representable; anything at or above it does not fit.
     if (!std::isfinite(raw) || raw < 0 || raw >= 9223372036854775808.0 || std::trunc(raw) != raw)
-      return Error(key, "expected a whole non-negative number");
+      return owner.Bad(key, kNotWhole);
     return Number{Number::Kind::kValue, static_cast<int64_t>(raw)};
   }
-  return Error(key, "expected a number");
+  return owner.Bad(key, "must be a number");
 }
 
-Result<int64_t> ObjectReader::GetRequiredNumber(std::string_view key) const {
-  if (!Has(key))
-    return Error(key, "missing");
-  EXPANSE_ASSIGN_OR_RETURN(const Number number, GetNumber(key));
+// 23.02+: {"set": bool, "infinite": bool, "number": N}, the member `key` of `owner`. Some
+// writers leave out "set" or "infinite"; a missing flag counts as false, and a missing "set" as
+// set. A "number" that is null reads as unset, one that is absent is an error.
+Result<Number> ReadNumberObject(const json& value, const wire::FieldReader& owner,
+                                const char* key) {
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader object,
+                           owner.Member(key, wire::Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(const bool infinite, object.Bool("infinite", false));
+  EXPANSE_ASSIGN_OR_RETURN(const bool set, object.Bool("set", true));
+  if (infinite)
+    return Number{Number::Kind::kInfinite, 0};
+  if (!set)
+    return Number{};
+  if (!value.contains("number"))
+    return object.Bad("number", "is required");
+  const json* number = object.Find("number");
+  if (number == nullptr)
+    return Number{};
+  return ReadPlainNumber(*number, object, "number");
+}
+
+}  // namespace
+
+Result<json> ParseDocument(std::string_view text, std::string_view command) {
+  Result<json> document = wire::ParseJson(text, kSlurmJsonLimits);
+  if (!document.ok()) {
+    // wire's own reasons (invalid_json, json_too_deep, json_too_large) give way to the one
+    // every SLURM output failure carries; its message already says what was wrong and where.
+    return InvalidArgumentError(std::string(command) + ": " + document.status().message())
+        .WithReason(std::string(kOutputReason));
+  }
+  return std::move(document).value();
+}
+
+Result<wire::FieldReader> ReadTopLevel(const json& document) {
+  return wire::FieldReader::Object(document, "", std::string(kOutputReason));
+}
+
+Status NameCommand(const Status& status, std::string_view command) {
+  if (status.ok())
+    return status;
+  return Status(status.code(), std::string(command) + ": " + status.message())
+      .WithReason(status.reason());
+}
+
+Result<Number> ReadNumber(const wire::FieldReader& object, const char* key) {
+  const json* value = object.Find(key);
+  if (value == nullptr)
+    return Number{};
+  if (value->is_object())
+    return ReadNumberObject(*value, object, key);
+  return ReadPlainNumber(*value, object, key);
+}
+
+Result<int64_t> ReadRequiredNumber(const wire::FieldReader& object, const char* key) {
+  if (object.Find(key) == nullptr)
+    return object.Bad(key, "is required");
+  EXPANSE_ASSIGN_OR_RETURN(const Number number, ReadNumber(object, key));
   if (!number.has_value())
-    return Error(key, "expected a number");
+    return object.Bad(key, "must be a number, not unset or infinite");
   return number.value;
 }
 
-Result<std::string> ObjectReader::GetString(std::string_view key) const {
-  const json* value = Find(key);
+// Not FieldReader::Text: that refuses control characters, and SLURM prints users' own text (job
+// names, comments) in which one "\t" would then fail the listing of every job on the cluster.
+Result<std::string> ReadString(const wire::FieldReader& object, const char* key) {
+  const json* value = object.Find(key);
   if (value == nullptr)
     return std::string();
   if (!value->is_string())
-    return Error(key, "expected a string");
-  return value->get<std::string>();
+    return object.Bad(key, "must be a string");
+  return value->get_ref<const std::string&>();
 }
 
-Result<std::vector<std::string>> ObjectReader::GetStrings(std::string_view key) const {
-  const json* value = Find(key);
+Result<std::vector<std::string>> ReadStrings(const wire::FieldReader& object, const char* key) {
+  const json* value = object.Find(key);
   std::vector<std::string> strings;
   if (value == nullptr)
     return strings;
   if (value->is_string()) {
-    strings.push_back(value->get<std::string>());
+    strings.push_back(value->get_ref<const std::string&>());
     return strings;
   }
   if (!value->is_array())
-    return Error(key, "expected a string or a list of strings");
+    return object.Bad(key, "must be a string or an array of strings");
+  strings.reserve(value->size());
   for (size_t i = 0; i < value->size(); ++i) {
     const json& element = (*value)[i];
     if (!element.is_string())
-      return Error(std::string(key) + "[" + std::to_string(i) + "]", "expected a string");
-    strings.push_back(element.get<std::string>());
+      return wire::BadField(object.ElementPath(key, i), "must be a string", object.reason());
+    strings.push_back(element.get_ref<const std::string&>());
   }
   return strings;
-}
-
-Result<ObjectReader> ObjectReader::GetObject(std::string_view key) const {
-  std::string path = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  const json* value = Find(key);
-  if (value == nullptr)
-    return ObjectReader(nullptr, command_, std::move(path));
-  return Make(*value, command_, std::move(path));
-}
-
-Result<std::vector<ObjectReader>> ObjectReader::GetObjects(std::string_view key) const {
-  std::vector<ObjectReader> objects;
-  const json* value = Find(key);
-  if (value == nullptr)
-    return objects;
-  if (!value->is_array())
-    return Error(key, "expected a list");
-  const std::string prefix = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  objects.reserve(value->size());
-  for (size_t i = 0; i < value->size(); ++i) {
-    EXPANSE_ASSIGN_OR_RETURN(ObjectReader element,
-                             Make((*value)[i], command_, prefix + "[" + std::to_string(i) + "]"));
-    objects.push_back(std::move(element));
-  }
-  return objects;
 }
 
 Status CheckReportedErrors(const json& document, std::string_view command) {

@@ -10,12 +10,18 @@
 #include "slurm/jobs_json.h"
 #include "slurm/slurm_json.h"
 #include "slurm/tres.h"
+#include "wire/field_reader.h"
 
 namespace expanse::slurm {
 namespace {
 
 using json_internal::Number;
-using json_internal::ObjectReader;
+using json_internal::ReadNumber;
+using json_internal::ReadRequiredNumber;
+using json_internal::ReadString;
+using json_internal::ReadStrings;
+using wire::FieldReader;
+using wire::Need;
 
 constexpr std::string_view kCommand = "squeue --json";
 
@@ -26,14 +32,14 @@ std::optional<int64_t> Times(const Number& per_unit, int64_t units) {
   return json_internal::CheckedMultiply(per_unit.value, units);
 }
 
-Result<job_fields::JobIdParts> ReadIdParts(const ObjectReader& job) {
+Result<job_fields::JobIdParts> ReadIdParts(const FieldReader& job) {
   job_fields::JobIdParts parts;
-  EXPANSE_ASSIGN_OR_RETURN(parts.job_id, job.GetRequiredNumber("job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, job.GetNumber("array_job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number array_task_id, job.GetNumber("array_task_id"));
-  EXPANSE_ASSIGN_OR_RETURN(parts.array_task_string, job.GetString("array_task_string"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_id, job.GetNumber("het_job_id"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_offset, job.GetNumber("het_job_offset"));
+  EXPANSE_ASSIGN_OR_RETURN(parts.job_id, ReadRequiredNumber(job, "job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, ReadNumber(job, "array_job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number array_task_id, ReadNumber(job, "array_task_id"));
+  EXPANSE_ASSIGN_OR_RETURN(parts.array_task_string, ReadString(job, "array_task_string"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_id, ReadNumber(job, "het_job_id"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number het_job_offset, ReadNumber(job, "het_job_offset"));
   parts.array_job_id = array_job_id.value_or(0);
   if (array_task_id.has_value())
     parts.array_task_id = array_task_id.value;
@@ -44,18 +50,20 @@ Result<job_fields::JobIdParts> ReadIdParts(const ObjectReader& job) {
 
 // gres_detail[i] belongs to job_resources.allocated_nodes[i]. A string that does not parse
 // leaves that host out: the indices are a bonus, scontrol can still be asked.
-Result<GpuIndicesByHost> ReadGpuIndices(const ObjectReader& job) {
+Result<GpuIndicesByHost> ReadGpuIndices(const FieldReader& job) {
   GpuIndicesByHost by_host;
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> details, job.GetStrings("gres_detail"));
-  EXPANSE_ASSIGN_OR_RETURN(const ObjectReader resources, job.GetObject("job_resources"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> details, ReadStrings(job, "gres_detail"));
+  EXPANSE_ASSIGN_OR_RETURN(const FieldReader resources,
+                           job.Member("job_resources", Need::kOptional));
   if (details.empty())
     return by_host;
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<ObjectReader> nodes,
-                           resources.GetObjects("allocated_nodes"));
+  EXPANSE_ASSIGN_OR_RETURN(
+      const std::vector<FieldReader> nodes,
+      resources.Objects("allocated_nodes", json_internal::kMaxEntries, Need::kOptional));
   if (nodes.size() != details.size())
     return by_host;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    EXPANSE_ASSIGN_OR_RETURN(const std::string host, nodes[i].GetString("nodename"));
+    EXPANSE_ASSIGN_OR_RETURN(const std::string host, ReadString(nodes[i], "nodename"));
     Result<std::vector<int>> indices = GpuIndicesFromGres(details[i]);
     if (host.empty() || !indices.ok() || indices->empty())
       continue;
@@ -74,40 +82,40 @@ int64_t SumGpus(const GpuIndicesByHost& by_host) {
   return total;
 }
 
-Result<JobInfo> ReadJob(const ObjectReader& job) {
+Result<JobInfo> ReadJob(const FieldReader& job) {
   JobInfo info;
   EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadIdParts(job));
   info.job_id = job_fields::FormatJobId(parts);
   info.slurm_job_id = parts.job_id;
-  EXPANSE_ASSIGN_OR_RETURN(info.name, job.GetString("name"));
-  EXPANSE_ASSIGN_OR_RETURN(info.user, job.GetString("user_name"));
-  EXPANSE_ASSIGN_OR_RETURN(info.account, job.GetString("account"));
-  EXPANSE_ASSIGN_OR_RETURN(info.partition, job.GetString("partition"));
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> states, job.GetStrings("job_state"));
+  EXPANSE_ASSIGN_OR_RETURN(info.name, ReadString(job, "name"));
+  EXPANSE_ASSIGN_OR_RETURN(info.user, ReadString(job, "user_name"));
+  EXPANSE_ASSIGN_OR_RETURN(info.account, ReadString(job, "account"));
+  EXPANSE_ASSIGN_OR_RETURN(info.partition, ReadString(job, "partition"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> states, ReadStrings(job, "job_state"));
   info.state = job_fields::ReportedState(states);
-  EXPANSE_ASSIGN_OR_RETURN(info.nodes, job.GetString("nodes"));
+  EXPANSE_ASSIGN_OR_RETURN(info.nodes, ReadString(job, "nodes"));
 
-  EXPANSE_ASSIGN_OR_RETURN(const Number submit, job.GetNumber("submit_time"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number start, job.GetNumber("start_time"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number end, job.GetNumber("end_time"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number submit, ReadNumber(job, "submit_time"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number start, ReadNumber(job, "start_time"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number end, ReadNumber(job, "end_time"));
   json_internal::SetJobTimes({.submit = submit, .start = start, .end = end}, info);
 
-  EXPANSE_ASSIGN_OR_RETURN(const std::string tres_req, job.GetString("tres_req_str"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string tres_req, ReadString(job, "tres_req_str"));
   const std::map<std::string, int64_t> requested = tres::ParseTresCounts(tres_req);
   const auto requested_count = [&](const char* name) {
     const auto it = requested.find(name);
     return it == requested.end() ? 0 : it->second;
   };
-  EXPANSE_ASSIGN_OR_RETURN(const Number node_count, job.GetNumber("node_count"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number cpus, job.GetNumber("cpus"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number tasks, job.GetNumber("tasks"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number node_count, ReadNumber(job, "node_count"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number cpus, ReadNumber(job, "cpus"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number tasks, ReadNumber(job, "tasks"));
   info.req_nodes = node_count.has_value() ? node_count.value : requested_count("node");
   info.req_cpus = cpus.has_value() ? cpus.value : requested_count("cpu");
 
   EXPANSE_ASSIGN_OR_RETURN(info.gpu_indices, ReadGpuIndices(job));
-  EXPANSE_ASSIGN_OR_RETURN(const std::string per_job, job.GetString("tres_per_job"));
-  EXPANSE_ASSIGN_OR_RETURN(const std::string per_node, job.GetString("tres_per_node"));
-  EXPANSE_ASSIGN_OR_RETURN(const std::string per_task, job.GetString("tres_per_task"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_job, ReadString(job, "tres_per_job"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_node, ReadString(job, "tres_per_node"));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string per_task, ReadString(job, "tres_per_task"));
   std::optional<int64_t> gpus = tres::GpusInTresCounts(requested);
   if (!gpus.has_value())
     gpus = tres::GpusInTresPer(per_job);
@@ -121,14 +129,14 @@ Result<JobInfo> ReadJob(const ObjectReader& job) {
   }
   info.req_gpus = gpus.has_value() ? *gpus : SumGpus(info.gpu_indices);
 
-  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_node, job.GetNumber("memory_per_node"));
-  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_cpu, job.GetNumber("memory_per_cpu"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_node, ReadNumber(job, "memory_per_node"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number memory_per_cpu, ReadNumber(job, "memory_per_cpu"));
   std::optional<int64_t> memory = Times(memory_per_node, info.req_nodes);
   if (!memory.has_value())
     memory = Times(memory_per_cpu, info.req_cpus);
   info.req_mem_mib = memory.has_value() ? *memory : requested_count("mem");
 
-  EXPANSE_ASSIGN_OR_RETURN(const Number time_limit, job.GetNumber("time_limit"));
+  EXPANSE_ASSIGN_OR_RETURN(const Number time_limit, ReadNumber(job, "time_limit"));
   info.time_limit_s =
       time_limit.has_value() ? json_internal::CheckedMultiply(time_limit.value, 60).value_or(0) : 0;
   return info;

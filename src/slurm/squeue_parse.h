@@ -29,8 +29,10 @@ namespace expanse::slurm {
 // gpu_indices pairs gres_detail[i] with job_resources.allocated_nodes[i] (SLURM builds both in
 // the allocation's node order); left empty when their lengths differ.
 //
-// Errors are kInvalidArgument, reason "slurm_output", naming the field:
-//   squeue --json: jobs[2].job_id: expected a number
+// Errors are kInvalidArgument, reason "slurm_output", naming the field by its full path:
+//   squeue --json: jobs[2].job_id must be a number
+// as are output that is not JSON and output nested deeper or larger than SLURM's can be
+// (kSlurmJsonLimits in slurm_json.h).
 // A non-empty top-level "errors" list is kUnavailable, reason "slurm_error", with its first
 // message: squeue then failed to ask slurmctld.
 Result<std::vector<JobInfo>> ParseSqueueJson(std::string_view text);

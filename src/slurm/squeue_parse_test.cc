@@ -3,14 +3,17 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "slurm/sacct_parse.h"
 #include "slurm/slurm_test_util.h"
 
 namespace expanse::slurm {
 namespace {
 
 using testing::ReadFixture;
+using ::testing::StartsWith;
 
 std::vector<JobInfo> ParseFixture(std::string_view name) {
   Result<std::vector<JobInfo>> jobs = ParseSqueueJson(ReadFixture(name));
@@ -238,38 +241,128 @@ TEST(SqueueParseTest, MalformedOutputNamesTheField) {
       ParseError(R"({"jobs": [{"job_id": 1}, {"job_id": 2}, {"job_id": "3"}]})");
   EXPECT_EQ(wrong_type.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(wrong_type.reason(), "slurm_output");
-  EXPECT_EQ(wrong_type.message(), "squeue --json: jobs[2].job_id: expected a number");
+  EXPECT_EQ(wrong_type.message(), "squeue --json: jobs[2].job_id must be a number");
 
   EXPECT_EQ(ParseError(R"({"jobs": [{"name": "x"}]})").message(),
-            "squeue --json: jobs[0].job_id: missing");
+            "squeue --json: jobs[0].job_id is required");
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": 1, "name": 5}]})").message(),
-            "squeue --json: jobs[0].name: expected a string");
+            "squeue --json: jobs[0].name must be a string");
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": -1}]})").message(),
-            "squeue --json: jobs[0].job_id: expected a non-negative number");
+            "squeue --json: jobs[0].job_id must be a whole number from 0 to 9223372036854775807");
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": 1.5}]})").message(),
-            "squeue --json: jobs[0].job_id: expected a whole non-negative number");
+            "squeue --json: jobs[0].job_id must be a whole number from 0 to 9223372036854775807");
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": 1, "time_limit": {"set": true}}]})").message(),
-            "squeue --json: jobs[0].time_limit: expected a number");
+            "squeue --json: jobs[0].time_limit.number is required");
   EXPECT_EQ(
       ParseError(R"({"jobs": [{"job_id": 1, "time_limit": {"set": 1, "number": 1}}]})").message(),
-      "squeue --json: jobs[0].time_limit.set: expected true or false");
+      "squeue --json: jobs[0].time_limit.set must be true or false");
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": 1, "job_state": [1]}]})").message(),
-            "squeue --json: jobs[0].job_state[0]: expected a string");
+            "squeue --json: jobs[0].job_state[0] must be a string");
   EXPECT_EQ(
       ParseError(R"({"jobs": [{"job_id": 1, "gres_detail": [], "job_resources": []}]})").message(),
-      "squeue --json: jobs[0].job_resources: expected an object");
+      "squeue --json: jobs[0].job_resources must be an object");
   const std::string bad_nodes =
       R"json({"jobs": [{"job_id": 1, "gres_detail": ["gpu:1(IDX:0)"],)json"
       R"json( "job_resources": {"allocated_nodes": 3}}]})json";
   EXPECT_EQ(ParseError(bad_nodes).message(),
-            "squeue --json: jobs[0].job_resources.allocated_nodes: expected a list");
-  EXPECT_EQ(ParseError(R"({"jobs": [7]})").message(), "squeue --json: jobs[0]: expected an object");
-  EXPECT_EQ(ParseError(R"({"jobs": {}})").message(), "squeue --json: jobs: expected a list");
-  EXPECT_EQ(ParseError(R"({"meta": {}})").message(), "squeue --json: jobs: missing");
-  EXPECT_EQ(ParseError("[]").message(), "squeue --json: document: expected an object");
-  EXPECT_EQ(ParseError(R"({"jobs": [)").message(),
-            "squeue --json: not valid JSON (syntax error at byte 11)");
-  EXPECT_EQ(ParseError("").message(), "squeue --json: not valid JSON (syntax error at byte 1)");
+            "squeue --json: jobs[0].job_resources.allocated_nodes must be an array");
+  EXPECT_EQ(ParseError(R"({"jobs": [7]})").message(), "squeue --json: jobs[0] must be an object");
+  EXPECT_EQ(ParseError(R"({"jobs": {}})").message(), "squeue --json: jobs must be an array");
+  EXPECT_EQ(ParseError(R"({"meta": {}})").message(), "squeue --json: jobs is required");
+  EXPECT_EQ(ParseError("[]").message(), "squeue --json: the document must be an object");
+  EXPECT_THAT(ParseError(R"({"jobs": [)").message(),
+              StartsWith("squeue --json: not valid JSON at byte 11: "));
+  EXPECT_THAT(ParseError("").message(), StartsWith("squeue --json: not valid JSON at byte 1: "));
+}
+
+TEST(SqueueParseTest, WronglyTypedNestedMemberNamedByFullPath) {
+  const std::string text =
+      R"json({"jobs": [{"job_id": 1}, {"job_id": 2,)json"
+      R"json( "gres_detail": ["gpu:1(IDX:0)", "gpu:1(IDX:1)"],)json"
+      R"json( "job_resources": {"allocated_nodes": [{"nodename": "w1"}, {"nodename": 7}]}}]})json";
+  const Status status = ParseError(text);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.reason(), "slurm_output");
+  EXPECT_EQ(status.message(),
+            "squeue --json: jobs[1].job_resources.allocated_nodes[1].nodename must be a string");
+  EXPECT_EQ(
+      ParseError(R"({"jobs": [{"job_id": {"set": true, "number": {"number": 1}}}]})").message(),
+      "squeue --json: jobs[0].job_id.number must be a number");
+  // A null element of a list of objects is refused like any other non-object.
+  EXPECT_EQ(ParseError(R"({"jobs": [null]})").message(),
+            "squeue --json: jobs[0] must be an object");
+}
+
+// A nesting bomb is refused while it is read, before anything is built, with the command named;
+// nlohmann's own parser would build every level.
+TEST(SqueueParseTest, NestingBombIsRefusedNamingTheCommand) {
+  const std::vector<std::string> bombs = {
+      std::string(100'000, '['),
+      R"({"jobs": [{"job_id": 1, "name": )" + std::string(100'000, '['),
+      std::string(100'000, '[') + std::string(100'000, ']'),
+  };
+  for (const std::string& bomb : bombs) {
+    const Status status = ParseError(bomb);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.reason(), "slurm_output");
+    EXPECT_EQ(status.message(),
+              "squeue --json: the document nests arrays and objects deeper than 64 levels");
+  }
+  // Nesting up to the limit is still read: the top level, "jobs", the job and 61 arrays.
+  const std::string deep = R"({"jobs": [{"job_id": 1, "comment": )" + std::string(61, '[') +
+                           std::string(61, ']') + "}]}";
+  Result<std::vector<JobInfo>> jobs = ParseSqueueJson(deep);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->front().job_id, "1");
+}
+
+// SLURM prints users' own text (job names): a control character in one job must neither be
+// dropped nor fail the listing of every other job.
+TEST(SqueueParseTest, TextIsKeptAsPrinted) {
+  Result<std::vector<JobInfo>> jobs =
+      ParseSqueueJson(R"({"jobs": [{"job_id": 1, "name": "a\tb\u0001"}, {"job_id": 2}]})");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ(jobs->front().name, "a\tb\x01");
+}
+
+// Whatever SLURM (or a broken wrapper in its place) prints, both JSON parsers answer with a
+// status and never throw.
+TEST(SqueueParseTest, HostileOutputNeverThrows) {
+  const std::vector<std::string> inputs = {
+      "",
+      "{",
+      "nul",
+      "\xff\xfe{}",
+      "{\"jobs\": [\"\xff\"]}",
+      R"({"jobs": [{"job_id": 1e400}]})",
+      R"({"jobs": [{"job_id": -0.0}]})",
+      R"({"jobs": [{"job_id": 18446744073709551616}]})",
+      R"({"jobs": [{"job_id": 1, "time_limit": {"set": true, "number": [1]}}]})",
+      R"({"jobs": [{"job_id": 1, "job_state": {"current": 1}, "state": []}]})",
+      R"({"jobs": [{"job_id": 1, "array": 5, "het": [], "tres": {"requested": {}}}]})",
+      R"({"jobs": [{"job_id": 1, "name": "\u0000"}], "errors": "x"})",
+      R"({"errors": [5], "jobs": 5})",
+      R"({"errors": [{"error": 5}]})",
+      std::string(100'000, '{'),
+      [] {
+        std::string members;
+        for (int i = 0; i < 100'000; ++i)
+          members += R"({"a":)";
+        return members;
+      }(),
+  };
+  for (const std::string& input : inputs) {
+    for (const auto parse : {&ParseSqueueJson, &ParseSacctJson}) {
+      Result<std::vector<JobInfo>> jobs = Status();
+      EXPECT_NO_THROW(jobs = parse(input)) << input.substr(0, 80);
+      if (jobs.ok())
+        continue;
+      const std::string& reason = jobs.status().reason();
+      EXPECT_TRUE(reason == "slurm_output" || reason == "slurm_error")
+          << input.substr(0, 80) << ": " << jobs.status();
+    }
+  }
 }
 
 TEST(SqueueParseTest, ReportedErrorsAreUnavailable) {
@@ -288,7 +381,7 @@ TEST(SqueueParseTest, ReportedErrorsAreUnavailable) {
 
 TEST(SqueueParseTest, OutOfRangeNumbersFail) {
   EXPECT_EQ(ParseError(R"({"jobs": [{"job_id": 18446744073709551000}]})").message(),
-            "squeue --json: jobs[0].job_id: out of range");
+            "squeue --json: jobs[0].job_id must be a whole number from 0 to 9223372036854775807");
   // Products that would overflow leave the field at 0 rather than wrapping.
   const std::string huge =
       R"({"jobs": [{"job_id": 1, "node_count": 4611686018427387904, "memory_per_node": 4,)"
