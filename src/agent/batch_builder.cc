@@ -1,5 +1,7 @@
 #include "agent/batch_builder.h"
 
+#include <utility>
+
 #include "wire/json_parse.h"
 #include "wire/records.h"
 
@@ -27,7 +29,8 @@ void Refuse(BatchBuilder::Intake& intake, Status why) {
 // Whether `section` may take another entry: past the server's limits for one batch
 // (wire/records.h) the entry is refused here rather than the whole batch there. A worker's
 // file becomes a batch of its own, so only a file far beyond what a sampler writes meets it.
-bool HasRoom(const nlohmann::json& section, size_t limit, BatchBuilder::Intake& intake) {
+template <typename Record>
+bool HasRoom(const std::vector<Record>& section, size_t limit, BatchBuilder::Intake& intake) {
   if (section.size() < limit)
     return true;
   Refuse(intake, InvalidArgumentError("the batch already holds " + std::to_string(limit) +
@@ -36,10 +39,10 @@ bool HasRoom(const nlohmann::json& section, size_t limit, BatchBuilder::Intake& 
   return false;
 }
 
-// Decodes each element of an array payload; keeps what `decode` accepts, re-encoded.
-template <typename Decode>
+// Decodes each element of an array payload; keeps what `decode` accepts.
+template <typename Decode, typename Record>
 void TakeEach(const nlohmann::json& list, std::string_view kind, const Decode& decode, size_t limit,
-              nlohmann::json& into, BatchBuilder::Intake& intake) {
+              std::vector<Record>& into, BatchBuilder::Intake& intake) {
   if (!list.is_array()) {
     Refuse(intake,
            InvalidArgumentError(std::string(kind) + " must be an array").WithReason(kBadRecord));
@@ -48,40 +51,47 @@ void TakeEach(const nlohmann::json& list, std::string_view kind, const Decode& d
   for (size_t i = 0; i < list.size(); ++i) {
     if (!HasRoom(into, limit, intake))
       continue;
-    auto record = decode(list[i], std::string(kind) + "[" + std::to_string(i) + "]", kBadRecord);
+    Result<Record> record =
+        decode(list[i], std::string(kind) + "[" + std::to_string(i) + "]", kBadRecord);
     if (!record.ok()) {
       Refuse(intake, record.status());
       continue;
     }
-    into.push_back(wire::Encode(*record));
+    into.push_back(*std::move(record));
     ++intake.accepted;
   }
 }
 
+template <typename Record>
+nlohmann::json EncodeAll(const std::vector<Record>& records) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Record& r : records)
+    out.push_back(wire::Encode(r));
+  return out;
+}
+
 }  // namespace
 
-void BatchBuilder::AddSeries(const nlohmann::json& series) {
-  for (const auto& s : series) {
-    if (s.is_object() && s.contains("v") && s["v"].is_array())
-      samples_ += s["v"].size();
-    series_.push_back(s);
+void BatchBuilder::AddSeries(std::vector<wire::SeriesRecord> series) {
+  for (wire::SeriesRecord& s : series) {
+    samples_ += s.v.size();
+    series_.push_back(std::move(s));
   }
 }
 
 void BatchBuilder::AddJobEvent(const JobEvent& e) {
-  job_events_.push_back(
-      {{"job_id", e.job_id}, {"host", e.host}, {"kind", e.kind}, {"at_ms", e.at_ms}});
+  job_events_.push_back({.job_id = e.job_id, .host = e.host, .kind = e.kind, .at_ms = e.at_ms});
 }
 
-void BatchBuilder::AddAllocation(const nlohmann::json& allocation) {
-  allocations_.push_back(allocation);
+void BatchBuilder::AddAllocation(wire::GpuAllocationRecord allocation) {
+  allocations_.push_back(std::move(allocation));
 }
 
-void BatchBuilder::AddJob(const nlohmann::json& job) { jobs_.push_back(job); }
+void BatchBuilder::AddJob(wire::JobRecord job) { jobs_.push_back(std::move(job)); }
 
-void BatchBuilder::AddStacks(const nlohmann::json& stacks) {
-  for (const auto& entry : stacks)
-    stacks_.push_back(entry);
+void BatchBuilder::AddStacks(std::vector<wire::StackRecord> stacks) {
+  for (wire::StackRecord& entry : stacks)
+    stacks_.push_back(std::move(entry));
 }
 
 BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payload) {
@@ -128,7 +138,7 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
     }
     if (!HasRoom(allocations_, wire::kMaxBatchRecords, intake))
       return intake;
-    allocations_.push_back(wire::Encode(*allocation));
+    allocations_.push_back(*std::move(allocation));
     ++intake.accepted;
   } else {
     TakeEach(*json, kind, wire::DecodeStack, wire::kMaxBatchRecords, stacks_, intake);
@@ -138,30 +148,24 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
 
 void BatchBuilder::RenameJobs(
     const std::function<std::optional<std::string>(const std::string&)>& rename) {
-  for (nlohmann::json* section : {&job_events_, &allocations_, &stacks_}) {
-    for (auto& item : *section) {
-      if (!item.is_object())
-        continue;
-      auto id = item.find("job_id");
-      if (id == item.end() || !id->is_string())
-        continue;
-      if (auto renamed = rename(id->get<std::string>()))
-        *id = *renamed;
-    }
-  }
-  for (auto& series : series_) {
-    if (!series.is_object())
+  auto apply = [&](std::string& job_id) {
+    if (auto renamed = rename(job_id))
+      job_id = *std::move(renamed);
+  };
+  for (wire::JobEventRecord& e : job_events_)
+    apply(e.job_id);
+  for (wire::GpuAllocationRecord& a : allocations_)
+    apply(a.job_id);
+  for (wire::StackRecord& s : stacks_)
+    apply(s.job_id);
+  for (wire::SeriesRecord& s : series_) {
+    if (!s.device.starts_with("job/"))
       continue;
-    auto device = series.find("device");
-    if (device == series.end() || !device->is_string())
-      continue;
-    const std::string& name = device->get_ref<const std::string&>();
-    if (!name.starts_with("job/"))
-      continue;
-    if (auto renamed = rename(name.substr(4)))
-      *device = "job/" + *renamed;
+    if (auto renamed = rename(s.device.substr(4)))
+      s.device = "job/" + *renamed;
   }
 }
+
 bool BatchBuilder::empty() const {
   return series_.empty() && jobs_.empty() && job_events_.empty() && allocations_.empty() &&
          stacks_.empty();
@@ -169,15 +173,15 @@ bool BatchBuilder::empty() const {
 
 nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream) const {
   nlohmann::json doc = wire::EncodeBatchHeader({.stream = stream, .sequence = sequence});
-  doc["series"] = series_;
+  doc["series"] = EncodeAll(series_);
   if (!jobs_.empty())
-    doc["jobs"] = jobs_;
+    doc["jobs"] = EncodeAll(jobs_);
   if (!job_events_.empty())
-    doc["job_events"] = job_events_;
+    doc["job_events"] = EncodeAll(job_events_);
   if (!allocations_.empty())
-    doc["gpu_allocations"] = allocations_;
+    doc["gpu_allocations"] = EncodeAll(allocations_);
   if (!stacks_.empty())
-    doc["stacks"] = stacks_;
+    doc["stacks"] = EncodeAll(stacks_);
   return doc;
 }
 

@@ -2,10 +2,10 @@
 // from any host, job records, per-node job events and GPU allocations — and renders it as the
 // JSON document for a given stream sequence (the outbox assigns the sequence at enqueue time).
 //
-// What a worker wrote is hostile input: AddSpoolRecord decodes every element with the wire
-// records' decoders (wire/records.h), the same rules the server applies, and keeps only what
-// passes, re-encoded. So one bad element is dropped and counted, and never makes the server
-// refuse the whole batch with every other worker's samples in it.
+// Everything is held as wire records (wire/records.h) and encoded once, by Render. What a
+// worker wrote is hostile input: AddSpoolRecord decodes every element with the same decoders
+// the server applies and keeps only what passes. So one bad element is dropped and counted,
+// and never makes the server refuse the whole batch with every other worker's samples in it.
 #ifndef EXPANSE_AGENT_BATCH_BUILDER_H_
 #define EXPANSE_AGENT_BATCH_BUILDER_H_
 
@@ -13,25 +13,27 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/job_events.h"
 #include "core/result.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 
 class BatchBuilder {
  public:
-  // Appends series entries (an ingest "series" array, as SeriesBuffer::TakeJson renders it).
-  void AddSeries(const nlohmann::json& series);
+  // This host's own records, which need no checks.
+  void AddSeries(std::vector<wire::SeriesRecord> series);
   void AddJobEvent(const JobEvent& event);
   // One GPU of a job on a host; `to_ms` 0 while allocated.
-  void AddAllocation(const nlohmann::json& allocation);
-  // A job record (squeue/sacct), in the ingest batch's "jobs" shape.
-  void AddJob(const nlohmann::json& job);
-  // Ingest "stacks" entries (folded Python stacks per job and window).
-  void AddStacks(const nlohmann::json& stacks);
+  void AddAllocation(wire::GpuAllocationRecord allocation);
+  // A job record (squeue/sacct).
+  void AddJob(wire::JobRecord job);
+  // Folded Python stacks per job and window.
+  void AddStacks(std::vector<wire::StackRecord> stacks);
   // What AddSpoolRecord took of one record.
   struct Intake {
     uint64_t accepted = 0;  // elements added
@@ -52,18 +54,18 @@ class BatchBuilder {
   void RenameJobs(const std::function<std::optional<std::string>(const std::string&)>& rename);
 
   bool empty() const;
-  const nlohmann::json& allocations() const { return allocations_; }
+  const std::vector<wire::GpuAllocationRecord>& allocations() const { return allocations_; }
   size_t samples() const { return samples_; }
   // The document with "sequence": sequence. The builder keeps its contents (the outbox may
   // call the payload builder again).
   nlohmann::json Render(uint64_t sequence, const std::string& stream) const;
 
  private:
-  nlohmann::json series_ = nlohmann::json::array();
-  nlohmann::json jobs_ = nlohmann::json::array();
-  nlohmann::json job_events_ = nlohmann::json::array();
-  nlohmann::json allocations_ = nlohmann::json::array();
-  nlohmann::json stacks_ = nlohmann::json::array();
+  std::vector<wire::SeriesRecord> series_;
+  std::vector<wire::JobRecord> jobs_;
+  std::vector<wire::JobEventRecord> job_events_;
+  std::vector<wire::GpuAllocationRecord> allocations_;
+  std::vector<wire::StackRecord> stacks_;
   size_t samples_ = 0;
 };
 

@@ -33,23 +33,23 @@ namespace {
 
 constexpr char kStream[] = "telemetry";
 
-nlohmann::json JobJson(const slurm::JobInfo& j, int64_t observed_ms) {
-  return wire::Encode(wire::JobRecord{.job_id = j.job_id,
-                                      .name = j.name,
-                                      .user = j.user,
-                                      .account = j.account,
-                                      .partition = j.partition,
-                                      .state = j.state,
-                                      .nodes = j.nodes,
-                                      .submit_ms = j.submit_ms,
-                                      .start_ms = j.start_ms,
-                                      .end_ms = j.end_ms,
-                                      .req_nodes = j.req_nodes,
-                                      .req_cpus = j.req_cpus,
-                                      .req_gpus = j.req_gpus,
-                                      .req_mem_mib = j.req_mem_mib,
-                                      .time_limit_s = j.time_limit_s,
-                                      .observed_ms = observed_ms});
+wire::JobRecord JobRecordOf(const slurm::JobInfo& j, int64_t observed_ms) {
+  return wire::JobRecord{.job_id = j.job_id,
+                         .name = j.name,
+                         .user = j.user,
+                         .account = j.account,
+                         .partition = j.partition,
+                         .state = j.state,
+                         .nodes = j.nodes,
+                         .submit_ms = j.submit_ms,
+                         .start_ms = j.start_ms,
+                         .end_ms = j.end_ms,
+                         .req_nodes = j.req_nodes,
+                         .req_cpus = j.req_cpus,
+                         .req_gpus = j.req_gpus,
+                         .req_mem_mib = j.req_mem_mib,
+                         .time_limit_s = j.time_limit_s,
+                         .observed_ms = observed_ms};
 }
 
 // The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
@@ -298,7 +298,7 @@ class Controller {
     if (jobs.ok()) {
       for (const slurm::JobInfo& j : *jobs) {
         if (Storable(j))
-          batch.AddJob(JobJson(j, now_ms));
+          batch.AddJob(JobRecordOf(j, now_ms));
         Remember(j);
       }
       slurm_problem_.clear();
@@ -456,14 +456,15 @@ class Controller {
         inventories[report.host] = GpusFromJson((*health)["inventory"]);
     }
     std::vector<std::string> problems;
-    const nlohmann::json entries = fallback_.Reconcile(jobs, inventories, now_ms, &problems);
+    std::vector<wire::GpuAllocationRecord> entries =
+        fallback_.Reconcile(jobs, inventories, now_ms, &problems);
     for (const std::string& problem : problems)
       Log(problem);
     if (entries.empty())
       return;
     BatchBuilder batch;
-    for (const auto& e : entries)
-      batch.AddAllocation(e);
+    for (wire::GpuAllocationRecord& e : entries)
+      batch.AddAllocation(std::move(e));
     if (Status s = Enqueue(batch); !s.ok())
       Log("cannot queue SLURM's GPU allocations: " + s.message());
   }
@@ -503,7 +504,7 @@ class Controller {
       // Only ended jobs: squeue is the fresher source for the others.
       Remember(j);
       if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING") {
-        batch.AddJob(JobJson(j, now_ms));
+        batch.AddJob(JobRecordOf(j, now_ms));
       }
     }
   }

@@ -6,26 +6,20 @@
 namespace expanse::agent {
 
 std::vector<attribution::JobAllocation> AllocationsFromOpen(
-    const std::map<std::string, nlohmann::json>& open_allocations) {
+    const std::map<std::string, std::vector<wire::GpuAllocationRecord>>& open_allocations) {
   std::vector<attribution::JobAllocation> out;
   for (const auto& [key, entries] : open_allocations) {
-    if (!entries.is_array() || entries.empty())
+    if (entries.empty())
       continue;
     attribution::JobAllocation allocation;
     // The hooks record the Prolog's SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES, resolved to UUIDs.
     allocation.method = attribution::AllocationMethod::kSlurmJobGpus;
-    for (const auto& e : entries) {
-      if (!e.is_object() || !e.contains("job_id") || !e["job_id"].is_string() ||
-          !e.contains("gpu_uuid") || !e["gpu_uuid"].is_string()) {
-        continue;
-      }
-      const std::string job_id = e["job_id"].get<std::string>();
-      allocation.job.display_id = job_id;
+    for (const wire::GpuAllocationRecord& e : entries) {
+      allocation.job.display_id = e.job_id;
       allocation.job.job_id =
-          e.contains("slurm_job_id") && e["slurm_job_id"].is_number_unsigned()
-              ? e["slurm_job_id"].get<uint32_t>()
-              : static_cast<uint32_t>(std::strtoul(job_id.c_str(), nullptr, 10));
-      allocation.gpu_uuids.push_back(e["gpu_uuid"].get<std::string>());
+          e.slurm_job_id != 0 ? static_cast<uint32_t>(e.slurm_job_id)
+                              : static_cast<uint32_t>(std::strtoul(e.job_id.c_str(), nullptr, 10));
+      allocation.gpu_uuids.push_back(e.gpu_uuid);
     }
     if (allocation.job.job_id != 0 && !allocation.gpu_uuids.empty())
       out.push_back(std::move(allocation));

@@ -16,6 +16,7 @@
 #include "attribution/gpu_view.h"
 #include "attribution/process_attribution.h"
 #include "telemetry/series_buffer.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 
@@ -23,10 +24,10 @@ namespace expanse::agent {
 inline constexpr size_t kMaxUseJobsPerGpu = 16;
 inline constexpr size_t kMaxUseProcessesPerGpu = 64;
 
-// `open_allocations` is the collector's map "<host>/<job id>" -> ingest gpu_allocations entries
-// of jobs still running on this node.
+// `open_allocations` is the collector's map "<host>/<job id>" -> the GPU allocations of jobs
+// still running on this node.
 std::vector<attribution::JobAllocation> AllocationsFromOpen(
-    const std::map<std::string, nlohmann::json>& open_allocations);
+    const std::map<std::string, std::vector<wire::GpuAllocationRecord>>& open_allocations);
 
 struct GpuUseResult {
   attribution::NodeGpuUse view;

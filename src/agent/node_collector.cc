@@ -10,6 +10,7 @@
 #include "attribution/allocation.h"
 #include "core/file_util.h"
 #include "gpu/guarded_backend.h"
+#include "wire/json_parse.h"
 
 namespace expanse::agent {
 namespace {
@@ -28,17 +29,7 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
   }
   sampler_ =
       std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
-  if (!options_.allocations_file.empty()) {
-    Result<std::optional<std::string>> saved =
-        fs::ReadSmallFile(options_.allocations_file, 16 << 20);
-    if (saved.ok() && saved->has_value()) {
-      const nlohmann::json json = nlohmann::json::parse(**saved, nullptr, false);
-      if (json.is_object()) {
-        for (const auto& [key, allocations] : json.items())
-          open_allocations_[key] = allocations;
-      }
-    }
-  }
+  LoadOpenAllocations();
   if (options_.py_stacks) {
     py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
     py_stacks_->Start();
@@ -104,12 +95,46 @@ nlohmann::json NodeCollector::PyStacksStats() const {
   return py_stacks_ ? py_stacks_->Stats() : nlohmann::json(nullptr);
 }
 
+// The file is the daemon's own, but it lives on disk across restarts and upgrades: it is read
+// like any outside JSON, and an entry the wire decoder refuses is dropped and reported.
+void NodeCollector::LoadOpenAllocations() {
+  if (options_.allocations_file.empty())
+    return;
+  Result<std::optional<std::string>> saved = fs::ReadSmallFile(options_.allocations_file, 16 << 20);
+  if (!saved.ok() || !saved->has_value())
+    return;
+  const std::string& path = options_.allocations_file;
+  Result<nlohmann::json> json = wire::ParseJson(**saved, wire::JsonLimits{.max_depth = 4});
+  if (!json.ok() || !json->is_object()) {
+    problems_.push_back(path + ": not a JSON object; open allocations are forgotten");
+    return;
+  }
+  for (const auto& [key, entries] : json->items()) {
+    if (!entries.is_array()) {
+      problems_.push_back(path + ": " + key + " must be an array");
+      continue;
+    }
+    std::vector<wire::GpuAllocationRecord>& open = open_allocations_[key];
+    for (size_t i = 0; i < entries.size(); ++i) {
+      Result<wire::GpuAllocationRecord> allocation =
+          wire::DecodeGpuAllocation(entries[i], key + "[" + std::to_string(i) + "]", "bad_record");
+      if (allocation.ok())
+        open.push_back(*std::move(allocation));
+      else
+        problems_.push_back(path + ": " + allocation.status().message());
+    }
+  }
+}
+
 void NodeCollector::SaveOpenAllocations() {
   if (options_.allocations_file.empty())
     return;
   nlohmann::json json = nlohmann::json::object();
-  for (const auto& [key, allocations] : open_allocations_)
-    json[key] = allocations;
+  for (const auto& [key, allocations] : open_allocations_) {
+    nlohmann::json& entries = json[key] = nlohmann::json::array();
+    for (const wire::GpuAllocationRecord& a : allocations)
+      entries.push_back(wire::Encode(a));
+  }
   const std::string path = options_.allocations_file;
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
@@ -126,8 +151,8 @@ std::vector<std::string> NodeCollector::TakeProblems() {
   return out;
 }
 
-nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEvent& event) {
+  std::vector<wire::GpuAllocationRecord> out;
   const gpu::Inventory inventory = sink_.inventory();
   // The GPUs SLURM gave the job, from what the hook saw: SLURM_JOB_GPUS (GRES indices, mapped
   // through gres.conf to device minors) and CUDA_VISIBLE_DEVICES (UUIDs, or indices over that
@@ -168,8 +193,8 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
     auto open = open_allocations_.find(key);
     if (open == open_allocations_.end())
       return out;
-    for (auto a : open->second) {
-      a["to_ms"] = event.at_ms;
+    for (wire::GpuAllocationRecord a : open->second) {
+      a.to_ms = event.at_ms;
       out.push_back(std::move(a));
     }
     open_allocations_.erase(open);
@@ -177,21 +202,17 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
     return out;
   }
   for (const gpu::GpuInfo* g : gpus) {
-    nlohmann::json a = {{"job_id", event.job_id},
-                        {"host", event.host},
-                        {"gpu_uuid", g->uuid},
-                        {"gpu_index", g->index},
-                        {"gpu_minor", g->minor ? static_cast<int64_t>(*g->minor) : -1},
-                        {"from_ms", event.at_ms},
-                        {"to_ms", 0}};
-    // SLURM's number for this job on this node (a het component "17+1" is job 18, as its
-    // cgroup says): how the node's own attribution matches processes to the allocation. The
-    // server ignores the field.
-    if (event.slurm_job_id != 0)
-      a["slurm_job_id"] = event.slurm_job_id;
-    if (event.kind == "end")
-      a["to_ms"] = event.at_ms;
-    out.push_back(std::move(a));
+    // slurm_job_id is SLURM's number for this job on this node (a het component "17+1" is
+    // job 18, as its cgroup says): how the node's own attribution matches processes to the
+    // allocation. The server ignores it.
+    out.push_back({.job_id = event.job_id,
+                   .host = event.host,
+                   .gpu_uuid = g->uuid,
+                   .gpu_index = g->index,
+                   .gpu_minor = g->minor ? static_cast<int64_t>(*g->minor) : -1,
+                   .from_ms = event.at_ms,
+                   .to_ms = event.kind == "end" ? event.at_ms : 0,
+                   .slurm_job_id = static_cast<int64_t>(event.slurm_job_id)});
   }
   if (event.kind == "start") {
     open_allocations_[key] = out;
@@ -205,7 +226,7 @@ nlohmann::json NodeCollector::AllocationsFor(const JobEvent& event) {
 NodeCollection NodeCollector::Collect(bool final) {
   NodeCollection c;
   c.stacks = std::move(unsent_stacks_);
-  unsent_stacks_ = nlohmann::json::array();
+  unsent_stacks_.clear();
   if (py_stacks_) {
     for (auto& entry : py_stacks_->TakeStacks(final))
       c.stacks.push_back(std::move(entry));
@@ -237,7 +258,7 @@ NodeCollection NodeCollector::Collect(bool final) {
   std::lock_guard lock(buffer_mu_);
   AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_);
   c.samples = buffer_.samples();
-  c.series = buffer_.TakeJson();
+  c.series = buffer_.Take();
   return c;
 }
 
@@ -263,15 +284,12 @@ void NodeCollector::Restore(const NodeCollection& collection) {
     unsent_stacks_.push_back(entry);
   }
   std::lock_guard lock(buffer_mu_);
-  for (const auto& s : collection.series) {
-    const telemetry::SeriesKey key{s.value("host", ""), s.value("device", ""),
-                                   s.value("metric", "")};
-    int64_t t = s.value("t0", int64_t{0});
-    const auto& dt = s["dt"];
-    const auto& v = s["v"];
-    for (size_t i = 0; i < dt.size() && i < v.size(); ++i) {
-      t += dt[i].get<int64_t>();
-      buffer_.Add(key, t, v[i].get<double>());
+  for (const wire::SeriesRecord& s : collection.series) {
+    const telemetry::SeriesKey key{s.host, s.device, s.metric};
+    int64_t t = s.t0;
+    for (size_t i = 0; i < s.dt.size() && i < s.v.size(); ++i) {
+      t += s.dt[i];
+      buffer_.Add(key, t, s.v[i]);
     }
   }
 }

@@ -26,6 +26,7 @@
 #include "telemetry/gpu_series_sink.h"
 #include "telemetry/job_cgroups.h"
 #include "telemetry/series_buffer.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 
@@ -50,11 +51,11 @@ struct NodeCollectorOptions {
 
 // One collection, ready to hand on.
 struct NodeCollection {
-  nlohmann::json series = nlohmann::json::array();  // ingest "series" entries
-  nlohmann::json stacks = nlohmann::json::array();  // ingest "stacks" entries (closed windows)
+  std::vector<wire::SeriesRecord> series;
+  std::vector<wire::StackRecord> stacks;  // closed windows
   std::vector<JobEvent> events;
-  nlohmann::json allocations = nlohmann::json::array();  // ingest "gpu_allocations" entries
-  std::vector<std::string> event_files;                  // to delete on Commit
+  std::vector<wire::GpuAllocationRecord> allocations;
+  std::vector<std::string> event_files;  // to delete on Commit
   size_t samples = 0;
   bool empty() const {
     return series.empty() && events.empty() && allocations.empty() && stacks.empty();
@@ -92,7 +93,8 @@ class NodeCollector {
   void Restore(const NodeCollection& collection);
 
  private:
-  nlohmann::json AllocationsFor(const JobEvent& event);
+  std::vector<wire::GpuAllocationRecord> AllocationsFor(const JobEvent& event);
+  void LoadOpenAllocations();
 
   NodeCollectorOptions options_;
   Clock& clock_;
@@ -106,14 +108,14 @@ class NodeCollector {
   // Allocations opened by a start event, so the end event closes the same GPUs even when the
   // Epilog's environment does not name them (kept in options.allocations_file).
   void SaveOpenAllocations();
-  std::map<std::string, nlohmann::json> open_allocations_;
+  std::map<std::string, std::vector<wire::GpuAllocationRecord>> open_allocations_;
   attribution::NodeGres gres_;
   nlohmann::json gpu_use_ = nlohmann::json::array();
   void PublishJobsForStacks();
   std::unique_ptr<PyStacksCollector> py_stacks_;
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
-  nlohmann::json unsent_stacks_ = nlohmann::json::array();
+  std::vector<wire::StackRecord> unsent_stacks_;
   telemetry::JobCgroups cgroups_;
   std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
                               // collected but not yet committed or restored

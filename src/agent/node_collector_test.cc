@@ -56,9 +56,9 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
   NodeCollection c = collector.Collect();
   ASSERT_EQ(c.events.size(), 1u);
   ASSERT_EQ(c.allocations.size(), 1u);
-  EXPECT_EQ(c.allocations[0]["gpu_uuid"], "GPU-b");
-  EXPECT_EQ(c.allocations[0]["gpu_index"], 1);
-  EXPECT_EQ(c.allocations[0]["gpu_minor"], 0);
+  EXPECT_EQ(c.allocations[0].gpu_uuid, "GPU-b");
+  EXPECT_EQ(c.allocations[0].gpu_index, 1);
+  EXPECT_EQ(c.allocations[0].gpu_minor, 0);
   EXPECT_FALSE(c.series.empty());
   // Not committed yet: a second collection does not carry the event again.
   EXPECT_TRUE(collector.Collect().events.empty());
@@ -92,9 +92,50 @@ TEST_F(NodeCollectorTest, EpilogAfterRestartClosesTheSavedAllocation) {
   Event("end", 1'800'000'005'000, "");  // this Epilog's environment names no GPU
   NodeCollection c = restarted.Collect();
   ASSERT_EQ(c.allocations.size(), 1u);
-  EXPECT_EQ(c.allocations[0]["gpu_uuid"], "GPU-a");
-  EXPECT_EQ(c.allocations[0]["to_ms"], 1'800'000'005'000);
-  EXPECT_EQ(c.allocations[0]["from_ms"], 1'800'000'000'100);
+  EXPECT_EQ(c.allocations[0].gpu_uuid, "GPU-a");
+  EXPECT_EQ(c.allocations[0].to_ms, 1'800'000'005'000);
+  EXPECT_EQ(c.allocations[0].from_ms, 1'800'000'000'100);
+}
+
+// The saved allocations are read like any outside JSON: a damaged entry (a hand edit, a file
+// from another version) is dropped and reported, and the good ones still close at the Epilog.
+TEST_F(NodeCollectorTest, DamagedSavedAllocationsAreDroppedAndReported) {
+  std::filesystem::create_directories(dir_ + "/state");
+  std::ofstream(options_.allocations_file) << R"({
+      "n1/7": [{"job_id": "7", "host": "n1", "gpu_uuid": "GPU-a", "from_ms": 100},
+               {"job_id": 7, "host": "n1", "gpu_uuid": "GPU-b", "from_ms": 100}],
+      "n1/8": "not a list"})";
+  NodeCollector collector(options_, clock_);
+  const std::vector<std::string> problems = collector.TakeProblems();
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("n1/7[1].job_id must be a string"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("n1/8 must be an array"), std::string::npos) << problems[1];
+  collector.TickFast();
+  Event("end", 1'800'000'005'000, "");
+  NodeCollection c = collector.Collect();
+  ASSERT_EQ(c.allocations.size(), 1u);
+  EXPECT_EQ(c.allocations[0].gpu_uuid, "GPU-a");
+  EXPECT_EQ(c.allocations[0].to_ms, 1'800'000'005'000);
+}
+
+TEST_F(NodeCollectorTest, RestoredSeriesAreRebuiltSampleForSample) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  clock_.Advance(1000);
+  collector.TickFast();
+  NodeCollection c = collector.Collect();
+  ASSERT_FALSE(c.series.empty());
+  collector.Restore(c);
+  NodeCollection again = collector.Collect();
+  ASSERT_EQ(again.series.size(), c.series.size());
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    EXPECT_EQ(again.series[i].host, c.series[i].host);
+    EXPECT_EQ(again.series[i].device, c.series[i].device);
+    EXPECT_EQ(again.series[i].metric, c.series[i].metric);
+    EXPECT_EQ(again.series[i].t0, c.series[i].t0);
+    EXPECT_EQ(again.series[i].dt, c.series[i].dt);
+    EXPECT_EQ(again.series[i].v, c.series[i].v);
+  }
 }
 
 TEST_F(NodeCollectorTest, BadGresConfIsReported) {

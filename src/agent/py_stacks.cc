@@ -178,7 +178,7 @@ void PyStacksCollector::TickOnce() {
   }
 }
 
-nlohmann::json PyStacksCollector::TakeStacks(bool all) {
+std::vector<wire::StackRecord> PyStacksCollector::TakeStacks(bool all) {
   std::lock_guard lock(mu_);
   return all ? aggregator_.TakeAll() : aggregator_.TakeClosed(clock_.NowMs());
 }

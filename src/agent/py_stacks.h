@@ -58,7 +58,7 @@ class PyStacksCollector {
   void TickOnce();
 
   // Ingest `stacks` entries of the windows that have closed (`all`: every window, at shutdown).
-  nlohmann::json TakeStacks(bool all);
+  std::vector<wire::StackRecord> TakeStacks(bool all);
 
   // The py_stacks capability: disabled, absent (no usable backend), degraded (with the latest
   // failures, e.g. "py_stacks: ptrace denied for pid 7: ..."), or ok naming the backends.

@@ -52,8 +52,8 @@ TEST(PyStacksCollectorTest, SamplesAJobsPythonProcessIntoItsWindow) {
   while (std::chrono::steady_clock::now() < deadline) {
     collector.TickOnce();
     clock.Advance(1000);  // the base rate is 1 Hz: one sample per tick
-    for (auto& e : collector.TakeStacks(/*all=*/true))
-      stacks.push_back(e);
+    for (const wire::StackRecord& e : collector.TakeStacks(/*all=*/true))
+      stacks.push_back(wire::Encode(e));
     seen = stacks.dump();
     if (seen.find(kSleepingFrame) != std::string::npos)
       break;
@@ -96,7 +96,8 @@ TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
       collector.TickOnce();
       clock.Advance(100);
     }
-    seen += collector.TakeStacks(/*all=*/true).dump();
+    for (const wire::StackRecord& e : collector.TakeStacks(/*all=*/true))
+      seen += wire::Encode(e).dump();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_THAT(seen, HasSubstr(kSleepingFrame));

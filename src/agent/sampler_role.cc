@@ -8,6 +8,7 @@
 #include "agent/gpu_json.h"
 #include "agent/profiling_permissions.h"
 #include "spool/spool_writer.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 
@@ -35,12 +36,16 @@ class SamplerLoop {
   void Flush(bool force = false) {
     NodeCollection c = collector_.Collect(/*final=*/force);
     const spool::SpoolWriterCounters before = writer_->counters();
-    if (!c.series.empty())
-      Add("gpu_series", c.series.dump());
+    if (!c.series.empty()) {
+      nlohmann::json series = nlohmann::json::array();
+      for (const wire::SeriesRecord& s : c.series)
+        series.push_back(wire::Encode(s));
+      Add("gpu_series", series.dump());
+    }
     for (const JobEvent& e : c.events)
       Add("job_event", ToJson(e).dump());
-    for (const auto& a : c.allocations)
-      Add("gpu_allocation", a.dump());
+    for (const wire::GpuAllocationRecord& a : c.allocations)
+      Add("gpu_allocation", wire::Encode(a).dump());
     AddStacks(c.stacks);
     pending_.push_back(std::move(c));
 
@@ -117,17 +122,18 @@ class SamplerLoop {
 
  private:
   // py_stacks records of at most ~4 MiB each (a record's payload is capped at 8 MiB).
-  void AddStacks(const nlohmann::json& stacks) {
+  void AddStacks(const std::vector<wire::StackRecord>& stacks) {
     nlohmann::json chunk = nlohmann::json::array();
     size_t bytes = 0;
-    for (const auto& entry : stacks) {
+    for (const wire::StackRecord& record : stacks) {
+      nlohmann::json entry = wire::Encode(record);
       const size_t size = entry.dump().size() + 1;
       if (!chunk.empty() && bytes + size > kStacksRecordBytes) {
         Add("py_stacks", chunk.dump());
         chunk = nlohmann::json::array();
         bytes = 0;
       }
-      chunk.push_back(entry);
+      chunk.push_back(std::move(entry));
       bytes += size;
     }
     if (!chunk.empty())

@@ -6,12 +6,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "gpu/guarded_backend.h"
 #include "gpu/sampler.h"
 #include "telemetry/gpu_series_sink.h"
 #include "telemetry/series_buffer.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 namespace {
@@ -74,18 +76,18 @@ nlohmann::json RunSampler(const SamplerRunOptions& options) {
     output.open(options.output, std::ios::app);
   uint64_t ticks = 0, samples = 0, batches = 0, bytes = 0, sequence = 0;
   auto flush = [&] {
-    nlohmann::json series;
+    std::vector<wire::SeriesRecord> series;
     {
       std::lock_guard lock(buffer_mu);
       samples += buffer.samples();
-      series = buffer.TakeJson();
+      series = buffer.Take();
     }
     if (series.empty())
       return;
-    const nlohmann::json batch = {{"version", 1},
-                                  {"stream", "telemetry"},
-                                  {"sequence", ++sequence},
-                                  {"series", std::move(series)}};
+    nlohmann::json batch = wire::EncodeBatchHeader({.stream = "telemetry", .sequence = ++sequence});
+    nlohmann::json& entries = batch["series"] = nlohmann::json::array();
+    for (const wire::SeriesRecord& s : series)
+      entries.push_back(wire::Encode(s));
     const std::string text = batch.dump();
     bytes += text.size();
     ++batches;

@@ -15,23 +15,20 @@ bool IsRunning(const slurm::JobInfo& job) {
 
 }  // namespace
 
-void SlurmAllocationFallback::NoteHookAllocations(const nlohmann::json& allocations) {
-  for (const auto& a : allocations) {
-    if (!a.is_object() || !a.contains("host") || !a.contains("job_id") || !a["host"].is_string() ||
-        !a["job_id"].is_string()) {
-      continue;
-    }
+void SlurmAllocationFallback::NoteHookAllocations(
+    const std::vector<wire::GpuAllocationRecord>& allocations) {
+  for (const wire::GpuAllocationRecord& a : allocations) {
     if (hooked_.size() > 200'000)
       hooked_.clear();  // bounded; a forgotten key costs at most one redundant allocation
-    hooked_.insert(Key(a["host"].get<std::string>(), a["job_id"].get<std::string>()));
+    hooked_.insert(Key(a.host, a.job_id));
   }
 }
 
-nlohmann::json SlurmAllocationFallback::Reconcile(
+std::vector<wire::GpuAllocationRecord> SlurmAllocationFallback::Reconcile(
     const std::vector<slurm::JobInfo>& jobs,
     const std::map<std::string, std::vector<gpu::GpuInfo>>& inventories, int64_t now_ms,
     std::vector<std::string>* problems) {
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<wire::GpuAllocationRecord> out;
   std::set<std::string> running;
   for (const slurm::JobInfo& job : jobs) {
     if (!IsRunning(job) || job.start_ms <= 0)
@@ -71,18 +68,18 @@ nlohmann::json SlurmAllocationFallback::Reconcile(
                             resolved.status().message());
         continue;
       }
-      nlohmann::json entries = nlohmann::json::array();
+      std::vector<wire::GpuAllocationRecord> entries;
       for (const std::string& uuid : resolved->allocation.gpu_uuids) {
         for (const gpu::GpuInfo& g : node.inventory) {
           if (g.uuid != uuid)
             continue;
-          entries.push_back({{"job_id", job.job_id},
-                             {"host", host},
-                             {"gpu_uuid", g.uuid},
-                             {"gpu_index", g.index},
-                             {"gpu_minor", g.minor ? static_cast<int64_t>(*g.minor) : -1},
-                             {"from_ms", job.start_ms},
-                             {"to_ms", 0}});
+          entries.push_back({.job_id = job.job_id,
+                             .host = host,
+                             .gpu_uuid = g.uuid,
+                             .gpu_index = g.index,
+                             .gpu_minor = g.minor ? static_cast<int64_t>(*g.minor) : -1,
+                             .from_ms = job.start_ms,
+                             .to_ms = 0});
         }
       }
       for (const auto& e : entries)
@@ -102,9 +99,9 @@ nlohmann::json SlurmAllocationFallback::Reconcile(
       ++it;
       continue;
     }
-    for (auto e : it->second) {
-      auto ended = ended_ms.find(e.value("job_id", ""));
-      e["to_ms"] = ended != ended_ms.end() ? ended->second : now_ms;
+    for (wire::GpuAllocationRecord e : it->second) {
+      auto ended = ended_ms.find(e.job_id);
+      e.to_ms = ended != ended_ms.end() ? ended->second : now_ms;
       out.push_back(std::move(e));
     }
     hooked_.erase(it->first);

@@ -21,6 +21,7 @@
 
 #include "gpu/backend.h"
 #include "slurm/job_info.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 
@@ -38,22 +39,24 @@ class SlurmAllocationFallback {
       : gres_conf_(std::move(gres_conf)), started_ms_(started_ms) {}
 
   // Allocations that arrived from hooks (ingest gpu_allocations entries, after job renaming).
-  void NoteHookAllocations(const nlohmann::json& allocations);
+  void NoteHookAllocations(const std::vector<wire::GpuAllocationRecord>& allocations);
 
   // New ingest gpu_allocations entries: running jobs' hosts with neither a hook allocation nor an
   // earlier fallback one (past the grace), and the closing of fallback allocations whose job is
   // no longer running. `inventories` maps a host to its GPUs (workers' health reports, the
   // controller's own). Hosts whose inventory is unknown are retried next round. Problems (a
   // GRES index gres.conf does not have) go to `problems`.
-  nlohmann::json Reconcile(const std::vector<slurm::JobInfo>& jobs,
-                           const std::map<std::string, std::vector<gpu::GpuInfo>>& inventories,
-                           int64_t now_ms, std::vector<std::string>* problems);
+  std::vector<wire::GpuAllocationRecord> Reconcile(
+      const std::vector<slurm::JobInfo>& jobs,
+      const std::map<std::string, std::vector<gpu::GpuInfo>>& inventories, int64_t now_ms,
+      std::vector<std::string>* problems);
 
  private:
   std::string gres_conf_;
   int64_t started_ms_ = 0;
-  std::set<std::string> hooked_;                  // "host/job"
-  std::map<std::string, nlohmann::json> opened_;  // "host/job" -> entries we opened
+  std::set<std::string> hooked_;  // "host/job"
+  // "host/job" -> the allocations we opened
+  std::map<std::string, std::vector<wire::GpuAllocationRecord>> opened_;
 };
 
 }  // namespace expanse::agent

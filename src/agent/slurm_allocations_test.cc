@@ -33,13 +33,13 @@ TEST(SlurmAllocationFallbackTest, MapsGresIndicesThroughGresConfNotNvmlIndex) {
   std::vector<std::string> problems;
   const auto out = fallback.Reconcile({Running("9", 9, "w2", {0})}, {{"w2", Reversed()}},
                                       kStart + SlurmAllocationFallback::kHookGraceMs, &problems);
-  ASSERT_EQ(out.size(), 1u) << out;
+  ASSERT_EQ(out.size(), 1u);
   // GRES index 0 is gres.conf's first file, /dev/nvidia2: NVML index 1.
-  EXPECT_EQ(out[0]["gpu_uuid"], "GPU-minor2");
-  EXPECT_EQ(out[0]["gpu_index"], 1);
-  EXPECT_EQ(out[0]["gpu_minor"], 2);
-  EXPECT_EQ(out[0]["from_ms"], kStart);
-  EXPECT_EQ(out[0]["to_ms"], 0);
+  EXPECT_EQ(out[0].gpu_uuid, "GPU-minor2");
+  EXPECT_EQ(out[0].gpu_index, 1);
+  EXPECT_EQ(out[0].gpu_minor, 2);
+  EXPECT_EQ(out[0].from_ms, kStart);
+  EXPECT_EQ(out[0].to_ms, 0);
   EXPECT_TRUE(problems.empty());
 }
 
@@ -50,8 +50,7 @@ TEST(SlurmAllocationFallbackTest, HooksWinAndTheGraceWaitsForThem) {
   // Within the grace: nothing yet, the Prolog's event may still be on its way.
   EXPECT_TRUE(
       fallback.Reconcile({Running("9", 9, "w2", {0})}, inv, kStart + 1000, &problems).empty());
-  fallback.NoteHookAllocations(
-      nlohmann::json::parse(R"([{"job_id": "9", "host": "w2", "gpu_uuid": "GPU-minor2"}])"));
+  fallback.NoteHookAllocations({{.job_id = "9", .host = "w2", .gpu_uuid = "GPU-minor2"}});
   EXPECT_TRUE(
       fallback.Reconcile({Running("9", 9, "w2", {0})}, inv, kStart + 600'000, &problems).empty());
 }
@@ -70,8 +69,8 @@ TEST(SlurmAllocationFallbackTest, OpensOnceAndClosesWhenTheJobEnds) {
   done.end_ms = later + 3000;
   const auto closed = fallback.Reconcile({done}, inv, later + 9000, &problems);
   ASSERT_EQ(closed.size(), 2u);
-  EXPECT_EQ(closed[0]["to_ms"], later + 3000);  // SLURM's end, not when we noticed
-  EXPECT_EQ(closed[0]["job_id"], "4_1");
+  EXPECT_EQ(closed[0].to_ms, later + 3000);  // SLURM's end, not when we noticed
+  EXPECT_EQ(closed[0].job_id, "4_1");
   // Gone from squeue altogether: nothing left to close.
   EXPECT_TRUE(fallback.Reconcile({}, inv, later + 20'000, &problems).empty());
 }

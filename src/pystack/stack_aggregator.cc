@@ -112,27 +112,28 @@ void StackAggregator::DiscardOldestWindow() {
   ++stats_.windows_discarded;
 }
 
-void StackAggregator::AppendWindow(int64_t start_ms, Window& window, nlohmann::json& out) {
+void StackAggregator::AppendWindow(int64_t start_ms, Window& window,
+                                   std::vector<wire::StackRecord>& out) {
   const int64_t end_ms = start_ms + options_.window_ms;
   for (auto& [job, stacks] : window) {
     bytes_held_ -= job.first.size() + job.second.size() + kEntryOverheadBytes;
     for (const auto& [key, count] : stacks.counts) {
       bytes_held_ -= std::get<0>(key).size() + kEntryOverheadBytes;
-      out.push_back({{"job_id", job.first},
-                     {"host", job.second},
-                     {"window_start_ms", start_ms},
-                     {"window_end_ms", end_ms},
-                     {"folded", std::get<0>(key)},
-                     {"thread_state", ThreadStateName(std::get<1>(key))},
-                     {"count", count},
-                     {"gpu_idle", std::get<2>(key)}});
+      out.push_back({.job_id = job.first,
+                     .host = job.second,
+                     .window_start_ms = start_ms,
+                     .window_end_ms = end_ms,
+                     .folded = std::get<0>(key),
+                     .thread_state = std::string(ThreadStateName(std::get<1>(key))),
+                     .count = static_cast<int64_t>(count),
+                     .gpu_idle = std::get<2>(key)});
     }
   }
   taken_before_ms_ = std::max(taken_before_ms_, end_ms);
 }
 
-nlohmann::json StackAggregator::TakeClosed(int64_t now_ms) {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<wire::StackRecord> StackAggregator::TakeClosed(int64_t now_ms) {
+  std::vector<wire::StackRecord> out;
   while (!windows_.empty() && windows_.begin()->first + options_.window_ms <= now_ms) {
     AppendWindow(windows_.begin()->first, windows_.begin()->second, out);
     windows_.erase(windows_.begin());
@@ -140,8 +141,8 @@ nlohmann::json StackAggregator::TakeClosed(int64_t now_ms) {
   return out;
 }
 
-nlohmann::json StackAggregator::TakeAll() {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<wire::StackRecord> StackAggregator::TakeAll() {
+  std::vector<wire::StackRecord> out;
   for (auto& [start, window] : windows_)
     AppendWindow(start, window, out);
   windows_.clear();

@@ -14,10 +14,10 @@
 #include <map>
 #include <string>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "pystack/stack_model.h"
+#include "wire/records.h"
 
 namespace expanse::pystack {
 
@@ -56,12 +56,11 @@ class StackAggregator {
   void Add(const std::string& job_id, const std::string& host, int64_t now_ms,
            const ProcessStacks& stacks, bool gpu_idle);
 
-  // The entries of every window that ended at or before `now_ms`, removed from memory: a JSON
-  // array of {job_id, host, window_start_ms, window_end_ms, folded, thread_state, count,
-  // gpu_idle}, ordered by window, job, host, folded, state, gpu_idle. Empty array when none.
-  nlohmann::json TakeClosed(int64_t now_ms);
+  // The entries of every window that ended at or before `now_ms`, removed from memory, as
+  // ingest stack records ordered by window, job, host, folded, state, gpu_idle.
+  std::vector<wire::StackRecord> TakeClosed(int64_t now_ms);
   // Every window, closed or not (shutdown).
-  nlohmann::json TakeAll();
+  std::vector<wire::StackRecord> TakeAll();
 
   const StackAggregatorStats& stats() const { return stats_; }
   std::size_t open_windows() const { return windows_.size(); }
@@ -79,7 +78,7 @@ class StackAggregator {
 
   void CountThread(JobWindow& job, std::string folded, ThreadState state, bool gpu_idle);
   void DiscardOldestWindow();
-  void AppendWindow(int64_t start_ms, Window& window, nlohmann::json& out);
+  void AppendWindow(int64_t start_ms, Window& window, std::vector<wire::StackRecord>& out);
 
   StackAggregatorOptions options_;
   std::map<int64_t, Window> windows_;  // by window start

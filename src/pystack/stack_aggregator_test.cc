@@ -11,6 +11,14 @@ namespace {
 
 using nlohmann::json;
 
+// The records as the ingest batch writes them, which is what these tests state.
+json Json(const std::vector<wire::StackRecord>& records) {
+  json out = json::array();
+  for (const wire::StackRecord& r : records)
+    out.push_back(wire::Encode(r));
+  return out;
+}
+
 constexpr int64_t kT0 = 1700000040000;  // a window boundary for 60 s windows
 
 ThreadStack Thread(ThreadState state, std::vector<std::string> functions) {
@@ -36,8 +44,8 @@ TEST(StackAggregatorTest, CountsPerWindowStackStateAndGpuIdle) {
   aggregator.Add("42", "gpu-node1", kT0 + 2000, sample, false);
   aggregator.Add("42", "gpu-node1", kT0 + 3000, sample, true);
 
-  EXPECT_EQ(aggregator.TakeClosed(kT0 + 59999), json::array());  // still open
-  const json entries = aggregator.TakeClosed(kT0 + 60000);
+  EXPECT_EQ(Json(aggregator.TakeClosed(kT0 + 59999)), json::array());  // still open
+  const json entries = Json(aggregator.TakeClosed(kT0 + 60000));
   const json expected = json::parse(R"([
     {"job_id": "42", "host": "gpu-node1", "window_start_ms": 1700000040000,
      "window_end_ms": 1700000100000, "folded": "train.py:main:10;train.py:step:10",
@@ -66,14 +74,14 @@ TEST(StackAggregatorTest, WindowsAlignToTheirLengthAndCloseInOrder) {
   aggregator.Add("2", "h", kT0 + 25000, sample, false);
   EXPECT_EQ(aggregator.open_windows(), 3u);
 
-  const json closed = aggregator.TakeClosed(kT0 + 20000);
+  const json closed = Json(aggregator.TakeClosed(kT0 + 20000));
   ASSERT_EQ(closed.size(), 2u);
   EXPECT_EQ(closed[0]["window_start_ms"], kT0);
   EXPECT_EQ(closed[0]["window_end_ms"], kT0 + 10000);
   EXPECT_EQ(closed[1]["window_start_ms"], kT0 + 10000);
   EXPECT_EQ(closed[1]["thread_state"], "running");
 
-  const json rest = aggregator.TakeAll();
+  const json rest = Json(aggregator.TakeAll());
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0]["job_id"], "2");
   EXPECT_EQ(rest[0]["window_start_ms"], kT0 + 20000);
@@ -83,15 +91,15 @@ TEST(StackAggregatorTest, SamplesForAWindowAlreadyHandedOutAreDropped) {
   StackAggregator aggregator;
   const ProcessStacks sample = Process({Thread(ThreadState::kRunning, {"f"})});
   aggregator.Add("1", "h", kT0 + 1000, sample, false);
-  ASSERT_EQ(aggregator.TakeClosed(kT0 + 60000).size(), 1u);
+  ASSERT_EQ(Json(aggregator.TakeClosed(kT0 + 60000)).size(), 1u);
   // The clock stepped back: ingest would replace the uploaded count with this one.
   aggregator.Add("1", "h", kT0 + 2000, sample, false);
   EXPECT_EQ(aggregator.stats().threads_dropped_late, 1u);
-  EXPECT_EQ(aggregator.TakeAll(), json::array());
+  EXPECT_EQ(Json(aggregator.TakeAll()), json::array());
 
   // A shutdown flush counts too.
   aggregator.Add("1", "h", kT0 + 61000, sample, false);
-  ASSERT_EQ(aggregator.TakeAll().size(), 1u);
+  ASSERT_EQ(Json(aggregator.TakeAll()).size(), 1u);
   aggregator.Add("1", "h", kT0 + 62000, sample, false);
   EXPECT_EQ(aggregator.stats().threads_dropped_late, 2u);
 }
@@ -103,7 +111,7 @@ TEST(StackAggregatorTest, ThreadsWithoutFramesAreSkippedAndCounted) {
                  Process({Thread(ThreadState::kIdle, {}), Thread(ThreadState::kUnknown, {"f"})}),
                  false);
   EXPECT_EQ(aggregator.stats().threads_without_frames, 2u);
-  const json all = aggregator.TakeAll();
+  const json all = Json(aggregator.TakeAll());
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0]["thread_state"], "");
   EXPECT_EQ(all[0]["count"], 1);
@@ -117,7 +125,7 @@ TEST(StackAggregatorTest, DistinctStacksBeyondTheBoundCountAsOther) {
   // Another job has its own bound.
   aggregator.Add("2", "h", kT0, Process({Thread(ThreadState::kRunning, {"c"})}), false);
 
-  const json all = aggregator.TakeAll();
+  const json all = Json(aggregator.TakeAll());
   std::vector<std::string> rows;
   for (const json& entry : all) {
     rows.push_back(entry["job_id"].get<std::string>() + " " + entry["folded"].get<std::string>() +
@@ -138,7 +146,7 @@ TEST(StackAggregatorTest, JobsBeyondTheBoundAreDroppedAndCounted) {
   aggregator.Add("3", "h", kT0, sample, false);
   aggregator.Add("1", "h", kT0, sample, false);  // known jobs still count
   EXPECT_EQ(aggregator.stats().threads_dropped_jobs, 2u);
-  EXPECT_EQ(aggregator.TakeAll().size(), 4u);
+  EXPECT_EQ(Json(aggregator.TakeAll()).size(), 4u);
 }
 
 TEST(StackAggregatorTest, ByteBudgetSendsNewStacksToOther) {
@@ -151,7 +159,7 @@ TEST(StackAggregatorTest, ByteBudgetSendsNewStacksToOther) {
   EXPECT_LE(aggregator.bytes_held(), 1000u + 200u);  // plus the one <other> entry
   EXPECT_GT(aggregator.stats().threads_into_other, 0u);
   uint64_t total = 0;
-  for (const json& entry : aggregator.TakeAll())
+  for (const json& entry : Json(aggregator.TakeAll()))
     total += entry["count"].get<uint64_t>();
   EXPECT_EQ(total, 20u);
 }
@@ -166,7 +174,7 @@ TEST(StackAggregatorTest, TooManyOpenWindowsDiscardsTheOldest) {
   // The discarded window stays closed.
   aggregator.Add("1", "h", kT0 + 500, sample, false);
   EXPECT_EQ(aggregator.stats().threads_dropped_late, 1u);
-  const json all = aggregator.TakeAll();
+  const json all = Json(aggregator.TakeAll());
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0]["window_start_ms"], kT0 + 1000);
 }
@@ -176,7 +184,7 @@ TEST(StackAggregatorTest, DeepStacksAreFoldedWithinTheIngestLimit) {
   functions.back() = "leaf";
   StackAggregator aggregator;
   aggregator.Add("1", "h", kT0, Process({Thread(ThreadState::kRunning, functions)}), false);
-  const json all = aggregator.TakeAll();
+  const json all = Json(aggregator.TakeAll());
   ASSERT_EQ(all.size(), 1u);
   const std::string folded = all[0]["folded"];
   EXPECT_LE(folded.size(), 16384u);
@@ -187,7 +195,7 @@ TEST(StackAggregatorTest, SamplesBeforeTheFirstWindowAfterTheEpochAreDropped) {
   StackAggregator aggregator;
   aggregator.Add("1", "h", 59999, Process({Thread(ThreadState::kRunning, {"f"})}), false);
   EXPECT_EQ(aggregator.stats().threads_dropped_late, 1u);
-  EXPECT_EQ(aggregator.TakeAll(), json::array());
+  EXPECT_EQ(Json(aggregator.TakeAll()), json::array());
 }
 
 }  // namespace

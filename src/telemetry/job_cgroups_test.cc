@@ -24,10 +24,10 @@ class JobCgroupsTest : public ::testing::Test {
     std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());
     std::ofstream(root_ + path) << text;
   }
-  static const nlohmann::json* Find(const nlohmann::json& series, const std::string& device,
-                                    const std::string& metric) {
+  static const wire::SeriesRecord* Find(const std::vector<wire::SeriesRecord>& series,
+                                        const std::string& device, const std::string& metric) {
     for (const auto& s : series) {
-      if (s.value("device", "") == device && s["metric"] == metric)
+      if (s.device == device && s.metric == metric)
         return &s;
     }
     return nullptr;
@@ -52,16 +52,16 @@ TEST_F(JobCgroupsTest, CgroupV1JobsUnderAnyPrefix) {
   Write(cpu + "/cpuacct.usage", "3000000000\n");        // 2 CPU-seconds more in 1 s
   Write("/stat", "cpu  200 0 200 1400 0 0 0 0 0 0\n");  // 200 busy of 800
   cgroups.Sample(2000, "worker1", buffer);
-  const nlohmann::json series = buffer.TakeJson();
-  const nlohmann::json* cores = Find(series, "job/7", "job.cpu_used_cores");
+  const std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* cores = Find(series, "job/7", "job.cpu_used_cores");
   ASSERT_NE(cores, nullptr);
-  EXPECT_EQ((*cores)["v"], nlohmann::json({2.0}));
-  const nlohmann::json* memory = Find(series, "job/7", "job.mem_used_mib");
+  EXPECT_EQ(cores->v, (std::vector<double>{2.0}));
+  const wire::SeriesRecord* memory = Find(series, "job/7", "job.mem_used_mib");
   ASSERT_NE(memory, nullptr);
-  EXPECT_EQ((*memory)["v"], nlohmann::json({200.0, 200.0}));
-  const nlohmann::json* node = Find(series, "", "node.cpu_util");
+  EXPECT_EQ(memory->v, (std::vector<double>{200.0, 200.0}));
+  const wire::SeriesRecord* node = Find(series, "", "node.cpu_util");
   ASSERT_NE(node, nullptr);
-  EXPECT_EQ((*node)["v"], nlohmann::json({25.0}));
+  EXPECT_EQ(node->v, (std::vector<double>{25.0}));
 }
 
 // A job's processes live in its step and task cgroups below the job directory.
@@ -92,14 +92,14 @@ TEST_F(JobCgroupsTest, CgroupV2AndVanishingJobs) {
   cgroups.Sample(1000, "gpu07", buffer);
   Write(job + "/cpu.stat", "usage_usec 1500000\n");
   cgroups.Sample(2000, "gpu07", buffer);
-  nlohmann::json series = buffer.TakeJson();
-  const nlohmann::json* cores = Find(series, "job/42", "job.cpu_used_cores");
+  std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* cores = Find(series, "job/42", "job.cpu_used_cores");
   ASSERT_NE(cores, nullptr);
-  EXPECT_EQ((*cores)["v"], nlohmann::json({0.5}));
+  EXPECT_EQ(cores->v, (std::vector<double>{0.5}));
   std::filesystem::remove_all(root_ + job);
   cgroups.Sample(3000, "gpu07", buffer);  // gone: no sample, rescanned
   EXPECT_TRUE(cgroups.jobs().empty());
-  EXPECT_TRUE(buffer.TakeJson().empty());
+  EXPECT_TRUE(buffer.Take().empty());
 }
 
 TEST_F(JobCgroupsTest, IdleNodeIsNotWalkedEverySample) {
@@ -134,10 +134,10 @@ TEST_F(JobCgroupsTest, AnExpectedJobIsLookedForAtEverySampleUntilItsDirectoryIsC
   EXPECT_EQ(cgroups.jobs().at(42).memory, root_ + job);
   Write(job + "/cpu.stat", "usage_usec 2000000\n");
   cgroups.Sample(5000, "gpu07", buffer);  // the second reading of its CPU: a rate
-  const nlohmann::json series = buffer.TakeJson();
-  const nlohmann::json* cores = Find(series, "job/42", "job.cpu_used_cores");
+  const std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* cores = Find(series, "job/42", "job.cpu_used_cores");
   ASSERT_NE(cores, nullptr);
-  EXPECT_EQ((*cores)["v"], nlohmann::json({1.0}));
+  EXPECT_EQ(cores->v, (std::vector<double>{1.0}));
 
   // Found: no more walks at every sample.
   Write("/system.slice/slurmstepd.scope/job_43/cpu.stat", "usage_usec 1\n");

@@ -1,6 +1,7 @@
 #include "telemetry/series_buffer.h"
 
 #include <cmath>
+#include <utility>
 
 namespace expanse::telemetry {
 
@@ -27,16 +28,16 @@ void SeriesBuffer::Add(const SeriesKey& key, int64_t at_ms, double value) {
   ++samples_;
 }
 
-nlohmann::json SeriesBuffer::TakeJson() {
-  nlohmann::json out = nlohmann::json::array();
+std::vector<wire::SeriesRecord> SeriesBuffer::Take() {
+  std::vector<wire::SeriesRecord> out;
+  out.reserve(series_.size());
   for (auto& [key, s] : series_) {
-    nlohmann::json entry = {{"host", key.host}, {"metric", key.metric}};
-    if (!key.device.empty())
-      entry["device"] = key.device;
-    entry["t0"] = s.t0;
-    entry["dt"] = std::move(s.dt);
-    entry["v"] = std::move(s.v);
-    out.push_back(std::move(entry));
+    out.push_back({.host = key.host,
+                   .device = key.device,
+                   .metric = key.metric,
+                   .t0 = s.t0,
+                   .dt = std::move(s.dt),
+                   .v = std::move(s.v)});
   }
   series_.clear();
   samples_ = 0;

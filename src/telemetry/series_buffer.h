@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "wire/records.h"
 
 namespace expanse::telemetry {
 
@@ -36,8 +36,8 @@ class SeriesBuffer {
   bool empty() const { return samples_ == 0; }
   uint64_t dropped() const { return dropped_; }
 
-  // The buffered series as the ingest batch's "series" array, then empties the buffer.
-  nlohmann::json TakeJson();
+  // The buffered series as ingest records, in key order, then empties the buffer.
+  std::vector<wire::SeriesRecord> Take();
 
  private:
   struct Series {

@@ -16,18 +16,18 @@ TEST(SeriesBufferTest, GroupsSamplesWithOffsets) {
   buffer.Add(util, 3500, 91);
   buffer.Add(node, 1000, 12);
   EXPECT_EQ(buffer.samples(), 4u);
-  const nlohmann::json series = buffer.TakeJson();
+  const std::vector<wire::SeriesRecord> series = buffer.Take();
   ASSERT_EQ(series.size(), 2u);
   // Series come out in key order: the host-level one (no device) first.
-  EXPECT_FALSE(series[0].contains("device"));
-  EXPECT_EQ(series[0]["metric"], "node.cpu_util");
-  EXPECT_EQ(series[1]["device"], "GPU-a");
-  EXPECT_EQ(series[1]["host"], "gpu07");
-  EXPECT_EQ(series[1]["t0"], 1000);
-  EXPECT_EQ(series[1]["dt"], nlohmann::json({0, 1000, 1500}));
-  EXPECT_EQ(series[1]["v"], nlohmann::json({0, 87.5, 91}));
+  EXPECT_EQ(series[0].device, "");
+  EXPECT_EQ(series[0].metric, "node.cpu_util");
+  EXPECT_EQ(series[1].device, "GPU-a");
+  EXPECT_EQ(series[1].host, "gpu07");
+  EXPECT_EQ(series[1].t0, 1000);
+  EXPECT_EQ(series[1].dt, (std::vector<int64_t>{0, 1000, 1500}));
+  EXPECT_EQ(series[1].v, (std::vector<double>{0, 87.5, 91}));
   EXPECT_TRUE(buffer.empty());
-  EXPECT_TRUE(buffer.TakeJson().empty());
+  EXPECT_TRUE(buffer.Take().empty());
 }
 
 TEST(SeriesBufferTest, DropsOutOfOrderNonFiniteAndOverCap) {
@@ -42,11 +42,11 @@ TEST(SeriesBufferTest, DropsOutOfOrderNonFiniteAndOverCap) {
   buffer.Add(key, 5000, 6);  // over the cap
   EXPECT_EQ(buffer.samples(), 3u);
   EXPECT_EQ(buffer.dropped(), 4u);
-  const nlohmann::json series = buffer.TakeJson();
-  EXPECT_EQ(series[0]["v"], nlohmann::json({1, 4, 5}));
+  const std::vector<wire::SeriesRecord> series = buffer.Take();
+  EXPECT_EQ(series[0].v, (std::vector<double>{1, 4, 5}));
   // After a flush the series starts again from its own t0.
   buffer.Add(key, 6000, 7);
-  EXPECT_EQ(buffer.TakeJson()[0]["t0"], 6000);
+  EXPECT_EQ(buffer.Take()[0].t0, 6000);
 }
 
 }  // namespace
