@@ -25,6 +25,7 @@
 #include "outbox/uploader.h"
 #include "slurm/slurm_client.h"
 #include "spool/aggregator.h"
+#include "wire/error_answer.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
 
@@ -560,14 +561,7 @@ class Controller {
       return;
     }
     heartbeat_ok_ = false;
-    const nlohmann::json body = nlohmann::json::parse(response->body, nullptr, false);
-    std::string code;
-    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-      // The answer is outside input too: a code of the wrong type is no code.
-      const nlohmann::json& error = body["error"];
-      if (auto it = error.find("code"); it != error.end() && it->is_string())
-        code = it->get<std::string>();
-    }
+    const std::string code = wire::DecodeErrorAnswer(response->body).code;
     if (response->status == 401 && (code == "credential_revoked" || code == "credential_invalid")) {
       Revoke(code);
       return;

@@ -78,6 +78,13 @@ class [[nodiscard]] Result {
     return std::move(*value_);
   }
 
+  // The value, or `fallback` when an error is held: for readers that take a default on
+  // purpose (a lenient field of an outside answer), never to hide an error that matters.
+  template <typename U>
+  T value_or(U&& fallback) && {
+    return ok() ? std::move(*value_) : static_cast<T>(std::forward<U>(fallback));
+  }
+
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

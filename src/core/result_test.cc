@@ -63,6 +63,12 @@ TEST(ResultTest, HoldsError) {
   EXPECT_EQ(result.status(), NotFoundError("no gpu"));
 }
 
+TEST(ResultTest, ValueOrTakesTheFallbackOnlyForAnError) {
+  EXPECT_EQ(Result<std::string>("held").value_or("fallback"), "held");
+  EXPECT_EQ(Result<std::string>(NotFoundError("x")).value_or("fallback"), "fallback");
+  EXPECT_EQ(Result<int>(InvalidArgumentError("x")).value_or(7), 7);
+}
+
 TEST(ResultTest, OkStatusWithoutValueBecomesInternalError) {
   const Result<int> result = OkStatus();
   EXPECT_FALSE(result.ok());

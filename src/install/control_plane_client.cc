@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/error_answer.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
+
 namespace expanse::install {
 namespace {
 
@@ -16,43 +20,56 @@ int64_t MonotonicMs() {
       .count();
 }
 
-// A member as text whatever its JSON type (ids may be numbers); "" when absent or null.
-std::string Text(const json& object, const char* name) {
-  if (!object.is_object() || !object.contains(name) || object[name].is_null())
-    return "";
-  const json& v = object[name];
-  return v.is_string() ? v.get<std::string>() : v.dump();
+// The control plane's answers (docs/api.md) are read like any outside JSON: a member of the
+// wrong type is a refusal naming it, never a throw or a silent "".
+constexpr wire::JsonLimits kAnswerLimits{
+    .max_depth = 8, .max_values = 10'000, .max_string_bytes = 64 * 1024};
+constexpr size_t kMaxFieldBytes = 4096;
+constexpr wire::Need kOptional = wire::Need::kOptional;
+
+Result<json> ParseAnswer(const std::string& body, std::string_view what) {
+  Result<json> doc = wire::ParseJson(body, kAnswerLimits);
+  if (!doc.ok() || !doc->is_object()) {
+    return DataLossError(std::string(what) + " answer is not a JSON object")
+        .WithReason("invalid_answer");
+  }
+  return doc;
 }
 
-ComputeSummary SummaryFrom(const json& doc) {
+Result<ComputeSummary> SummaryFrom(const json& doc) {
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader root,
+                           wire::FieldReader::Object(doc, "answer", "invalid_answer"));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader c, root.Member("compute", kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader o, root.Member("organization", kOptional));
   ComputeSummary s;
-  const json& c = doc.contains("compute") ? doc["compute"] : json::object();
-  const json& o = doc.contains("organization") ? doc["organization"] : json::object();
-  s.id = Text(c, "id");
-  s.name = Text(c, "name");
-  s.state = Text(c, "state");
-  s.pinned_daemon_version = Text(c, "pinned_daemon_version");
-  s.control_plane_url = Text(doc, "control_plane_url");
-  if (s.control_plane_url.empty())
-    s.control_plane_url = Text(c, "control_plane_url");
-  s.data_plane_url = Text(doc, "data_plane_url");
-  if (s.data_plane_url.empty())
-    s.data_plane_url = Text(c, "data_plane_url");
-  s.organization_slug = Text(o, "slug");
-  s.organization_name = Text(o, "name");
+  EXPANSE_ASSIGN_OR_RETURN(s.id, c.Text("id", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(s.name, c.Text("name", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(s.state, c.Text("state", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(s.pinned_daemon_version,
+                           c.Text("pinned_daemon_version", kMaxFieldBytes, kOptional));
+  // The plane URLs sit at the top in newer answers and in the compute in older ones.
+  EXPANSE_ASSIGN_OR_RETURN(s.control_plane_url,
+                           root.Text("control_plane_url", kMaxFieldBytes, kOptional));
+  if (s.control_plane_url.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(s.control_plane_url,
+                             c.Text("control_plane_url", kMaxFieldBytes, kOptional));
+  }
+  EXPANSE_ASSIGN_OR_RETURN(s.data_plane_url,
+                           root.Text("data_plane_url", kMaxFieldBytes, kOptional));
+  if (s.data_plane_url.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(s.data_plane_url, c.Text("data_plane_url", kMaxFieldBytes, kOptional));
+  }
+  EXPANSE_ASSIGN_OR_RETURN(s.organization_slug, o.Text("slug", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(s.organization_name, o.Text("name", kMaxFieldBytes, kOptional));
   return s;
 }
 
 // Maps an HTTP error answer to a Status whose reason is the server's code.
 Status StatusFromAnswer(int http_status, const std::string& body, const std::string& what) {
-  json doc = json::parse(body, nullptr, false);
-  std::string code = "http_" + std::to_string(http_status);
-  std::string message;
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
-    if (std::string c = Text(doc["error"], "code"); !c.empty())
-      code = c;
-    message = Text(doc["error"], "message");
-  }
+  const wire::ErrorAnswer answer = wire::DecodeErrorAnswer(body);
+  const std::string code =
+      answer.code.empty() ? "http_" + std::to_string(http_status) : answer.code;
+  const std::string& message = answer.message;
   std::string text = what + ": the control plane answered " + std::to_string(http_status) + " " +
                      code + (message.empty() ? "" : " (" + message + ")");
   Status s = http_status == 401 || http_status == 403   ? UnauthenticatedError(text)
@@ -95,9 +112,7 @@ Result<std::string> ControlPlaneClient::Call(const std::string& method, const st
 Result<ComputeSummary> ControlPlaneClient::Introspect(std::string_view token) {
   EXPANSE_ASSIGN_OR_RETURN(std::string body, Call("POST", "/cp/v1/install-tokens/introspect",
                                                   json{{"token", token}}.dump(), ""));
-  json doc = json::parse(body, nullptr, false);
-  if (!doc.is_object())
-    return DataLossError("the token introspection answer is not JSON");
+  EXPANSE_ASSIGN_OR_RETURN(json doc, ParseAnswer(body, "the token introspection"));
   return SummaryFrom(doc);
 }
 
@@ -111,13 +126,16 @@ Result<ExchangedCredential> ControlPlaneClient::Exchange(std::string_view token,
     request["slurm_version"] = r.slurm_version;
   EXPANSE_ASSIGN_OR_RETURN(std::string body,
                            Call("POST", "/cp/v1/install-tokens/exchange", request.dump(), ""));
-  json doc = json::parse(body, nullptr, false);
-  if (!doc.is_object() || !Text(doc, "credential").starts_with("exp_cc_"))
-    return DataLossError("the token exchange answer carries no credential");
+  EXPANSE_ASSIGN_OR_RETURN(json doc, ParseAnswer(body, "the token exchange"));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader answer,
+                           wire::FieldReader::Object(doc, "answer", "invalid_answer"));
   ExchangedCredential out;
-  out.credential = Text(doc, "credential");
-  out.credential_id = Text(doc, "credential_id");
-  out.compute = SummaryFrom(doc);
+  EXPANSE_ASSIGN_OR_RETURN(out.credential, answer.Text("credential", kMaxFieldBytes, kOptional));
+  if (!out.credential.starts_with("exp_cc_"))
+    return DataLossError("the token exchange answer carries no credential");
+  EXPANSE_ASSIGN_OR_RETURN(out.credential_id,
+                           answer.Text("credential_id", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.compute, SummaryFrom(doc));
   return out;
 }
 
@@ -133,9 +151,13 @@ Result<bool> ControlPlaneClient::WaitForHeartbeat(std::string_view credential,
     Result<std::string> body =
         Call("GET", "/cp/v1/enrolment?wait_ms=" + std::to_string(wait), "", credential);
     if (body.ok()) {
-      json doc = json::parse(*body, nullptr, false);
-      if (doc.is_object() && doc.value("enrolled", false))
-        return true;
+      // A wrongly typed answer is not an enrolment; the wait goes on until its deadline.
+      Result<json> doc = ParseAnswer(*body, "the enrolment");
+      if (doc.ok()) {
+        Result<wire::FieldReader> r = wire::FieldReader::Object(*doc, "answer", "invalid_answer");
+        if (r.ok() && r->Bool("enrolled", false).value_or(false))
+          return true;
+      }
       continue;
     }
     last = body.status();

@@ -1,8 +1,14 @@
 #include "install/install_state.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 namespace expanse::install {
 
@@ -33,41 +39,50 @@ std::string RenderInstallState(const InstallState& s) {
   return j.dump(2) + "\n";
 }
 
+// The state file is the installer's own, but it outlives versions and can be damaged or edited:
+// it is read with wire's checked reader, and a member of the wrong type is a refusal naming it.
 Result<InstallState> ParseInstallState(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  if (!j.is_object() || j.value("format", 0) != 1)
+  constexpr size_t kMaxText = 4096;
+  constexpr size_t kMaxPaths = 100'000;
+  constexpr wire::Need kOptional = wire::Need::kOptional;
+  Result<json> j = wire::ParseJson(text, wire::JsonLimits{.max_depth = 4});
+  if (!j.ok() || !j->is_object())
     return DataLossError("the install state is not a format-1 JSON document");
-  try {
-    InstallState s;
-    s.role = j.value("role", "");
-    s.daemon_version = j.value("daemon_version", "");
-    s.highest_version = j.value("highest_version", "");
-    s.shared_prefix = j.value("shared_prefix", "");
-    s.config_path = j.value("config_path", "");
-    s.user = j.value("user", "");
-    s.unit_name = j.value("unit_name", "");
-    s.unit_path = j.value("unit_path", "");
-    s.slurm_conf = j.value("slurm_conf", "");
-    s.wired_files = j.value("wired_files", std::vector<std::string>{});
-    s.files = j.value("files", std::vector<std::string>{});
-    s.trees = j.value("trees", std::vector<std::string>{});
-    s.profiling_agent = j.value("profiling_agent", true);
-    s.sampler_bootstrap = j.value("sampler_bootstrap", "");
-    s.cupti_mode = j.value("cupti_mode", "");
-    s.installed_ms = j.value("installed_ms", int64_t{0});
-    if (s.role != "controller" && s.role != "sampler")
-      return DataLossError("the install state names an unknown role '" + s.role + "'");
-    for (const auto* list : {&s.wired_files, &s.files, &s.trees}) {
-      for (const std::string& p : *list) {
-        if (p.empty() || p.front() != '/' || p.find("/../") != std::string::npos)
-          return DataLossError("the install state lists a path that is not absolute: " + p);
-      }
+  Result<wire::FieldReader> reader = wire::FieldReader::Object(*j, "install state", "bad_state");
+  if (!reader->Expect("format", 1).ok())
+    return DataLossError("the install state is not a format-1 JSON document");
+  const wire::FieldReader& r = *reader;
+  InstallState s;
+  Status status = [&]() -> Status {
+    for (auto [key, field] :
+         {std::pair{"role", &s.role}, std::pair{"daemon_version", &s.daemon_version},
+          std::pair{"highest_version", &s.highest_version},
+          std::pair{"shared_prefix", &s.shared_prefix}, std::pair{"config_path", &s.config_path},
+          std::pair{"user", &s.user}, std::pair{"unit_name", &s.unit_name},
+          std::pair{"unit_path", &s.unit_path}, std::pair{"slurm_conf", &s.slurm_conf},
+          std::pair{"sampler_bootstrap", &s.sampler_bootstrap},
+          std::pair{"cupti_mode", &s.cupti_mode}}) {
+      EXPANSE_ASSIGN_OR_RETURN(*field, r.Text(key, kMaxText, kOptional));
     }
-    return s;
-  } catch (const json::exception& e) {
-    return DataLossError(std::string("the install state has a field of the wrong type: ") +
-                         e.what());
+    for (auto [key, list] : {std::pair{"wired_files", &s.wired_files}, std::pair{"files", &s.files},
+                             std::pair{"trees", &s.trees}}) {
+      EXPANSE_ASSIGN_OR_RETURN(*list, r.Texts(key, kMaxPaths, kMaxText, kOptional));
+    }
+    EXPANSE_ASSIGN_OR_RETURN(s.profiling_agent, r.Bool("profiling_agent", true));
+    EXPANSE_ASSIGN_OR_RETURN(s.installed_ms, r.Int("installed_ms", 0, wire::kMaxTimeMs, kOptional));
+    return OkStatus();
+  }();
+  if (!status.ok())
+    return DataLossError("the install state has a field of the wrong type: " + status.message());
+  if (s.role != "controller" && s.role != "sampler")
+    return DataLossError("the install state names an unknown role '" + s.role + "'");
+  for (const auto* list : {&s.wired_files, &s.files, &s.trees}) {
+    for (const std::string& p : *list) {
+      if (p.empty() || p.front() != '/' || p.find("/../") != std::string::npos)
+        return DataLossError("the install state lists a path that is not absolute: " + p);
+    }
   }
+  return s;
 }
 
 Result<std::optional<InstallState>> LoadInstallState(const std::string& state_dir,

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,8 @@
 #include "install/slurm_wiring.h"
 #include "install/systemd_unit.h"
 #include "release/version_compare.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 extern char** environ;
 
@@ -114,19 +117,25 @@ Status CheckSentinel(const std::string& prefix, const Account& local) {
                "(or the controller is not installed yet)")
         .WithReason("sentinel_missing");
   }
+  // The shared mount is writable from more than this host: the sentinel is outside input.
   Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 4096);
-  json doc = text.ok() && *text ? json::parse(**text, nullptr, false) : json();
-  if (!doc.is_object())
+  Result<json> doc = NotFoundError(path);
+  if (text.ok() && *text)
+    doc = wire::ParseJson(**text, wire::JsonLimits{.max_depth = 2});
+  if (!doc.ok() || !doc->is_object())
     return FailedPreconditionError(path + " is not a sentinel written by expanse");
-  const auto uid = doc.value("uid", -1L), gid = doc.value("gid", -1L);
-  if (uid != static_cast<long>(local.uid) || gid != static_cast<long>(local.gid) ||
+  Result<wire::FieldReader> sentinel = wire::FieldReader::Object(*doc, path, "bad_sentinel");
+  const int64_t uid = sentinel->Int("uid", -1, UINT32_MAX, wire::Need::kOptional, -1).value_or(-1);
+  const int64_t gid = sentinel->Int("gid", -1, UINT32_MAX, wire::Need::kOptional, -1).value_or(-1);
+  const std::string user = sentinel->Text("user", 64, wire::Need::kOptional).value_or("?");
+  if (uid != static_cast<int64_t>(local.uid) || gid != static_cast<int64_t>(local.gid) ||
       st.st_uid != local.uid) {
     return FailedPreconditionError(
-               "UID/GID mismatch across the shared mount: the controller's account '" +
-               doc.value("user", std::string("?")) + "' is " + std::to_string(uid) + ":" +
-               std::to_string(gid) + " (sentinel file owned by uid " + std::to_string(st.st_uid) +
-               "), here '" + local.name + "' is " + std::to_string(local.uid) + ":" +
-               std::to_string(local.gid) + "; make them the same on every node")
+               "UID/GID mismatch across the shared mount: the controller's account '" + user +
+               "' is " + std::to_string(uid) + ":" + std::to_string(gid) +
+               " (sentinel file owned by uid " + std::to_string(st.st_uid) + "), here '" +
+               local.name + "' is " + std::to_string(local.uid) + ":" + std::to_string(local.gid) +
+               "; make them the same on every node")
         .WithReason("uid_mismatch");
   }
   return OkStatus();

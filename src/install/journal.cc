@@ -8,16 +8,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 namespace expanse::install {
 namespace {
@@ -99,25 +103,70 @@ Status RemoveTree(const std::string& path) {
   return OkStatus();
 }
 
-Status UndoRecord(const std::string& dir, const json& r, const LogFn& log) {
-  const std::string op = r.value("op", "");
-  const std::string path = r.value("path", "");
+// One journal line (docs/formats/install-journal.md), decoded before anything is undone: a
+// record with a member of the wrong type (a damaged disk, a hand edit) is an undo failure
+// named by its line, never a throw in the middle of a rollback.
+struct JournalRecord {
+  std::string op;
+  std::string path;
+  bool existed = false;
+  std::string backup;
+  int64_t mode = 0644;
+  int64_t uid = 0;
+  int64_t gid = 0;
+  std::string what;
+  std::vector<std::string> undo;
+};
+
+Result<JournalRecord> DecodeJournalRecord(const json& line, size_t number) {
+  constexpr size_t kMaxText = 4096;
+  constexpr wire::Need kOptional = wire::Need::kOptional;
+  EXPANSE_ASSIGN_OR_RETURN(
+      const wire::FieldReader r,
+      wire::FieldReader::Object(line, "journal line " + std::to_string(number), "bad_journal"));
+  JournalRecord out;
+  EXPANSE_ASSIGN_OR_RETURN(out.op, r.Text("op", 16, wire::Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(out.path, r.Text("path", kMaxText, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.existed, r.Bool("existed", false));
+  EXPANSE_ASSIGN_OR_RETURN(out.backup, r.Name("backup", 64, "-", false, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.mode, r.Int("mode", 0, 07777, kOptional, 0644));
+  EXPANSE_ASSIGN_OR_RETURN(out.uid, r.Int("uid", 0, UINT32_MAX, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.gid, r.Int("gid", 0, UINT32_MAX, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.what, r.Text("what", kMaxText, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.undo, r.Texts("undo", 256, kMaxText, kOptional));
+  if (out.op != "command" && out.op != "file" && out.op != "remove" && out.op != "mkdir" &&
+      out.op != "chown" && out.op != "tree") {
+    return DataLossError("journal line " + std::to_string(number) + " has an unknown op '" +
+                         out.op + "'");
+  }
+  if (out.op != "command" && (out.path.empty() || out.path.front() != '/')) {
+    return DataLossError("journal line " + std::to_string(number) +
+                         " names no absolute path to undo");
+  }
+  if ((out.op == "file" || out.op == "remove") && out.existed && out.backup.empty())
+    return DataLossError("journal line " + std::to_string(number) + " names no backup");
+  return out;
+}
+
+Status UndoRecord(const std::string& dir, const JournalRecord& r, const LogFn& log) {
+  const std::string& op = r.op;
+  const std::string& path = r.path;
   if (op == "file" || op == "remove") {
-    if (!r.value("existed", false)) {
+    if (!r.existed) {
       if (::unlink(path.c_str()) != 0 && errno != ENOENT)
         return InternalError(Errno("remove " + path));
       log("undo: removed " + path);
       return OkStatus();
     }
-    const std::string backup = dir + "/" + r.value("backup", "");
+    const std::string backup = dir + "/" + r.backup;
     EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                              fs::ReadSmallFile(backup, kMaxBackupBytes));
     if (!bytes)
       return DataLossError("the backup of " + path + " (" + backup + ") is missing");
     auto [parent, name] = SplitPath(path);
-    EXPANSE_RETURN_IF_ERROR(fs::WriteFileAtomically(
-        parent, name, *bytes, static_cast<mode_t>(r.value("mode", 0644)),
-        static_cast<uid_t>(r.value("uid", 0)), static_cast<gid_t>(r.value("gid", 0))));
+    EXPANSE_RETURN_IF_ERROR(
+        fs::WriteFileAtomically(parent, name, *bytes, static_cast<mode_t>(r.mode),
+                                static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)));
     log("undo: restored " + path);
     return OkStatus();
   }
@@ -130,8 +179,7 @@ Status UndoRecord(const std::string& dir, const json& r, const LogFn& log) {
     return OkStatus();
   }
   if (op == "chown") {
-    if (::lchown(path.c_str(), static_cast<uid_t>(r.value("uid", 0)),
-                 static_cast<gid_t>(r.value("gid", 0))) != 0 &&
+    if (::lchown(path.c_str(), static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)) != 0 &&
         errno != ENOENT)
       return InternalError(Errno("chown " + path));
     log("undo: gave " + path + " back its owner");
@@ -142,15 +190,13 @@ Status UndoRecord(const std::string& dir, const json& r, const LogFn& log) {
     log("undo: removed " + path);
     return OkStatus();
   }
-  if (op == "command") {
-    std::vector<std::string> undo = r.value("undo", std::vector<std::string>{});
-    if (undo.empty())
-      return OkStatus();
-    Status s = RunUndoCommand(undo, log);
-    log("undo: " + r.value("what", std::string("command")) + (s.ok() ? "" : ": " + s.message()));
-    return s;
-  }
-  return DataLossError("unknown journal record op '" + op + "'");
+  // op == "command" (DecodeJournalRecord admits no other)
+  if (r.undo.empty())
+    return OkStatus();
+  Status s = RunUndoCommand(r.undo, log);
+  log("undo: " + (r.what.empty() ? std::string("command") : r.what) +
+      (s.ok() ? "" : ": " + s.message()));
+  return s;
 }
 
 }  // namespace
@@ -352,17 +398,17 @@ Status Journal::RollBack(const std::string& dir, const LogFn& log) {
   std::ifstream in(path);
   if (!in)
     return OkStatus();  // nothing was recorded
-  std::vector<json> records;
+  std::vector<Result<JournalRecord>> records;
   std::string line;
   while (std::getline(in, line)) {
-    json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (r.is_discarded() || !r.is_object())
+    Result<json> r = wire::ParseJson(line, wire::JsonLimits{.max_depth = 4});
+    if (!r.ok() || !r->is_object())
       break;  // a torn last record: its change never started
-    records.push_back(std::move(r));
+    records.push_back(DecodeJournalRecord(*r, records.size() + 1));
   }
   Status first = OkStatus();
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    Status s = UndoRecord(dir, *it, log);
+    Status s = it->ok() ? UndoRecord(dir, **it, log) : it->status();
     if (!s.ok()) {
       log("undo failed: " + s.message());
       if (first.ok())

@@ -117,6 +117,25 @@ TEST_F(JournalTest, ATornLastRecordIsSkipped) {
   EXPECT_EQ(Snapshot(host_), before);
 }
 
+// A whole record whose member has the wrong type (a damaged disk, a hand edit) used to throw
+// out of the rollback; now it is that record's undo failure, and every other record is undone.
+TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {
+  {
+    auto j = Journal::Begin(jdir_);
+    ASSERT_TRUE(j.ok());
+    ASSERT_TRUE(j->WriteFile(host_ + "/new", "n", 0600).ok());
+  }
+  std::ofstream(jdir_ + "/journal.jsonl", std::ios::app)
+      << R"({"seq":2,"op":"file","path":")" << host_
+      << R"(/other","existed":true,"backup":"backup-2","mode":"rw"})"
+      << "\n";
+  const Status s = Journal::RollBack(jdir_, Log());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("journal line 2.mode must be an integer"), std::string::npos) << s;
+  EXPECT_FALSE(stdfs::exists(host_ + "/new")) << "the good record is still undone";
+  EXPECT_TRUE(Journal::Pending(jdir_)) << "kept for another try";
+}
+
 TEST_F(JournalTest, APendingJournalBlocksANewOne) {
   auto j = Journal::Begin(jdir_);
   ASSERT_TRUE(j.ok());

@@ -4,37 +4,12 @@
 #include <cstdio>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "core/quote.h"
 #include "net/url_policy.h"
+#include "wire/error_answer.h"
 
 namespace expanse::outbox {
 namespace {
-
-using nlohmann::json;
-
-// {"error":{"code","message"}} (docs/formats/http-errors.md); empty strings when absent.
-std::pair<std::string, std::string> ErrorCodeAndMessage(const std::string& body) {
-  const json doc = json::parse(body, nullptr, false);
-  if (!doc.is_object())
-    return {};
-  auto error = doc.find("error");
-  if (error == doc.end() || !error->is_object())
-    return {};
-  auto text = [&](const char* key) {
-    auto it = error->find(key);
-    return it != error->end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  // The code becomes a Status reason and goes into log lines unquoted, so only the documented
-  // shape is taken.
-  std::string code = text("code");
-  const bool snake_case =
-      !code.empty() && code.size() <= 64 && std::all_of(code.begin(), code.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-      });
-  return {snake_case ? code : std::string(), text("message")};
-}
 
 // A refusal of the batch itself. `invalid_header` refuses the request's headers (an
 // Expanse-Ack the server does not accept), which no batch can fix: retried instead, since
@@ -50,30 +25,6 @@ bool HonoursRetryAfter(int status) { return status == 429 || status == 503; }
 // "network_error: POST ... refused": the stable reason first, for a quick look in a heartbeat.
 std::string Describe(const Status& status) {
   return status.reason().empty() ? status.ToString() : status.reason() + ": " + status.message();
-}
-
-// A field of a server answer, or "" / 0 when it is absent or of another type.
-std::string TextField(const json& doc, const char* key) {
-  if (!doc.is_object())
-    return "";
-  auto it = doc.find(key);
-  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-uint64_t UnsignedField(const json& doc, const char* key) {
-  if (!doc.is_object())
-    return 0;
-  auto it = doc.find(key);
-  return it != doc.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
-}
-
-// True only for a JSON true: the answers come over the network, and json::value() throws on
-// a field of another type.
-bool IsTrue(const json& doc, const char* key) {
-  if (!doc.is_object())
-    return false;
-  auto it = doc.find(key);
-  return it != doc.end() && it->is_boolean() && it->get<bool>();
 }
 
 std::string JoinUrl(std::string base, std::string_view path) {
@@ -159,17 +110,16 @@ Result<RunSummary> Uploader::RunOnce() {
     const int status = response->status;
     if (status >= 200 && status < 300) {
       ++handled;
-      const json answer = json::parse(response->body, nullptr, false);
-      const bool duplicate = IsTrue(answer, "duplicate");
+      const wire::IngestAnswer answer = wire::DecodeIngestAnswer(response->body);
+      const bool duplicate = answer.duplicate;
       Sent sent{.sequence = entry->sequence, .durable = true};
       // An answer with a store_epoch is durable only when it says so; one without (a server
       // that ignores Expanse-Ack) came after its sync, as answers always did. A missing mark
       // stays 0, which only a sync can cover.
-      const std::string epoch = TextField(answer, "store_epoch");
-      if (!epoch.empty() && !IsTrue(answer, "durable")) {
+      if (!answer.store_epoch.empty() && !answer.durable) {
         sent.durable = false;
-        sent.epoch = epoch;
-        sent.mark = UnsignedField(answer, "mark");
+        sent.epoch = answer.store_epoch;
+        sent.mark = answer.mark;
       }
       sent_.push_back(std::move(sent));
       {
@@ -191,7 +141,7 @@ Result<RunSummary> Uploader::RunOnce() {
         continue;  // some are to be sent again first
     }
     ++handled;
-    const auto [code, message] = ErrorCodeAndMessage(response->body);
+    const auto [code, message] = wire::DecodeErrorAnswer(response->body);
     const std::string reason = "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) +
                                (message.empty() ? "" : ": " + message);
     Log("uploader: the data plane refused batch " + std::to_string(entry->sequence) +
@@ -233,7 +183,7 @@ Result<RunSummary> Uploader::Failed(const Status& status, RunSummary summary) {
 std::optional<Result<RunSummary>> Uploader::Refused(const net::HttpResponse& response,
                                                     RunSummary& summary) {
   const int status = response.status;
-  const auto [code, message] = ErrorCodeAndMessage(response.body);  // code: snake_case or ""
+  const auto [code, message] = wire::DecodeErrorAnswer(response.body);  // code: snake_case or ""
   if (status == 401) {
     return Stop(UnauthenticatedError("uploader: the data plane refused the credential (" +
                                      (code.empty() ? std::string("401") : code) +
@@ -263,7 +213,7 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
     Log("uploader: " + std::string(kSyncPath) + " answered HTTP " + std::to_string(status) +
         "; sending the unconfirmed batches again and asking for durable answers from now on");
     ack_on_receipt_ = false;
-    Result<bool> rewound = Settle(json::object(), /*after_sync=*/false, summary);
+    Result<bool> rewound = Settle(wire::IngestAnswer{}, /*after_sync=*/false, summary);
     if (!rewound.ok())
       return Result<RunSummary>(rewound.status());
     rewound_since_sync_ = true;
@@ -275,8 +225,8 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
     return Retry(summary, "HTTP " + std::to_string(response->status) + " from " + kSyncPath,
                  std::nullopt);
   }
-  const json answer = json::parse(response->body, nullptr, false);
-  if (TextField(answer, "store_epoch").empty())
+  const wire::IngestAnswer answer = wire::DecodeIngestAnswer(response->body);
+  if (answer.store_epoch.empty())
     return Retry(summary, std::string("an answer without store_epoch from ") + kSyncPath,
                  std::nullopt);
   Result<bool> rewound = Settle(answer, /*after_sync=*/true, summary);
@@ -296,11 +246,12 @@ std::optional<Result<RunSummary>> Uploader::SyncSent(RunSummary& summary) {
   return std::nullopt;
 }
 
-Result<bool> Uploader::Settle(const json& answer, bool after_sync, RunSummary& summary) {
+Result<bool> Uploader::Settle(const wire::IngestAnswer& answer, bool after_sync,
+                              RunSummary& summary) {
   bool rewound = false;
   // "" from a server that does not answer on receipt (any more): like a new epoch.
-  const std::string epoch = TextField(answer, "store_epoch");
-  const uint64_t durable_mark = UnsignedField(answer, "durable_mark");
+  const std::string& epoch = answer.store_epoch;
+  const uint64_t durable_mark = answer.durable_mark;
   for (size_t i = 0; i < sent_.size(); ++i) {
     Sent& sent = sent_[i];
     if (sent.durable)

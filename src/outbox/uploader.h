@@ -42,13 +42,12 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "core/clock.h"
 #include "core/result.h"
 #include "net/http_client.h"
 #include "outbox/backoff.h"
 #include "outbox/outbox.h"
+#include "wire/records.h"
 
 namespace expanse::outbox {
 
@@ -143,7 +142,7 @@ class Uploader {
   // Applies an answer's store_epoch and durable_mark (after_sync: a sync's answer, which
   // covers every entry of its epoch) to sent_ and acknowledges its durable front in the
   // outbox. True when entries were dropped from sent_ to be sent again.
-  Result<bool> Settle(const nlohmann::json& answer, bool after_sync, RunSummary& summary);
+  Result<bool> Settle(const wire::IngestAnswer& answer, bool after_sync, RunSummary& summary);
   // POST /dp/v1/sync, then Settle; a failure comes back as the run's result.
   std::optional<Result<RunSummary>> SyncSent(RunSummary& summary);
   void NoteSuccess();

@@ -5,6 +5,7 @@
 #include "server/ingest_batch.h"
 #include "server/route_util.h"
 #include "server/routes.h"
+#include "wire/records.h"
 
 namespace expanse::server {
 
@@ -83,14 +84,14 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
       return TsdbErrorResponse(appended.status());
-    return Json(200, {{"batch_id", batch->BatchId(id->compute.id)},
-                      {"duplicate", appended->duplicate},
-                      {"samples", appended->samples},
-                      {"jobs", batch->jobs.size()},
-                      {"durable", appended->durable},
-                      {"store_epoch", ctx->tsdb->epoch()},
-                      {"mark", appended->mark},
-                      {"durable_mark", appended->durable_mark}});
+    return Json(200, wire::Encode(wire::IngestAnswer{.batch_id = batch->BatchId(id->compute.id),
+                                                     .duplicate = appended->duplicate,
+                                                     .samples = appended->samples,
+                                                     .jobs = batch->jobs.size(),
+                                                     .durable = appended->durable,
+                                                     .store_epoch = ctx->tsdb->epoch(),
+                                                     .mark = appended->mark,
+                                                     .durable_mark = appended->durable_mark}));
   };
   listener.Post("/dp/v1/ingest", std::move(ingest), {.max_body_bytes = kIngestBodyBytes});
 
@@ -103,7 +104,10 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     Result<tsdb::Tsdb::Durability> synced = ctx->tsdb->SyncAll();
     if (!synced.ok())
       return http::ErrorResponse(synced.status());
-    return Json(200, {{"store_epoch", synced->epoch}, {"durable_mark", synced->durable_mark}});
+    wire::IngestAnswer answer;
+    answer.store_epoch = synced->epoch;
+    answer.durable_mark = synced->durable_mark;
+    return Json(200, wire::EncodeSyncAnswer(answer));
   });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -10,6 +11,7 @@
 
 #include "server/route_util.h"
 #include "server/validate.h"
+#include "wire/field_reader.h"
 
 namespace expanse::server {
 namespace {
@@ -36,37 +38,32 @@ const std::set<std::string>& KnownCapabilities() {
 }
 
 Status Bad(const std::string& path, std::string_view what) {
-  return InvalidArgumentError("heartbeat." + path + " " + std::string(what))
-      .WithReason("invalid_heartbeat");
+  return wire::BadField("heartbeat." + path, what, "invalid_heartbeat");
+}
+
+// A reader of `obj` at `path` ("" for the document, else "nodes[0]." with its trailing dot),
+// so the checks below read members with wire's one reader and name them the same way.
+Result<wire::FieldReader> ReaderAt(const json& obj, const std::string& path) {
+  std::string at = "heartbeat";
+  if (!path.empty())
+    at += "." + path.substr(0, path.size() - 1);
+  return wire::FieldReader::Object(obj, std::move(at), "invalid_heartbeat");
 }
 
 Status CheckString(const json& obj, const std::string& path, const char* key, size_t max,
                    bool required) {
-  auto it = obj.find(key);
-  if (it == obj.end())
-    return required ? Bad(path + key, "is required") : OkStatus();
-  if (!it->is_string())
-    return Bad(path + key, "must be a string");
-  const std::string& v = it->get_ref<const std::string&>();
-  Status s = required ? ValidateText(path + key, v, max) : ValidateOptionalText(path + key, v, max);
-  return s.ok() ? s : Bad(path + key, s.message().substr(path.size() + std::strlen(key) + 1));
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader r, ReaderAt(obj, path));
+  return r.Text(key, max, required ? wire::Need::kRequired : wire::Need::kOptional).status();
 }
 
 Status CheckCount(const json& obj, const std::string& path, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end())
-    return OkStatus();
-  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-    return Bad(path + key, "must be a non-negative integer");
-  }
-  return OkStatus();
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader r, ReaderAt(obj, path));
+  return r.Int(key, 0, std::numeric_limits<int64_t>::max(), wire::Need::kOptional).status();
 }
 
 Status CheckBool(const json& obj, const std::string& path, const char* key) {
-  auto it = obj.find(key);
-  if (it != obj.end() && !it->is_boolean())
-    return Bad(path + key, "must be true or false");
-  return OkStatus();
+  EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader r, ReaderAt(obj, path));
+  return r.Bool(key, false).status();
 }
 
 // nodes[].gpus[].use: the daemon's per-GPU use view (docs/formats/heartbeat.md).

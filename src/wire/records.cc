@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "wire/field_reader.h"
+#include "wire/json_parse.h"
 
 namespace expanse::wire {
 
@@ -192,6 +193,35 @@ json Encode(const JobRecord& r) {
 
 json EncodeBatchHeader(const BatchHeader& h) {
   return {{"version", kIngestBatchVersion}, {"stream", h.stream}, {"sequence", h.sequence}};
+}
+
+json Encode(const IngestAnswer& a) {
+  return {{"batch_id", a.batch_id}, {"duplicate", a.duplicate},      {"samples", a.samples},
+          {"jobs", a.jobs},         {"durable", a.durable},          {"store_epoch", a.store_epoch},
+          {"mark", a.mark},         {"durable_mark", a.durable_mark}};
+}
+
+json EncodeSyncAnswer(const IngestAnswer& a) {
+  return {{"store_epoch", a.store_epoch}, {"durable_mark", a.durable_mark}};
+}
+
+IngestAnswer DecodeIngestAnswer(std::string_view body) {
+  IngestAnswer out;
+  Result<json> doc = ParseJson(body, JsonLimits{.max_depth = 8, .max_values = 10'000});
+  if (!doc.ok() || !doc->is_object())
+    return out;
+  Result<FieldReader> r = FieldReader::Object(*doc, "answer", "invalid_answer");
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  // value_or: each member on its own; one of the wrong type costs only itself.
+  out.batch_id = r->Text("batch_id", 512, Need::kOptional).value_or("");
+  out.duplicate = r->Bool("duplicate", false).value_or(false);
+  out.samples = r->Uint("samples", kMax, Need::kOptional).value_or(0);
+  out.jobs = r->Uint("jobs", kMax, Need::kOptional).value_or(0);
+  out.durable = r->Bool("durable", false).value_or(false);
+  out.store_epoch = r->Text("store_epoch", 256, Need::kOptional).value_or("");
+  out.mark = r->Uint("mark", kMax, Need::kOptional).value_or(0);
+  out.durable_mark = r->Uint("durable_mark", kMax, Need::kOptional).value_or(0);
+  return out;
 }
 
 }  // namespace expanse::wire

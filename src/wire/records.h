@@ -81,6 +81,19 @@ struct JobRecord {
   int64_t observed_ms = 0;
 };
 
+// The server's answer to POST /dp/v1/ingest and /dp/v1/sync (docs/formats/ingest-batch.md,
+// "Answers"); a sync answers only store_epoch and durable_mark.
+struct IngestAnswer {
+  std::string batch_id;
+  bool duplicate = false;
+  uint64_t samples = 0;
+  uint64_t jobs = 0;
+  bool durable = false;
+  std::string store_epoch;  // "" from a server that does not answer on receipt
+  uint64_t mark = 0;
+  uint64_t durable_mark = 0;
+};
+
 // The members every ingest batch starts with.
 inline constexpr int64_t kIngestBatchVersion = 1;
 struct BatchHeader {
@@ -117,6 +130,13 @@ nlohmann::json Encode(const JobEventRecord& r);
 nlohmann::json Encode(const GpuAllocationRecord& r);
 nlohmann::json Encode(const StackRecord& r);
 nlohmann::json Encode(const JobRecord& r);
+nlohmann::json Encode(const IngestAnswer& a);
+// A sync's answer: store_epoch and durable_mark only.
+nlohmann::json EncodeSyncAnswer(const IngestAnswer& a);
+// Lenient on purpose, and never fails: a member that is absent, or of another type, reads as
+// its default, which the uploader treats as the safe case (not durable, no epoch: resend after
+// a sync). A body that is not a JSON object reads as all defaults.
+IngestAnswer DecodeIngestAnswer(std::string_view body);
 // A batch document holding only its header; the caller adds the sections.
 nlohmann::json EncodeBatchHeader(const BatchHeader& h);
 
