@@ -1,6 +1,5 @@
 #include "install/host_facts.h"
 
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,18 +10,15 @@
 
 namespace expanse::install {
 
-Result<Account> LookupAccount(const std::string& name) {
-  std::vector<char> buffer(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (getpwnam_r(name.c_str(), &pw, buffer.data(), buffer.size(), &found) != 0 ||
-      found == nullptr) {
+Result<Account> LookupAccount(Host& host, const std::string& name) {
+  std::optional<UserAccount> found = host.LookupUser(name);
+  if (!found) {
     return NotFoundError("the daemon account '" + name +
                          "' does not exist on this host; create it (with the same UID/GID as on "
                          "the other nodes) or name another one with --user")
         .WithReason("user_missing");
   }
-  return Account{name, pw.pw_uid, pw.pw_gid};
+  return Account{name, found->uid, found->gid};
 }
 
 std::string ShortHostname() {
@@ -32,11 +28,11 @@ std::string ShortHostname() {
   return host.substr(0, host.find('.'));
 }
 
-std::string SlurmVersion() {
+std::string SlurmVersion(Host& host) {
   SubprocessOptions options;
   options.argv = {"scontrol", "--version"};
   options.timeout = std::chrono::seconds(10);
-  Result<SubprocessResult> r = RunSubprocess(options);
+  Result<SubprocessResult> r = host.Run(options);
   if (!r.ok() || !r->Succeeded())
     return "";
   std::smatch m;

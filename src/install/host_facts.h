@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "core/host.h"
 #include "core/result.h"
 
 namespace expanse::install {
@@ -20,13 +21,13 @@ struct Account {
 };
 
 // kNotFound (reason user_missing) naming the account and the --user flag.
-Result<Account> LookupAccount(const std::string& name);
+Result<Account> LookupAccount(Host& host, const std::string& name);
 
 // The short host name (up to the first dot).
 std::string ShortHostname();
 
 // "22.05.8" from `scontrol --version`, or "" when scontrol is missing or says nothing useful.
-std::string SlurmVersion();
+std::string SlurmVersion(Host& host);
 
 // True when `path` is a directory (systemd's runtime directory exists only under systemd).
 bool IsDirectory(const std::string& path);

@@ -9,14 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/status.h"
 
 namespace expanse::install {
 
 inline constexpr char kDefaultReleasesUrl[] = "https://releases.expanse.sh";
 
-// Node-local and system paths. Real installs use the defaults; nothing but tests changes them.
+// The machine an install changes, and its node-local and system paths. Real installs use the
+// defaults; nothing but tests changes them (a MemoryHost, paths under a temporary root).
 struct HostPaths {
+  // Every file, command, environment and account access of the migrated steps goes through it
+  // (core/host.h). Not owned.
+  Host* host = &RealHost::Get();
   // Root's own: install state, journal, staging and the lock. Kept apart from the daemon's
   // state directory, which the daemon account owns and so must not be able to edit a journal
   // that root replays.

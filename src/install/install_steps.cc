@@ -142,8 +142,9 @@ Status CheckSentinel(const std::string& prefix, const Account& local) {
 }
 
 Status CheckSystemd(const HostPaths& paths) {
-  struct stat st {};
-  if (stat(paths.systemd_runtime_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  Host& host = *paths.host;
+  const std::optional<FileInfo> runtime = host.Stat(paths.systemd_runtime_dir);
+  if (!runtime || runtime->type != FileInfo::Type::kDirectory) {
     return FailedPreconditionError("systemd is not running on this host (no " +
                                    paths.systemd_runtime_dir +
                                    "); use --systemd=false to print the unit and run the service "
@@ -152,7 +153,7 @@ Status CheckSystemd(const HostPaths& paths) {
   }
   SubprocessOptions options;
   options.argv = {"systemctl", "--version"};
-  Result<SubprocessResult> r = RunSubprocess(options);
+  Result<SubprocessResult> r = host.Run(options);
   if (!r.ok() || !r->Succeeded())
     return FailedPreconditionError("systemctl is not usable on this host");
   return OkStatus();
@@ -171,8 +172,8 @@ Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::
                             {"systemctl", "disable", "--now", unit_name});
 }
 
-Status CheckUnitIsOursOrAbsent(const std::string& path) {
-  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 1 << 20);
+Status CheckUnitIsOursOrAbsent(Host& host, const std::string& path) {
+  Result<std::optional<std::string>> text = host.ReadFile(path, 1 << 20);
   if (!text.ok() || !*text || ManagedUnitFormat(**text))
     return OkStatus();
   return FailedPreconditionError(path +
@@ -185,29 +186,28 @@ Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
                          const std::string& unit_path, const Output& out) {
   if (unit_name.empty())
     return OkStatus();
-  struct stat st {};
-  const bool have_systemd = stat(paths.systemd_runtime_dir.c_str(), &st) == 0;
+  Host& host = *paths.host;
+  const bool have_systemd = host.Stat(paths.systemd_runtime_dir).has_value();
   if (have_systemd) {
     SubprocessOptions options;
     options.argv = {"systemctl", "disable", "--now", unit_name};
     options.timeout = std::chrono::seconds(120);
-    Result<SubprocessResult> r = RunSubprocess(options);
+    Result<SubprocessResult> r = host.Run(options);
     if (!r.ok() || !r->Succeeded()) {
       out.detail("systemctl disable --now " + unit_name + ": " +
                  (r.ok() ? r->stderr_text : r.status().message()));
     }
   }
   const std::string path = unit_path.empty() ? paths.unit_dir + "/" + unit_name : unit_path;
-  if (!CheckUnitIsOursOrAbsent(path).ok()) {
+  if (!CheckUnitIsOursOrAbsent(host, path).ok()) {
     out.progress(path + " is not ours (no expanse header); left in place");
     return OkStatus();
   }
-  if (unlink(path.c_str()) != 0 && errno != ENOENT)
-    return InternalError("remove " + path + ": " + std::strerror(errno));
+  EXPANSE_RETURN_IF_ERROR(host.RemoveFile(path));
   if (have_systemd) {
     SubprocessOptions options;
     options.argv = {"systemctl", "daemon-reload"};
-    (void)RunSubprocess(options);
+    (void)host.Run(options);
   }
   return OkStatus();
 }
@@ -281,18 +281,16 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
   return OkStatus();
 }
 
-Status RemoveHookWiring(const InstallState& state, const std::string& slurm_conf_flag,
-                        bool reconfigure, const Output& out) {
+Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
+                        const std::string& slurm_conf_flag, bool reconfigure, const Output& out) {
+  Host& host = *paths.host;
   const std::string conf = !slurm_conf_flag.empty() ? slurm_conf_flag : state.slurm_conf;
   EXPANSE_ASSIGN_OR_RETURN(std::vector<WholeFileEdit> edits, PlanUnwiring(state.wired_files, conf));
   for (const WholeFileEdit& e : edits) {
-    struct stat st {};
-    if (stat(e.path.c_str(), &st) != 0)
+    const std::optional<FileInfo> info = host.Stat(e.path);
+    if (!info)
       continue;
-    const size_t slash = e.path.rfind('/');
-    EXPANSE_RETURN_IF_ERROR(fs::WriteFileAtomically(e.path.substr(0, slash),
-                                                    e.path.substr(slash + 1), e.after,
-                                                    st.st_mode & 07777, st.st_uid, st.st_gid));
+    EXPANSE_RETURN_IF_ERROR(host.WriteFile(e.path, e.after, info->mode, info->uid, info->gid));
     out.progress("removed the Expanse hook wiring from " + e.path);
   }
   if (edits.empty())
@@ -304,16 +302,13 @@ Status RemoveHookWiring(const InstallState& state, const std::string& slurm_conf
   SubprocessOptions options;
   options.argv = {"scontrol", "reconfigure"};
   options.timeout = std::chrono::seconds(60);
-  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(options));
+  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult r, host.Run(options));
   if (!r.Succeeded())
     return UnavailableError("scontrol reconfigure failed: " + r.stderr_text.substr(0, 300));
   return OkStatus();
 }
 
-std::string CaFileFromEnvironment() {
-  const char* v = std::getenv("SSL_CERT_FILE");
-  return v != nullptr ? v : "";
-}
+std::string CaFileFromEnvironment(Host& host) { return host.GetEnv("SSL_CERT_FILE").value_or(""); }
 
 std::string HigherVersion(const std::string& a, const std::string& b) {
   if (a.empty())

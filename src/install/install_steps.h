@@ -62,7 +62,7 @@ Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::
 
 // OK when no unit file is at `path` or the one there carries our header; otherwise a problem
 // naming it: an operator's own unit is never overwritten or removed.
-Status CheckUnitIsOursOrAbsent(const std::string& path);
+Status CheckUnitIsOursOrAbsent(Host& host, const std::string& path);
 
 // Stops, disables and removes a unit we installed (not journalled: uninstall and reinstall
 // cleanup). A missing unit is fine.
@@ -81,12 +81,14 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
 
 // Takes our hook wiring out of the files `state` lists and of the slurm.conf in use (the flag,
 // else the one the state names), then runs `scontrol reconfigure` or says to. Not journalled:
-// uninstall and reinstall cleanup are idempotent instead.
-Status RemoveHookWiring(const InstallState& state, const std::string& slurm_conf_flag,
-                        bool reconfigure, const Output& out);
+// uninstall and reinstall cleanup are idempotent instead. Writes and commands go through
+// paths.host; the plan itself still reads slurm.conf from the machine (slurm::ReadSlurmConf
+// takes no Host yet).
+Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
+                        const std::string& slurm_conf_flag, bool reconfigure, const Output& out);
 
 // $SSL_CERT_FILE, the CA bundle the installer trusts for the planes and releases ("" = system).
-std::string CaFileFromEnvironment();
+std::string CaFileFromEnvironment(Host& host);
 
 // The higher of two release versions ("" counts as lowest).
 std::string HigherVersion(const std::string& a, const std::string& b);

@@ -3,10 +3,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
+#include "core/memory_host.h"
 #include "core/test_temp_dir.h"
 #include "deploy/templates.h"
+#include "install/host_facts.h"
+#include "install/installer.h"
 
 namespace expanse::install {
 namespace {
@@ -61,6 +67,79 @@ TEST(VersionTest, HigherVersionIsNumeric) {
   EXPECT_EQ(HigherVersion("1.10.0", "1.9.3"), "1.10.0");
   EXPECT_EQ(HigherVersion("", "1.0.0"), "1.0.0");
   EXPECT_EQ(HigherVersion("2.0.0", ""), "2.0.0");
+}
+
+// --- Steps on an in-memory host (core/memory_host.h) ---------------------------------
+
+class HostStepsTest : public ::testing::Test {
+ protected:
+  HostStepsTest() {
+    paths_.host = &host_;
+    out_.progress = [this](const std::string& line) { lines_.push_back(line); };
+    out_.detail = [this](const std::string& line) { lines_.push_back(line); };
+    out_.text = [](const std::string&) {};
+  }
+  void WithSystemd() {
+    ASSERT_TRUE(host_.MakeDirectories(paths_.systemd_runtime_dir, 0755).ok());
+    host_.OnRun("systemctl", [](const std::vector<std::string>&) { return MemoryHost::Exit(0); });
+  }
+
+  MemoryHost host_;
+  HostPaths paths_;
+  Output out_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(HostStepsTest, CheckSystemdNeedsTheRuntimeDirectoryAndAWorkingSystemctl) {
+  EXPECT_EQ(CheckSystemd(paths_).reason(), "systemd_missing");
+  EXPECT_TRUE(host_.commands().empty()) << "no systemctl call without systemd";
+  ASSERT_TRUE(host_.MakeDirectories(paths_.systemd_runtime_dir, 0755).ok());
+  Status no_systemctl = CheckSystemd(paths_);
+  EXPECT_EQ(no_systemctl.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_systemctl.message().find("systemctl is not usable"), std::string::npos);
+  WithSystemd();
+  EXPECT_TRUE(CheckSystemd(paths_).ok());
+  EXPECT_EQ(host_.commands().back(), "systemctl --version");
+}
+
+TEST_F(HostStepsTest, StopAndRemoveUnitRemovesOnlyOurUnit) {
+  WithSystemd();
+  const std::string ours = paths_.unit_dir + "/expanse-controller.service";
+  host_.Put(ours, "# Managed by `expanse compute install` (unit format 1).\n[Unit]\n");
+  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-controller.service", "", out_).ok());
+  EXPECT_FALSE(host_.Contents(ours).has_value());
+  EXPECT_EQ(host_.commands(),
+            (std::vector<std::string>{"systemctl disable --now expanse-controller.service",
+                                      "systemctl daemon-reload"}));
+
+  // An operator's own unit under our name is stopped, as asked, but never deleted.
+  const std::string foreign = paths_.unit_dir + "/expanse-sampler.service";
+  host_.Put(foreign, "[Unit]\nDescription=the site's own\n");
+  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-sampler.service", "", out_).ok());
+  EXPECT_EQ(host_.Contents(foreign), "[Unit]\nDescription=the site's own\n");
+  EXPECT_NE(lines_.back().find("is not ours"), std::string::npos) << lines_.back();
+}
+
+TEST_F(HostStepsTest, StopAndRemoveUnitWithoutSystemdOnlyRemovesTheFile) {
+  const std::string ours = paths_.unit_dir + "/expanse-controller.service";
+  host_.Put(ours, "# Managed by `expanse compute install` (unit format 1).\n");
+  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-controller.service", "", out_).ok());
+  EXPECT_FALSE(host_.Contents(ours).has_value());
+  EXPECT_TRUE(host_.commands().empty());
+}
+
+TEST_F(HostStepsTest, FactsComeFromTheHost) {
+  EXPECT_EQ(SlurmVersion(host_), "") << "no scontrol";
+  host_.OnRun("scontrol", [](const std::vector<std::string>&) {
+    return MemoryHost::Exit(0, "slurm 22.05.8\n");
+  });
+  EXPECT_EQ(SlurmVersion(host_), "22.05.8");
+  EXPECT_EQ(LookupAccount(host_, "slurm").status().reason(), "user_missing");
+  host_.AddUser({"slurm", 64030, 64031});
+  EXPECT_EQ(LookupAccount(host_, "slurm")->gid, 64031u);
+  EXPECT_EQ(CaFileFromEnvironment(host_), "");
+  host_.SetEnv("SSL_CERT_FILE", "/etc/ssl/site-ca.pem");
+  EXPECT_EQ(CaFileFromEnvironment(host_), "/etc/ssl/site-ca.pem");
 }
 
 }  // namespace

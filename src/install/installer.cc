@@ -74,7 +74,7 @@ Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool r
       (state.daemon_version.empty() ? std::string("unknown version") : state.daemon_version) +
       "); the compute identity is kept");
   EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state.unit_name, state.unit_path, out));
-  EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(state, "", reconfigure, out));
+  EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, state, "", reconfigure, out));
   for (const std::string& f : state.files) {
     if (unlink(f.c_str()) != 0 && errno != ENOENT)
       return InternalError("remove " + f + ": " + std::strerror(errno));
@@ -91,7 +91,7 @@ Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool r
 Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
                  const Output& out) {
   Problems problems;
-  Result<Account> account = LookupAccount(o.user);
+  Result<Account> account = LookupAccount(*paths.host, o.user);
   if (account.ok())
     plan.account = *account;
   else
@@ -107,8 +107,8 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
     }
     if (o.systemd) {
       problems.AddIfError(CheckSystemd(paths));
-      problems.AddIfError(
-          CheckUnitIsOursOrAbsent(paths.unit_dir + "/" + std::string(kControllerUnitName)));
+      problems.AddIfError(CheckUnitIsOursOrAbsent(
+          *paths.host, paths.unit_dir + "/" + std::string(kControllerUnitName)));
     }
     HookWrapperPaths hooks;
     hooks.prolog = o.shared_prefix + "/hooks/prolog";
@@ -142,9 +142,9 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
   return problems.ToStatus("preflight");
 }
 
-Status CheckDataPlaneReachable(const std::string& url) {
+Status CheckDataPlaneReachable(const HostPaths& paths, const std::string& url) {
   net::HttpClientOptions options;
-  options.ca_file = CaFileFromEnvironment();
+  options.ca_file = CaFileFromEnvironment(*paths.host);
   options.total_timeout = std::chrono::seconds(15);
   EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> http, net::HttpClient::Create(options));
   net::HttpRequest request;
@@ -272,11 +272,12 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     ExchangeRequest request;
     request.hostname = plan.hostname;
     request.daemon_version = plan.release.version.empty() ? "unknown" : plan.release.version;
-    request.slurm_version = SlurmVersion();
+    request.slurm_version = SlurmVersion(*paths.host);
     out.progress("exchanging the install token for the compute credential");
-    EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred,
-                             ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment())
-                                 ->Exchange(token->view(), request));
+    EXPANSE_ASSIGN_OR_RETURN(
+        ExchangedCredential cred,
+        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host))
+            ->Exchange(token->view(), request));
     token.reset();  // wiped: a failed run never carries it into another step
     deploy::DaemonConfig config;
     config.compute_id = cred.compute.id;
@@ -374,9 +375,9 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
         InstallAndStartUnit(journal, paths, kControllerUnitName, plan.unit_text));
     out.progress("waiting up to " + std::to_string(o.heartbeat_timeout.count() / 1000) +
                  " s for the first authenticated heartbeat");
-    EXPANSE_ASSIGN_OR_RETURN(
-        ControlPlaneClient cp,
-        ControlPlaneClient::Create(plan.saved->control_plane_url, CaFileFromEnvironment()));
+    EXPANSE_ASSIGN_OR_RETURN(ControlPlaneClient cp,
+                             ControlPlaneClient::Create(plan.saved->control_plane_url,
+                                                        CaFileFromEnvironment(*paths.host)));
     EXPANSE_ASSIGN_OR_RETURN(bool enrolled,
                              cp.WaitForHeartbeat(plan.saved->credential, o.heartbeat_timeout));
     if (!enrolled) {
@@ -482,7 +483,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     }
     EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(paths.state_dir, 0700));
     EXPANSE_ASSIGN_OR_RETURN(plan.release,
-                             ResolveRelease(o, staging, CaFileFromEnvironment(),
+                             ResolveRelease(o, staging, CaFileFromEnvironment(*paths.host),
                                             [&](const std::string& line) { out.progress(line); }));
     const std::string highest = plan.previous ? plan.previous->highest_version : "";
     if (!plan.release.version.empty() && !highest.empty() &&
@@ -504,7 +505,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     EXPANSE_RETURN_IF_ERROR(CheckTokenShape(intake.token.view()));
     EXPANSE_ASSIGN_OR_RETURN(
         ControlPlaneClient cp,
-        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment()));
+        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host)));
     Result<ComputeSummary> intro = cp.Introspect(intake.token.view());
     if (!intro.ok()) {
       return Status(intro.status().code(),
@@ -527,7 +528,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     token = std::move(intake.token);
   }
   if (!ConfigOnly(o))
-    EXPANSE_RETURN_IF_ERROR(CheckDataPlaneReachable(plan.data_plane));
+    EXPANSE_RETURN_IF_ERROR(CheckDataPlaneReachable(paths, plan.data_plane));
 
   // 5. Apply.
   if (o.reinstall && plan.previous && !ConfigOnly(o)) {
@@ -548,7 +549,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
       request.daemon_version = o.daemon_version.empty() ? "config-only" : o.daemon_version;
       EXPANSE_ASSIGN_OR_RETURN(
           ControlPlaneClient cp,
-          ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment()));
+          ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host)));
       EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred, cp.Exchange(token->view(), request));
       token.reset();
       deploy::DaemonConfig config;

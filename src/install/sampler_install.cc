@@ -56,7 +56,7 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   out.progress("preflight: shared mount, account, systemd");
   Problems problems;
   const std::string daemon = o.shared_prefix + "/bin/expanse-daemon";
-  Result<Account> account = LookupAccount(o.user);
+  Result<Account> account = LookupAccount(*paths.host, o.user);
   if (!account.ok())
     problems.Add(account.status().message());
   struct stat st {};
@@ -70,7 +70,7 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   if (o.systemd) {
     problems.AddIfError(CheckSystemd(paths));
     problems.AddIfError(
-        CheckUnitIsOursOrAbsent(paths.unit_dir + "/" + std::string(kSamplerUnitName)));
+        CheckUnitIsOursOrAbsent(*paths.host, paths.unit_dir + "/" + std::string(kSamplerUnitName)));
   }
   EXPANSE_RETURN_IF_ERROR(problems.ToStatus("preflight"));
 

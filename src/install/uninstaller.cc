@@ -65,7 +65,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     out.progress("stopping " +
                  (state->unit_name.empty() ? std::string("the daemon") : state->unit_name));
     EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
-    EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(*state, o.slurm_conf, o.reconfigure, out));
+    EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, *state, o.slurm_conf, o.reconfigure, out));
     out.progress("removing managed files from " + state->shared_prefix);
     EXPANSE_RETURN_IF_ERROR(RemoveListed(*state, out));
     // The worker spool is ours too (the guide has workers uninstalled first). Not a listed
@@ -85,7 +85,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     out.progress("deprovisioning compute " + config->compute_id);
     EXPANSE_ASSIGN_OR_RETURN(
         ControlPlaneClient cp,
-        ControlPlaneClient::Create(config->control_plane_url, CaFileFromEnvironment()));
+        ControlPlaneClient::Create(config->control_plane_url, CaFileFromEnvironment(*paths.host)));
     Status gone = cp.Deprovision(config->credential);
     if (!gone.ok() && gone.reason() != "credential_revoked" &&
         gone.reason() != "compute_deprovisioned") {

@@ -1,0 +1,98 @@
+// The one seam between Expanse's host-changing code (the installer, the uninstaller, the
+// daemon's bootstrap) and the machine it runs on: files and directories, subprocesses, the
+// clock, the environment and user accounts. RealHost is the machine; MemoryHost
+// (core/memory_host.h) is an in-memory one for unit tests, so a flow that calls systemctl,
+// scontrol and writes under /etc is tested in milliseconds, with every command it ran and
+// every file it left checked, instead of only on a cluster.
+//
+// Paths are absolute. Errors are Status values with the errno's meaning (kNotFound for
+// ENOENT, kPermissionDenied for EACCES, ...), never exceptions.
+#ifndef EXPANSE_CORE_HOST_H_
+#define EXPANSE_CORE_HOST_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "core/subprocess.h"
+
+namespace expanse {
+
+struct FileInfo {
+  enum class Type { kFile, kDirectory, kSymlink, kOther };
+  Type type = Type::kFile;
+  mode_t mode = 0;  // permission bits only (07777)
+  uid_t uid = 0;
+  gid_t gid = 0;
+  uint64_t size = 0;
+};
+
+struct UserAccount {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class Host {
+ public:
+  virtual ~Host() = default;
+
+  // --- Files and directories ---------------------------------------------------------
+  // What is at `path`, following symbolic links; nullopt when nothing is.
+  virtual std::optional<FileInfo> Stat(const std::string& path) = 0;
+  // The contents of `path`, nullopt when it does not exist; kResourceExhausted past max_bytes.
+  virtual Result<std::optional<std::string>> ReadFile(const std::string& path,
+                                                      size_t max_bytes) = 0;
+  // Replaces `path` with `bytes` atomically (readers see the old or the new file, also across
+  // a crash), with `mode` and owner before it appears under its name. The directory must exist.
+  virtual Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
+                           gid_t gid) = 0;
+  // Removes a file or symbolic link; OK when nothing is there.
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Creates `path` and missing parents with `mode`; OK when it is a directory already.
+  virtual Status MakeDirectories(const std::string& path, mode_t mode) = 0;
+
+  // --- Processes -----------------------------------------------------------------------
+  // Runs a program as core/subprocess.h describes (argv, no shell, timeout, output caps).
+  virtual Result<SubprocessResult> Run(const SubprocessOptions& options) = 0;
+
+  // --- Environment, accounts, clock ----------------------------------------------------
+  virtual std::optional<std::string> GetEnv(std::string_view name) = 0;
+  // Every variable of this process's environment.
+  virtual std::map<std::string, std::string> Environment() = 0;
+  virtual std::optional<UserAccount> LookupUser(const std::string& name) = 0;
+  virtual Clock& clock() = 0;
+};
+
+// The machine this process runs on.
+class RealHost final : public Host {
+ public:
+  // One per process: it holds no state of its own.
+  static RealHost& Get();
+
+  std::optional<FileInfo> Stat(const std::string& path) override;
+  Result<std::optional<std::string>> ReadFile(const std::string& path, size_t max_bytes) override;
+  Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
+                   gid_t gid) override;
+  Status RemoveFile(const std::string& path) override;
+  Status MakeDirectories(const std::string& path, mode_t mode) override;
+  Result<SubprocessResult> Run(const SubprocessOptions& options) override;
+  std::optional<std::string> GetEnv(std::string_view name) override;
+  std::map<std::string, std::string> Environment() override;
+  std::optional<UserAccount> LookupUser(const std::string& name) override;
+  Clock& clock() override { return clock_; }
+
+ private:
+  SystemClock clock_;
+};
+
+}  // namespace expanse
+
+#endif  // EXPANSE_CORE_HOST_H_

@@ -1,0 +1,133 @@
+#include "core/memory_host.h"
+
+#include <utility>
+
+namespace expanse {
+
+MemoryHost::MemoryHost(int64_t now_ms) : clock_(now_ms) {
+  directories_["/"] = FileInfo{.type = FileInfo::Type::kDirectory, .mode = 0755};
+}
+
+SubprocessResult MemoryHost::Exit(int code, std::string out, std::string err) {
+  SubprocessResult r;
+  r.exit_code = code;
+  r.stdout_text = std::move(out);
+  r.stderr_text = std::move(err);
+  return r;
+}
+
+std::string MemoryHost::Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
+void MemoryHost::OnRun(const std::string& program, Program answer) {
+  programs_[program] = std::move(answer);
+}
+
+void MemoryHost::Put(const std::string& path, std::string bytes, mode_t mode, uid_t uid,
+                     gid_t gid) {
+  (void)MakeDirectories(Parent(path), 0755);
+  files_[path] = File{
+      std::move(bytes),
+      FileInfo{.type = FileInfo::Type::kFile, .mode = mode, .uid = uid, .gid = gid, .size = 0}};
+  files_[path].info.size = files_[path].bytes.size();
+}
+
+std::optional<std::string> MemoryHost::Contents(const std::string& path) const {
+  auto it = files_.find(path);
+  if (it == files_.end())
+    return std::nullopt;
+  return it->second.bytes;
+}
+
+std::vector<std::string> MemoryHost::Files() const {
+  std::vector<std::string> out;
+  for (const auto& [path, file] : files_)
+    out.push_back(path);
+  return out;
+}
+
+std::optional<FileInfo> MemoryHost::Stat(const std::string& path) {
+  if (auto file = files_.find(path); file != files_.end())
+    return file->second.info;
+  if (auto dir = directories_.find(path); dir != directories_.end())
+    return dir->second;
+  return std::nullopt;
+}
+
+Result<std::optional<std::string>> MemoryHost::ReadFile(const std::string& path, size_t max_bytes) {
+  if (directories_.contains(path))
+    return FailedPreconditionError("read " + path + ": Is a directory");
+  auto it = files_.find(path);
+  if (it == files_.end())
+    return std::optional<std::string>();
+  if (it->second.bytes.size() > max_bytes) {
+    return ResourceExhaustedError(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  return std::optional<std::string>(it->second.bytes);
+}
+
+Status MemoryHost::WriteFile(const std::string& path, std::string_view bytes, mode_t mode,
+                             uid_t uid, gid_t gid) {
+  if (!directories_.contains(Parent(path)))
+    return NotFoundError("write " + path + ": No such file or directory");
+  if (directories_.contains(path))
+    return FailedPreconditionError("write " + path + ": Is a directory");
+  files_[path] = File{std::string(bytes), FileInfo{.type = FileInfo::Type::kFile,
+                                                   .mode = static_cast<mode_t>(mode & 07777),
+                                                   .uid = uid,
+                                                   .gid = gid,
+                                                   .size = bytes.size()}};
+  return OkStatus();
+}
+
+Status MemoryHost::RemoveFile(const std::string& path) {
+  if (directories_.contains(path))
+    return FailedPreconditionError("remove " + path + ": Is a directory");
+  files_.erase(path);
+  return OkStatus();
+}
+
+Status MemoryHost::MakeDirectories(const std::string& path, mode_t mode) {
+  if (directories_.contains(path))
+    return OkStatus();
+  if (files_.contains(path))
+    return FailedPreconditionError("mkdir " + path + ": a file is in the way");
+  EXPANSE_RETURN_IF_ERROR(MakeDirectories(Parent(path), mode));
+  directories_[path] = FileInfo{.type = FileInfo::Type::kDirectory,
+                                .mode = static_cast<mode_t>(mode & 07777),
+                                .uid = 0,
+                                .gid = 0,
+                                .size = 0};
+  return OkStatus();
+}
+
+Result<SubprocessResult> MemoryHost::Run(const SubprocessOptions& options) {
+  if (options.argv.empty())
+    return InvalidArgumentError("no program to run");
+  std::string line;
+  for (const std::string& arg : options.argv)
+    line += (line.empty() ? "" : " ") + arg;
+  commands_.push_back(line);
+  auto it = programs_.find(options.argv[0]);
+  if (it == programs_.end())
+    return Exit(127, "", options.argv[0] + ": command not found");
+  return it->second(options.argv);
+}
+
+std::optional<std::string> MemoryHost::GetEnv(std::string_view name) {
+  auto it = env_.find(name);
+  if (it == env_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::optional<UserAccount> MemoryHost::LookupUser(const std::string& name) {
+  auto it = users_.find(name);
+  if (it == users_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+}  // namespace expanse
