@@ -3,7 +3,7 @@
 // differ where samples are missing; the x axis is their union and gaps stay gaps.
 
 export const METRICS = [
-  ['gpu.sm_util', 'SM utilisation', '%'],
+  ['gpu.sm_util', 'GPU utilisation (time a kernel ran)', '%'],
   ['gpu.mem_used_mib', 'GPU memory used', 'MiB'],
   ['gpu.mem_util', 'Memory bandwidth utilisation', '%'],
   ['gpu.tensor_active', 'Tensor core activity', '%'],

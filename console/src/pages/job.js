@@ -18,7 +18,7 @@ function requestedVsUsed(j) {
     h('thead', {}, h('tr', {}, ['', 'Requested', 'Used'].map((t) => h('th', {scope: 'col'}, t)))),
     h('tbody', {},
       h('tr', {}, h('th', {scope: 'row'}, 'GPUs'), h('td', {}, r.gpus), h('td', {}, samples ? `${u.gpus_active} active of ${u.gpus_allocated} allocated` : `${u.gpus_allocated} allocated, no samples`)),
-      h('tr', {}, h('th', {scope: 'row'}, 'SM utilisation'), h('td', {}, '—'), h('td', {}, samples ? `mean ${percent(u.sm_mean)}, peak ${percent(u.sm_peak)}` : '—')),
+      h('tr', {}, h('th', {scope: 'row'}, 'GPU utilisation'), h('td', {}, '—'), h('td', {}, samples ? `mean ${percent(u.sm_mean)}, peak ${percent(u.sm_peak)}` : '—')),
       h('tr', {}, h('th', {scope: 'row'}, 'GPU memory'), h('td', {}, '—'), h('td', {}, samples ? `peak ${mib(u.gpu_mem_peak_mib)}` : '—')),
       h('tr', {}, h('th', {scope: 'row'}, 'GPU time'), h('td', {}, '—'), h('td', {}, `${hours(u.allocated_gpu_hours)} allocated, ${hours(u.idle_gpu_hours)} idle`)),
       h('tr', {}, h('th', {scope: 'row'}, 'CPUs'), h('td', {}, r.cpus || '—'), h('td', {}, `efficiency ${ratioPercent(u.cpu_efficiency)}`)),
