@@ -1,42 +1,22 @@
 #include "outbox/outbox_format.h"
 
-#include <zlib.h>
-
 #include <cstdio>
+
+#include "core/bytes.h"
+#include "core/crc32.h"
 
 namespace expanse::outbox {
 namespace {
 
-void PutU16(std::string& out, uint16_t v) {
-  out.push_back(static_cast<char>(v));
-  out.push_back(static_cast<char>(v >> 8));
-}
-void PutU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    out.push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t Load(std::string_view bytes, size_t offset, int width) {
-  uint64_t v = 0;
-  for (int i = width - 1; i >= 0; --i)
-    v = (v << 8) | static_cast<uint8_t>(bytes[offset + static_cast<size_t>(i)]);
-  return v;
+using bytes::PutU16;
+using bytes::PutU32;
+using bytes::PutU64;
+
+uint64_t Load(std::string_view data, size_t offset, int width) {
+  return bytes::LoadLe(data.data() + offset, width);
 }
 
-uint32_t Crc(std::string_view a, std::string_view b = {}) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (std::string_view part : {a, b}) {
-    // Skipped when empty: zlib treats a null buffer as "return the initial value".
-    if (part.empty())
-      continue;
-    // zlib takes uInt lengths; bodies are far below 4 GiB (kMaxRecordBodySize).
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(part.data()), static_cast<uInt>(part.size()));
-  }
-  return static_cast<uint32_t>(crc);
-}
+uint32_t Crc(std::string_view a, std::string_view b = {}) { return Crc32(b, Crc32(a)); }
 
 Status Corrupt(const char* what) {
   return DataLossError(std::string("outbox: a record with a valid checksum is malformed: ") + what)

@@ -1,11 +1,10 @@
 #include "spool/delivery_state.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 
+#include "core/crc32.h"
 #include "spool/spool_names.h"
 
 namespace expanse::spool {
@@ -13,11 +12,6 @@ namespace {
 
 constexpr std::string_view kHeaderLine = "expanse-spool-delivered 1\n";
 constexpr std::string_view kCrcPrefix = "crc32 ";
-
-uint32_t Crc32(std::string_view bytes) {
-  return static_cast<uint32_t>(
-      crc32_z(0, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
 
 Status Corrupt(const std::string& what) {
   return DataLossError("spool: delivery state is corrupt: " + what)

@@ -1,23 +1,25 @@
 #include "spool/spool_file.h"
 
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "spool/byte_io.h"
+#include "core/bytes.h"
+#include "core/crc32.h"
 #include "spool/reasons.h"
 #include "spool/spool_format.h"
 #include "spool/spool_names.h"
 
 namespace expanse::spool {
-namespace {
 
-uint32_t Crc32(std::string_view bytes, uint32_t crc = 0) {
-  return static_cast<uint32_t>(
-      crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
+using bytes::ByteReader;
+using bytes::LoadLe;
+using bytes::PutU16;
+using bytes::PutU32;
+using bytes::PutU64;
+using bytes::PutU8;
+namespace {
 
 Status Invalid(std::string message) {
   return InvalidArgumentError("spool: cannot encode file: " + std::move(message))

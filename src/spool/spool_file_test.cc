@@ -8,12 +8,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "spool/byte_io.h"
+#include "core/bytes.h"
+#include "core/crc32.h"
 #include "spool/reasons.h"
 #include "spool/spool_format.h"
 #include "spool/spool_test_util.h"
 
 namespace expanse::spool {
+
+using bytes::LoadLe;
+using bytes::PutU32;
 namespace {
 
 using ::expanse::spool::testing::EncodeOrDie;

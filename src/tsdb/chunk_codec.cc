@@ -1,6 +1,5 @@
 #include "tsdb/chunk_codec.h"
 
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -12,22 +11,27 @@
 #include <utility>
 #include <vector>
 
+#include "core/bytes.h"
+#include "core/crc32.h"
 #include "tsdb/decimal.h"
-#include "tsdb/varint.h"
 
 namespace expanse::tsdb {
+
+using bytes::ByteReader;
+using bytes::LoadU32;
+using bytes::LoadU64;
+using bytes::PutU32;
+using bytes::PutU64;
+using bytes::PutVarint;
+using bytes::UnZigZag;
+using bytes::ZigZag;
 namespace {
 
 Status Corrupt(std::string message) {
   return DataLossError("tsdb chunk: " + std::move(message)).WithReason("chunk_corrupt");
 }
 
-uint32_t Crc(std::string_view head, std::string_view body) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(head.data()), static_cast<uInt>(head.size()));
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()));
-  return static_cast<uint32_t>(crc);
-}
+uint32_t Crc(std::string_view head, std::string_view body) { return Crc32(body, Crc32(head)); }
 
 // Zigzagged deltas (or delta-of-delta) over wrapping uint64 arithmetic: defined for any
 // int64 input, and the decoder's wrapping inverse restores the exact values. Every delta is
@@ -124,10 +128,10 @@ std::string EncodeHeader(const ChunkHeader& h) {
   out.push_back(static_cast<char>(h.decimal_scale));
   out.push_back(static_cast<char>(h.value_width));
   out.append(2, '\0');
-  PutFixed32(out, h.count);
-  PutFixed64(out, static_cast<uint64_t>(h.first_t_ms));
-  PutFixed64(out, static_cast<uint64_t>(h.last_t_ms));
-  PutFixed32(out, h.body_size);
+  PutU32(out, h.count);
+  PutU64(out, static_cast<uint64_t>(h.first_t_ms));
+  PutU64(out, static_cast<uint64_t>(h.last_t_ms));
+  PutU32(out, h.body_size);
   return out;  // kChunkCrcOffset bytes; the CRC follows
 }
 
@@ -178,7 +182,7 @@ std::vector<EncodedValues> EncodeValues(std::span<const Sample> samples, bool by
   }
   std::string xor_bytes;
   uint64_t prev = std::bit_cast<uint64_t>(values[0]);
-  PutFixed64(xor_bytes, prev);
+  PutU64(xor_bytes, prev);
   for (size_t i = 1; i < values.size(); ++i) {
     const uint64_t bits = std::bit_cast<uint64_t>(values[i]);
     PutVarint(xor_bytes, bits ^ prev);
@@ -267,7 +271,7 @@ Result<std::string> EncodeChunk(std::span<const Sample> samples,
   }
   header.body_size = static_cast<uint32_t>(body.size());
   std::string out = EncodeHeader(header);
-  PutFixed32(out, Crc(out, body));
+  PutU32(out, Crc(out, body));
   out += body;
   return out;
 }
@@ -291,15 +295,15 @@ Result<ChunkHeader> ReadChunkHeader(std::string_view chunk) {
   h.compression = static_cast<Compression>(byte(7));
   h.decimal_scale = byte(8);
   h.value_width = byte(9);
-  h.count = LoadFixed32(chunk.data() + 12);
-  h.first_t_ms = static_cast<int64_t>(LoadFixed64(chunk.data() + 16));
-  h.last_t_ms = static_cast<int64_t>(LoadFixed64(chunk.data() + 24));
-  h.body_size = LoadFixed32(chunk.data() + 32);
+  h.count = LoadU32(chunk.data() + 12);
+  h.first_t_ms = static_cast<int64_t>(LoadU64(chunk.data() + 16));
+  h.last_t_ms = static_cast<int64_t>(LoadU64(chunk.data() + 24));
+  h.body_size = LoadU32(chunk.data() + 32);
   if (chunk.size() - kChunkHeaderSize != h.body_size) {
     return Corrupt("body is " + std::to_string(chunk.size() - kChunkHeaderSize) +
                    " bytes, header says " + std::to_string(h.body_size) + " (truncated?)");
   }
-  const uint32_t stored_crc = LoadFixed32(chunk.data() + kChunkCrcOffset);
+  const uint32_t stored_crc = LoadU32(chunk.data() + kChunkCrcOffset);
   if (Crc(chunk.substr(0, kChunkCrcOffset), chunk.substr(kChunkHeaderSize)) != stored_crc) {
     return Corrupt("checksum mismatch");
   }
@@ -350,7 +354,7 @@ Result<std::vector<Sample>> DecodeChunk(std::string_view chunk) {
   values.reserve(h.count);
   bool values_ok = false;
   if (h.value_encoding == ValueEncoding::kXorVarint) {
-    values.push_back(in.Fixed64());
+    values.push_back(in.U64());
     for (uint32_t i = 1; i < h.count && in.ok(); ++i) {
       values.push_back(values.back() ^ in.Varint());
     }

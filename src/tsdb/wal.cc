@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,10 +10,14 @@
 #include <string>
 #include <utility>
 
+#include "core/bytes.h"
+#include "core/crc32.h"
 #include "core/file_util.h"
-#include "tsdb/varint.h"
 
 namespace expanse::tsdb {
+
+using bytes::ByteReader;
+using bytes::PutU32;
 namespace {
 
 Status IoError(const std::string& what, const std::string& path) {
@@ -27,12 +30,8 @@ Status IoError(const std::string& what, const std::string& path) {
 
 uint32_t FrameCrc(uint32_t length, std::string_view payload) {
   std::string length_bytes;
-  PutFixed32(length_bytes, length);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(length_bytes.data()), 4);
-  crc =
-      crc32(crc, reinterpret_cast<const Bytef*>(payload.data()), static_cast<uInt>(payload.size()));
-  return static_cast<uint32_t>(crc);
+  PutU32(length_bytes, length);
+  return Crc32(payload, Crc32(length_bytes));
 }
 
 Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
@@ -75,8 +74,8 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
     good_end = magic.size();
     ByteReader in(std::string_view(contents).substr(good_end));
     while (!in.empty()) {
-      const uint32_t length = in.Fixed32();
-      const uint32_t crc = in.Fixed32();
+      const uint32_t length = in.U32();
+      const uint32_t crc = in.U32();
       if (in.ok() && length == 0 && crc == 0) {
         // No record is empty: this is the zero padding after the last record, the clean
         // end of the log unless a torn write left something further on.
@@ -165,8 +164,8 @@ Status Wal::Write(std::string_view payload) {
   std::string frame;
   frame.reserve(kWalRecordHeaderSize + payload.size());
   const auto length = static_cast<uint32_t>(payload.size());
-  PutFixed32(frame, length);
-  PutFixed32(frame, FrameCrc(length, payload));
+  PutU32(frame, length);
+  PutU32(frame, FrameCrc(length, payload));
   frame.append(payload);
   if (size_ + frame.size() > allocated_)
     Preallocate(size_ + frame.size());

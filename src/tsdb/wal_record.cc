@@ -5,9 +5,14 @@
 #include <bit>
 #include <memory>
 
-#include "tsdb/varint.h"
+#include "core/bytes.h"
+#include "core/crc32.h"
 
 namespace expanse::tsdb {
+
+using bytes::ByteReader;
+using bytes::PutU64;
+using bytes::PutVarint;
 namespace {
 
 void PutString(std::string& out, std::string_view s) {
@@ -37,7 +42,7 @@ std::string EncodeWalBatchUncompressed(std::string_view batch_id, int64_t receiv
   out.reserve(size);  // an upper bound: varints take at most 10 bytes
   out.push_back(static_cast<char>(kWalRecordBatch));
   PutString(out, batch_id);
-  PutFixed64(out, static_cast<uint64_t>(received_ms));
+  PutU64(out, static_cast<uint64_t>(received_ms));
   PutVarint(out, batch.size());
   for (const auto& [key, samples] : batch) {
     PutString(out, key.compute_id);
@@ -46,8 +51,8 @@ std::string EncodeWalBatchUncompressed(std::string_view batch_id, int64_t receiv
     PutString(out, key.metric);
     PutVarint(out, samples.size());
     for (const Sample& s : samples) {
-      PutFixed64(out, static_cast<uint64_t>(s.t_ms));
-      PutFixed64(out, std::bit_cast<uint64_t>(s.v));
+      PutU64(out, static_cast<uint64_t>(s.t_ms));
+      PutU64(out, std::bit_cast<uint64_t>(s.v));
     }
   }
   return out;
@@ -121,7 +126,7 @@ Result<WalBatch> DecodePlainWalBatch(std::string_view payload) {
   (void)in.Bytes(1);
   WalBatch out;
   out.batch_id = GetString(in);
-  out.received_ms = static_cast<int64_t>(in.Fixed64());
+  out.received_ms = static_cast<int64_t>(in.U64());
   const uint64_t series_count = in.Varint();
   // Each series takes at least 5 bytes, which bounds the reservation by the input size.
   if (!in.ok() || series_count > in.remaining() / 5)
@@ -138,8 +143,8 @@ Result<WalBatch> DecodePlainWalBatch(std::string_view payload) {
       return corrupt("bad sample count");
     samples.resize(sample_count);
     for (Sample& s : samples) {
-      s.t_ms = static_cast<int64_t>(in.Fixed64());
-      s.v = std::bit_cast<double>(in.Fixed64());
+      s.t_ms = static_cast<int64_t>(in.U64());
+      s.v = std::bit_cast<double>(in.U64());
     }
   }
   if (!in.ok() || !in.empty())
