@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "core/file_util.h"
@@ -77,6 +79,14 @@ Status RealHost::RemoveFile(const std::string& path) {
 
 Status RealHost::MakeDirectories(const std::string& path, mode_t mode) {
   return fs::MakeDirectories(path, mode);
+}
+
+Status RealHost::RemoveTree(const std::string& path) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);  // removes links themselves, never their targets
+  if (error)
+    return InternalError("remove " + path + ": " + error.message());
+  return OkStatus();
 }
 
 Result<SubprocessResult> RealHost::Run(const SubprocessOptions& options) {

@@ -58,6 +58,9 @@ class Host {
   virtual Status RemoveFile(const std::string& path) = 0;
   // Creates `path` and missing parents with `mode`; OK when it is a directory already.
   virtual Status MakeDirectories(const std::string& path, mode_t mode) = 0;
+  // Removes `path` and everything below it, never following a symbolic link out of it; OK
+  // when nothing is there.
+  virtual Status RemoveTree(const std::string& path) = 0;
 
   // --- Processes -----------------------------------------------------------------------
   // Runs a program as core/subprocess.h describes (argv, no shell, timeout, output caps).
@@ -83,6 +86,7 @@ class RealHost final : public Host {
                    gid_t gid) override;
   Status RemoveFile(const std::string& path) override;
   Status MakeDirectories(const std::string& path, mode_t mode) override;
+  Status RemoveTree(const std::string& path) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
   std::optional<std::string> GetEnv(std::string_view name) override;
   std::map<std::string, std::string> Environment() override;

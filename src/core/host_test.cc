@@ -65,6 +65,18 @@ TEST_P(HostContractTest, WritesReadsAndRemovesFiles) {
   EXPECT_FALSE(gone->has_value());
 }
 
+TEST_P(HostContractTest, RemoveTreeTakesEverythingBelowAndNothingBeside) {
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/tree/a/b", 0755).ok());
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/treehouse", 0755).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/tree/a/b/f", "x", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/treehouse/g", "y", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().RemoveTree(root_ + "/tree").ok());
+  EXPECT_FALSE(host().Stat(root_ + "/tree").has_value());
+  EXPECT_FALSE(host().Stat(root_ + "/tree/a/b/f").has_value());
+  EXPECT_TRUE(host().Stat(root_ + "/treehouse/g").has_value()) << "a sibling with the same prefix";
+  EXPECT_TRUE(host().RemoveTree(root_ + "/tree").ok()) << "removing what is not there is fine";
+}
+
 TEST_P(HostContractTest, ADirectoryIsNeitherWrittenNorRemovedAsAFile) {
   ASSERT_TRUE(host().MakeDirectories(root_ + "/d", 0755).ok());
   EXPECT_FALSE(host().WriteFile(root_ + "/d", "x", 0644, getuid(), getgid()).ok());

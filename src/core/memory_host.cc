@@ -103,6 +103,19 @@ Status MemoryHost::MakeDirectories(const std::string& path, mode_t mode) {
   return OkStatus();
 }
 
+Status MemoryHost::RemoveTree(const std::string& path) {
+  const std::string below = path + "/";
+  std::erase_if(files_, [&](const auto& entry) {
+    return entry.first == path || entry.first.starts_with(below);
+  });
+  if (path != "/") {
+    std::erase_if(directories_, [&](const auto& entry) {
+      return entry.first == path || entry.first.starts_with(below);
+    });
+  }
+  return OkStatus();
+}
+
 Result<SubprocessResult> MemoryHost::Run(const SubprocessOptions& options) {
   if (options.argv.empty())
     return InvalidArgumentError("no program to run");

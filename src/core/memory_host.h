@@ -56,6 +56,7 @@ class MemoryHost final : public Host {
                    gid_t gid) override;
   Status RemoveFile(const std::string& path) override;
   Status MakeDirectories(const std::string& path, mode_t mode) override;
+  Status RemoveTree(const std::string& path) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
   std::optional<std::string> GetEnv(std::string_view name) override;
   std::map<std::string, std::string> Environment() override { return {env_.begin(), env_.end()}; }

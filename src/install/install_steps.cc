@@ -308,6 +308,27 @@ Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
   return OkStatus();
 }
 
+Status RemoveInstalledFiles(const HostPaths& paths, const InstallState& state, const Output& out) {
+  Host& host = *paths.host;
+  for (const std::string& f : state.files) {
+    const bool present = host.Stat(f).has_value();
+    EXPANSE_RETURN_IF_ERROR(host.RemoveFile(f));
+    if (present)
+      out.detail("removed " + f);
+  }
+  for (const std::string& t : state.trees) {
+    const bool present = host.Stat(t).has_value();
+    EXPANSE_RETURN_IF_ERROR(host.RemoveTree(t));
+    if (present)
+      out.detail("removed " + t);
+  }
+  return OkStatus();
+}
+
+Status RemoveInstallState(const HostPaths& paths, const std::string& role) {
+  return paths.host->RemoveFile(StatePath(paths.state_dir, role));
+}
+
 std::string CaFileFromEnvironment(Host& host) { return host.GetEnv("SSL_CERT_FILE").value_or(""); }
 
 std::string HigherVersion(const std::string& a, const std::string& b) {

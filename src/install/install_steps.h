@@ -87,6 +87,12 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
 Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
                         const std::string& slurm_conf_flag, bool reconfigure, const Output& out);
 
+// Removes the files and trees an install recorded in `state` (binaries, scripts, CUPTI per
+// host), each named at --verbose; what is already gone is fine.
+Status RemoveInstalledFiles(const HostPaths& paths, const InstallState& state, const Output& out);
+// Removes the install state of `role` ("controller" or "sampler"): the role is no longer here.
+Status RemoveInstallState(const HostPaths& paths, const std::string& role);
+
 // $SSL_CERT_FILE, the CA bundle the installer trusts for the planes and releases ("" = system).
 std::string CaFileFromEnvironment(Host& host);
 

@@ -128,6 +128,24 @@ TEST_F(HostStepsTest, StopAndRemoveUnitWithoutSystemdOnlyRemovesTheFile) {
   EXPECT_TRUE(host_.commands().empty());
 }
 
+TEST_F(HostStepsTest, RemovesWhatTheStateListsAndThenTheState) {
+  InstallState state;
+  state.role = "sampler";
+  state.files = {"/srv/expanse/bin/expanse-daemon", "/srv/expanse/bin/gone"};
+  state.trees = {"/srv/expanse/lib/cupti-nodes/w1"};
+  host_.Put("/srv/expanse/bin/expanse-daemon", "ELF");
+  host_.Put("/srv/expanse/lib/cupti-nodes/w1/lib/libcupti.so", "ELF");
+  host_.Put("/srv/expanse/lib/cupti-nodes/w2/lib/libcupti.so", "ELF");
+  host_.Put(StatePath(paths_.state_dir, "sampler"), RenderInstallState(state));
+  ASSERT_TRUE(RemoveInstalledFiles(paths_, state, out_).ok());
+  ASSERT_TRUE(RemoveInstallState(paths_, "sampler").ok());
+  EXPECT_EQ(host_.Files(),
+            std::vector<std::string>{"/srv/expanse/lib/cupti-nodes/w2/lib/libcupti.so"})
+      << "another host's CUPTI tree stays";
+  EXPECT_EQ(lines_, (std::vector<std::string>{"removed /srv/expanse/bin/expanse-daemon",
+                                              "removed /srv/expanse/lib/cupti-nodes/w1"}));
+}
+
 TEST_F(HostStepsTest, FactsComeFromTheHost) {
   EXPECT_EQ(SlurmVersion(host_), "") << "no scontrol";
   host_.OnRun("scontrol", [](const std::vector<std::string>&) {

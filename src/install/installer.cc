@@ -75,17 +75,7 @@ Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool r
       "); the compute identity is kept");
   EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state.unit_name, state.unit_path, out));
   EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, state, "", reconfigure, out));
-  for (const std::string& f : state.files) {
-    if (unlink(f.c_str()) != 0 && errno != ENOENT)
-      return InternalError("remove " + f + ": " + std::strerror(errno));
-  }
-  for (const std::string& t : state.trees) {
-    std::error_code ec;
-    std::filesystem::remove_all(t, ec);
-    if (ec)
-      return InternalError("remove " + t + ": " + ec.message());
-  }
-  return OkStatus();
+  return RemoveInstalledFiles(paths, state, out);
 }
 
 Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,

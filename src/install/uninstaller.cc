@@ -25,23 +25,6 @@
 namespace expanse::install {
 namespace {
 
-Status RemoveListed(const InstallState& state, const Output& out) {
-  for (const std::string& f : state.files) {
-    if (unlink(f.c_str()) == 0)
-      out.detail("removed " + f);
-    else if (errno != ENOENT)
-      return InternalError("remove " + f + ": " + std::strerror(errno));
-  }
-  for (const std::string& t : state.trees) {
-    std::error_code ec;
-    std::filesystem::remove_all(t, ec);
-    if (ec)
-      return InternalError("remove " + t + ": " + ec.message());
-    out.detail("removed " + t);
-  }
-  return OkStatus();
-}
-
 // Removes directories the install created under the prefix when nothing else is in them.
 void RemoveEmptyManagedDirs(const std::string& prefix) {
   for (const char* d : {"/lib/systemd", "/lib/cupti-nodes", "/lib", "/hooks", "/bin"})
@@ -67,7 +50,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
     EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, *state, o.slurm_conf, o.reconfigure, out));
     out.progress("removing managed files from " + state->shared_prefix);
-    EXPANSE_RETURN_IF_ERROR(RemoveListed(*state, out));
+    EXPANSE_RETURN_IF_ERROR(RemoveInstalledFiles(paths, *state, out));
     // The worker spool is ours too (the guide has workers uninstalled first). Not a listed
     // tree, because a reinstall must keep samples that are still waiting there.
     if (!state->shared_prefix.empty()) {
@@ -106,11 +89,8 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
   } else if (o.keep_identity) {
     out.progress("--keep-identity: the credential at " + config_path + " stays");
   }
-  if (state) {
-    const std::string path = StatePath(paths.state_dir, "controller");
-    if (unlink(path.c_str()) != 0 && errno != ENOENT)
-      return InternalError("remove " + path + ": " + std::strerror(errno));
-  }
+  if (state)
+    EXPANSE_RETURN_IF_ERROR(RemoveInstallState(paths, "controller"));
   out.progress("done");
   return OkStatus();
 }
@@ -124,9 +104,7 @@ Status UninstallSampler(const UninstallOptions&, const HostPaths& paths, const O
   }
   out.progress("stopping " + state->unit_name);
   EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
-  const std::string path = StatePath(paths.state_dir, "sampler");
-  if (unlink(path.c_str()) != 0 && errno != ENOENT)
-    return InternalError("remove " + path + ": " + std::strerror(errno));
+  EXPANSE_RETURN_IF_ERROR(RemoveInstallState(paths, "sampler"));
   out.progress("done");
   return OkStatus();
 }
