@@ -1,6 +1,10 @@
 #include "server/job_usage.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
 
 namespace expanse::server {
 namespace {
@@ -20,25 +24,67 @@ Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation&
   return {from, to};
 }
 
-}  // namespace
+// The telemetry questions behind one job's usage, as indexes into a list of queries that a
+// whole page shares. Asking (PlanJobUsage) and summing up (FoldJobUsage) are apart so that the
+// one-job and the many-job forms differ only in how the questions reach the telemetry store.
+struct UsagePlan {
+  struct Gpu {
+    Window window;
+    size_t sm = 0;   // gpu.sm_util in `buckets` buckets
+    size_t mem = 0;  // gpu.mem_used_mib in one
+  };
+  struct Host {
+    size_t cpu = 0;  // job.cpu_used_cores in one bucket
+    size_t mem = 0;  // job.mem_used_mib in one
+  };
+  std::vector<Gpu> gpus;  // the allocations with a non-empty window, in order
+  std::vector<Host> hosts;
+};
 
-Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
-                                 const std::vector<store::GpuAllocation>& allocations,
-                                 const std::vector<std::string>& hosts, int64_t now_ms,
-                                 int buckets) {
+UsagePlan PlanJobUsage(const JobUsageInput& in, int64_t now_ms, int buckets,
+                       std::vector<tsdb::SeriesQuery>& queries) {
+  const store::JobRecord& job = in.job;
+  const auto ask = [&](tsdb::SeriesKey key, int64_t from_ms, int64_t to_ms, int points) {
+    queries.push_back({std::move(key), from_ms, to_ms, points});
+    return queries.size() - 1;
+  };
+  UsagePlan plan;
+  for (const store::GpuAllocation& a : in.allocations) {
+    const Window w = AllocationWindow(job, a, now_ms);
+    if (w.to_ms <= w.from_ms)
+      continue;
+    const size_t sm =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.sm_util"}, w.from_ms, w.to_ms, buckets);
+    const size_t mem =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.mem_used_mib"}, w.from_ms, w.to_ms, 1);
+    plan.gpus.push_back({w, sm, mem});
+  }
+  // CPU and memory from the job's cgroup series on each of its hosts ("job/<id>" devices).
+  const int64_t to = job.end_ms != 0 ? job.end_ms : now_ms;
+  if (job.start_ms == 0 || to <= job.start_ms)
+    return plan;
+  const std::string device = "job/" + job.job_id;
+  for (const std::string& host : in.hosts) {
+    const size_t cpu =
+        ask({job.compute_id, host, device, "job.cpu_used_cores"}, job.start_ms, to, 1);
+    const size_t mem = ask({job.compute_id, host, device, "job.mem_used_mib"}, job.start_ms, to, 1);
+    plan.hosts.push_back({cpu, mem});
+  }
+  return plan;
+}
+
+JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
+                      const std::vector<std::vector<tsdb::Bucket>>& answers) {
   JobUsage u;
-  u.gpus_allocated = static_cast<int64_t>(allocations.size());
+  u.gpus_allocated = static_cast<int64_t>(in.allocations.size());
   double sm_weighted = 0;
   uint64_t sm_count = 0;
   int64_t last_active_end = 0;
   int64_t last_sampled_end = 0;
-  for (const store::GpuAllocation& a : allocations) {
-    Window w = AllocationWindow(job, a, now_ms);
-    if (w.to_ms <= w.from_ms)
-      continue;
+  for (const UsagePlan::Gpu& gpu : plan.gpus) {
+    const Window& w = gpu.window;
     u.allocated_gpu_hours += (w.to_ms - w.from_ms) / kMsPerHour;
-    tsdb::SeriesKey sm{job.compute_id, a.host, a.gpu_uuid, "gpu.sm_util"};
-    EXPANSE_ASSIGN_OR_RETURN(auto sm_buckets, tsdb.Query(sm, w.from_ms, w.to_ms, buckets));
+    const std::vector<tsdb::Bucket>& sm_buckets = answers[gpu.sm];
     // Idle time is the allocated time times the share of sampled buckets without activity;
     // buckets without samples say nothing either way.
     bool active = false;
@@ -62,9 +108,7 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
     }
     if (active)
       ++u.gpus_active;
-    tsdb::SeriesKey mem{job.compute_id, a.host, a.gpu_uuid, "gpu.mem_used_mib"};
-    EXPANSE_ASSIGN_OR_RETURN(auto mem_buckets, tsdb.Query(mem, w.from_ms, w.to_ms, 1));
-    for (const auto& b : mem_buckets)
+    for (const auto& b : answers[gpu.mem])
       u.gpu_mem_peak_mib = std::max(u.gpu_mem_peak_mib, b.max);
   }
   if (sm_count > 0)
@@ -72,38 +116,105 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
   if (last_active_end > 0)
     u.idle_tail_ms = std::max<int64_t>(0, last_sampled_end - last_active_end);
 
-  // CPU and memory from the job's cgroup series on each of its hosts ("job/<id>" devices).
-  if (job.start_ms != 0) {
-    int64_t to = job.end_ms != 0 ? job.end_ms : now_ms;
-    std::string device = "job/" + job.job_id;
-    double cores = 0;
-    double mem_peak = 0;  // sum of per-host peaks: an upper bound of the job's peak
-    bool has_cpu = false;
-    bool has_mem = false;
-    for (const std::string& host : hosts) {
-      if (to <= job.start_ms)
-        break;
-      EXPANSE_ASSIGN_OR_RETURN(
-          auto cpu,
-          tsdb.Query({job.compute_id, host, device, "job.cpu_used_cores"}, job.start_ms, to, 1));
-      for (const auto& b : cpu) {
-        cores += b.mean;
-        has_cpu = true;
-      }
-      EXPANSE_ASSIGN_OR_RETURN(
-          auto mem,
-          tsdb.Query({job.compute_id, host, device, "job.mem_used_mib"}, job.start_ms, to, 1));
-      for (const auto& b : mem) {
-        mem_peak += b.max;
-        has_mem = true;
-      }
+  double cores = 0;
+  double mem_peak = 0;  // sum of per-host peaks: an upper bound of the job's peak
+  bool has_cpu = false;
+  bool has_mem = false;
+  for (const UsagePlan::Host& host : plan.hosts) {
+    for (const auto& b : answers[host.cpu]) {
+      cores += b.mean;
+      has_cpu = true;
     }
-    if (has_cpu && job.req_cpus > 0)
-      u.cpu_efficiency = cores / job.req_cpus;
-    if (has_mem && job.req_mem_mib > 0)
-      u.mem_efficiency = mem_peak / job.req_mem_mib;
+    for (const auto& b : answers[host.mem]) {
+      mem_peak += b.max;
+      has_mem = true;
+    }
   }
+  if (has_cpu && in.job.req_cpus > 0)
+    u.cpu_efficiency = cores / in.job.req_cpus;
+  if (has_mem && in.job.req_mem_mib > 0)
+    u.mem_efficiency = mem_peak / in.job.req_mem_mib;
   return u;
+}
+
+// The allocations (or events) of `job_id` in a batch read's answer; none when it has no entry.
+template <typename Rows>
+const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& job_id) {
+  static const typename Rows::mapped_type kNone;
+  const auto it = by_job.find(job_id);
+  return it == by_job.end() ? kNone : it->second;
+}
+
+}  // namespace
+
+Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+                                 const std::vector<store::GpuAllocation>& allocations,
+                                 const std::vector<std::string>& hosts, int64_t now_ms,
+                                 int buckets) {
+  const JobUsageInput in{job, allocations, hosts};
+  std::vector<tsdb::SeriesQuery> queries;
+  const UsagePlan plan = PlanJobUsage(in, now_ms, buckets, queries);
+  std::vector<std::vector<tsdb::Bucket>> answers;
+  for (const tsdb::SeriesQuery& q : queries) {
+    EXPANSE_ASSIGN_OR_RETURN(auto buckets_of_q, tsdb.Query(q.key, q.from_ms, q.to_ms, q.points));
+    answers.push_back(std::move(buckets_of_q));
+  }
+  return FoldJobUsage(in, plan, answers);
+}
+
+Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::Tsdb& tsdb,
+                                               const std::vector<JobUsageInput>& jobs,
+                                               int64_t now_ms, int buckets) {
+  std::vector<tsdb::SeriesQuery> queries;
+  std::vector<UsagePlan> plans;
+  plans.reserve(jobs.size());
+  for (const JobUsageInput& in : jobs)
+    plans.push_back(PlanJobUsage(in, now_ms, buckets, queries));
+  EXPANSE_ASSIGN_OR_RETURN(const auto answers, tsdb.QueryMany(queries));
+  std::vector<JobUsage> usages;
+  usages.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i)
+    usages.push_back(FoldJobUsage(jobs[i], plans[i], answers));
+  return usages;
+}
+
+std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& allocations,
+                                  const std::vector<store::JobNodeEvent>& events) {
+  std::set<std::string> hosts;
+  for (const auto& a : allocations)
+    hosts.insert(a.host);
+  for (const auto& e : events)
+    hosts.insert(e.host);
+  return std::vector<std::string>(hosts.begin(), hosts.end());
+}
+
+Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::Tsdb& tsdb,
+                                                const std::vector<store::JobRecord>& page,
+                                                int64_t now_ms) {
+  // A page may hold jobs of several computes: the batch reads are per compute.
+  std::map<std::string, std::vector<std::string>, std::less<>> ids_by_compute;
+  for (const store::JobRecord& job : page)
+    ids_by_compute[job.compute_id].push_back(job.job_id);
+  std::map<std::string, store::GpuAllocationsByJob, std::less<>> allocations;
+  std::map<std::string, store::NodeEventsByJob, std::less<>> events;
+  for (const auto& [compute_id, ids] : ids_by_compute) {
+    EXPANSE_ASSIGN_OR_RETURN(allocations[compute_id], store.GpuAllocationsFor(compute_id, ids));
+    EXPANSE_ASSIGN_OR_RETURN(events[compute_id], store.NodeEventsFor(compute_id, ids));
+  }
+  // Sized once: `inputs` refers to the hosts in place.
+  std::vector<JobWithUsage> out(page.size());
+  std::vector<JobUsageInput> inputs;
+  inputs.reserve(page.size());
+  for (size_t i = 0; i < page.size(); ++i) {
+    const store::JobRecord& job = page[i];
+    const auto& job_allocations = RowsOf(allocations[job.compute_id], job.job_id);
+    out[i].hosts = JobHosts(job_allocations, RowsOf(events[job.compute_id], job.job_id));
+    inputs.push_back({job, job_allocations, out[i].hosts});
+  }
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<JobUsage> usages, ComputeJobUsages(tsdb, inputs, now_ms));
+  for (size_t i = 0; i < page.size(); ++i)
+    out[i].usage = usages[i];
+  return out;
 }
 
 }  // namespace expanse::server

@@ -14,7 +14,8 @@
 
 namespace expanse::server {
 
-// A GPU counts as active in a bucket when its SM utilisation peak exceeds this (percent).
+// A GPU counts as active in a bucket when its utilisation (gpu.sm_util: the share of time a
+// kernel ran, from NVML) peaks above this (percent).
 inline constexpr double kActiveSmPercent = 1.0;
 
 struct JobUsage {
@@ -37,11 +38,43 @@ struct JobUsage {
 };
 
 // `hosts`: where the job ran (from its node events and allocations). `now_ms` closes the
-// window of a running job. `buckets` bounds the work per series.
+// window of a running job. `buckets` bounds the work per series. Asks the telemetry store one
+// question at a time; for many jobs at once, ComputeJobUsages.
 Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
                                  const std::vector<store::GpuAllocation>& allocations,
                                  const std::vector<std::string>& hosts, int64_t now_ms,
                                  int buckets = 120);
+
+// One job of ComputeJobUsages: ComputeJobUsage's arguments, which must outlive the call.
+struct JobUsageInput {
+  const store::JobRecord& job;
+  const std::vector<store::GpuAllocation>& allocations;
+  const std::vector<std::string>& hosts;
+};
+
+// ComputeJobUsage of each job, the same values, from one Tsdb::QueryMany: a page of the job list
+// asks two questions per GPU and two per host, hundreds in all.
+Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::Tsdb& tsdb,
+                                               const std::vector<JobUsageInput>& jobs,
+                                               int64_t now_ms, int buckets = 120);
+
+// Where a job ran: the hosts of its GPU allocations and of its Prolog/Epilog events, sorted,
+// each once.
+std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& allocations,
+                                  const std::vector<store::JobNodeEvent>& events);
+
+// What the job list shows of a job besides its record.
+struct JobWithUsage {
+  std::vector<std::string> hosts;
+  JobUsage usage;
+};
+
+// JobHosts and usage of each job of a page (of any computes), in page order: two store reads
+// per compute of the page and one QueryMany, where a read of each per job and four telemetry
+// queries per GPU and host added up to hundreds of lock acquisitions and SQLite statements.
+Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::Tsdb& tsdb,
+                                                const std::vector<store::JobRecord>& page,
+                                                int64_t now_ms);
 
 }  // namespace expanse::server
 

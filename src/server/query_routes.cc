@@ -1,7 +1,6 @@
 // The query API: jobs with requested versus used, one job's per-GPU timelines, nodes and GPUs.
-#include <algorithm>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "http/error.h"
 #include "server/job_usage.h"
@@ -50,26 +49,11 @@ json JobJson(const store::JobRecord& j) {
             {"time_limit_s", j.time_limit_s}}}};
 }
 
-// Hosts the job ran on, from its Prolog/Epilog events and GPU allocations.
-Result<std::vector<std::string>> JobHosts(store::JobStore& jobs, const store::JobRecord& job,
-                                          const std::vector<store::GpuAllocation>& allocations) {
-  std::set<std::string> hosts;
-  for (const auto& a : allocations)
-    hosts.insert(a.host);
-  EXPANSE_ASSIGN_OR_RETURN(auto events, jobs.NodeEvents(job.compute_id, job.job_id));
-  for (const auto& e : events)
-    hosts.insert(e.host);
-  return std::vector<std::string>(hosts.begin(), hosts.end());
-}
-
-Result<json> JobWithUsage(RouteContext& ctx, const store::JobRecord& job) {
-  EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx.jobs->GpuAllocations(job.compute_id, job.job_id));
-  EXPANSE_ASSIGN_OR_RETURN(auto hosts, JobHosts(*ctx.jobs, job, allocations));
-  EXPANSE_ASSIGN_OR_RETURN(JobUsage usage,
-                           ComputeJobUsage(*ctx.tsdb, job, allocations, hosts, ctx.clock.NowMs()));
+// A job as the job list and the job page show it: its record, usage and hosts.
+json JobWithUsageJson(const store::JobRecord& job, const JobWithUsage& details) {
   json out = JobJson(job);
-  out["used"] = UsageJson(usage);
-  out["hosts"] = hosts;
+  out["used"] = UsageJson(details.usage);
+  out["hosts"] = details.hosts;
   return out;
 }
 
@@ -103,11 +87,11 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
       f.limit = static_cast<int>(limit);
       f.offset = static_cast<int>(offset);
       EXPANSE_ASSIGN_OR_RETURN(auto jobs, ctx->jobs->ListJobs(f));
+      EXPANSE_ASSIGN_OR_RETURN(auto details,
+                               JobsWithUsage(*ctx->jobs, *ctx->tsdb, jobs, ctx->clock.NowMs()));
       json list = json::array();
-      for (const auto& j : jobs) {
-        EXPANSE_ASSIGN_OR_RETURN(json item, JobWithUsage(*ctx, j));
-        list.push_back(std::move(item));
-      }
+      for (size_t i = 0; i < jobs.size(); ++i)
+        list.push_back(JobWithUsageJson(jobs[i], details[i]));
       return json{{"jobs", list}};
     });
   });
@@ -116,9 +100,12 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
       EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
-      EXPANSE_ASSIGN_OR_RETURN(json out, JobWithUsage(*ctx, job));
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
+      JobWithUsage details{JobHosts(allocations, events), {}};
+      EXPANSE_ASSIGN_OR_RETURN(details.usage, ComputeJobUsage(*ctx->tsdb, job, allocations,
+                                                              details.hosts, ctx->clock.NowMs()));
+      json out = JobWithUsageJson(job, details);
       json gpus = json::array();
       for (const auto& a : allocations) {
         gpus.push_back({{"host", a.host},
@@ -154,11 +141,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
         // A job's own series (cgroup CPU and memory, GPU memory of its processes) are kept per
         // host under the device "job/<job id>": one entry per host the job ran on.
         EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
-        std::set<std::string> hosts;
-        for (const auto& a : allocations)
-          hosts.insert(a.host);
-        for (const auto& e : events)
-          hosts.insert(e.host);
+        const std::vector<std::string> hosts = JobHosts(allocations, events);
         const std::string device = "job/" + job.job_id;
         for (const std::string& host : hosts) {
           EXPANSE_ASSIGN_OR_RETURN(auto buckets,

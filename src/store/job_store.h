@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,10 @@ struct StackTotal {
   int64_t gpu_idle_count = 0;  // the part of count sampled while the job's GPUs were idle
 };
 
+// Keyed by job id: the batch reads of one compute's jobs.
+using NodeEventsByJob = std::map<std::string, std::vector<JobNodeEvent>>;
+using GpuAllocationsByJob = std::map<std::string, std::vector<GpuAllocation>>;
+
 struct JobFilter {
   std::vector<std::string> compute_ids;  // required: the computes the caller may see
   std::vector<std::string> states;       // empty = any
@@ -145,6 +150,13 @@ class JobStore {
   // By host, then GPU index. Empty when none were reported.
   virtual Result<std::vector<GpuAllocation>> GpuAllocations(std::string_view compute_id,
                                                             std::string_view job_id) = 0;
+  // NodeEvents and GpuAllocations of many jobs of one compute at once (a page of the job
+  // list), each job's list in the same order as there: one read, where a call per job costs a
+  // transaction and a query each. Jobs without rows have no entry; a repeated id counts once.
+  virtual Result<NodeEventsByJob> NodeEventsFor(std::string_view compute_id,
+                                                const std::vector<std::string>& job_ids) = 0;
+  virtual Result<GpuAllocationsByJob> GpuAllocationsFor(
+      std::string_view compute_id, const std::vector<std::string>& job_ids) = 0;
   // The allocations on one host overlapping [from_ms, to_ms): which job held which GPU when.
   // 0 = open bound, as in JobFilter; an allocation with to_ms 0 overlaps everything after its
   // from_ms. Oldest from_ms first.

@@ -210,10 +210,21 @@ CREATE TABLE job_stacks (
 CREATE INDEX job_stacks_by_job_window ON job_stacks (compute_id, job_id, window_start_ms);
 )sql";
 
-constexpr std::array<Migration, 3> kMigrations = {{
+// The job list's order (ListJobs: newest start first, pending jobs by submit time, then job id)
+// as an index, so that a page is read in order instead of sorting every job of the compute.
+// VIRTUAL because ALTER TABLE cannot add a STORED column; the index stores the value, and SQLite
+// keeps both in step with start_ms and submit_ms on every write.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE jobs ADD COLUMN sort_ms INTEGER
+  GENERATED ALWAYS AS (CASE WHEN start_ms = 0 THEN submit_ms ELSE start_ms END) VIRTUAL;
+CREATE INDEX jobs_by_compute_sort ON jobs (compute_id, sort_ms DESC, job_id);
+)sql";
+
+constexpr std::array<Migration, 4> kMigrations = {{
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
+    {4, kSchemaV4},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

@@ -77,6 +77,10 @@ class SqliteStore final : public Store, public JobStore {
                                                std::string_view job_id) override;
   Result<std::vector<GpuAllocation>> GpuAllocations(std::string_view compute_id,
                                                     std::string_view job_id) override;
+  Result<NodeEventsByJob> NodeEventsFor(std::string_view compute_id,
+                                        const std::vector<std::string>& job_ids) override;
+  Result<GpuAllocationsByJob> GpuAllocationsFor(std::string_view compute_id,
+                                                const std::vector<std::string>& job_ids) override;
   Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                         std::string_view host, int64_t from_ms,
                                                         int64_t to_ms) override;

@@ -1,6 +1,13 @@
 // SqliteStore as a JobStore: what happened on each node of a job, the Prolog/Epilog events
 // and the GPUs it held.
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <map>
+#include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "store/job_validation.h"
@@ -21,6 +28,67 @@ Result<std::vector<Row>> ReadAll(Statement& rows, Reader read) {
     }
     all.push_back(read(rows));
   }
+}
+
+// Ids per IN list: far below SQLite's limit on bound parameters (999 before 3.32), and a page
+// of the job list (at most 1000 jobs) takes two statements.
+constexpr std::size_t kMaxIdsPerStatement = 500;
+
+// The ids of a batch read, each once.
+Result<std::vector<std::string_view>> DistinctJobIds(std::string_view where,
+                                                     std::string_view compute_id,
+                                                     const std::vector<std::string>& job_ids) {
+  std::set<std::string_view> distinct;
+  for (const std::string& job_id : job_ids) {
+    EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobKey(where, compute_id, job_id));
+    distinct.insert(job_id);
+  }
+  return std::vector<std::string_view>(distinct.begin(), distinct.end());
+}
+
+// "?2, ?3, ...": `slots` placeholders after the compute id's ?1.
+std::string IdPlaceholders(std::size_t slots) {
+  std::string text;
+  for (std::size_t i = 0; i < slots; ++i) {
+    text += i == 0 ? "?" : ", ?";
+    text += std::to_string(i + 2);
+  }
+  return text;
+}
+
+// Placeholders for `ids` ids: rounded up to a power of two (the last id is bound again in the
+// spare ones, which IN ignores), so that a handful of SQL texts serve every page size and stay
+// in the connection's statement cache.
+std::size_t IdSlots(std::size_t ids) {
+  return std::min(std::bit_ceil(std::max<std::size_t>(ids, 8)), kMaxIdsPerStatement);
+}
+
+// Every row of `table` whose job is one of `job_ids`, read by `read` and grouped by job id.
+// `order` sorts the rows of one job; all in IN lists of bound ids, never in the SQL text.
+template <typename Row, typename Reader>
+Result<std::map<std::string, std::vector<Row>>> ReadByJob(
+    Connection& db, std::string_view columns, std::string_view table, std::string_view order,
+    std::string_view compute_id, const std::vector<std::string_view>& job_ids, Reader read) {
+  std::map<std::string, std::vector<Row>> by_job;
+  for (std::size_t first = 0; first < job_ids.size(); first += kMaxIdsPerStatement) {
+    const std::size_t count = std::min(kMaxIdsPerStatement, job_ids.size() - first);
+    const std::size_t slots = IdSlots(count);
+    const std::string rest = std::string(table) + " WHERE compute_id = ?1 AND job_id IN (" +
+                             IdPlaceholders(slots) + ") ORDER BY job_id, " + std::string(order);
+    EXPANSE_ASSIGN_OR_RETURN(Statement rows, db.Prepare(SelectSql(columns, rest)));
+    EXPANSE_RETURN_IF_ERROR(rows.Bind(1, compute_id));
+    for (std::size_t slot = 0; slot < slots; ++slot) {
+      const std::string_view id = job_ids[first + std::min(slot, count - 1)];
+      EXPANSE_RETURN_IF_ERROR(rows.Bind(static_cast<int>(slot) + 2, id));
+    }
+    // Rows come grouped by job and in `order` within a job, and a job is in one slice only.
+    EXPANSE_ASSIGN_OR_RETURN(std::vector<Row> all, ReadAll<Row>(rows, read));
+    for (Row& row : all) {
+      std::vector<Row>& of_job = by_job[row.job_id];
+      of_job.push_back(std::move(row));
+    }
+  }
+  return by_job;
 }
 
 }  // namespace
@@ -116,6 +184,29 @@ Result<std::vector<GpuAllocation>> SqliteStore::GpuAllocations(std::string_view 
                                             "ORDER BY host, gpu_index, gpu_uuid"),
                                   compute_id, job_id));
     return ReadAll<GpuAllocation>(rows, ReadGpuAllocation);
+  });
+}
+
+Result<NodeEventsByJob> SqliteStore::NodeEventsFor(std::string_view compute_id,
+                                                   const std::vector<std::string>& job_ids) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string_view> ids,
+                           DistinctJobIds("node events", compute_id, job_ids));
+  return Transact(Access::kRead, [&]() -> Result<NodeEventsByJob> {
+    EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
+    return ReadByJob<JobNodeEvent>(db_, kJobNodeEventColumns, "job_node_events",
+                                   "at_ms, host, kind DESC", compute_id, ids, ReadJobNodeEvent);
+  });
+}
+
+Result<GpuAllocationsByJob> SqliteStore::GpuAllocationsFor(
+    std::string_view compute_id, const std::vector<std::string>& job_ids) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string_view> ids,
+                           DistinctJobIds("GPU allocations", compute_id, job_ids));
+  return Transact(Access::kRead, [&]() -> Result<GpuAllocationsByJob> {
+    EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
+    return ReadByJob<GpuAllocation>(db_, kGpuAllocationColumns, "gpu_allocations",
+                                    "host, gpu_index, gpu_uuid", compute_id, ids,
+                                    ReadGpuAllocation);
   });
 }
 

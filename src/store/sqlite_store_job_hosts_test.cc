@@ -1,4 +1,5 @@
 // SqliteStore as a JobStore: per-node Prolog/Epilog events and GPU allocations.
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,110 @@ TEST_P(JobHostsTest, BadAllocationsAreRefusedAndTheBatchChangesNothing) {
             InvalidArgumentError("host GPU allocations: host is empty"));
   EXPECT_EQ(jobs().HostGpuAllocations("cmp_zz", "gpu01", 0, 0).status(),
             NotFoundError("compute cmp_zz not found"));
+}
+
+// Every field of an event or allocation, for comparing the batch reads with the per-job ones.
+std::string Fields(const JobNodeEvent& e) {
+  return e.compute_id + "|" + e.job_id + "|" + e.host + "|" + e.kind + "|" +
+         std::to_string(e.at_ms);
+}
+std::string Fields(const GpuAllocation& a) {
+  return a.compute_id + "|" + a.job_id + "|" + a.host + "|" + a.gpu_uuid + "|" +
+         std::to_string(a.gpu_index) + "|" + std::to_string(a.gpu_minor) + "|" +
+         std::to_string(a.from_ms) + "|" + std::to_string(a.to_ms);
+}
+template <typename Row>
+std::vector<std::string> AllFields(const std::vector<Row>& rows) {
+  std::vector<std::string> fields;
+  for (const Row& row : rows)
+    fields.push_back(Fields(row));
+  return fields;
+}
+
+TEST_P(JobHostsTest, BatchReadsGiveEachJobWhatTheSingleReadsGive) {
+  MakeCompute("cmp_b");
+  // Quotes and IN-list punctuation in an id are bound like any other byte.
+  const std::string kOddId = "7') OR ('1'='1, %";
+  ASSERT_TRUE(
+      jobs()
+          .AddNodeEvents(
+              {Event("1", "gpu02", "start", kNow + 5), Event("1", "gpu01", "end", kNow + 9),
+               Event("1", "gpu01", "start", kNow + 5), Event("2", "gpu03", "start", kNow),
+               Event(kOddId, "gpu04", "start", kNow), Event("1", "gpu09", "start", kNow, "cmp_b")})
+          .ok());
+  GpuAllocation other_compute = Allocation("1", "GPU-x", kNow);
+  other_compute.compute_id = "cmp_b";
+  Put({Allocation("1", "GPU-b", kNow, 0, 1, "gpu02"), Allocation("1", "GPU-c", kNow, kNow + 5, 1),
+       Allocation("1", "GPU-a", kNow, 0, 0), Allocation("3", "GPU-d", kNow, 0, -1),
+       Allocation(kOddId, "GPU-e", kNow), other_compute});
+  // "4" has no rows at all; "1" is asked for twice.
+  const std::vector<std::string> ids = {"3", "1", kOddId, "2", "4", "1"};
+  const Result<NodeEventsByJob> events = jobs().NodeEventsFor("cmp_a", ids);
+  const Result<GpuAllocationsByJob> allocations = jobs().GpuAllocationsFor("cmp_a", ids);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_TRUE(allocations.ok()) << allocations.status();
+  EXPECT_EQ(events->size(), 3u);
+  EXPECT_EQ(allocations->size(), 3u);
+  for (const std::string& id : ids) {
+    const auto single_events = jobs().NodeEvents("cmp_a", id);
+    const auto single_allocations = jobs().GpuAllocations("cmp_a", id);
+    ASSERT_TRUE(single_events.ok() && single_allocations.ok());
+    const auto e = events->find(id);
+    const auto a = allocations->find(id);
+    EXPECT_EQ(e == events->end() ? std::vector<std::string>{} : AllFields(e->second),
+              AllFields(*single_events))
+        << id;
+    EXPECT_EQ(a == allocations->end() ? std::vector<std::string>{} : AllFields(a->second),
+              AllFields(*single_allocations))
+        << id;
+  }
+  EXPECT_THAT(AllFields(events->at("1")),
+              ElementsAre(Fields(Event("1", "gpu01", "start", kNow + 5)),
+                          Fields(Event("1", "gpu02", "start", kNow + 5)),
+                          Fields(Event("1", "gpu01", "end", kNow + 9))));
+}
+
+TEST_P(JobHostsTest, BatchReadsOfManyJobsTakeSeveralStatements) {
+  // More than two IN lists' worth (500 ids each), and a count that is no power of two.
+  constexpr int kJobs = 1203;
+  std::vector<std::string> ids;
+  std::vector<GpuAllocation> allocations;
+  std::vector<JobNodeEvent> events;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string id = std::to_string(i);
+    ids.push_back(id);
+    allocations.push_back(Allocation(id, "GPU-" + id, kNow + i));
+    events.push_back(Event(id, "gpu01", "start", kNow + i));
+  }
+  Put(allocations);
+  ASSERT_TRUE(jobs().AddNodeEvents(events).ok());
+  for (std::size_t asked : {std::size_t{1}, std::size_t{9}, std::size_t{500}, ids.size()}) {
+    const std::vector<std::string> some(ids.begin(), ids.begin() + static_cast<long>(asked));
+    const Result<GpuAllocationsByJob> by_job = jobs().GpuAllocationsFor("cmp_a", some);
+    const Result<NodeEventsByJob> events_by_job = jobs().NodeEventsFor("cmp_a", some);
+    ASSERT_TRUE(by_job.ok()) << by_job.status();
+    ASSERT_TRUE(events_by_job.ok()) << events_by_job.status();
+    ASSERT_EQ(by_job->size(), asked);
+    ASSERT_EQ(events_by_job->size(), asked);
+    for (std::size_t i = 0; i < asked; ++i) {
+      ASSERT_THAT(AllFields(by_job->at(ids[i])), ElementsAre(Fields(allocations[i])));
+      ASSERT_THAT(AllFields(events_by_job->at(ids[i])), ElementsAre(Fields(events[i])));
+    }
+  }
+}
+
+TEST_P(JobHostsTest, BatchReadsCheckTheirArguments) {
+  EXPECT_TRUE(jobs().GpuAllocationsFor("cmp_a", {}).value().empty());
+  EXPECT_TRUE(jobs().NodeEventsFor("cmp_a", {}).value().empty());
+  EXPECT_EQ(jobs().GpuAllocationsFor("cmp_a", {"1", ""}).status(),
+            InvalidArgumentError("GPU allocations: job_id is empty"));
+  EXPECT_EQ(jobs().NodeEventsFor("", {"1"}).status(),
+            InvalidArgumentError("node events: compute_id is empty"));
+  EXPECT_EQ(jobs().NodeEventsFor("cmp_a", {std::string(65, '9')}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().GpuAllocationsFor("cmp_zz", {"1"}).status(),
+            NotFoundError("compute cmp_zz not found"));
+  EXPECT_EQ(jobs().NodeEventsFor("cmp_zz", {}).status(), NotFoundError("compute cmp_zz not found"));
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // SqliteStore as a JobStore: job records, the job list query, and the migration that added
 // them. Node events and GPU allocations are tested in sqlite_store_job_hosts_test.cc.
+#include <algorithm>
+#include <map>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -255,6 +259,70 @@ TEST_P(JobsTest, Pagination) {
   EXPECT_EQ(Listed(page).size(), 6U);
 }
 
+// The list order spelled out: start (submit for a job not started) descending, then job id and
+// compute id in byte order.
+std::vector<std::string> ExpectedOrder(std::vector<JobRecord> records) {
+  const auto sort_ms = [](const JobRecord& j) {
+    return j.start_ms != 0 ? j.start_ms : j.submit_ms;
+  };
+  std::sort(records.begin(), records.end(), [&](const JobRecord& a, const JobRecord& b) {
+    if (sort_ms(a) != sort_ms(b))
+      return sort_ms(a) > sort_ms(b);
+    return std::tie(a.job_id, a.compute_id) < std::tie(b.job_id, b.compute_id);
+  });
+  std::vector<std::string> keys;
+  for (const JobRecord& job : records)
+    keys.push_back(job.compute_id + "/" + job.job_id);
+  return keys;
+}
+
+// Pages of random jobs (pending and started, with ties in time and in job id across computes)
+// against the order spelled out, for few computes (one ordered read per compute, merged) and
+// many (one sort).
+TEST_P(JobsTest, PagesFollowTheListOrderForFewAndManyComputes) {
+  for (const int computes : {1, 3, 40}) {
+    std::vector<std::string> ids;
+    for (int c = 0; c < computes; ++c) {
+      ids.push_back("cmp_p" + std::to_string(computes) + "_" + std::to_string(c));
+      MakeCompute(ids.back());
+    }
+    std::mt19937 random(static_cast<unsigned>(computes));
+    std::vector<JobRecord> records;
+    for (int i = 0; i < 400; ++i) {
+      const std::string compute = ids[random() % ids.size()];
+      const int64_t start = random() % 4 == 0 ? 0 : kNow + static_cast<int64_t>(random() % 50);
+      JobRecord job = Job(compute, std::to_string(random() % 300), start);
+      job.submit_ms = kNow + static_cast<int64_t>(random() % 50) - 10;
+      job.user = random() % 2 == 0 ? "alice" : "bob";
+      records.push_back(job);
+    }
+    Upsert(records);
+    // Upserts of one key keep the last record.
+    std::map<std::pair<std::string, std::string>, JobRecord> stored;
+    for (const JobRecord& job : records)
+      stored[{job.compute_id, job.job_id}] = job;
+    std::vector<JobRecord> all, bobs;
+    for (const auto& [key, job] : stored) {
+      all.push_back(job);
+      if (job.user == "bob")
+        bobs.push_back(job);
+    }
+    for (const bool only_bob : {false, true}) {
+      const std::vector<std::string> expected = ExpectedOrder(only_bob ? bobs : all);
+      JobFilter page = FilterOf(ids);
+      page.user = only_bob ? "bob" : "";
+      page.limit = 37;
+      std::vector<std::string> listed;
+      for (page.offset = 0; page.offset < static_cast<int>(expected.size()) + 37;
+           page.offset += page.limit) {
+        for (std::string& key : Listed(page))
+          listed.push_back(std::move(key));
+      }
+      EXPECT_EQ(listed, expected) << computes << " computes, only bob: " << only_bob;
+    }
+  }
+}
+
 TEST_P(JobsTest, ListJobsRefusesBadFilters) {
   JobFilter filter = FilterOf();
   filter.limit = 0;
@@ -390,7 +458,75 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   ASSERT_TRUE(versions.ok()) << versions.status();
   const Result<bool> has_row = versions->Step();
   ASSERT_TRUE(has_row.ok() && *has_row) << has_row.status();
-  EXPECT_EQ(versions->ColumnText(0), "1,2,3");
+  EXPECT_EQ(versions->ColumnText(0), "1,2,3,4");
+}
+
+// A database at schema version 3 with jobs in it: version 4 indexes the list order, and the
+// list is the same as before.
+TEST(JobsMigrationTest, VersionThreeJobsAreListedInOrderAfterTheUpgrade) {
+  const store_testing::TempDir dir;
+  const std::string path = dir.path() + "/store.db";
+  {
+    Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(db->ExecuteScript(sqlite_internal::Migrations()[i].sql).ok());
+    ASSERT_TRUE(db->ExecuteScript(
+                      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                      "applied_at_ms INTEGER NOT NULL) STRICT; "
+                      "INSERT INTO schema_migrations VALUES (1, 1), (2, 1), (3, 1); "
+                      "INSERT INTO organizations (slug, name, created_at_ms) "
+                      "VALUES ('acme', 'Acme', 5); "
+                      "INSERT INTO computes (id, org_id, name, type, state, created_at_ms, "
+                      "created_by_user, pinned_daemon_version, control_plane_url, data_plane_url) "
+                      "VALUES ('cmp_old', 1, 'old', 'slurm', 'active', 5, 0, '0.1.0', 'c', 'd'); "
+                      "INSERT INTO jobs VALUES "
+                      "('cmp_old', 'started', '', '', '', '', 'RUNNING', '', 10, 30, 0, 0, 0, 0, "
+                      "0, 0, 1), "
+                      "('cmp_old', 'pending', '', '', '', '', 'PENDING', '', 40, 0, 0, 0, 0, 0, "
+                      "0, 0, 1), "
+                      "('cmp_old', 'early', '', '', '', '', 'COMPLETED', '', 1, 20, 25, 0, 0, 0, "
+                      "0, 0, 1)")
+                    .ok());
+  }
+  SqliteStoreOptions options;
+  options.path = path;
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  JobFilter filter;
+  filter.compute_ids = {"cmp_old"};
+  const auto listed_ids = [&]() {
+    const Result<std::vector<JobRecord>> listed = (*store)->Jobs().ListJobs(filter);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    std::vector<std::string> ids;
+    for (const JobRecord& job : listed.ok() ? *listed : std::vector<JobRecord>{})
+      ids.push_back(job.job_id);
+    return ids;
+  };
+  EXPECT_THAT(listed_ids(), ElementsAre("pending", "started", "early"));
+  // A job that starts moves in the list: the generated column follows start_ms.
+  JobRecord started = Job("cmp_old", "pending", 50);
+  started.submit_ms = 40;
+  ASSERT_TRUE((*store)->Jobs().UpsertJobs({started}).ok());
+  EXPECT_THAT(listed_ids(), ElementsAre("pending", "started", "early"));
+  started = Job("cmp_old", "pending", 25);
+  started.submit_ms = 20;
+  started.observed_ms = kNow + 1;
+  ASSERT_TRUE((*store)->Jobs().UpsertJobs({started}).ok());
+  EXPECT_THAT(listed_ids(), ElementsAre("started", "pending", "early"));
+
+  Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+  ASSERT_TRUE(db.ok()) << db.status();
+  Result<sqlite_internal::Statement> plan = db->Query(
+      "EXPLAIN QUERY PLAN SELECT rowid FROM jobs WHERE compute_id = ?1 "
+      "ORDER BY sort_ms DESC, job_id, compute_id LIMIT 10",
+      std::string_view("cmp_old"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string details;
+  while (plan->Step().value_or(false))
+    details += plan->ColumnText(3) + "\n";
+  EXPECT_THAT(details, ::testing::HasSubstr("jobs_by_compute_sort"));
+  EXPECT_THAT(details, ::testing::Not(::testing::HasSubstr("TEMP B-TREE")));
 }
 
 }  // namespace

@@ -5,14 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "tsdb/batch_windows.h"
 #include "tsdb/chunk_store_schema.h"
@@ -109,7 +112,12 @@ Status ChunkStore::Upgrade(const std::string& path) {
   return status;
 }
 
-ChunkStore::~ChunkStore() { sqlite3_close(db_); }
+ChunkStore::ChunkStore(sqlite3* db) : db_(db) {}
+
+ChunkStore::~ChunkStore() {
+  read_overlapping_.reset();  // an unfinalized statement keeps sqlite3_close from closing
+  sqlite3_close(db_);
+}
 
 Status ChunkStore::Exec(const char* sql) {
   char* error = nullptr;
@@ -347,6 +355,61 @@ Result<std::vector<std::string>> ChunkStore::ReadChunks(int64_t series_id, int64
     out.push_back(stmt.ColumnBlob(0));
   if (rc != SQLITE_DONE)
     return SqlError(db_, "read chunks");
+  return out;
+}
+
+Result<std::vector<StoredChunk>> ChunkStore::ReadChunksOverlapping(
+    int64_t series_id, std::vector<std::pair<int64_t, int64_t>> windows) {
+  if (!read_overlapping_) {
+    // ReadChunks' conditions, plus a lower bound on start_ms that lets the index range start
+    // at the window instead of at the series' first chunk (a GPU's series holds weeks of
+    // them): the chunks of a series never overlap in time, because a sample at or before the
+    // last sealed one is dropped (tsdb.h), so no chunk that starts before the last one starting
+    // at or before from_ms reaches from_ms.
+    read_overlapping_ = std::make_unique<Statement>(
+        db_,
+        "SELECT rowid, start_ms, end_ms, count, data FROM chunks "
+        "WHERE series_id = ?1 AND start_ms < ?2 AND end_ms >= ?3 AND start_ms >= coalesce("
+        "(SELECT start_ms FROM chunks WHERE series_id = ?1 AND start_ms <= ?3 "
+        "ORDER BY start_ms DESC LIMIT 1), ?3) "
+        "ORDER BY start_ms");
+    if (!read_overlapping_->ok()) {
+      read_overlapping_.reset();
+      return SqlError(db_, "read chunks");
+    }
+  }
+  Statement& stmt = *read_overlapping_;
+  // Overlapping or touching windows become one: a chunk meets their union exactly when it
+  // meets one of them.
+  std::sort(windows.begin(), windows.end());
+  std::vector<std::pair<int64_t, StoredChunk>> found;  // by rowid
+  for (size_t i = 0; i < windows.size();) {
+    auto [from_ms, to_ms] = windows[i];
+    for (++i; i < windows.size() && windows[i].first <= to_ms; ++i)
+      to_ms = std::max(to_ms, windows[i].second);
+    stmt.Int(1, series_id);
+    stmt.Int(2, to_ms);
+    stmt.Int(3, from_ms);
+    int rc;
+    while ((rc = stmt.Step()) == SQLITE_ROW) {
+      found.emplace_back(stmt.ColumnInt(0),
+                         StoredChunk{series_id, stmt.ColumnInt(1), stmt.ColumnInt(2),
+                                     static_cast<uint32_t>(stmt.ColumnInt(3)), stmt.ColumnBlob(4)});
+    }
+    stmt.Reset();
+    if (rc != SQLITE_DONE)
+      return SqlError(db_, "read chunks");
+  }
+  // A chunk that spans the gap between two windows came once for each. Ties in start_ms are in
+  // rowid order, as ReadChunks' index scan gives them.
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second.start_ms, a.first) < std::tie(b.second.start_ms, b.first);
+  });
+  std::vector<StoredChunk> out;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (i == 0 || found[i].first != found[i - 1].first)
+      out.push_back(std::move(found[i].second));
+  }
   return out;
 }
 

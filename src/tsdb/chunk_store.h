@@ -20,6 +20,8 @@ struct sqlite3;
 
 namespace expanse::tsdb {
 
+class Statement;
+
 struct StoredChunk {
   int64_t series_id = 0;
   int64_t start_ms = 0;
@@ -63,6 +65,12 @@ class ChunkStore {
   Status Write(const ChunkCommit& commit);
   // Chunks of the series that overlap [from_ms, to_ms), by start time.
   Result<std::vector<std::string>> ReadChunks(int64_t series_id, int64_t from_ms, int64_t to_ms);
+  // The chunks of the series that overlap any of `windows` ([from_ms, to_ms) each), each once,
+  // by start time: ReadChunks for many windows at once, without reading a chunk twice. Every
+  // call runs the one statement the store keeps prepared, once per run of overlapping windows.
+  // Relies on a series' chunks not overlapping in time (tsdb.h's ordering rule).
+  Result<std::vector<StoredChunk>> ReadChunksOverlapping(
+      int64_t series_id, std::vector<std::pair<int64_t, int64_t>> windows);
   // Drops chunks and open chunks whose last sample is before cutoff_ms, and batch ids
   // received before batch_cutoff_ms (sequence ids by window: once the window's newest member
   // is that old); returns the number of sealed chunks dropped.
@@ -78,7 +86,7 @@ class ChunkStore {
   Status Checkpoint() { return Exec("PRAGMA wal_checkpoint(TRUNCATE)"); }
 
  private:
-  explicit ChunkStore(sqlite3* db) : db_(db) {}
+  explicit ChunkStore(sqlite3* db);  // in the .cc, where Statement is complete
   Status Exec(const char* sql);
   Status LoadLabels();
   // Creates the tables of a new file or upgrades an older one, in one transaction.
@@ -97,6 +105,8 @@ class ChunkStore {
                        std::unordered_map<std::string, int64_t>& new_streams);
 
   sqlite3* db_;
+  // ReadChunksOverlapping's statement, prepared at its first call; finalized before db_ closes.
+  std::unique_ptr<Statement> read_overlapping_;
   std::unordered_map<std::string, int64_t> stream_ids_;  // committed batch_streams rows
   std::unordered_map<std::string, int64_t> label_ids_;   // committed labels rows
 };

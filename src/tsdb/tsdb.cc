@@ -609,6 +609,84 @@ Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, i
   return std::move(sampler).Finish();
 }
 
+Result<std::vector<std::vector<Bucket>>> Tsdb::QueryMany(const std::vector<SeriesQuery>& queries) {
+  std::vector<Downsampler> samplers;
+  samplers.reserve(queries.size());
+  for (const SeriesQuery& q : queries) {
+    EXPANSE_ASSIGN_OR_RETURN(Downsampler sampler,
+                             Downsampler::Create(q.from_ms, q.to_ms, q.points));
+    samplers.push_back(std::move(sampler));
+  }
+  {
+    std::lock_guard lock(mu_);
+    // Grouped by series, in series id order: the chunk store's rows are in that order too.
+    std::map<int64_t, std::pair<const Series*, std::vector<size_t>>> by_series;
+    for (size_t i = 0; i < queries.size(); ++i) {
+      if (const Series* series = FindSeries(queries[i].key)) {
+        auto& [found, which] = by_series[series->id];
+        found = series;
+        which.push_back(i);
+      }
+    }
+    for (const auto& [id, group] : by_series)
+      EXPANSE_RETURN_IF_ERROR(FeedQueriesLocked(*group.first, queries, group.second, samplers));
+  }
+  std::vector<std::vector<Bucket>> answers;
+  answers.reserve(samplers.size());
+  for (Downsampler& sampler : samplers)
+    answers.push_back(std::move(sampler).Finish());
+  return answers;
+}
+
+// Mirrors Query: the same chunks for each query (persisted, then pending, then the open chunk)
+// under the same conditions and in the same order, so the buckets are the same to the bit.
+Status Tsdb::FeedQueriesLocked(const Series& series, const std::vector<SeriesQuery>& queries,
+                               const std::vector<size_t>& which,
+                               std::vector<Downsampler>& samplers) {
+  const auto feed_chunk = [&](int64_t start_ms, int64_t end_ms, std::string_view data) -> Status {
+    std::optional<std::vector<Sample>> samples;  // decoded for the first query that needs it
+    for (const size_t i : which) {
+      if (start_ms >= queries[i].to_ms || end_ms < queries[i].from_ms)
+        continue;
+      if (!samples) {
+        EXPANSE_ASSIGN_OR_RETURN(samples, DecodeChunk(data));
+      }
+      for (const Sample& s : *samples)
+        samplers[i].Add(s);
+    }
+    return OkStatus();
+  };
+  if (series.persisted) {
+    std::vector<std::pair<int64_t, int64_t>> windows;
+    for (const size_t i : which)
+      windows.emplace_back(queries[i].from_ms, queries[i].to_ms);
+    EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredChunk> chunks,
+                             store_->ReadChunksOverlapping(series.id, std::move(windows)));
+    for (const StoredChunk& chunk : chunks)
+      EXPANSE_RETURN_IF_ERROR(feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data));
+  }
+  for (const StoredChunk& chunk : series.pending)
+    EXPANSE_RETURN_IF_ERROR(feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data));
+  if (series.saved_count == 0) {
+    for (const size_t i : which) {
+      for (const Sample& s : series.head)
+        samplers[i].Add(s);
+    }
+    return OkStatus();
+  }
+  std::optional<std::vector<Sample>> open;  // decoded for the first query that needs it
+  for (const size_t i : which) {
+    if (series.saved_end_ms < queries[i].from_ms &&
+        (series.head.empty() || series.head.back().t_ms < queries[i].from_ms))
+      continue;
+    if (!open)
+      open = OpenSamples(series);
+    for (const Sample& s : *open)
+      samplers[i].Add(s);
+  }
+  return OkStatus();
+}
+
 Result<std::vector<SeriesKey>> Tsdb::ListSeries(std::string_view compute_id,
                                                 std::string_view host_prefix) {
   std::lock_guard lock(mu_);

@@ -42,6 +42,14 @@ namespace expanse::tsdb {
 inline constexpr int64_t kHourMs = 3'600'000;
 inline constexpr size_t kMaxBatchIdBytes = 256;
 
+// One question of Tsdb::QueryMany: Query's arguments.
+struct SeriesQuery {
+  SeriesKey key;
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  int points = 1;
+};
+
 struct TsdbOptions {
   std::string directory;  // created if missing; holds wal.log and chunks.sqlite
   int64_t chunk_span_ms = 2 * kHourMs;
@@ -110,6 +118,12 @@ class Tsdb {
   // Downsampled read of [from_ms, to_ms) into at most `points` buckets (downsample.h).
   Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
                                     int points);
+  // Query for each of `queries`: answer i is what Query(queries[i]) returns, bucket for
+  // bucket. For callers with many small questions (a page of the job list asks hundreds): one
+  // acquisition of the lock, one prepared statement for every chunk read, each series' chunks
+  // read once for all its queries and each chunk decoded once. The first invalid query fails
+  // the call with Query's error.
+  Result<std::vector<std::vector<Bucket>>> QueryMany(const std::vector<SeriesQuery>& queries);
   // Series of one compute whose host starts with host_prefix ("" matches all), sorted.
   Result<std::vector<SeriesKey>> ListSeries(std::string_view compute_id,
                                             std::string_view host_prefix);
@@ -150,6 +164,10 @@ class Tsdb {
   // Encodes the open chunk into `saved` and empties `head`.
   void SaveHeadLocked(Series& series);
   static std::vector<Sample> OpenSamples(const Series& series);
+  // QueryMany's work for one series: adds to samplers[i], for each i in `which` (queries of
+  // `series`), the samples Query would have added.
+  Status FeedQueriesLocked(const Series& series, const std::vector<SeriesQuery>& queries,
+                           const std::vector<size_t>& which, std::vector<Downsampler>& samplers);
   Status FlushLocked();
   // The background sync behind kReceived appends: syncs while received records are not
   // yet durable; started by the first such append, stopped by the destructor.

@@ -536,6 +536,116 @@ TEST_F(TsdbTest, DownsamplingMatchesBruteForceOnRandomData) {
   }
 }
 
+void ExpectSameBuckets(const std::vector<Tsdb::Bucket>& a, const std::vector<Tsdb::Bucket>& b,
+                       const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].start_ms, b[i].start_ms) << what << " bucket " << i;
+    EXPECT_EQ(a[i].end_ms, b[i].end_ms) << what << " bucket " << i;
+    // Bit for bit: the same samples, added in the same order.
+    EXPECT_EQ(a[i].min, b[i].min) << what << " bucket " << i;
+    EXPECT_EQ(a[i].max, b[i].max) << what << " bucket " << i;
+    EXPECT_EQ(a[i].mean, b[i].mean) << what << " bucket " << i;
+    EXPECT_EQ(a[i].last, b[i].last) << what << " bucket " << i;
+    EXPECT_EQ(a[i].count, b[i].count) << what << " bucket " << i;
+  }
+}
+
+// Random queries, overlapping and repeating on purpose, answered by QueryMany and by Query one
+// at a time.
+void ExpectQueryManyMatchesQuery(Tsdb& db, const std::vector<SeriesKey>& keys, int64_t end_ms,
+                                 std::mt19937_64& random) {
+  std::vector<SeriesQuery> queries;
+  for (int i = 0; i < 300; ++i) {
+    SeriesQuery q;
+    q.key = keys[random() % keys.size()];
+    if (i > 0 && random() % 4 == 0) {  // the same series again, around the last window
+      q = queries.back();
+      q.from_ms += static_cast<int64_t>(random() % 7'200'000) - 3'600'000;
+    } else {
+      q.from_ms = kT0 - 3'600'000 + static_cast<int64_t>(random() % (end_ms - kT0 + 7'200'000));
+    }
+    const int64_t lengths[] = {1, 60'000, 3'600'000, 7'200'000, 40 * 3'600'000};
+    q.to_ms = q.from_ms + 1 + static_cast<int64_t>(random() % lengths[random() % 5]);
+    q.points = random() % 3 == 0 ? 1 : 1 + static_cast<int>(random() % 150);
+    queries.push_back(q);
+  }
+  const Result<std::vector<std::vector<Tsdb::Bucket>>> many = db.QueryMany(queries);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->size(), queries.size());
+  EXPECT_GT(std::count_if(many->begin(), many->end(), [](const auto& b) { return !b.empty(); }),
+            100);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const SeriesQuery& q = queries[i];
+    const Result<std::vector<Tsdb::Bucket>> one = db.Query(q.key, q.from_ms, q.to_ms, q.points);
+    ASSERT_TRUE(one.ok()) << one.status();
+    ExpectSameBuckets((*many)[i], *one,
+                      q.key.host + "/" + q.key.metric + " [" + std::to_string(q.from_ms - kT0) +
+                          ", " + std::to_string(q.to_ms - kT0) + ") points " +
+                          std::to_string(q.points));
+  }
+}
+
+// Samples in every place a query reads them from: sealed chunks in the chunk store and not yet
+// flushed, open chunks saved by a flush, samples appended since (some out of order), and after
+// a reopen; series that span gaps of hours, and one that was never written.
+TEST_F(TsdbTest, QueryManyAnswersExactlyAsQueryOneByOne) {
+  std::mt19937_64 random(20261202);
+  std::vector<SeriesKey> keys;
+  for (const char* host : {"node01", "node02", "node03"}) {
+    for (const char* metric : {"gpu.sm_util", "gpu.mem_used_mib"})
+      keys.push_back({"c1", host, "GPU-0", metric});
+  }
+  keys.push_back({"c1", "node09", "GPU-9", "never.written"});
+  std::map<size_t, int64_t> last_ms;
+  int64_t end_ms = kT0;
+  auto db = OpenDb();
+  for (int round = 0; round < 60; ++round) {
+    Batch batch;
+    for (size_t k = 0; k + 1 < keys.size(); ++k) {
+      if (random() % 3 == 0)
+        continue;
+      int64_t t = last_ms.count(k) ? last_ms[k] : kT0;
+      if (random() % 10 == 0)
+        t += static_cast<int64_t>(random() % (5 * 3'600'000));  // a gap of hours
+      std::vector<Sample> samples;
+      const int n = 1 + static_cast<int>(random() % 400);
+      for (int i = 0; i < n; ++i) {
+        t += 1 + static_cast<int64_t>(random() % 60'000);
+        samples.push_back({t, static_cast<double>(random() % 10'000) / 7.0});
+      }
+      if (random() % 4 == 0)  // out of order, still after anything sealed
+        std::swap(samples.front(), samples.back());
+      last_ms[k] = t;
+      end_ms = std::max(end_ms, t);
+      batch.emplace_back(keys[k], std::move(samples));
+    }
+    ASSERT_TRUE(db->Append("b" + std::to_string(round), batch).ok());
+    if (random() % 5 == 0) {
+      ASSERT_TRUE(db->Flush().ok());
+    }
+    if (round % 15 == 14) {
+      ExpectQueryManyMatchesQuery(*db, keys, end_ms, random);
+    }
+  }
+  ASSERT_TRUE(db->Flush().ok());
+  ExpectQueryManyMatchesQuery(*db, keys, end_ms, random);
+  db.reset();
+  db = OpenDb();
+  ExpectQueryManyMatchesQuery(*db, keys, end_ms, random);
+}
+
+TEST_F(TsdbTest, QueryManyRefusesWhatQueryRefuses) {
+  auto db = OpenDb();
+  ASSERT_TRUE(db->Append("b", Seconds(Key("util"), kT0, 10)).ok());
+  EXPECT_TRUE(db->QueryMany({}).value().empty());
+  const Result<std::vector<std::vector<Tsdb::Bucket>>> bad =
+      db->QueryMany({{Key("util"), kT0, kT0 + 10'000, 5}, {Key("util"), kT0, kT0, 5}});
+  EXPECT_EQ(bad.status(), db->Query(Key("util"), kT0, kT0, 5).status());
+  EXPECT_EQ(db->QueryMany({{Key("util"), kT0, kT0 + 1, 0}}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(TsdbTest, RetentionDropsOldChunks) {
   auto db = OpenDb(/*retention_ms=*/6 * kHourMs);
   ASSERT_TRUE(db->Append("old", Seconds(Key("u"), kT0, 60)).ok());

@@ -1,0 +1,248 @@
+// Job usage: the batch forms (ComputeJobUsages, JobsWithUsage, what the job list uses) against
+// the one-job form asking the telemetry store one question at a time, on random jobs and series.
+#include "server/job_usage.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+#include "core/test_temp_dir.h"
+#include "store/sqlite_store.h"
+#include "store/store.h"
+
+namespace expanse::server {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+constexpr int64_t kMinute = 60'000;
+constexpr int64_t kHour = 60 * kMinute;
+constexpr int64_t kSampleStepMs = 30'000;
+
+void ExpectSameUsage(const JobUsage& a, const JobUsage& b, const std::string& job) {
+  EXPECT_EQ(a.gpus_allocated, b.gpus_allocated) << job;
+  EXPECT_EQ(a.gpus_active, b.gpus_active) << job;
+  EXPECT_EQ(a.has_gpu_samples, b.has_gpu_samples) << job;
+  // Bit for bit: the same buckets, summed in the same order.
+  EXPECT_EQ(a.sm_mean, b.sm_mean) << job;
+  EXPECT_EQ(a.sm_peak, b.sm_peak) << job;
+  EXPECT_EQ(a.gpu_mem_peak_mib, b.gpu_mem_peak_mib) << job;
+  EXPECT_EQ(a.idle_gpu_hours, b.idle_gpu_hours) << job;
+  EXPECT_EQ(a.allocated_gpu_hours, b.allocated_gpu_hours) << job;
+  EXPECT_EQ(a.idle_tail_ms, b.idle_tail_ms) << job;
+  EXPECT_EQ(a.cpu_efficiency, b.cpu_efficiency) << job;
+  EXPECT_EQ(a.mem_efficiency, b.mem_efficiency) << job;
+}
+
+class JobUsageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = store::OpenSqliteStore({.path = ":memory:"});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(store).value();
+    auto org = store_->CreateOrganization("acme", "Acme", kT0);
+    ASSERT_TRUE(org.ok()) << org.status();
+    for (const char* id : {"cmp_a", "cmp_b"}) {
+      store::Compute compute;
+      compute.id = id;
+      compute.org_id = org->id;
+      compute.name = id;
+      compute.type = "slurm";
+      ASSERT_TRUE(store_->CreateCompute(compute).ok());
+    }
+    auto tsdb = tsdb::Tsdb::Open({.directory = dir_.path() + "/tsdb"}, clock_);
+    ASSERT_TRUE(tsdb.ok()) << tsdb.status();
+    tsdb_ = std::move(tsdb).value();
+  }
+
+  store::JobStore& jobs() { return store_->Jobs(); }
+
+  // Samples every kSampleStepMs over [from_ms, to_ms): idle stretches (0), busy ones, a few
+  // values at the threshold of activity.
+  std::vector<tsdb::Sample> Samples(int64_t from_ms, int64_t to_ms, double scale) {
+    std::vector<tsdb::Sample> samples;
+    bool busy = random_() % 2 == 0;
+    for (int64_t t = from_ms; t < to_ms; t += kSampleStepMs) {
+      if (random_() % 40 == 0)
+        busy = !busy;
+      const double v = busy ? static_cast<double>(random_() % 1000) / 10.0
+                            : (random_() % 50 == 0 ? kActiveSmPercent : 0.0);
+      samples.push_back({t, v * scale});
+    }
+    return samples;
+  }
+
+  // Random jobs on two computes of four 4-GPU hosts, with their GPU and cgroup series, part
+  // of them flushed to the chunk store, part still in memory.
+  std::vector<store::JobRecord> MakeJobs(int count) {
+    std::vector<store::JobRecord> records;
+    std::vector<store::GpuAllocation> allocations;
+    std::vector<store::JobNodeEvent> events;
+    tsdb::Batch first_half, second_half;
+    const auto add_series = [&](tsdb::SeriesKey key, std::vector<tsdb::Sample> samples) {
+      const auto middle = samples.begin() + static_cast<long>(samples.size() / 2);
+      first_half.emplace_back(key, std::vector<tsdb::Sample>(samples.begin(), middle));
+      second_half.emplace_back(std::move(key), std::vector<tsdb::Sample>(middle, samples.end()));
+    };
+    for (const char* compute : {"cmp_a", "cmp_b"}) {
+      for (int h = 1; h <= 4; ++h) {
+        for (int g = 0; g < 4; ++g) {
+          const std::string host = "node0" + std::to_string(h);
+          const std::string uuid = "GPU-" + host + "-" + std::to_string(g);
+          add_series({compute, host, uuid, "gpu.sm_util"}, Samples(kT0, kT0 + 14 * kHour, 1));
+          add_series({compute, host, uuid, "gpu.mem_used_mib"},
+                     Samples(kT0, kT0 + 14 * kHour, 800));
+        }
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      store::JobRecord job;
+      job.compute_id = random_() % 3 == 0 ? "cmp_b" : "cmp_a";
+      job.job_id = std::to_string(1000 + i);
+      job.state = "COMPLETED";
+      job.submit_ms = kT0 + static_cast<int64_t>(random_() % (10 * kHour));
+      job.start_ms = random_() % 10 == 0 ? 0 : job.submit_ms + 1000;
+      const int64_t length = 5 * kMinute + static_cast<int64_t>(random_() % (3 * kHour));
+      job.end_ms = job.start_ms == 0 || random_() % 6 == 0 ? 0 : job.start_ms + length;
+      job.req_cpus = random_() % 5 == 0 ? 0 : 1 + static_cast<int64_t>(random_() % 32);
+      job.req_mem_mib = random_() % 5 == 0 ? 0 : 1024 * (1 + static_cast<int64_t>(random_() % 64));
+      job.observed_ms = kT0;
+      records.push_back(job);
+      if (job.start_ms == 0)
+        continue;
+      const int hosts = 1 + static_cast<int>(random_() % 2);
+      for (int h = 0; h < hosts; ++h) {
+        const std::string host = "node0" + std::to_string(1 + (i + h) % 4);
+        events.push_back({job.compute_id, job.job_id, host, "start", job.start_ms});
+        if (job.end_ms != 0)
+          events.push_back({job.compute_id, job.job_id, host, "end", job.end_ms});
+        // Some allocations start late or end early; some hosts hold no GPU of the job.
+        const int gpus = static_cast<int>(random_() % 4);
+        for (int g = 0; g < gpus; ++g) {
+          store::GpuAllocation a;
+          a.compute_id = job.compute_id;
+          a.job_id = job.job_id;
+          a.host = host;
+          a.gpu_uuid = "GPU-" + host + "-" + std::to_string(g);
+          a.gpu_index = g;
+          a.from_ms = job.start_ms + (random_() % 4 == 0 ? 10 * kMinute : 0);
+          // An allocation past the job's end is cut to it; one that starts after it, skipped.
+          a.to_ms = random_() % 4 == 0 ? a.from_ms + 20 * kMinute
+                    : job.end_ms == 0  ? 0
+                                       : std::max(job.end_ms, a.from_ms);
+          allocations.push_back(a);
+        }
+        if (random_() % 4 != 0) {  // the job's own cgroup series on the host
+          const int64_t end = job.end_ms != 0 ? job.end_ms : kT0 + 14 * kHour;
+          const tsdb::SeriesKey cpu{job.compute_id, host, "job/" + job.job_id,
+                                    "job.cpu_used_cores"};
+          add_series(cpu, Samples(job.start_ms, end, 0.2));
+          add_series({job.compute_id, host, "job/" + job.job_id, "job.mem_used_mib"},
+                     Samples(job.start_ms, end, 300));
+        }
+      }
+    }
+    EXPECT_TRUE(jobs().UpsertJobs(records).ok());
+    EXPECT_TRUE(jobs().PutGpuAllocations(allocations).ok());
+    EXPECT_TRUE(jobs().AddNodeEvents(events).ok());
+    EXPECT_TRUE(tsdb_->Append("first", first_half).ok());
+    EXPECT_TRUE(tsdb_->Flush().ok());
+    EXPECT_TRUE(tsdb_->Append("second", second_half).ok());
+    return records;
+  }
+
+  // ComputeJobUsage of each job, the store read per job as the job page does.
+  struct OneByOne {
+    std::vector<std::string> hosts;
+    std::vector<store::GpuAllocation> allocations;
+    JobUsage usage;
+  };
+  OneByOne UsageOneByOne(const store::JobRecord& job, int64_t now_ms, int buckets = 120) {
+    OneByOne one;
+    auto allocations = jobs().GpuAllocations(job.compute_id, job.job_id);
+    auto events = jobs().NodeEvents(job.compute_id, job.job_id);
+    EXPECT_TRUE(allocations.ok() && events.ok());
+    one.allocations = *allocations;
+    one.hosts = JobHosts(*allocations, *events);
+    auto usage = ComputeJobUsage(*tsdb_, job, *allocations, one.hosts, now_ms, buckets);
+    EXPECT_TRUE(usage.ok()) << usage.status();
+    one.usage = usage.ok() ? *usage : JobUsage{};
+    return one;
+  }
+
+  testing::TempDir dir_;
+  ManualClock clock_{kT0};
+  std::mt19937_64 random_{20261202};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<tsdb::Tsdb> tsdb_;
+};
+
+TEST_F(JobUsageTest, JobsWithUsageEqualsTheOneJobPathOnRandomJobs) {
+  const std::vector<store::JobRecord> page = MakeJobs(120);
+  const int64_t now_ms = kT0 + 12 * kHour;
+  const Result<std::vector<JobWithUsage>> batch = JobsWithUsage(jobs(), *tsdb_, page, now_ms);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), page.size());
+  int active = 0, with_cpu = 0, idle = 0;
+  for (size_t i = 0; i < page.size(); ++i) {
+    const OneByOne one = UsageOneByOne(page[i], now_ms);
+    EXPECT_EQ((*batch)[i].hosts, one.hosts) << page[i].job_id;
+    ExpectSameUsage((*batch)[i].usage, one.usage, page[i].compute_id + "/" + page[i].job_id);
+    active += one.usage.gpus_active > 0 ? 1 : 0;
+    with_cpu += one.usage.cpu_efficiency >= 0 ? 1 : 0;
+    idle += one.usage.idle_gpu_hours > 0 ? 1 : 0;
+  }
+  // The data reaches every part of the computation.
+  EXPECT_GT(active, 10);
+  EXPECT_GT(with_cpu, 10);
+  EXPECT_GT(idle, 10);
+}
+
+TEST_F(JobUsageTest, ComputeJobUsagesEqualsComputeJobUsageForAnyBucketCount) {
+  const std::vector<store::JobRecord> records = MakeJobs(40);
+  for (const int buckets : {1, 7, 500}) {
+    std::vector<OneByOne> ones;
+    for (const store::JobRecord& job : records)
+      ones.push_back(UsageOneByOne(job, kT0 + 13 * kHour, buckets));
+    std::vector<JobUsageInput> inputs;
+    for (size_t i = 0; i < records.size(); ++i)
+      inputs.push_back({records[i], ones[i].allocations, ones[i].hosts});
+    const Result<std::vector<JobUsage>> batch =
+        ComputeJobUsages(*tsdb_, inputs, kT0 + 13 * kHour, buckets);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_EQ(batch->size(), records.size());
+    for (size_t i = 0; i < records.size(); ++i)
+      ExpectSameUsage((*batch)[i], ones[i].usage, records[i].job_id);
+  }
+}
+
+TEST_F(JobUsageTest, EmptyPageAndJobsWithoutRows) {
+  EXPECT_TRUE(JobsWithUsage(jobs(), *tsdb_, {}, kT0).value().empty());
+  store::JobRecord pending;
+  pending.compute_id = "cmp_a";
+  pending.job_id = "1";
+  pending.req_cpus = 4;
+  const Result<std::vector<JobWithUsage>> listed = JobsWithUsage(jobs(), *tsdb_, {pending}, kT0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE((*listed)[0].hosts.empty());
+  ExpectSameUsage((*listed)[0].usage, JobUsage{}, "pending");
+}
+
+TEST(JobHostsTest, HostsOfAllocationsAndEventsSortedOnce) {
+  store::GpuAllocation a;
+  a.host = "gpu02";
+  store::JobNodeEvent e;
+  e.host = "gpu01";
+  EXPECT_THAT(JobHosts({a, a}, {e, e}), ElementsAre("gpu01", "gpu02"));
+}
+
+}  // namespace
+}  // namespace expanse::server
