@@ -68,8 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pystack::StackAggregator aggregator;
     aggregator.Add("1", "node1", 1700000000000, *stacks, false);
     for (const auto& entry : aggregator.TakeAll()) {
-      Require(entry["count"].get<uint64_t>() >= 1, "counts positive");
-      CheckFolded(entry["folded"].get<std::string>());
+      Require(entry.count >= 1, "counts positive");
+      CheckFolded(entry.folded);
     }
   }
 
