@@ -27,6 +27,14 @@ constexpr wire::JsonLimits kAnswerLimits{
 constexpr size_t kMaxFieldBytes = 4096;
 constexpr wire::Need kOptional = wire::Need::kOptional;
 
+// An id the control plane sends as a string ("cmp_…") or as its record number (a credential's
+// id): both read as text, anything else is refused by name.
+Result<std::string> IdText(const wire::FieldReader& r, const char* key) {
+  if (const json* id = r.Find(key); id != nullptr && id->is_number_unsigned())
+    return std::to_string(id->get<uint64_t>());
+  return r.Text(key, kMaxFieldBytes, kOptional);
+}
+
 Result<json> ParseAnswer(const std::string& body, std::string_view what) {
   Result<json> doc = wire::ParseJson(body, kAnswerLimits);
   if (!doc.ok() || !doc->is_object()) {
@@ -42,7 +50,7 @@ Result<ComputeSummary> SummaryFrom(const json& doc) {
   EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader c, root.Member("compute", kOptional));
   EXPANSE_ASSIGN_OR_RETURN(const wire::FieldReader o, root.Member("organization", kOptional));
   ComputeSummary s;
-  EXPANSE_ASSIGN_OR_RETURN(s.id, c.Text("id", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(s.id, IdText(c, "id"));
   EXPANSE_ASSIGN_OR_RETURN(s.name, c.Text("name", kMaxFieldBytes, kOptional));
   EXPANSE_ASSIGN_OR_RETURN(s.state, c.Text("state", kMaxFieldBytes, kOptional));
   EXPANSE_ASSIGN_OR_RETURN(s.pinned_daemon_version,
@@ -133,8 +141,7 @@ Result<ExchangedCredential> ControlPlaneClient::Exchange(std::string_view token,
   EXPANSE_ASSIGN_OR_RETURN(out.credential, answer.Text("credential", kMaxFieldBytes, kOptional));
   if (!out.credential.starts_with("exp_cc_"))
     return DataLossError("the token exchange answer carries no credential");
-  EXPANSE_ASSIGN_OR_RETURN(out.credential_id,
-                           answer.Text("credential_id", kMaxFieldBytes, kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(out.credential_id, IdText(answer, "credential_id"));
   EXPANSE_ASSIGN_OR_RETURN(out.compute, SummaryFrom(doc));
   return out;
 }
