@@ -15,6 +15,7 @@ struct GuardedBackend::Lane {
   bool stop = false;
   const char* current = "";
   std::chrono::steady_clock::time_point started;
+  std::chrono::milliseconds timeout{0};  // the running call's deadline, from `started`
   std::thread worker;
 
   static void Run(const std::shared_ptr<Lane>& lane) {
@@ -78,6 +79,7 @@ Result<T> GuardedBackend::Call(Lane& lane, const char* what,
     std::optional<Result<T>> value;
   };
   auto slot = std::make_shared<Slot>();
+  const std::chrono::milliseconds timeout = timeout_;
   std::unique_lock lock(lane.mu);
   if (lane.busy) {
     const auto blocked =
@@ -90,6 +92,7 @@ Result<T> GuardedBackend::Call(Lane& lane, const char* what,
   lane.busy = true;
   lane.current = what;
   lane.started = Clock::now();
+  lane.timeout = timeout;
   // The task keeps the backend and the slot alive even if this caller gives up on it.
   lane.task = [backend = backend_, slot, fn = std::move(fn), lane_ptr = &lane] {
     Result<T> value = fn(*backend);
@@ -99,10 +102,10 @@ Result<T> GuardedBackend::Call(Lane& lane, const char* what,
   lane.cv.notify_all();
   // Waiting for !busy as well means the lane is free again when the caller returns.
   const bool finished =
-      lane.cv.wait_for(lock, timeout_, [&] { return slot->value.has_value() && !lane.busy; });
+      lane.cv.wait_for(lock, timeout, [&] { return slot->value.has_value() && !lane.busy; });
   if (!finished) {
     return DeadlineExceededError(name_ + " call " + what + " did not return within " +
-                                 std::to_string(timeout_.count()) +
+                                 std::to_string(timeout.count()) +
                                  " ms (driver hung?); GPU readings pause until it does")
         .WithReason("gpu_call_hung");
   }
@@ -137,7 +140,7 @@ std::optional<std::string> GuardedBackend::StuckCall() const {
   const auto now = std::chrono::steady_clock::now();
   for (Lane* lane : {fast_.get(), slow_.get()}) {
     std::lock_guard lock(lane->mu);
-    if (lane->busy && now - lane->started >= timeout_) {
+    if (lane->busy && now - lane->started >= lane->timeout) {
       const auto seconds =
           std::chrono::duration_cast<std::chrono::seconds>(now - lane->started).count();
       return std::string(lane->current) + " blocked for " + std::to_string(seconds) + " s";

@@ -14,6 +14,7 @@
 #ifndef EXPANSE_GPU_GUARDED_BACKEND_H_
 #define EXPANSE_GPU_GUARDED_BACKEND_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -39,8 +40,14 @@ class GuardedBackend {
   Result<std::vector<SlowReading>> ReadEnergy();
   Result<std::vector<ProcessUtilization>> ReadProcessUtilization(uint64_t since_us);
 
-  // "ReadFast blocked for 12 s" while a call is stuck on either lane; empty otherwise.
+  // "ReadFast blocked for 12 s" while a call is stuck on either lane (it has run past the
+  // deadline it started with and not returned); empty otherwise.
   std::optional<std::string> StuckCall() const;
+
+  // The deadline of calls that start from now on; a call already running keeps its own. Lets a
+  // test make the one call it holds blocked time out at once while the others keep a generous
+  // deadline, instead of sleeping through a real one.
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   struct Lane;  // defined in the .cc
 
@@ -50,7 +57,7 @@ class GuardedBackend {
 
   std::string name_;
   std::shared_ptr<Backend> backend_;
-  std::chrono::milliseconds timeout_;
+  std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Lane> fast_;
   std::shared_ptr<Lane> slow_;
 };

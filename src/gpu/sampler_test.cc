@@ -1,21 +1,28 @@
 #include "gpu/sampler.h"
 
 #include <chrono>
+#include <memory>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "gpu/fake_nvml_test_util.h"
+#include "gpu/held_backend_test_util.h"
 #include "gpu/nvml_backend.h"
 
 namespace expanse::gpu {
 namespace {
 
+using testing::CallHold;
 using testing::FakeNvmlCallCount;
 using testing::FakeNvmlPath;
 using testing::FakeNvmlScenario;
 using ::testing::HasSubstr;
+using testing::HeldBackend;
+using testing::kHangBound;
 using testing::TwoGpuScenario;
+using testing::WaitUntil;
 using namespace std::chrono_literals;
 
 class RecordingSink : public SampleSink {
@@ -118,23 +125,35 @@ TEST(SamplerTest, BackendWithoutGpusSaysSo) {
   EXPECT_THAT(sampler.Health().detail, HasSubstr("nvml reports none"));
 }
 
+// The test holds ReadFast blocked as a hung driver would; the guard's deadline is cut to nothing
+// for that one call (see guarded_backend_test.cc), so nothing here waits on a timer.
 TEST(SamplerTest, HungDriverDegradesHealthAndRecovers) {
-  FakeNvmlScenario scenario(TwoGpuScenario());
+  auto hold = std::make_shared<CallHold>();
+  auto owned = std::make_unique<GuardedBackend>(std::make_unique<HeldBackend>(hold), kHangBound);
+  GuardedBackend& guarded = *owned;
   ManualClock clock(1'800'000'000'000);
   RecordingSink sink;
-  Sampler sampler(FakeBackend(150ms), "", clock, sink);
+  Sampler sampler(std::move(owned), "", clock, sink);
   sampler.TickFast();
   ASSERT_EQ(sink.fast.size(), 1u);
-  auto hung = TwoGpuScenario();
-  hung["hang_ms"] = {{"nvmlDeviceGetUtilizationRates", 700}};
-  scenario.Write(hung);
+  EXPECT_EQ(sampler.Health().state, "ok");
+
+  hold->Hold();
+  guarded.set_timeout(std::chrono::milliseconds(1));
   sampler.TickFast();  // times out
+  guarded.set_timeout(kHangBound);
   sampler.TickFast();  // refused at once: the call is still stuck
   EXPECT_EQ(sink.fast.size(), 1u);
   EXPECT_EQ(sampler.Health().state, "degraded");
-  EXPECT_THAT(sampler.Health().detail, HasSubstr("ReadFast"));
-  scenario.Write(TwoGpuScenario());
-  std::this_thread::sleep_for(800ms);
+  EXPECT_THAT(sampler.Health().detail, HasSubstr("ReadFast blocked"));
+  // The loop goes on: the slow readings do not wait for the stuck fast lane.
+  sampler.TickSlow();
+  EXPECT_EQ(sink.energy.size(), 1u);
+  // All of the above while the held call was still blocked: only the first tick's returned.
+  EXPECT_EQ(hold->returned(), 1);
+
+  hold->Release();
+  ASSERT_TRUE(WaitUntil([&] { return !guarded.StuckCall().has_value(); }));
   sampler.TickFast();
   EXPECT_EQ(sink.fast.size(), 2u);
   EXPECT_EQ(sampler.Health().state, "ok");

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -28,6 +30,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kSecret[] = "Bearer exp_cc_do-not-print-me";
+// Bounds a wait that a passing test never reaches, so a broken one fails instead of hanging.
+constexpr std::chrono::seconds kHangBound{10};
 
 class HttpClientTest : public ::testing::Test {
  protected:
@@ -54,8 +58,10 @@ class HttpClientTest : public ::testing::Test {
     listener_->Get("/big", [](const http::Request&) {
       return http::JsonResponse(200, "\"" + std::string(64 << 10, 'x') + "\"");
     });
-    listener_->Get("/slow", [](const http::Request&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    listener_->Get("/slow", [this](const http::Request&) {
+      std::unique_lock lock(slow_mu_);
+      slow_cv_.wait_for(lock, kHangBound, [this] { return slow_released_; });
+      slow_answered_ = true;
       return http::JsonResponse(200, "{}");
     });
     listener_->Get("/fail", [](const http::Request&) {
@@ -70,6 +76,19 @@ class HttpClientTest : public ::testing::Test {
     return scheme + "://127.0.0.1:" + std::to_string(listener_->port()) + path;
   }
 
+  // /slow answers only once the test releases it (or after kHangBound, so that a broken test
+  // fails rather than hangs): a client that gave up did so while no answer could have come.
+  void ReleaseSlow() {
+    std::lock_guard lock(slow_mu_);
+    slow_released_ = true;
+    slow_cv_.notify_all();
+  }
+  bool SlowAnswered() {
+    std::lock_guard lock(slow_mu_);
+    return slow_answered_;
+  }
+  void TearDown() override { ReleaseSlow(); }  // the listener's Stop waits for its handlers
+
   std::unique_ptr<HttpClient> Client(HttpClientOptions options = {}) {
     auto client = HttpClient::Create(std::move(options));
     EXPECT_TRUE(client.ok()) << client.status();
@@ -77,7 +96,11 @@ class HttpClientTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<http::Listener> listener_;
+  std::mutex slow_mu_;
+  std::condition_variable slow_cv_;
+  bool slow_released_ = false;
+  bool slow_answered_ = false;
+  std::unique_ptr<http::Listener> listener_;  // last: stopped before what its handlers use
 };
 
 TEST_F(HttpClientTest, PostsHeadersAndBodyAndReadsTheAnswer) {
@@ -127,6 +150,8 @@ TEST_F(HttpClientTest, TotalTimeout) {
   Result<HttpResponse> response = Client(options)->Send({.url = Url("/slow")});
   EXPECT_EQ(response.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(response.status().reason(), "timeout");
+  EXPECT_FALSE(SlowAnswered());  // the client gave up while the server still held the answer
+  ReleaseSlow();
 }
 
 TEST_F(HttpClientTest, RefusedConnectionIsRetryableAndNeverShowsTheCredential) {
