@@ -1,14 +1,18 @@
 #include "core/host.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "core/file_util.h"
@@ -45,10 +49,9 @@ RealHost& RealHost::Get() {
   return host;
 }
 
-std::optional<FileInfo> RealHost::Stat(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return std::nullopt;
+namespace {
+
+FileInfo InfoOf(const struct stat& st) {
   FileInfo info;
   info.type = S_ISREG(st.st_mode)   ? FileInfo::Type::kFile
               : S_ISDIR(st.st_mode) ? FileInfo::Type::kDirectory
@@ -61,6 +64,32 @@ std::optional<FileInfo> RealHost::Stat(const std::string& path) {
   return info;
 }
 
+Status FsyncDirectory(const std::string& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return ErrnoStatus(errno, "open " + directory);
+  const int synced = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  return synced == 0 ? OkStatus() : ErrnoStatus(error, "fsync " + directory);
+}
+
+}  // namespace
+
+std::optional<FileInfo> RealHost::Stat(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return std::nullopt;
+  return InfoOf(st);
+}
+
+std::optional<FileInfo> RealHost::LinkStat(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return std::nullopt;
+  return InfoOf(st);
+}
+
 Result<std::optional<std::string>> RealHost::ReadFile(const std::string& path, size_t max_bytes) {
   return fs::ReadSmallFile(path, max_bytes);
 }
@@ -71,14 +100,76 @@ Status RealHost::WriteFile(const std::string& path, std::string_view bytes, mode
   return fs::WriteFileAtomically(directory, name, std::string(bytes), mode, uid, gid);
 }
 
+Status RealHost::AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) {
+  const bool created = !LinkStat(path).has_value();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0)
+    return ErrnoStatus(errno, "open " + path);
+  const bool written = fs::WriteFully(fd, bytes) && ::fsync(fd) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!written)
+    return ErrnoStatus(error, "append to " + path);
+  return created ? FsyncDirectory(SplitPath(path).first) : OkStatus();
+}
+
 Status RealHost::RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return ErrnoStatus(errno, "remove " + path);
   return OkStatus();
 }
 
+Status RealHost::SetOwner(const std::string& path, uid_t uid, gid_t gid) {
+  if (::lchown(path.c_str(), uid, gid) != 0)
+    return ErrnoStatus(errno, "chown " + path);
+  return OkStatus();
+}
+
 Status RealHost::MakeDirectories(const std::string& path, mode_t mode) {
-  return fs::MakeDirectories(path, mode);
+  if (path.empty() || path.front() != '/')
+    return InvalidArgumentError("mkdir: '" + path + "' is not an absolute path");
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), mode) == 0) {
+      if (::chmod(prefix.c_str(), mode) != 0)  // exactly `mode`, whatever the umask
+        return ErrnoStatus(errno, "chmod " + prefix);
+    } else if (errno != EEXIST) {
+      return ErrnoStatus(errno, "mkdir " + prefix);
+    }
+    if (slash == std::string::npos)
+      break;
+  }
+  std::optional<FileInfo> info = Stat(path);
+  if (!info || info->type != FileInfo::Type::kDirectory)
+    return FailedPreconditionError(path + " exists and is not a directory");
+  return OkStatus();
+}
+
+Status RealHost::RemoveDirectory(const std::string& path) {
+  if (::rmdir(path.c_str()) == 0 || errno == ENOENT)
+    return OkStatus();
+  if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR) {
+    return FailedPreconditionError("remove directory " + path + ": " + std::strerror(errno))
+        .WithReason("directory_not_empty");
+  }
+  return ErrnoStatus(errno, "remove directory " + path);
+}
+
+Result<std::vector<std::string>> RealHost::ListDirectory(const std::string& path) {
+  std::vector<std::string> names;
+  std::error_code error;
+  std::filesystem::directory_iterator it(path, error);
+  if (error == std::errc::no_such_file_or_directory)
+    return names;
+  if (error)
+    return InternalError("list " + path + ": " + error.message());
+  for (; it != std::filesystem::directory_iterator(); it.increment(error)) {
+    if (error)
+      return InternalError("list " + path + ": " + error.message());
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Status RealHost::RemoveTree(const std::string& path) {
@@ -92,6 +183,15 @@ Status RealHost::RemoveTree(const std::string& path) {
 Result<SubprocessResult> RealHost::Run(const SubprocessOptions& options) {
   return RunSubprocess(options);
 }
+
+Status RealHost::SignalProcess(pid_t pid, int signal) {
+  if (::kill(pid, signal) != 0)
+    return errno == ESRCH ? NotFoundError("no process " + std::to_string(pid))
+                          : ErrnoStatus(errno, "signal process " + std::to_string(pid));
+  return OkStatus();
+}
+
+void RealHost::Sleep(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
 
 std::optional<std::string> RealHost::GetEnv(std::string_view name) {
   const char* value = std::getenv(std::string(name).c_str());

@@ -12,12 +12,14 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/result.h"
@@ -47,6 +49,8 @@ class Host {
   // --- Files and directories ---------------------------------------------------------
   // What is at `path`, following symbolic links; nullopt when nothing is.
   virtual std::optional<FileInfo> Stat(const std::string& path) = 0;
+  // What is at `path` itself: a symbolic link is reported as kSymlink, not followed.
+  virtual std::optional<FileInfo> LinkStat(const std::string& path) = 0;
   // The contents of `path`, nullopt when it does not exist; kResourceExhausted past max_bytes.
   virtual Result<std::optional<std::string>> ReadFile(const std::string& path,
                                                       size_t max_bytes) = 0;
@@ -54,10 +58,21 @@ class Host {
   // a crash), with `mode` and owner before it appears under its name. The directory must exist.
   virtual Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                            gid_t gid) = 0;
+  // Appends `bytes` to `path` and makes them durable before returning (a journal's record
+  // must be on disk before the change it describes). Creates the file with `mode` when absent.
+  virtual Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) = 0;
   // Removes a file or symbolic link; OK when nothing is there.
   virtual Status RemoveFile(const std::string& path) = 0;
-  // Creates `path` and missing parents with `mode`; OK when it is a directory already.
+  // Gives `path` itself (a link is not followed) to `uid`:`gid`.
+  virtual Status SetOwner(const std::string& path, uid_t uid, gid_t gid) = 0;
+  // Creates `path` and missing parents; those it creates get exactly `mode` (the umask does
+  // not narrow it). OK when it is a directory already.
   virtual Status MakeDirectories(const std::string& path, mode_t mode) = 0;
+  // Removes the empty directory `path`; OK when nothing is there, kFailedPrecondition when it
+  // is not empty (what is inside was not ours to remove) or not a directory.
+  virtual Status RemoveDirectory(const std::string& path) = 0;
+  // The names in directory `path` (not "." or ".."), sorted; empty when it does not exist.
+  virtual Result<std::vector<std::string>> ListDirectory(const std::string& path) = 0;
   // Removes `path` and everything below it, never following a symbolic link out of it; OK
   // when nothing is there.
   virtual Status RemoveTree(const std::string& path) = 0;
@@ -65,6 +80,11 @@ class Host {
   // --- Processes -----------------------------------------------------------------------
   // Runs a program as core/subprocess.h describes (argv, no shell, timeout, output caps).
   virtual Result<SubprocessResult> Run(const SubprocessOptions& options) = 0;
+  // Sends `signal` to process `pid` (0 only asks whether it exists); kNotFound when there is
+  // no such process.
+  virtual Status SignalProcess(pid_t pid, int signal) = 0;
+  // Waits (a real host sleeps; MemoryHost moves its clock on).
+  virtual void Sleep(std::chrono::milliseconds duration) = 0;
 
   // --- Environment, accounts, clock ----------------------------------------------------
   virtual std::optional<std::string> GetEnv(std::string_view name) = 0;
@@ -81,13 +101,20 @@ class RealHost final : public Host {
   static RealHost& Get();
 
   std::optional<FileInfo> Stat(const std::string& path) override;
+  std::optional<FileInfo> LinkStat(const std::string& path) override;
   Result<std::optional<std::string>> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                    gid_t gid) override;
+  Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) override;
   Status RemoveFile(const std::string& path) override;
+  Status SetOwner(const std::string& path, uid_t uid, gid_t gid) override;
   Status MakeDirectories(const std::string& path, mode_t mode) override;
+  Status RemoveDirectory(const std::string& path) override;
+  Result<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
+  Status SignalProcess(pid_t pid, int signal) override;
+  void Sleep(std::chrono::milliseconds duration) override;
   std::optional<std::string> GetEnv(std::string_view name) override;
   std::map<std::string, std::string> Environment() override;
   std::optional<UserAccount> LookupUser(const std::string& name) override;

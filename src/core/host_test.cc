@@ -84,6 +84,55 @@ TEST_P(HostContractTest, ADirectoryIsNeitherWrittenNorRemovedAsAFile) {
   EXPECT_TRUE(host().Stat(root_ + "/d").has_value());
 }
 
+TEST_P(HostContractTest, AppendsCreatingTheFileOnce) {
+  const std::string path = root_ + "/journal.jsonl";
+  ASSERT_TRUE(host().AppendToFile(path, "one\n", 0600).ok());
+  ASSERT_TRUE(host().AppendToFile(path, "two\n", 0644).ok());
+  EXPECT_EQ(host().ReadFile(path, 100)->value_or(""), "one\ntwo\n");
+  EXPECT_EQ(host().Stat(path)->mode, 0600u) << "the mode is the creating call's";
+  EXPECT_FALSE(host().AppendToFile(root_ + "/missing/j", "x", 0600).ok());
+}
+
+TEST_P(HostContractTest, MakesDirectoriesWithExactlyTheModeAsked) {
+  const mode_t old_umask = ::umask(022);
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/a/b", 0775).ok());
+  ::umask(old_umask);
+  EXPECT_EQ(host().Stat(root_ + "/a")->mode, 0775u);
+  EXPECT_EQ(host().Stat(root_ + "/a/b")->mode, 0775u);
+  ASSERT_TRUE(host().WriteFile(root_ + "/a/f", "x", 0644, getuid(), getgid()).ok());
+  EXPECT_FALSE(host().MakeDirectories(root_ + "/a/f", 0755).ok()) << "a file is in the way";
+}
+
+TEST_P(HostContractTest, RemovesOnlyEmptyDirectories) {
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/d/e", 0755).ok());
+  Status full = host().RemoveDirectory(root_ + "/d");
+  EXPECT_EQ(full.code(), StatusCode::kFailedPrecondition) << full.message();
+  EXPECT_TRUE(host().Stat(root_ + "/d/e").has_value());
+  ASSERT_TRUE(host().RemoveDirectory(root_ + "/d/e").ok());
+  ASSERT_TRUE(host().RemoveDirectory(root_ + "/d").ok());
+  EXPECT_FALSE(host().Stat(root_ + "/d").has_value());
+  EXPECT_TRUE(host().RemoveDirectory(root_ + "/d").ok()) << "removing what is not there is fine";
+}
+
+TEST_P(HostContractTest, ListsADirectorysOwnNames) {
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/l/sub/deeper", 0755).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/l/b", "x", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/l/a", "x", 0644, getuid(), getgid()).ok());
+  Result<std::vector<std::string>> names = host().ListDirectory(root_ + "/l");
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b", "sub"}));
+  Result<std::vector<std::string>> none = host().ListDirectory(root_ + "/none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_P(HostContractTest, SetsOwners) {
+  ASSERT_TRUE(host().WriteFile(root_ + "/f", "x", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().SetOwner(root_ + "/f", getuid(), getgid()).ok());
+  EXPECT_EQ(host().LinkStat(root_ + "/f")->uid, getuid());
+  EXPECT_FALSE(host().SetOwner(root_ + "/nothing", getuid(), getgid()).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Hosts, HostContractTest,
     ::testing::Values(HostCase{"real", [] { return std::unique_ptr<Host>(); }},
@@ -103,6 +152,27 @@ TEST(RealHostTest, RunsProgramsAndReadsTheEnvironment) {
   EXPECT_FALSE(RealHost::Get().GetEnv("EXPANSE_HOST_TEST").has_value());
   EXPECT_EQ(RealHost::Get().LookupUser("root")->uid, 0u);
   EXPECT_FALSE(RealHost::Get().LookupUser("no-such-user-expanse").has_value());
+}
+
+TEST(RealHostTest, LinkStatSeesTheLinkAndStatItsTarget) {
+  expanse::testing::TempDir dir;
+  ASSERT_TRUE(
+      RealHost::Get().WriteFile(dir.path() + "/target", "x", 0600, getuid(), getgid()).ok());
+  ASSERT_EQ(::symlink((dir.path() + "/target").c_str(), (dir.path() + "/link").c_str()), 0);
+  EXPECT_EQ(RealHost::Get().LinkStat(dir.path() + "/link")->type, FileInfo::Type::kSymlink);
+  EXPECT_EQ(RealHost::Get().Stat(dir.path() + "/link")->type, FileInfo::Type::kFile);
+}
+
+TEST(MemoryHostTest, SnapshotsDifferExactlyWhenTheTreesDo) {
+  MemoryHost host;
+  host.Put("/etc/a", "1");
+  const std::string before = host.Snapshot();
+  ASSERT_TRUE(host.SetOwner("/etc/a", 5, 5).ok());
+  EXPECT_NE(host.Snapshot(), before) << "an owner is part of the tree";
+  ASSERT_TRUE(host.SetOwner("/etc/a", 0, 0).ok());
+  EXPECT_EQ(host.Snapshot(), before);
+  ASSERT_TRUE(host.MakeDirectories("/etc/b", 0700).ok());
+  EXPECT_NE(host.Snapshot(), before) << "an empty directory is part of the tree";
 }
 
 TEST(MemoryHostTest, RecordsCommandsAndAnswersAsScripted) {

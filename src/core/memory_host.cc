@@ -1,5 +1,7 @@
 #include "core/memory_host.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace expanse {
@@ -48,6 +50,27 @@ std::vector<std::string> MemoryHost::Files() const {
   return out;
 }
 
+std::vector<std::string> MemoryHost::Directories() const {
+  std::vector<std::string> out;
+  for (const auto& [path, info] : directories_)
+    out.push_back(path);
+  return out;
+}
+
+std::string MemoryHost::Snapshot() const {
+  auto describe = [](const FileInfo& info) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.mode));
+    return std::string(mode) + " " + std::to_string(info.uid) + ":" + std::to_string(info.gid);
+  };
+  std::string out;
+  for (const auto& [path, info] : directories_)
+    out += "dir  " + path + " " + describe(info) + "\n";
+  for (const auto& [path, file] : files_)
+    out += "file " + path + " " + describe(file.info) + " " + file.bytes + "\n";
+  return out;
+}
+
 std::optional<FileInfo> MemoryHost::Stat(const std::string& path) {
   if (auto file = files_.find(path); file != files_.end())
     return file->second.info;
@@ -80,6 +103,64 @@ Status MemoryHost::WriteFile(const std::string& path, std::string_view bytes, mo
                                                    .gid = gid,
                                                    .size = bytes.size()}};
   return OkStatus();
+}
+
+Status MemoryHost::AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) {
+  auto it = files_.find(path);
+  if (it == files_.end())
+    return WriteFile(path, bytes, mode, 0, 0);
+  it->second.bytes.append(bytes);
+  it->second.info.size = it->second.bytes.size();
+  return OkStatus();
+}
+
+Status MemoryHost::SetOwner(const std::string& path, uid_t uid, gid_t gid) {
+  FileInfo* info = nullptr;
+  if (auto file = files_.find(path); file != files_.end())
+    info = &file->second.info;
+  else if (auto dir = directories_.find(path); dir != directories_.end())
+    info = &dir->second;
+  if (info == nullptr)
+    return NotFoundError("chown " + path + ": No such file or directory");
+  info->uid = uid;
+  info->gid = gid;
+  return OkStatus();
+}
+
+Status MemoryHost::RemoveDirectory(const std::string& path) {
+  if (files_.contains(path))
+    return FailedPreconditionError("remove directory " + path + ": Not a directory");
+  if (!directories_.contains(path))
+    return OkStatus();
+  const std::string below = path + "/";
+  auto inside = [&](const auto& entry) { return entry.first.starts_with(below); };
+  if (std::any_of(files_.begin(), files_.end(), inside) ||
+      std::any_of(directories_.begin(), directories_.end(), inside)) {
+    return FailedPreconditionError("remove directory " + path + ": Directory not empty")
+        .WithReason("directory_not_empty");
+  }
+  directories_.erase(path);
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> MemoryHost::ListDirectory(const std::string& path) {
+  std::vector<std::string> names;
+  if (files_.contains(path))
+    return FailedPreconditionError("list " + path + ": Not a directory");
+  const std::string below = path == "/" ? "/" : path + "/";
+  auto child = [&](const std::string& entry) {
+    if (entry == path || !entry.starts_with(below))
+      return;
+    const std::string rest = entry.substr(below.size());
+    if (!rest.empty() && rest.find('/') == std::string::npos)
+      names.push_back(rest);
+  };
+  for (const auto& [entry, file] : files_)
+    child(entry);
+  for (const auto& [entry, info] : directories_)
+    child(entry);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Status MemoryHost::RemoveFile(const std::string& path) {
@@ -127,6 +208,16 @@ Result<SubprocessResult> MemoryHost::Run(const SubprocessOptions& options) {
   if (it == programs_.end())
     return Exit(127, "", options.argv[0] + ": command not found");
   return it->second(options.argv);
+}
+
+Status MemoryHost::SignalProcess(pid_t pid, int signal) {
+  if (signal != 0)
+    commands_.push_back("kill -" + std::to_string(signal) + " " + std::to_string(pid));
+  if (!processes_.contains(pid))
+    return NotFoundError("no process " + std::to_string(pid));
+  if (signal != 0)
+    processes_.erase(pid);
+  return OkStatus();
 }
 
 std::optional<std::string> MemoryHost::GetEnv(std::string_view name) {

@@ -37,6 +37,7 @@ class MemoryHost final : public Host {
   void OnRun(const std::string& program, Program answer);
   void SetEnv(const std::string& name, const std::string& value) { env_[name] = value; }
   void AddUser(UserAccount account) { users_[account.name] = std::move(account); }
+  void AddProcess(pid_t pid) { processes_.insert(pid); }
   // Writes a file and its missing parent directories (0755), bypassing the atomic rules.
   void Put(const std::string& path, std::string bytes, mode_t mode = 0644, uid_t uid = 0,
            gid_t gid = 0);
@@ -48,16 +49,31 @@ class MemoryHost final : public Host {
   std::optional<std::string> Contents(const std::string& path) const;
   // Every file path, sorted.
   std::vector<std::string> Files() const;
+  // Every directory path, sorted ("/" included).
+  std::vector<std::string> Directories() const;
+  // Files and directories with contents, mode and owner, one line each: two snapshots are
+  // equal exactly when the trees are (how a test proves a rollback left the host as it was).
+  std::string Snapshot() const;
 
   // --- Host ----------------------------------------------------------------------------
   std::optional<FileInfo> Stat(const std::string& path) override;
+  // MemoryHost has no symbolic links: the same as Stat.
+  std::optional<FileInfo> LinkStat(const std::string& path) override { return Stat(path); }
   Result<std::optional<std::string>> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                    gid_t gid) override;
+  Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) override;
   Status RemoveFile(const std::string& path) override;
+  Status SetOwner(const std::string& path, uid_t uid, gid_t gid) override;
   Status MakeDirectories(const std::string& path, mode_t mode) override;
+  Status RemoveDirectory(const std::string& path) override;
+  Result<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
+  // Recorded among commands() as "kill -<signal> <pid>"; a process exists while it is listed
+  // by AddProcess and a signal other than 0 ends it.
+  Status SignalProcess(pid_t pid, int signal) override;
+  void Sleep(std::chrono::milliseconds duration) override { clock_.Advance(duration.count()); }
   std::optional<std::string> GetEnv(std::string_view name) override;
   std::map<std::string, std::string> Environment() override { return {env_.begin(), env_.end()}; }
   std::optional<UserAccount> LookupUser(const std::string& name) override;
@@ -76,6 +92,7 @@ class MemoryHost final : public Host {
   std::map<std::string, std::string, std::less<>> env_;
   std::map<std::string, UserAccount> users_;
   std::vector<std::string> commands_;
+  std::set<pid_t> processes_;
   ManualClock clock_;
 };
 

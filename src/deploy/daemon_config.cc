@@ -1,16 +1,11 @@
 #include "deploy/daemon_config.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
+#include <cstdio>
 #include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
-#include "core/file_util.h"
 #include "core/path_rules.h"
 #include "deploy/plane_url.h"
 #include "wire/field_reader.h"
@@ -112,24 +107,27 @@ std::string RenderDaemonConfig(const DaemonConfig& config) {
 }
 
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
-    return NotFoundError("cannot read daemon config " + path + ": " + std::strerror(errno))
+  return LoadDaemonConfig(RealHost::Get(), path);
+}
+
+Result<DaemonConfig> LoadDaemonConfig(Host& host, const std::string& path) {
+  const std::optional<FileInfo> st = host.LinkStat(path);
+  if (!st) {
+    return NotFoundError("cannot read daemon config " + path + ": No such file or directory")
         .WithReason("config_missing");
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (st->type != FileInfo::Type::kFile) {
     return FailedPreconditionError("daemon config " + path + " is not a regular file")
         .WithReason("config_permissions");
   }
-  if ((st.st_mode & 077) != 0) {
+  if ((st->mode & 077) != 0) {
     char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st->mode & 07777));
     return FailedPreconditionError("daemon config " + path + " has mode " + mode +
                                    "; it holds the compute credential and must be 0600")
         .WithReason("config_permissions");
   }
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text,
-                           fs::ReadSmallFile(path, kMaxConfigBytes));
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, host.ReadFile(path, kMaxConfigBytes));
   if (!text)
     return NotFoundError("daemon config " + path + " vanished").WithReason("config_missing");
   Result<DaemonConfig> config = ParseDaemonConfig(*text);
@@ -145,15 +143,14 @@ Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   return config;
 }
 
-Status SaveDaemonConfig(const std::string& path, const DaemonConfig& config, uid_t uid, gid_t gid) {
+Status SaveDaemonConfig(Host& host, const std::string& path, const DaemonConfig& config, uid_t uid,
+                        gid_t gid) {
   if (PathIsUnder(path, config.shared_prefix)) {
     return FailedPreconditionError("refusing to write the credential config " + path +
                                    " on the shared mount " + config.shared_prefix)
         .WithReason("config_on_shared_mount");
   }
-  const std::filesystem::path p(path);
-  return fs::WriteFileAtomically(p.parent_path().string(), p.filename().string(),
-                                 RenderDaemonConfig(config), 0600, uid, gid);
+  return host.WriteFile(path, RenderDaemonConfig(config), 0600, uid, gid);
 }
 
 }  // namespace expanse::deploy

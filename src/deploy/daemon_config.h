@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "core/host.h"
 #include "core/result.h"
 
 namespace expanse::deploy {
@@ -37,11 +38,14 @@ std::string RenderDaemonConfig(const DaemonConfig& config);
 // Reads `path`, refusing a file that is not regular, is readable or writable by group or
 // others (reason "config_permissions"), or lies under `shared_prefix` (reason
 // "config_on_shared_mount").
+// Read through `host` (core/host.h); the one-argument form reads this machine.
+Result<DaemonConfig> LoadDaemonConfig(Host& host, const std::string& path);
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path);
 
 // Writes atomically with mode 0600 and the given owner; refuses a path under the config's
 // shared prefix.
-Status SaveDaemonConfig(const std::string& path, const DaemonConfig& config, uid_t uid, gid_t gid);
+Status SaveDaemonConfig(Host& host, const std::string& path, const DaemonConfig& config, uid_t uid,
+                        gid_t gid);
 
 // True when `path` is `prefix` or below it (both absolute, compared by components).
 bool PathIsUnder(std::string_view path, std::string_view prefix);

@@ -43,7 +43,7 @@ class DaemonConfigTest : public ::testing::Test {
 
 TEST_F(DaemonConfigTest, SaveAndLoadRoundTrip) {
   const std::string path = dir_ + "/config.json";
-  ASSERT_TRUE(SaveDaemonConfig(path, Sample(), getuid(), getgid()).ok());
+  ASSERT_TRUE(SaveDaemonConfig(RealHost::Get(), path, Sample(), getuid(), getgid()).ok());
   struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -58,7 +58,7 @@ TEST_F(DaemonConfigTest, SaveAndLoadRoundTrip) {
 
 TEST_F(DaemonConfigTest, SaveSetsTheOwner) {
   const std::string path = dir_ + "/config.json";
-  ASSERT_TRUE(SaveDaemonConfig(path, Sample(), 12345, 23456).ok());
+  ASSERT_TRUE(SaveDaemonConfig(RealHost::Get(), path, Sample(), 12345, 23456).ok());
   struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 12345u);
@@ -67,7 +67,7 @@ TEST_F(DaemonConfigTest, SaveSetsTheOwner) {
 
 TEST_F(DaemonConfigTest, RefusesLooseModes) {
   const std::string path = dir_ + "/config.json";
-  ASSERT_TRUE(SaveDaemonConfig(path, Sample(), getuid(), getgid()).ok());
+  ASSERT_TRUE(SaveDaemonConfig(RealHost::Get(), path, Sample(), getuid(), getgid()).ok());
   chmod(path.c_str(), 0644);
   auto loaded = LoadDaemonConfig(path);
   ASSERT_FALSE(loaded.ok());
@@ -79,7 +79,7 @@ TEST_F(DaemonConfigTest, RefusesLooseModes) {
 TEST_F(DaemonConfigTest, RefusesTheSharedMount) {
   DaemonConfig c = Sample();
   c.shared_prefix = dir_;
-  auto saved = SaveDaemonConfig(dir_ + "/config.json", c, getuid(), getgid());
+  auto saved = SaveDaemonConfig(RealHost::Get(), dir_ + "/config.json", c, getuid(), getgid());
   ASSERT_FALSE(saved.ok());
   EXPECT_EQ(saved.reason(), "config_on_shared_mount");
   // A file someone put there anyway is refused on load too.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -37,6 +38,21 @@ Output ConsoleOutput(bool verbose) {
       std::fputc('\n', stdout);
   };
   return out;
+}
+
+// The install's test hooks (docs/testing.md) come from the environment, read here, in the
+// CLI, so the library never reads it.
+HostPaths PathsFromEnvironment() {
+  auto read = [](const char* name) -> std::optional<int> {
+    const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): start-up, one thread
+    if (v == nullptr || *v == '\0')
+      return std::nullopt;
+    return std::atoi(v);
+  };
+  HostPaths paths;
+  paths.faults.fail_after_changes = read("EXPANSE_INSTALL_TEST_FAIL_AFTER");
+  paths.faults.kill_after_changes = read("EXPANSE_INSTALL_TEST_KILL_AFTER");
+  return paths;
 }
 
 int Report(const Status& s) {
@@ -171,10 +187,11 @@ int RunExpanseCli(int argc, char** argv) {
       return kExitUsage;
     }
     in.heartbeat_timeout = *timeout;
-    return Report(RunInstall(in, HostPaths{}, std::move(token), ConsoleOutput(in.verbose)));
+    return Report(
+        RunInstall(in, PathsFromEnvironment(), std::move(token), ConsoleOutput(in.verbose)));
   }
   if (uninstall->parsed())
-    return Report(RunUninstall(un, HostPaths{}, ConsoleOutput(un.verbose)));
+    return Report(RunUninstall(un, PathsFromEnvironment(), ConsoleOutput(un.verbose)));
   return Report(RunReleaseCommand(release_commands));
 }
 

@@ -6,6 +6,7 @@
 #define EXPANSE_INSTALL_INSTALL_OPTIONS_H_
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ inline constexpr char kDefaultReleasesUrl[] = "https://releases.expanse.sh";
 
 // The machine an install changes, and its node-local and system paths. Real installs use the
 // defaults; nothing but tests changes them (a MemoryHost, paths under a temporary root).
+// Test hooks (documented in docs/testing.md; the CLI reads them from the environment): fail,
+// or die with SIGKILL, once the install journal has made this many changes. Every change is
+// a rollback point, so a test that fails after 0, 1, 2, ... changes tries them all.
+struct FaultInjection {
+  std::optional<int> fail_after_changes{};
+  std::optional<int> kill_after_changes{};
+};
+
 struct HostPaths {
   // Every file, command, environment and account access of the migrated steps goes through it
   // (core/host.h). Not owned.
@@ -31,6 +40,11 @@ struct HostPaths {
   std::string systemd_runtime_dir = "/run/systemd/system";  // exists when systemd is PID 1
   std::string daemon_env = "/etc/expanse/daemon.env";
   std::string daemon_state_dir = "/var/lib/expanse";  // the daemon's own node-local state
+  // Two things are always on this machine's own disk, whatever `host` is: the install lock (a
+  // lock between processes) and the scratch directory where releases are downloaded, verified
+  // and unpacked before the install copies from them ("" = state_dir).
+  std::string staging_dir;
+  FaultInjection faults;
 };
 
 struct InstallOptions {

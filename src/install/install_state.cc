@@ -85,10 +85,10 @@ Result<InstallState> ParseInstallState(const std::string& text) {
   return s;
 }
 
-Result<std::optional<InstallState>> LoadInstallState(const std::string& state_dir,
+Result<std::optional<InstallState>> LoadInstallState(Host& host, const std::string& state_dir,
                                                      const std::string& role) {
   const std::string path = StatePath(state_dir, role);
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, fs::ReadSmallFile(path, 1 << 20));
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, host.ReadFile(path, 1 << 20));
   if (!text)
     return std::optional<InstallState>();
   Result<InstallState> s = ParseInstallState(*text);

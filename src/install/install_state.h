@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/result.h"
 
 namespace expanse::install {
@@ -38,7 +39,7 @@ std::string StatePath(const std::string& state_dir, const std::string& role);
 std::string RenderInstallState(const InstallState& state);
 Result<InstallState> ParseInstallState(const std::string& text);
 // nullopt when there is no state file for `role`.
-Result<std::optional<InstallState>> LoadInstallState(const std::string& state_dir,
+Result<std::optional<InstallState>> LoadInstallState(Host& host, const std::string& state_dir,
                                                      const std::string& role);
 
 }  // namespace expanse::install

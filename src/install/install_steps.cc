@@ -24,17 +24,9 @@
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 
-extern char** environ;
-
 namespace expanse::install {
 
 using nlohmann::json;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Status FlagProblems(const std::vector<std::string>& problems) {
   if (problems.empty())
@@ -56,17 +48,21 @@ Result<InstallLock> LockAndRecover(const HostPaths& paths, const Output& out) {
   EXPANSE_RETURN_IF_ERROR(dir);
   EXPANSE_ASSIGN_OR_RETURN(InstallLock lock, InstallLock::Acquire(paths.lock_path));
   const std::string journal_dir = paths.state_dir + "/journal";
-  if (Journal::Pending(journal_dir)) {
+  if (Journal::Pending(*paths.host, journal_dir)) {
     out.progress("an earlier install was interrupted; rolling back its changes first");
-    EXPANSE_RETURN_IF_ERROR(Journal::RollBack(journal_dir, out.detail));
+    EXPANSE_RETURN_IF_ERROR(Journal::RollBack(*paths.host, journal_dir, out.detail));
   }
   // Downloads an interrupted run staged (nothing else can be using them: we hold the lock).
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(paths.state_dir, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(StagingRoot(paths), ec)) {
     if (entry.path().filename().string().starts_with("staging."))
       std::filesystem::remove_all(entry.path(), ec);
   }
   return lock;
+}
+
+std::string StagingRoot(const HostPaths& paths) {
+  return paths.staging_dir.empty() ? paths.state_dir : paths.staging_dir;
 }
 
 Status Problems::ToStatus(const std::string& what) const {
@@ -79,24 +75,22 @@ Status Problems::ToStatus(const std::string& what) const {
   return FailedPreconditionError(text).WithReason("preflight_failed");
 }
 
-Status CheckPrefixWritable(const std::string& prefix) {
-  struct stat st {};
-  if (stat(prefix.c_str(), &st) != 0) {
-    return NotFoundError("--shared-prefix " + prefix + " does not exist: " + std::strerror(errno) +
-                         " (mount the shared filesystem there first)");
+Status CheckPrefixWritable(Host& host, const std::string& prefix) {
+  const std::optional<FileInfo> st = host.Stat(prefix);
+  if (!st) {
+    return NotFoundError("--shared-prefix " + prefix +
+                         " does not exist (mount the shared filesystem there first)");
   }
-  if (!S_ISDIR(st.st_mode))
+  if (st->type != FileInfo::Type::kDirectory)
     return FailedPreconditionError("--shared-prefix " + prefix + " is not a directory");
-  const std::string probe = prefix + "/.expanse-write-probe." + std::to_string(getpid());
-  int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  const std::string probe = prefix + "/.expanse-write-probe";
+  Status written = host.WriteFile(probe, "", 0600, 0, 0);
+  if (!written.ok()) {
     return PermissionDeniedError("cannot create files in --shared-prefix " + prefix + ": " +
-                                 std::strerror(errno) +
+                                 written.message() +
                                  " (read-only mount, or root squashed by NFS?)");
   }
-  close(fd);
-  unlink(probe.c_str());
-  return OkStatus();
+  return host.RemoveFile(probe);
 }
 
 std::string RenderSentinel(const Account& account, const std::string& controller_host,
@@ -107,10 +101,10 @@ std::string RenderSentinel(const Account& account, const std::string& controller
          "\n";
 }
 
-Status CheckSentinel(const std::string& prefix, const Account& local) {
+Status CheckSentinel(Host& host, const std::string& prefix, const Account& local) {
   const std::string path = prefix + "/" + deploy::kPreflightSentinelName;
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  const std::optional<FileInfo> st = host.LinkStat(path);
+  if (!st || st->type != FileInfo::Type::kFile) {
     return FailedPreconditionError(
                path +
                " is missing: this is not the shared mount the controller installed into "
@@ -118,7 +112,7 @@ Status CheckSentinel(const std::string& prefix, const Account& local) {
         .WithReason("sentinel_missing");
   }
   // The shared mount is writable from more than this host: the sentinel is outside input.
-  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 4096);
+  Result<std::optional<std::string>> text = host.ReadFile(path, 4096);
   Result<json> doc = NotFoundError(path);
   if (text.ok() && *text)
     doc = wire::ParseJson(**text, wire::JsonLimits{.max_depth = 2});
@@ -129,11 +123,11 @@ Status CheckSentinel(const std::string& prefix, const Account& local) {
   const int64_t gid = sentinel->Int("gid", -1, UINT32_MAX, wire::Need::kOptional, -1).value_or(-1);
   const std::string user = sentinel->Text("user", 64, wire::Need::kOptional).value_or("?");
   if (uid != static_cast<int64_t>(local.uid) || gid != static_cast<int64_t>(local.gid) ||
-      st.st_uid != local.uid) {
+      st->uid != local.uid) {
     return FailedPreconditionError(
                "UID/GID mismatch across the shared mount: the controller's account '" + user +
                "' is " + std::to_string(uid) + ":" + std::to_string(gid) +
-               " (sentinel file owned by uid " + std::to_string(st.st_uid) + "), here '" +
+               " (sentinel file owned by uid " + std::to_string(st->uid) + "), here '" +
                local.name + "' is " + std::to_string(local.uid) + ":" + std::to_string(local.gid) +
                "; make them the same on every node")
         .WithReason("uid_mismatch");
@@ -215,26 +209,19 @@ Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
 Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,
                          const std::vector<std::pair<std::string, std::string>>& extra,
                          const std::string& secret, gid_t daemon_gid, const Output& out) {
-  std::map<std::string, std::string> environment;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry = *e;
-    const size_t eq = entry.find('=');
-    if (eq != std::string::npos)
-      environment[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
+  Host& host = *paths.host;
   SeedValues values;
-  values.network = NetworkSettingsFromEnvironment(environment);
+  values.network = NetworkSettingsFromEnvironment(host.Environment());
   for (const auto& [k, v] : extra)
     values.runtime_settings.push_back(EnvEntry{k, v});
   if (!secret.empty())
     values.secrets.push_back(secret);
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                           fs::ReadSmallFile(paths.daemon_env, kMaxEnvFileBytes));
+                           host.ReadFile(paths.daemon_env, kMaxEnvFileBytes));
   EXPANSE_ASSIGN_OR_RETURN(std::string seeded, SeedDaemonEnv(existing.value_or(""), values));
-  struct stat st {};
+  const std::optional<FileInfo> st = host.Stat(paths.daemon_env);
   const bool readable_by_daemon =
-      stat(paths.daemon_env.c_str(), &st) == 0 &&
-      ((st.st_gid == daemon_gid && (st.st_mode & 0040)) || (st.st_mode & 0004));
+      st && ((st->gid == daemon_gid && (st->mode & 0040)) || (st->mode & 0004));
   if (existing && *existing == seeded && readable_by_daemon)
     return OkStatus();
   EXPANSE_ASSIGN_OR_RETURN(EnvKeyChanges changes, DiffEnvKeys(existing.value_or(""), seeded));
@@ -247,35 +234,40 @@ Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,
 }
 
 Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Account& account) {
+  Host& host = *paths.host;
+  const std::string& dir = paths.daemon_state_dir;
   // What the service creates at run time is adopted too, so that undoing a failed install (say,
   // no heartbeat) also removes the outbox and the rest the daemon made meanwhile.
-  struct stat st {};
-  if (lstat(paths.daemon_state_dir.c_str(), &st) != 0) {
-    const std::string parent = paths.daemon_state_dir.substr(0, paths.daemon_state_dir.rfind('/'));
+  if (!host.LinkStat(dir)) {
+    const std::string parent = dir.substr(0, dir.rfind('/'));
     EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(parent, 0755));
-    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(paths.daemon_state_dir));
-    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(paths.daemon_state_dir, 0755));
+    EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(dir));
+    EXPANSE_RETURN_IF_ERROR(host.MakeDirectories(dir, 0755));
   } else {
     for (const char* made_at_run_time : {"outbox", "aggregator", "control", "events", "sampler",
                                          "open-allocations.json", "sampler.log"}) {
-      const std::string path = paths.daemon_state_dir + "/" + made_at_run_time;
-      if (lstat(path.c_str(), &st) != 0)
+      const std::string path = dir + "/" + made_at_run_time;
+      if (!host.LinkStat(path))
         EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(path));
     }
   }
-  EXPANSE_RETURN_IF_ERROR(journal.Chown(paths.daemon_state_dir, account.uid, account.gid));
+  EXPANSE_RETURN_IF_ERROR(journal.Chown(dir, account.uid, account.gid));
   // Directories an earlier run (hooks as root, a daemon as another account) may have made.
   for (const char* sub : {"outbox", "aggregator", "sampler", "control", "events"}) {
-    const std::string dir = paths.daemon_state_dir + "/" + sub;
-    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    const std::string subdir = dir + "/" + sub;
+    const std::optional<FileInfo> info = host.LinkStat(subdir);
+    if (!info || info->type != FileInfo::Type::kDirectory)
       continue;
-    EXPANSE_RETURN_IF_ERROR(journal.Chown(dir, account.uid, account.gid));
+    EXPANSE_RETURN_IF_ERROR(journal.Chown(subdir, account.uid, account.gid));
     // And what is in them: a sampler lock left by a sampler that ran as root keeps the
     // service (as the daemon account) from ever starting.
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (entry.is_regular_file(ec) || entry.is_directory(ec))
-        EXPANSE_RETURN_IF_ERROR(journal.Chown(entry.path().string(), account.uid, account.gid));
+    EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names, host.ListDirectory(subdir));
+    for (const std::string& name : names) {
+      const std::string path = subdir + "/" + name;
+      const std::optional<FileInfo> entry = host.LinkStat(path);
+      if (entry &&
+          (entry->type == FileInfo::Type::kFile || entry->type == FileInfo::Type::kDirectory))
+        EXPANSE_RETURN_IF_ERROR(journal.Chown(path, account.uid, account.gid));
     }
   }
   return OkStatus();
@@ -285,7 +277,8 @@ Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
                         const std::string& slurm_conf_flag, bool reconfigure, const Output& out) {
   Host& host = *paths.host;
   const std::string conf = !slurm_conf_flag.empty() ? slurm_conf_flag : state.slurm_conf;
-  EXPANSE_ASSIGN_OR_RETURN(std::vector<WholeFileEdit> edits, PlanUnwiring(state.wired_files, conf));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<WholeFileEdit> edits,
+                           PlanUnwiring(host, state.wired_files, conf));
   for (const WholeFileEdit& e : edits) {
     const std::optional<FileInfo> info = host.Stat(e.path);
     if (!info)

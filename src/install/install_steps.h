@@ -24,6 +24,9 @@ Status FlagProblems(const std::vector<std::string>& problems);
 // or the machine went down), so every command starts from a consistent host.
 Result<InstallLock> LockAndRecover(const HostPaths& paths, const Output& out);
 
+// Where releases are staged (HostPaths::staging_dir, or the state directory).
+std::string StagingRoot(const HostPaths& paths);
+
 // Collects every preflight problem so the operator sees them all at once.
 class Problems {
  public:
@@ -42,7 +45,7 @@ class Problems {
 
 // The shared prefix exists, is a directory and root can create files in it (a probe file is
 // made and removed at once).
-Status CheckPrefixWritable(const std::string& prefix);
+Status CheckPrefixWritable(Host& host, const std::string& prefix);
 
 // The text of the sentinel the controller writes and workers check: who owns the shared mount's
 // files, by number, so a UID/GID mismatch between nodes shows up before samples go missing.
@@ -50,7 +53,7 @@ std::string RenderSentinel(const Account& account, const std::string& controller
                            int64_t now_ms);
 // A worker's check of the sentinel: present (same mount), owned by the local account's UID and
 // naming the same UID/GID.
-Status CheckSentinel(const std::string& prefix, const Account& local);
+Status CheckSentinel(Host& host, const std::string& prefix, const Account& local);
 
 // systemd running (its runtime directory exists) and systemctl present.
 Status CheckSystemd(const HostPaths& paths);
@@ -98,8 +101,6 @@ std::string CaFileFromEnvironment(Host& host);
 
 // The higher of two release versions ("" counts as lowest).
 std::string HigherVersion(const std::string& a, const std::string& b);
-
-int64_t NowMs();
 
 }  // namespace expanse::install
 

@@ -21,7 +21,7 @@ TEST(SentinelTest, AWorkerWithTheSameAccountNumbersAccepts) {
   testing::TempDir dir;
   Account here{"slurm", geteuid(), getegid()};
   dir.Write(deploy::kPreflightSentinelName, RenderSentinel(here, "ctl", 1));
-  EXPECT_TRUE(CheckSentinel(dir.path(), here).ok());
+  EXPECT_TRUE(CheckSentinel(RealHost::Get(), dir.path(), here).ok());
 }
 
 TEST(SentinelTest, DifferentNumbersAreAMismatchNamingBoth) {
@@ -29,7 +29,7 @@ TEST(SentinelTest, DifferentNumbersAreAMismatchNamingBoth) {
   Account controller{"slurm", 64030, 64030};
   dir.Write(deploy::kPreflightSentinelName, RenderSentinel(controller, "ctl", 1));
   Account worker{"slurm", 990, 990};
-  Status s = CheckSentinel(dir.path(), worker);
+  Status s = CheckSentinel(RealHost::Get(), dir.path(), worker);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.reason(), "uid_mismatch");
   EXPECT_NE(s.message().find("64030:64030"), std::string::npos) << s.message();
@@ -38,7 +38,7 @@ TEST(SentinelTest, DifferentNumbersAreAMismatchNamingBoth) {
 
 TEST(SentinelTest, AMissingSentinelMeansAnotherMount) {
   testing::TempDir dir;
-  Status s = CheckSentinel(dir.path(), Account{"slurm", 1, 1});
+  Status s = CheckSentinel(RealHost::Get(), dir.path(), Account{"slurm", 1, 1});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.reason(), "sentinel_missing");
 }
@@ -56,11 +56,11 @@ TEST(ProblemsTest, EveryProblemIsListed) {
 
 TEST(PrefixTest, AMissingPrefixOrAFileIsRefused) {
   testing::TempDir dir;
-  EXPECT_TRUE(CheckPrefixWritable(dir.path()).ok());
-  Status missing = CheckPrefixWritable(dir / "absent");
+  EXPECT_TRUE(CheckPrefixWritable(RealHost::Get(), dir.path()).ok());
+  Status missing = CheckPrefixWritable(RealHost::Get(), dir / "absent");
   EXPECT_NE(missing.message().find("does not exist"), std::string::npos);
   const std::string file = dir.Write("file", "x");
-  EXPECT_FALSE(CheckPrefixWritable(file).ok());
+  EXPECT_FALSE(CheckPrefixWritable(RealHost::Get(), file).ok());
 }
 
 TEST(VersionTest, HigherVersionIsNumeric) {

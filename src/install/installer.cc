@@ -30,14 +30,21 @@
 namespace expanse::install {
 namespace {
 
-std::string ReadOrEmpty(const std::string& path) {
-  Result<std::optional<std::string>> r = fs::ReadSmallFile(path, 1 << 20);
+std::string ReadOrEmpty(Host& host, const std::string& path) {
+  Result<std::optional<std::string>> r = host.ReadFile(path, 1 << 20);
   return r.ok() && *r ? **r : "";
 }
 
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return lstat(path.c_str(), &st) == 0;
+bool Exists(Host& host, const std::string& path) { return host.LinkStat(path).has_value(); }
+
+// The release is downloaded, verified and unpacked into a scratch directory on this machine's
+// own disk before anything is installed (install/release_source.h); what the install copies
+// from there is read here. Everything the install changes goes through the Host.
+Result<std::string> ReadStaged(const std::string& path, size_t max_bytes) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes, fs::ReadSmallFile(path, max_bytes));
+  if (!bytes)
+    return NotFoundError("the staged release file " + path + " vanished");
+  return std::move(*bytes);
 }
 
 // Everything a controller install decided before changing anything.
@@ -93,7 +100,7 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
           "--shared-prefix is required: the absolute path of the filesystem every node "
           "mounts (e.g. /srv/expanse)");
     } else {
-      problems.AddIfError(CheckPrefixWritable(o.shared_prefix));
+      problems.AddIfError(CheckPrefixWritable(*paths.host, o.shared_prefix));
     }
     if (o.systemd) {
       problems.AddIfError(CheckSystemd(paths));
@@ -105,7 +112,7 @@ Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan
     hooks.epilog = o.shared_prefix + "/hooks/epilog";
     hooks.taskprolog = o.profiling_agent ? o.shared_prefix + "/hooks/taskprolog" : "";
     plan.hooks = hooks;
-    Result<WiringPlan> wiring = PlanWiring(o.slurm_conf, hooks);
+    Result<WiringPlan> wiring = PlanWiring(*paths.host, o.slurm_conf, hooks);
     if (wiring.ok()) {
       plan.wiring = *wiring;
       out.progress("slurm.conf: " + wiring->slurm_conf);
@@ -148,6 +155,7 @@ Status CheckDataPlaneReachable(const HostPaths& paths, const std::string& url) {
 Status ApplyController(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
                        std::optional<SecretString>& token, const ComputeSummary* compute,
                        Journal& journal, const Output& out) {
+  Host& host = *paths.host;
   const std::string& prefix = plan.prefix;
   const uid_t uid = plan.account.uid;
   const gid_t gid = plan.account.gid;
@@ -162,7 +170,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   state.profiling_agent = o.profiling_agent;
   state.sampler_bootstrap = o.sampler_bootstrap;
   state.cupti_mode = o.cupti_mode;
-  state.installed_ms = NowMs();
+  state.installed_ms = host.clock().NowMs();
 
   EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, plan.account));
   out.progress("installing the daemon into " + prefix);
@@ -171,27 +179,27 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   // The spool fills at run time; a fresh one is adopted whole so an undo removes what the
   // daemon wrote there. An existing one (reinstall) keeps the samples still waiting in it.
   const std::string spool = prefix + "/spool";
-  if (!Exists(spool)) {
+  if (!Exists(host, spool)) {
     EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(spool));
     EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(spool, 0755, uid, gid));
   }
   const std::string sentinel = prefix + "/" + deploy::kPreflightSentinelName;
   EXPANSE_RETURN_IF_ERROR(journal.WriteFile(
-      sentinel, RenderSentinel(plan.account, plan.hostname, NowMs()), 0644, uid, gid));
+      sentinel, RenderSentinel(plan.account, plan.hostname, host.clock().NowMs()), 0644, uid, gid));
   state.files.push_back(sentinel);
 
   const std::string daemon = prefix + "/bin/expanse-daemon";
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> binary,
-                           fs::ReadSmallFile(plan.release.daemon_path, size_t{512} << 20));
-  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(daemon, binary.value_or(""), 0755));
+  EXPANSE_ASSIGN_OR_RETURN(std::string binary,
+                           ReadStaged(plan.release.daemon_path, size_t{512} << 20));
+  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(daemon, binary, 0755));
   state.files.push_back(daemon);
   if (o.bundled_pyspy) {
     if (plan.release.pyspy_path.empty()) {
       out.progress("note: this release has no bundled py-spy; set EXPANSE_PYSPY to use your own");
     } else {
-      EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> pyspy,
-                               fs::ReadSmallFile(plan.release.pyspy_path, size_t{256} << 20));
-      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(prefix + "/bin/py-spy", pyspy.value_or(""), 0755));
+      EXPANSE_ASSIGN_OR_RETURN(std::string pyspy,
+                               ReadStaged(plan.release.pyspy_path, size_t{256} << 20));
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(prefix + "/bin/py-spy", pyspy, 0755));
       state.files.push_back(prefix + "/bin/py-spy");
     }
   }
@@ -201,23 +209,22 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     const std::string artifacts = prefix + "/" + release::kCuptiArtifactsDir;
     const std::string nodes = prefix + "/" + release::kCuptiNodesDir;
     EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/lib", 0755));
-    if (!Exists(artifacts))
+    if (!Exists(host, artifacts))
       EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(artifacts));
     EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(artifacts, 0755));
     for (const std::string& archive : plan.release.cupti_archives) {
       const std::string name = archive.substr(archive.rfind('/') + 1);
       for (const std::string& suffix : {std::string(), std::string(release::kSignatureSuffix)}) {
-        EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                                 fs::ReadSmallFile(archive + suffix, release::kMaxArchiveBytes));
-        EXPANSE_RETURN_IF_ERROR(
-            journal.WriteFile(artifacts + "/" + name + suffix, bytes.value_or(""), 0644));
+        EXPANSE_ASSIGN_OR_RETURN(std::string bytes,
+                                 ReadStaged(archive + suffix, release::kMaxArchiveBytes));
+        EXPANSE_RETURN_IF_ERROR(journal.WriteFile(artifacts + "/" + name + suffix, bytes, 0644));
       }
     }
     EXPANSE_RETURN_IF_ERROR(journal.WriteFile(artifacts + "/" + release::kArtifactsKeyName,
                                               plan.release.key_pem, 0644));
-    if (!Exists(nodes))
+    if (!Exists(host, nodes))
       EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes));
-    else if (!Exists(nodes + "/" + plan.hostname))
+    else if (!Exists(host, nodes + "/" + plan.hostname))
       EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes + "/" + plan.hostname));
     std::string why;
     const std::optional<std::string> driver = release::LocalDriverVersion(why);
@@ -245,7 +252,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     spec.agent_library = kind == "taskprolog" ? AgentLibraryPath(plan) : "";
     const std::string gres =
         plan.wiring->slurm_conf.substr(0, plan.wiring->slurm_conf.rfind('/')) + "/gres.conf";
-    if (Exists(gres))
+    if (Exists(host, gres))
       spec.extra_args = {"--gres-conf", gres};
     spec.site_hook = kind == "prolog"   ? plan.wiring->site_prolog
                      : kind == "epilog" ? plan.wiring->site_epilog
@@ -262,11 +269,11 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     ExchangeRequest request;
     request.hostname = plan.hostname;
     request.daemon_version = plan.release.version.empty() ? "unknown" : plan.release.version;
-    request.slurm_version = SlurmVersion(*paths.host);
+    request.slurm_version = SlurmVersion(host);
     out.progress("exchanging the install token for the compute credential");
     EXPANSE_ASSIGN_OR_RETURN(
         ExchangedCredential cred,
-        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host))
+        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(host))
             ->Exchange(token->view(), request));
     token.reset();  // wiped: a failed run never carries it into another step
     deploy::DaemonConfig config;
@@ -279,11 +286,11 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     config.data_plane_url = plan.data_plane;
     config.shared_prefix = prefix;
     config.daemon_user = o.user;
-    config.written_ms = NowMs();
+    config.written_ms = host.clock().NowMs();
     const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
     if (plan.saved) {
-      EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
-      EXPANSE_RETURN_IF_ERROR(deploy::SaveDaemonConfig(plan.config_path, config, uid, gid));
+      EXPANSE_RETURN_IF_ERROR(host.MakeDirectories(dir, 0700));
+      EXPANSE_RETURN_IF_ERROR(deploy::SaveDaemonConfig(host, plan.config_path, config, uid, gid));
       out.progress("replacement credential written to " + plan.config_path +
                    " (the previous one is revoked)");
     } else {
@@ -329,13 +336,12 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
           journal.RunCommand("scontrol reconfigure (after undo)", {}, {"scontrol", "reconfigure"}));
     }
     for (const WholeFileEdit& e : plan.wiring->edits) {
-      struct stat st {};
-      if (stat(e.path.c_str(), &st) != 0)
+      const std::optional<FileInfo> st = host.Stat(e.path);
+      if (!st)
         return NotFoundError(e.path + " vanished during the install");
-      if (ReadOrEmpty(e.path) != e.before)
+      if (ReadOrEmpty(host, e.path) != e.before)
         return FailedPreconditionError(e.path + " changed during the install; run it again");
-      EXPANSE_RETURN_IF_ERROR(
-          journal.WriteFile(e.path, e.after, st.st_mode & 07777, st.st_uid, st.st_gid));
+      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(e.path, e.after, st->mode, st->uid, st->gid));
       state.wired_files.push_back(e.path);
     }
     state.slurm_conf = plan.wiring->slurm_conf;
@@ -365,9 +371,9 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
         InstallAndStartUnit(journal, paths, kControllerUnitName, plan.unit_text));
     out.progress("waiting up to " + std::to_string(o.heartbeat_timeout.count() / 1000) +
                  " s for the first authenticated heartbeat");
-    EXPANSE_ASSIGN_OR_RETURN(ControlPlaneClient cp,
-                             ControlPlaneClient::Create(plan.saved->control_plane_url,
-                                                        CaFileFromEnvironment(*paths.host)));
+    EXPANSE_ASSIGN_OR_RETURN(
+        ControlPlaneClient cp,
+        ControlPlaneClient::Create(plan.saved->control_plane_url, CaFileFromEnvironment(host)));
     EXPANSE_ASSIGN_OR_RETURN(bool enrolled,
                              cp.WaitForHeartbeat(plan.saved->credential, o.heartbeat_timeout));
     if (!enrolled) {
@@ -376,7 +382,7 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
       SubprocessOptions journal_tail;
       journal_tail.argv = {"journalctl", "-u", kControllerUnitName, "-n", "20", "--no-pager"};
       journal_tail.timeout = std::chrono::seconds(10);
-      Result<SubprocessResult> tail = RunSubprocess(journal_tail);
+      Result<SubprocessResult> tail = host.Run(journal_tail);
       if (tail.ok() && !tail->stdout_text.empty()) {
         out.progress("last lines of the daemon's journal:");
         out.text(tail->stdout_text);
@@ -398,14 +404,15 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
 
 Status InstallController(const InstallOptions& o, const HostPaths& paths,
                          std::optional<SecretString> token, const Output& out) {
+  Host& host = *paths.host;
   ControllerPlan plan;
   plan.hostname = o.hostname.empty() ? ShortHostname() : o.hostname;
   plan.config_path = EffectiveConfigPath(o.config_path);
   plan.prefix = o.shared_prefix;
 
   // 1. What is here already.
-  if (Exists(plan.config_path)) {
-    Result<deploy::DaemonConfig> saved = deploy::LoadDaemonConfig(plan.config_path);
+  if (Exists(host, plan.config_path)) {
+    Result<deploy::DaemonConfig> saved = deploy::LoadDaemonConfig(host, plan.config_path);
     if (!o.reinstall) {
       std::string who = saved.ok() ? " (compute " + saved->compute_id + ", organisation " +
                                          saved->organization + ")"
@@ -435,7 +442,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
                "EXPANSE_INSTALL_TOKEN) and --control-plane/--data-plane")
         .WithReason("no_saved_config");
   }
-  EXPANSE_ASSIGN_OR_RETURN(plan.previous, LoadInstallState(paths.state_dir, "controller"));
+  EXPANSE_ASSIGN_OR_RETURN(plan.previous, LoadInstallState(host, paths.state_dir, "controller"));
   plan.control_plane = !o.control_plane.empty() ? o.control_plane
                        : plan.saved             ? plan.saved->control_plane_url
                                                 : "";
@@ -445,7 +452,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
   if (!plan.control_plane.empty())
     while (plan.control_plane.ends_with('/'))
       plan.control_plane.pop_back();
-  if (Exists(StatePath(paths.state_dir, "sampler"))) {
+  if (Exists(host, StatePath(paths.state_dir, "sampler"))) {
     return FailedPreconditionError(
         "this host has the sampler role installed; uninstall it first (`expanse compute "
         "uninstall --role sampler`): the controller daemon samples this host's GPUs itself");
@@ -456,7 +463,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
   EXPANSE_RETURN_IF_ERROR(Preflight(o, paths, plan, out));
 
   // 3. The release, verified and staged (downloads happen before any change).
-  const std::string staging = paths.state_dir + "/staging." + std::to_string(getpid());
+  const std::string staging = StagingRoot(paths) + "/staging." + std::to_string(getpid());
   struct StagingCleanup {
     std::string dir;
     ~StagingCleanup() {
@@ -471,9 +478,9 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
                  "--daemon-binary (a staged archive)")
           .WithReason("no_release");
     }
-    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(paths.state_dir, 0700));
+    EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(StagingRoot(paths), 0700));
     EXPANSE_ASSIGN_OR_RETURN(plan.release,
-                             ResolveRelease(o, staging, CaFileFromEnvironment(*paths.host),
+                             ResolveRelease(o, staging, CaFileFromEnvironment(host),
                                             [&](const std::string& line) { out.progress(line); }));
     const std::string highest = plan.previous ? plan.previous->highest_version : "";
     if (!plan.release.version.empty() && !highest.empty() &&
@@ -495,7 +502,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     EXPANSE_RETURN_IF_ERROR(CheckTokenShape(intake.token.view()));
     EXPANSE_ASSIGN_OR_RETURN(
         ControlPlaneClient cp,
-        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host)));
+        ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(host)));
     Result<ComputeSummary> intro = cp.Introspect(intake.token.view());
     if (!intro.ok()) {
       return Status(intro.status().code(),
@@ -524,10 +531,10 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
   if (o.reinstall && plan.previous && !ConfigOnly(o)) {
     EXPANSE_RETURN_IF_ERROR(CleanUpPrevious(*plan.previous, paths, o.reconfigure, out));
     // The cleanup put the site's own hook lines back: plan the wiring again from there.
-    EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(o.slurm_conf, plan.hooks));
+    EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(host, o.slurm_conf, plan.hooks));
   }
-  EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(paths.state_dir + "/journal",
-                                                           FaultInjection::FromEnvironment()));
+  EXPANSE_ASSIGN_OR_RETURN(Journal journal,
+                           Journal::Begin(host, paths.state_dir + "/journal", paths.faults));
   Status applied;
   if (ConfigOnly(o)) {
     plan.release.version = o.daemon_version;
@@ -539,7 +546,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
       request.daemon_version = o.daemon_version.empty() ? "config-only" : o.daemon_version;
       EXPANSE_ASSIGN_OR_RETURN(
           ControlPlaneClient cp,
-          ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(*paths.host)));
+          ControlPlaneClient::Create(plan.control_plane, CaFileFromEnvironment(host)));
       EXPANSE_ASSIGN_OR_RETURN(ExchangedCredential cred, cp.Exchange(token->view(), request));
       token.reset();
       deploy::DaemonConfig config;
@@ -551,11 +558,11 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
       config.data_plane_url = plan.data_plane;
       config.shared_prefix = o.shared_prefix;
       config.daemon_user = o.user;
-      config.written_ms = NowMs();
+      config.written_ms = host.clock().NowMs();
       const std::string dir = plan.config_path.substr(0, plan.config_path.rfind('/'));
       if (plan.saved) {
-        EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
-        return deploy::SaveDaemonConfig(plan.config_path, config, plan.account.uid,
+        EXPANSE_RETURN_IF_ERROR(host.MakeDirectories(dir, 0700));
+        return deploy::SaveDaemonConfig(host, plan.config_path, config, plan.account.uid,
                                         plan.account.gid);
       }
       EXPANSE_RETURN_IF_ERROR(
@@ -573,7 +580,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     out.progress("install failed: " + applied.message());
     out.progress("rolling back " + std::to_string(journal.changes()) + " change" +
                  (journal.changes() == 1 ? "" : "s"));
-    Status undone = Journal::RollBack(journal.dir(), out.detail);
+    Status undone = Journal::RollBack(host, journal.dir(), out.detail);
     if (!undone.ok()) {
       return Status(applied.code(), applied.message() + "; rollback incomplete: " +
                                         undone.message() + " (re-run the install to finish it)")

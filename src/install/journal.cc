@@ -1,25 +1,14 @@
 #include "install/journal.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "core/file_util.h"
-#include "core/subprocess.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 
@@ -30,76 +19,33 @@ using nlohmann::json;
 
 constexpr char kJournalName[] = "journal.jsonl";
 constexpr size_t kMaxBackupBytes = size_t{64} << 20;  // binaries are backed up too
+constexpr size_t kMaxJournalBytes = size_t{16} << 20;
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-std::pair<std::string, std::string> SplitPath(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
-Status FsyncDirectory(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return InternalError(Errno("open " + dir));
-  ::fsync(fd);
-  ::close(fd);
-  return OkStatus();
-}
-
-// Copies `path` (a regular file, not followed if a link) into `backup`, fsync'ed.
-Status CopyForBackup(const std::string& path, const std::string& backup) {
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                           fs::ReadSmallFile(path, kMaxBackupBytes));
+Status Copy(Host& host, const std::string& from, const std::string& to) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes, host.ReadFile(from, kMaxBackupBytes));
   if (!bytes)
-    return NotFoundError(path + " vanished while it was being backed up");
-  auto [dir, name] = SplitPath(backup);
-  return fs::WriteFileAtomically(dir, name, *bytes, 0600);
+    return NotFoundError(from + " vanished while it was being copied");
+  return host.WriteFile(to, *bytes, 0600, 0, 0);
 }
 
-Status RunUndoCommand(const std::vector<std::string>& argv, const LogFn& log) {
+std::string Trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+Status RunUndoCommand(Host& host, const std::vector<std::string>& argv) {
   if (argv.empty())
     return OkStatus();
   SubprocessOptions options;
   options.argv = argv;
   options.timeout = std::chrono::seconds(60);
-  Result<SubprocessResult> result = RunSubprocess(options);
-  if (!result.ok())
-    return result.status();
-  if (!result->Succeeded()) {
-    std::string detail = result->stderr_text.substr(0, 300);
+  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host.Run(options));
+  if (!result.Succeeded()) {
+    const std::string detail = result.timed_out ? "timed out" : result.stderr_text.substr(0, 300);
     return UnavailableError(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") +
-                            " failed: " + (result->timed_out ? std::string("timed out") : detail));
+                            " failed: " + Trimmed(detail));
   }
-  (void)log;
-  return OkStatus();
-}
-
-Status RemoveTree(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? OkStatus() : InternalError(Errno("lstat " + path));
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      return InternalError(Errno("unlink " + path));
-    return OkStatus();
-  }
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr)
-    return InternalError(Errno("opendir " + path));
-  std::vector<std::string> children;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..")
-      children.push_back(path + "/" + name);
-  }
-  ::closedir(d);
-  for (const std::string& child : children)
-    EXPANSE_RETURN_IF_ERROR(RemoveTree(child));
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
-    return InternalError(Errno("rmdir " + path));
   return OkStatus();
 }
 
@@ -148,52 +94,50 @@ Result<JournalRecord> DecodeJournalRecord(const json& line, size_t number) {
   return out;
 }
 
-Status UndoRecord(const std::string& dir, const JournalRecord& r, const LogFn& log) {
+Status UndoRecord(Host& host, const std::string& dir, const JournalRecord& r, const LogFn& log) {
   const std::string& op = r.op;
   const std::string& path = r.path;
   if (op == "file" || op == "remove") {
     if (!r.existed) {
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-        return InternalError(Errno("remove " + path));
+      EXPANSE_RETURN_IF_ERROR(host.RemoveFile(path));
       log("undo: removed " + path);
       return OkStatus();
     }
     const std::string backup = dir + "/" + r.backup;
     EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                             fs::ReadSmallFile(backup, kMaxBackupBytes));
+                             host.ReadFile(backup, kMaxBackupBytes));
     if (!bytes)
       return DataLossError("the backup of " + path + " (" + backup + ") is missing");
-    auto [parent, name] = SplitPath(path);
-    EXPANSE_RETURN_IF_ERROR(
-        fs::WriteFileAtomically(parent, name, *bytes, static_cast<mode_t>(r.mode),
-                                static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)));
+    EXPANSE_RETURN_IF_ERROR(host.WriteFile(path, *bytes, static_cast<mode_t>(r.mode),
+                                           static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)));
     log("undo: restored " + path);
     return OkStatus();
   }
   if (op == "mkdir") {
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-      return FailedPreconditionError(Errno("remove directory " + path) +
+    Status removed = host.RemoveDirectory(path);
+    if (!removed.ok()) {
+      return FailedPreconditionError(removed.message() +
                                      " (something not created by this install is inside)");
     }
     log("undo: removed directory " + path);
     return OkStatus();
   }
   if (op == "chown") {
-    if (::lchown(path.c_str(), static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)) != 0 &&
-        errno != ENOENT)
-      return InternalError(Errno("chown " + path));
+    if (host.LinkStat(path))
+      EXPANSE_RETURN_IF_ERROR(
+          host.SetOwner(path, static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)));
     log("undo: gave " + path + " back its owner");
     return OkStatus();
   }
   if (op == "tree") {
-    EXPANSE_RETURN_IF_ERROR(RemoveTree(path));
+    EXPANSE_RETURN_IF_ERROR(host.RemoveTree(path));
     log("undo: removed " + path);
     return OkStatus();
   }
   // op == "command" (DecodeJournalRecord admits no other)
   if (r.undo.empty())
     return OkStatus();
-  Status s = RunUndoCommand(r.undo, log);
+  Status s = RunUndoCommand(host, r.undo);
   log("undo: " + (r.what.empty() ? std::string("command") : r.what) +
       (s.ok() ? "" : ": " + s.message()));
   return s;
@@ -201,55 +145,26 @@ Status UndoRecord(const std::string& dir, const JournalRecord& r, const LogFn& l
 
 }  // namespace
 
-FaultInjection FaultInjection::FromEnvironment() {
-  FaultInjection f;
-  auto read = [](const char* name) -> std::optional<int> {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0')
-      return std::nullopt;
-    return std::atoi(v);
-  };
-  f.fail_after_changes = read("EXPANSE_INSTALL_TEST_FAIL_AFTER");
-  f.kill_after_changes = read("EXPANSE_INSTALL_TEST_KILL_AFTER");
-  return f;
+bool Journal::Pending(Host& host, const std::string& dir) {
+  return host.LinkStat(dir + "/" + kJournalName).has_value();
 }
 
-bool Journal::Pending(const std::string& dir) {
-  struct stat st {};
-  return ::lstat((dir + "/" + kJournalName).c_str(), &st) == 0;
-}
-
-Result<Journal> Journal::Begin(const std::string& dir, FaultInjection faults) {
-  if (Pending(dir)) {
+Result<Journal> Journal::Begin(Host& host, const std::string& dir, FaultInjection faults) {
+  if (Pending(host, dir)) {
     return FailedPreconditionError("an unfinished install journal is in " + dir)
         .WithReason("journal_pending");
   }
-  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0700));
-  const std::string path = dir + "/" + kJournalName;
-  int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return InternalError(Errno("create " + path));
-  EXPANSE_RETURN_IF_ERROR(FsyncDirectory(dir));
-  return Journal(dir, fd, faults);
-}
-
-Journal::Journal(Journal&& other) noexcept
-    : dir_(std::move(other.dir_)),
-      fd_(std::exchange(other.fd_, -1)),
-      faults_(other.faults_),
-      changes_(other.changes_),
-      seq_(other.seq_) {}
-
-Journal::~Journal() {
-  if (fd_ >= 0)
-    ::close(fd_);
+  EXPANSE_RETURN_IF_ERROR(host.MakeDirectories(dir, 0700));
+  // The journal exists (empty) from here on, so a crash before the first change still
+  // leaves a journal that the next install finds and rolls back (to nothing).
+  EXPANSE_RETURN_IF_ERROR(host.AppendToFile(dir + "/" + kJournalName, "", 0600));
+  return Journal(host, dir, faults);
 }
 
 Status Journal::Append(const std::string& record_json) {
-  const std::string line = record_json + "\n";
-  if (!fs::WriteFully(fd_, line) || ::fsync(fd_) != 0)
-    return InternalError(Errno("append to the install journal in " + dir_));
+  Status appended = host_.AppendToFile(dir_ + "/" + kJournalName, record_json + "\n", 0600);
+  if (!appended.ok())
+    return InternalError("append to the install journal in " + dir_ + ": " + appended.message());
   return OkStatus();
 }
 
@@ -273,29 +188,27 @@ Status Journal::WriteFile(const std::string& path, const std::string& contents, 
   EXPANSE_RETURN_IF_ERROR(BeforeChange());
   ++seq_;
   json r = {{"seq", seq_}, {"op", "file"}, {"path", path}};
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode))
+  if (std::optional<FileInfo> was = host_.LinkStat(path)) {
+    if (was->type != FileInfo::Type::kFile)
       return FailedPreconditionError(path + " exists and is not a regular file");
     r["existed"] = true;
     r["backup"] = NextBackupName();
-    r["mode"] = st.st_mode & 07777;
-    r["uid"] = st.st_uid;
-    r["gid"] = st.st_gid;
-    EXPANSE_RETURN_IF_ERROR(CopyForBackup(path, dir_ + "/" + NextBackupName()));
+    r["mode"] = was->mode;
+    r["uid"] = was->uid;
+    r["gid"] = was->gid;
+    EXPANSE_RETURN_IF_ERROR(Copy(host_, path, dir_ + "/" + NextBackupName()));
   } else {
     r["existed"] = false;
   }
   EXPANSE_RETURN_IF_ERROR(Append(r.dump()));
-  auto [parent, name] = SplitPath(path);
-  return fs::WriteFileAtomically(parent, name, contents, mode, uid, gid);
+  return host_.WriteFile(path, contents, mode, uid, gid);
 }
 
 Status Journal::RemoveFile(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? OkStatus() : InternalError(Errno("lstat " + path));
-  if (!S_ISREG(st.st_mode))
+  std::optional<FileInfo> was = host_.LinkStat(path);
+  if (!was)
+    return OkStatus();
+  if (was->type != FileInfo::Type::kFile)
     return FailedPreconditionError(path + " is not a regular file");
   EXPANSE_RETURN_IF_ERROR(BeforeChange());
   ++seq_;
@@ -304,14 +217,12 @@ Status Journal::RemoveFile(const std::string& path) {
             {"path", path},
             {"existed", true},
             {"backup", NextBackupName()},
-            {"mode", st.st_mode & 07777},
-            {"uid", st.st_uid},
-            {"gid", st.st_gid}};
-  EXPANSE_RETURN_IF_ERROR(CopyForBackup(path, dir_ + "/" + NextBackupName()));
+            {"mode", was->mode},
+            {"uid", was->uid},
+            {"gid", was->gid}};
+  EXPANSE_RETURN_IF_ERROR(Copy(host_, path, dir_ + "/" + NextBackupName()));
   EXPANSE_RETURN_IF_ERROR(Append(r.dump()));
-  if (::unlink(path.c_str()) != 0)
-    return InternalError(Errno("remove " + path));
-  return OkStatus();
+  return host_.RemoveFile(path);
 }
 
 Status Journal::MakeDirectories(const std::string& path, mode_t mode, uid_t uid, gid_t gid) {
@@ -319,43 +230,38 @@ Status Journal::MakeDirectories(const std::string& path, mode_t mode, uid_t uid,
   std::vector<std::string> missing;
   std::string p = path;
   while (!p.empty() && p != "/") {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) == 0) {
-      if (!S_ISDIR(st.st_mode))
+    if (std::optional<FileInfo> there = host_.LinkStat(p)) {
+      if (there->type != FileInfo::Type::kDirectory)
         return FailedPreconditionError(p + " exists and is not a directory");
       break;
     }
     missing.push_back(p);
-    p = SplitPath(p).first;
+    const size_t slash = p.rfind('/');
+    p = slash == 0 || slash == std::string::npos ? "/" : p.substr(0, slash);
   }
   std::reverse(missing.begin(), missing.end());
   for (const std::string& d : missing) {
     EXPANSE_RETURN_IF_ERROR(BeforeChange());
     ++seq_;
     EXPANSE_RETURN_IF_ERROR(Append(json{{"seq", seq_}, {"op", "mkdir"}, {"path", d}}.dump()));
-    if (::mkdir(d.c_str(), mode) != 0 && errno != EEXIST)
-      return InternalError(Errno("mkdir " + d));
-    ::chmod(d.c_str(), mode);  // not subject to the umask
-    if (::chown(d.c_str(), uid, gid) != 0)
-      return InternalError(Errno("chown " + d));
+    EXPANSE_RETURN_IF_ERROR(host_.MakeDirectories(d, mode));
+    EXPANSE_RETURN_IF_ERROR(host_.SetOwner(d, uid, gid));
   }
   return OkStatus();
 }
 
 Status Journal::Chown(const std::string& path, uid_t uid, gid_t gid) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0)
-    return InternalError(Errno("lstat " + path));
-  if (st.st_uid == uid && st.st_gid == gid)
+  std::optional<FileInfo> was = host_.LinkStat(path);
+  if (!was)
+    return NotFoundError("chown " + path + ": No such file or directory");
+  if (was->uid == uid && was->gid == gid)
     return OkStatus();
   EXPANSE_RETURN_IF_ERROR(BeforeChange());
   ++seq_;
   EXPANSE_RETURN_IF_ERROR(Append(
-      json{{"seq", seq_}, {"op", "chown"}, {"path", path}, {"uid", st.st_uid}, {"gid", st.st_gid}}
+      json{{"seq", seq_}, {"op", "chown"}, {"path", path}, {"uid", was->uid}, {"gid", was->gid}}
           .dump()));
-  if (::lchown(path.c_str(), uid, gid) != 0)
-    return InternalError(Errno("chown " + path));
-  return OkStatus();
+  return host_.SetOwner(path, uid, gid);
 }
 
 Status Journal::RunCommand(const std::string& what, const std::vector<std::string>& run,
@@ -369,11 +275,10 @@ Status Journal::RunCommand(const std::string& what, const std::vector<std::strin
   SubprocessOptions options;
   options.argv = run;
   options.timeout = std::chrono::seconds(120);
-  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, RunSubprocess(options));
+  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host_.Run(options));
   if (!result.Succeeded()) {
-    std::string detail = result.timed_out ? "timed out" : result.stderr_text.substr(0, 500);
-    while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' '))
-      detail.pop_back();
+    const std::string detail =
+        result.timed_out ? "timed out" : Trimmed(result.stderr_text.substr(0, 500));
     return UnavailableError(what + " failed: " + detail).WithReason("command_failed");
   }
   return OkStatus();
@@ -385,20 +290,15 @@ Status Journal::AdoptNewTree(const std::string& path) {
   return Append(json{{"seq", seq_}, {"op", "tree"}, {"path", path}}.dump());
 }
 
-Status Journal::Commit() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  return RemoveTree(dir_);
-}
+Status Journal::Commit() { return host_.RemoveTree(dir_); }
 
-Status Journal::RollBack(const std::string& dir, const LogFn& log) {
-  const std::string path = dir + "/" + kJournalName;
-  std::ifstream in(path);
-  if (!in)
+Status Journal::RollBack(Host& host, const std::string& dir, const LogFn& log) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                           host.ReadFile(dir + "/" + kJournalName, kMaxJournalBytes));
+  if (!text)
     return OkStatus();  // nothing was recorded
   std::vector<Result<JournalRecord>> records;
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     Result<json> r = wire::ParseJson(line, wire::JsonLimits{.max_depth = 4});
@@ -408,7 +308,7 @@ Status Journal::RollBack(const std::string& dir, const LogFn& log) {
   }
   Status first = OkStatus();
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    Status s = it->ok() ? UndoRecord(dir, **it, log) : it->status();
+    Status s = it->ok() ? UndoRecord(host, dir, **it, log) : it->status();
     if (!s.ok()) {
       log("undo failed: " + s.message());
       if (first.ok())
@@ -417,7 +317,7 @@ Status Journal::RollBack(const std::string& dir, const LogFn& log) {
   }
   if (!first.ok())
     return first;
-  return RemoveTree(dir);
+  return host.RemoveTree(dir);
 }
 
 }  // namespace expanse::install

@@ -2,11 +2,11 @@
 // down (with a copy of what it replaces) BEFORE it is made, so a failed or killed install can
 // be undone exactly, leaving the host as it was.
 //
-//   EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(dir, faults));
+//   EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(host, dir, faults));
 //   EXPANSE_RETURN_IF_ERROR(journal.WriteFile("/etc/systemd/system/x.service", text, 0644));
 //   ...
 //   journal.Commit();            // success: forget the journal and its backups
-//   Journal::RollBack(dir, log); // failure (or an interrupted earlier run): undo in reverse
+//   Journal::RollBack(host, dir, log); // failure (or an interrupted earlier run): undo in reverse
 //
 // Layout of `dir` (local disk, root only): `journal.jsonl`, one JSON record per change, each
 // appended and fsync'ed before the change; `backup-<seq>` holds the bytes a change replaces or
@@ -23,18 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "install/install_options.h"
 
 namespace expanse::install {
-
-// Test hooks read from the environment by the CLI (documented in docs/testing.md): fail, or
-// die with SIGKILL, once this many changes have been made.
-struct FaultInjection {
-  std::optional<int> fail_after_changes{};
-  std::optional<int> kill_after_changes{};
-  static FaultInjection FromEnvironment();
-};
 
 // Where progress and diagnostics go; the CLI prints them, tests collect them.
 using LogFn = std::function<void(const std::string&)>;
@@ -43,20 +37,19 @@ class Journal {
  public:
   // Starts an empty journal in `dir` (created 0700). kFailedPrecondition, reason
   // "journal_pending", when a journal is already there: roll it back first.
-  static Result<Journal> Begin(const std::string& dir, FaultInjection faults = {});
+  static Result<Journal> Begin(Host& host, const std::string& dir, FaultInjection faults = {});
 
   // True when `dir` holds a journal of an install that did not finish.
-  static bool Pending(const std::string& dir);
+  static bool Pending(Host& host, const std::string& dir);
 
   // Undoes every recorded change, newest first, then removes the journal. Keeps going past a
   // failed undo step (logging it) so as much as possible is restored; the first failure is
   // returned at the end and the journal is kept for another try.
-  static Status RollBack(const std::string& dir, const LogFn& log);
+  static Status RollBack(Host& host, const std::string& dir, const LogFn& log);
 
-  Journal(Journal&& other) noexcept;
+  Journal(Journal&& other) noexcept = default;
   Journal& operator=(Journal&&) = delete;
   Journal(const Journal&) = delete;
-  ~Journal();
 
   // Creates or replaces `path` atomically with `contents`, `mode` and owner. Undo restores the
   // old bytes, mode and owner, or removes the file when there was none.
@@ -89,14 +82,14 @@ class Journal {
   const std::string& dir() const { return dir_; }
 
  private:
-  Journal(std::string dir, int fd, FaultInjection faults)
-      : dir_(std::move(dir)), fd_(fd), faults_(faults) {}
+  Journal(Host& host, std::string dir, FaultInjection faults)
+      : host_(host), dir_(std::move(dir)), faults_(faults) {}
   Status Append(const std::string& record_json);
   Status BeforeChange();  // fault injection point
   std::string NextBackupName();
 
-  std::string dir_;
-  int fd_ = -1;  // journal.jsonl, append-only; closed by Commit or when the process ends
+  Host& host_;
+  std::string dir_;  // journal.jsonl is appended to, one durable record per change
   FaultInjection faults_;
   int changes_ = 0;
   int seq_ = 0;

@@ -70,23 +70,23 @@ class JournalTest : public ::testing::Test {
 
 TEST_F(JournalTest, RollBackRestoresTheHostExactly) {
   auto before = Snapshot(host_);
-  auto j = Journal::Begin(jdir_);
+  auto j = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_TRUE(j.ok()) << j.status();
   ASSERT_TRUE(Changes(*j).ok());
   EXPECT_NE(Snapshot(host_), before);
-  EXPECT_TRUE(Journal::Pending(jdir_));
-  ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+  EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_));
+  ASSERT_TRUE(Journal::RollBack(RealHost::Get(), jdir_, Log()).ok());
   EXPECT_EQ(Snapshot(host_), before);
   EXPECT_FALSE(stdfs::exists(jdir_));
   EXPECT_TRUE(stdfs::exists(root_ + "/undo")) << "the undo command ran";
 }
 
 TEST_F(JournalTest, CommitKeepsTheChangesAndForgetsTheJournal) {
-  auto j = Journal::Begin(jdir_);
+  auto j = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_TRUE(j.ok());
   ASSERT_TRUE(Changes(*j).ok());
   ASSERT_TRUE(j->Commit().ok());
-  EXPECT_FALSE(Journal::Pending(jdir_));
+  EXPECT_FALSE(Journal::Pending(RealHost::Get(), jdir_));
   EXPECT_TRUE(stdfs::exists(host_ + "/srv/expanse/bin/daemon"));
   EXPECT_EQ(*fs::ReadSmallFile(host_ + "/etc/slurm.conf", 100), std::string("ClusterName=tc\n"));
 }
@@ -94,13 +94,13 @@ TEST_F(JournalTest, CommitKeepsTheChangesAndForgetsTheJournal) {
 TEST_F(JournalTest, InjectedFailureAtEveryChangeRollsBackToTheSameHost) {
   auto before = Snapshot(host_);
   for (int n = 0; n < 7; ++n) {
-    auto j = Journal::Begin(jdir_, FaultInjection{.fail_after_changes = n});
+    auto j = Journal::Begin(RealHost::Get(), jdir_, FaultInjection{.fail_after_changes = n});
     ASSERT_TRUE(j.ok()) << j.status();
     Status s = Changes(*j);
     ASSERT_FALSE(s.ok()) << "fail after " << n;
     EXPECT_EQ(s.reason(), "injected_failure");
     EXPECT_EQ(j->changes(), n);
-    ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+    ASSERT_TRUE(Journal::RollBack(RealHost::Get(), jdir_, Log()).ok());
     EXPECT_EQ(Snapshot(host_), before) << "after failing at change " << n + 1;
   }
 }
@@ -108,12 +108,12 @@ TEST_F(JournalTest, InjectedFailureAtEveryChangeRollsBackToTheSameHost) {
 TEST_F(JournalTest, ATornLastRecordIsSkipped) {
   auto before = Snapshot(host_);
   {
-    auto j = Journal::Begin(jdir_);
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
     ASSERT_TRUE(j.ok());
     ASSERT_TRUE(j->WriteFile(host_ + "/new", "n", 0600).ok());
   }
   std::ofstream(jdir_ + "/journal.jsonl", std::ios::app) << "{\"seq\":2,\"op\":\"fi";
-  ASSERT_TRUE(Journal::RollBack(jdir_, Log()).ok());
+  ASSERT_TRUE(Journal::RollBack(RealHost::Get(), jdir_, Log()).ok());
   EXPECT_EQ(Snapshot(host_), before);
 }
 
@@ -121,7 +121,7 @@ TEST_F(JournalTest, ATornLastRecordIsSkipped) {
 // out of the rollback; now it is that record's undo failure, and every other record is undone.
 TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {
   {
-    auto j = Journal::Begin(jdir_);
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
     ASSERT_TRUE(j.ok());
     ASSERT_TRUE(j->WriteFile(host_ + "/new", "n", 0600).ok());
   }
@@ -129,30 +129,30 @@ TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {
       << R"({"seq":2,"op":"file","path":")" << host_
       << R"(/other","existed":true,"backup":"backup-2","mode":"rw"})"
       << "\n";
-  const Status s = Journal::RollBack(jdir_, Log());
+  const Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("journal line 2.mode must be an integer"), std::string::npos) << s;
   EXPECT_FALSE(stdfs::exists(host_ + "/new")) << "the good record is still undone";
-  EXPECT_TRUE(Journal::Pending(jdir_)) << "kept for another try";
+  EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_)) << "kept for another try";
 }
 
 TEST_F(JournalTest, APendingJournalBlocksANewOne) {
-  auto j = Journal::Begin(jdir_);
+  auto j = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_TRUE(j.ok());
-  auto second = Journal::Begin(jdir_);
+  auto second = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().reason(), "journal_pending");
 }
 
 TEST_F(JournalTest, UndoOfADirectoryKeepsWhatOthersPutThere) {
-  auto j = Journal::Begin(jdir_);
+  auto j = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_TRUE(j.ok());
   ASSERT_TRUE(j->MakeDirectories(host_ + "/d", 0755).ok());
   std::ofstream(host_ + "/d/foreign") << "not ours";
-  Status s = Journal::RollBack(jdir_, Log());
+  Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(stdfs::exists(host_ + "/d/foreign"));
-  EXPECT_TRUE(Journal::Pending(jdir_)) << "kept for another try";
+  EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_)) << "kept for another try";
 }
 
 }  // namespace

@@ -2,11 +2,9 @@
 // the controller installed on the shared mount. No token, no credential.
 
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <fstream>
-#include <sstream>
+#include <chrono>
+#include <cstdlib>
 
 #include "install/host_facts.h"
 #include "install/install_state.h"
@@ -23,27 +21,29 @@ namespace {
 // service would find it and exit. It is stopped here; the service takes over. (Not journalled:
 // if the install fails, the next job's Prolog starts one again.)
 void StopBootstrappedSampler(const HostPaths& paths, const Output& out) {
-  std::ifstream pid_file(paths.daemon_state_dir + "/sampler/sampler.pid");
+  Host& host = *paths.host;
+  Result<std::optional<std::string>> pid_text =
+      host.ReadFile(paths.daemon_state_dir + "/sampler/sampler.pid", 64);
   long pid = 0;
-  if (!(pid_file >> pid) || pid <= 1)
+  if (!pid_text.ok() || !*pid_text || (pid = std::atol((*pid_text)->c_str())) <= 1)
     return;
-  std::ifstream cmdline_file("/proc/" + std::to_string(pid) + "/cmdline");
-  std::stringstream cmdline;
-  cmdline << cmdline_file.rdbuf();
-  if (cmdline.str().find(std::string("--role\0sampler", 14)) == std::string::npos)
+  Result<std::optional<std::string>> cmdline =
+      host.ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
+  if (!cmdline.ok() || !*cmdline ||
+      (*cmdline)->find(std::string("--role\0sampler", 14)) == std::string::npos)
     return;  // a stale pid file: that process is something else now
   out.progress("stopping the sampler a Prolog started (pid " + std::to_string(pid) +
                "); the service replaces it");
-  kill(static_cast<pid_t>(pid), SIGTERM);
-  for (int i = 0; i < 100 && kill(static_cast<pid_t>(pid), 0) == 0; ++i)
-    usleep(100'000);
+  (void)host.SignalProcess(static_cast<pid_t>(pid), SIGTERM);
+  for (int i = 0; i < 100 && host.SignalProcess(static_cast<pid_t>(pid), 0).ok(); ++i)
+    host.Sleep(std::chrono::milliseconds(100));
 }
 
 }  // namespace
 
 Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Output& out) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> controller,
-                           LoadInstallState(paths.state_dir, "controller"));
+                           LoadInstallState(*paths.host, paths.state_dir, "controller"));
   if (controller) {
     return FailedPreconditionError(
                "this host runs the controller daemon, which already samples its GPUs; a sampler "
@@ -51,7 +51,7 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
         .WithReason("sampler_on_controller");
   }
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> previous,
-                           LoadInstallState(paths.state_dir, "sampler"));
+                           LoadInstallState(*paths.host, paths.state_dir, "sampler"));
 
   out.progress("preflight: shared mount, account, systemd");
   Problems problems;
@@ -59,13 +59,13 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   Result<Account> account = LookupAccount(*paths.host, o.user);
   if (!account.ok())
     problems.Add(account.status().message());
-  struct stat st {};
-  if (stat(daemon.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+  const std::optional<FileInfo> binary = paths.host->Stat(daemon);
+  if (!binary || binary->type != FileInfo::Type::kFile || (binary->mode & 0111) == 0) {
     problems.Add("no daemon binary at " + daemon +
                  ": install the controller first, or mount the shared filesystem at " +
                  o.shared_prefix + " on this node");
   } else if (account.ok()) {
-    problems.AddIfError(CheckSentinel(o.shared_prefix, *account));
+    problems.AddIfError(CheckSentinel(*paths.host, o.shared_prefix, *account));
   }
   if (o.systemd) {
     problems.AddIfError(CheckSystemd(paths));
@@ -90,15 +90,15 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
     EXPANSE_RETURN_IF_ERROR(
         StopAndRemoveUnit(paths, previous->unit_name, previous->unit_path, out));
   }
-  EXPANSE_ASSIGN_OR_RETURN(Journal journal, Journal::Begin(paths.state_dir + "/journal",
-                                                           FaultInjection::FromEnvironment()));
+  EXPANSE_ASSIGN_OR_RETURN(Journal journal,
+                           Journal::Begin(*paths.host, paths.state_dir + "/journal", paths.faults));
   InstallState state;
   state.role = "sampler";
   state.shared_prefix = o.shared_prefix;
   state.user = o.user;
   state.profiling_agent = o.profiling_agent;
   state.cupti_mode = o.cupti_mode;
-  state.installed_ms = NowMs();
+  state.installed_ms = paths.host->clock().NowMs();
   Status applied = [&]() -> Status {
     std::vector<std::pair<std::string, std::string>> settings;
     if (!o.profiling_agent)
@@ -108,9 +108,8 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
     // This worker's CUPTI build, chosen for its own driver from what the controller staged.
     const std::string nodes = o.shared_prefix + "/" + release::kCuptiNodesDir;
     const std::string host = o.hostname.empty() ? ShortHostname() : o.hostname;
-    struct stat cst {};
-    if (stat((o.shared_prefix + "/" + release::kCuptiArtifactsDir).c_str(), &cst) == 0) {
-      if (stat((nodes + "/" + host).c_str(), &cst) != 0)
+    if (paths.host->Stat(o.shared_prefix + "/" + release::kCuptiArtifactsDir)) {
+      if (!paths.host->Stat(nodes + "/" + host))
         EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(nodes + "/" + host));
       std::string why;
       const std::optional<std::string> driver = release::LocalDriverVersion(why);
@@ -135,7 +134,7 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   if (!applied.ok()) {
     out.progress("install failed: " + applied.message());
     out.progress("rolling back " + std::to_string(journal.changes()) + " changes");
-    Status undone = Journal::RollBack(journal.dir(), out.detail);
+    Status undone = Journal::RollBack(*paths.host, journal.dir(), out.detail);
     if (!undone.ok())
       return Status(applied.code(),
                     applied.message() + "; rollback incomplete: " + undone.message());

@@ -2,7 +2,6 @@
 
 #include <set>
 
-#include "core/file_util.h"
 #include "slurm/hook_script.h"
 #include "slurm/hook_wiring.h"
 #include "slurm/slurm_conf.h"
@@ -11,8 +10,8 @@ namespace expanse::install {
 namespace {
 
 // A wrapper written by any earlier install, wherever it lives.
-std::optional<slurm::ManagedHookScript> ReadManagedScript(const std::string& path) {
-  Result<std::optional<std::string>> text = fs::ReadSmallFile(path, 1 << 20);
+std::optional<slurm::ManagedHookScript> ReadManagedScript(Host& host, const std::string& path) {
+  Result<std::optional<std::string>> text = host.ReadFile(path, 1 << 20);
   if (!text.ok() || !*text)
     return std::nullopt;
   return slurm::ParseManagedHookScript(**text);
@@ -20,30 +19,31 @@ std::optional<slurm::ManagedHookScript> ReadManagedScript(const std::string& pat
 
 // The site hook our wrapper must run: the one SLURM runs today, or — when that is already one
 // of our wrappers (a reinstall) — the one that wrapper chains.
-std::string SiteHookToChain(const slurm::HookPlan& hook) {
+std::string SiteHookToChain(Host& host, const slurm::HookPlan& hook) {
   if (!hook.site)
     return "";
   if (!hook.site->is_expanse_wrapper)
     return hook.site->value;
-  std::optional<slurm::ManagedHookScript> old = ReadManagedScript(hook.site->value);
+  std::optional<slurm::ManagedHookScript> old = ReadManagedScript(host, hook.site->value);
   return old ? old->site_hook : "";
 }
 
 }  // namespace
 
-Result<WiringPlan> PlanWiring(const std::string& slurm_conf_flag, const HookWrapperPaths& hooks) {
+Result<WiringPlan> PlanWiring(Host& host, const std::string& slurm_conf_flag,
+                              const HookWrapperPaths& hooks) {
   std::optional<std::string> flag;
   if (!slurm_conf_flag.empty())
     flag = slurm_conf_flag;
-  EXPANSE_ASSIGN_OR_RETURN(std::string path, slurm::DiscoverSlurmConf(flag));
-  EXPANSE_ASSIGN_OR_RETURN(slurm::SlurmConf conf, slurm::ReadSlurmConf(path));
+  EXPANSE_ASSIGN_OR_RETURN(std::string path, slurm::DiscoverSlurmConf(flag, host));
+  EXPANSE_ASSIGN_OR_RETURN(slurm::SlurmConf conf, slurm::ReadSlurmConf(host, path));
   slurm::HookTargets targets;
   targets.prolog = hooks.prolog;
   targets.epilog = hooks.epilog;
   targets.taskprolog = hooks.taskprolog.empty() ? hooks.prolog + "-task" : hooks.taskprolog;
   targets.taskprolog_enabled = !hooks.taskprolog.empty();
-  targets.is_expanse_wrapper = [](const std::string& p) {
-    return ReadManagedScript(p).has_value();
+  targets.is_expanse_wrapper = [&host](const std::string& p) {
+    return ReadManagedScript(host, p).has_value();
   };
   EXPANSE_ASSIGN_OR_RETURN(slurm::HookWiringPlan plan, slurm::PlanHookWiring(conf, targets));
   WiringPlan out;
@@ -55,7 +55,7 @@ Result<WiringPlan> PlanWiring(const std::string& slurm_conf_flag, const HookWrap
   for (const slurm::HookPlan& h : plan.hooks) {
     for (const std::string& w : h.warnings)
       out.warnings.push_back(w);
-    const std::string site = SiteHookToChain(h);
+    const std::string site = SiteHookToChain(host, h);
     switch (h.kind) {
       case slurm::HookKind::kProlog:
         out.site_prolog = site;
@@ -71,11 +71,11 @@ Result<WiringPlan> PlanWiring(const std::string& slurm_conf_flag, const HookWrap
   return out;
 }
 
-Result<std::vector<WholeFileEdit>> PlanUnwiring(const std::vector<std::string>& files,
+Result<std::vector<WholeFileEdit>> PlanUnwiring(Host& host, const std::vector<std::string>& files,
                                                 const std::string& slurm_conf) {
   std::set<std::string> candidates(files.begin(), files.end());
   if (!slurm_conf.empty()) {
-    Result<slurm::SlurmConf> conf = slurm::ReadSlurmConf(slurm_conf);
+    Result<slurm::SlurmConf> conf = slurm::ReadSlurmConf(host, slurm_conf);
     if (conf.ok()) {
       for (const slurm::SlurmConfFile& f : conf->files())
         candidates.insert(f.path);
@@ -84,7 +84,7 @@ Result<std::vector<WholeFileEdit>> PlanUnwiring(const std::vector<std::string>& 
   std::vector<WholeFileEdit> edits;
   for (const std::string& path : candidates) {
     EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text,
-                             fs::ReadSmallFile(path, slurm::kMaxSlurmConfFileBytes));
+                             host.ReadFile(path, slurm::kMaxSlurmConfFileBytes));
     if (!text || !slurm::HasHookWiring(*text))
       continue;
     EXPANSE_ASSIGN_OR_RETURN(std::string restored, slurm::UnwireHooks(*text));

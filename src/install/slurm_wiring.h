@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/result.h"
 
 namespace expanse::install {
@@ -36,12 +37,13 @@ struct WiringPlan {
   std::string site_taskprolog;
 };
 
-Result<WiringPlan> PlanWiring(const std::string& slurm_conf_flag, const HookWrapperPaths& hooks);
+Result<WiringPlan> PlanWiring(Host& host, const std::string& slurm_conf_flag,
+                              const HookWrapperPaths& hooks);
 
 // Edits that remove our wiring from `files` (e.g. those an install state lists) and from every
 // file of the slurm.conf at `slurm_conf` ("" = skip), restoring what was there before; files
 // that carry none are skipped.
-Result<std::vector<WholeFileEdit>> PlanUnwiring(const std::vector<std::string>& files,
+Result<std::vector<WholeFileEdit>> PlanUnwiring(Host& host, const std::vector<std::string>& files,
                                                 const std::string& slurm_conf = "");
 
 struct HookScriptSpec {

@@ -3,16 +3,6 @@
 // daemon.env) and deprovisions the compute unless --keep-identity. Every step is idempotent, so
 // after a failure the same command finishes the job; the state file goes last.
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-
-#include "core/file_util.h"
-#include "core/subprocess.h"
 #include "deploy/daemon_config.h"
 #include "install/control_plane_client.h"
 #include "install/install_lock.h"
@@ -26,19 +16,19 @@ namespace expanse::install {
 namespace {
 
 // Removes directories the install created under the prefix when nothing else is in them.
-void RemoveEmptyManagedDirs(const std::string& prefix) {
+void RemoveEmptyManagedDirs(Host& host, const std::string& prefix) {
   for (const char* d : {"/lib/systemd", "/lib/cupti-nodes", "/lib", "/hooks", "/bin"})
-    rmdir((prefix + d).c_str());
+    (void)host.RemoveDirectory(prefix + d);  // what is left inside is not ours
 }
 
 Status UninstallController(const UninstallOptions& o, const HostPaths& paths, const Output& out) {
+  Host& host = *paths.host;
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
-                           LoadInstallState(paths.state_dir, "controller"));
+                           LoadInstallState(host, paths.state_dir, "controller"));
   const std::string config_path = EffectiveConfigPath(!o.config_path.empty() ? o.config_path
                                                       : state                ? state->config_path
                                                                              : "");
-  struct stat st {};
-  const bool have_config = stat(config_path.c_str(), &st) == 0;
+  const bool have_config = host.Stat(config_path).has_value();
   if (!state && !have_config) {
     out.progress("nothing to uninstall: no controller install state and no config at " +
                  config_path);
@@ -53,16 +43,12 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     EXPANSE_RETURN_IF_ERROR(RemoveInstalledFiles(paths, *state, out));
     // The worker spool is ours too (the guide has workers uninstalled first). Not a listed
     // tree, because a reinstall must keep samples that are still waiting there.
-    if (!state->shared_prefix.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(state->shared_prefix + "/spool", ec);
-      if (ec)
-        return InternalError("remove " + state->shared_prefix + "/spool: " + ec.message());
-    }
-    RemoveEmptyManagedDirs(state->shared_prefix);
+    if (!state->shared_prefix.empty())
+      EXPANSE_RETURN_IF_ERROR(host.RemoveTree(state->shared_prefix + "/spool"));
+    RemoveEmptyManagedDirs(host, state->shared_prefix);
   }
   if (have_config && !o.keep_identity) {
-    Result<deploy::DaemonConfig> config = deploy::LoadDaemonConfig(config_path);
+    Result<deploy::DaemonConfig> config = deploy::LoadDaemonConfig(host, config_path);
     if (!config.ok())
       return Status(config.status().code(), "cannot deprovision: " + config.status().message());
     out.progress("deprovisioning compute " + config->compute_id);
@@ -76,16 +62,12 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
                                      gone.message() + "; run the uninstall again")
           .WithReason(gone.reason());
     }
-    if (unlink(config_path.c_str()) != 0 && errno != ENOENT)
-      return InternalError("remove " + config_path + ": " + std::strerror(errno));
-    const std::string dir = config_path.substr(0, config_path.rfind('/'));
-    rmdir(dir.c_str());  // only when empty
+    EXPANSE_RETURN_IF_ERROR(host.RemoveFile(config_path));
+    (void)host.RemoveDirectory(config_path.substr(0, config_path.rfind('/')));  // when empty
     out.progress("credential removed; register a new compute with a fresh install");
     // What the daemon queued for this compute can never be delivered now.
-    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json"}) {
-      std::error_code ec;
-      std::filesystem::remove_all(paths.daemon_state_dir + "/" + runtime, ec);
-    }
+    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json"})
+      EXPANSE_RETURN_IF_ERROR(host.RemoveTree(paths.daemon_state_dir + "/" + runtime));
   } else if (o.keep_identity) {
     out.progress("--keep-identity: the credential at " + config_path + " stays");
   }
@@ -97,7 +79,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
 
 Status UninstallSampler(const UninstallOptions&, const HostPaths& paths, const Output& out) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
-                           LoadInstallState(paths.state_dir, "sampler"));
+                           LoadInstallState(*paths.host, paths.state_dir, "sampler"));
   if (!state) {
     out.progress("nothing to uninstall: the sampler role is not installed on this host");
     return OkStatus();

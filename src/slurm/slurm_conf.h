@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/host.h"
 #include "core/result.h"
 #include "core/subprocess.h"
 
@@ -83,17 +84,10 @@ using SlurmConfFileReader = std::function<Result<std::optional<std::string>>(
 // kResourceExhausted (slurm_conf_too_large) past the byte or read limits.
 Result<SlurmConf> ParseSlurmConf(const std::string& main_path, const SlurmConfFileReader& read);
 
-// ParseSlurmConf over the real filesystem. Only regular files are read (kInvalidArgument for a
-// FIFO or device); a file that cannot be opened gives kPermissionDenied or kInternal with reason
-// slurm_conf_unreadable.
-Result<SlurmConf> ReadSlurmConf(const std::string& main_path);
-
-// The host as discovery sees it, so tests can replace it.
-struct SlurmConfDiscoveryHost {
-  std::optional<std::string> slurm_conf_env;  // $SLURM_CONF
-  std::function<bool(const std::string& path)> is_file;
-  std::function<Result<SubprocessResult>(const SubprocessOptions&)> run;
-};
+// ParseSlurmConf over `host`'s files (core/host.h). Only regular files are read
+// (kInvalidArgument for a FIFO or device); a file that cannot be read gives kPermissionDenied or
+// kInternal with reason slurm_conf_unreadable.
+Result<SlurmConf> ReadSlurmConf(Host& host, const std::string& main_path);
 
 // Which slurm.conf to patch, in this order:
 //   1. `flag` (--slurm-conf): must be absolute and name an existing file, else an error;
@@ -102,10 +96,8 @@ struct SlurmConfDiscoveryHost {
 //   4. /etc/slurm/slurm.conf, 5. /etc/slurm-llnl/slurm.conf.
 // None found: kNotFound (reason slurm_conf_not_found) listing each attempt and its outcome and
 // asking for --slurm-conf.
-Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag,
-                                      const SlurmConfDiscoveryHost& host);
-// On this host: the real environment, filesystem and scontrol.
-Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag);
+// Everything is looked up on `host`: its environment, files and scontrol.
+Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag, Host& host);
 
 // The value of "SLURM_CONF = ..." in `scontrol show config` output; nullopt when absent.
 std::optional<std::string> SlurmConfFromScontrol(std::string_view output);

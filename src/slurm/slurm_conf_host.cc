@@ -1,80 +1,37 @@
 // The host side of slurm_conf.h: reading the real files and finding slurm.conf.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/quote.h"
 #include "slurm/slurm_conf.h"
 
 namespace expanse::slurm {
 namespace {
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() {
-    if (fd_ >= 0)
-      close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Status ReadError(const std::string& path, int error) {
-  const std::string message = "cannot read " + path + ": " + std::strerror(error);
-  if (error == EACCES || error == EPERM)
+Status ReadError(const std::string& path, const Status& error) {
+  const std::string message = "cannot read " + path + ": " + error.message();
+  if (error.code() == StatusCode::kPermissionDenied)
     return PermissionDeniedError(message).WithReason("slurm_conf_unreadable");
   return InternalError(message).WithReason("slurm_conf_unreadable");
 }
 
-// Only regular files: O_NONBLOCK keeps a FIFO named by an Include from hanging the open, and
-// the size check keeps /dev/zero and friends out.
-Result<std::optional<std::string>> ReadConfFile(const std::string& path, std::size_t max_bytes) {
-  const Descriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (fd.get() < 0) {
-    if (errno == ENOENT || errno == ENOTDIR)
-      return std::optional<std::string>();
-    return ReadError(path, errno);
-  }
-  struct stat info {};
-  if (fstat(fd.get(), &info) != 0)
-    return ReadError(path, errno);
-  if (!S_ISREG(info.st_mode)) {
+// Only regular files: a FIFO named by an Include would hang the read, and /dev/zero would
+// never end.
+Result<std::optional<std::string>> ReadConfFile(Host& host, const std::string& path,
+                                                std::size_t max_bytes) {
+  const std::optional<FileInfo> info = host.Stat(path);
+  if (!info)
+    return std::optional<std::string>();
+  if (info->type != FileInfo::Type::kFile)
     return InvalidArgumentError(path + ": not a regular file").WithReason("slurm_conf_syntax");
-  }
-  if (static_cast<std::size_t>(info.st_size) > max_bytes)
-    return ResourceExhaustedError(path + ": too large");
-  std::string contents;
-  char buffer[16384];
-  while (true) {
-    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return ReadError(path, errno);
-    }
-    if (n == 0)
-      break;
-    contents.append(buffer, static_cast<std::size_t>(n));
-    if (contents.size() > max_bytes)  // it grew while we read
+  Result<std::optional<std::string>> text = host.ReadFile(path, max_bytes);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kResourceExhausted)
       return ResourceExhaustedError(path + ": too large");
+    return ReadError(path, text.status());
   }
-  return std::optional<std::string>(std::move(contents));
-}
-
-bool IsRegularFile(const std::string& path) {
-  struct stat info {};
-  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+  return text;
 }
 
 // One attempt's outcome for the final error message, e.g. "$SLURM_CONF (unset)".
@@ -83,13 +40,17 @@ struct Attempt {
   std::string outcome;
 };
 
-std::optional<std::string> TryScontrol(const SlurmConfDiscoveryHost& host,
-                                       std::vector<Attempt>& attempts) {
+bool IsRegularFile(Host& host, const std::string& path) {
+  const std::optional<FileInfo> info = host.Stat(path);
+  return info && info->type == FileInfo::Type::kFile;
+}
+
+std::optional<std::string> TryScontrol(Host& host, std::vector<Attempt>& attempts) {
   SubprocessOptions options;
   options.argv = {"scontrol", "show", "config"};
   options.timeout = std::chrono::seconds(10);
   const std::string what = "`scontrol show config`";
-  const Result<SubprocessResult> run = host.run(options);
+  const Result<SubprocessResult> run = host.Run(options);
   if (!run.ok()) {
     attempts.push_back({what, run.status().message()});
     return std::nullopt;
@@ -110,7 +71,7 @@ std::optional<std::string> TryScontrol(const SlurmConfDiscoveryHost& host,
     attempts.push_back({what, "no SLURM_CONF line"});
     return std::nullopt;
   }
-  if (!path->starts_with('/') || !host.is_file(*path)) {
+  if (!path->starts_with('/') || !IsRegularFile(host, *path)) {
     attempts.push_back({what, "names " + QuoteForMessage(*path, 200) + ", not a file here"});
     return std::nullopt;
   }
@@ -119,8 +80,10 @@ std::optional<std::string> TryScontrol(const SlurmConfDiscoveryHost& host,
 
 }  // namespace
 
-Result<SlurmConf> ReadSlurmConf(const std::string& main_path) {
-  return ParseSlurmConf(main_path, ReadConfFile);
+Result<SlurmConf> ReadSlurmConf(Host& host, const std::string& main_path) {
+  return ParseSlurmConf(main_path, [&host](const std::string& path, std::size_t max_bytes) {
+    return ReadConfFile(host, path, max_bytes);
+  });
 }
 
 std::optional<std::string> SlurmConfFromScontrol(std::string_view output) {
@@ -145,33 +108,32 @@ std::optional<std::string> SlurmConfFromScontrol(std::string_view output) {
   return std::nullopt;
 }
 
-Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag,
-                                      const SlurmConfDiscoveryHost& host) {
+Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag, Host& host) {
   if (flag.has_value()) {
     if (!flag->starts_with('/')) {
       return InvalidArgumentError("--slurm-conf must be an absolute path, got " +
                                   QuoteForMessage(*flag, 200))
           .WithReason("slurm_conf_not_absolute");
     }
-    if (!host.is_file(*flag)) {
+    if (!IsRegularFile(host, *flag)) {
       return NotFoundError("--slurm-conf " + *flag + ": no such file")
           .WithReason("slurm_conf_not_found");
     }
     return *flag;
   }
   std::vector<Attempt> attempts;
-  if (!host.slurm_conf_env.has_value() || host.slurm_conf_env->empty()) {
+  const std::optional<std::string> env = host.GetEnv("SLURM_CONF");
+  if (!env.has_value() || env->empty()) {
     attempts.push_back({"$SLURM_CONF", "unset"});
-  } else if (!host.slurm_conf_env->starts_with('/') || !host.is_file(*host.slurm_conf_env)) {
-    attempts.push_back(
-        {"$SLURM_CONF", QuoteForMessage(*host.slurm_conf_env, 200) + " is not a file here"});
+  } else if (!env->starts_with('/') || !IsRegularFile(host, *env)) {
+    attempts.push_back({"$SLURM_CONF", QuoteForMessage(*env, 200) + " is not a file here"});
   } else {
-    return *host.slurm_conf_env;
+    return *env;
   }
   if (std::optional<std::string> path = TryScontrol(host, attempts))
     return *path;
   for (const char* fallback : {"/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"}) {
-    if (host.is_file(fallback))
+    if (IsRegularFile(host, fallback))
       return std::string(fallback);
     attempts.push_back({fallback, "missing"});
   }
@@ -181,15 +143,6 @@ Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag,
   return NotFoundError("cannot find slurm.conf; tried " + tried +
                        ". Pass --slurm-conf /absolute/path/slurm.conf")
       .WithReason("slurm_conf_not_found");
-}
-
-Result<std::string> DiscoverSlurmConf(std::optional<std::string> flag) {
-  SlurmConfDiscoveryHost host;
-  if (const char* env = std::getenv("SLURM_CONF"))
-    host.slurm_conf_env = env;
-  host.is_file = IsRegularFile;
-  host.run = RunSubprocess;
-  return DiscoverSlurmConf(std::move(flag), host);
 }
 
 }  // namespace expanse::slurm

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/memory_host.h"
 #include "slurm/slurm_conf_test_util.h"
 
 namespace expanse::slurm {
@@ -187,56 +188,49 @@ TEST(ReadSlurmConfTest, ReadsRealFilesAndRefusesNonRegularOnes) {
   dir.Write("slurm.conf", "Include hooks.conf\nInclude fifo\n");
   dir.Write("hooks.conf", "Prolog=/p\n");
   ASSERT_EQ(mkfifo((dir.path() + "/fifo").c_str(), 0600), 0);
-  const Result<SlurmConf> conf = ReadSlurmConf(dir.path() + "/slurm.conf");
+  const Result<SlurmConf> conf = ReadSlurmConf(RealHost::Get(), dir.path() + "/slurm.conf");
   EXPECT_EQ(conf.status().message(), dir.path() + "/fifo: not a regular file");
 
   dir.Write("slurm.conf", "Include hooks.conf\n");
-  const Result<SlurmConf> good = ReadSlurmConf(dir.path() + "/slurm.conf");
+  const Result<SlurmConf> good = ReadSlurmConf(RealHost::Get(), dir.path() + "/slurm.conf");
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->EffectiveValue("Prolog"), "/p");
   EXPECT_EQ(good->files()[1].contents, "Prolog=/p\n");
 }
 
-// Discovery with a host whose files, environment and scontrol the test decides.
+// Discovery on an in-memory host whose files, environment and scontrol the test decides.
 class DiscoverSlurmConfTest : public ::testing::Test {
  protected:
-  SlurmConfDiscoveryHost Host() {
-    SlurmConfDiscoveryHost host;
-    host.slurm_conf_env = env_;
-    host.is_file = [this](const std::string& path) {
-      return std::find(files_.begin(), files_.end(), path) != files_.end();
-    };
-    host.run = [this](const SubprocessOptions& options) -> Result<SubprocessResult> {
-      ran_ = options.argv;
-      return scontrol_;
-    };
-    return host;
+  void AddFiles(const std::vector<std::string>& paths) {
+    for (const std::string& path : paths)
+      host_.Put(path, "ClusterName=c\n");
   }
+  void Scontrol(SubprocessResult answer) {
+    host_.OnRun("scontrol", [answer](const std::vector<std::string>&) { return answer; });
+  }
+  std::vector<std::string> Ran() const { return host_.commands(); }
 
-  std::optional<std::string> env_;
-  std::vector<std::string> files_;
-  Result<SubprocessResult> scontrol_ = NotFoundError("scontrol: not found");
-  std::vector<std::string> ran_;
+  MemoryHost host_;
 };
 
 TEST_F(DiscoverSlurmConfTest, FlagMustBeAbsoluteAndExist) {
-  files_ = {"/site/slurm.conf"};
-  EXPECT_EQ(*DiscoverSlurmConf("/site/slurm.conf", Host()), "/site/slurm.conf");
-  const Result<std::string> relative = DiscoverSlurmConf("slurm.conf", Host());
+  AddFiles({"/site/slurm.conf"});
+  EXPECT_EQ(*DiscoverSlurmConf("/site/slurm.conf", host_), "/site/slurm.conf");
+  const Result<std::string> relative = DiscoverSlurmConf("slurm.conf", host_);
   EXPECT_EQ(relative.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(relative.status().message(),
             "--slurm-conf must be an absolute path, got \"slurm.conf\"");
-  EXPECT_EQ(DiscoverSlurmConf("/etc/slurm/slurm.conf", Host()).status().message(),
+  EXPECT_EQ(DiscoverSlurmConf("/etc/slurm/slurm.conf", host_).status().message(),
             "--slurm-conf /etc/slurm/slurm.conf: no such file");
-  EXPECT_TRUE(ran_.empty());
+  EXPECT_TRUE(Ran().empty());
 }
 
 TEST_F(DiscoverSlurmConfTest, TriesEnvironmentThenScontrolThenDefaults) {
-  files_ = {"/env/slurm.conf", "/from/scontrol.conf", "/etc/slurm-llnl/slurm.conf"};
-  env_ = "/env/slurm.conf";
-  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, Host()), "/env/slurm.conf");
+  AddFiles({"/env/slurm.conf", "/from/scontrol.conf", "/etc/slurm-llnl/slurm.conf"});
+  host_.SetEnv("SLURM_CONF", "/env/slurm.conf");
+  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, host_), "/env/slurm.conf");
 
-  env_ = "/env/missing.conf";
+  host_.SetEnv("SLURM_CONF", "/env/missing.conf");
   SubprocessResult scontrol;
   scontrol.exit_code = 0;
   scontrol.stdout_text =
@@ -244,20 +238,20 @@ TEST_F(DiscoverSlurmConfTest, TriesEnvironmentThenScontrolThenDefaults) {
       "SLURM_CONF_SERVER       = x\n"
       "SLURM_CONF              = /from/scontrol.conf\n"
       "SLURM_VERSION           = 22.05.8\n";
-  scontrol_ = scontrol;
-  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, Host()), "/from/scontrol.conf");
-  EXPECT_EQ(ran_, (std::vector<std::string>{"scontrol", "show", "config"}));
+  Scontrol(scontrol);
+  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, host_), "/from/scontrol.conf");
+  EXPECT_EQ(Ran(), (std::vector<std::string>{"scontrol show config"}));
 
-  scontrol_ = NotFoundError("scontrol: not found");
-  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, Host()), "/etc/slurm-llnl/slurm.conf");
+  Scontrol(MemoryHost::Exit(127, "", "scontrol: command not found"));
+  EXPECT_EQ(*DiscoverSlurmConf(std::nullopt, host_), "/etc/slurm-llnl/slurm.conf");
 }
 
 TEST_F(DiscoverSlurmConfTest, ErrorListsEveryAttempt) {
   SubprocessResult failed;
   failed.exit_code = 1;
   failed.stderr_text = "slurm_load_ctl_conf error: Unable to contact slurm controller\nmore\n";
-  scontrol_ = failed;
-  const Result<std::string> none = DiscoverSlurmConf(std::nullopt, Host());
+  Scontrol(failed);
+  const Result<std::string> none = DiscoverSlurmConf(std::nullopt, host_);
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(none.status().reason(), "slurm_conf_not_found");
   EXPECT_EQ(none.status().message(),
@@ -266,11 +260,12 @@ TEST_F(DiscoverSlurmConfTest, ErrorListsEveryAttempt) {
             "/etc/slurm/slurm.conf (missing); /etc/slurm-llnl/slurm.conf (missing). Pass "
             "--slurm-conf /absolute/path/slurm.conf");
 
-  env_ = "relative.conf";
-  scontrol_ = NotFoundError("scontrol: not found");
-  EXPECT_EQ(DiscoverSlurmConf(std::nullopt, Host()).status().message(),
+  host_.SetEnv("SLURM_CONF", "relative.conf");
+  Scontrol(MemoryHost::Exit(127, "", "scontrol: command not found"));
+  EXPECT_EQ(DiscoverSlurmConf(std::nullopt, host_).status().message(),
             "cannot find slurm.conf; tried $SLURM_CONF (\"relative.conf\" is not a file here); "
-            "`scontrol show config` (scontrol: not found); /etc/slurm/slurm.conf (missing); "
+            "`scontrol show config` (exit status 127: \"scontrol: command not found\"); "
+            "/etc/slurm/slurm.conf (missing); "
             "/etc/slurm-llnl/slurm.conf (missing). Pass --slurm-conf /absolute/path/slurm.conf");
 }
 

@@ -1,0 +1,304 @@
+// The install, uninstall and rollback flows end to end on an in-memory host (core/memory_host.h):
+// every file they write, every command they run, and — the point of the journal — that a
+// failure at ANY change leaves the host exactly as it was. The control plane is a small real
+// HTTP server on loopback answering as the real one does; the cluster tests run the same
+// flows against a real expanse-server, systemd and SLURM.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/memory_host.h"
+#include "core/test_temp_dir.h"
+#include "install/installer.h"
+
+namespace expanse::install {
+namespace {
+
+constexpr char kToken[] = "exp_it_0123456789abcdefXYZ";
+constexpr char kSlurmConf[] = "ClusterName=c\nSlurmctldHost=ctl\nProlog=/etc/slurm/site-prolog\n";
+constexpr uid_t kSlurmUid = 64030;
+
+// Answers the control-plane and data-plane calls the installer makes.
+class FakePlanes {
+ public:
+  FakePlanes() {
+    const std::string compute = R"("compute":{"id":"c-17","name":"gpu-cluster","state":"pending"},)"
+                                R"("organization":{"slug":"acme","name":"Acme"})";
+    server_.Post("/cp/v1/install-tokens/introspect",
+                 [compute](const httplib::Request&, httplib::Response& response) {
+                   response.set_content("{" + compute + "}", "application/json");
+                 });
+    server_.Post("/cp/v1/install-tokens/exchange", [this, compute](const httplib::Request&,
+                                                                   httplib::Response& response) {
+      ++exchanges_;
+      response.set_content(R"({"credential":"exp_cc_secret","credential_id":7,)" + compute + "}",
+                           "application/json");
+    });
+    server_.Get("/cp/v1/enrolment", [this](const httplib::Request&, httplib::Response& response) {
+      response.set_content(enrolled_ ? R"({"enrolled":true})" : R"({"enrolled":false})",
+                           "application/json");
+    });
+    server_.Post("/cp/v1/deprovision",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   deprovisioned_with_ = request.get_header_value("Authorization");
+                   response.set_content("{}", "application/json");
+                 });
+    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("ok", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FakePlanes() {
+    while (!server_.is_running())
+      std::this_thread::yield();
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  std::atomic<bool> enrolled_{true};
+  std::atomic<int> exchanges_{0};
+  std::string deprovisioned_with_;
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+SubprocessResult Ok(const std::vector<std::string>&) { return MemoryHost::Exit(0); }
+
+class InstallFlowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_.AddUser({"slurm", kSlurmUid, kSlurmUid});
+    host_.Put("/etc/slurm/slurm.conf", kSlurmConf, 0644);
+    ASSERT_TRUE(host_.MakeDirectories("/srv/expanse", 0755).ok());
+    ASSERT_TRUE(host_.MakeDirectories("/run/systemd/system", 0755).ok());
+    ASSERT_TRUE(host_.MakeDirectories("/var/lib/expanse-install", 0700).ok());
+    host_.OnRun("systemctl", Ok);
+    host_.OnRun("journalctl", [](const std::vector<std::string>&) {
+      return MemoryHost::Exit(0, "expanse-daemon[1]: TLS handshake failed\n");
+    });
+    host_.OnRun("scontrol", [](const std::vector<std::string>& argv) {
+      return MemoryHost::Exit(0, argv[1] == "--version" ? "slurm 22.05.8\n" : "");
+    });
+
+    paths_.host = &host_;
+    paths_.lock_path = scratch_ / "install.lock";
+    paths_.staging_dir = scratch_.path();
+
+    install_.type = "slurm";
+    install_.shared_prefix = "/srv/expanse";
+    install_.daemon_binary = scratch_.Write("expanse-daemon",
+                                            "\x7f"
+                                            "ELF daemon");
+    install_.control_plane = planes_.url();
+    install_.data_plane = planes_.url();
+    install_.slurm_conf = "/etc/slurm/slurm.conf";
+    install_.patch_slurm_conf = true;
+    install_.hostname = "ctl";
+    install_.heartbeat_timeout = std::chrono::seconds(5);
+  }
+
+  Output Collect() {
+    Output out;
+    out.progress = [this](const std::string& line) { progress_.push_back(line); };
+    out.detail = [](const std::string&) {};
+    out.text = [](const std::string&) {};
+    return out;
+  }
+  Status Install() { return RunInstall(install_, paths_, SecretString(kToken), Collect()); }
+  bool Said(const std::string& words) const {
+    for (const std::string& line : progress_)
+      if (line.find(words) != std::string::npos)
+        return true;
+    return false;
+  }
+  bool Ran(const std::string& command) const {
+    for (const std::string& c : host_.commands())
+      if (c == command)
+        return true;
+    return false;
+  }
+
+  MemoryHost host_;
+  testing::TempDir scratch_;  // the lock and the release staging are always on local disk
+  FakePlanes planes_;
+  HostPaths paths_;
+  InstallOptions install_;
+  std::vector<std::string> progress_;
+};
+
+TEST_F(InstallFlowTest, AFreshControllerInstallPutsEverythingInPlaceAndStartsTheService) {
+  const Status s = Install();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(host_.Contents("/srv/expanse/bin/expanse-daemon"),
+            "\x7f"
+            "ELF daemon");
+  EXPECT_EQ(host_.Stat("/srv/expanse/bin/expanse-daemon")->mode, 0755u);
+  const std::string config = host_.Contents("/var/lib/slurm/.expanse/config.json").value_or("");
+  EXPECT_NE(config.find("exp_cc_secret"), std::string::npos);
+  EXPECT_EQ(host_.Stat("/var/lib/slurm/.expanse/config.json")->mode, 0600u);
+  EXPECT_EQ(host_.Stat("/var/lib/slurm/.expanse/config.json")->uid, kSlurmUid);
+  EXPECT_TRUE(host_.Stat("/etc/systemd/system/expanse-daemon.service"));
+  EXPECT_TRUE(host_.Stat("/srv/expanse/hooks/prolog"));
+  EXPECT_TRUE(host_.Stat("/var/lib/expanse-install/controller.json")) << "the install state";
+  const std::string conf = host_.Contents("/etc/slurm/slurm.conf").value_or("");
+  EXPECT_NE(conf.find("/srv/expanse/hooks/prolog"), std::string::npos) << conf;
+  const std::string prolog = host_.Contents("/srv/expanse/hooks/prolog").value_or("");
+  EXPECT_NE(prolog.find("/etc/slurm/site-prolog"), std::string::npos)
+      << "the site's own Prolog is chained";
+  EXPECT_TRUE(Ran("systemctl daemon-reload"));
+  EXPECT_TRUE(Ran("systemctl enable --now expanse-daemon.service"));
+  EXPECT_TRUE(Ran("scontrol reconfigure"));
+  EXPECT_EQ(planes_.exchanges_, 1);
+  EXPECT_FALSE(host_.Stat("/var/lib/expanse-install/journal")) << "committed and forgotten";
+  for (const std::string& file : host_.Files()) {
+    EXPECT_EQ(host_.Contents(file)->find(kToken), std::string::npos)
+        << "the install token never reaches the disk: " << file;
+  }
+}
+
+// Every change the install makes is a rollback point: fail before change 1, 2, ... until the
+// install gets through, and after each the host must be exactly as it was.
+TEST_F(InstallFlowTest, AFailureAtEveryChangeRollsTheHostBackExactly) {
+  const std::string before = host_.Snapshot();
+  int points = 0;
+  for (int n = 0; n < 200; ++n) {
+    paths_.faults.fail_after_changes = n;
+    progress_.clear();
+    const Status s = Install();
+    if (s.ok())
+      break;
+    ++points;
+    ASSERT_EQ(s.reason(), "injected_failure") << "at change " << n + 1 << ": " << s;
+    ASSERT_EQ(host_.Snapshot(), before) << "after a failure at change " << n + 1;
+    ASSERT_TRUE(Said("the host is as it was before this install")) << "at change " << n + 1;
+  }
+  EXPECT_GT(points, 20) << "every file, directory and command of the install is a point";
+  EXPECT_NE(host_.Snapshot(), before) << "and with no failure the install went through";
+}
+
+TEST_F(InstallFlowTest, NoHeartbeatRollsBackAndShowsTheServicesOwnWords) {
+  const std::string before = host_.Snapshot();
+  planes_.enrolled_ = false;
+  install_.heartbeat_timeout = std::chrono::milliseconds(200);
+  const Status s = Install();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.reason(), "heartbeat_timeout") << s;
+  EXPECT_TRUE(Ran("journalctl -u expanse-daemon.service -n 20 --no-pager"));
+  EXPECT_TRUE(Said("last lines of the daemon's journal"));
+  EXPECT_EQ(host_.Snapshot(), before);
+  // The undo of each command ran too: the service is disabled again and SLURM reloaded
+  // without the hooks.
+  EXPECT_TRUE(Ran("systemctl disable --now expanse-daemon.service"));
+  EXPECT_EQ(std::count(host_.commands().begin(), host_.commands().end(), "scontrol reconfigure"),
+            2);
+}
+
+TEST_F(InstallFlowTest, AnExistingConfigIsNeverOverwrittenWithoutReinstall) {
+  host_.Put("/var/lib/slurm/.expanse/config.json", "{}", 0600, kSlurmUid, kSlurmUid);
+  const std::string before = host_.Snapshot();
+  const Status s = Install();
+  EXPECT_EQ(s.reason(), "existing_config") << s;
+  EXPECT_EQ(host_.Snapshot(), before);
+  EXPECT_EQ(planes_.exchanges_, 0) << "the token is not used";
+}
+
+TEST_F(InstallFlowTest, PreflightListsEveryProblemBeforeAnythingChanges) {
+  ASSERT_TRUE(host_.RemoveTree("/run/systemd/system").ok());
+  install_.user = "nobody-here";
+  const std::string before = host_.Snapshot();
+  const Status s = Install();
+  EXPECT_EQ(s.reason(), "preflight_failed") << s;
+  EXPECT_NE(s.message().find("nobody-here"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("systemd is not running"), std::string::npos) << s;
+  EXPECT_EQ(host_.Snapshot(), before);
+  EXPECT_EQ(planes_.exchanges_, 0);
+}
+
+TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
+  const std::string conf_before = host_.Contents("/etc/slurm/slurm.conf").value_or("");
+  ASSERT_TRUE(Install().ok());
+  UninstallOptions un;
+  un.type = "slurm";
+  un.slurm_conf = "/etc/slurm/slurm.conf";
+  const Status s = RunUninstall(un, paths_, Collect());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(host_.Contents("/etc/slurm/slurm.conf"), conf_before);
+  EXPECT_FALSE(host_.Stat("/var/lib/slurm/.expanse/config.json"));
+  EXPECT_FALSE(host_.Stat("/etc/systemd/system/expanse-daemon.service"));
+  EXPECT_FALSE(host_.Stat("/srv/expanse/bin/expanse-daemon"));
+  EXPECT_FALSE(host_.Stat("/srv/expanse/hooks/prolog"));
+  EXPECT_EQ(planes_.deprovisioned_with_, "Bearer exp_cc_secret");
+  EXPECT_TRUE(Ran("systemctl disable --now expanse-daemon.service"));
+  // Again: nothing left to do, and saying so is a success.
+  progress_.clear();
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_TRUE(Said("nothing to uninstall"));
+}
+
+class SamplerFlowTest : public InstallFlowTest {
+ protected:
+  void SetUp() override {
+    InstallFlowTest::SetUp();
+    // What the controller's install left on the shared mount.
+    host_.Put("/srv/expanse/bin/expanse-daemon", "ELF", 0755);
+    host_.Put("/srv/expanse/.expanse-preflight-sentinel",
+              R"({"format":1,"user":"slurm","uid":64030,"gid":64030,"controller":"ctl"})", 0644,
+              kSlurmUid, kSlurmUid);
+    install_.role = "sampler";
+    install_.control_plane.clear();
+    install_.data_plane.clear();
+    install_.daemon_binary.clear();
+    install_.slurm_conf.clear();
+    install_.patch_slurm_conf = false;
+    install_.hostname = "gpu-1";
+  }
+  Status InstallSampler() { return RunInstall(install_, paths_, std::nullopt, Collect()); }
+};
+
+TEST_F(SamplerFlowTest, AWorkerGetsItsServiceAndEveryFailureRollsBack) {
+  const std::string before = host_.Snapshot();
+  int points = 0;
+  for (int n = 0; n < 100; ++n) {
+    paths_.faults.fail_after_changes = n;
+    const Status s = InstallSampler();
+    if (s.ok())
+      break;
+    ++points;
+    ASSERT_EQ(s.reason(), "injected_failure") << "at change " << n + 1 << ": " << s;
+    ASSERT_EQ(host_.Snapshot(), before) << "after a failure at change " << n + 1;
+  }
+  EXPECT_GT(points, 5);
+  EXPECT_TRUE(host_.Stat("/etc/systemd/system/expanse-sampler.service"));
+  EXPECT_TRUE(Ran("systemctl enable --now expanse-sampler.service"));
+}
+
+TEST_F(SamplerFlowTest, ASamplerAPrologStartedIsStoppedForTheService) {
+  host_.Put("/var/lib/expanse/sampler/sampler.pid", "4242\n");
+  host_.Put("/proc/4242/cmdline", std::string("expanse-daemon\0--role\0sampler\0", 30));
+  host_.AddProcess(4242);
+  ASSERT_TRUE(InstallSampler().ok());
+  EXPECT_TRUE(Ran("kill -15 4242"));
+}
+
+TEST_F(SamplerFlowTest, AMismatchedAccountAcrossTheMountIsRefused) {
+  host_.AddUser({"slurm", 1000, 1000});  // this worker's slurm is another uid
+  const std::string before = host_.Snapshot();
+  const Status s = InstallSampler();
+  EXPECT_EQ(s.reason(), "preflight_failed") << s;
+  EXPECT_NE(s.message().find("UID/GID mismatch"), std::string::npos) << s;
+  EXPECT_EQ(host_.Snapshot(), before);
+}
+
+}  // namespace
+}  // namespace expanse::install
