@@ -19,7 +19,7 @@
 
 #include "agent/node_collector.h"
 #include "agent/runtime_settings.h"
-#include "core/clock.h"
+#include "core/host.h"
 #include "core/status.h"
 
 namespace expanse::agent {
@@ -43,8 +43,9 @@ struct ControllerOptions {
 
 // Runs until `stop` is set (OK) or the credential is revoked (kUnauthenticated, reason
 // "credential_revoked"). Fails at start when the config, the outbox or the spool cannot be
-// opened, with a message naming the path.
-Status RunControllerRole(const ControllerOptions& options, Clock& clock,
+// opened, with a message naming the path. Its directories, SLURM commands, environment and
+// clock come from `host` (each flush round is a ControllerRound, controller_round.h).
+Status RunControllerRole(const ControllerOptions& options, Host& host,
                          const std::atomic<bool>& stop);
 
 }  // namespace expanse::agent

@@ -147,18 +147,26 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
 }
 
 Result<RuntimeSettings> LoadRuntimeSettings(const std::string& path, char** environ_entries) {
-  RuntimeSettings settings;
-  EnvFile from_environment;
+  std::map<std::string, std::string> environment;
   for (char** entry = environ_entries; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string_view text(*entry);
     const size_t eq = text.find('=');
-    if (eq == std::string_view::npos)
-      continue;
-    const std::string_view key = text.substr(0, eq);
+    if (eq != std::string_view::npos)
+      environment.insert_or_assign(std::string(text.substr(0, eq)),
+                                   std::string(text.substr(eq + 1)));
+  }
+  return LoadRuntimeSettings(path, environment);
+}
+
+Result<RuntimeSettings> LoadRuntimeSettings(const std::string& path,
+                                            const std::map<std::string, std::string>& environment) {
+  RuntimeSettings settings;
+  EnvFile from_environment;
+  for (const auto& [key, value] : environment) {
     if (!key.starts_with("EXPANSE_") && !IsKnownNonExpanseKey(key))
       continue;
     // Entries that break the env-file invariant (not UTF-8, say) are not settings.
-    (void)from_environment.Set(key, text.substr(eq + 1));
+    (void)from_environment.Set(key, value);
   }
   EXPANSE_RETURN_IF_ERROR(ApplySettings(from_environment, "environment", settings));
 

@@ -9,6 +9,7 @@
 #ifndef EXPANSE_AGENT_RUNTIME_SETTINGS_H_
 #define EXPANSE_AGENT_RUNTIME_SETTINGS_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
 
 // The process environment, then the file at `path` (a missing file is fine: every setting
 // has a default; an unreadable or malformed one is an error naming the path).
+Result<RuntimeSettings> LoadRuntimeSettings(const std::string& path,
+                                            const std::map<std::string, std::string>& environment);
+// The same with the environment as `environ` holds it ("NAME=value" entries, null-terminated).
 Result<RuntimeSettings> LoadRuntimeSettings(const std::string& path, char** environ_entries);
 
 }  // namespace expanse::agent

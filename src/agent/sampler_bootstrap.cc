@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -16,7 +15,6 @@
 #include <sstream>
 
 #include "core/file_util.h"
-#include "core/subprocess.h"
 #include "release/cupti_node.h"
 
 namespace expanse::agent {
@@ -24,6 +22,13 @@ namespace {
 
 constexpr char kLockName[] = "sampler.lock";
 constexpr char kPidName[] = "sampler.pid";
+constexpr char kSamplerUnit[] = "expanse-sampler.service";
+constexpr char kUnitDir[] = "/etc/systemd/system";
+constexpr char kSystemdRunDir[] = "/run/systemd/system";
+// Present when `expanse compute install --role sampler` ran on this node: its unit is the
+// operator's explicit choice and the bootstrap leaves it alone.
+constexpr char kExplicitSamplerInstall[] = "/var/lib/expanse-install/sampler.json";
+constexpr size_t kMaxUnitBytes = 65536;
 
 // True when some process holds the lock; probes with a non-blocking shared lock.
 bool LockHeld(const std::string& state_dir) {
@@ -36,19 +41,19 @@ bool LockHeld(const std::string& state_dir) {
   return held;
 }
 
-bool DropPrivileges(const std::string& user) {
-  if (user.empty())
+// Becomes `account` (nullopt: stays as the caller). False when that fails.
+bool DropPrivileges(const std::optional<UserAccount>& account) {
+  if (!account)
     return true;
-  passwd* pw = getpwnam(user.c_str());
-  if (pw == nullptr)
-    return false;
-  if (getuid() == pw->pw_uid)
+  if (getuid() == account->uid)
     return true;
-  return initgroups(pw->pw_name, pw->pw_gid) == 0 && setgid(pw->pw_gid) == 0 &&
-         setuid(pw->pw_uid) == 0;
+  return initgroups(account->name.c_str(), account->gid) == 0 && setgid(account->gid) == 0 &&
+         setuid(account->uid) == 0;
 }
 
-[[noreturn]] void ExecSampler(const BootstrapOptions& options) {
+// The sampler in place of this process, as `account`, its output appended to the log file.
+[[noreturn]] void ExecSampler(const BootstrapOptions& options,
+                              const std::optional<UserAccount>& account) {
   if (!options.log_file.empty()) {
     const int log = open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (log >= 0) {
@@ -59,13 +64,7 @@ bool DropPrivileges(const std::string& user) {
   const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null >= 0)
     dup2(null, STDIN_FILENO);
-  // The sampler keeps its lock and sequence state here, as the daemon user.
-  if (fs::MakeDirectories(options.state_dir, 0755).ok() && !options.user.empty()) {
-    if (passwd* pw = getpwnam(options.user.c_str())) {
-      (void)chown(options.state_dir.c_str(), pw->pw_uid, pw->pw_gid);
-    }
-  }
-  if (!DropPrivileges(options.user))
+  if (!DropPrivileges(account))
     _exit(0);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(options.binary.c_str()));
@@ -76,41 +75,34 @@ bool DropPrivileges(const std::string& user) {
   _exit(0);
 }
 
-bool SystemdRuns() {
-  struct stat st {};
-  return stat("/run/systemd/system", &st) == 0 && S_ISDIR(st.st_mode);
+bool SystemdRuns(Host& host) {
+  const std::optional<FileInfo> info = host.Stat(kSystemdRunDir);
+  return info && info->type == FileInfo::Type::kDirectory;
 }
-
-constexpr char kSamplerUnit[] = "expanse-sampler.service";
-constexpr char kUnitDir[] = "/etc/systemd/system";
-// Present when `expanse compute install --role sampler` ran on this node: its unit is the
-// operator's explicit choice and the bootstrap leaves it alone.
-constexpr char kExplicitSamplerInstall[] = "/var/lib/expanse-install/sampler.json";
 
 // Under systemd the sampler runs as the expanse-sampler unit. A worker that never had an explicit
 // sampler install (an autoscaled node) gets the unit the controller install left on the shared
 // mount, <prefix>/lib/systemd/, and a newer shared unit replaces the copy. False when there is no
 // unit to run, so the caller starts the sampler directly.
-bool EnsureSamplerUnit(const std::string& binary) {
+bool EnsureSamplerUnit(const std::string& binary, Host& host) {
   const std::string local = std::string(kUnitDir) + "/" + kSamplerUnit;
-  struct stat st {};
-  const bool have_local = stat(local.c_str(), &st) == 0;
-  if (stat(kExplicitSamplerInstall, &st) == 0)
+  const bool have_local = host.Stat(local).has_value();
+  if (host.Stat(kExplicitSamplerInstall).has_value())
     return have_local;
   const std::string bin_dir = binary.substr(0, binary.rfind('/'));
   const std::string shared = bin_dir.substr(0, bin_dir.rfind('/')) + "/lib/systemd/" + kSamplerUnit;
-  Result<std::optional<std::string>> shared_text = fs::ReadSmallFile(shared, 65536);
+  Result<std::optional<std::string>> shared_text = host.ReadFile(shared, kMaxUnitBytes);
   if (!shared_text.ok() || !*shared_text)
     return have_local;
-  Result<std::optional<std::string>> local_text = fs::ReadSmallFile(local, 65536);
+  Result<std::optional<std::string>> local_text = host.ReadFile(local, kMaxUnitBytes);
   if (local_text.ok() && *local_text && **local_text == **shared_text)
     return true;
-  if (!fs::WriteFileAtomically(kUnitDir, kSamplerUnit, **shared_text, 0644).ok())
+  if (!host.WriteFile(local, **shared_text, 0644, 0, 0).ok())
     return have_local;
   SubprocessOptions reload;
   reload.argv = {"systemctl", "daemon-reload"};
   reload.timeout = std::chrono::seconds(30);
-  (void)RunSubprocess(reload);
+  (void)host.Run(reload);
   return true;
 }
 
@@ -163,7 +155,38 @@ std::string BootstrapDecision(const BootstrapOptions& options) {
   return "running";
 }
 
-void StartSamplerDetached(const BootstrapOptions& options) {
+SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
+  std::optional<UserAccount> account;
+  if (!options.user.empty())
+    account = host.LookupUser(options.user);
+  if (SystemdRuns(host) && EnsureSamplerUnit(options.binary, host)) {
+    // The unit runs as the daemon account; state a sampler left while running as another
+    // account (root) would keep it from taking the node's lock.
+    if (account) {
+      for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
+                                      options.state_dir + "/" + kPidName}) {
+        if (host.Stat(path))
+          (void)host.SetOwner(path, account->uid, account->gid);
+      }
+    }
+    SubprocessOptions restart;
+    restart.argv = {"systemctl", "--no-block", "restart", kSamplerUnit};
+    restart.timeout = std::chrono::seconds(30);
+    Result<SubprocessResult> started = host.Run(restart);
+    if (started.ok() && started->Succeeded())
+      return {.how = SamplerStart::kUnit, .account = account};
+    // No systemctl after all, or systemd refused the unit: the node still gets its sampler.
+  }
+  // The sampler keeps its lock and sequence state here, as the daemon user.
+  const bool have_state_dir = host.MakeDirectories(options.state_dir, 0755).ok();
+  if (!options.user.empty() && !account)
+    return {.how = SamplerStart::kNone, .account = std::nullopt};
+  if (have_state_dir && account)
+    (void)host.SetOwner(options.state_dir, account->uid, account->gid);
+  return {.how = SamplerStart::kExec, .account = account};
+}
+
+void StartSamplerDetached(const BootstrapOptions& options, Host& host) {
   const pid_t child = fork();
   if (child != 0) {
     if (child > 0)
@@ -193,20 +216,10 @@ void StartSamplerDetached(const BootstrapOptions& options) {
     for (int i = 0; i < 100 && LockHeld(options.state_dir); ++i)
       usleep(100'000);
   }
-  if (SystemdRuns() && EnsureSamplerUnit(options.binary)) {
-    // The unit runs as the daemon account; state a sampler left while running as another
-    // account (root) would keep it from taking the node's lock.
-    if (passwd* pw = options.user.empty() ? nullptr : getpwnam(options.user.c_str())) {
-      for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
-                                      options.state_dir + "/" + kPidName}) {
-        (void)lchown(path.c_str(), pw->pw_uid, pw->pw_gid);
-      }
-    }
-    const char* argv[] = {"systemctl", "--no-block", "restart", "expanse-sampler.service", nullptr};
-    execvp("systemctl", const_cast<char* const*>(argv));
-    _exit(0);
-  }
-  ExecSampler(options);
+  const SamplerStartPlan plan = StartSampler(options, host);
+  if (plan.how == SamplerStart::kExec)
+    ExecSampler(options, plan.account);
+  _exit(0);
 }
 
 }  // namespace expanse::agent

@@ -9,13 +9,17 @@
 // The Prolog must neither wait nor fail: StartSamplerDetached forks a child in a new session
 // that does the work (touching the shared mount, which may hang) while the hook returns at
 // once. Where systemd runs, the child asks it to start the expanse-sampler unit instead of
-// spawning the process itself.
+// spawning the process itself. How it starts the sampler (StartSampler) goes through a Host
+// (core/host.h), so it is unit-tested on MemoryHost; the lock probe, the signal to an old
+// sampler and the exec itself stay process-level.
 #ifndef EXPANSE_AGENT_SAMPLER_BOOTSTRAP_H_
 #define EXPANSE_AGENT_SAMPLER_BOOTSTRAP_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/host.h"
 #include "core/result.h"
 
 namespace expanse::agent {
@@ -54,8 +58,31 @@ class SamplerInstanceLock {
 // runs) or "replace:<pid>" (one runs an older binary).
 std::string BootstrapDecision(const BootstrapOptions& options);
 
-// Runs the decision in a detached child and returns immediately in the caller.
-void StartSamplerDetached(const BootstrapOptions& options);
+enum class SamplerStart {
+  kUnit,  // systemd was asked to (re)start the expanse-sampler unit, and accepted
+  kExec,  // the caller runs the sampler itself: no systemd, no unit, or systemctl failed
+  kNone,  // not started: options.user names no account on this host
+};
+
+struct SamplerStartPlan {
+  SamplerStart how = SamplerStart::kNone;
+  std::optional<UserAccount> account;  // whom to run the sampler as (nullopt: the caller)
+};
+
+// How the bootstrap starts a sampler once none current runs, with what it changes on `host`:
+//   - where /run/systemd/system is a directory and a unit is there to run (the local
+//     /etc/systemd/system/expanse-sampler.service, or the shared <prefix>/lib/systemd/ copy
+//     written over it when they differ and no explicit sampler install exists, followed by
+//     `systemctl daemon-reload`): the state directory, lock and pid files are given to
+//     options.user, then `systemctl --no-block restart expanse-sampler.service`; kUnit when
+//     that succeeds;
+//   - otherwise (also when systemctl is missing or fails): state_dir is created and given to
+//     options.user; kExec, or kNone when options.user names no account.
+SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host);
+
+// Runs the decision in a detached child, which starts the sampler through `host`
+// (StartSampler), and returns immediately in the caller.
+void StartSamplerDetached(const BootstrapOptions& options, Host& host);
 
 }  // namespace expanse::agent
 

@@ -23,12 +23,13 @@ constexpr size_t kStacksRecordBytes = 4 << 20;
 
 class SamplerLoop {
  public:
-  SamplerLoop(const SamplerRoleOptions& options, Clock& clock,
+  SamplerLoop(const SamplerRoleOptions& options, Host& host,
               std::unique_ptr<spool::SpoolWriter> writer)
       : options_(options),
-        clock_(clock),
+        host_(host),
+        clock_(host.clock()),
         writer_(std::move(writer)),
-        collector_(options.node, clock),
+        collector_(options.node, clock_),
         permissions_(DaemonPermissionOptions(options.control_dir, options.shared_prefix,
                                              WorkerSpoolRoot(options.shared_prefix)),
                      options.settings.profiling_agent_enable) {}
@@ -85,8 +86,7 @@ class SamplerLoop {
     inputs.hostname = options_.node.hostname;
     inputs.profiling_permissions_problem = permissions_.Check(clock_.NowMs(), options_.log);
     inputs.py_stacks = collector_.PyStacksCapability();
-    const char* path = std::getenv("PATH");
-    inputs.path_env = path ? path : "/usr/bin:/bin";
+    inputs.path_env = host_.GetEnv("PATH").value_or("/usr/bin:/bin");
     const auto capabilities = DescribeCapabilities(inputs);
     const spool::SpoolWriterCounters counters = writer_->counters();
     nlohmann::json health = {{"version", 1},
@@ -146,6 +146,7 @@ class SamplerLoop {
   }
 
   const SamplerRoleOptions& options_;
+  Host& host_;
   Clock& clock_;
   std::unique_ptr<spool::SpoolWriter> writer_;
   NodeCollector collector_;
@@ -157,8 +158,9 @@ class SamplerLoop {
 
 }  // namespace
 
-Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
+Status RunSamplerRole(const SamplerRoleOptions& options, Host& host,
                       const std::atomic<bool>& stop) {
+  Clock& clock = host.clock();
   if (options.shared_prefix.empty()) {
     return InvalidArgumentError("the sampler role needs --shared-prefix").WithReason("no_prefix");
   }
@@ -190,7 +192,7 @@ Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
   }
   if (!writer.ok())
     return OkStatus();  // stopped while waiting
-  SamplerLoop loop(options, clock, std::move(*writer));
+  SamplerLoop loop(options, host, std::move(*writer));
 
   using Steady = std::chrono::steady_clock;
   auto next_fast = Steady::now();

@@ -13,7 +13,7 @@
 
 #include "agent/node_collector.h"
 #include "agent/runtime_settings.h"
-#include "core/clock.h"
+#include "core/host.h"
 #include "core/status.h"
 
 namespace expanse::agent {
@@ -38,9 +38,9 @@ struct SamplerRoleOptions {
 
 // Runs until `stop` is set; flushes once more before returning. Fails at start only (no
 // usable spool directory); later trouble (shared mount gone, GPU driver hung) is reported in
-// health and retried, never fatal.
-Status RunSamplerRole(const SamplerRoleOptions& options, Clock& clock,
-                      const std::atomic<bool>& stop);
+// health and retried, never fatal. The clock and the environment (PATH, for the capability
+// report) come from `host`.
+Status RunSamplerRole(const SamplerRoleOptions& options, Host& host, const std::atomic<bool>& stop);
 
 }  // namespace expanse::agent
 

@@ -1,0 +1,318 @@
+#include "agent/controller_round.h"
+
+#include <exception>
+#include <utility>
+
+#include "agent/capabilities.h"
+#include "agent/gpu_json.h"
+#include "agent/sampler_role.h"
+#include "outbox/payload.h"
+#include "wire/json_parse.h"
+#include "wire/records.h"
+
+namespace expanse::agent {
+namespace {
+
+// gres.conf is a few lines per node type; a bigger file is not one.
+constexpr size_t kMaxGresConfBytes = 1 << 20;
+// Bounded by the spool's host directories; a cap all the same.
+constexpr size_t kMaxRefusingHosts = 4096;
+// The heartbeat stays small; the total is in bad_worker_records.
+constexpr size_t kMaxRefusingHostsReported = 50;
+
+wire::JobRecord JobRecordOf(const slurm::JobInfo& j, int64_t observed_ms) {
+  return wire::JobRecord{.job_id = j.job_id,
+                         .name = j.name,
+                         .user = j.user,
+                         .account = j.account,
+                         .partition = j.partition,
+                         .state = j.state,
+                         .nodes = j.nodes,
+                         .submit_ms = j.submit_ms,
+                         .start_ms = j.start_ms,
+                         .end_ms = j.end_ms,
+                         .req_nodes = j.req_nodes,
+                         .req_cpus = j.req_cpus,
+                         .req_gpus = j.req_gpus,
+                         .req_mem_mib = j.req_mem_mib,
+                         .time_limit_s = j.time_limit_s,
+                         .observed_ms = observed_ms};
+}
+
+// The cluster's gres.conf; "" when there is none or it cannot be read.
+std::string ReadGresConf(Host& host, const std::string& path) {
+  if (path.empty())
+    return "";
+  Result<std::optional<std::string>> text = host.ReadFile(path, kMaxGresConfBytes);
+  return text.ok() && text->has_value() ? **text : "";
+}
+
+// The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
+// reported once they exist.
+bool Storable(const slurm::JobInfo& j) {
+  return !j.job_id.empty() && j.job_id.find('[') == std::string::npos && j.job_id.size() <= 64;
+}
+
+}  // namespace
+
+ControllerRound::ControllerRound(ControllerRoundOptions options, Host& host,
+                                 NodeCollector& collector, outbox::Outbox& outbox,
+                                 spool::Aggregator* aggregator)
+    : options_(std::move(options)),
+      host_(host),
+      collector_(collector),
+      outbox_(outbox),
+      aggregator_(aggregator),
+      slurm_(options_.slurm, [h = &host](const SubprocessOptions& run) { return h->Run(run); }),
+      fallback_(ReadGresConf(host, options_.gres_conf_path), host.clock().NowMs()),
+      permissions_(DaemonPermissionOptions(options_.control_dir, options_.shared_prefix,
+                                           options_.shared_prefix.empty()
+                                               ? std::string()
+                                               : WorkerSpoolRoot(options_.shared_prefix)),
+                   options_.settings.profiling_agent_enable),
+      rename_([this](const std::string& id) { return DisplayId(id); }) {}
+
+void ControllerRound::Log(const std::string& line) const {
+  if (options_.log)
+    options_.log(line);
+}
+
+std::optional<RoundReport> ControllerRound::Run(bool final) {
+  // An exception here would unwind past the role's joinable upload and heartbeat threads and
+  // end the daemon, and systemd would restart it into the same input again.
+  try {
+    return Round(final);
+  } catch (const std::exception& e) {
+    ++round_failures_;
+    Log(std::string("flush round failed: ") + e.what());
+  } catch (...) {
+    ++round_failures_;
+    Log("flush round failed");
+  }
+  return std::nullopt;
+}
+
+RoundReport ControllerRound::Round(bool final) {
+  const int64_t now_ms = host_.clock().NowMs();
+  NodeCollection local = collector_.Collect(final);
+  for (const std::string& problem : collector_.TakeProblems())
+    Log(problem);
+  BatchBuilder batch;
+  batch.AddSeries(local.series);
+  for (const JobEvent& e : local.events)
+    batch.AddJobEvent(e);
+  for (const auto& a : local.allocations)
+    batch.AddAllocation(a);
+  batch.AddStacks(local.stacks);
+  Result<std::vector<slurm::JobInfo>> jobs =
+      final ? Result<std::vector<slurm::JobInfo>>(std::vector<slurm::JobInfo>{})
+            : slurm_.ListJobs();
+  if (jobs.ok()) {
+    for (const slurm::JobInfo& j : *jobs) {
+      if (Storable(j))
+        batch.AddJob(JobRecordOf(j, now_ms));
+      Remember(j);
+    }
+    slurm_problem_.clear();
+  } else {
+    if (slurm_problem_ != jobs.status().message())
+      Log("squeue: " + jobs.status().message());
+    slurm_problem_ = jobs.status().message();
+  }
+  if (!final)
+    AddAccountedJobs(now_ms, batch);
+  batch.RenameJobs(rename_);
+  fallback_.NoteHookAllocations(batch.allocations());
+  if (!batch.empty()) {
+    if (Status s = Enqueue(batch); s.ok()) {
+      collector_.Commit(local);
+    } else {
+      Log("cannot queue this host's telemetry: " + s.message());
+      collector_.Restore(local);
+    }
+  }
+
+  RoundReport report;
+  nlohmann::json drain_json = nullptr;
+  if (aggregator_ != nullptr) {
+    Result<spool::DrainStats> drained = aggregator_->DrainOnce(
+        [this](const spool::SpoolFile& file) { return TakeWorkerFile(file); });
+    if (drained.ok()) {
+      drain_json = {{"files", drained->files},
+                    {"records", drained->records},
+                    {"bad", drained->bad},
+                    {"duplicates", drained->duplicates}};
+    } else {
+      Log("worker spool: " + drained.status().message());
+    }
+    Result<spool::WorkerHealthSnapshot> health = aggregator_->ReadWorkerHealth(now_ms);
+    if (health.ok())
+      report.workers = std::move(*health);
+  }
+  if (jobs.ok() && !final)
+    AddSlurmAllocations(*jobs, report.workers, now_ms);
+
+  CapabilityInputs inputs;
+  inputs.settings = options_.settings;
+  inputs.gpu = collector_.GpuHealth();
+  inputs.shared_prefix = options_.shared_prefix;
+  inputs.hostname = options_.hostname;
+  inputs.profiling_permissions_problem =
+      permissions_.Check(now_ms, [this](const std::string& line) { Log(line); });
+  inputs.py_stacks = collector_.PyStacksCapability();
+  inputs.path_env = host_.GetEnv("PATH").value_or("/usr/bin:/bin");
+  report.inventory = collector_.Inventory();
+  report.gpu_use = collector_.GpuUse();
+  report.capabilities = CapabilitiesJson(DescribeCapabilities(inputs));
+  report.diagnostics = {
+      {"round_failures", round_failures_},
+      {"aggregator", drain_json},
+      {"bad_worker_records", bad_records_},
+      {"bad_worker_records_by_host", RefusedRecordsJson()},
+      {"slurm", slurm_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(slurm_problem_)},
+      {"sacct", sacct_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(sacct_problem_)}};
+  return report;
+}
+
+Status ControllerRound::Enqueue(const BatchBuilder& batch) {
+  return outbox_
+      .Enqueue(kTelemetryStream,
+               [&batch](uint64_t sequence) {
+                 // Replace, not throw, should any text not be UTF-8 (a worker's field).
+                 return outbox::ZstdJsonPayload(
+                     batch.Render(sequence, kTelemetryStream)
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+               })
+      .status();
+}
+
+// The aggregator's sink: a worker's spool file into the outbox. Every record is checked
+// against its wire schema (BatchBuilder::AddSpoolRecord).
+Status ControllerRound::TakeWorkerFile(const spool::SpoolFile& file) {
+  BatchBuilder from_worker;
+  uint64_t accepted = 0;
+  uint64_t refused = 0;
+  Status first_refusal;
+  for (const spool::SpoolRecord& r : file.records) {
+    BatchBuilder::Intake intake = from_worker.AddSpoolRecord(r.kind, r.payload);
+    accepted += intake.accepted;
+    refused += intake.refused;
+    if (first_refusal.ok() && !intake.first_refusal.ok())
+      first_refusal = std::move(intake.first_refusal);
+  }
+  if (refused > 0)
+    NoteRefusedRecords(file.host, refused, first_refusal);
+  if (accepted == 0 && refused > 0) {
+    return DataLossError("no record could be taken: " + first_refusal.message())
+        .WithReason("bad_records");
+  }
+  if (from_worker.empty())
+    return OkStatus();
+  from_worker.RenameJobs(rename_);
+  fallback_.NoteHookAllocations(from_worker.allocations());
+  return Enqueue(from_worker);
+}
+
+void ControllerRound::NoteRefusedRecords(const std::string& host, uint64_t count,
+                                         const Status& why) {
+  bad_records_ += count;
+  if (refused_by_host_.size() >= kMaxRefusingHosts && !refused_by_host_.contains(host))
+    return;
+  RefusedRecords& tally = refused_by_host_[host];
+  tally.count += count;
+  const std::string reason = why.reason().empty() ? "bad_record" : why.reason();
+  tally.last_reason = reason;
+  tally.last_problem = why.message().substr(0, 200);
+  if (tally.logged_reasons.insert(reason).second && tally.logged_reasons.size() <= 16) {
+    Log("worker spool: refused " + std::to_string(count) + " record(s) from " + host + " (" +
+        reason + "): " + tally.last_problem + "; the rest of its data goes on");
+  }
+}
+
+nlohmann::json ControllerRound::RefusedRecordsJson() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [host, tally] : refused_by_host_) {
+    if (out.size() >= kMaxRefusingHostsReported)
+      break;
+    out[host] = {{"records", tally.count},
+                 {"last_reason", tally.last_reason},
+                 {"last_problem", tally.last_problem}};
+  }
+  return out;
+}
+
+// GPUs of running jobs that no hook reported (slurm_allocations.h), from this round's squeue.
+void ControllerRound::AddSlurmAllocations(const std::vector<slurm::JobInfo>& jobs,
+                                          const spool::WorkerHealthSnapshot& workers,
+                                          int64_t now_ms) {
+  std::map<std::string, std::vector<gpu::GpuInfo>> inventories;
+  inventories[options_.hostname] = collector_.Inventory().gpus;
+  for (const spool::WorkerHealthReport& report : workers.reports) {
+    Result<nlohmann::json> health =
+        wire::ParseJson(report.payload, wire::JsonLimits{.max_depth = 8});
+    if (health.ok() && health->is_object() && health->contains("inventory"))
+      inventories[report.host] = GpusFromJson((*health)["inventory"]);
+  }
+  std::vector<std::string> problems;
+  std::vector<wire::GpuAllocationRecord> entries =
+      fallback_.Reconcile(jobs, inventories, now_ms, &problems);
+  for (const std::string& problem : problems)
+    Log(problem);
+  if (entries.empty())
+    return;
+  BatchBuilder batch;
+  for (wire::GpuAllocationRecord& e : entries)
+    batch.AddAllocation(std::move(e));
+  if (Status s = Enqueue(batch); !s.ok())
+    Log("cannot queue SLURM's GPU allocations: " + s.message());
+}
+
+// SLURM's number for an array task or het component -> the id squeue and the server use.
+void ControllerRound::Remember(const slurm::JobInfo& j) {
+  if (j.slurm_job_id <= 0 || !Storable(j))
+    return;
+  const std::string number = std::to_string(j.slurm_job_id);
+  if (j.job_id == number)
+    return;
+  if (display_by_number_.size() > 200'000)
+    display_by_number_.clear();  // bounded
+  display_by_number_[number] = j.job_id;
+}
+
+std::optional<std::string> ControllerRound::DisplayId(const std::string& number) const {
+  auto it = display_by_number_.find(number);
+  if (it == display_by_number_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+// Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
+// ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
+// accounting, sacct is asked again only every ten minutes (it may be configured later).
+void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
+  if (now_ms < next_sacct_ms_)
+    return;
+  const int64_t since_s = (last_sacct_ms_ > 0 ? last_sacct_ms_ : now_ms) / 1000 - 300;
+  Result<std::vector<slurm::JobInfo>> jobs = slurm_.ListAccounted(since_s);
+  if (!jobs.ok()) {
+    const bool disabled = jobs.status().reason() == "accounting_disabled";
+    next_sacct_ms_ = now_ms + (disabled ? 10 * 60 * 1000 : 60 * 1000);
+    if (!disabled && sacct_problem_ != jobs.status().message()) {
+      Log("sacct: " + jobs.status().message());
+    }
+    sacct_problem_ = disabled ? "accounting disabled" : jobs.status().message();
+    return;
+  }
+  sacct_problem_.clear();
+  last_sacct_ms_ = now_ms;
+  next_sacct_ms_ = now_ms + 60 * 1000;
+  for (const slurm::JobInfo& j : *jobs) {
+    // Only ended jobs: squeue is the fresher source for the others.
+    Remember(j);
+    if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING") {
+      batch.AddJob(JobRecordOf(j, now_ms));
+    }
+  }
+}
+
+}  // namespace expanse::agent

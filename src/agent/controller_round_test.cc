@@ -1,0 +1,309 @@
+#include "agent/controller_round.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agent/job_events.h"
+#include "core/memory_host.h"
+#include "core/test_temp_dir.h"
+#include "spool/spool_writer.h"
+#include "wire/json_parse.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// squeue's record of array task 123_4, whose SLURM_JOB_ID (what the hooks see) is 130, running
+// on the controller's host with GRES index 0.
+constexpr char kSqueue[] = R"json({"jobs": [{
+    "job_id": 130,
+    "array_job_id": {"set": true, "number": 123},
+    "array_task_id": {"set": true, "number": 4},
+    "name": "train", "user_name": "ana", "partition": "gpu",
+    "job_state": ["RUNNING"], "nodes": "ctl",
+    "start_time": {"set": true, "number": 1700000000},
+    "gres_detail": ["gpu:1(IDX:0)"],
+    "job_resources": {"allocated_nodes": [{"nodename": "ctl"}]}}]})json";
+
+constexpr char kSacctDisabled[] = "sacct: error: Slurm accounting storage is disabled\n";
+
+// The outbox's zstd payload as JSON; null when it is not one.
+nlohmann::json Decompress(const std::string& payload) {
+  const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN)
+    return nullptr;
+  std::string json(size, '\0');
+  const size_t n = ZSTD_decompress(json.data(), json.size(), payload.data(), payload.size());
+  if (ZSTD_isError(n))
+    return nullptr;
+  Result<nlohmann::json> doc = wire::ParseJson(json.substr(0, n), wire::JsonLimits{});
+  return doc.ok() ? *doc : nullptr;
+}
+
+class ControllerRoundTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Two GPUs; GRES index 0 is /dev/nvidia0, GPU-b, unless gres.conf says otherwise.
+    const std::string scenario =
+        tmp_.Write("scenario.json", R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 50},
+                                      {"uuid": "GPU-b", "minor": 0}]})");
+    setenv("EXPANSE_FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+    node_.hostname = "ctl";
+    node_.backend.kind = "nvml";
+    node_.backend.nvml_library = std::string(EXPANSE_FAKES_DIR) + "/nvml/libnvidia-ml.so.1";
+    node_.events_dir = tmp_ / "events";
+    node_.cgroups.cgroup_root = tmp_ / "no-cgroups";
+    collector_ = std::make_unique<NodeCollector>(node_, host_.clock());
+
+    outbox::OutboxOptions box;
+    box.directory = tmp_ / "outbox";
+    box.log = [](std::string_view) {};
+    Result<std::unique_ptr<outbox::Outbox>> opened = outbox::Outbox::Open(box, host_.clock());
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    outbox_ = std::move(*opened);
+
+    std::filesystem::create_directories(tmp_ / "spool");
+    spool::AggregatorOptions agg;
+    agg.spool_root = tmp_ / "spool";
+    agg.state_dir = tmp_ / "aggregator";
+    agg.expected_uid = geteuid();
+    agg.threads = 1;
+    agg.log = [this](std::string_view line) { log_.emplace_back(line); };
+    Result<std::unique_ptr<spool::Aggregator>> aggregator =
+        spool::Aggregator::Open(agg, host_.clock());
+    ASSERT_TRUE(aggregator.ok()) << aggregator.status();
+    aggregator_ = std::move(*aggregator);
+
+    options_.hostname = "ctl";
+    options_.settings.profiling_agent_enable = false;  // no permission check of real paths
+    options_.log = [this](const std::string& line) { log_.push_back(line); };
+    Squeue(0, kSqueue);
+    host_.OnRun("sacct", [](const std::vector<std::string>&) {
+      return MemoryHost::Exit(1, "", kSacctDisabled);
+    });
+  }
+  void TearDown() override { unsetenv("EXPANSE_FAKE_NVML_SCENARIO"); }
+
+  void Squeue(int code, std::string out) {
+    host_.OnRun("squeue", [code, out](const std::vector<std::string>&) {
+      return MemoryHost::Exit(code, out,
+                              code == 0 ? ""
+                                        : "slurm_load_jobs error: Unable to "
+                                          "contact slurm controller");
+    });
+  }
+
+  std::unique_ptr<ControllerRound> MakeRound() {
+    return std::make_unique<ControllerRound>(options_, host_, *collector_, *outbox_,
+                                             aggregator_.get());
+  }
+
+  // A worker's spool file with `records` (kind, payload).
+  void WorkerFile(const std::string& host,
+                  const std::vector<std::pair<std::string, std::string>>& records) {
+    spool::SpoolWriterOptions w;
+    w.spool_root = tmp_ / "spool";
+    w.hostname = host;
+    w.boot_id = "boot-1";
+    w.state_dir = tmp_ / ("writer-" + host);
+    Result<std::unique_ptr<spool::SpoolWriter>> writer = spool::SpoolWriter::Open(w, host_.clock());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (const auto& [kind, payload] : records)
+      ASSERT_TRUE((*writer)->Add(kind, payload).ok()) << kind;
+    ASSERT_TRUE((*writer)->Flush(/*force=*/true).ok());
+  }
+
+  // Every batch queued so far, oldest first, and what it carried.
+  std::vector<nlohmann::json> Batches() {
+    std::vector<nlohmann::json> out;
+    uint64_t after = 0;
+    while (true) {
+      Result<std::optional<outbox::OutboxEntry>> entry = outbox_->Peek(after);
+      if (!entry.ok() || !entry->has_value())
+        break;
+      EXPECT_EQ((*entry)->stream, kTelemetryStream);
+      out.push_back(Decompress((*entry)->payload));
+      after = (*entry)->sequence;
+    }
+    return out;
+  }
+
+  // A Prolog's start event for SLURM_JOB_ID `number`, as a worker's sampler spools it.
+  static std::string EventJson(const std::string& number) {
+    JobEvent event;
+    event.kind = "start";
+    event.job_id = number;
+    event.slurm_job_id = static_cast<uint32_t>(std::stoul(number));
+    event.host = "w1";
+    event.at_ms = 1'800'000'000'000;
+    event.gpus = "0";
+    return ToJson(event).dump();
+  }
+
+  expanse::testing::TempDir tmp_{"controller_round"};
+  MemoryHost host_;
+  NodeCollectorOptions node_;
+  std::unique_ptr<NodeCollector> collector_;
+  std::unique_ptr<outbox::Outbox> outbox_;
+  std::unique_ptr<spool::Aggregator> aggregator_;
+  ControllerRoundOptions options_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ControllerRoundTest, QueuesThisHostsSamplesAndSlurmsJobsInOneBatch) {
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  collector_->TickFast();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+
+  ASSERT_EQ(host_.commands().size(), 2u);
+  EXPECT_EQ(host_.commands()[0], "squeue --all --json");
+  EXPECT_THAT(host_.commands()[1], StartsWith("sacct --json -X --allusers --starttime "));
+  const std::vector<nlohmann::json> batches = Batches();
+  ASSERT_GE(batches.size(), 1u);
+  const nlohmann::json& batch = batches[0];
+  ASSERT_TRUE(batch.is_object());
+  EXPECT_FALSE(batch["series"].empty());
+  ASSERT_EQ(batch["jobs"].size(), 1u);
+  EXPECT_EQ(batch["jobs"][0]["job_id"], "123_4");
+  EXPECT_EQ(batch["jobs"][0]["observed_ms"], host_.clock().NowMs());
+
+  EXPECT_EQ(report->inventory.gpus.size(), 2u);
+  EXPECT_EQ(report->diagnostics["slurm"], "ok");
+  EXPECT_EQ(report->diagnostics["sacct"], "accounting disabled");
+  EXPECT_EQ(report->diagnostics["round_failures"], 0);
+  EXPECT_EQ(report->diagnostics["aggregator"]["files"], 0);
+}
+
+TEST_F(ControllerRoundTest, WorkerRecordsAreRenamedAndABadOneIsCountedWhileTheRestGoesOn) {
+  WorkerFile("w1", {{"job_event", EventJson("130")}, {"gpu_series", "not json"}});
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+
+  nlohmann::json events = nlohmann::json::array();
+  for (const nlohmann::json& batch : Batches()) {
+    if (batch.contains("job_events"))
+      events.insert(events.end(), batch["job_events"].begin(), batch["job_events"].end());
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["job_id"], "123_4");  // SLURM_JOB_ID 130 is array task 123_4
+  EXPECT_EQ(events[0]["host"], "w1");
+
+  EXPECT_EQ(round->bad_worker_records(), 1u);
+  EXPECT_EQ(report->diagnostics["bad_worker_records"], 1);
+  EXPECT_EQ(report->diagnostics["bad_worker_records_by_host"]["w1"]["records"], 1);
+  EXPECT_EQ(report->diagnostics["aggregator"]["files"], 1);
+  EXPECT_EQ(report->diagnostics["aggregator"]["bad"], 0);
+  EXPECT_THAT(log_, ::testing::Contains(HasSubstr("refused 1 record(s) from w1")));
+}
+
+TEST_F(ControllerRoundTest, AFileWithNoUsableRecordIsRefusedAndOtherHostsGoOn) {
+  WorkerFile("w1", {{"gpu_series", "not json"}, {"job_event", "{}"}});
+  WorkerFile("w2", {{"job_event", EventJson("77")}});
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+
+  EXPECT_EQ(report->diagnostics["aggregator"]["files"], 1);  // w2's
+  EXPECT_EQ(report->diagnostics["aggregator"]["bad"], 1);    // w1's, quarantined
+  EXPECT_EQ(report->diagnostics["bad_worker_records_by_host"]["w1"]["records"], 2);
+  bool w2_delivered = false;
+  for (const nlohmann::json& batch : Batches()) {
+    if (batch.contains("job_events") && batch["job_events"][0]["job_id"] == "77")
+      w2_delivered = true;
+  }
+  EXPECT_TRUE(w2_delivered);
+  // Nothing is left for the next round.
+  report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->diagnostics["aggregator"]["files"], 0);
+  EXPECT_EQ(report->diagnostics["aggregator"]["bad"], 0);
+}
+
+TEST_F(ControllerRoundTest, SlurmTroubleIsReportedOnceAndSacctAskedByTheClock) {
+  Squeue(1, "");
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_THAT(report->diagnostics["slurm"].get<std::string>(),
+              HasSubstr("Unable to contact slurm controller"));
+  report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  int squeue_lines = 0;
+  for (const std::string& line : log_)
+    squeue_lines += line.starts_with("squeue: ") ? 1 : 0;
+  EXPECT_EQ(squeue_lines, 1);
+
+  // Without accounting, sacct is asked again only after ten minutes.
+  auto sacct_runs = [this] {
+    int n = 0;
+    for (const std::string& command : host_.commands())
+      n += command.starts_with("sacct ") ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(sacct_runs(), 1);
+  host_.clock().Advance(9 * 60 * 1000);
+  ASSERT_TRUE(round->Run().has_value());
+  EXPECT_EQ(sacct_runs(), 1);
+  host_.clock().Advance(60 * 1000);
+  ASSERT_TRUE(round->Run().has_value());
+  EXPECT_EQ(sacct_runs(), 2);
+
+  Squeue(0, kSqueue);
+  report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->diagnostics["slurm"], "ok");
+}
+
+TEST_F(ControllerRoundTest, TheFinalRoundRunsNoSlurmCommandAndFlushesWhatWasSampled) {
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  collector_->TickFast();
+  ASSERT_TRUE(round->Run(/*final=*/true).has_value());
+  EXPECT_TRUE(host_.commands().empty());
+  const std::vector<nlohmann::json> batches = Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_FALSE(batches[0]["series"].empty());
+  EXPECT_FALSE(batches[0].contains("jobs"));
+}
+
+TEST_F(ControllerRoundTest, SlurmAllocationsMapGresIndicesThroughTheHostsGresConf) {
+  auto allocated = [this] {
+    std::vector<std::string> uuids;
+    for (const nlohmann::json& batch : Batches()) {
+      if (batch.contains("gpu_allocations")) {
+        for (const nlohmann::json& a : batch["gpu_allocations"])
+          uuids.push_back(a["gpu_uuid"].get<std::string>());
+      }
+    }
+    return uuids;
+  };
+  // No gres.conf on the host: squeue's GRES index names no GPU; said once, nothing queued.
+  options_.gres_conf_path = "/etc/slurm/gres.conf";
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  collector_->TickFast();
+  ASSERT_TRUE(round->Run().has_value());
+  EXPECT_THAT(allocated(), ::testing::IsEmpty());
+  EXPECT_THAT(log_, ::testing::Contains(HasSubstr("squeue's GPUs of job 123_4 on ctl")));
+
+  // The host's gres.conf says index 0 is /dev/nvidia1: GPU-a (NVML's first, minor 1).
+  host_.Put("/etc/slurm/gres.conf", "NodeName=ctl Name=gpu File=/dev/nvidia1\n");
+  round = MakeRound();
+  ASSERT_TRUE(round->Run().has_value());
+  EXPECT_THAT(allocated(), ElementsAre("GPU-a"));
+}
+
+}  // namespace
+}  // namespace expanse::agent

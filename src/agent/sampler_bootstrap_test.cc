@@ -1,0 +1,131 @@
+#include "agent/sampler_bootstrap.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/memory_host.h"
+
+namespace expanse::agent {
+namespace {
+
+using Commands = std::vector<std::string>;
+
+constexpr char kLocalUnit[] = "/etc/systemd/system/expanse-sampler.service";
+constexpr char kSharedUnit[] = "/srv/expanse/lib/systemd/expanse-sampler.service";
+constexpr char kRestart[] = "systemctl --no-block restart expanse-sampler.service";
+
+class SamplerBootstrapTest : public ::testing::Test {
+ protected:
+  SamplerBootstrapTest() {
+    options_.binary = "/srv/expanse/bin/expanse-daemon";
+    options_.state_dir = "/var/lib/expanse/sampler";
+    options_.user = "expanse";
+    host_.AddUser({"expanse", 990, 991});
+  }
+  // A node under systemd whose systemctl answers every call with `code`.
+  void Systemd(int code) {
+    ASSERT_TRUE(host_.MakeDirectories("/run/systemd/system", 0755).ok());
+    ASSERT_TRUE(host_.MakeDirectories("/etc/systemd/system", 0755).ok());
+    host_.OnRun("systemctl", [code](const std::vector<std::string>&) {
+      return MemoryHost::Exit(code, "", code == 0 ? "" : "Failed to restart: unit not found");
+    });
+  }
+
+  MemoryHost host_;
+  BootstrapOptions options_;
+};
+
+TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount) {
+  const SamplerStartPlan plan = StartSampler(options_, host_);
+  EXPECT_EQ(plan.how, SamplerStart::kExec);
+  ASSERT_TRUE(plan.account.has_value());
+  EXPECT_EQ(plan.account->uid, 990u);
+  EXPECT_TRUE(host_.commands().empty());
+  const std::optional<FileInfo> state = host_.Stat(options_.state_dir);
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->type, FileInfo::Type::kDirectory);
+  EXPECT_EQ(state->mode, 0755u);
+  EXPECT_EQ(state->uid, 990u);
+  EXPECT_EQ(state->gid, 991u);
+}
+
+TEST_F(SamplerBootstrapTest, AnUnknownAccountStartsNothing) {
+  options_.user = "nobody-here";
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kNone);
+  options_.user = "";
+  const SamplerStartPlan plan = StartSampler(options_, host_);
+  EXPECT_EQ(plan.how, SamplerStart::kExec);  // as the caller
+  EXPECT_FALSE(plan.account.has_value());
+}
+
+TEST_F(SamplerBootstrapTest, TheLocalUnitIsRestartedAndTheStateGivenToTheAccount) {
+  Systemd(0);
+  host_.Put(kLocalUnit, "[Service]\nExecStart=/x\n");
+  host_.Put(options_.state_dir + "/sampler.lock", "");  // left by a sampler running as root
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kUnit);
+  EXPECT_EQ(host_.commands(), Commands{kRestart});
+  EXPECT_EQ(host_.Stat(options_.state_dir + "/sampler.lock")->uid, 990u);
+  EXPECT_EQ(host_.Stat(options_.state_dir)->uid, 990u);
+}
+
+TEST_F(SamplerBootstrapTest, TheSharedUnitIsInstalledWhenItDiffers) {
+  Systemd(0);
+  host_.Put(kSharedUnit, "[Service]\nExecStart=/srv/expanse/bin/expanse-daemon --role sampler\n");
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kUnit);
+  EXPECT_EQ(host_.Contents(kLocalUnit), host_.Contents(kSharedUnit));
+  EXPECT_EQ(host_.Stat(kLocalUnit)->mode, 0644u);
+  EXPECT_EQ(host_.commands(), (Commands{"systemctl daemon-reload", kRestart}));
+
+  // The same unit again: no reload.
+  MemoryHost again;
+  again.AddUser({"expanse", 990, 991});
+  ASSERT_TRUE(again.MakeDirectories("/run/systemd/system", 0755).ok());
+  again.OnRun("systemctl", [](const std::vector<std::string>&) { return MemoryHost::Exit(0); });
+  again.Put(kSharedUnit, *host_.Contents(kSharedUnit));
+  again.Put(kLocalUnit, *host_.Contents(kSharedUnit));
+  EXPECT_EQ(StartSampler(options_, again).how, SamplerStart::kUnit);
+  EXPECT_EQ(again.commands(), Commands{kRestart});
+}
+
+TEST_F(SamplerBootstrapTest, AnExplicitSamplerInstallKeepsItsUnit) {
+  Systemd(0);
+  host_.Put(kLocalUnit, "operator's unit\n");
+  host_.Put(kSharedUnit, "shared unit\n");
+  host_.Put("/var/lib/expanse-install/sampler.json", "{}");
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kUnit);
+  EXPECT_EQ(host_.Contents(kLocalUnit), "operator's unit\n");
+  EXPECT_EQ(host_.commands(), Commands{kRestart});
+}
+
+TEST_F(SamplerBootstrapTest, NoUnitAnywhereStartsTheSamplerDirectly) {
+  Systemd(0);
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kExec);
+  EXPECT_TRUE(host_.commands().empty());
+}
+
+TEST_F(SamplerBootstrapTest, AFailingSystemctlFallsBackToADirectStart) {
+  Systemd(1);
+  host_.Put(kLocalUnit, "[Service]\n");
+  const SamplerStartPlan plan = StartSampler(options_, host_);
+  EXPECT_EQ(plan.how, SamplerStart::kExec);
+  EXPECT_EQ(host_.commands(), Commands{kRestart});
+  EXPECT_EQ(host_.Stat(options_.state_dir)->uid, 990u);
+}
+
+TEST_F(SamplerBootstrapTest, AMissingSystemctlFallsBackToADirectStart) {
+  ASSERT_TRUE(host_.MakeDirectories("/run/systemd/system", 0755).ok());
+  host_.Put(kSharedUnit, "shared unit\n");
+  // No /etc/systemd/system to write the unit into: the shared unit cannot be installed.
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kExec);
+  EXPECT_TRUE(host_.commands().empty());
+
+  ASSERT_TRUE(host_.MakeDirectories("/etc/systemd/system", 0755).ok());
+  // The unit is written, but systemctl is not there to run it (MemoryHost: exit 127).
+  EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kExec);
+  EXPECT_EQ(host_.commands(), (Commands{"systemctl daemon-reload", kRestart}));
+}
+
+}  // namespace
+}  // namespace expanse::agent
