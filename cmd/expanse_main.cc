@@ -1,10 +1,10 @@
 // expanse: the operator CLI (compute install/uninstall, release keygen/pack/sign/manifest/verify).
-// All logic lives in src/install and src/release.
+// All logic lives in src/install and src/release; the flags are parsed in expanse_cli.cc.
 
 #include <cstdio>
 #include <exception>
 
-#include "install/install_cli.h"
+#include "expanse_cli.h"
 
 int main(int argc, char** argv) {
   // Anything the CLI throws past its own error handling is a bug; say so instead of terminating.

@@ -50,11 +50,6 @@ class Controller {
     shared_prefix_ = options_.shared_prefix_override.empty() ? config_.shared_prefix
                                                              : options_.shared_prefix_override;
     const RuntimeSettings& s = options_.settings;
-    // libcurl reads the proxy from the environment; daemon.env is where operators put it.
-    if (!s.https_proxy.empty())
-      setenv("HTTPS_PROXY", s.https_proxy.c_str(), 1);
-    if (!s.no_proxy.empty())
-      setenv("NO_PROXY", s.no_proxy.c_str(), 1);
 
     outbox::OutboxOptions box;
     box.directory = options_.state_dir + "/outbox";
@@ -64,6 +59,9 @@ class Controller {
 
     net::HttpClientOptions http;
     http.ca_file = s.ssl_cert_file;
+    // daemon.env is where operators put the proxy; the process environment is left alone.
+    http.https_proxy = s.https_proxy;
+    http.no_proxy = s.no_proxy;
     http.user_agent = "expanse-daemon/" + options_.daemon_version;
     EXPANSE_ASSIGN_OR_RETURN(upload_client_, net::HttpClient::Create(http));
     EXPANSE_ASSIGN_OR_RETURN(heartbeat_client_, net::HttpClient::Create(http));

@@ -20,29 +20,8 @@
 extern char** environ;
 
 namespace expanse {
-namespace {
-
-Status ErrnoStatus(int error, const std::string& what) {
-  std::string message = what + ": " + std::strerror(error);
-  switch (error) {
-    case ENOENT:
-      return NotFoundError(std::move(message));
-    case EACCES:
-    case EPERM:
-      return PermissionDeniedError(std::move(message));
-    default:
-      return InternalError(std::move(message));
-  }
-}
-
-std::pair<std::string, std::string> SplitPath(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
-}  // namespace
+using fs::ErrnoStatus;
+using fs::SplitPath;
 
 RealHost& RealHost::Get() {
   static RealHost host;
@@ -62,16 +41,6 @@ FileInfo InfoOf(const struct stat& st) {
   info.gid = st.st_gid;
   info.size = static_cast<uint64_t>(st.st_size);
   return info;
-}
-
-Status FsyncDirectory(const std::string& directory) {
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return ErrnoStatus(errno, "open " + directory);
-  const int synced = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  return synced == 0 ? OkStatus() : ErrnoStatus(error, "fsync " + directory);
 }
 
 }  // namespace
@@ -110,7 +79,7 @@ Status RealHost::AppendToFile(const std::string& path, std::string_view bytes, m
   ::close(fd);
   if (!written)
     return ErrnoStatus(error, "append to " + path);
-  return created ? FsyncDirectory(SplitPath(path).first) : OkStatus();
+  return created ? fs::SyncDirectory(SplitPath(path).first) : OkStatus();
 }
 
 Status RealHost::RemoveFile(const std::string& path) {
@@ -156,19 +125,11 @@ Status RealHost::RemoveDirectory(const std::string& path) {
 }
 
 Result<std::vector<std::string>> RealHost::ListDirectory(const std::string& path) {
-  std::vector<std::string> names;
-  std::error_code error;
-  std::filesystem::directory_iterator it(path, error);
-  if (error == std::errc::no_such_file_or_directory)
-    return names;
-  if (error)
-    return InternalError("list " + path + ": " + error.message());
-  for (; it != std::filesystem::directory_iterator(); it.increment(error)) {
-    if (error)
-      return InternalError("list " + path + ": " + error.message());
-    names.push_back(it->path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
+  Result<std::vector<std::string>> names = fs::ListDirectory(path);
+  if (!names.ok() && names.status().code() == StatusCode::kNotFound)
+    return std::vector<std::string>();
+  if (names.ok())
+    std::sort(names->begin(), names->end());
   return names;
 }
 

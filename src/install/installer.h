@@ -27,7 +27,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;  // nothing was changed, or every change was rolled back
 inline constexpr int kExitUsage = 2;   // flags contradict each other or are malformed
 
-// `token` is what TakeTokenFromEnvironment found at start-up (nullopt when unset).
+// `token` is what the CLI took from EXPANSE_INSTALL_TOKEN at start-up (nullopt when unset).
 Status RunInstall(const InstallOptions& options, const HostPaths& paths,
                   std::optional<SecretString> token, const Output& out);
 // The sampler-role flow, after the lock is held (sampler_install.cc).

@@ -25,18 +25,6 @@ void SecretString::Wipe() {
   value_.clear();
 }
 
-std::optional<SecretString> TakeTokenFromEnvironment() {
-  const char* v = std::getenv(kInstallTokenVariable);
-  std::optional<SecretString> out;
-  if (v != nullptr && *v != '\0')
-    out.emplace(std::string(v));
-  if (v != nullptr) {
-    explicit_bzero(const_cast<char*>(v), std::strlen(v));
-    unsetenv(kInstallTokenVariable);
-  }
-  return out;
-}
-
 namespace {
 
 // Reads one line from the terminal with echo off, restoring the terminal however it ends.

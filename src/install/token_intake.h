@@ -42,10 +42,6 @@ struct TokenIntake {
   TokenSource source = TokenSource::kEnvironment;
 };
 
-// Takes EXPANSE_INSTALL_TOKEN out of the environment (unsetenv) and returns it. Called once, at
-// start-up, before any child process is started.
-std::optional<SecretString> TakeTokenFromEnvironment();
-
 // For a fresh install: the token from the environment (already taken), else a hidden prompt
 // when stdin is a terminal, else an error saying how to pass it. `allow_prompt` is false for
 // --reinstall, which never prompts.

@@ -10,15 +10,6 @@
 namespace expanse::install {
 namespace {
 
-TEST(TokenIntakeTest, TheVariableIsTakenOutOfTheEnvironment) {
-  setenv(kInstallTokenVariable, "exp_it_0123456789abcdef", 1);
-  std::optional<SecretString> token = TakeTokenFromEnvironment();
-  ASSERT_TRUE(token.has_value());
-  EXPECT_EQ(token->view(), "exp_it_0123456789abcdef");
-  EXPECT_EQ(std::getenv(kInstallTokenVariable), nullptr) << "children must not inherit it";
-  EXPECT_FALSE(TakeTokenFromEnvironment().has_value());
-}
-
 TEST(TokenIntakeTest, TheEnvironmentWinsOverThePrompt) {
   auto intake = ObtainInstallToken(SecretString("exp_it_fromtheenvironment"), true);
   ASSERT_TRUE(intake.ok());

@@ -141,11 +141,6 @@ std::optional<std::string_view> HttpResponse::Header(std::string_view name) cons
   return std::nullopt;
 }
 
-std::string CaFileFromEnvironment(const std::function<const char*(const char*)>& getenv_fn) {
-  const char* value = getenv_fn("SSL_CERT_FILE");
-  return value != nullptr ? std::string(value) : std::string();
-}
-
 HttpClient::HttpClient(HttpClientOptions options, std::unique_ptr<Handle> handle)
     : options_(std::move(options)), handle_(std::move(handle)) {}
 
@@ -237,6 +232,10 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) {
     curl_easy_setopt(easy, CURLOPT_PROXY_CAINFO, options_.ca_file.c_str());
     curl_easy_setopt(easy, CURLOPT_PROXY_CAPATH, nullptr);
   }
+  if (!options_.https_proxy.empty() && parts.scheme == "https")
+    curl_easy_setopt(easy, CURLOPT_PROXY, options_.https_proxy.c_str());
+  if (!options_.no_proxy.empty())
+    curl_easy_setopt(easy, CURLOPT_NOPROXY, options_.no_proxy.c_str());
   if (IsLoopbackHost(parts.host))
     curl_easy_setopt(easy, CURLOPT_PROXY, "");  // "" overrides the proxy environment
   curl_easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);

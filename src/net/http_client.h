@@ -8,10 +8,12 @@
 // - TLS peer and host verification are always on (TLS 1.2 or later). The trust store is
 //   exactly HttpClientOptions::ca_file, else libcurl's built-in bundle and directory (Debian:
 //   /etc/ssl/certs/ca-certificates.crt, /etc/ssl/certs). libcurl does NOT read SSL_CERT_FILE (only
-//   the curl tool does), so the daemon passes CaFileFromEnvironment() as ca_file.
+//   the curl tool does), so the daemon passes daemon.env's SSL_CERT_FILE as ca_file and the
+//   installer the one in its own environment (install::CaFileFromEnvironment).
 // - Plain http only to loopback hosts (url_policy.h); redirects are not followed, so an
 //   answer cannot move a request to another host or to plain http.
-// - Proxies come from the environment, read by libcurl on every request: https_proxy, then
+// - Proxies are HttpClientOptions::https_proxy/no_proxy when set; otherwise they come from the
+//   environment, read by libcurl on every request: https_proxy, then
 //   HTTPS_PROXY, then all_proxy/ALL_PROXY for https URLs; no_proxy, then NO_PROXY, lists hosts
 //   to reach directly. (For http URLs libcurl reads only lower-case http_proxy, a CGI-safety
 //   rule of its own.) Loopback URLs never use a proxy: a proxy cannot reach this machine's
@@ -69,11 +71,11 @@ struct HttpClientOptions {
   // PEM bundle of trusted CAs; "" = libcurl's built-in bundle.
   std::string ca_file{};
   std::string user_agent = "expanse";
+  // The proxy for https URLs and the hosts reached directly (libcurl's syntax), given by the
+  // caller, e.g. from daemon.env; "" = what libcurl finds in the environment.
+  std::string https_proxy{};
+  std::string no_proxy{};
 };
-
-// $SSL_CERT_FILE when set and not empty, else "". `getenv_fn` is std::getenv in the daemon's
-// main and a map lookup in tests (libraries do not read the environment themselves).
-std::string CaFileFromEnvironment(const std::function<const char*(const char*)>& getenv_fn);
 
 class HttpClient {
  public:

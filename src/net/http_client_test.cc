@@ -213,15 +213,7 @@ TEST_F(HttpClientTest, TlsVerifiesAgainstTheGivenCaFile) {
   EXPECT_EQ(still_refused.status().reason(), "tls_error");
 }
 
-TEST(HttpClientOptionsTest, CaFileComesFromSslCertFile) {
-  std::map<std::string, std::string> env = {{"SSL_CERT_FILE", "/etc/expanse/ca.pem"}};
-  auto lookup = [&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
-  EXPECT_EQ(CaFileFromEnvironment(lookup), "/etc/expanse/ca.pem");
-  env.clear();
-  EXPECT_EQ(CaFileFromEnvironment(lookup), "");
+TEST(HttpClientOptionsTest, AnUnreadableCaFileIsRefusedAtCreation) {
   HttpClientOptions options;
   options.ca_file = "/nonexistent/ca.pem";
   auto client = HttpClient::Create(options);
@@ -320,6 +312,25 @@ TEST_F(ProxyEnvironmentTest, HttpsProxyAndNoProxyAreHonoured) {
   ::setenv("NO_PROXY", "expanse-test.invalid", 1);
   ::setenv("HTTPS_PROXY", second.url().c_str(), 1);
   Result<HttpResponse> direct = client->Send({.url = "https://expanse-test.invalid/x"});
+  EXPECT_EQ(direct.status().reason(), "network_error");  // .invalid does not resolve
+  EXPECT_EQ(second.first_line(), "");
+}
+
+// The daemon takes its proxy from daemon.env and passes it in the options, leaving the process
+// environment alone.
+TEST_F(ProxyEnvironmentTest, ProxyOptionsWorkWithoutTheEnvironment) {
+  RecordingProxy proxy;
+  HttpClientOptions options;
+  options.connect_timeout = std::chrono::seconds(5);
+  options.https_proxy = proxy.url();
+  Result<HttpResponse> via_proxy = Client(options)->Send({.url = "https://expanse-test.invalid/x"});
+  EXPECT_EQ(via_proxy.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(proxy.first_line(), "CONNECT expanse-test.invalid:443 HTTP/1.1");
+
+  RecordingProxy second;
+  options.https_proxy = second.url();
+  options.no_proxy = "expanse-test.invalid";
+  Result<HttpResponse> direct = Client(options)->Send({.url = "https://expanse-test.invalid/x"});
   EXPECT_EQ(direct.status().reason(), "network_error");  // .invalid does not resolve
   EXPECT_EQ(second.first_line(), "");
 }

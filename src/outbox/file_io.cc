@@ -1,28 +1,15 @@
 #include "outbox/file_io.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <memory>
 #include <utility>
 
 #include "core/file_util.h"
 
 namespace expanse::outbox {
 namespace {
-
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 struct NetworkFilesystem {
   uint32_t type;
@@ -48,18 +35,19 @@ const char* NetworkFilesystemNameOf(int64_t filesystem_type) {
 
 }  // namespace
 
-Status IoError(std::string_view what, const std::string& path) {
-  const int err = errno;
-  std::string message = "outbox: " + std::string(what) + " " + path + ": " + std::strerror(err);
-  if (err == ENOSPC || err == EDQUOT)
+Status ToOutboxError(const Status& status) {
+  if (status.ok())
+    return status;
+  std::string message = "outbox: " + status.message();
+  if (status.reason() == fs::kFileTooLargeReason)
+    return DataLossError(std::move(message)).WithReason("outbox_corrupt");
+  if (status.code() == StatusCode::kResourceExhausted)
     return ResourceExhaustedError(std::move(message)).WithReason("outbox_disk_full");
   return UnavailableError(std::move(message)).WithReason("outbox_io");
 }
 
-Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
-  if (!fs::WriteFully(fd, bytes))
-    return IoError("write", path);
-  return OkStatus();
+Status IoError(std::string_view what, const std::string& path) {
+  return ToOutboxError(fs::ErrnoStatus(errno, std::string(what) + " " + path));
 }
 
 Status ReadAt(int fd, uint64_t offset, size_t size, const std::string& path, std::string* out) {
@@ -87,84 +75,6 @@ Status SyncFile(int fd, const std::string& path) {
   if (::fdatasync(fd) != 0)
     return IoError("sync", path);
   return OkStatus();
-}
-
-Status SyncDirectory(const std::string& directory) {
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return IoError("open directory", directory);
-  FdCloser closer{fd};
-  if (::fsync(fd) != 0)
-    return IoError("sync directory", directory);
-  return OkStatus();
-}
-
-Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      return std::optional<std::string>();
-    return IoError("open", path);
-  }
-  FdCloser closer{fd};
-  std::string contents;
-  char buffer[4096];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return IoError("read", path);
-    }
-    if (n == 0)
-      return std::optional<std::string>(std::move(contents));
-    contents.append(buffer, static_cast<size_t>(n));
-    if (contents.size() > max_bytes) {
-      return DataLossError("outbox: " + path + " is larger than " + std::to_string(max_bytes) +
-                           " bytes")
-          .WithReason("outbox_corrupt");
-    }
-  }
-}
-
-Status ReplaceFileAtomically(const std::string& directory, const std::string& name,
-                             std::string_view contents) {
-  const std::string target = directory + "/" + name;
-  const std::string temporary = target + ".tmp";
-  const int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return IoError("create", temporary);
-  Status status = WriteAll(fd, contents, temporary);
-  if (status.ok() && ::fsync(fd) != 0)
-    status = IoError("sync", temporary);
-  ::close(fd);
-  if (status.ok() && ::rename(temporary.c_str(), target.c_str()) != 0)
-    status = IoError("rename", temporary);
-  if (!status.ok()) {
-    ::unlink(temporary.c_str());
-    return status;
-  }
-  return SyncDirectory(directory);
-}
-
-Result<std::vector<std::string>> ListDirectory(const std::string& directory) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(directory.c_str()), ::closedir);
-  if (!dir)
-    return IoError("list", directory);
-  std::vector<std::string> names;
-  while (true) {
-    errno = 0;
-    const dirent* entry = ::readdir(dir.get());
-    if (entry == nullptr) {
-      if (errno != 0)
-        return IoError("list", directory);
-      return names;
-    }
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..")
-      names.emplace_back(name);
-  }
 }
 
 bool IsNetworkFilesystem(int64_t filesystem_type) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "core/file_util.h"
 #include "core/quote.h"
 #include "outbox/file_io.h"
 #include "outbox/outbox_format.h"
@@ -91,11 +92,11 @@ Result<std::vector<uint64_t>> Outbox::EnqueueGroup(std::span<const EnqueueItem> 
   // reached the disk, and a sequence that might be on disk is never handed out again.
   const uint64_t first = next_sequence_;
   next_sequence_ += items.size();
-  Status status = WriteAll(active_fd_, frames, path);
+  Status status = fs::WriteFully(active_fd_, frames) ? OkStatus() : IoError("write", path);
   if (status.ok())
     status = SyncFile(active_fd_, path);
   if (status.ok() && created)
-    status = SyncDirectory(options_.directory);
+    status = ToOutboxError(fs::SyncDirectory(options_.directory));
   if (!status.ok()) {
     // Undo what can be undone and leave this segment for good, so later entries never
     // follow a partial record. If the cut fails, replay cuts the partial record later.
@@ -164,8 +165,8 @@ Status Outbox::OpenActiveLocked(uint64_t first_sequence) {
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return IoError("create", path);
-  if (Status status = WriteAll(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize), path);
-      !status.ok()) {
+  if (!fs::WriteFully(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize))) {
+    Status status = IoError("write", path);
     ::close(fd);
     ::unlink(path.c_str());
     return status;
@@ -299,15 +300,16 @@ Status Outbox::DeadLetter(const OutboxEntry& entry, std::string_view reason) {
   Status status = OkStatus();
   if (size == 0) {
     (void)::ftruncate(fd, 0);  // a header cut short by a crash would otherwise stay
-    status = WriteAll(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize), path);
+    if (!fs::WriteFully(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize)))
+      status = IoError("write", path);
   }
-  if (status.ok())
-    status = WriteAll(fd, frame, path);
+  if (status.ok() && !fs::WriteFully(fd, frame))
+    status = IoError("write", path);
   if (status.ok())
     status = SyncFile(fd, path);
   ::close(fd);
   if (status.ok() && size == 0)
-    status = SyncDirectory(options_.directory);
+    status = ToOutboxError(fs::SyncDirectory(options_.directory));
   // Even when the copy failed the entry is acknowledged: the server refused it for good, and
   // keeping it would block every entry behind it. The log line says what was lost.
   if (!status.ok()) {

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "core/file_util.h"
 #include "core/quote.h"
 #include "outbox/file_io.h"
 #include "outbox/outbox.h"
@@ -89,19 +90,20 @@ Status Outbox::Load() {
     return IoError("lock", lock_path);
   }
 
-  EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names, ToOutboxError(fs::ListDirectory(dir)));
   std::vector<uint64_t> segment_names;
   for (const std::string& name : names) {
     if (name.ends_with(".tmp")) {
-      ::unlink((dir + "/" + name).c_str());  // an interrupted ReplaceFileAtomically
+      ::unlink((dir + "/" + name).c_str());  // a cursor write cut short (WriteCursorLocked)
     } else if (std::optional<uint64_t> first = ParseSegmentFileName(name)) {
       segment_names.push_back(*first);
     }
   }
   std::sort(segment_names.begin(), segment_names.end());
 
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> cursor_bytes,
-                           ReadSmallFile(dir + "/" + kCursorFile, 4096));
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::optional<std::string> cursor_bytes,
+      ToOutboxError(fs::ReadSmallFile(dir + "/" + kCursorFile, 4096, fs::Symlinks::kRefuse)));
   std::optional<Cursor> cursor;
   if (cursor_bytes) {
     cursor = DecodeCursor(*cursor_bytes);
@@ -144,13 +146,10 @@ Status Outbox::Load() {
 
 Status Outbox::ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_sequence) {
   const std::string path = SegmentPath(first_sequence);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  const fs::UniqueFd file(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!file.valid())
     return IoError("open", path);
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  const int fd = file.get();
   struct stat info {};
   if (::fstat(fd, &info) != 0)
     return IoError("stat", path);
@@ -231,9 +230,14 @@ Status Outbox::ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_s
 }
 
 Status Outbox::WriteCursorLocked() {
-  return ReplaceFileAtomically(
-      options_.directory, kCursorFile,
-      EncodeCursor({.acked_through = acked_through_, .next_sequence = next_sequence_}));
+  const std::string& dir = options_.directory;
+  const fs::UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid())
+    return IoError("open directory", dir);
+  // Through "ack.tmp", which Load() removes when a crash left it (docs/formats/outbox.md).
+  return ToOutboxError(fs::WriteFileAtomicallyAt(
+      dir_fd.get(), dir, kCursorFile, std::string(kCursorFile) + ".tmp",
+      EncodeCursor({.acked_through = acked_through_, .next_sequence = next_sequence_}), 0600));
 }
 
 }  // namespace expanse::outbox

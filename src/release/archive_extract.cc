@@ -15,19 +15,18 @@
 
 namespace expanse::release {
 
+using fs::UniqueFd;
 using release_internal::ArchiveScan;
-using release_internal::ErrnoStatus;
-using release_internal::UniqueFd;
 
 namespace {
 
 Result<UniqueFd> OpenArchive(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid())
-    return ErrnoStatus(errno, "open archive", path);
+    return fs::ErrnoStatus(errno, "open archive " + path);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
-    return ErrnoStatus(errno, "stat archive", path);
+    return fs::ErrnoStatus(errno, "stat archive " + path);
   if (!S_ISREG(st.st_mode))
     return InvalidArgumentError(path + " is not a regular file");
   return fd;
@@ -54,7 +53,7 @@ class DirectoryWriter final : public release_internal::ScanSink {
     file_ = UniqueFd(::openat(dir.get(), name.c_str(),
                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!file_.valid())
-      return ErrnoStatus(errno, "create", Shown(path));
+      return fs::ErrnoStatus(errno, "create " + Shown(path));
     file_path_ = path;
     file_mode_ = mode;
     return OkStatus();
@@ -62,13 +61,13 @@ class DirectoryWriter final : public release_internal::ScanSink {
 
   Status Write(std::string_view bytes) override {
     if (!fs::WriteFully(file_.get(), bytes))
-      return ErrnoStatus(errno, "write", Shown(file_path_));
+      return fs::ErrnoStatus(errno, "write " + Shown(file_path_));
     return OkStatus();
   }
 
   Status EndFile() override {
     if (::fchmod(file_.get(), file_mode_) != 0 || ::fsync(file_.get()) != 0)
-      return ErrnoStatus(errno, "finish", Shown(file_path_));
+      return fs::ErrnoStatus(errno, "finish " + Shown(file_path_));
     file_ = UniqueFd();
     return OkStatus();
   }
@@ -80,7 +79,7 @@ class DirectoryWriter final : public release_internal::ScanSink {
   Result<UniqueFd> OpenDirectory(const std::string& path) {
     UniqueFd current(::dup(root_fd_));
     if (!current.valid())
-      return ErrnoStatus(errno, "dup", root_path_);
+      return fs::ErrnoStatus(errno, "dup " + root_path_);
     size_t start = 0;
     while (start < path.size()) {
       size_t end = path.find('/', start);
@@ -90,13 +89,13 @@ class DirectoryWriter final : public release_internal::ScanSink {
       std::string shown = Shown(path.substr(0, end));
       bool created = ::mkdirat(current.get(), component.c_str(), 0755) == 0;
       if (!created && errno != EEXIST)
-        return ErrnoStatus(errno, "create directory", shown);
+        return fs::ErrnoStatus(errno, "create directory " + shown);
       UniqueFd next(::openat(current.get(), component.c_str(),
                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!next.valid())
-        return ErrnoStatus(errno, "open directory", shown);
+        return fs::ErrnoStatus(errno, "open directory " + shown);
       if (created && ::fchmod(next.get(), 0755) != 0)  // exact, whatever the umask
-        return ErrnoStatus(errno, "chmod", shown);
+        return fs::ErrnoStatus(errno, "chmod " + shown);
       current = std::move(next);
       start = end + 1;
     }
@@ -114,9 +113,9 @@ Result<ExtractedRelease> ExtractInto(int archive_fd, const std::string& dest_dir
                                      const ExtractLimits& limits, const ArchiveScan& first_pass) {
   UniqueFd root(::open(dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root.valid())
-    return ErrnoStatus(errno, "open", dest_dir);
+    return fs::ErrnoStatus(errno, "open " + dest_dir);
   if (::lseek(archive_fd, 0, SEEK_SET) != 0)
-    return ErrnoStatus(errno, "rewind archive for", dest_dir);
+    return fs::ErrnoStatus(errno, "rewind archive for " + dest_dir);
   DirectoryWriter writer(root.get(), dest_dir);
   EXPANSE_ASSIGN_OR_RETURN(ArchiveScan second_pass,
                            release_internal::ScanArchive(archive_fd, limits, &writer));
@@ -130,7 +129,7 @@ Result<ExtractedRelease> ExtractInto(int archive_fd, const std::string& dest_dir
   EXPANSE_ASSIGN_OR_RETURN(ReleaseInfo info,
                            release_internal::CheckAgainstReleaseInfo(second_pass));
   if (::fsync(root.get()) != 0 || ::fchmod(root.get(), 0755) != 0)
-    return ErrnoStatus(errno, "finish", dest_dir);
+    return fs::ErrnoStatus(errno, "finish " + dest_dir);
   return ExtractedRelease{dest_dir, std::move(info)};
 }
 
@@ -160,7 +159,7 @@ Result<ExtractedRelease> ExtractArchive(const std::string& archive_path,
       return AlreadyExistsError(dest_dir +
                                 " already exists; releases are extracted into a fresh directory");
     }
-    return ErrnoStatus(errno, "create", dest_dir);
+    return fs::ErrnoStatus(errno, "create " + dest_dir);
   }
   Result<ExtractedRelease> extracted = ExtractInto(fd.get(), dest_dir, limits, scan);
   if (!extracted.ok()) {

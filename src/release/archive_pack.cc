@@ -22,8 +22,7 @@
 
 namespace expanse::release {
 
-using release_internal::ErrnoStatus;
-using release_internal::UniqueFd;
+using fs::UniqueFd;
 
 namespace {
 
@@ -47,7 +46,7 @@ struct SourceFile {
 template <typename Consume>
 Result<uint64_t> ReadAll(int fd, const std::string& path, Consume consume) {
   if (::lseek(fd, 0, SEEK_SET) != 0)
-    return ErrnoStatus(errno, "seek", path);
+    return fs::ErrnoStatus(errno, "seek " + path);
   std::string buffer(kChunkBytes, '\0');
   uint64_t total = 0;
   while (true) {
@@ -55,7 +54,7 @@ Result<uint64_t> ReadAll(int fd, const std::string& path, Consume consume) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      return ErrnoStatus(errno, "read", path);
+      return fs::ErrnoStatus(errno, "read " + path);
     if (n == 0)
       return total;
     total += static_cast<uint64_t>(n);
@@ -66,9 +65,9 @@ Result<uint64_t> ReadAll(int fd, const std::string& path, Consume consume) {
 Result<UniqueFd> OpenSource(const std::string& path, struct stat* st) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid())
-    return ErrnoStatus(errno, "open", path);
+    return fs::ErrnoStatus(errno, "open " + path);
   if (::fstat(fd.get(), st) != 0)
-    return ErrnoStatus(errno, "stat", path);
+    return fs::ErrnoStatus(errno, "stat " + path);
   if (!S_ISREG(st->st_mode))
     return InvalidArgumentError(path + " is not a regular file");
   return fd;
@@ -221,14 +220,14 @@ Result<std::string> PackArchive(const PackOptions& options) {
   std::string temp_path = options.output_dir + "/." + ArchiveFileName(info) + ".XXXXXX";
   UniqueFd fd(::mkstemp(temp_path.data()));
   if (!fd.valid())
-    return ErrnoStatus(errno, "create a temporary file in", options.output_dir);
+    return fs::ErrnoStatus(errno, "create a temporary file in " + options.output_dir);
   Status written = WriteArchive(fd.get(), release_json, sources);
   if (written.ok() && (::fchmod(fd.get(), 0644) != 0 || ::fsync(fd.get()) != 0))
-    written = ErrnoStatus(errno, "finish", temp_path);
+    written = fs::ErrnoStatus(errno, "finish " + temp_path);
   // link() refuses to replace an archive that appeared meanwhile, unlike rename().
   if (written.ok() && ::link(temp_path.c_str(), final_path.c_str()) != 0) {
     written = errno == EEXIST ? AlreadyExistsError(final_path + " already exists")
-                              : ErrnoStatus(errno, "create", final_path);
+                              : fs::ErrnoStatus(errno, "create " + final_path);
   }
   ::unlink(temp_path.c_str());
   EXPANSE_RETURN_IF_ERROR(written);

@@ -1,5 +1,5 @@
-// Internal to the release module: file descriptors and whole-file helpers on local, trusted
-// paths (the release manager's staging directory, the installer's download directory).
+// Internal to the release module: whole-file helpers on local, trusted paths (the release
+// manager's staging directory, the installer's download directory), on core/file_util.h.
 
 #ifndef EXPANSE_RELEASE_FILE_IO_H_
 #define EXPANSE_RELEASE_FILE_IO_H_
@@ -15,24 +15,6 @@
 
 namespace expanse::release_internal {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept;
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  ~UniqueFd();
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
-// kNotFound for ENOENT, kPermissionDenied for EACCES/EPERM, kResourceExhausted for a full disk,
-// kFailedPrecondition otherwise; the message is "<action> <path>: <strerror>".
-Status ErrnoStatus(int error, std::string_view action, std::string_view path);
-
 // The whole file; kNotFound when it does not exist, kResourceExhausted over `max_bytes`.
 Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 
@@ -42,9 +24,6 @@ Status ReplaceFile(const std::string& path, std::string_view contents, mode_t mo
 // Creates `path` with `mode`, refusing (kAlreadyExists) to touch an existing file or to follow
 // a symlink; the file is fsync'ed. For keys, which must never overwrite one another.
 Status CreateNewFile(const std::string& path, std::string_view contents, mode_t mode);
-
-// "dir/name" split at the last '/' ("." for a bare name).
-std::pair<std::string, std::string> SplitPath(const std::string& path);
 
 }  // namespace expanse::release_internal
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <string>
 
+#include "core/file_util.h"
 #include "crypto/ecdsa.h"
 #include "release/archive_extract.h"
 #include "release/archive_pack.h"
@@ -155,7 +156,7 @@ Status RunVerify(const VerifyFlags& flags, std::ostream& out) {
   out << flags.file << ": signature OK ("
       << (flags.public_key_path.empty() ? "embedded release key" : flags.public_key_path) << ")\n";
 
-  const std::string name = release_internal::SplitPath(flags.file).second;
+  const std::string name = fs::SplitPath(flags.file).second;
   if (name == kManifestName) {
     EXPANSE_ASSIGN_OR_RETURN(Manifest manifest, Annotate(ParseManifest(data), flags.file + ": "));
     out << flags.file << ": " << manifest.releases.size() << " releases";

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/file_util.h"
 #include "core/quote.h"
 #include "crypto/ecdsa.h"
 #include "crypto/hash.h"
@@ -65,13 +66,13 @@ const ManifestArchive* FindArchive(const ManifestRelease& release, std::string_v
 }
 
 Result<bool> StartsWithElfMagic(const std::string& path) {
-  release_internal::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  fs::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid())
-    return release_internal::ErrnoStatus(errno, "open", path);
+    return fs::ErrnoStatus(errno, "open " + path);
   char magic[4] = {};
   ssize_t n = ::read(fd.get(), magic, sizeof(magic));
   if (n < 0)
-    return release_internal::ErrnoStatus(errno, "read", path);
+    return fs::ErrnoStatus(errno, "read " + path);
   return n == 4 && std::string_view(magic, 4) ==
                        "\x7f"
                        "ELF";
@@ -265,7 +266,7 @@ Result<std::string> DownloadVerified(net::HttpClient& client, const ArchiveRef& 
 Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_view public_key_pem) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    return release_internal::ErrnoStatus(errno, "inspect", path);
+    return fs::ErrnoStatus(errno, "inspect " + path);
   if (!S_ISREG(st.st_mode))
     return InvalidArgumentError(path + " is not a regular file");
 

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "spool/fs_util.h"
 #include "spool/hostile_read.h"
 #include "spool/reasons.h"
 #include "spool/spool_names.h"
@@ -80,7 +81,8 @@ std::string DrainLogLine(const DrainStats& stats) {
          " bad=" + std::to_string(stats.bad);
 }
 
-Aggregator::Aggregator(AggregatorOptions options, Clock& clock, UniqueFd root, UniqueFd state_dir)
+Aggregator::Aggregator(AggregatorOptions options, Clock& clock, fs::UniqueFd root,
+                       fs::UniqueFd state_dir)
     : options_(std::move(options)),
       clock_(clock),
       root_(std::move(root)),
@@ -92,9 +94,9 @@ Result<std::unique_ptr<Aggregator>> Aggregator::Open(AggregatorOptions options, 
     return InvalidArgumentError("spool aggregator: state_dir is required (a local directory)")
         .WithReason("spool_bad_options");
   }
-  EXPANSE_ASSIGN_OR_RETURN(UniqueFd root,
+  EXPANSE_ASSIGN_OR_RETURN(fs::UniqueFd root,
                            OpenConfiguredDirectory(options.spool_root, /*create=*/false, 0));
-  EXPANSE_ASSIGN_OR_RETURN(UniqueFd state_dir,
+  EXPANSE_ASSIGN_OR_RETURN(fs::UniqueFd state_dir,
                            OpenConfiguredDirectory(options.state_dir, /*create=*/true, 0700));
   std::unique_ptr<Aggregator> aggregator(
       new Aggregator(std::move(options), clock, std::move(root), std::move(state_dir)));
@@ -109,7 +111,7 @@ Result<std::unique_ptr<Aggregator>> Aggregator::Open(AggregatorOptions options, 
       aggregator->delivered_ = std::move(state).value();
     } else if (opts.log) {
       opts.log("spool aggregator: " + state.status().message() + " in " +
-               JoinPath(opts.state_dir, kDeliveryStateFileName) +
+               fs::JoinPath(opts.state_dir, kDeliveryStateFileName) +
                "; starting afresh, so files still in the spool may be delivered again");
     }
   }
@@ -124,7 +126,7 @@ void Aggregator::LogOnce(const std::string& key, const std::string& line) {
 
 Result<std::vector<std::string>> Aggregator::ListHosts() {
   EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                           ListDirectory(root_.get(), options_.spool_root));
+                           ToSpoolError(fs::ListDirectoryAt(root_.get(), options_.spool_root)));
   std::vector<std::string> hosts;
   for (std::string& name : names) {
     // .quarantine and any other dot entry: never a host (IsValidHostName forbids the dot).
@@ -141,13 +143,14 @@ Result<std::vector<std::string>> Aggregator::ListHosts() {
   return hosts;
 }
 
-UniqueFd Aggregator::OpenHost(const std::string& host, bool dispose_refused, DrainStats& stats) {
-  Result<UniqueFd> dir =
+fs::UniqueFd Aggregator::OpenHost(const std::string& host, bool dispose_refused,
+                                  DrainStats& stats) {
+  Result<fs::UniqueFd> dir =
       OpenHostileDirectory(root_.get(), options_.spool_root, host, options_.expected_uid);
   if (dir.ok())
     return std::move(dir).value();
   if (dir.status().code() == StatusCode::kNotFound)
-    return UniqueFd();
+    return fs::UniqueFd();
   const std::string reason = ReasonOf(dir.status());
   ++stats.bad;
   ++stats.bad_by_reason[reason];
@@ -173,7 +176,7 @@ UniqueFd Aggregator::OpenHost(const std::string& host, bool dispose_refused, Dra
   }
   LogOnce("hostdir/" + host + "/" + reason,
           "spool aggregator: " + dir.status().message() + "; " + disposal);
-  return UniqueFd();
+  return fs::UniqueFd();
 }
 
 void Aggregator::Refuse(int dir_fd, const std::string& host, const std::string& name,
@@ -195,7 +198,7 @@ void Aggregator::Refuse(int dir_fd, const std::string& host, const std::string& 
     disposal = "deleted";
   }
   LogOnce(host + "/" + reason, "spool aggregator: refused " +
-                                   QuoteForMessage(JoinPath(host, name), 200) + " (" + reason +
+                                   QuoteForMessage(fs::JoinPath(host, name), 200) + " (" + reason +
                                    "): " + why.message() + "; " + disposal);
 }
 
@@ -241,11 +244,11 @@ std::vector<Aggregator::Candidate> Aggregator::OrderCandidates(const std::string
 
 void Aggregator::DrainHost(const std::string& host, Round& round, Worker& worker) {
   DrainStats& stats = worker.stats;
-  const UniqueFd dir = OpenHost(host, /*dispose_refused=*/true, stats);
+  const fs::UniqueFd dir = OpenHost(host, /*dispose_refused=*/true, stats);
   if (!dir.valid())
     return;
-  const std::string host_path = JoinPath(options_.spool_root, host);
-  Result<std::vector<std::string>> names = ListDirectory(dir.get(), host_path);
+  const std::string host_path = fs::JoinPath(options_.spool_root, host);
+  Result<std::vector<std::string>> names = ToSpoolError(fs::ListDirectoryAt(dir.get(), host_path));
   if (!names.ok()) {
     ++stats.bad_by_reason[reason::kUnreadable];
     LogOnce("list/" + host, "spool aggregator: " + names.status().message());
@@ -319,7 +322,7 @@ void Aggregator::DrainHost(const std::string& host, Round& round, Worker& worker
         } else if (!answer.ok()) {
           // Logged when the sink starts failing, not every round while it keeps failing.
           if (options_.log && !sink_failing_) {
-            options_.log("spool aggregator: sink refused " + JoinPath(host, c.name) + ": " +
+            options_.log("spool aggregator: sink refused " + fs::JoinPath(host, c.name) + ": " +
                          answer.ToString() + "; files stay in the spool until it accepts them");
           }
           sink_failing_ = true;
@@ -364,7 +367,7 @@ void Aggregator::DrainHost(const std::string& host, Round& round, Worker& worker
       const int err = errno;
       ++stats.delete_failures;
       LogOnce("delete/" + host, "spool aggregator: cannot delete delivered " +
-                                    JoinPath(host, c.name) + ": " + std::strerror(err) +
+                                    fs::JoinPath(host, c.name) + ": " + std::strerror(err) +
                                     "; it will be skipped as a duplicate");
     }
   }
@@ -398,8 +401,8 @@ void Aggregator::DrainWorker(const std::vector<std::string>& hosts, Round& round
 Status Aggregator::CommitDeliveredLocked() {
   if (uncommitted_ == 0)
     return OkStatus();
-  EXPANSE_RETURN_IF_ERROR(WriteFileAtomically(
-      state_dir_.get(), options_.state_dir, kDeliveryStateFileName, delivered_.Serialize(), 0600));
+  EXPANSE_RETURN_IF_ERROR(ReplaceFile(state_dir_.get(), options_.state_dir, kDeliveryStateFileName,
+                                      delivered_.Serialize(), 0600));
   uncommitted_ = 0;
   return OkStatus();
 }

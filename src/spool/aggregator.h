@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/file_util.h"
 #include "core/result.h"
 #include "spool/delivery_state.h"
-#include "spool/fs_util.h"
 #include "spool/quarantine.h"
 #include "spool/spool_file.h"
 #include "spool/spool_format.h"
@@ -137,13 +137,13 @@ class Aggregator {
   struct Round;   // one DrainOnce call's shared state
   struct Worker;  // one drain thread's own stats and buffer
 
-  Aggregator(AggregatorOptions options, Clock& clock, UniqueFd root, UniqueFd state_dir);
+  Aggregator(AggregatorOptions options, Clock& clock, fs::UniqueFd root, fs::UniqueFd state_dir);
 
   // Valid host names in the root, sorted. Other names are ignored (logged once).
   Result<std::vector<std::string>> ListHosts();
   // The host directory; invalid when it is refused (counted in `stats` and, with
   // dispose_refused, quarantined unless it is a wrong-owner directory) or vanished.
-  UniqueFd OpenHost(const std::string& host, bool dispose_refused, DrainStats& stats);
+  fs::UniqueFd OpenHost(const std::string& host, bool dispose_refused, DrainStats& stats);
   void DrainWorker(const std::vector<std::string>& hosts, Round& round, Worker& worker);
   // Stops at the first sink failure, keeping the host's order.
   void DrainHost(const std::string& host, Round& round, Worker& worker);
@@ -161,8 +161,8 @@ class Aggregator {
 
   const AggregatorOptions options_;
   Clock& clock_;
-  UniqueFd root_;
-  UniqueFd state_dir_;
+  fs::UniqueFd root_;
+  fs::UniqueFd state_dir_;
 
   // Guards everything below it. Reading and decoding files runs outside it.
   std::mutex mu_;

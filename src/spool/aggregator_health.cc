@@ -24,11 +24,11 @@ Result<WorkerHealthSnapshot> Aggregator::ReadWorkerHealth(int64_t now_ms) {
   EXPANSE_ASSIGN_OR_RETURN(const std::vector<std::string> hosts, ListHosts());
   const HostileReadLimits limits{options_.expected_uid, options_.max_health_file_bytes};
   for (const std::string& host : hosts) {
-    const UniqueFd dir = OpenHost(host, /*dispose_refused=*/false, scratch);
+    const fs::UniqueFd dir = OpenHost(host, /*dispose_refused=*/false, scratch);
     if (!dir.valid())
       continue;
     ++snapshot.hosts;
-    const std::string host_path = JoinPath(options_.spool_root, host);
+    const std::string host_path = fs::JoinPath(options_.spool_root, host);
     Result<std::string_view> bytes =
         ReadHostileFile(dir.get(), host_path, kHealthFileName, limits, health_buffer_);
     if (!bytes.ok()) {

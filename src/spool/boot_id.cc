@@ -12,11 +12,12 @@
 namespace expanse::spool {
 
 Result<std::string> ReadBootId(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  fs::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid())
-    return ErrnoStatus(errno, "open", path);
+    return IoError(errno, "open", path);
   std::string text;
-  EXPANSE_RETURN_IF_ERROR(ReadUpTo(fd.get(), 128, path, text));
+  if (!fs::ReadAll(fd.get(), text, 128))
+    return IoError(errno, "read", path);
   std::string_view id = text;
   while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
     id.remove_suffix(1);

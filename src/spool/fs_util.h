@@ -1,66 +1,52 @@
-// Internal to the spool module: the few POSIX file-system steps the writer and the
-// aggregator share. All paths below a configured root are opened relative to a directory
-// descriptor, never by re-walking a path, so a swapped symlink cannot redirect them.
+// Internal to the spool module: its Status codes and reasons for I/O failures over
+// core/file_util.h, and the few file-system steps only the spool has. All paths below a
+// configured root are opened relative to a directory descriptor (fs::...At), never by
+// re-walking a path, so a swapped symlink cannot redirect them.
 #ifndef EXPANSE_SPOOL_FS_UTIL_H_
 #define EXPANSE_SPOOL_FS_UTIL_H_
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
+#include "core/file_util.h"
 #include "core/result.h"
 
 namespace expanse::spool {
 
-// Owns a file descriptor; -1 when empty.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
+// The spool's status for a failure a core/file_util.h helper reported: kResourceExhausted
+// (reason "spool_disk_full") for a full disk or quota, kNotFound as it is (a vanished entry is
+// skipped), kUnavailable (reason "spool_io": leave it for the next round) otherwise. The message
+// gains the prefix "spool: ". OK passes.
+Status ToSpoolError(const Status& status);
+template <typename T>
+Result<T> ToSpoolError(Result<T> result) {
+  if (result.ok())
+    return result;
+  return ToSpoolError(result.status());
+}
 
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release();
-
- private:
-  int fd_ = -1;
-};
-
-// A Status for the errno of a failed call: kResourceExhausted (reason "spool_disk_full") for
-// ENOSPC/EDQUOT, kNotFound for ENOENT, kUnavailable (reason "spool_io") otherwise.
-Status ErrnoStatus(int err, std::string_view what, std::string_view path);
+// The status for errno `err` of a failed call, as ToSpoolError maps it; the message is
+// "spool: <what> <path>: <strerror>".
+Status IoError(int err, std::string_view what, std::string_view path);
 
 // Opens a configured directory (trusted path), creating its last component with `mode` when
 // `create` is set and it is missing.
-Result<UniqueFd> OpenConfiguredDirectory(const std::string& path, bool create, mode_t mode);
+Result<fs::UniqueFd> OpenConfiguredDirectory(const std::string& path, bool create, mode_t mode);
 
-// Writes `bytes` to `name` in `dir_fd` so that a reader sees the old file or the whole new
-// one, never a part: a temporary name in the same directory, fsync, rename, fsync of the
-// directory. The temporary file is removed on failure. `dir_path` is for messages only.
-Status WriteFileAtomically(int dir_fd, std::string_view dir_path, std::string_view name,
-                           std::string_view bytes, mode_t mode);
+// Replaces `name` in `dir_fd` with `bytes` (fs::WriteFileAtomicallyAt) through the spool's
+// temporary name, TempFileName(name), which readers skip and the aggregator sweeps.
+// `dir_path` is for messages only.
+Status ReplaceFile(int dir_fd, std::string_view dir_path, const std::string& name,
+                   std::string_view bytes, mode_t mode);
 
-// Names in `dir_fd`, without "." and "..", in directory order.
-Result<std::vector<std::string>> ListDirectory(int dir_fd, std::string_view dir_path);
-
-// A trusted local file's contents, nullopt when it does not exist. kResourceExhausted when
-// it exceeds `max_bytes`.
+// A trusted local file's contents (fs::ReadSmallFileAt: no symlink followed), nullopt when it
+// does not exist. kResourceExhausted (reason "spool_state_too_large") over `max_bytes`.
 Result<std::optional<std::string>> ReadLocalFile(int dir_fd, std::string_view dir_path,
                                                  std::string_view name, size_t max_bytes);
-
-// Reads until EOF or until `limit` bytes are in `out` (so a caller can pass cap + 1 to
-// detect an oversized file without reading all of it).
-Status ReadUpTo(int fd, size_t limit, std::string_view path, std::string& out);
-
-std::string JoinPath(std::string_view dir, std::string_view name);
 
 }  // namespace expanse::spool
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "spool/fs_util.h"
 #include "spool/reasons.h"
 
 namespace expanse::spool {
@@ -26,7 +27,7 @@ Status OpenError(int err, std::string_view path) {
   // O_NOFOLLOW on a symlink fails with ELOOP: the entry was swapped after the lstat.
   if (err == ELOOP)
     return Refused(reason::kSymlink, path, "is a symbolic link");
-  return ErrnoStatus(err, "open", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
+  return IoError(err, "open", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
 }
 
 }  // namespace
@@ -34,7 +35,7 @@ Status OpenError(int err, std::string_view path) {
 Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
                                          std::string_view name, const HostileReadLimits& limits,
                                          std::string& buffer) {
-  const std::string path = JoinPath(dir_path, name);
+  const std::string path = fs::JoinPath(dir_path, name);
   const std::string name_string(name);
   struct stat st {};
   // lstat first: opening a device or FIFO can have side effects, so those are never opened.
@@ -45,13 +46,13 @@ Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
   if (!S_ISREG(st.st_mode))
     return Refused(reason::kNotRegular, path, "is not a regular file");
 
-  UniqueFd fd(::openat(dir_fd, name_string.c_str(),
-                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  fs::UniqueFd fd(::openat(dir_fd, name_string.c_str(),
+                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (!fd.valid())
     return OpenError(errno, path);
   // These checks are on the opened file, so swapping the entry after the lstat gains nothing.
   if (::fstat(fd.get(), &st) != 0)
-    return ErrnoStatus(errno, "stat", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
+    return IoError(errno, "stat", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
   if (!S_ISREG(st.st_mode))
     return Refused(reason::kNotRegular, path, "is not a regular file");
   if (st.st_uid != limits.expected_uid) {
@@ -80,7 +81,7 @@ Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      return ErrnoStatus(errno, "read", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
+      return IoError(errno, "read", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
     }
     if (n == 0)
       break;
@@ -93,9 +94,9 @@ Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
   return std::string_view(buffer.data(), got);
 }
 
-Result<UniqueFd> OpenHostileDirectory(int parent_fd, std::string_view parent_path,
-                                      std::string_view name, uid_t expected_uid) {
-  const std::string path = JoinPath(parent_path, name);
+Result<fs::UniqueFd> OpenHostileDirectory(int parent_fd, std::string_view parent_path,
+                                          std::string_view name, uid_t expected_uid) {
+  const std::string path = fs::JoinPath(parent_path, name);
   const std::string name_string(name);
   struct stat st {};
   if (::fstatat(parent_fd, name_string.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -104,12 +105,12 @@ Result<UniqueFd> OpenHostileDirectory(int parent_fd, std::string_view parent_pat
     return Refused(reason::kSymlink, path, "host directory is a symbolic link");
   if (!S_ISDIR(st.st_mode))
     return Refused(reason::kNotDirectory, path, "host entry is not a directory");
-  UniqueFd fd(::openat(parent_fd, name_string.c_str(),
-                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  fs::UniqueFd fd(::openat(parent_fd, name_string.c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid())
     return OpenError(errno, path);
   if (::fstat(fd.get(), &st) != 0)
-    return ErrnoStatus(errno, "stat", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
+    return IoError(errno, "stat", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
   if (st.st_uid != expected_uid) {
     return Refused(reason::kWrongOwner, path,
                    "host directory owned by uid " + std::to_string(st.st_uid) + ", expected uid " +

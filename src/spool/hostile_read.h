@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/file_util.h"
 #include "core/result.h"
-#include "spool/fs_util.h"
 
 namespace expanse::spool {
 
@@ -36,8 +36,8 @@ Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
 
 // A host directory `name` in `parent_fd`, with the same rules and codes: reason symlink,
 // not_directory or wrong_owner when refused.
-Result<UniqueFd> OpenHostileDirectory(int parent_fd, std::string_view parent_path,
-                                      std::string_view name, uid_t expected_uid);
+Result<fs::UniqueFd> OpenHostileDirectory(int parent_fd, std::string_view parent_path,
+                                          std::string_view name, uid_t expected_uid);
 
 }  // namespace expanse::spool
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "spool/fs_util.h"
 #include "spool/spool_format.h"
 
 namespace expanse::spool {
@@ -25,7 +26,7 @@ Quarantine::Quarantine(int root_fd, std::string root_path, QuarantineOptions opt
 
 void Quarantine::BeginRound() {
   opened_ = false;
-  dir_ = UniqueFd();
+  dir_ = fs::UniqueFd();
 }
 
 void Quarantine::Open() {
@@ -34,14 +35,14 @@ void Quarantine::Open() {
   bytes_ = 0;
   const auto unusable = [this](const std::string& why) {
     if (!unusable_logged_ && log_)
-      log_("spool: quarantine " + JoinPath(root_path_, kQuarantineDirName) + " unusable (" + why +
-           "); refused spool entries are deleted instead");
+      log_("spool: quarantine " + fs::JoinPath(root_path_, kQuarantineDirName) + " unusable (" +
+           why + "); refused spool entries are deleted instead");
     unusable_logged_ = true;
   };
   if (::mkdirat(root_fd_, kQuarantineDirName, 0700) != 0 && errno != EEXIST)
     return unusable(std::strerror(errno));
   // O_NOFOLLOW: a quarantine replaced by a symlink must not send files elsewhere.
-  UniqueFd fd(
+  fs::UniqueFd fd(
       ::openat(root_fd_, kQuarantineDirName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid())
     return unusable(std::strerror(errno));
@@ -49,7 +50,7 @@ void Quarantine::Open() {
   if (::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid())
     return unusable("not owned by this process's user");
   Result<std::vector<std::string>> names =
-      ListDirectory(fd.get(), JoinPath(root_path_, kQuarantineDirName));
+      ToSpoolError(fs::ListDirectoryAt(fd.get(), fs::JoinPath(root_path_, kQuarantineDirName)));
   if (!names.ok())
     return unusable(names.status().message());
   for (const std::string& name : *names) {

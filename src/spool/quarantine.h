@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "spool/fs_util.h"
+#include "core/file_util.h"
 
 namespace expanse::spool {
 
@@ -45,7 +45,7 @@ class Quarantine {
   QuarantineOptions options_;
   LogFn log_;
   bool opened_ = false;  // Open() ran this round
-  UniqueFd dir_;         // invalid when the quarantine is unusable this round
+  fs::UniqueFd dir_;     // invalid when the quarantine is unusable this round
   uint64_t entries_ = 0;
   uint64_t bytes_ = 0;
   bool unusable_logged_ = false;

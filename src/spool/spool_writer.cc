@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/quote.h"
+#include "spool/fs_util.h"
 #include "spool/hostile_read.h"
 #include "spool/spool_format.h"
 #include "spool/spool_names.h"
@@ -28,11 +29,11 @@ Status InvalidOptions(const std::string& what) {
 }  // namespace
 
 SpoolWriter::SpoolWriter(SpoolWriterOptions options, Clock& clock, std::string boot_id,
-                         UniqueFd host_dir, UniqueFd state_dir)
+                         fs::UniqueFd host_dir, fs::UniqueFd state_dir)
     : options_(std::move(options)),
       clock_(clock),
       boot_id_(std::move(boot_id)),
-      host_path_(JoinPath(options_.spool_root, options_.hostname)),
+      host_path_(fs::JoinPath(options_.spool_root, options_.hostname)),
       host_dir_(std::move(host_dir)),
       state_dir_(std::move(state_dir)) {}
 
@@ -52,19 +53,19 @@ Result<std::unique_ptr<SpoolWriter>> SpoolWriter::Open(SpoolWriterOptions option
     return InvalidOptions("boot id " + QuoteForMessage(boot_id) + " is not [A-Za-z0-9-]{1,64}");
   }
 
-  EXPANSE_ASSIGN_OR_RETURN(UniqueFd root,
+  EXPANSE_ASSIGN_OR_RETURN(fs::UniqueFd root,
                            OpenConfiguredDirectory(options.spool_root, /*create=*/false, 0));
   if (::mkdirat(root.get(), options.hostname.c_str(), 0750) != 0 && errno != EEXIST)
-    return ErrnoStatus(errno, "create directory", JoinPath(options.spool_root, options.hostname));
+    return IoError(errno, "create directory", fs::JoinPath(options.spool_root, options.hostname));
   // The controller refuses a host directory that is a symlink or someone else's; refuse it
   // here too, so the problem shows on the worker that can fix it.
-  Result<UniqueFd> host_dir =
+  Result<fs::UniqueFd> host_dir =
       OpenHostileDirectory(root.get(), options.spool_root, options.hostname, ::geteuid());
   if (!host_dir.ok()) {
     return FailedPreconditionError("spool writer: " + host_dir.status().message())
         .WithReason("spool_host_dir_refused");
   }
-  EXPANSE_ASSIGN_OR_RETURN(UniqueFd state_dir,
+  EXPANSE_ASSIGN_OR_RETURN(fs::UniqueFd state_dir,
                            OpenConfiguredDirectory(options.state_dir, /*create=*/true, 0700));
   std::unique_ptr<SpoolWriter> writer(new SpoolWriter(std::move(options), clock, std::move(boot_id),
                                                       std::move(host_dir).value(),
@@ -81,7 +82,7 @@ Status SpoolWriter::RecoverSequence() {
     const std::optional<WriterState> state = ParseWriterState(*text);
     if (!state.has_value()) {
       Log("spool writer: ignoring unreadable " +
-          JoinPath(options_.state_dir, kWriterStateFileName) +
+          fs::JoinPath(options_.state_dir, kWriterStateFileName) +
           "; continuing after the files still in " + host_path_);
     } else if (state->boot_id == boot_id_) {
       sequence_ = state->sequence;
@@ -89,7 +90,7 @@ Status SpoolWriter::RecoverSequence() {
   }
   // Files of this boot not yet drained also bound the sequence: they cover a lost state file.
   EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                           ListDirectory(host_dir_.get(), host_path_));
+                           ToSpoolError(fs::ListDirectoryAt(host_dir_.get(), host_path_)));
   for (const std::string& name : names) {
     const std::optional<SpoolFileNameParts> parts = ParseSpoolFileName(name);
     if (parts.has_value() && parts->boot_id == boot_id_)
@@ -128,7 +129,7 @@ Status SpoolWriter::Add(std::string_view kind, std::string_view payload) {
 
 Status SpoolWriter::CheckBudget(uint64_t file_bytes) {
   EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                           ListDirectory(host_dir_.get(), host_path_));
+                           ToSpoolError(fs::ListDirectoryAt(host_dir_.get(), host_path_)));
   uint64_t used = 0;
   for (const std::string& name : names) {
     struct stat st {};
@@ -179,15 +180,14 @@ Status SpoolWriter::Flush(bool force) {
   // The sequence is reserved durably before the file appears: after a crash between the two
   // the restarted writer skips a number, which the aggregator tolerates, rather than reuse
   // one, which it would take for a duplicate.
-  if (Status status =
-          WriteFileAtomically(state_dir_.get(), options_.state_dir, kWriterStateFileName,
-                              FormatWriterState({boot_id_, file.sequence}), 0600);
+  if (Status status = ReplaceFile(state_dir_.get(), options_.state_dir, kWriterStateFileName,
+                                  FormatWriterState({boot_id_, file.sequence}), 0600);
       !status.ok()) {
     return keep_batch(std::move(status));
   }
   sequence_ = file.sequence;
-  if (Status status = WriteFileAtomically(host_dir_.get(), host_path_,
-                                          SpoolFileName(file.sequence, boot_id_), *bytes, 0640);
+  if (Status status = ReplaceFile(host_dir_.get(), host_path_,
+                                  SpoolFileName(file.sequence, boot_id_), *bytes, 0640);
       !status.ok()) {
     return keep_batch(std::move(status));
   }
@@ -215,8 +215,7 @@ Status SpoolWriter::WriteHealth(std::string_view payload) {
                  clock_.NowMs(),
                  {{kHealthRecordKind, std::string(payload)}}};
   EXPANSE_ASSIGN_OR_RETURN(std::string bytes, EncodeSpoolFile(file, {.zstd_level = 0}));
-  EXPANSE_RETURN_IF_ERROR(
-      WriteFileAtomically(host_dir_.get(), host_path_, kHealthFileName, bytes, 0640));
+  EXPANSE_RETURN_IF_ERROR(ReplaceFile(host_dir_.get(), host_path_, kHealthFileName, bytes, 0640));
   ++counters_.health_writes;
   return OkStatus();
 }

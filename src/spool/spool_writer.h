@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/file_util.h"
 #include "core/result.h"
 #include "spool/boot_id.h"
-#include "spool/fs_util.h"
 #include "spool/spool_file.h"
 
 namespace expanse::spool {
@@ -88,8 +88,8 @@ class SpoolWriter {
   const std::string& host_dir() const { return host_path_; }
 
  private:
-  SpoolWriter(SpoolWriterOptions options, Clock& clock, std::string boot_id, UniqueFd host_dir,
-              UniqueFd state_dir);
+  SpoolWriter(SpoolWriterOptions options, Clock& clock, std::string boot_id, fs::UniqueFd host_dir,
+              fs::UniqueFd state_dir);
   Status RecoverSequence();
   Status CheckBudget(uint64_t file_bytes);
   void Log(const std::string& line);
@@ -98,8 +98,8 @@ class SpoolWriter {
   Clock& clock_;
   const std::string boot_id_;
   const std::string host_path_;
-  UniqueFd host_dir_;
-  UniqueFd state_dir_;
+  fs::UniqueFd host_dir_;
+  fs::UniqueFd state_dir_;
 
   mutable std::mutex mu_;  // held across Flush's I/O; Add waits for it
   std::vector<SpoolRecord> batch_;

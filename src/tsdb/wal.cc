@@ -34,29 +34,6 @@ uint32_t FrameCrc(uint32_t length, std::string_view payload) {
   return Crc32(payload, Crc32(length_bytes));
 }
 
-Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
-  if (!fs::WriteFully(fd, bytes))
-    return IoError("write", path);
-  return OkStatus();
-}
-
-// Out-parameter rather than Result: g++ 12 -O3 reports a false maybe-uninitialized on a
-// string moved out of a Result here.
-Status ReadAll(int fd, const std::string& path, std::string& out) {
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return IoError("read", path);
-    }
-    if (n == 0)
-      return OkStatus();
-    out.append(buffer, static_cast<size_t>(n));
-  }
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& replay,
@@ -66,7 +43,8 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
     return IoError("open", path);
   std::unique_ptr<Wal> wal(new Wal(path, fd, 0));
   std::string contents;
-  EXPANSE_RETURN_IF_ERROR(ReadAll(fd, path, contents));
+  if (!fs::ReadAll(fd, contents))
+    return IoError("read", path);
   const size_t file_size = contents.size();
   const std::string_view magic(kWalMagic, sizeof kWalMagic);
   size_t good_end = 0;
@@ -106,7 +84,8 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
       return IoError("truncate", path);
     if (::lseek(fd, 0, SEEK_SET) < 0)
       return IoError("seek", path);
-    EXPANSE_RETURN_IF_ERROR(WriteAll(fd, magic, path));
+    if (!fs::WriteFully(fd, magic))
+      return IoError("write", path);
     good_end = magic.size();
   } else if ((good_end < contents.size() || padded) &&
              ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
@@ -169,7 +148,8 @@ Status Wal::Write(std::string_view payload) {
   frame.append(payload);
   if (size_ + frame.size() > allocated_)
     Preallocate(size_ + frame.size());
-  if (Status status = WriteAll(fd_, frame, path_); !status.ok()) {
+  if (!fs::WriteFully(fd_, frame)) {
+    Status status = IoError("write", path_);
     // Restore the invariant so the next record does not follow a partial one. If even
     // this fails, replay will cut the partial record as a torn tail.
     if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {

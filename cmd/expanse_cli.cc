@@ -1,9 +1,11 @@
-#include "install/install_cli.h"
+#include "expanse_cli.h"
 
+#include <string.h>  // explicit_bzero
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -12,8 +14,8 @@
 #include "core/duration.h"
 #include "core/version.h"
 #include "install/installer.h"
-#include "install/release_cli.h"
 #include "install/token_intake.h"
+#include "release_cli.h"
 
 namespace expanse::install {
 namespace {
@@ -64,6 +66,18 @@ int Report(const Status& s) {
 }
 
 }  // namespace
+
+std::optional<SecretString> TakeTokenFromEnvironment() {
+  const char* v = std::getenv(kInstallTokenVariable);  // NOLINT(concurrency-mt-unsafe): start-up
+  std::optional<SecretString> out;
+  if (v != nullptr && *v != '\0')
+    out.emplace(std::string(v));
+  if (v != nullptr) {
+    explicit_bzero(const_cast<char*>(v), std::strlen(v));
+    unsetenv(kInstallTokenVariable);
+  }
+  return out;
+}
 
 int RunExpanseCli(int argc, char** argv) {
   // Taken before anything else, so no child process can inherit the token.

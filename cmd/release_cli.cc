@@ -1,4 +1,4 @@
-#include "install/release_cli.h"
+#include "release_cli.h"
 
 #include <iostream>
 

@@ -1,8 +1,8 @@
 // `expanse release keygen | pack | sign | manifest | verify`: the release builder's and mirror
 // operator's commands, a thin layer over src/release/release_commands.
 
-#ifndef EXPANSE_INSTALL_RELEASE_CLI_H_
-#define EXPANSE_INSTALL_RELEASE_CLI_H_
+#ifndef EXPANSE_CMD_RELEASE_CLI_H_
+#define EXPANSE_CMD_RELEASE_CLI_H_
 
 #include <CLI/CLI.hpp>
 
@@ -32,4 +32,4 @@ Status RunReleaseCommand(const ReleaseCommands& commands);
 
 }  // namespace expanse::install
 
-#endif  // EXPANSE_INSTALL_RELEASE_CLI_H_
+#endif  // EXPANSE_CMD_RELEASE_CLI_H_
