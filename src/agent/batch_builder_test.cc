@@ -7,6 +7,15 @@ namespace {
 
 using nlohmann::json;
 
+constexpr char kGoldenBatch[] =
+    R"({"gpu_allocations":[{"from_ms":1000,"gpu_index":0,"gpu_minor":0,"gpu_uuid":"GPU-a","host":"w1","job_id":"8","slurm_job_id":8,"to_ms":0}],)"
+    R"("job_events":[{"at_ms":1000,"host":"w1","job_id":"8","kind":"start"}],)"
+    R"("jobs":[{"account":"ml","end_ms":0,"job_id":"8","name":"train","nodes":"w1","observed_ms":2000,"partition":"gpu","req_cpus":8,"req_gpus":1,"req_mem_mib":16384,"req_nodes":1,"start_ms":1000,"state":"RUNNING","submit_ms":500,"time_limit_s":3600,"user":"ada"}],)"
+    R"("sequence":42,"series":[{"device":"GPU-a","dt":[0,1000],)"
+    R"("host":"w1","metric":"gpu.util_pct","t0":1000,"v":[12.5,100.0]}],)"
+    R"("stacks":[{"count":3,"folded":"a.py:main:1","gpu_idle":false,"host":"w1","job_id":"8","thread_state":"gil","window_end_ms":60000,"window_start_ms":1}],)"
+    R"("stream":"telemetry","version":1})";
+
 // The elements taken; fails the test when any was refused.
 uint64_t Taken(const BatchBuilder::Intake& intake) {
   EXPECT_EQ(intake.refused, 0u) << intake.first_refusal;
@@ -132,6 +141,56 @@ TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {
   EXPECT_EQ(doc["stacks"][0]["job_id"], "7_1");
   EXPECT_EQ(doc["stacks"][0]["count"], 3);
   EXPECT_FALSE(doc.contains("jobs"));
+}
+
+// The bytes of a batch with one element of every section, pinned: daemons already installed
+// send exactly this shape, and the server must keep reading it (docs/formats/ingest-batch.md).
+// A change here is a format change: version it, and keep the server reading both.
+TEST(BatchBuilderTest, TheRenderedBatchKeepsItsFormatByteForByte) {
+  BatchBuilder batch;
+  batch.AddSeries({wire::SeriesRecord{.host = "w1",
+                                      .device = "GPU-a",
+                                      .metric = "gpu.util_pct",
+                                      .t0 = 1000,
+                                      .dt = {0, 1000},
+                                      .v = {12.5, 100}}});
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("job_event", R"({"version":1,"kind":"start","job_id":"8",
+                                  "host":"w1","at_ms":1000,"slurm_job_id":8})")),
+            1u);
+  batch.AddAllocation(wire::GpuAllocationRecord{.job_id = "8",
+                                                .host = "w1",
+                                                .gpu_uuid = "GPU-a",
+                                                .gpu_index = 0,
+                                                .gpu_minor = 0,
+                                                .from_ms = 1000,
+                                                .to_ms = 0,
+                                                .slurm_job_id = 8});
+  wire::JobRecord job;
+  job.job_id = "8";
+  job.name = "train";
+  job.user = "ada";
+  job.account = "ml";
+  job.partition = "gpu";
+  job.state = "RUNNING";
+  job.nodes = "w1";
+  job.submit_ms = 500;
+  job.start_ms = 1000;
+  job.req_nodes = 1;
+  job.req_cpus = 8;
+  job.req_gpus = 1;
+  job.req_mem_mib = 16384;
+  job.time_limit_s = 3600;
+  job.observed_ms = 2000;
+  batch.AddJob(job);
+  batch.AddStacks({wire::StackRecord{.job_id = "8",
+                                     .host = "w1",
+                                     .window_start_ms = 1,
+                                     .window_end_ms = 60000,
+                                     .folded = "a.py:main:1",
+                                     .thread_state = "gil",
+                                     .count = 3,
+                                     .gpu_idle = false}});
+  EXPECT_EQ(batch.Render(42, "telemetry").dump(), kGoldenBatch);
 }
 
 }  // namespace

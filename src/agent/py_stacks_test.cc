@@ -1,6 +1,10 @@
 #include "agent/py_stacks.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -76,10 +80,12 @@ TEST(PyStacksCollectorTest, SamplesAJobsPythonProcessIntoItsWindow) {
 TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
   expanse::testing::TempDir dir("expanse_pystacks");
   const std::string script = dir.Write("job.py", kScript);
+  // The launcher waits on a FIFO the test writes once it has seen the launcher, not on a timer.
+  const std::string go = dir / "go";
+  ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0);
   pystack::test_util::ChildProcess wrapper;
   ASSERT_TRUE(wrapper.Start({"/bin/sh", "-c",
-                             std::string("echo launcher >&3;"
-                                         "sleep 1; exec ") +
+                             "echo launcher >&3; read line < " + go + "; exec " +
                                  pystack::test_util::kDebianPython + " " + script}));
   ASSERT_EQ(wrapper.ReadLine(), "launcher");
   ManualClock clock(1'800'000'000'000);
@@ -87,6 +93,7 @@ TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
   collector.SetJobs({{"9", {wrapper.pid()}, false, false}});
   collector.TickOnce();
   ASSERT_EQ(collector.Stats()["failures_by_reason"]["not_python"], 1u) << collector.Stats();
+  std::ofstream(go) << "go\n";             // the launcher may exec now
   ASSERT_EQ(wrapper.ReadLine(), "ready");  // now Python, same pid
   std::string seen;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
