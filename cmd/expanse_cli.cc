@@ -168,9 +168,11 @@ int RunExpanseCli(int argc, char** argv) {
       "uninstall", "Stop collection, remove managed files and hooks, deprovision the compute");
   uninstall->add_option("--type", un.type, "slurm");
   uninstall->add_option("--role", un.role, "controller or sampler")->capture_default_str();
-  uninstall->add_option("--shared-prefix", un.shared_prefix, "As given to install");
+  uninstall->add_option("--shared-prefix", un.shared_prefix,
+                        "As given to install; checked against the install state");
   uninstall->add_option("--slurm-conf", un.slurm_conf, "As given to install");
-  uninstall->add_option("--user", un.user, "As given to install")->capture_default_str();
+  uninstall->add_option("--user", un.user,
+                        "As given to install; checked against the install state");
   uninstall->add_option("--config", un.config_path, "As given to install");
   AddBool(*uninstall, "--keep-identity", un.keep_identity,
           "Keep the credential and do not deprovision (not for a registration reset)");

@@ -11,6 +11,7 @@
 #include "core/path_rules.h"
 #include "core/quote.h"
 #include "core/shell_quote.h"
+#include "core/version_compare.h"
 #include "deploy/plane_url.h"
 
 namespace expanse::deploy {
@@ -167,12 +168,11 @@ Status BadValue(std::string message) {
 }
 
 Status CheckVersion(const std::string& version) {
-  // Semantic versioning 2.0.0 core, pre-release and build parts, with an optional leading v.
-  static const std::regex kVersion(
-      R"(v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?)");
+  // The installer's own rule (core/version_compare.h), so a rendered script never carries a
+  // version the CLI refuses.
   if (version.empty())
     return BadValue("--daemon-version is empty: expected a release such as 1.8.0");
-  if (version.size() > kMaxVersionBytes || !std::regex_match(version, kVersion)) {
+  if (version.size() > kMaxVersionBytes || !CanonicalVersion(version)) {
     return BadValue("--daemon-version " + QuoteForMessage(version) +
                     " is not a release version such as 1.8.0 or v1.8.0-rc.1");
   }

@@ -65,14 +65,23 @@ TEST(ValidateTemplateValuesTest, AcceptsRealisticValues) {
 
 TEST(ValidateTemplateValuesTest, RefusesBadVersions) {
   TemplateValues v = Values();
-  for (const char* version :
-       {"", "1.8", "latest", "1.8.0; rm -rf /", "01.2.3", "1.2.3 ", "1.2.3\n"}) {
+  for (const char* version : {"", "latest", "1.8.0; rm -rf /", "1.2.3 ", "1.2.3\n", "1.8.0+"}) {
     v.daemon_version = version;
     EXPECT_THAT(ValidationError(v), StartsWith("--daemon-version")) << version;
   }
   v.daemon_version = "1.8.x";
   EXPECT_EQ(ValidationError(v),
             R"(--daemon-version "1.8.x" is not a release version such as 1.8.0 or v1.8.0-rc.1)");
+}
+
+// A rendered script must never carry a version the installer refuses, nor refuse one it takes:
+// both apply core/version_compare.h's CanonicalVersion.
+TEST(ValidateTemplateValuesTest, AcceptsExactlyWhatTheInstallerAccepts) {
+  TemplateValues v = Values();
+  for (const char* version : {"1.8.0", "v1.8.0", "1.8", "1.8.0-rc.1", "v1.8.0+build.7"}) {
+    v.daemon_version = version;
+    EXPECT_EQ(ValidationError(v), "<valid>") << version;
+  }
 }
 
 TEST(ValidateTemplateValuesTest, RefusesBadPrefixes) {

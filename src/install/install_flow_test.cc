@@ -246,6 +246,39 @@ TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   EXPECT_TRUE(Said("nothing to uninstall"));
 }
 
+TEST_F(InstallFlowTest, UninstallRefusesFlagsThatNameAnotherInstall) {
+  ASSERT_TRUE(Install().ok());
+  const std::string installed = host_.Snapshot();
+  UninstallOptions un;
+  un.type = "slurm";
+  un.shared_prefix = "/srv/other";
+  Status s = RunUninstall(un, paths_, Collect());
+  EXPECT_EQ(s.reason(), "flag_mismatch") << s;
+  EXPECT_NE(s.message().find("(/srv/expanse)"), std::string::npos) << s;
+  un.shared_prefix = "/srv/expanse";
+  un.user = "root";
+  s = RunUninstall(un, paths_, Collect());
+  EXPECT_EQ(s.reason(), "flag_mismatch") << s;
+  EXPECT_EQ(host_.Snapshot(), installed) << "nothing was removed";
+  un.user = "slurm";
+  EXPECT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+}
+
+// When the site keeps its hooks in a file slurm.conf includes, that file is the one edited,
+// and the progress line says so.
+TEST_F(InstallFlowTest, HooksInAnIncludedFileAreWiredThereAndNamed) {
+  host_.Put("/etc/slurm/slurm.conf", "ClusterName=c\nSlurmctldHost=ctl\nInclude hooks.conf\n");
+  host_.Put("/etc/slurm/hooks.conf", "Prolog=/etc/slurm/site-prolog\n");
+  const Status s = Install();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_NE(host_.Contents("/etc/slurm/hooks.conf")->find("/srv/expanse/hooks/prolog"),
+            std::string::npos);
+  bool named = false;
+  for (const std::string& line : progress_)
+    named |= line.starts_with("wiring ") && line.find("/etc/slurm/hooks.conf") != std::string::npos;
+  EXPECT_TRUE(named) << "the edited file is named";
+}
+
 class SamplerFlowTest : public InstallFlowTest {
  protected:
   void SetUp() override {

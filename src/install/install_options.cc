@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "core/version_compare.h"
 #include "deploy/daemon_config.h"
 
 namespace expanse::install {
@@ -28,12 +29,15 @@ void CheckPath(const std::string& flag, const std::string& value, std::vector<st
     out.push_back(flag + " must not contain '..': '" + value + "'");
 }
 
-void CheckCommon(const std::string& type, const std::string& role, const std::string& user,
-                 std::vector<std::string>& out) {
+void CheckTypeAndRole(const std::string& type, const std::string& role,
+                      std::vector<std::string>& out) {
   if (!type.empty() && type != "slurm")
     out.push_back("--type '" + type + "' is not supported; use --type slurm");
   if (role != "controller" && role != "sampler")
     out.push_back("--role '" + role + "' is unknown; use controller or sampler");
+}
+
+void CheckUser(const std::string& user, std::vector<std::string>& out) {
   static const std::regex kUser("[a-z_][a-z0-9_.-]{0,31}");
   if (!std::regex_match(user, kUser))
     out.push_back("--user '" + user + "' is not a valid account name");
@@ -52,7 +56,8 @@ void CheckUrl(const std::string& flag, const std::string& url, std::vector<std::
 
 std::vector<std::string> CheckInstallFlags(const InstallOptions& o) {
   std::vector<std::string> out;
-  CheckCommon(o.type, o.role, o.user, out);
+  CheckTypeAndRole(o.type, o.role, out);
+  CheckUser(o.user, out);
   CheckPath("--shared-prefix", o.shared_prefix, out);
   CheckPath("--config", o.config_path, out);
   CheckPath("--slurm-conf", o.slurm_conf, out);
@@ -63,9 +68,10 @@ std::vector<std::string> CheckInstallFlags(const InstallOptions& o) {
   CheckUrl("--releases-url", o.releases_url, out);
   if (!o.daemon_version.empty() && !o.daemon_binary.empty())
     out.push_back("--daemon-version and --daemon-binary are mutually exclusive; give one");
-  static const std::regex kVersion("[0-9]+(\\.[0-9]+){0,3}(-[0-9A-Za-z.]+)?");
-  if (!o.daemon_version.empty() && !std::regex_match(o.daemon_version, kVersion))
-    out.push_back("--daemon-version '" + o.daemon_version + "' is not a version such as 1.4.2");
+  if (!o.daemon_version.empty() && !CanonicalVersion(o.daemon_version)) {
+    out.push_back("--daemon-version '" + o.daemon_version +
+                  "' is not a version such as 1.4.2, v1.4.2 or 1.5.0-rc.1");
+  }
   if (o.sampler_bootstrap != "prolog" && o.sampler_bootstrap != "off")
     out.push_back("--sampler-bootstrap '" + o.sampler_bootstrap +
                   "' is unknown; use prolog or off");
@@ -95,7 +101,9 @@ std::vector<std::string> CheckInstallFlags(const InstallOptions& o) {
 
 std::vector<std::string> CheckUninstallFlags(const UninstallOptions& o) {
   std::vector<std::string> out;
-  CheckCommon(o.type.empty() ? "slurm" : o.type, o.role, o.user, out);
+  CheckTypeAndRole(o.type.empty() ? "slurm" : o.type, o.role, out);
+  if (!o.user.empty())
+    CheckUser(o.user, out);
   CheckPath("--shared-prefix", o.shared_prefix, out);
   CheckPath("--config", o.config_path, out);
   CheckPath("--slurm-conf", o.slurm_conf, out);

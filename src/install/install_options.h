@@ -79,9 +79,11 @@ struct InstallOptions {
 struct UninstallOptions {
   std::string type;
   std::string role = "controller";
+  // Checked against the install state, which says what is removed: a different value is
+  // refused (reason "flag_mismatch"), "" takes the state's.
   std::string shared_prefix;
   std::string slurm_conf;
-  std::string user = "slurm";
+  std::string user;
   std::string config_path;
   bool keep_identity = false;
   bool reconfigure = true;

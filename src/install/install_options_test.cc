@@ -86,6 +86,12 @@ TEST(InstallOptionsTest, UrlsAndVersionsAreChecked) {
   auto problems = CheckInstallFlags(o);
   EXPECT_TRUE(Mentions(problems, "--control-plane must be an https:// URL"));
   EXPECT_TRUE(Mentions(problems, "is not a version"));
+  // As the console's install script writes them (deploy/templates.cc applies the same rule).
+  for (const char* written : {"v1.8.0", "1.8.0+build.7", "1.8.0-rc.1"}) {
+    o = Valid();
+    o.daemon_version = written;
+    EXPECT_TRUE(CheckInstallFlags(o).empty()) << written;
+  }
 }
 
 }  // namespace

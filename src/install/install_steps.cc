@@ -16,11 +16,11 @@
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "core/version_compare.h"
 #include "deploy/templates.h"
 #include "install/daemon_env.h"
 #include "install/slurm_wiring.h"
 #include "install/systemd_unit.h"
-#include "release/version_compare.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 
@@ -329,7 +329,7 @@ std::string HigherVersion(const std::string& a, const std::string& b) {
     return b;
   if (b.empty())
     return a;
-  return release::CompareVersions(a, b) >= 0 ? a : b;
+  return CompareVersions(a, b) >= 0 ? a : b;
 }
 
 }  // namespace expanse::install

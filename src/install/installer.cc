@@ -11,6 +11,7 @@
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "core/version_compare.h"
 #include "deploy/daemon_config.h"
 #include "deploy/templates.h"
 #include "install/control_plane_client.h"
@@ -25,7 +26,6 @@
 #include "release/cupti_node.h"
 #include "release/manifest.h"
 #include "release/release_info.h"
-#include "release/version_compare.h"
 
 namespace expanse::install {
 namespace {
@@ -329,8 +329,12 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
 
   // slurm.conf, before the service starts so the first job after start is seen.
   if (plan.wiring && o.patch_slurm_conf && !plan.wiring->edits.empty()) {
+    // The edits can be in a file slurm.conf includes: name each file that changes.
+    std::string files;
+    for (const WholeFileEdit& e : plan.wiring->edits)
+      files += (files.empty() ? "" : ", ") + e.path;
     out.progress("wiring Prolog/Epilog" + std::string(o.profiling_agent ? "/TaskProlog" : "") +
-                 " in " + plan.wiring->slurm_conf);
+                 " in " + files);
     if (o.reconfigure) {
       EXPANSE_RETURN_IF_ERROR(
           journal.RunCommand("scontrol reconfigure (after undo)", {}, {"scontrol", "reconfigure"}));
@@ -484,7 +488,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
                                             [&](const std::string& line) { out.progress(line); }));
     const std::string highest = plan.previous ? plan.previous->highest_version : "";
     if (!plan.release.version.empty() && !highest.empty() &&
-        release::CompareVersions(plan.release.version, highest) < 0 && !o.allow_downgrade) {
+        CompareVersions(plan.release.version, highest) < 0 && !o.allow_downgrade) {
       return FailedPreconditionError("daemon " + plan.release.version + " is older than " +
                                      highest +
                                      ", already installed here; pass --allow-downgrade if you "

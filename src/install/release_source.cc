@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/file_util.h"
+#include "core/version_compare.h"
 #include "net/http_client.h"
 #include "release/archive_extract.h"
 #include "release/embedded_key.h"
@@ -93,8 +94,10 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
     EXPANSE_ASSIGN_OR_RETURN(release::VerifiedManifest manifest,
                              release::FetchManifest(*http, o.releases_url, key));
     log("release manifest signature verified (" + manifest.url + ")");
+    // "v1.8.0" and "1.8.0+build" name release 1.8.0 (core/version_compare.h).
+    const std::string wanted = CanonicalVersion(o.daemon_version).value_or(o.daemon_version);
     EXPANSE_ASSIGN_OR_RETURN(release::SelectedRelease selected,
-                             release::SelectRelease(manifest.manifest, o.daemon_version, kArch));
+                             release::SelectRelease(manifest.manifest, wanted, kArch));
     const std::string archive = staging_dir + "/daemon.tar.gz";
     EXPANSE_RETURN_IF_ERROR(
         release::DownloadVerified(*http, selected.archive.ref, key, archive).status());

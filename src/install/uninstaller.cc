@@ -15,6 +15,33 @@
 namespace expanse::install {
 namespace {
 
+// --shared-prefix and --user say which install the operator means; the install state says what
+// was installed. A difference is a mistake to stop at, not a value to act on.
+Status CheckFlagsAgainstState(const UninstallOptions& o, const std::optional<InstallState>& state,
+                              const Output& out) {
+  if (!state) {
+    if (!o.shared_prefix.empty() || !o.user.empty())
+      out.progress(
+          "note: no install state here, so --shared-prefix and --user have nothing to "
+          "match and are not used");
+    return OkStatus();
+  }
+  if (!o.shared_prefix.empty() && o.shared_prefix != state->shared_prefix) {
+    return FailedPreconditionError("--shared-prefix " + o.shared_prefix +
+                                   " is not where this host's " + state->role + " was installed (" +
+                                   state->shared_prefix +
+                                   "); leave the flag out or give that prefix")
+        .WithReason("flag_mismatch");
+  }
+  if (!o.user.empty() && o.user != state->user) {
+    return FailedPreconditionError("--user " + o.user + " is not the account this host's " +
+                                   state->role + " was installed for (" + state->user +
+                                   "); leave the flag out or give that account")
+        .WithReason("flag_mismatch");
+  }
+  return OkStatus();
+}
+
 // Removes directories the install created under the prefix when nothing else is in them.
 void RemoveEmptyManagedDirs(Host& host, const std::string& prefix) {
   for (const char* d : {"/lib/systemd", "/lib/cupti-nodes", "/lib", "/hooks", "/bin"})
@@ -25,6 +52,7 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
   Host& host = *paths.host;
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
                            LoadInstallState(host, paths.state_dir, "controller"));
+  EXPANSE_RETURN_IF_ERROR(CheckFlagsAgainstState(o, state, out));
   const std::string config_path = EffectiveConfigPath(!o.config_path.empty() ? o.config_path
                                                       : state                ? state->config_path
                                                                              : "");
@@ -77,9 +105,10 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
   return OkStatus();
 }
 
-Status UninstallSampler(const UninstallOptions&, const HostPaths& paths, const Output& out) {
+Status UninstallSampler(const UninstallOptions& o, const HostPaths& paths, const Output& out) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
                            LoadInstallState(*paths.host, paths.state_dir, "sampler"));
+  EXPANSE_RETURN_IF_ERROR(CheckFlagsAgainstState(o, state, out));
   if (!state) {
     out.progress("nothing to uninstall: the sampler role is not installed on this host");
     return OkStatus();

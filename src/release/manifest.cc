@@ -11,7 +11,7 @@
 #include "net/url_policy.h"
 #include "release/release_info.h"
 #include "release/status_util.h"
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 

@@ -17,7 +17,7 @@
 #include "release/file_io.h"
 #include "release/release_info.h"
 #include "release/status_util.h"
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 
 namespace expanse::release {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "core/quote.h"
 #include "release/status_util.h"
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 

@@ -16,7 +16,7 @@
 #include "release/archive_extract.h"
 #include "release/file_io.h"
 #include "release/status_util.h"
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 
 namespace expanse::release {
 

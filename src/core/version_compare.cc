@@ -1,12 +1,13 @@
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
-namespace expanse::release {
+namespace expanse {
 namespace {
 
 constexpr size_t kMaxVersionChars = 64;
@@ -122,6 +123,34 @@ int CompareBytes(std::string_view a, std::string_view b) {
 
 bool IsValidVersion(std::string_view version) { return Parse(version).has_value(); }
 
+std::optional<std::string> CanonicalVersion(std::string_view text) {
+  if (text.size() > 2 * kMaxVersionChars)
+    return std::nullopt;
+  if (text.starts_with('v'))
+    text.remove_prefix(1);
+  if (const size_t plus = text.find('+'); plus != std::string_view::npos) {
+    const std::string_view build = text.substr(plus + 1);
+    size_t start = 0;
+    while (true) {
+      const size_t dot = build.find('.', start);
+      const std::string_view id = build.substr(start, dot - start);
+      const bool ok = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               c == '-';
+      });
+      if (!ok)
+        return std::nullopt;
+      if (dot == std::string_view::npos)
+        break;
+      start = dot + 1;
+    }
+    text = text.substr(0, plus);
+  }
+  if (!IsValidVersion(text))
+    return std::nullopt;
+  return std::string(text);
+}
+
 int CompareVersions(std::string_view a, std::string_view b) {
   std::optional<ParsedVersion> x = Parse(a);
   std::optional<ParsedVersion> y = Parse(b);
@@ -154,4 +183,4 @@ int CompareDriverVersions(std::string_view a, std::string_view b) {
   return CompareNumbers(*x, *y);
 }
 
-}  // namespace expanse::release
+}  // namespace expanse

@@ -1,8 +1,8 @@
-#include "release/version_compare.h"
+#include "core/version_compare.h"
 
 #include <gtest/gtest.h>
 
-namespace expanse::release {
+namespace expanse {
 namespace {
 
 TEST(CompareVersionsTest, NumbersCompareNumerically) {
@@ -54,5 +54,17 @@ TEST(CompareDriverVersionsTest, NvidiaStyleVersions) {
   EXPECT_LT(CompareDriverVersions("N/A", "1.0"), 0);
 }
 
+TEST(CanonicalVersionTest, DropsTheLeadingVAndBuildMetadataOnly) {
+  EXPECT_EQ(CanonicalVersion("1.8.0"), "1.8.0");
+  EXPECT_EQ(CanonicalVersion("v1.8.0"), "1.8.0");
+  EXPECT_EQ(CanonicalVersion("v1.8.0-rc.1"), "1.8.0-rc.1");
+  EXPECT_EQ(CanonicalVersion("1.8.0+git.abc-1"), "1.8.0");
+  EXPECT_EQ(CanonicalVersion("v1.8.0-rc.1+20261202"), "1.8.0-rc.1");
+  for (const char* bad : {"", "v", "vv1.8.0", "V1.8.0", "1.8.0+", "1.8.0+a..b", "1.8.0+a_b",
+                          "1.8.0 ", "latest", "1.x.0", "+1.8.0"}) {
+    EXPECT_EQ(CanonicalVersion(bad), std::nullopt) << bad;
+  }
+}
+
 }  // namespace
-}  // namespace expanse::release
+}  // namespace expanse
