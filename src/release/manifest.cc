@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/quote.h"
+#include "core/version_compare.h"
 #include "net/url_policy.h"
 #include "release/release_info.h"
 #include "release/status_util.h"
-#include "core/version_compare.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/quote.h"
-#include "release/status_util.h"
 #include "core/version_compare.h"
+#include "release/status_util.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 

@@ -11,12 +11,12 @@
 
 #include "core/file_util.h"
 #include "core/quote.h"
+#include "core/version_compare.h"
 #include "crypto/ecdsa.h"
 #include "crypto/hash.h"
 #include "release/archive_extract.h"
 #include "release/file_io.h"
 #include "release/status_util.h"
-#include "core/version_compare.h"
 
 namespace expanse::release {
 
