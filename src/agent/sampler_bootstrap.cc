@@ -86,7 +86,12 @@ bool SystemdRuns(Host& host) {
 // unit to run, so the caller starts the sampler directly.
 bool EnsureSamplerUnit(const std::string& binary, Host& host) {
   const std::string local = std::string(kUnitDir) + "/" + kSamplerUnit;
-  const bool have_local = host.Stat(local).has_value();
+  const std::optional<FileInfo> local_info = host.LinkStat(local);
+  const bool have_local = local_info.has_value();
+  // A link here is the operator's (`systemctl mask` links the unit to /dev/null): never
+  // written over; the restart below then reports the mask.
+  if (local_info && local_info->type == FileInfo::Type::kSymlink)
+    return true;
   if (host.Stat(kExplicitSamplerInstall).has_value())
     return have_local;
   const std::string bin_dir = binary.substr(0, binary.rfind('/'));
@@ -175,7 +180,12 @@ SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
     Result<SubprocessResult> started = host.Run(restart);
     if (started.ok() && started->Succeeded())
       return {.how = SamplerStart::kUnit, .account = account};
-    // No systemctl after all, or systemd refused the unit: the node still gets its sampler.
+    // systemctl ran and refused (a masked unit, a unit the operator stopped on purpose, a
+    // restart still queued when the 30 s ran out): that is systemd's call, and a second,
+    // unmanaged sampler must not be started beside it.
+    if (started.ok() && started->exit_code != 127)
+      return {.how = SamplerStart::kNone, .account = account};
+    // No systemctl after all: the node still gets its sampler, started directly.
   }
   // The sampler keeps its lock and sequence state here, as the daemon user.
   const bool have_state_dir = host.MakeDirectories(options.state_dir, 0755).ok();

@@ -164,6 +164,18 @@ TEST_F(InstallFlowTest, AFreshControllerInstallPutsEverythingInPlaceAndStartsThe
   for (const std::string& file : host_.Files()) {
     EXPECT_EQ(host_.Contents(file)->find(kToken), std::string::npos)
         << "the install token never reaches the disk: " << file;
+    if (file != "/var/lib/slurm/.expanse/config.json") {
+      EXPECT_EQ(host_.Contents(file)->find("exp_cc_secret"), std::string::npos)
+          << "the credential is only in the config: " << file;
+    }
+  }
+  for (const std::string& line : host_.commands()) {
+    EXPECT_EQ(line.find(kToken), std::string::npos) << line;
+    EXPECT_EQ(line.find("exp_cc_secret"), std::string::npos) << line;
+  }
+  for (const std::string& line : progress_) {
+    EXPECT_EQ(line.find(kToken), std::string::npos) << line;
+    EXPECT_EQ(line.find("exp_cc_secret"), std::string::npos) << line;
   }
 }
 
@@ -228,6 +240,7 @@ TEST_F(InstallFlowTest, PreflightListsEveryProblemBeforeAnythingChanges) {
 TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   const std::string conf_before = host_.Contents("/etc/slurm/slurm.conf").value_or("");
   ASSERT_TRUE(Install().ok());
+  host_.Put("/var/lib/expanse/outbox/segment-000001", "queued for compute c-17");  // the daemon's
   UninstallOptions un;
   un.type = "slurm";
   un.slurm_conf = "/etc/slurm/slurm.conf";
@@ -239,6 +252,7 @@ TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   EXPECT_FALSE(host_.Stat("/srv/expanse/bin/expanse-daemon"));
   EXPECT_FALSE(host_.Stat("/srv/expanse/hooks/prolog"));
   EXPECT_EQ(planes_.deprovisioned_with_, "Bearer exp_cc_secret");
+  EXPECT_FALSE(host_.Stat("/var/lib/expanse/outbox")) << "what was queued for the old compute";
   EXPECT_TRUE(Ran("systemctl disable --now expanse-daemon.service"));
   // Again: nothing left to do, and saying so is a success.
   progress_.clear();

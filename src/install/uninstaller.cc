@@ -90,12 +90,15 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
                                      gone.message() + "; run the uninstall again")
           .WithReason(gone.reason());
     }
+    // What the daemon queued for this compute can never be delivered now. Removed before the
+    // credential: a failure here leaves the config, so running the uninstall again (as the
+    // error says) comes back to this step, and a later install never uploads an old
+    // compute's batches under a new credential.
+    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json"})
+      EXPANSE_RETURN_IF_ERROR(host.RemoveTree(paths.daemon_state_dir + "/" + runtime));
     EXPANSE_RETURN_IF_ERROR(host.RemoveFile(config_path));
     (void)host.RemoveDirectory(config_path.substr(0, config_path.rfind('/')));  // when empty
     out.progress("credential removed; register a new compute with a fresh install");
-    // What the daemon queued for this compute can never be delivered now.
-    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json"})
-      EXPANSE_RETURN_IF_ERROR(host.RemoveTree(paths.daemon_state_dir + "/" + runtime));
   } else if (o.keep_identity) {
     out.progress("--keep-identity: the credential at " + config_path + " stays");
   }
