@@ -1,0 +1,74 @@
+// ChildProcess: a long-lived helper program the daemon talks to over pipes, line by line
+// (expanse-cupti-helper, a streaming `dcgmi dmon`), as opposed to RunSubprocess's run-to-end.
+//
+// The child gets pipes for stdin and stdout, inherits stderr (its complaints reach the
+// service's journal), runs in a process group of its own and inherits no other descriptor.
+// Lines it writes are hostile input to the reader: a line longer than the caller's bound is cut
+// and counted, never buffered without limit. The destructor ends the child (SIGTERM, then
+// SIGKILL after a grace period) and reaps it, so no zombie or orphan is left.
+#ifndef EXPANSE_CORE_CHILD_PROCESS_H_
+#define EXPANSE_CORE_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace expanse {
+
+struct ChildProcessOptions {
+  std::vector<std::string> argv;  // argv[0] must be a path
+  // "NAME=value" entries replacing the child's environment; unset inherits ours.
+  std::optional<std::vector<std::string>> env;
+  std::chrono::milliseconds kill_grace{1000};
+};
+
+class ChildProcess {
+ public:
+  // Fails with kNotFound / kPermissionDenied for a missing or non-executable program.
+  static Result<std::unique_ptr<ChildProcess>> Start(const ChildProcessOptions& options);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Writes `line` and a newline to the child's stdin; false when the child no longer reads.
+  bool WriteLine(std::string_view line);
+  // Closes the child's stdin (it sees end of input).
+  void CloseStdin();
+
+  struct Lines {
+    std::vector<std::string> lines;  // complete lines, newline removed
+    size_t oversized = 0;            // lines longer than the bound, dropped
+    bool closed = false;             // the child closed its stdout (it exited, usually)
+  };
+  // Waits up to `wait` for output, then returns the complete lines read so far.
+  Lines ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes);
+
+  // The exit status once the child has ended (128 + signal for a signal), reaping it;
+  // nullopt while it runs.
+  std::optional<int> TryWait();
+  // SIGTERM to its process group, SIGKILL after the grace period; returns the status.
+  int Stop();
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  int stdout_fd_ = -1;
+  std::string partial_;
+  bool skipping_ = false;  // inside an oversized line, dropping bytes to its newline
+  std::optional<int> status_;
+  std::chrono::milliseconds kill_grace_{1000};
+};
+
+}  // namespace expanse
+
+#endif  // EXPANSE_CORE_CHILD_PROCESS_H_

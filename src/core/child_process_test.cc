@@ -1,0 +1,101 @@
+#include "core/child_process.h"
+
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+
+namespace expanse {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::unique_ptr<ChildProcess> StartShell(const std::string& script,
+                                         milliseconds grace = milliseconds(1000)) {
+  auto child = ChildProcess::Start({{"/bin/sh", "-c", script}, std::nullopt, grace});
+  EXPECT_TRUE(child.ok()) << child.status();
+  return child.ok() ? std::move(*child) : nullptr;
+}
+
+// Reads until `count` lines arrived or the child closed its output.
+ChildProcess::Lines ReadAll(ChildProcess& child, size_t count, size_t max_line = 1024) {
+  ChildProcess::Lines all;
+  while (all.lines.size() < count && !all.closed) {
+    auto some = child.ReadLines(milliseconds(5000), max_line);
+    all.lines.insert(all.lines.end(), some.lines.begin(), some.lines.end());
+    all.oversized += some.oversized;
+    all.closed = some.closed;
+  }
+  return all;
+}
+
+TEST(ChildProcessTest, TalksLineByLineOverPipes) {
+  auto child = StartShell("while read line; do echo \"got $line\"; done; echo bye");
+  ASSERT_TRUE(child);
+  EXPECT_TRUE(child->WriteLine("one"));
+  EXPECT_TRUE(child->WriteLine("two"));
+  auto lines = ReadAll(*child, 2);
+  ASSERT_EQ(lines.lines.size(), 2u);
+  EXPECT_EQ(lines.lines[0], "got one");
+  EXPECT_EQ(lines.lines[1], "got two");
+  child->CloseStdin();
+  lines = ReadAll(*child, 100);
+  ASSERT_EQ(lines.lines.size(), 1u);
+  EXPECT_EQ(lines.lines[0], "bye");
+  EXPECT_TRUE(lines.closed);
+  EXPECT_EQ(child->Stop(), 0);
+}
+
+TEST(ChildProcessTest, DropsAndCountsOversizedLines) {
+  auto child = StartShell("printf 'short\\n%0100d\\nafter\\n' 0");
+  ASSERT_TRUE(child);
+  auto lines = ReadAll(*child, 100, /*max_line=*/50);
+  EXPECT_TRUE(lines.closed);
+  ASSERT_EQ(lines.lines.size(), 2u);
+  EXPECT_EQ(lines.lines[0], "short");
+  EXPECT_EQ(lines.lines[1], "after");
+  EXPECT_EQ(lines.oversized, 1u);
+}
+
+TEST(ChildProcessTest, ReportsExitStatusAndSignals) {
+  auto exits = StartShell("exit 7");
+  ASSERT_TRUE(exits);
+  ReadAll(*exits, 1);
+  EXPECT_EQ(exits->Stop(), 7);
+  // A child that ignores SIGTERM is killed after the grace period.
+  auto stubborn =
+      StartShell("trap '' TERM; echo ready; while :; do sleep 1; done", milliseconds(50));
+  ASSERT_TRUE(stubborn);
+  ASSERT_EQ(ReadAll(*stubborn, 1).lines.size(), 1u);
+  EXPECT_FALSE(stubborn->TryWait());
+  EXPECT_EQ(stubborn->Stop(), 128 + 9);
+}
+
+TEST(ChildProcessTest, WritingToAChildThatStoppedReadingFailsWithoutSigpipe) {
+  auto child = StartShell("exec 0<&-; echo closed; sleep 5");
+  ASSERT_TRUE(child);
+  ASSERT_EQ(ReadAll(*child, 1).lines.size(), 1u);
+  EXPECT_FALSE(child->WriteLine("anyone?"));
+}
+
+TEST(ChildProcessTest, RefusesMissingAndNonExecutablePrograms) {
+  auto missing = ChildProcess::Start({{"/nonexistent/helper"}, std::nullopt, milliseconds(10)});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  testing::TempDir dir;
+  const std::string plain = dir.Write("helper", "#!/bin/sh\n");  // mode 0600
+  auto not_exec = ChildProcess::Start({{plain}, std::nullopt, milliseconds(10)});
+  ASSERT_FALSE(not_exec.ok());
+  EXPECT_EQ(not_exec.status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST(ChildProcessTest, ReplacesTheEnvironmentWhenGiven) {
+  auto child = ChildProcess::Start(
+      {{"/bin/sh", "-c", "echo \"[$HELPER_SETTING][$HOME]\""}, {{"HELPER_SETTING=7"}}});
+  ASSERT_TRUE(child.ok());
+  auto lines = ReadAll(**child, 1);
+  ASSERT_EQ(lines.lines.size(), 1u);
+  EXPECT_EQ(lines.lines[0], "[7][]");
+}
+
+}  // namespace
+}  // namespace expanse

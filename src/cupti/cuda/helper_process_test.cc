@@ -1,0 +1,425 @@
+// expanse-cupti-helper run as the sampler runs it, against the fake libcuda.so.1 and
+// libcupti.so.13 (tests/fakes/cupti): real dlopen, real process, real pipes. The scenario file
+// sets what the "driver" answers; the fakes' trace file shows which calls the helper made.
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/child_process.h"
+#include "core/subprocess.h"
+#include "core/test_temp_dir.h"
+#include "cupti/helper_records.h"
+
+extern char** environ;
+
+namespace expanse::cupti {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr char kUuid0[] = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
+constexpr char kUuid1[] = "GPU-7a1c9e20-51b3-4c7d-8e2f-0b6d4a9c3e21";
+
+nlohmann::json Device(const char* uuid) {
+  return {{"name", "NVIDIA H200"},
+          {"uuid", uuid},
+          {"chip", "GH100"},
+          {"metrics",
+           {{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", 93.5},
+            {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 71.0},
+            {"dram__cycles_active.avg.pct_of_peak_sustained_elapsed", 35.0},
+            {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 80.0},
+            {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed", 12.0},
+            {"lts__t_sector_hit_rate.pct", 64.0}}}};
+}
+
+nlohmann::json TwoGpus() { return {{"devices", {Device(kUuid0), Device(kUuid1)}}}; }
+
+class CuptiHelperTest : public ::testing::Test {
+ protected:
+  void SetScenario(const nlohmann::json& scenario) {
+    // Written beside and renamed, so the fakes never read half a file; the fakes reload on a
+    // new modification time, which a fresh inode always has.
+    const std::string tmp = dir_ / "scenario.tmp";
+    std::ofstream(tmp) << scenario.dump();
+    std::filesystem::rename(tmp, scenario_path_);
+  }
+
+  std::vector<std::string> Env() const {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e)
+      env.emplace_back(*e);
+    env.push_back("EXPANSE_FAKE_CUPTI_SCENARIO=" + scenario_path_);
+    env.push_back("EXPANSE_FAKE_CUPTI_TRACE=" + trace_path_);
+    return env;
+  }
+
+  std::vector<std::string> Argv(std::vector<std::string> tail,
+                                const std::string& libcupti = "") const {
+    std::vector<std::string> argv = {
+        EXPANSE_CUPTI_HELPER, "--libcuda=" + std::string(EXPANSE_FAKES_DIR) + "/cupti/libcuda.so.1",
+        "--libcupti=" + (libcupti.empty() ? std::string(EXPANSE_FAKES_DIR) + "/cupti/libcupti.so.13"
+                                          : libcupti)};
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    return argv;
+  }
+
+  SubprocessResult Run(std::vector<std::string> argv) {
+    SubprocessOptions options;
+    options.argv = std::move(argv);
+    options.env = Env();
+    options.timeout = milliseconds(60'000);
+    auto result = RunSubprocess(options);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : SubprocessResult{};
+  }
+
+  nlohmann::json Probe(std::vector<std::string> argv) {
+    const auto result = Run(std::move(argv));
+    EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+    auto doc = nlohmann::json::parse(result.stdout_text, nullptr, false);
+    EXPECT_TRUE(doc.is_object()) << result.stdout_text;
+    return doc;
+  }
+
+  std::string Trace() const {
+    std::ifstream in(trace_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  testing::TempDir dir_{"cupti_helper_test"};
+  std::string scenario_path_ = dir_ / "scenario.json";
+  std::string trace_path_ = dir_ / "trace.log";
+};
+
+TEST_F(CuptiHelperTest, ProbeReportsEachGpuReadyWithTheMetricsItChose) {
+  SetScenario(TwoGpus());
+  const auto report = Probe(Argv({"probe", "--json"}));
+  EXPECT_EQ(report["variant"], "cuda1300");
+  EXPECT_EQ(report["cuda_driver_api_version"], "13.0");
+  EXPECT_EQ(report["cupti_api_version"], 130001);
+  ASSERT_EQ(report["devices"].size(), 2u);
+  const auto& gpu = report["devices"][0];
+  EXPECT_EQ(gpu["uuid"], kUuid0);
+  EXPECT_EQ(gpu["name"], "NVIDIA H200");
+  EXPECT_EQ(gpu["compute_capability"], "9.0");
+  EXPECT_EQ(gpu["chip"], "GH100");
+  EXPECT_EQ(gpu["pm_sampling"], "ok") << gpu.dump();
+  EXPECT_EQ(gpu["light_set"]["gpu.sm_active"],
+            "sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+  EXPECT_EQ(gpu["light_set"]["gpu.tensor_active"],
+            "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed");
+  EXPECT_TRUE(gpu["light_set"].contains("gpu.dram_active"));
+  // The chip knows no PCIe or NVLink metric in this scenario: absent, not an error.
+  EXPECT_NE(gpu["light_set_absent"].dump().find("gpu.nvlink_rx_bytes_per_s"), std::string::npos);
+  EXPECT_EQ(report["devices"][1]["pm_sampling"], "ok");
+  // It really started sampling, and let go again.
+  const std::string trace = Trace();
+  EXPECT_NE(trace.find("cuptiPmSamplingStart dev=0"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos) << trace;
+}
+
+TEST_F(CuptiHelperTest, ProbeNamesMissingPrivilegesWithTheFix) {
+  auto scenario = TwoGpus();
+  scenario["devices"][1]["availability_error"] = 35;  // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+  SetScenario(scenario);
+  const auto report = Probe(Argv({"probe", "--json"}));
+  EXPECT_EQ(report["devices"][0]["pm_sampling"], "ok");
+  const auto& denied = report["devices"][1];
+  EXPECT_EQ(denied["pm_sampling"], "unavailable");
+  EXPECT_EQ(denied["pm_sampling_reason"], "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  EXPECT_NE(denied["pm_sampling_fix"].get<std::string>().find("CAP_PERFMON"), std::string::npos);
+  EXPECT_NE(denied["pm_sampling_fix"].get<std::string>().find("--cupti-mode"), std::string::npos);
+  EXPECT_TRUE(report["effective_capabilities"].contains("cap_perfmon"));
+}
+
+TEST_F(CuptiHelperTest, ProbeNamesCountersHeldByAnotherProfiler) {
+  auto scenario = TwoGpus();
+  scenario["devices"][0]["enable_error"] = 26;  // CUPTI_ERROR_HARDWARE_BUSY
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling_reason"], "CUPTI_ERROR_HARDWARE_BUSY");
+  EXPECT_EQ(gpu["pm_sampling_detail"], "in cuptiPmSamplingEnable");
+  EXPECT_NE(gpu["pm_sampling_fix"].get<std::string>().find("another profiler"), std::string::npos);
+}
+
+TEST_F(CuptiHelperTest, ProbeNamesAnUnsupportedConfiguration) {
+  auto scenario = TwoGpus();
+  scenario["devices"][0]["support"] = {{"vgpu", "disabled"}};
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling_reason"], "unsupported_device");
+  EXPECT_EQ(gpu["pm_sampling_detail"], "vgpu: disabled");
+}
+
+TEST_F(CuptiHelperTest, ProbeNamesADriverTooOldForTheVariant) {
+  auto scenario = TwoGpus();
+  scenario["driver_version"] = 12040;
+  SetScenario(scenario);
+  const auto report = Probe(Argv({"probe", "--json"}));
+  ASSERT_EQ(report["devices"].size(), 2u);
+  for (const auto& gpu : report["devices"]) {
+    EXPECT_EQ(gpu["pm_sampling_reason"], "driver_too_old");
+    EXPECT_EQ(gpu["pm_sampling_detail"],
+              "the driver serves CUDA 12.4, variant cuda1300 needs 13.0");
+  }
+  // Nothing was asked of CUPTI.
+  EXPECT_EQ(Trace().find("cupti"), std::string::npos);
+}
+
+TEST_F(CuptiHelperTest, ProbeCutsTheLightSetToOnePass) {
+  auto scenario = TwoGpus();
+  scenario["devices"][0]["max_metrics_per_pass"] = 2;
+  scenario["devices"][1]["max_metrics_per_pass"] = 2;
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "ok");
+  ASSERT_EQ(gpu["light_set"].size(), 2u) << gpu.dump();
+  EXPECT_TRUE(gpu["light_set"].contains("gpu.sm_active"));
+  EXPECT_TRUE(gpu["light_set"].contains("gpu.tensor_active"));
+  EXPECT_NE(gpu["light_set_absent"].dump().find("gpu.dram_active"), std::string::npos);
+}
+
+TEST_F(CuptiHelperTest, ProbeWithoutUsableLibrariesStillReports) {
+  SetScenario(TwoGpus());
+  const auto no_cupti = Probe(Argv({"probe", "--json"}, dir_ / "missing/libcupti.so.13"));
+  ASSERT_EQ(no_cupti["devices"].size(), 2u);
+  EXPECT_EQ(no_cupti["devices"][0]["pm_sampling_reason"], "libcupti_not_found");
+  auto argv = Argv({"probe", "--json"});
+  argv[1] = "--libcuda=" + dir_ / "missing/libcuda.so.1";
+  const auto no_cuda = Probe(argv);
+  EXPECT_EQ(no_cuda["reason"], "libcuda_not_found");
+  EXPECT_TRUE(no_cuda["devices"].empty());
+  // A library that is not CUPTI at all: refused by its missing entry points.
+  const auto wrong =
+      Probe(Argv({"probe", "--json"}, std::string(EXPANSE_FAKES_DIR) + "/cupti/libcuda.so.1"));
+  EXPECT_EQ(wrong["devices"][0]["pm_sampling_reason"], "symbol_missing");
+  SetScenario({{"init_error", 100}});
+  const auto no_device = Probe(Argv({"probe", "--json"}));
+  EXPECT_EQ(no_device["reason"], "CUDA_ERROR_NO_DEVICE");
+  EXPECT_EQ(no_device["detail"], "in cuInit");
+}
+
+#ifdef EXPANSE_STUB_LIBCUDA
+TEST_F(CuptiHelperTest, ProbeRecognisesTheToolkitsStubLibcuda) {
+  // The CUDA toolkit's own link-time stub: a real library this machine has, which answers
+  // every call with CUDA_ERROR_STUB_LIBRARY as it does on a misconfigured node.
+  auto argv = Argv({"probe", "--json"});
+  argv[1] = std::string("--libcuda=") + EXPANSE_STUB_LIBCUDA;
+  const auto report = Probe(argv);
+  EXPECT_EQ(report["reason"], "CUDA_ERROR_STUB_LIBRARY");
+  EXPECT_NE(report["fix"].get<std::string>().find("stub"), std::string::npos);
+}
+#endif
+
+TEST_F(CuptiHelperTest, AHungDriverCallEndsTheHelperWithItsName) {
+  auto scenario = TwoGpus();
+  scenario["hang_ms"] = {{"cuptiPmSamplingEnable", 30'000}};
+  SetScenario(scenario);
+  auto argv = Argv({"probe", "--json"});
+  argv.insert(argv.begin() + 1, "--call-timeout-ms=200");
+  const auto result = Run(argv);
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_NE(result.stdout_text.find(R"("reason":"hung_call in cuptiPmSamplingEnable")"),
+            std::string::npos)
+      << result.stdout_text;
+  EXPECT_NE(result.stderr_text.find("hung_call in cuptiPmSamplingEnable"), std::string::npos);
+}
+
+// The helper as the sampler runs it: a child with pipes, records read and parsed by the
+// sampler's own parser.
+class CuptiHelperStreamTest : public CuptiHelperTest {
+ protected:
+  void Start(std::vector<std::string> flags) {
+    std::vector<std::string> tail = {"sample", "--period-ms=100", "--retry-backoff-ms=100"};
+    tail.insert(tail.end(), flags.begin(), flags.end());
+    auto child = ChildProcess::Start({Argv(tail), Env(), milliseconds(5000)});
+    ASSERT_TRUE(child.ok()) << child.status();
+    helper_ = std::move(*child);
+  }
+
+  // Reads records until `done` says so; fails the test if the helper ends first or a line
+  // does not parse. The wait is bounded only so a broken helper fails rather than hangs.
+  template <typename Done>
+  void ReadUntil(Done done) {
+    for (int round = 0; round < 600; ++round) {
+      auto batch = helper_->ReadLines(milliseconds(100), kMaxRecordBytes);
+      for (const auto& line : batch.lines) {
+        auto record = ParseRecord(line);
+        ASSERT_TRUE(record.ok()) << line << ": " << record.status();
+        records_.push_back(*record);
+        if (done(records_.back()))
+          return;
+      }
+      ASSERT_FALSE(batch.closed) << "the helper ended";
+    }
+    FAIL() << "the awaited record never came";
+  }
+
+  static const CounterRecord* Counters(const HelperRecord& record, const char* uuid) {
+    const auto* counters = std::get_if<CounterRecord>(&record);
+    return counters != nullptr && counters->uuid == uuid ? counters : nullptr;
+  }
+  static const StatusRecord* Status(const HelperRecord& record, const char* uuid) {
+    const auto* status = std::get_if<StatusRecord>(&record);
+    return status != nullptr && status->uuid == uuid ? status : nullptr;
+  }
+  static double Value(const CounterRecord& record, const std::string& series) {
+    for (const auto& [name, value] : record.values) {
+      if (name == series)
+        return value;
+    }
+    return -1;
+  }
+
+  std::unique_ptr<ChildProcess> helper_;
+  std::deque<HelperRecord> records_;  // stable addresses for the pointers tests keep
+};
+
+TEST_F(CuptiHelperStreamTest, WritesPerSecondMeansOfTheLightSetForEachGpu) {
+  SetScenario(TwoGpus());
+  Start({});
+  const CounterRecord* first = nullptr;
+  ReadUntil([&](const HelperRecord& r) { return (first = Counters(r, kUuid1)) != nullptr; });
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->set, CounterSet::kLight);
+  EXPECT_EQ(first->device, 1u);
+  EXPECT_GT(first->samples, 0u);
+  EXPECT_DOUBLE_EQ(Value(*first, "gpu.sm_active"), 0.935);
+  EXPECT_DOUBLE_EQ(Value(*first, "gpu.tensor_active"), 0.71);
+  EXPECT_DOUBLE_EQ(Value(*first, "gpu.dram_active"), 0.35);
+  EXPECT_EQ(Value(*first, "gpu.fp32_active"), -1);  // Rich set only
+  bool ok_status = false, alive = false;
+  for (const auto& record : records_) {
+    if (const auto* status = Status(record, kUuid0))
+      ok_status = status->pm_sampling == "ok" && !status->series.empty();
+    alive = alive || std::holds_alternative<AliveRecord>(record);
+  }
+  EXPECT_TRUE(ok_status);
+  EXPECT_TRUE(alive);
+
+  // New readings reach the next records.
+  auto scenario = TwoGpus();
+  scenario["devices"][1]["metrics"]["sm__cycles_active.avg.pct_of_peak_sustained_elapsed"] = 2.0;
+  SetScenario(scenario);
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* counters = Counters(r, kUuid1);
+    return counters != nullptr && Value(*counters, "gpu.sm_active") == 0.02;
+  });
+
+  // Closing its input ends the helper cleanly, every GPU let go.
+  helper_->CloseStdin();
+  EXPECT_EQ(helper_->Stop(), 0);
+  const std::string trace = Trace();
+  EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=0"), std::string::npos);
+  EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
+  SetScenario(TwoGpus());
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  ASSERT_TRUE(helper_->WriteLine(std::string("escalate ") + kUuid0 + " 60"));
+  const CounterRecord* rich = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    rich = Counters(r, kUuid0);
+    return rich != nullptr && rich->set == CounterSet::kRich;
+  });
+  ASSERT_NE(rich, nullptr);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fp32_active"), 0.12);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.l2_hit_rate"), 0.64);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.sm_active"), 0.935);  // the Light series carry on
+  // The other GPU stays on the Light set.
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* other = Counters(r, kUuid1);
+    return other != nullptr;
+  });
+  EXPECT_EQ(std::get<CounterRecord>(records_.back()).set, CounterSet::kLight);
+  ASSERT_TRUE(helper_->WriteLine(std::string("light ") + kUuid0));
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* counters = Counters(r, kUuid0);
+    return counters != nullptr && counters->set == CounterSet::kLight;
+  });
+  EXPECT_NE(Trace().find("lts__t_sector_hit_rate.pct"), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, EscalationOffKeepsTheLightSet) {
+  SetScenario(TwoGpus());
+  Start({"--no-escalation"});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  ASSERT_TRUE(helper_->WriteLine(std::string("escalate ") + kUuid0 + " 60"));
+  // Several more periods of records for that GPU, all Light.
+  int seen = 0;
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* counters = Counters(r, kUuid0);
+    if (counters == nullptr)
+      return false;
+    EXPECT_EQ(counters->set, CounterSet::kLight);
+    return ++seen == 5;
+  });
+  EXPECT_EQ(Trace().find("lts__t_sector_hit_rate.pct"), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, YieldsAGpuWhoseCountersAreTakenAndResumesAfterwards) {
+  SetScenario(TwoGpus());
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  // A job's profiler takes GPU 0's counters: decoding fails and re-enabling is refused.
+  auto busy = TwoGpus();
+  busy["devices"][0]["decode_error"] = 26;
+  busy["devices"][0]["enable_error"] = 26;
+  SetScenario(busy);
+  const StatusRecord* yielded = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    yielded = Status(r, kUuid0);
+    return yielded != nullptr && yielded->pm_sampling == "yielded";
+  });
+  ASSERT_NE(yielded, nullptr);
+  EXPECT_EQ(yielded->reason, "yielded_to_job_profiler (CUPTI_ERROR_HARDWARE_BUSY)");
+  EXPECT_NE(yielded->fix.find("retries"), std::string::npos);
+  // GPU 1 carries on meanwhile.
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+  // The profiler is done: sampling resumes on GPU 0.
+  SetScenario(TwoGpus());
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* status = Status(r, kUuid0);
+    return status != nullptr && status->pm_sampling == "ok";
+  });
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  const std::string trace = Trace();
+  const size_t disabled = trace.find("cuptiPmSamplingDisable dev=0");
+  ASSERT_NE(disabled, std::string::npos);
+  // Released at once, enabled again later.
+  EXPECT_NE(trace.find("cuptiPmSamplingEnable dev=0", disabled), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, ReportsGpusItCannotSample) {
+  auto scenario = TwoGpus();
+  scenario["devices"][1]["availability_error"] = 35;
+  SetScenario(scenario);
+  Start({std::string("--devices=") + kUuid1 + ",GPU-00000000-0000-0000-0000-000000000001"});
+  const StatusRecord* denied = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    denied = Status(r, kUuid1);
+    return denied != nullptr;
+  });
+  EXPECT_EQ(denied->pm_sampling, "unavailable");
+  EXPECT_EQ(denied->reason, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  bool invisible = false;
+  for (const auto& record : records_) {
+    if (const auto* status = Status(record, "GPU-00000000-0000-0000-0000-000000000001"))
+      invisible = status->reason == "not_visible_to_cuda" && !status->device;
+  }
+  EXPECT_TRUE(invisible);
+  // GPU 0 was not handed over: never touched.
+  EXPECT_EQ(Trace().find("cuptiPmSamplingEnable dev=0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace expanse::cupti

@@ -1,0 +1,311 @@
+#include "cupti/cuda/pm_device.h"
+
+namespace expanse::cupti {
+namespace {
+
+template <typename Params>
+Params Make(size_t struct_size) {
+  Params params{};
+  params.structSize = struct_size;
+  return params;
+}
+#define EXPANSE_PARAMS(type) Make<type>(type##_STRUCT_SIZE)
+
+std::vector<const char*> Pointers(const std::vector<std::string>& names) {
+  std::vector<const char*> pointers;
+  pointers.reserve(names.size());
+  for (const auto& name : names)
+    pointers.push_back(name.c_str());
+  return pointers;
+}
+
+}  // namespace
+
+PmDevice::PmDevice(const CuptiLibrary& cupti, CallWatchdog& watchdog, size_t device_index,
+                   PmOptions options)
+    : cupti_(cupti), watchdog_(watchdog), device_index_(device_index), options_(options) {}
+
+CuptiStatus PmDevice::Call(const char* name, CUptiResult result) {
+  if (result == CUPTI_SUCCESS)
+    return std::nullopt;
+  return CuptiError{name, result};
+}
+
+// Runs one CUPTI call under the watchdog and turns its result into a CuptiStatus.
+#define EXPANSE_CUPTI_CALL(function, params)                       \
+  [&] {                                                            \
+    CallWatchdog::Scope scope(watchdog_, "cupti" #function);       \
+    return Call("cupti" #function, cupti_.fn().function(&params)); \
+  }()
+
+CuptiStatus PmDevice::Prepare() {
+  if (!chip_.empty())
+    return std::nullopt;
+  auto chip = EXPANSE_PARAMS(CUpti_Device_GetChipName_Params);
+  chip.deviceIndex = device_index_;
+  if (auto error = EXPANSE_CUPTI_CALL(DeviceGetChipName, chip))
+    return error;
+  auto availability = EXPANSE_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params);
+  availability.deviceIndex = device_index_;
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingGetCounterAvailability, availability))
+    return error;
+  availability_.assign(availability.counterAvailabilityImageSize, 0);
+  availability.pCounterAvailabilityImage = availability_.data();
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingGetCounterAvailability, availability))
+    return error;
+  chip_ = chip.pChipName != nullptr ? chip.pChipName : "";
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::NewHostObject(CUpti_Profiler_Host_Object** host) {
+  auto init = EXPANSE_PARAMS(CUpti_Profiler_Host_Initialize_Params);
+  init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+  init.pChipName = chip_.c_str();
+  init.pCounterAvailabilityImage = availability_.data();
+  if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostInitialize, init))
+    return error;
+  *host = init.pHostObject;
+  return std::nullopt;
+}
+
+void PmDevice::FreeHostObject(CUpti_Profiler_Host_Object*& host) {
+  if (host == nullptr)
+    return;
+  auto deinit = EXPANSE_PARAMS(CUpti_Profiler_Host_Deinitialize_Params);
+  deinit.pHostObject = host;
+  (void)EXPANSE_CUPTI_CALL(ProfilerHostDeinitialize, deinit);
+  host = nullptr;
+}
+
+CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
+  CUpti_Profiler_Host_Object* host = nullptr;
+  if (auto error = NewHostObject(&host))
+    return error;
+  const char* name = metric.c_str();
+  auto add = EXPANSE_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
+  add.pHostObject = host;
+  add.ppMetricNames = &name;
+  add.numMetrics = 1;
+  const CuptiStatus error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
+  FreeHostObject(host);
+  // An unknown name is an answer, not a failure (CUPTI uses either code for it).
+  *accepted = !error;
+  if (error && error->code != CUPTI_ERROR_INVALID_METRIC_NAME &&
+      error->code != CUPTI_ERROR_INVALID_PARAMETER)
+    return error;
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,
+                                std::vector<uint8_t>* image, size_t* passes) {
+  CUpti_Profiler_Host_Object* host = nullptr;
+  if (auto error = NewHostObject(&host))
+    return error;
+  auto names = Pointers(metrics);
+  auto add = EXPANSE_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
+  add.pHostObject = host;
+  add.ppMetricNames = names.data();
+  add.numMetrics = names.size();
+  CuptiStatus error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
+  auto size = EXPANSE_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params);
+  size.pHostObject = host;
+  if (!error)
+    error = EXPANSE_CUPTI_CALL(ProfilerHostGetConfigImageSize, size);
+  if (!error) {
+    image->assign(size.configImageSize, 0);
+    auto get = EXPANSE_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params);
+    get.pHostObject = host;
+    get.configImageSize = image->size();
+    get.pConfigImage = image->data();
+    error = EXPANSE_CUPTI_CALL(ProfilerHostGetConfigImage, get);
+  }
+  if (!error) {
+    auto count = EXPANSE_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params);
+    count.configImageSize = image->size();
+    count.pConfigImage = image->data();
+    error = EXPANSE_CUPTI_CALL(ProfilerHostGetNumOfPasses, count);
+    *passes = count.numOfPasses;
+  }
+  FreeHostObject(host);
+  return error;
+}
+
+CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
+  if (auto it = resolved_.find(set); it != resolved_.end()) {
+    *out = &it->second;
+    return std::nullopt;
+  }
+  if (auto error = Prepare())
+    return error;
+  ResolvedSet resolved;
+  resolved.set = set;
+  for (const CounterSeries& series : SeriesOf(set)) {
+    bool found = false;
+    for (const std::string& candidate : series.candidates) {
+      if (auto error = Accepts(candidate, &found))
+        return error;
+      if (found) {
+        resolved.series.push_back(&series);
+        resolved.metrics.push_back(candidate);
+        break;
+      }
+    }
+    if (!found)
+      resolved.absent.push_back(series.series);
+  }
+  // PM sampling runs one pass: drop series from the end of the set until it fits.
+  while (!resolved.metrics.empty()) {
+    size_t passes = 0;
+    if (auto error = Configure(resolved.metrics, &resolved.config_image, &passes))
+      return error;
+    if (passes == 1)
+      break;
+    resolved.absent.push_back(resolved.series.back()->series);
+    resolved.series.pop_back();
+    resolved.metrics.pop_back();
+  }
+  if (resolved.metrics.empty())
+    return CuptiError{"cuptiProfilerHostConfigAddMetrics", CUPTI_ERROR_INVALID_METRIC_NAME};
+  *out = &(resolved_[set] = std::move(resolved));
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::PrepareCounterData() {
+  auto size = EXPANSE_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params);
+  size.pPmSamplingObject = sampler_;
+  size.pMetricNames = active_names_.data();
+  size.numMetrics = active_names_.size();
+  size.maxSamples = options_.max_samples_per_decode;
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingGetCounterDataSize, size))
+    return error;
+  counter_data_.assign(size.counterDataSize, 0);
+  auto init = EXPANSE_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params);
+  init.pPmSamplingObject = sampler_;
+  init.counterDataSize = counter_data_.size();
+  init.pCounterData = counter_data_.data();
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingCounterDataImageInitialize, init))
+    return error;
+  // Re-initialising after each decode costs a CUPTI call; a copy of the blank image is cheaper.
+  counter_data_blank_ = counter_data_;
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::Start(CounterSet set) {
+  const ResolvedSet* resolved = nullptr;
+  if (auto error = Resolve(set, &resolved))
+    return error;
+  if (running_) {
+    auto stop = EXPANSE_PARAMS(CUpti_PmSampling_Stop_Params);
+    stop.pPmSamplingObject = sampler_;
+    (void)EXPANSE_CUPTI_CALL(PmSamplingStop, stop);
+    running_ = false;
+  }
+  if (sampler_ == nullptr) {
+    auto enable = EXPANSE_PARAMS(CUpti_PmSampling_Enable_Params);
+    enable.deviceIndex = device_index_;
+    if (auto error = EXPANSE_CUPTI_CALL(PmSamplingEnable, enable))
+      return error;
+    sampler_ = enable.pPmSamplingObject;
+  }
+  auto config = EXPANSE_PARAMS(CUpti_PmSampling_SetConfig_Params);
+  config.pPmSamplingObject = sampler_;
+  config.configSize = resolved->config_image.size();
+  config.pConfig = resolved->config_image.data();
+  config.hardwareBufferSize = options_.hardware_buffer_bytes;
+  config.samplingInterval = options_.sampling_interval_ns;
+  config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  // Overwrite the oldest records rather than stop when a decode is late.
+  config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingSetConfig, config)) {
+    Release();
+    return error;
+  }
+  active_ = resolved;
+  active_names_ = Pointers(resolved->metrics);
+  FreeHostObject(evaluator_);
+  CuptiStatus error = NewHostObject(&evaluator_);
+  if (!error) {
+    auto add = EXPANSE_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
+    add.pHostObject = evaluator_;
+    add.ppMetricNames = active_names_.data();
+    add.numMetrics = active_names_.size();
+    error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
+  }
+  if (!error)
+    error = PrepareCounterData();
+  if (!error) {
+    auto start = EXPANSE_PARAMS(CUpti_PmSampling_Start_Params);
+    start.pPmSamplingObject = sampler_;
+    error = EXPANSE_CUPTI_CALL(PmSamplingStart, start);
+  }
+  if (error) {
+    Release();
+    return error;
+  }
+  running_ = true;
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::Decode(SecondMeans& means, size_t* samples) {
+  *samples = 0;
+  if (!running_)
+    return CuptiError{"cuptiPmSamplingDecodeData", CUPTI_ERROR_INVALID_OPERATION};
+  auto decode = EXPANSE_PARAMS(CUpti_PmSampling_DecodeData_Params);
+  decode.pPmSamplingObject = sampler_;
+  decode.pCounterDataImage = counter_data_.data();
+  decode.counterDataImageSize = counter_data_.size();
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingDecodeData, decode))
+    return error;
+  auto info = EXPANSE_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params);
+  info.pCounterDataImage = counter_data_.data();
+  info.counterDataImageSize = counter_data_.size();
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingGetCounterDataInfo, info))
+    return error;
+  std::vector<double> values(active_names_.size());
+  const size_t completed =
+      std::min<size_t>(info.numCompletedSamples, options_.max_samples_per_decode);
+  for (size_t i = 0; i < completed; ++i) {
+    auto sample = EXPANSE_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params);
+    sample.pPmSamplingObject = sampler_;
+    sample.pCounterDataImage = counter_data_.data();
+    sample.counterDataImageSize = counter_data_.size();
+    sample.sampleIndex = i;
+    if (auto error = EXPANSE_CUPTI_CALL(PmSamplingCounterDataGetSampleInfo, sample))
+      return error;
+    auto evaluate = EXPANSE_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+    evaluate.pHostObject = evaluator_;
+    evaluate.pCounterDataImage = counter_data_.data();
+    evaluate.counterDataImageSize = counter_data_.size();
+    evaluate.rangeIndex = i;
+    evaluate.ppMetricNames = active_names_.data();
+    evaluate.numMetrics = active_names_.size();
+    evaluate.pMetricValues = values.data();
+    if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostEvaluateToGpuValues, evaluate))
+      return error;
+    for (size_t m = 0; m < values.size(); ++m)
+      values[m] *= active_->series[m]->scale;
+    means.Add(sample.startTimestamp, sample.endTimestamp, values);
+  }
+  counter_data_ = counter_data_blank_;
+  *samples = completed;
+  return std::nullopt;
+}
+
+void PmDevice::Release() {
+  if (sampler_ != nullptr) {
+    if (running_) {
+      auto stop = EXPANSE_PARAMS(CUpti_PmSampling_Stop_Params);
+      stop.pPmSamplingObject = sampler_;
+      (void)EXPANSE_CUPTI_CALL(PmSamplingStop, stop);
+    }
+    auto disable = EXPANSE_PARAMS(CUpti_PmSampling_Disable_Params);
+    disable.pPmSamplingObject = sampler_;
+    (void)EXPANSE_CUPTI_CALL(PmSamplingDisable, disable);
+  }
+  FreeHostObject(evaluator_);
+  sampler_ = nullptr;
+  running_ = false;
+  active_ = nullptr;
+}
+
+}  // namespace expanse::cupti

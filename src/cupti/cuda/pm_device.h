@@ -1,0 +1,100 @@
+// PmDevice: CUPTI PM sampling on one GPU — resolve a counter set to metric names the chip
+// accepts in one pass, run it, decode the samples into per-second means, let the GPU go.
+//
+// Every call runs under the helper's CallWatchdog. A failing call is reported with its name
+// and CUPTI result, so the sampler can tell "another profiler holds the counters"
+// (CUPTI_ERROR_HARDWARE_BUSY) from missing privileges or an unsupported device.
+#ifndef EXPANSE_CUPTI_CUDA_PM_DEVICE_H_
+#define EXPANSE_CUPTI_CUDA_PM_DEVICE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cupti/call_watchdog.h"
+#include "cupti/cuda/libraries.h"
+#include "cupti/metric_sets.h"
+#include "cupti/second_means.h"
+
+namespace expanse::cupti {
+
+struct CuptiError {
+  std::string call;  // "cuptiPmSamplingEnable"
+  CUptiResult code = CUPTI_ERROR_UNKNOWN;
+  std::string name() const { return CuptiResultName(code); }
+};
+using CuptiStatus = std::optional<CuptiError>;
+
+struct PmOptions {
+  uint64_t sampling_interval_ns = 100'000'000;  // ten samples a second
+  size_t hardware_buffer_bytes = 4 << 20;       // ~minutes of samples at that rate
+  uint32_t max_samples_per_decode = 128;        // a decode every second needs ten
+};
+
+// A counter set as this chip runs it.
+struct ResolvedSet {
+  CounterSet set = CounterSet::kLight;
+  std::vector<const CounterSeries*> series;  // sampled, in set order
+  std::vector<std::string> metrics;          // the CUPTI metric chosen for each
+  std::vector<std::string> absent;           // series the chip has no metric for, or no pass
+  std::vector<uint8_t> config_image;
+};
+
+class PmDevice {
+ public:
+  PmDevice(const CuptiLibrary& cupti, CallWatchdog& watchdog, size_t device_index,
+           PmOptions options);
+  ~PmDevice() { Release(); }
+  PmDevice(const PmDevice&) = delete;
+  PmDevice& operator=(const PmDevice&) = delete;
+
+  // Chip name and counter availability: the first calls that need profiling rights.
+  CuptiStatus Prepare();
+  const std::string& chip() const { return chip_; }
+
+  // Metric names for `set` that the chip accepts, cut to one pass (cached per set).
+  CuptiStatus Resolve(CounterSet set, const ResolvedSet** resolved);
+
+  // Enables PM sampling on the GPU if needed and runs `set`.
+  CuptiStatus Start(CounterSet set);
+  // Decodes what the GPU recorded since the last call into `means` (one entry per series of
+  // the running set, scaled to series units); returns the samples decoded.
+  CuptiStatus Decode(SecondMeans& means, size_t* samples);
+  // Stops and disables PM sampling; errors are ignored (the GPU may be gone).
+  void Release();
+
+  bool running() const { return running_; }
+  const ResolvedSet* active() const { return active_; }
+
+ private:
+  CuptiStatus Call(const char* name, CUptiResult result);
+  CuptiStatus NewHostObject(CUpti_Profiler_Host_Object** host);
+  void FreeHostObject(CUpti_Profiler_Host_Object*& host);
+  // Whether the chip accepts `metric` alone.
+  CuptiStatus Accepts(const std::string& metric, bool* accepted);
+  // Config image and pass count for `metrics`.
+  CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,
+                        size_t* passes);
+  CuptiStatus PrepareCounterData();
+
+  const CuptiLibrary& cupti_;
+  CallWatchdog& watchdog_;
+  const size_t device_index_;
+  const PmOptions options_;
+  std::string chip_;
+  std::vector<uint8_t> availability_;
+  std::map<CounterSet, ResolvedSet> resolved_;
+  CUpti_PmSampling_Object* sampler_ = nullptr;
+  CUpti_Profiler_Host_Object* evaluator_ = nullptr;  // host object of the running set
+  const ResolvedSet* active_ = nullptr;
+  std::vector<const char*> active_names_;
+  std::vector<uint8_t> counter_data_;
+  std::vector<uint8_t> counter_data_blank_;
+  bool running_ = false;
+};
+
+}  // namespace expanse::cupti
+
+#endif  // EXPANSE_CUPTI_CUDA_PM_DEVICE_H_

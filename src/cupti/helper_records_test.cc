@@ -1,0 +1,113 @@
+#include "cupti/helper_records.h"
+
+#include <gtest/gtest.h>
+
+namespace expanse::cupti {
+namespace {
+
+constexpr char kUuid[] = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
+
+TEST(HelperRecordsTest, CounterRecordsRoundTrip) {
+  CounterRecord record{1764700000,
+                       2,
+                       kUuid,
+                       CounterSet::kRich,
+                       {{"gpu.sm_active", 0.935}, {"gpu.tensor_active", 0.71}},
+                       10};
+  const auto parsed = ParseRecord(RenderRecord(record));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto& back = std::get<CounterRecord>(*parsed);
+  EXPECT_EQ(back.unix_s, 1764700000);
+  EXPECT_EQ(back.device, 2u);
+  EXPECT_EQ(back.uuid, kUuid);
+  EXPECT_EQ(back.set, CounterSet::kRich);
+  EXPECT_EQ(back.samples, 10u);
+  ASSERT_EQ(back.values.size(), 2u);
+  EXPECT_EQ(back.values[0].first, "gpu.sm_active");
+  EXPECT_DOUBLE_EQ(back.values[0].second, 0.935);
+}
+
+TEST(HelperRecordsTest, StatusAndAliveRecordsRoundTrip) {
+  StatusRecord status{
+      0, kUuid, "unavailable", "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", "grant CAP_PERFMON", {}};
+  const auto parsed = ParseRecord(RenderRecord(status));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(std::get<StatusRecord>(*parsed).reason, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  EXPECT_EQ(std::get<StatusRecord>(*parsed).fix, "grant CAP_PERFMON");
+  const auto alive = ParseRecord(RenderRecord(AliveRecord{42}));
+  ASSERT_TRUE(alive.ok());
+  EXPECT_EQ(std::get<AliveRecord>(*alive).unix_s, 42);
+}
+
+TEST(HelperRecordsTest, RefusesHostileRecordsWithTheReason) {
+  const std::string u = kUuid;
+  const struct {
+    std::string line;
+    std::string reason;
+  } cases[] = {
+      {"not json", "not a JSON object"},
+      {"[1]", "not a JSON object"},
+      {R"({"kind":"nope"})", "unknown record kind"},
+      {R"({"kind":"alive","t":-1})", "not a time"},
+      {R"({"kind":"counters","t":5,"device":0,"uuid":"GPU-x","set":"light","samples":1,"values":{}})",
+       "not a GPU UUID"},
+      {R"({"kind":"counters","t":5,"device":99,"uuid":")" + u +
+           R"(","set":"light","samples":1,"values":{}})",
+       "out of range"},
+      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+           R"(","set":"light","samples":1,"values":{"job.cpu":1}})",
+       "not a gpu.* series"},
+      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+           R"(","set":"light","samples":1,"values":{"gpu.x":"1"}})",
+       "not a finite number"},
+      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+           R"(","set":"heavy","samples":1,"values":{}})",
+       "neither light nor rich"},
+      {R"({"kind":"status","device":0,"uuid":")" + u + R"(","pm_sampling":"maybe"})",
+       "not ok, unavailable or yielded"},
+      {R"({"kind":"status","device":0,"uuid":")" + u +
+           R"(","pm_sampling":"ok","reason":"a\u0001b"})",
+       "not plain text"},
+      {std::string(kMaxRecordBytes + 1, ' '), "longer than"},
+  };
+  for (const auto& c : cases) {
+    const auto parsed = ParseRecord(c.line);
+    ASSERT_FALSE(parsed.ok()) << c.line;
+    EXPECT_NE(parsed.status().message().find(c.reason), std::string::npos)
+        << c.line << " -> " << parsed.status();
+  }
+}
+
+TEST(HelperRecordsTest, CommandsRoundTripAndWindowsAreBounded) {
+  const auto escalate = ParseCommand(
+      RenderCommand({HelperCommand::Kind::kEscalate, kUuid, std::chrono::seconds(30)}));
+  ASSERT_TRUE(escalate.ok()) << escalate.status();
+  EXPECT_EQ(escalate->uuid, kUuid);
+  EXPECT_EQ(escalate->window, std::chrono::seconds(30));
+  const auto long_one = ParseCommand(std::string("escalate ") + kUuid + " 99999");
+  ASSERT_TRUE(long_one.ok());
+  EXPECT_EQ(long_one->window, kMaxEscalation);
+  const auto light = ParseCommand(std::string("light ") + kUuid);
+  ASSERT_TRUE(light.ok());
+  EXPECT_EQ(light->kind, HelperCommand::Kind::kLight);
+}
+
+TEST(HelperRecordsTest, RefusesMalformedCommands) {
+  const std::string u = kUuid;
+  for (const std::string& line : std::vector<std::string>{
+           "", "escalate", "escalate " + u, "escalate " + u + " 0", "escalate " + u + " 5s",
+           "escalate GPU-zz 5", "stop " + u, "light " + u + " extra"}) {
+    EXPECT_FALSE(ParseCommand(line).ok()) << line;
+  }
+}
+
+TEST(HelperRecordsTest, GpuUuids) {
+  EXPECT_TRUE(IsGpuUuid(kUuid));
+  EXPECT_TRUE(IsGpuUuid("MIG-3f0f2b8c-4a4e"));
+  EXPECT_FALSE(IsGpuUuid("GPU-"));
+  EXPECT_FALSE(IsGpuUuid("gpu-3f0f2b8c"));
+  EXPECT_FALSE(IsGpuUuid("GPU-3f0f 2b8c"));
+}
+
+}  // namespace
+}  // namespace expanse::cupti

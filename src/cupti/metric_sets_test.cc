@@ -1,0 +1,50 @@
+#include "cupti/metric_sets.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cupti/helper_records.h"
+
+namespace expanse::cupti {
+namespace {
+
+TEST(MetricSetsTest, LightSetLeadsWithTheSeriesTheConsoleDraws) {
+  const auto& light = LightSet();
+  ASSERT_GE(light.size(), 3u);
+  EXPECT_EQ(light[0].series, "gpu.sm_active");
+  EXPECT_EQ(light[1].series, "gpu.tensor_active");
+  EXPECT_EQ(light[2].series, "gpu.dram_active");
+}
+
+TEST(MetricSetsTest, RichSetStartsWithTheLightSetSoEscalationKeepsItsSeries) {
+  const auto& light = LightSet();
+  const auto& rich = RichSet();
+  ASSERT_GT(rich.size(), light.size());
+  for (size_t i = 0; i < light.size(); ++i)
+    EXPECT_EQ(rich[i].series, light[i].series);
+}
+
+TEST(MetricSetsTest, EverySeriesIsUniqueAndAcceptedByTheRecordFormat) {
+  std::set<std::string> seen;
+  for (const auto& series : RichSet()) {
+    EXPECT_TRUE(seen.insert(series.series).second) << series.series;
+    EXPECT_FALSE(series.candidates.empty()) << series.series;
+    EXPECT_GT(series.scale, 0.0);
+    CounterRecord record{1, 0, "GPU-0123", CounterSet::kRich, {{series.series, 0.5}}, 1};
+    EXPECT_TRUE(ParseRecord(RenderRecord(record)).ok()) << series.series;
+  }
+}
+
+TEST(MetricSetsTest, PercentMetricsBecomeRatios) {
+  for (const auto& series : LightSet()) {
+    if (series.candidates.front().find("pct_of_peak") != std::string::npos) {
+      EXPECT_DOUBLE_EQ(series.scale, 0.01) << series.series;
+    }
+  }
+  EXPECT_EQ(CounterSetName(CounterSet::kLight), "light");
+  EXPECT_EQ(&SeriesOf(CounterSet::kRich), &RichSet());
+}
+
+}  // namespace
+}  // namespace expanse::cupti

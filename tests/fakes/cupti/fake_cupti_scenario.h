@@ -1,0 +1,105 @@
+// The scenario, lock, hang and trace shared by the fake libcuda.so.1 and libcupti.so.13
+// (fake_cuda.cc, fake_cupti.cc). Each library compiles its own copy, so the two keep separate
+// state, as the real driver and CUPTI do; both read the same scenario file and append to the same
+// trace. README.md beside this file describes the scenario format and the trace.
+//
+// The libraries are built with hidden visibility: without it the two copies of these functions
+// would interpose on each other when both are loaded into one process.
+
+#ifndef EXPANSE_TESTS_FAKES_CUPTI_FAKE_CUPTI_SCENARIO_H_
+#define EXPANSE_TESTS_FAKES_CUPTI_FAKE_CUPTI_SCENARIO_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace expanse_fake_cupti {
+
+// CUpti_Profiler_Support_Level values, spelled out so this header needs no NVIDIA header.
+enum class Support { kUnsupported = 1, kDisabled = 2, kSupported = 3 };
+
+struct Device {
+  std::string name = "NVIDIA H200";
+  std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string pci_bus_id;  // "dddd:bb:dd.f"
+  int cc_major = 9;
+  int cc_minor = 0;
+  std::string chip = "GH100";
+  Support architecture = Support::kSupported;
+  Support vgpu = Support::kSupported;
+  Support confidential_compute = Support::kSupported;
+  Support cmp = Support::kSupported;
+  Support sli = Support::kSupported;
+  Support wsl = Support::kSupported;
+  // CUptiResult codes the named call returns for this device (0: none).
+  int availability_error = 0;
+  int enable_error = 0;
+  int set_config_error = 0;
+  int start_error = 0;
+  int decode_error = 0;
+  unsigned max_metrics_per_pass = 8;
+  unsigned samples_per_decode = 10;
+  std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
+};
+
+struct Scenario {
+  int driver_version = 13000;
+  uint32_t cupti_version = 130001;
+  int init_error = 0;  // CUresult of cuInit
+  std::map<std::string, unsigned> hang_ms;
+  std::vector<Device> devices;
+  std::vector<std::string> known_metrics;  // valid on every chip, besides the devices' own
+};
+
+// Parses a scenario file's text; bad JSON or a field of the wrong type gives the defaults with
+// no devices.
+Scenario Parse(const std::string& text);
+
+// True when `metric` may be configured on `chip`: some device with that chip lists it, or the
+// scenario's known_metrics does.
+bool MetricKnown(const Scenario& scenario, const std::string& chip, const std::string& metric);
+
+// CLOCK_REALTIME in nanoseconds (PM sampling timestamps).
+uint64_t NowNs();
+
+// One visit to an entry point. The constructor takes the state lock (one mutex for the whole
+// library), reloads the scenario if its file changed and applies any configured hang (with the
+// lock released while it sleeps); the destructor appends the call's trace line. Everything a
+// library keeps between calls must be touched only while a Call is alive.
+class Call {
+ public:
+  explicit Call(const char* name);
+  ~Call();
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // Reloads the scenario now, however recently it was checked (cuInit).
+  void ForceRefresh();
+  const Scenario& scenario() const;
+  // The scenario's device `index`, or nullptr when there is none.
+  const Device* device(uint64_t index) const;
+
+  // Trace fields: the device index (else "-") and free-form details.
+  void SetDevice(uint64_t index);
+  void AddDetail(const std::string& detail);
+
+  // Records the call's result for the trace and returns it.
+  template <typename Code>
+  Code Return(Code code) {
+    code_ = static_cast<long long>(code);
+    return code;
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  const char* name_;
+  std::string device_ = "-";
+  std::string details_;
+  long long code_ = 0;
+};
+
+}  // namespace expanse_fake_cupti
+
+#endif  // EXPANSE_TESTS_FAKES_CUPTI_FAKE_CUPTI_SCENARIO_H_
