@@ -2,15 +2,19 @@
 // (`[t_ms, min, max, mean]`, one series per GPU or per host). Buckets of different series can
 // differ where samples are missing; the x axis is their union and gaps stay gaps.
 
+// [metric, label naming its source, unit, scale from the stored value to the unit]. The
+// hardware counters are stored as ratios 0..1 (docs/formats/metrics.md) and drawn in percent.
 export const METRICS = [
-  ['gpu.sm_util', 'GPU utilisation (time a kernel ran)', '%'],
-  ['gpu.mem_used_mib', 'GPU memory used', 'MiB'],
-  ['gpu.mem_util', 'Memory bandwidth utilisation', '%'],
-  ['gpu.tensor_active', 'Tensor core activity', '%'],
-  ['gpu.dram_active', 'DRAM activity', '%'],
-  ['gpu.power_w', 'Power', 'W'],
-  ['job.cpu_used_cores', 'CPU cores used (per host)', 'cores'],
-  ['job.mem_used_mib', 'Memory used (per host)', 'MiB'],
+  ['gpu.sm_util', 'GPU utilisation (NVML: time a kernel ran)', '%', 1],
+  ['gpu.sm_active', 'SM activity (CUPTI counters)', '%', 100],
+  ['gpu.tensor_active', 'Tensor pipe activity (CUPTI counters)', '%', 100],
+  ['gpu.dram_active', 'DRAM activity (CUPTI counters)', '%', 100],
+  ['gpu.sm_throughput', 'SM throughput (CUPTI counters)', '%', 100],
+  ['gpu.mem_used_mib', 'GPU memory used (NVML)', 'MiB', 1],
+  ['gpu.mem_util', 'Memory bandwidth utilisation (NVML)', '%', 1],
+  ['gpu.power_w', 'Power (NVML)', 'W', 1],
+  ['job.cpu_used_cores', 'CPU cores used (per host)', 'cores', 1],
+  ['job.mem_used_mib', 'Memory used (per host)', 'MiB', 1],
 ];
 
 const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7b83', '#57606a'];
@@ -20,22 +24,22 @@ export function seriesLabel(s) {
   return s.host;
 }
 
-// [xs (seconds), ys per series] for uPlot, and whether any point exists.
-export function toColumns(timeline) {
+// [xs (seconds), ys per series, each mean × scale] for uPlot, and whether any point exists.
+export function toColumns(timeline, scale = 1) {
   const times = new Set();
   for (const s of timeline.series) for (const p of s.points) times.add(p[0]);
   const xs = [...times].sort((a, b) => a - b);
   const index = new Map(xs.map((t, i) => [t, i]));
   const ys = timeline.series.map((s) => {
     const column = new Array(xs.length).fill(null);
-    for (const p of s.points) column[index.get(p[0])] = p[3];
+    for (const p of s.points) column[index.get(p[0])] = p[3] * scale;
     return column;
   });
   return {data: [xs.map((t) => t / 1000), ...ys], empty: xs.length === 0};
 }
 
-export function drawTimeline(target, timeline, unit, width) {
-  const {data, empty} = toColumns(timeline);
+export function drawTimeline(target, timeline, unit, width, scale = 1) {
+  const {data, empty} = toColumns(timeline, scale);
   target.replaceChildren();
   if (empty) {
     const p = document.createElement('p');

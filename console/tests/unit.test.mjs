@@ -6,7 +6,7 @@ import {test} from 'node:test';
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
-import {toColumns} from '../src/timeline.js';
+import {METRICS, toColumns} from '../src/timeline.js';
 import {wasteFlags} from '../src/waste.js';
 
 const used = (u) => ({used: {has_gpu_samples: true, gpus_allocated: 2, gpus_active: 2,
@@ -62,6 +62,15 @@ test('timeline series with different buckets share a union x axis with gaps', ()
   assert.equal(empty, false);
   assert.deepEqual(data, [[1, 2, 3], [5, null, 7], [null, 1, 2]]);
   assert.equal(toColumns({series: []}).empty, true);
+});
+
+test('counter ratios are drawn in percent', () => {
+  const {data} = toColumns({series: [{host: 'a', gpu_uuid: 'GPU-1', points: [[1000, 0.5, 0.9, 0.71]]}]}, 100);
+  assert.deepEqual(data, [[1], [71]]);
+  const tensor = METRICS.find(([m]) => m === 'gpu.tensor_active');
+  assert.equal(tensor[2], '%');
+  assert.equal(tensor[3], 100);
+  assert.match(tensor[1], /CUPTI/);
 });
 
 test('formats show missing values as a dash and pick readable units', () => {

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "agent/counter_helper.h"
 #include "pystack/pyspy_source.h"
 
 namespace expanse::agent {
@@ -44,21 +45,20 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
   const RuntimeSettings& s = in.settings;
   if (!s.cupti_enable) {
     out["cupti"] = {"disabled", "EXPANSE_CUPTI_ENABLE=0"};
+  } else if (in.cupti) {
+    out["cupti"] = *in.cupti;  // the running helper knows best
   } else {
-    std::string helper = s.cupti_helper;
-    if (helper.empty() && !in.shared_prefix.empty()) {
-      helper = in.shared_prefix + "/lib/cupti-nodes/" + in.hostname + "/expanse-cupti-helper";
-    }
+    const std::string helper = FindCuptiHelper(s, in.shared_prefix, in.hostname);
     if (helper.empty() || !IsExecutable(helper)) {
       out["cupti"] = {"absent",
                       "expanse-cupti-helper not found" +
                           (helper.empty() ? std::string(" (no shared prefix)") : " at " + helper)};
     } else {
-      // The helper is installed, but this daemon build does not drive it yet; say so rather
-      // than report counters that are not being collected.
-      out["cupti"] = {"degraded", "helper at " + helper +
-                                      " found; counter sampling is not "
-                                      "implemented in this daemon version"};
+      // Found, but no helper runs in this process: whether PM sampling works is for the
+      // running service (its capabilities) or the helper's probe to say.
+      out["cupti"] = {"degraded", "expanse-cupti-helper at " + helper +
+                                      " is not running in this process; `" + helper +
+                                      " probe --json` checks PM sampling"};
     }
   }
 

@@ -33,6 +33,9 @@ struct CapabilityInputs {
   // What the node's stack collector says of itself (agent/py_stacks.h), when one runs; without
   // it, py_stacks is described from the settings and py-spy's presence alone.
   std::optional<Capability> py_stacks;
+  // What the running counter helper reports (agent/counter_helper.h), when counters are
+  // collected; without it, cupti is described from the settings and the helper's presence.
+  std::optional<Capability> cupti;
 };
 
 // Keys: nvml, nvidia_smi, cupti, dcgm, py_stacks, profiling_permissions.

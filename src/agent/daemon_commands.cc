@@ -82,6 +82,14 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
   stacks.path_env = host.GetEnv("PATH").value_or("/usr/bin:/bin");
   stacks.log = Log;
   node.py_stacks = stacks;
+  if (settings->cupti_enable) {
+    CounterHelperOptions counters;
+    counters.helper = FindCuptiHelper(*settings, flags.shared_prefix, node.hostname);
+    counters.hostname = node.hostname;
+    counters.escalation = settings->profiling_enable;
+    counters.period = flags.interval;
+    node.counters = counters;
+  }
 
   if (flags.role == "sampler") {
     SamplerRoleOptions options;

@@ -20,7 +20,10 @@ constexpr size_t kMaxUnsentStacks = 100'000;
 }  // namespace
 
 NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock), sink_(options_.hostname, buffer_, buffer_mu_) {
+    : options_(std::move(options)),
+      clock_(clock),
+      sink_(options_.hostname, buffer_, buffer_mu_),
+      escalation_({.idle_percent = options_.idle_sm_util_percent}) {
   gpu::SelectedBackend selected = gpu::SelectBackend(options_.backend);
   std::unique_ptr<gpu::GuardedBackend> guarded;
   if (selected.backend) {
@@ -30,6 +33,8 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
   sampler_ =
       std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
   LoadOpenAllocations();
+  if (options_.counters)
+    counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_);
   if (options_.py_stacks) {
     py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
     py_stacks_->Start();
@@ -57,6 +62,37 @@ void NodeCollector::TickFast() {
   }
   if (py_stacks_)
     PublishJobsForStacks();
+  if (counters_)
+    TickCounters();
+}
+
+// The helper samples every GPU NVML lists; GPUs of running jobs that go idle or slow down get
+// the Rich set for a while.
+void NodeCollector::TickCounters() {
+  std::vector<std::string> uuids;
+  for (const gpu::GpuInfo& gpu : sink_.inventory().gpus)
+    uuids.push_back(gpu.uuid);
+  counters_->Tick(uuids, buffer_, buffer_mu_);
+  const std::map<std::string, double> sm = sink_.latest_sm_util();
+  std::map<std::string, double> allocated;
+  for (const attribution::JobAllocation& a : AllocationsFromOpen(open_allocations_)) {
+    for (const std::string& uuid : a.gpu_uuids) {
+      if (auto it = sm.find(uuid); it != sm.end())
+        allocated[uuid] = it->second;
+    }
+  }
+  for (const std::string& uuid : escalation_.Observe(clock_.NowMs(), allocated))
+    counters_->Escalate(uuid, escalation_.window());
+}
+
+std::optional<Capability> NodeCollector::CuptiCapability() const {
+  if (!counters_)
+    return std::nullopt;
+  return counters_->Describe();
+}
+
+nlohmann::json NodeCollector::CuptiStats() const {
+  return counters_ ? counters_->Stats() : nlohmann::json(nullptr);
 }
 
 // Each job with a cgroup on this node, its processes, and whether the GPUs its hooks recorded

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/counter_helper.h"
+#include "agent/escalation_policy.h"
 #include "agent/job_events.h"
 #include "agent/py_stacks.h"
 #include "attribution/gres_conf.h"
@@ -47,6 +49,9 @@ struct NodeCollectorOptions {
   std::optional<PyStacksOptions> py_stacks;
   // A job's GPUs count as idle for stack bursts below this SM utilisation (percent).
   double idle_sm_util_percent = 5.0;
+  // Hardware counters from expanse-cupti-helper; unset: not collected (EXPANSE_CUPTI_ENABLE=0,
+  // hooks, tests).
+  std::optional<CounterHelperOptions> counters;
 };
 
 // One collection, ready to hand on.
@@ -77,6 +82,9 @@ class NodeCollector {
   // The py_stacks capability, when stacks are collected; nullopt otherwise.
   std::optional<Capability> PyStacksCapability() const;
   nlohmann::json PyStacksStats() const;
+  // The cupti capability and the helper's counts, when counters are collected.
+  std::optional<Capability> CuptiCapability() const;
+  nlohmann::json CuptiStats() const;
   // Problems met resolving job allocations (a gres.conf that does not parse, sources that
   // disagree), newest last, for the daemon's log and health.
   std::vector<std::string> TakeProblems();
@@ -113,6 +121,9 @@ class NodeCollector {
   nlohmann::json gpu_use_ = nlohmann::json::array();
   void PublishJobsForStacks();
   std::unique_ptr<PyStacksCollector> py_stacks_;
+  void TickCounters();
+  std::unique_ptr<CounterHelper> counters_;
+  EscalationPolicy escalation_;
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;

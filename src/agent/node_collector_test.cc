@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -145,6 +146,66 @@ TEST_F(NodeCollectorTest, BadGresConfIsReported) {
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_THAT(problems[0], ::testing::HasSubstr("gres.conf"));
 }
+
+#ifdef EXPANSE_CUPTI_HELPER
+// The node's collector with the real counter helper, both GPU libraries faked: NVML series and
+// CUPTI counters land in one collection, keyed by the same GPU UUID, and a job's GPU going idle
+// escalates that GPU to the Rich set.
+TEST_F(NodeCollectorTest, CountersFromTheHelperJoinTheNvmlSeries) {
+  const std::string uuid = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
+  auto nvml = [&](int sm_util) {
+    std::ofstream(dir_ + "/scenario.json.tmp")
+        << R"({"gpus": [{"uuid": ")" << uuid << R"(", "minor": 0, "sm_util": )" << sm_util << "}]}";
+    std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+  };
+  nvml(90);
+  std::ofstream(dir_ + "/cupti.json") << R"({"devices": [{"uuid": ")" << uuid << R"(",
+      "metrics": {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed": 40.0,
+                  "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed": 3.0}}]})";
+  setenv("EXPANSE_FAKE_CUPTI_SCENARIO", (dir_ + "/cupti.json").c_str(), 1);
+  const std::string fakes = std::string(EXPANSE_FAKES_DIR) + "/cupti";
+  CounterHelperOptions counters;
+  counters.helper = EXPANSE_CUPTI_HELPER;
+  counters.hostname = "n1";
+  counters.period = std::chrono::milliseconds(100);
+  counters.extra_args = {"--libcuda=" + fakes + "/libcuda.so.1",
+                         "--libcupti=" + fakes + "/libcupti.so.13"};
+  options_.counters = counters;
+  // The helper stamps records with the real time.
+  ManualClock clock(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count());
+  NodeCollector collector(options_, clock);
+  auto collect_until = [&](const std::string& metric) {
+    for (int i = 0; i < 500; ++i) {
+      clock.Set(std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count());
+      collector.TickFast();
+      for (const auto& series : collector.Collect().series) {
+        if (series.metric == metric && series.device == uuid)
+          return series.v.back();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(collect_until("gpu.sm_active"), 0.4);
+  EXPECT_EQ(collector.CuptiCapability()->state, "ok");
+  EXPECT_EQ(collector.CuptiStats()["gpus"][uuid]["pm_sampling"], "ok");
+
+  // A job holds the GPU and it goes idle: the helper samples the Rich set for a while.
+  clock.Advance(1000);
+  Event("start", clock.NowMs(), "0");
+  collector.TickFast();
+  collector.Collect();
+  collector.TickFast();  // the allocated GPU seen busy
+  nvml(0);
+  EXPECT_DOUBLE_EQ(collect_until("gpu.fp32_active"), 0.03);
+  EXPECT_EQ(collector.CuptiStats()["escalations"], 1);
+  unsetenv("EXPANSE_FAKE_CUPTI_SCENARIO");
+}
+#endif
 
 }  // namespace
 }  // namespace expanse::agent

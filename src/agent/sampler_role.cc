@@ -86,6 +86,7 @@ class SamplerLoop {
     inputs.hostname = options_.node.hostname;
     inputs.profiling_permissions_problem = permissions_.Check(clock_.NowMs(), options_.log);
     inputs.py_stacks = collector_.PyStacksCapability();
+    inputs.cupti = collector_.CuptiCapability();
     inputs.path_env = host_.GetEnv("PATH").value_or("/usr/bin:/bin");
     const auto capabilities = DescribeCapabilities(inputs);
     const spool::SpoolWriterCounters counters = writer_->counters();
@@ -98,6 +99,7 @@ class SamplerLoop {
                              {"inventory", ToJson(collector_.Inventory())},
                              {"gpu_use", collector_.GpuUse()},
                              {"py_stacks", collector_.PyStacksStats()},
+                             {"cupti", collector_.CuptiStats()},
                              {"spool",
                               {{"records_written", counters.records_written},
                                {"files_written", counters.files_written},

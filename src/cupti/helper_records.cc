@@ -55,11 +55,11 @@ Result<unsigned> DeviceField(const nlohmann::json& doc) {
 }
 
 Result<int64_t> TimeField(const nlohmann::json& doc) {
-  if (!doc.contains("t") || !doc["t"].is_number_integer())
-    return InvalidArgumentError("\"t\" is not a whole number of seconds");
-  const auto t = doc["t"].get<int64_t>();
+  if (!doc.contains("t_ms") || !doc["t_ms"].is_number_integer())
+    return InvalidArgumentError("\"t_ms\" is not a whole number of milliseconds");
+  const auto t = doc["t_ms"].get<int64_t>();
   if (t <= 0)
-    return InvalidArgumentError("\"t\" is not a time");
+    return InvalidArgumentError("\"t_ms\" is not a time");
   return t;
 }
 
@@ -72,7 +72,7 @@ Result<std::string> UuidField(const nlohmann::json& doc) {
 
 Result<HelperRecord> ParseCounters(const nlohmann::json& doc) {
   CounterRecord record;
-  EXPANSE_ASSIGN_OR_RETURN(record.unix_s, TimeField(doc));
+  EXPANSE_ASSIGN_OR_RETURN(record.unix_ms, TimeField(doc));
   EXPANSE_ASSIGN_OR_RETURN(record.device, DeviceField(doc));
   EXPANSE_ASSIGN_OR_RETURN(record.uuid, UuidField(doc));
   EXPANSE_ASSIGN_OR_RETURN(std::string set, TextField(doc, "set", true));
@@ -144,7 +144,7 @@ std::string RenderRecord(const HelperRecord& record) {
   nlohmann::json doc;
   if (const auto* counters = std::get_if<CounterRecord>(&record)) {
     doc["kind"] = "counters";
-    doc["t"] = counters->unix_s;
+    doc["t_ms"] = counters->unix_ms;
     doc["device"] = counters->device;
     doc["uuid"] = counters->uuid;
     doc["set"] = CounterSetName(counters->set);
@@ -166,7 +166,7 @@ std::string RenderRecord(const HelperRecord& record) {
       doc["series"] = status->series;
   } else {
     doc["kind"] = "alive";
-    doc["t"] = std::get<AliveRecord>(record).unix_s;
+    doc["t_ms"] = std::get<AliveRecord>(record).unix_ms;
   }
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -26,7 +26,7 @@ inline constexpr unsigned kMaxDevices = 64;
 
 // Per-second means of one GPU's counters.
 struct CounterRecord {
-  int64_t unix_s = 0;   // the second the means end in
+  int64_t unix_ms = 0;  // when the means end (the helper read the counters)
   unsigned device = 0;  // CUDA device index inside the helper
   std::string uuid;     // "GPU-…", as NVML names the GPU
   CounterSet set = CounterSet::kLight;
@@ -47,7 +47,7 @@ struct StatusRecord {
 // Written every reporting period even with nothing to say, so the parent can tell a helper
 // stuck in a driver call from a quiet one.
 struct AliveRecord {
-  int64_t unix_s = 0;
+  int64_t unix_ms = 0;
 };
 
 using HelperRecord = std::variant<CounterRecord, StatusRecord, AliveRecord>;

@@ -17,7 +17,7 @@ TEST(HelperRecordsTest, CounterRecordsRoundTrip) {
   const auto parsed = ParseRecord(RenderRecord(record));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const auto& back = std::get<CounterRecord>(*parsed);
-  EXPECT_EQ(back.unix_s, 1764700000);
+  EXPECT_EQ(back.unix_ms, 1764700000);
   EXPECT_EQ(back.device, 2u);
   EXPECT_EQ(back.uuid, kUuid);
   EXPECT_EQ(back.set, CounterSet::kRich);
@@ -36,7 +36,7 @@ TEST(HelperRecordsTest, StatusAndAliveRecordsRoundTrip) {
   EXPECT_EQ(std::get<StatusRecord>(*parsed).fix, "grant CAP_PERFMON");
   const auto alive = ParseRecord(RenderRecord(AliveRecord{42}));
   ASSERT_TRUE(alive.ok());
-  EXPECT_EQ(std::get<AliveRecord>(*alive).unix_s, 42);
+  EXPECT_EQ(std::get<AliveRecord>(*alive).unix_ms, 42);
 }
 
 TEST(HelperRecordsTest, RefusesHostileRecordsWithTheReason) {
@@ -48,19 +48,19 @@ TEST(HelperRecordsTest, RefusesHostileRecordsWithTheReason) {
       {"not json", "not a JSON object"},
       {"[1]", "not a JSON object"},
       {R"({"kind":"nope"})", "unknown record kind"},
-      {R"({"kind":"alive","t":-1})", "not a time"},
-      {R"({"kind":"counters","t":5,"device":0,"uuid":"GPU-x","set":"light","samples":1,"values":{}})",
+      {R"({"kind":"alive","t_ms":-1})", "not a time"},
+      {R"({"kind":"counters","t_ms":5,"device":0,"uuid":"GPU-x","set":"light","samples":1,"values":{}})",
        "not a GPU UUID"},
-      {R"({"kind":"counters","t":5,"device":99,"uuid":")" + u +
+      {R"({"kind":"counters","t_ms":5,"device":99,"uuid":")" + u +
            R"(","set":"light","samples":1,"values":{}})",
        "out of range"},
-      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+      {R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" + u +
            R"(","set":"light","samples":1,"values":{"job.cpu":1}})",
        "not a gpu.* series"},
-      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+      {R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" + u +
            R"(","set":"light","samples":1,"values":{"gpu.x":"1"}})",
        "not a finite number"},
-      {R"({"kind":"counters","t":5,"device":0,"uuid":")" + u +
+      {R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" + u +
            R"(","set":"heavy","samples":1,"values":{}})",
        "neither light nor rich"},
       {R"({"kind":"status","device":0,"uuid":")" + u + R"(","pm_sampling":"maybe"})",

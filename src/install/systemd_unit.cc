@@ -239,6 +239,14 @@ Result<std::string> RenderUnit(const UnitOptions& options) {
   out += "\n";
   if (controller)
     out += EnvironmentLine("EXPANSE_DAEMON_CONFIG", options.config_path);
+  // The node's own CUPTI helper, named so `systemctl cat` shows which one runs: %l is the
+  // short host name, the <host> of lib/cupti-nodes/<host>/ (the unit is shared by workers).
+  // daemon.env, read after, may point elsewhere. A prefix that needs quoting is left to the
+  // daemon's discovery, which finds the same path.
+  if (!options.shared_prefix.empty() && IsBareSafe(options.shared_prefix)) {
+    out += "Environment=EXPANSE_CUPTI_HELPER=" + NormalizeSlashes(options.shared_prefix) +
+           "/lib/cupti-nodes/%l/bin/expanse-cupti-helper\n";
+  }
   // Recorded here so the opt-out survives a restart; daemon.env, read after, can override it.
   if (!options.profiling_agent)
     out += EnvironmentLine("EXPANSE_PROFILING_AGENT_ENABLE", "0");

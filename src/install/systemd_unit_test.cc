@@ -87,6 +87,20 @@ TEST(RenderUnitTest, SamplerHasNoCredentialAndNoNetworkWait) {
   EXPECT_THAT(unit, HasSubstr("(systemctl edit expanse-sampler)"));
 }
 
+TEST(RenderUnitTest, UnitsNameTheNodesOwnCuptiHelper) {
+  // %l: systemd puts the short host name there, so one unit serves every worker.
+  for (const UnitOptions& options : {Controller(), Sampler()}) {
+    EXPECT_THAT(Render(options), HasSubstr("\nEnvironment=EXPANSE_CUPTI_HELPER=/srv/expanse/lib/"
+                                           "cupti-nodes/%l/bin/expanse-cupti-helper\n"));
+  }
+  // The setting comes before daemon.env, which may override it.
+  const std::string unit = Render(Sampler());
+  EXPECT_LT(unit.find("EXPANSE_CUPTI_HELPER"), unit.find("EnvironmentFile="));
+  UnitOptions no_prefix = Controller();
+  no_prefix.shared_prefix.clear();
+  EXPECT_THAT(Render(no_prefix), Not(HasSubstr("EXPANSE_CUPTI_HELPER")));
+}
+
 TEST(RenderUnitTest, CuptiModeChoosesTheCapability) {
   UnitOptions options = Sampler();
   options.cupti_mode = CuptiMode::kSysadmin;

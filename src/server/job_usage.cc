@@ -30,8 +30,10 @@ Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation&
 struct UsagePlan {
   struct Gpu {
     Window window;
-    size_t sm = 0;   // gpu.sm_util in `buckets` buckets
-    size_t mem = 0;  // gpu.mem_used_mib in one
+    size_t sm = 0;      // gpu.sm_util in `buckets` buckets
+    size_t mem = 0;     // gpu.mem_used_mib in one
+    size_t active = 0;  // gpu.sm_active in one
+    size_t tensor = 0;  // gpu.tensor_active in one
   };
   struct Host {
     size_t cpu = 0;  // job.cpu_used_cores in one bucket
@@ -57,7 +59,11 @@ UsagePlan PlanJobUsage(const JobUsageInput& in, int64_t now_ms, int buckets,
         ask({job.compute_id, a.host, a.gpu_uuid, "gpu.sm_util"}, w.from_ms, w.to_ms, buckets);
     const size_t mem =
         ask({job.compute_id, a.host, a.gpu_uuid, "gpu.mem_used_mib"}, w.from_ms, w.to_ms, 1);
-    plan.gpus.push_back({w, sm, mem});
+    const size_t active =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.sm_active"}, w.from_ms, w.to_ms, 1);
+    const size_t tensor =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.tensor_active"}, w.from_ms, w.to_ms, 1);
+    plan.gpus.push_back({w, sm, mem, active, tensor});
   }
   // CPU and memory from the job's cgroup series on each of its hosts ("job/<id>" devices).
   const int64_t to = job.end_ms != 0 ? job.end_ms : now_ms;
@@ -79,6 +85,18 @@ JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
   u.gpus_allocated = static_cast<int64_t>(in.allocations.size());
   double sm_weighted = 0;
   uint64_t sm_count = 0;
+  // Count-weighted means of the counter series: each sample is a second of one GPU.
+  struct Mean {
+    double sum = 0;
+    uint64_t count = 0;
+    void Add(const std::vector<tsdb::Bucket>& buckets) {
+      for (const auto& b : buckets) {
+        sum += b.mean * static_cast<double>(b.count);
+        count += b.count;
+      }
+    }
+    double Value() const { return count > 0 ? sum / static_cast<double>(count) : -1; }
+  } sm_active, tensor_active;
   int64_t last_active_end = 0;
   int64_t last_sampled_end = 0;
   for (const UsagePlan::Gpu& gpu : plan.gpus) {
@@ -110,7 +128,11 @@ JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
       ++u.gpus_active;
     for (const auto& b : answers[gpu.mem])
       u.gpu_mem_peak_mib = std::max(u.gpu_mem_peak_mib, b.max);
+    sm_active.Add(answers[gpu.active]);
+    tensor_active.Add(answers[gpu.tensor]);
   }
+  u.sm_active_mean = sm_active.Value();
+  u.tensor_active_mean = tensor_active.Value();
   if (sm_count > 0)
     u.sm_mean = sm_weighted / static_cast<double>(sm_count);
   if (last_active_end > 0)

@@ -33,6 +33,8 @@ void ExpectSameUsage(const JobUsage& a, const JobUsage& b, const std::string& jo
   // Bit for bit: the same buckets, summed in the same order.
   EXPECT_EQ(a.sm_mean, b.sm_mean) << job;
   EXPECT_EQ(a.sm_peak, b.sm_peak) << job;
+  EXPECT_EQ(a.sm_active_mean, b.sm_active_mean) << job;
+  EXPECT_EQ(a.tensor_active_mean, b.tensor_active_mean) << job;
   EXPECT_EQ(a.gpu_mem_peak_mib, b.gpu_mem_peak_mib) << job;
   EXPECT_EQ(a.idle_gpu_hours, b.idle_gpu_hours) << job;
   EXPECT_EQ(a.allocated_gpu_hours, b.allocated_gpu_hours) << job;
@@ -99,6 +101,13 @@ class JobUsageTest : public ::testing::Test {
           add_series({compute, host, uuid, "gpu.sm_util"}, Samples(kT0, kT0 + 14 * kHour, 1));
           add_series({compute, host, uuid, "gpu.mem_used_mib"},
                      Samples(kT0, kT0 + 14 * kHour, 800));
+          if (h != 4) {  // node04 has no counter helper: CUPTI series on the others only
+            add_series({compute, host, uuid, "gpu.sm_active"},
+                       Samples(kT0, kT0 + 14 * kHour, 0.01));
+            if (g % 2 == 0)
+              add_series({compute, host, uuid, "gpu.tensor_active"},
+                         Samples(kT0, kT0 + 14 * kHour, 0.01));
+          }
         }
       }
     }
@@ -183,6 +192,40 @@ class JobUsageTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<tsdb::Tsdb> tsdb_;
 };
+
+TEST_F(JobUsageTest, CounterMeansWeighEveryGpuSecondAndAreUnknownWithoutCounters) {
+  store::JobRecord job;
+  job.compute_id = "cmp_a";
+  job.job_id = "77";
+  job.state = "COMPLETED";
+  job.start_ms = kT0;
+  job.end_ms = kT0 + 10 * kMinute;
+  job.observed_ms = kT0;
+  ASSERT_TRUE(jobs().UpsertJobs({job}).ok());
+  std::vector<store::GpuAllocation> allocations;
+  for (int g = 0; g < 2; ++g) {
+    store::GpuAllocation a{};
+    a.compute_id = "cmp_a";
+    a.job_id = "77";
+    a.host = "n1";
+    a.gpu_uuid = "GPU-n1-" + std::to_string(g);
+    a.gpu_index = g;
+    a.from_ms = kT0;
+    allocations.push_back(a);
+  }
+  // GPU 0: three seconds at 0.9; GPU 1: one second at 0.1. Mean over GPU-seconds: 0.7.
+  tsdb::Batch batch;
+  batch.emplace_back(
+      tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.sm_active"},
+      std::vector<tsdb::Sample>{{kT0 + 1000, 0.9}, {kT0 + 2000, 0.9}, {kT0 + 3000, 0.9}});
+  batch.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-1", "gpu.sm_active"},
+                     std::vector<tsdb::Sample>{{kT0 + 1000, 0.1}});
+  ASSERT_TRUE(tsdb_->Append("counters", batch).ok());
+  auto usage = ComputeJobUsage(*tsdb_, job, allocations, {"n1"}, kT0 + kHour);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_DOUBLE_EQ(usage->sm_active_mean, 0.7);
+  EXPECT_EQ(usage->tensor_active_mean, -1);  // no tensor counter reached the server
+}
 
 TEST_F(JobUsageTest, JobsWithUsageEqualsTheOneJobPathOnRandomJobs) {
   const std::vector<store::JobRecord> page = MakeJobs(120);

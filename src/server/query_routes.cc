@@ -21,6 +21,8 @@ json UsageJson(const JobUsage& u) {
           {"has_gpu_samples", u.has_gpu_samples},
           {"sm_mean", u.sm_mean},
           {"sm_peak", u.sm_peak},
+          {"sm_active_mean", or_null(u.sm_active_mean)},
+          {"tensor_active_mean", or_null(u.tensor_active_mean)},
           {"gpu_mem_peak_mib", u.gpu_mem_peak_mib},
           {"allocated_gpu_hours", u.allocated_gpu_hours},
           {"idle_gpu_hours", u.idle_gpu_hours},

@@ -31,7 +31,7 @@ function timelineSection(compute, job, j) {
   const select = h('select', {id: 'timeline-metric'}, METRICS.map(([m, label]) => h('option', {value: m}, label)));
   const chart = h('div', {class: 'chart', id: 'timeline'});
   const load = async () => {
-    const [metric, , unit] = METRICS.find(([m]) => m === select.value);
+    const [metric, , unit, scale] = METRICS.find(([m]) => m === select.value);
     const width = Math.max(320, Math.min(1200, chart.clientWidth || 900));
     // About a point per two pixels, but no bucket shorter than 2 s: samples come at about 1 Hz,
     // and shorter buckets would be mostly empty.
@@ -41,7 +41,7 @@ function timelineSection(compute, job, j) {
     try {
       const t = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/timeline` +
                               `?metric=${encodeURIComponent(metric)}&points=${points}`);
-      drawTimeline(chart, t, unit, width);
+      drawTimeline(chart, t, unit, width, scale);
       chart.dataset.series = String(t.series.length);
       chart.dataset.points = String(t.series.reduce((n, s) => n + s.points.length, 0));
     } catch (err) {

@@ -17,7 +17,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t UnixSeconds() { return static_cast<int64_t>(std::time(nullptr)); }
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 struct Gpu {
   CudaDevice device;
@@ -108,7 +112,7 @@ class Loop {
       }
       Flush(gpu);
     }
-    Emit(AliveRecord{UnixSeconds()});
+    Emit(AliveRecord{UnixMs()});
   }
 
   // The means since the last record, as one counters record.
@@ -119,7 +123,7 @@ class Loop {
     if (means.samples == 0)
       return;
     CounterRecord record;
-    record.unix_s = UnixSeconds();
+    record.unix_ms = UnixMs();
     record.device = static_cast<unsigned>(gpu.device.index);
     record.uuid = gpu.device.uuid;
     record.set = gpu.pm->active()->set;

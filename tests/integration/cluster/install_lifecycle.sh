@@ -37,10 +37,11 @@ trap cleanup EXIT
 
 # --- a signed release, mirrored by the server ------------------------------------------------
 make_signed_release "$DIR" 1.0.0 1.1.0
-# CUPTI builds for two CUDA versions; the controller's (stand-in) driver takes cuda1300.
+# CUPTI builds for two CUDA versions from the built helper; the controller's (stand-in) driver
+# takes cuda1300. lib/ holds a stand-in: NVIDIA's libraries are tens of megabytes, and without a
+# driver the helper stops at libcuda anyway (the daemon then reports why and retries).
 mkdir -p "$DIR/cupti-stage/bin" "$DIR/cupti-stage/lib" "$DIR/fakebin"
-printf '#!/bin/sh\necho probe\n' >"$DIR/cupti-stage/bin/expanse-cupti-helper"
-chmod 755 "$DIR/cupti-stage/bin/expanse-cupti-helper"
+cp "$(ls "$BUILD"/cupti/*/bin/expanse-cupti-helper | head -1)" "$DIR/cupti-stage/bin/"
 echo "not a real library" >"$DIR/cupti-stage/lib/libcupti.so"
 for version in 1.0.0 1.1.0; do
   for variant in cuda1280:570.124.06 cuda1300:580.65.06; do

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""expanse-cupti-helper on a real GPU (scripts/gpu-check, section 5).
+
+1. `probe --json` as root, as an unprivileged user without capabilities, and as that user with
+   CAP_PERFMON only (setpriv), so the report shows what each can sample and why not.
+2. The Light set during a bf16 matmul (tensor activity high) and while idle (near zero): the
+   helper's per-second means, as the sampler reads them.
+3. Counter arbitration: a job's own CUPTI range profiler (ncu) runs while the helper samples;
+   ncu must succeed, and the helper must yield the GPU and resume afterwards.
+4. The helper's own cost: CPU share of a core and peak RSS (VmHWM) over a sampling run, and the
+   matmul's throughput with the helper on vs off, A/B/A/B.
+
+Usage: cupti_check.py HELPER OUT_DIR [--phase-seconds 20] [--user nobody]
+Prints a summary; writes the raw outputs under OUT_DIR.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+MATMUL = r"""
+import sys, time, torch
+n = 8192
+a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+seconds = float(sys.argv[1]); count = 0; start = time.perf_counter()
+while time.perf_counter() - start < seconds:
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize(); count += 10
+print(2.0 * n * n * n * count / (time.perf_counter() - start) / 1e12)
+"""
+
+
+def probe(helper, prefix, out, name):
+    result = subprocess.run(prefix + [helper, "probe", "--json"], capture_output=True, text=True)
+    with open(os.path.join(out, f"probe_{name}.json"), "w") as f:
+        f.write(result.stdout + result.stderr)
+    try:
+        report = json.loads(result.stdout)
+    except ValueError:
+        return f"{name:>18}: exit {result.returncode}, no JSON: {result.stderr.strip()[:200]}"
+    devices = report.get("devices", [])
+    states = ", ".join(
+        f"{d.get('index')}: {d.get('pm_sampling')} {d.get('pm_sampling_reason', '')}".strip()
+        for d in devices) or report.get("reason", "no devices")
+    caps = report.get("effective_capabilities", {})
+    light = devices[0].get("light_set", {}) if devices else {}
+    return (f"{name:>18}: exit {result.returncode}; caps {caps}; "
+            f"RmProfilingAdminOnly {report.get('rm_profiling_admin_only')}; {states}; "
+            f"light set {sorted(light)} absent {devices[0].get('light_set_absent') if devices else None}")
+
+
+class Sampling:
+    """The helper in `sample` mode, its records collected on a thread."""
+
+    def __init__(self, helper, out, name):
+        self.records = []
+        self.log = open(os.path.join(out, f"sample_{name}.jsonl"), "w")
+        self.proc = subprocess.Popen([helper, "sample", "--period-ms", "1000"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.log.write(line)
+            try:
+                self.records.append((time.time(), json.loads(line)))
+            except ValueError:
+                pass
+
+    def means(self, since, until, series):
+        values = [r["values"][series] for t, r in self.records
+                  if since <= t <= until and r.get("kind") == "counters" and series in r["values"]]
+        return sum(values) / len(values) if values else None
+
+    def statuses(self):
+        return [r for _, r in self.records if r.get("kind") == "status"]
+
+    def cost(self, wall):
+        stat = open(f"/proc/{self.proc.pid}/stat").read().split(")")[1].split()
+        ticks = int(stat[11]) + int(stat[12])
+        status = open(f"/proc/{self.proc.pid}/status").read()
+        hwm = next(l for l in status.splitlines() if l.startswith("VmHWM")).split()[1]
+        return 100.0 * ticks / os.sysconf("SC_CLK_TCK") / wall, int(hwm)
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.thread.join(timeout=5)
+        self.log.close()
+
+
+def matmul(seconds):
+    result = subprocess.run([sys.executable, "-c", MATMUL, str(seconds)], capture_output=True,
+                            text=True)
+    return float(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("helper")
+    parser.add_argument("out")
+    parser.add_argument("--phase-seconds", type=float, default=20)
+    parser.add_argument("--user", default="nobody")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    phase = args.phase_seconds
+
+    print("-- probe")
+    print(probe(args.helper, [], args.out, "root"))
+    user = ["setpriv", f"--reuid={args.user}", f"--regid={args.user}", "--clear-groups"]
+    print(probe(args.helper, user + ["--inh-caps=-all", "--bounding-set=-all"], args.out,
+                "user"))
+    print(probe(args.helper, user + ["--inh-caps=+perfmon", "--ambient-caps=+perfmon"],
+                args.out, "user_perfmon"))
+
+    print("-- Light set: idle, then a bf16 matmul")
+    sampling = Sampling(args.helper, args.out, "light")
+    started = time.time()
+    time.sleep(phase)
+    idle_end = time.time()
+    tflops = matmul(phase)
+    busy_end = time.time()
+    for series in ("gpu.sm_active", "gpu.tensor_active", "gpu.dram_active", "gpu.sm_throughput"):
+        print(f"{series:>22}: idle {sampling.means(started + 2, idle_end, series)} "
+              f"busy {sampling.means(idle_end + 3, busy_end, series)}")
+    print(f"matmul {tflops} TFLOP/s while sampled")
+    cpu, hwm = sampling.cost(busy_end - started)
+    print(f"helper cost: {cpu:.3f} % of a core, VmHWM {hwm} KiB over {busy_end - started:.0f} s")
+
+    print("-- escalation: Rich set for 10 s")
+    uuid = next((r["uuid"] for r in sampling.statuses() if r.get("pm_sampling") == "ok"), None)
+    if uuid:
+        sampling.proc.stdin.write(f"escalate {uuid} 10\n")
+        sampling.proc.stdin.flush()
+        matmul(12)
+        rich = [r for _, r in sampling.records if r.get("kind") == "counters" and r["set"] == "rich"]
+        print(f"rich records: {len(rich)}; series {sorted(rich[-1]['values']) if rich else None}")
+
+    print("-- arbitration: a job's ncu range profiler while the helper samples")
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    if os.path.exists(ncu):
+        before = len(sampling.statuses())
+        result = subprocess.run([ncu, "--metrics", "sm__cycles_active.avg", "--target-processes",
+                                 "all", sys.executable, "-c", MATMUL, "3"], capture_output=True,
+                                text=True)
+        with open(os.path.join(args.out, "ncu.txt"), "w") as f:
+            f.write(result.stdout + result.stderr)
+        time.sleep(15)
+        print(f"ncu exit {result.returncode} (must be 0); helper statuses since: "
+              f"{[(s.get('pm_sampling'), s.get('reason')) for s in sampling.statuses()[before:]]}")
+    else:
+        print("ncu not found: arbitration not checked")
+    sampling.stop()
+
+    print("-- matmul throughput, helper off vs on, A/B/A/B")
+    results = []
+    for state in ("off", "on", "off", "on"):
+        run = Sampling(args.helper, args.out, f"ab_{len(results)}") if state == "on" else None
+        results.append((state, matmul(phase)))
+        if run:
+            run.stop()
+    off = [t for s, t in results if s == "off" and t]
+    on = [t for s, t in results if s == "on" and t]
+    for state, value in results:
+        print(f"{state:>4}: {value} TFLOP/s")
+    if off and on:
+        print(f"slowdown with the helper: {100 * (1 - (sum(on) / len(on)) / (sum(off) / len(off))):.3f} %")
+
+
+if __name__ == "__main__":
+    main()

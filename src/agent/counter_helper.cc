@@ -1,0 +1,200 @@
+#include "agent/counter_helper.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "cupti/helper_records.h"
+
+namespace expanse::agent {
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+}  // namespace
+
+std::string FindCuptiHelper(const RuntimeSettings& settings, const std::string& shared_prefix,
+                            const std::string& hostname) {
+  if (!settings.cupti_helper.empty())
+    return settings.cupti_helper;
+  if (shared_prefix.empty())
+    return "";
+  return shared_prefix + "/lib/cupti-nodes/" + hostname + "/bin/expanse-cupti-helper";
+}
+
+CounterHelper::CounterHelper(CounterHelperOptions options, Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+CounterHelper::~CounterHelper() = default;  // ChildProcess ends and reaps the helper
+
+void CounterHelper::Start(int64_t now_ms) {
+  std::vector<std::string> argv = {options_.helper};
+  argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  argv.push_back("sample");
+  argv.push_back("--devices=" + Join(uuids_));
+  argv.push_back("--period-ms=" + std::to_string(options_.period.count()));
+  if (!options_.escalation)
+    argv.push_back("--no-escalation");
+  auto child = ChildProcess::Start({argv, options_.env, std::chrono::milliseconds(2000)});
+  if (!child.ok()) {
+    Stopped(now_ms, child.status().message());
+    return;
+  }
+  child_ = std::move(*child);
+  last_line_ms_ = now_ms;
+  fatal_.clear();
+}
+
+void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
+  if (child_) {
+    child_->Stop();
+    child_.reset();
+  }
+  last_exit_ = why;
+  backoff_ = backoff_.count() == 0 ? options_.restart_initial
+                                   : std::min(backoff_ * 2, options_.restart_max);
+  restart_at_ms_ = now_ms + backoff_.count();
+  ++restarts_;
+  for (auto& [uuid, gpu] : gpus_)
+    gpu = GpuState{};  // unknown until the next helper says
+}
+
+void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::SeriesBuffer& buffer,
+                         std::mutex& buffer_mu) {
+  const int64_t now = clock_.NowMs();
+  std::vector<std::string> wanted = uuids;
+  std::sort(wanted.begin(), wanted.end());
+  if (child_ && wanted != uuids_) {
+    child_->Stop();  // a GPU came or went: the helper samples a fixed set
+    child_.reset();
+  }
+  uuids_ = wanted;
+  if (!child_ && !uuids_.empty() && now >= restart_at_ms_)
+    Start(now);
+  if (!child_)
+    return;
+  const auto lines = child_->ReadLines(std::chrono::milliseconds(0), cupti::kMaxRecordBytes);
+  refused_ += lines.oversized;
+  if (lines.oversized > 0)
+    last_refusal_ = "line longer than " + std::to_string(cupti::kMaxRecordBytes) + " bytes";
+  for (const auto& line : lines.lines)
+    Handle(line, now, buffer, buffer_mu);
+  if (!lines.lines.empty()) {
+    last_line_ms_ = now;
+  }
+  if (lines.closed) {
+    const int status = child_->Stop();
+    Stopped(now,
+            "exited with status " + std::to_string(status) + (fatal_.empty() ? "" : ": " + fatal_));
+  } else if (now - last_line_ms_ > options_.silence_limit.count()) {
+    Stopped(now,
+            "silent for " + std::to_string(options_.silence_limit.count() / 1000) + " s; stopped");
+  }
+}
+
+void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::SeriesBuffer& buffer,
+                           std::mutex& buffer_mu) {
+  if (line.find("\"kind\":\"fatal\"") != std::string::npos) {
+    const auto doc = nlohmann::json::parse(line, nullptr, false);
+    if (doc.is_object() && doc.value("reason", nlohmann::json()).is_string())
+      fatal_ = doc["reason"].get<std::string>().substr(0, 256);
+    return;
+  }
+  auto record = cupti::ParseRecord(line);
+  if (!record.ok()) {
+    ++refused_;
+    last_refusal_ = record.status().message();
+    return;
+  }
+  ++records_;
+  if (const auto* counters = std::get_if<cupti::CounterRecord>(&*record)) {
+    if (std::find(uuids_.begin(), uuids_.end(), counters->uuid) == uuids_.end()) {
+      ++refused_;
+      last_refusal_ = "counters for " + counters->uuid + ", which it was not asked to sample";
+      return;
+    }
+    // The helper's clock is this machine's; a time far from ours is refused all the same.
+    if (counters->unix_ms < now_ms - 600'000 || counters->unix_ms > now_ms + 60'000) {
+      ++refused_;
+      last_refusal_ = "counters stamped " + std::to_string(counters->unix_ms) + " ms";
+      return;
+    }
+    std::lock_guard lock(buffer_mu);
+    for (const auto& [series, value] : counters->values) {
+      buffer.Add({options_.hostname, counters->uuid, series}, counters->unix_ms, value);
+      ++samples_;
+    }
+  } else if (const auto* status = std::get_if<cupti::StatusRecord>(&*record)) {
+    if (status->uuid.empty() ||
+        std::find(uuids_.begin(), uuids_.end(), status->uuid) == uuids_.end())
+      return;
+    gpus_[status->uuid] = {status->pm_sampling, status->reason, status->fix, status->series.size()};
+    if (status->pm_sampling == "ok")
+      backoff_ = std::chrono::milliseconds(0);  // a working helper earns a fresh backoff
+  }
+}
+
+void CounterHelper::Escalate(const std::string& uuid, std::chrono::seconds window) {
+  if (!options_.escalation || !child_ || !cupti::IsGpuUuid(uuid))
+    return;
+  if (child_->WriteLine(
+          cupti::RenderCommand({cupti::HelperCommand::Kind::kEscalate, uuid, window})))
+    ++escalations_;
+}
+
+Capability CounterHelper::Describe() const {
+  if (options_.helper.empty() || access(options_.helper.c_str(), X_OK) != 0)
+    return {"absent", "expanse-cupti-helper not found" + (options_.helper.empty()
+                                                              ? std::string(" (no shared prefix)")
+                                                              : " at " + options_.helper)};
+  if (uuids_.empty())
+    return {"absent", "no GPU to sample (NVML lists none)"};
+  if (!child_ && !last_exit_.empty())
+    return {"degraded", "expanse-cupti-helper " + last_exit_ + "; restarting"};
+  size_t ok = 0;
+  std::string first_problem;
+  for (const auto& uuid : uuids_) {
+    auto it = gpus_.find(uuid);
+    if (it != gpus_.end() && it->second.pm_sampling == "ok") {
+      ++ok;
+      continue;
+    }
+    if (!first_problem.empty() || it == gpus_.end() || it->second.pm_sampling.empty())
+      continue;
+    const GpuState& gpu = it->second;
+    first_problem = gpu.pm_sampling == "yielded"
+                        ? uuid + " yielded to another profiler (" + gpu.reason + "); retrying"
+                        : "CUPTI PM sampling unavailable on " + uuid + ": " + gpu.reason +
+                              (gpu.fix.empty() ? "" : " (" + gpu.fix + ")");
+  }
+  if (ok == uuids_.size())
+    return {"ok", "PM sampling on " + std::to_string(ok) + " GPUs (" + options_.helper + ")"};
+  if (first_problem.empty())
+    return {"degraded", "expanse-cupti-helper starting"};
+  return {"degraded", first_problem};
+}
+
+nlohmann::json CounterHelper::Stats() const {
+  nlohmann::json gpus = nlohmann::json::object();
+  for (const auto& [uuid, gpu] : gpus_) {
+    gpus[uuid] = {{"pm_sampling", gpu.pm_sampling}, {"series", gpu.series}};
+    if (!gpu.reason.empty())
+      gpus[uuid]["reason"] = gpu.reason;
+  }
+  nlohmann::json stats = {{"helper", options_.helper},   {"running", child_ != nullptr},
+                          {"records", records_},         {"refused", refused_},
+                          {"samples", samples_},         {"restarts", restarts_},
+                          {"escalations", escalations_}, {"gpus", gpus}};
+  if (!last_exit_.empty())
+    stats["last_exit"] = last_exit_;
+  if (!last_refusal_.empty())
+    stats["last_refusal"] = last_refusal_;
+  return stats;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,93 @@
+// CounterHelper: the sampler's side of expanse-cupti-helper (docs/formats/cupti-helper.md).
+//
+// It runs the helper as a child for the GPUs NVML lists, turns its per-second counter records
+// into series (gpu.sm_active, gpu.tensor_active, …, keyed by GPU UUID like the NVML series),
+// forwards escalation requests, and keeps what the helper said about each GPU for the `cupti`
+// capability. Everything the helper writes is hostile input: a line that does not parse is
+// refused and counted. A helper that exits, or says nothing for `silence_limit` (stuck in a
+// driver call its own deadline did not catch), is stopped and started again after a backoff
+// that doubles up to `restart_max`. The daemon never waits on the helper: each Tick reads only
+// what is already there.
+#ifndef EXPANSE_AGENT_COUNTER_HELPER_H_
+#define EXPANSE_AGENT_COUNTER_HELPER_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/capabilities.h"
+#include "agent/runtime_settings.h"
+#include "core/child_process.h"
+#include "core/clock.h"
+#include "telemetry/series_buffer.h"
+
+namespace expanse::agent {
+
+struct CounterHelperOptions {
+  std::string helper;  // the executable; see FindCuptiHelper
+  std::string hostname;
+  bool escalation = true;  // EXPANSE_PROFILING_ENABLE
+  std::chrono::milliseconds period{1000};
+  std::chrono::milliseconds silence_limit{30'000};
+  std::chrono::milliseconds restart_initial{5'000};
+  std::chrono::milliseconds restart_max{300'000};
+  std::vector<std::string> extra_args;  // before the subcommand (tests: --libcuda, --libcupti)
+  std::optional<std::vector<std::string>> env;  // unset: the daemon's environment
+};
+
+// Where the helper is: EXPANSE_CUPTI_HELPER, else the installed per-node copy
+// <prefix>/lib/cupti-nodes/<host>/bin/expanse-cupti-helper; "" without either.
+std::string FindCuptiHelper(const RuntimeSettings& settings, const std::string& shared_prefix,
+                            const std::string& hostname);
+
+class CounterHelper {
+ public:
+  CounterHelper(CounterHelperOptions options, Clock& clock);
+  ~CounterHelper();
+
+  // Starts (or restarts, when the set of GPUs changed) the helper for `uuids`, and adds the
+  // counters it has written since the last call to `buffer` under `buffer_mu`.
+  void Tick(const std::vector<std::string>& uuids, telemetry::SeriesBuffer& buffer,
+            std::mutex& buffer_mu);
+  // The Rich set on that GPU for `window` (ignored when escalation is off).
+  void Escalate(const std::string& uuid, std::chrono::seconds window);
+
+  // The `cupti` capability as the running helper reports it.
+  Capability Describe() const;
+  // Records read, refused, restarts, the last exit and each GPU's state, for the health file.
+  nlohmann::json Stats() const;
+
+ private:
+  void Start(int64_t now_ms);
+  void Stopped(int64_t now_ms, const std::string& why);
+  void Handle(const std::string& line, int64_t now_ms, telemetry::SeriesBuffer& buffer,
+              std::mutex& buffer_mu);
+
+  CounterHelperOptions options_;
+  Clock& clock_;
+  std::unique_ptr<ChildProcess> child_;
+  std::vector<std::string> uuids_;  // the GPUs the running helper samples
+  int64_t last_line_ms_ = 0;
+  int64_t restart_at_ms_ = 0;
+  std::chrono::milliseconds backoff_{0};
+  std::string last_exit_;  // why the helper last stopped ("" while none has)
+  std::string fatal_;      // the reason on its last "fatal" line
+  struct GpuState {
+    std::string pm_sampling;  // ok | unavailable | yielded
+    std::string reason, fix;
+    size_t series = 0;
+  };
+  std::map<std::string, GpuState> gpus_;
+  uint64_t records_ = 0, refused_ = 0, samples_ = 0, restarts_ = 0, escalations_ = 0;
+  std::string last_refusal_;
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_COUNTER_HELPER_H_

@@ -1,0 +1,233 @@
+#include "agent/counter_helper.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+#include "cupti/helper_records.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGpu0[] = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
+constexpr char kGpu1[] = "GPU-7a1c9e20-51b3-4c7d-8e2f-0b6d4a9c3e21";
+constexpr int64_t kNow = 1'800'000'000'000;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The helper is a shell script standing in for expanse-cupti-helper: it logs its arguments and
+// the commands it receives, prints the lines of `output`, then (unless told to exit) reads
+// commands until its input closes.
+class CounterHelperTest : public ::testing::Test {
+ protected:
+  void WriteHelper(const std::string& output, const std::string& then = "") {
+    std::ofstream(dir_ / "output") << output;
+    const std::string script =
+        "#!/bin/sh\n"
+        "echo \"$*\" >> '" +
+        dir_ / "argv" +
+        "'\n"
+        "cat '" +
+        dir_ / "output" + "'\n" + then + "while read -r line; do echo \"$line\" >> '" +
+        dir_ / "commands" + "'; done\n";
+    std::ofstream(helper_) << script;
+    chmod(helper_.c_str(), 0755);
+  }
+
+  CounterHelperOptions Options() {
+    CounterHelperOptions options;
+    options.helper = helper_;
+    options.hostname = "n1";
+    options.silence_limit = std::chrono::milliseconds(30'000);
+    options.restart_initial = std::chrono::milliseconds(5'000);
+    return options;
+  }
+
+  // Ticks until `done` holds; the helper is a real process, so its lines take real time.
+  template <typename Done>
+  bool TickUntil(CounterHelper& helper, const std::vector<std::string>& gpus, Done done) {
+    for (int i = 0; i < 1000; ++i) {
+      helper.Tick(gpus, buffer_, mu_);
+      if (done())
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string Counters(const char* uuid, int64_t at_ms, double sm_active) {
+    cupti::CounterRecord record{
+        at_ms, 0, uuid, cupti::CounterSet::kLight, {{"gpu.sm_active", sm_active}}, 10};
+    return cupti::RenderRecord(record) + "\n";
+  }
+  std::string Status(const char* uuid, const std::string& state, const std::string& reason = "",
+                     const std::string& fix = "") {
+    cupti::StatusRecord record{0, uuid, state, reason, fix, {}};
+    if (state == "ok")
+      record.series = {"gpu.sm_active", "gpu.tensor_active"};
+    return cupti::RenderRecord(record) + "\n";
+  }
+
+  testing::TempDir dir_{"counter_helper_test"};
+  std::string helper_ = dir_ / "expanse-cupti-helper";
+  ManualClock clock_{kNow};
+  telemetry::SeriesBuffer buffer_;
+  std::mutex mu_;
+};
+
+TEST_F(CounterHelperTest, CountersBecomeSeriesAndTheCapabilityIsOk) {
+  WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok") + Counters(kGpu0, kNow - 1000, 0.935) +
+              Counters(kGpu1, kNow - 1000, 0.25) + Counters(kGpu0, kNow, 0.5));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu1, kGpu0}, [&] { return buffer_.samples() == 3; }));
+  const auto series = buffer_.Take();
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series[0].host, "n1");
+  EXPECT_EQ(series[0].device, kGpu0);
+  EXPECT_EQ(series[0].metric, "gpu.sm_active");
+  EXPECT_EQ(series[0].t0, kNow - 1000);
+  ASSERT_EQ(series[0].v.size(), 2u);
+  EXPECT_DOUBLE_EQ(series[0].v[0], 0.935);
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "ok");
+  EXPECT_THAT(capability.reason, HasSubstr("PM sampling on 2 GPUs"));
+  // It was started for exactly the GPUs NVML lists, in a stable order.
+  EXPECT_THAT(Slurp(dir_ / "argv"), HasSubstr(std::string("sample --devices=") + kGpu0 + "," +
+                                              kGpu1 + " --period-ms=1000"));
+}
+
+TEST_F(CounterHelperTest, HostileLinesAreRefusedAndCountedWhileGoodOnesCount) {
+  WriteHelper("not json\n" + std::string(20'000, 'x') + "\n" +
+              Counters(kGpu1, kNow, 0.4) +              // a GPU it was not asked for
+              Counters(kGpu0, kNow - 3'600'000, 0.4) +  // an hour old
+              R"({"kind":"counters","t_ms":1,"device":0,"uuid":")" + kGpu0 +
+              R"(","set":"light","samples":1,"values":{"job.cpu_used_cores":5}})"
+              "\n" +
+              Counters(kGpu0, kNow, 0.7));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return buffer_.samples() == 1; }));
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["refused"] == 5; }))
+      << helper.Stats().dump();
+  EXPECT_EQ(helper.Stats()["records"], 3);  // parsed: the two refused for their content, the good
+  const auto series = buffer_.Take();
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_DOUBLE_EQ(series[0].v[0], 0.7);
+}
+
+TEST_F(CounterHelperTest, UnavailableAndYieldedGpusDegradeTheCapabilityWithTheReason) {
+  WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "unavailable",
+                                           "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+                                           "grant CAP_PERFMON"));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(
+      TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Stats()["gpus"].size() == 2; }));
+  Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "degraded");
+  EXPECT_THAT(capability.reason,
+              HasSubstr(std::string("CUPTI PM sampling unavailable on ") + kGpu1 +
+                        ": CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (grant CAP_PERFMON)"));
+}
+
+TEST_F(CounterHelperTest, AHelperThatDiesIsRestartedAfterABackoff) {
+  WriteHelper(Status(kGpu0, "ok") +
+                  R"({"kind":"fatal","reason":"hung_call in cuptiPmSamplingDecodeData"})"
+                  "\n",
+              "exit 3\n");
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 1; }));
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "degraded");
+  EXPECT_THAT(capability.reason,
+              HasSubstr("exited with status 3: hung_call in cuptiPmSamplingDecodeData"));
+  // Not before the backoff has passed...
+  for (int i = 0; i < 20; ++i)
+    helper.Tick({kGpu0}, buffer_, mu_);
+  const std::string first = Slurp(dir_ / "argv");
+  EXPECT_EQ(std::count(first.begin(), first.end(), '\n'), 1);
+  // ...then again, and the next failure waits twice as long.
+  clock_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 2; }));
+  const std::string argv = Slurp(dir_ / "argv");
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), '\n'), 2);
+  clock_.Advance(5'000);
+  for (int i = 0; i < 20; ++i)
+    helper.Tick({kGpu0}, buffer_, mu_);
+  EXPECT_EQ(helper.Stats()["restarts"], 2);
+}
+
+TEST_F(CounterHelperTest, ASilentHelperIsStopped) {
+  WriteHelper("", "sleep 600\n");
+  CounterHelper helper(Options(), clock_);
+  helper.Tick({kGpu0}, buffer_, mu_);
+  EXPECT_TRUE(helper.Stats()["running"].get<bool>());
+  clock_.Advance(30'001);
+  helper.Tick({kGpu0}, buffer_, mu_);
+  EXPECT_FALSE(helper.Stats()["running"].get<bool>());
+  EXPECT_THAT(helper.Describe().reason, HasSubstr("silent for 30 s"));
+}
+
+TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
+  WriteHelper(Status(kGpu0, "ok"));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Describe().state == "ok"; }));
+  helper.Escalate(kGpu0, std::chrono::seconds(60));
+  helper.Escalate("not-a-uuid; rm -rf /", std::chrono::seconds(60));
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return Slurp(dir_ / "commands").find("escalate") != std::string::npos;
+  }));
+  EXPECT_EQ(Slurp(dir_ / "commands"), std::string("escalate ") + kGpu0 + " 60\n");
+
+  auto options = Options();
+  options.escalation = false;
+  CounterHelper quiet(options, clock_);
+  ASSERT_TRUE(TickUntil(quiet, {kGpu0}, [&] {
+    return Slurp(dir_ / "argv").find("--no-escalation") != std::string::npos;
+  }));
+  quiet.Escalate(kGpu0, std::chrono::seconds(60));
+  EXPECT_EQ(quiet.Stats()["escalations"], 0);
+}
+
+TEST_F(CounterHelperTest, ANewGpuRestartsTheHelperWithTheNewSet) {
+  WriteHelper(Status(kGpu0, "ok"));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Describe().state == "ok"; }));
+  ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1},
+                        [&] { return Slurp(dir_ / "argv").find(kGpu1) != std::string::npos; }));
+  EXPECT_EQ(helper.Stats()["restarts"], 0);  // a change of set is not a failure
+}
+
+TEST_F(CounterHelperTest, AMissingHelperIsAbsentWithWhereItWasLookedFor) {
+  auto options = Options();
+  options.helper = dir_ / "nowhere/expanse-cupti-helper";
+  CounterHelper helper(options, clock_);
+  helper.Tick({kGpu0}, buffer_, mu_);
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "absent");
+  EXPECT_EQ(capability.reason, "expanse-cupti-helper not found at " + options.helper);
+}
+
+TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {
+  RuntimeSettings settings;
+  EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"),
+            "/srv/expanse/lib/cupti-nodes/gpu01/bin/expanse-cupti-helper");
+  EXPECT_EQ(FindCuptiHelper(settings, "", "gpu01"), "");
+  settings.cupti_helper = "/opt/helper";
+  EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"), "/opt/helper");
+}
+
+}  // namespace
+}  // namespace expanse::agent

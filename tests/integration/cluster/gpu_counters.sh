@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# GPU hardware counters on the real SLURM cluster: each worker's sampler (started by the Prolog)
+# runs the real expanse-cupti-helper against the fake libcuda + libcupti pair (tests/fakes/cupti),
+# its per-second SM, tensor and DRAM activity reach the server as the job's timeline, keyed by
+# the same GPU UUIDs as the NVML series; EXPANSE_CUPTI_ENABLE=0 on one worker removes them there
+# only, and each worker's heartbeat report says so.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
+source "$(dirname "$0")/../lib/daemon_cluster.sh"
+helper="$(ls "$BUILD"/cupti/*/bin/expanse-cupti-helper | head -1)"
+[[ -x "$helper" ]] || fail "no expanse-cupti-helper in $BUILD/cupti (is a CUDA toolkit installed?)"
+dc_setup
+
+# The helper as an operator would pin it with EXPANSE_CUPTI_HELPER, here with the fake driver
+# libraries instead of the node's (there is no GPU).
+mkdir -p "$prefix/cupti-test"
+cat >"$prefix/cupti-test/expanse-cupti-helper" <<WRAP
+#!/bin/sh
+exec "$helper" --libcuda="$BUILD/fakes/cupti/libcuda.so.1" --libcupti="$BUILD/fakes/cupti/libcupti.so.13" "\$@"
+WRAP
+chmod 755 "$prefix/cupti-test/expanse-cupti-helper"
+
+# GPU UUIDs as NVML and CUDA print them (hex), the same in both fake libraries.
+uuid() { printf 'GPU-0000000%d-0000-4000-8000-0000000000%02x' "$1" "$2"; }
+n=0
+for w in $EXPANSE_TC_WORKERS; do
+  n=$((n + 1))
+  read -r lo hi < <(dc_minors "$w")
+  dc_gpu_scenario "$w" "[
+    {\"uuid\": \"$(uuid $n "$hi")\", \"minor\": $hi, \"sm_util\": 91},
+    {\"uuid\": \"$(uuid $n "$lo")\", \"minor\": $lo, \"sm_util\": 88}]"
+  "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-cupti.json" <<JSON
+{"devices": [
+  {"uuid": "$(uuid $n "$hi")", "metrics": {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed": 50.0}},
+  {"uuid": "$(uuid $n "$lo")", "metrics": {
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed": 93.5,
+    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed": 71.0,
+    "dram__cycles_active.avg.pct_of_peak_sustained_elapsed": 35.0}}]}
+JSON
+  enable=1
+  [[ "$w" == "$w2" ]] && enable=0
+  "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/daemon.env" <<ENV
+EXPANSE_CUPTI_HELPER=$prefix/cupti-test/expanse-cupti-helper
+EXPANSE_CUPTI_ENABLE=$enable
+ENV
+done
+cleanup_counters() {
+  for w in $EXPANSE_TC_WORKERS; do
+    "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/fake-cupti.json /etc/expanse/daemon.env || true
+  done
+  dc_cleanup
+}
+trap cleanup_counters EXIT
+dc_controller_start
+
+# The job holds GRES index 0 on each host: /dev/nvidia$lo.
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
+  --wrap "timeout 150 sh -c 'while [ ! -e $DIR/counters.seen ]; do sleep 0.5; done'")"
+timeline() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=$1&points=500"; }
+mean_on() { timeline "$1" | jq --arg h "$2" '[.series[] | select(.host == $h) | .points[][3]] | if length == 0 then null else add / length end'; }
+wait_until 120 "gpu.tensor_active of job $job from $w1's helper" \
+  bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.tensor_active&points=500' | jq --arg h '$w1' '[.series[] | select(.host == \$h) | .points[]] | length') -ge 2 ]]"
+read -r lo _ < <(dc_minors "$w1")
+series="$(timeline gpu.sm_active)"
+assert_eq "$(uuid 1 "$lo")" "$(jq -r --arg h "$w1" '[.series[] | select(.host == $h) | .gpu_uuid] | unique | join(",")' <<<"$series")" \
+  "the job's GPU on $w1 in gpu.sm_active (the allocated one, same UUID as NVML)"
+assert_eq 0.935 "$(mean_on gpu.sm_active "$w1" | xargs printf '%.3f')" "mean SM activity on $w1"
+assert_eq 0.710 "$(mean_on gpu.tensor_active "$w1" | xargs printf '%.3f')" "mean tensor activity on $w1"
+assert_eq 0.350 "$(mean_on gpu.dram_active "$w1" | xargs printf '%.3f')" "mean DRAM activity on $w1"
+pass "job $job: SM, tensor and DRAM activity from the CUPTI helper on $w1"
+
+# NVML series of the same job on w2 arrive, its counters do not.
+wait_until 60 "NVML samples of job $job on $w2" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.sm_util&points=500' | jq --arg h '$w2' '[.series[] | select(.host == \$h) | .points[]] | length') -ge 2 ]]"
+assert_eq 0 "$(timeline gpu.sm_active | jq --arg h "$w2" '[.series[] | select(.host == $h) | .points[]] | length')" \
+  "gpu.sm_active points on $w2, where EXPANSE_CUPTI_ENABLE=0"
+pass "EXPANSE_CUPTI_ENABLE=0 on $w2 removes its counters only"
+
+caps() { api GET "/api/v1/computes/$COMPUTE" | jq -c --arg h "$1" '.heartbeat.workers.reports[]? | select(.host == $h) | .capabilities.cupti'; }
+wait_until 60 "$w1's cupti capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -e --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.state == \"ok\"' >/dev/null"
+assert_match 'PM sampling on 2 GPUs' "$(caps "$w1")" "cupti capability of $w1"
+assert_eq 'disabled EXPANSE_CUPTI_ENABLE=0' "$(caps "$w2" | jq -r '"\(.state) \(.reason)"')" "cupti capability of $w2"
+pass "heartbeat: cupti ok on $w1, disabled on $w2"
+touch "$DIR/counters.seen"
+wait_job_done "$job" 120
+dc_assert_no_drain
