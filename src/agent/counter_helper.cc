@@ -48,6 +48,9 @@ void CounterHelper::Start(int64_t now_ms) {
   child_ = std::move(*child);
   last_line_ms_ = now_ms;
   fatal_.clear();
+  // A new helper knows nothing of the GPUs left to a job's tool: tell it before it samples them.
+  for (const std::string& uuid : held_)
+    child_->WriteLine(cupti::RenderCommand({cupti::HelperCommand::Kind::kRelease, uuid, {}}));
 }
 
 void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
@@ -147,6 +150,25 @@ void CounterHelper::Escalate(const std::string& uuid, std::chrono::seconds windo
     ++escalations_;
 }
 
+void CounterHelper::HoldFor(const std::set<std::string>& uuids) {
+  for (const std::string& uuid : uuids) {
+    if (held_.count(uuid) != 0 || !cupti::IsGpuUuid(uuid))
+      continue;
+    if (child_)
+      child_->WriteLine(cupti::RenderCommand({cupti::HelperCommand::Kind::kRelease, uuid, {}}));
+    ++releases_;
+  }
+  for (const std::string& uuid : held_) {
+    if (uuids.count(uuid) == 0 && child_)
+      child_->WriteLine(cupti::RenderCommand({cupti::HelperCommand::Kind::kResume, uuid, {}}));
+  }
+  held_.clear();
+  for (const std::string& uuid : uuids) {
+    if (cupti::IsGpuUuid(uuid))
+      held_.insert(uuid);
+  }
+}
+
 Capability CounterHelper::Describe() const {
   if (options_.helper.empty() || access(options_.helper.c_str(), X_OK) != 0)
     return {"absent", "expanse-cupti-helper not found" + (options_.helper.empty()
@@ -186,10 +208,16 @@ nlohmann::json CounterHelper::Stats() const {
     if (!gpu.reason.empty())
       gpus[uuid]["reason"] = gpu.reason;
   }
-  nlohmann::json stats = {{"helper", options_.helper},   {"running", child_ != nullptr},
-                          {"records", records_},         {"refused", refused_},
-                          {"samples", samples_},         {"restarts", restarts_},
-                          {"escalations", escalations_}, {"gpus", gpus}};
+  nlohmann::json stats = {{"helper", options_.helper},
+                          {"running", child_ != nullptr},
+                          {"records", records_},
+                          {"refused", refused_},
+                          {"samples", samples_},
+                          {"restarts", restarts_},
+                          {"escalations", escalations_},
+                          {"released_to_job_tools", releases_},
+                          {"held", held_},
+                          {"gpus", gpus}};
   if (!last_exit_.empty())
     stats["last_exit"] = last_exit_;
   if (!last_refusal_.empty())

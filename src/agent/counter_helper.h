@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ class CounterHelper {
             std::mutex& buffer_mu);
   // The Rich set on that GPU for `window` (ignored when escalation is off).
   void Escalate(const std::string& uuid, std::chrono::seconds window);
+  // The GPUs where a job runs another CUDA tool (Nsight, a CUPTI profiler): the helper lets
+  // them go until they leave this set, so a job's own profiler gets the counters.
+  void HoldFor(const std::set<std::string>& uuids);
 
   // The `cupti` capability as the running helper reports it.
   Capability Describe() const;
@@ -73,6 +77,7 @@ class CounterHelper {
   Clock& clock_;
   std::unique_ptr<ChildProcess> child_;
   std::vector<std::string> uuids_;  // the GPUs the running helper samples
+  std::set<std::string> held_;      // GPUs left to a job's own CUDA tool
   int64_t last_line_ms_ = 0;
   int64_t restart_at_ms_ = 0;
   std::chrono::milliseconds backoff_{0};
@@ -85,6 +90,7 @@ class CounterHelper {
   };
   std::map<std::string, GpuState> gpus_;
   uint64_t records_ = 0, refused_ = 0, samples_ = 0, restarts_ = 0, escalations_ = 0;
+  uint64_t releases_ = 0;
   std::string last_refusal_;
 };
 

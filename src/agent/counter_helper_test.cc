@@ -201,6 +201,34 @@ TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
   EXPECT_EQ(quiet.Stats()["escalations"], 0);
 }
 
+TEST_F(CounterHelperTest, GpusOfJobsRunningACudaToolAreReleasedThenResumed) {
+  WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok"));
+  CounterHelper helper(Options(), clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Describe().state == "ok"; }));
+  helper.HoldFor({kGpu1});
+  helper.HoldFor({kGpu1});  // still held: not asked again
+  helper.HoldFor({});
+  ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1}, [&] {
+    return Slurp(dir_ / "commands").find("resume") != std::string::npos;
+  }));
+  EXPECT_EQ(Slurp(dir_ / "commands"), std::string("release ") + kGpu1 + "\nresume " + kGpu1 + "\n");
+  EXPECT_EQ(helper.Stats()["released_to_job_tools"], 1);
+}
+
+TEST_F(CounterHelperTest, ARestartedHelperIsToldWhichGpusAreHeld) {
+  WriteHelper(Status(kGpu0, "ok"), "exit 1\n");
+  CounterHelper helper(Options(), clock_);
+  helper.HoldFor({kGpu0});
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 1; }));
+  EXPECT_EQ(Slurp(dir_ / "commands"), "");  // exited before reading: the script's loop never ran
+  WriteHelper(Status(kGpu0, "ok"));
+  clock_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return Slurp(dir_ / "commands").find("release") != std::string::npos;
+  }));
+  EXPECT_EQ(Slurp(dir_ / "commands"), std::string("release ") + kGpu0 + "\n");
+}
+
 TEST_F(CounterHelperTest, ANewGpuRestartsTheHelperWithTheNewSet) {
   WriteHelper(Status(kGpu0, "ok"));
   CounterHelper helper(Options(), clock_);

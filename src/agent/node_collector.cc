@@ -291,6 +291,17 @@ NodeCollection NodeCollector::Collect(bool final) {
       ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
                     AllocationsFromOpen(open_allocations_), options_.attribution);
   gpu_use_ = GpuUseToJson(use.view);
+  if (counters_) {
+    // A job running another CUDA tool (Nsight, a CUPTI profiler) gets its GPU's counters.
+    std::set<std::string> tools;
+    for (const attribution::GpuUse& gpu : use.view.gpus) {
+      for (const attribution::GpuProcessUse& p : gpu.processes) {
+        if (p.process.cuda_tool)
+          tools.insert(gpu.uuid);
+      }
+    }
+    counters_->HoldFor(tools);
+  }
   std::lock_guard lock(buffer_mu_);
   AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_);
   c.samples = buffer_.samples();

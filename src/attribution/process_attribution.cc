@@ -56,6 +56,7 @@ std::optional<ProcessFacts> ReadProcess(uint32_t pid, const AttributionOptions& 
       environ_vars = std::move(*parsed);
       facts.cuda_visible_devices = environ_vars->cuda_visible_devices;
       facts.slurm_job_gpus = environ_vars->slurm_job_gpus;
+      facts.cuda_tool = environ_vars->cuda_tool;
     } else {
       ++counters.environ_malformed;
     }

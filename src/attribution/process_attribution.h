@@ -52,6 +52,7 @@ struct AttributedProcess {
   // indices count the step's GPUs, not the job's (allocation.h).
   std::optional<std::string> cuda_visible_devices;
   std::optional<std::string> slurm_job_gpus;
+  std::optional<std::string> cuda_tool;  // process_environ.h: another CUDA tool is injected
 };
 
 // Counted rather than logged: they recur every sample.

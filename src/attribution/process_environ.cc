@@ -12,10 +12,10 @@
 namespace expanse::attribution {
 namespace {
 
-constexpr std::array<std::string_view, 11> kWanted = {
+constexpr std::array<std::string_view, 12> kWanted = {
     "SLURM_JOB_ID",         "SLURM_JOBID",          "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
     "SLURM_HET_JOB_ID",     "SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_ID",  "SLURM_PACK_JOB_OFFSET",
-    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS",       "SLURM_STEP_GPUS"};
+    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS",       "SLURM_STEP_GPUS",    "CUDA_INJECTION64_PATH"};
 
 bool IsWanted(std::string_view key) {
   for (const std::string_view wanted : kWanted) {
@@ -71,6 +71,12 @@ Result<SlurmEnviron> ParseProcessEnviron(std::string_view bytes, bool truncated)
   }
   if (const auto it = vars.find("SLURM_STEP_GPUS"); it != vars.end()) {
     slurm.slurm_step_gpus = std::string(it->second);
+  }
+  if (const auto it = vars.find("CUDA_INJECTION64_PATH"); it != vars.end() && !it->second.empty()) {
+    const std::string_view path = it->second;
+    const std::string_view base = path.substr(path.rfind('/') + 1);
+    if (base != kExpanseAgentLibrary)
+      slurm.cuda_tool = std::string(path.substr(0, 256));
   }
   auto job_var = vars.find("SLURM_JOB_ID");
   if (job_var == vars.end()) {

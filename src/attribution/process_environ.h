@@ -29,7 +29,14 @@ struct SlurmEnviron {
   std::optional<std::string> cuda_visible_devices;
   std::optional<std::string> slurm_job_gpus;
   std::optional<std::string> slurm_step_gpus;  // what a step task's CUDA indices count over
+  // CUDA_INJECTION64_PATH when it names another tool than Expanse's own agent: Nsight Systems or
+  // Compute, compute-sanitizer, or a user's CUPTI injection. Such a process may want the GPU's
+  // profiling counters, so the counter helper lets that GPU go while it runs.
+  std::optional<std::string> cuda_tool;
 };
+
+// Expanse's in-process agent, which TaskProlog injects: not a tool that competes for counters.
+inline constexpr char kExpanseAgentLibrary[] = "libexpanse-agent.so";
 
 // Parses the NUL-separated KEY=VALUE entries of an environ file. When `truncated` (the reader hit
 // its byte cap) the last entry may be cut short and is dropped. The first of duplicate keys wins,

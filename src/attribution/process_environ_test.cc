@@ -22,6 +22,22 @@ TEST(ProcessEnvironTest, PlainJob) {
   EXPECT_EQ(env.slurm_step_gpus, "3");
 }
 
+TEST(ProcessEnvironTest, AnotherCudaToolIsNamedButExpansesOwnAgentIsNot) {
+  const auto tool = ParseProcessEnviron(
+      Environ({"SLURM_JOB_ID=7",
+               "CUDA_INJECTION64_PATH=/opt/nvidia/nsight-compute/target/libToolsInjection64.so"}),
+      false);
+  ASSERT_TRUE(tool.ok());
+  EXPECT_EQ(tool->cuda_tool, "/opt/nvidia/nsight-compute/target/libToolsInjection64.so");
+  for (const char* own : {"CUDA_INJECTION64_PATH=/srv/expanse/lib/cupti-nodes/n1/lib/"
+                          "libexpanse-agent.so",
+                          "CUDA_INJECTION64_PATH="}) {
+    const auto env = ParseProcessEnviron(Environ({"SLURM_JOB_ID=7", own}), false);
+    ASSERT_TRUE(env.ok());
+    EXPECT_FALSE(env->cuda_tool) << own;
+  }
+}
+
 TEST(ProcessEnvironTest, ArrayTask) {
   const SlurmEnviron env =
       ParseProcessEnviron(

@@ -42,7 +42,15 @@ class DevicePlan {
   void Released(SteadyTime now);
   // Sampling runs again: the backoff starts over.
   void Resumed() { backoff_ = {}; }
-  bool MayTry(SteadyTime now) const { return now >= retry_at_; }
+  bool MayTry(SteadyTime now) const { return !held_ && now >= retry_at_; }
+  // The parent asked for the GPU to be let go (a CUDA tool runs in a job there) until Resume.
+  void Hold() { held_ = true; }
+  void Resume() {
+    held_ = false;
+    retry_at_ = {};
+    backoff_ = {};
+  }
+  bool held() const { return held_; }
   std::chrono::milliseconds current_backoff() const { return backoff_; }
 
  private:
@@ -50,6 +58,7 @@ class DevicePlan {
   SteadyTime rich_until_{};
   SteadyTime retry_at_{};
   std::chrono::milliseconds backoff_{0};
+  bool held_ = false;
 };
 
 }  // namespace expanse::cupti

@@ -31,6 +31,17 @@ TEST(DevicePlanTest, ProfilingDisabledKeepsTheLightSet) {
   EXPECT_EQ(plan.Wanted(t0), CounterSet::kLight);
 }
 
+TEST(DevicePlanTest, AHeldGpuIsNotTriedUntilResumedThenAtOnce) {
+  DevicePlan plan({});
+  const SteadyTime t0{seconds(100)};
+  plan.Released(t0);
+  plan.Hold();
+  EXPECT_TRUE(plan.held());
+  EXPECT_FALSE(plan.MayTry(t0 + seconds(3600)));
+  plan.Resume();
+  EXPECT_TRUE(plan.MayTry(t0));  // the backoff of the earlier release is forgotten too
+}
+
 TEST(DevicePlanTest, BackoffDoublesUpToTheCapAndStartsOverOnResume) {
   DevicePlan plan({.initial_backoff = std::chrono::milliseconds(5000),
                    .max_backoff = std::chrono::milliseconds(20'000)});

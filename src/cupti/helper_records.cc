@@ -190,8 +190,16 @@ Result<HelperRecord> ParseRecord(std::string_view line) {
 }
 
 std::string RenderCommand(const HelperCommand& command) {
-  if (command.kind == HelperCommand::Kind::kLight)
-    return "light " + command.uuid;
+  switch (command.kind) {
+    case HelperCommand::Kind::kLight:
+      return "light " + command.uuid;
+    case HelperCommand::Kind::kRelease:
+      return "release " + command.uuid;
+    case HelperCommand::Kind::kResume:
+      return "resume " + command.uuid;
+    case HelperCommand::Kind::kEscalate:
+      break;
+  }
   return "escalate " + command.uuid + " " + std::to_string(command.window.count());
 }
 
@@ -208,6 +216,10 @@ Result<HelperCommand> ParseCommand(std::string_view line) {
   HelperCommand command;
   if (words.size() == 2 && words[0] == "light") {
     command.kind = HelperCommand::Kind::kLight;
+  } else if (words.size() == 2 && words[0] == "release") {
+    command.kind = HelperCommand::Kind::kRelease;
+  } else if (words.size() == 2 && words[0] == "resume") {
+    command.kind = HelperCommand::Kind::kResume;
   } else if (words.size() == 3 && words[0] == "escalate") {
     int64_t seconds = 0;
     const auto [end, ec] =
@@ -216,7 +228,9 @@ Result<HelperCommand> ParseCommand(std::string_view line) {
       return InvalidArgumentError("escalation window is not a positive number of seconds");
     command.window = std::min(std::chrono::seconds(seconds), kMaxEscalation);
   } else {
-    return InvalidArgumentError("expected \"escalate <uuid> <seconds>\" or \"light <uuid>\"");
+    return InvalidArgumentError(
+        "expected \"escalate <uuid> <seconds>\", or \"light\", \"release\" or \"resume\" "
+        "and a GPU UUID");
   }
   if (!IsGpuUuid(words[1]))
     return InvalidArgumentError("not a GPU UUID");

@@ -57,10 +57,11 @@ std::string RenderRecord(const HelperRecord& record);
 Result<HelperRecord> ParseRecord(std::string_view line);
 
 // Parent -> helper: "escalate <uuid> <seconds>" switches that GPU to the Rich set for the
-// window (bounded by kMaxEscalation), "light <uuid>" ends it early.
+// window (bounded by kMaxEscalation), "light <uuid>" ends it early; "release <uuid>" lets that
+// GPU go (a CUDA tool in a job there may want the counters) until "resume <uuid>".
 inline constexpr std::chrono::seconds kMaxEscalation{600};
 struct HelperCommand {
-  enum class Kind { kEscalate, kLight } kind = Kind::kEscalate;
+  enum class Kind { kEscalate, kLight, kRelease, kResume } kind = Kind::kEscalate;
   std::string uuid;
   std::chrono::seconds window{0};
 };

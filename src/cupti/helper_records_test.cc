@@ -90,6 +90,12 @@ TEST(HelperRecordsTest, CommandsRoundTripAndWindowsAreBounded) {
   const auto light = ParseCommand(std::string("light ") + kUuid);
   ASSERT_TRUE(light.ok());
   EXPECT_EQ(light->kind, HelperCommand::Kind::kLight);
+  for (const auto kind : {HelperCommand::Kind::kRelease, HelperCommand::Kind::kResume}) {
+    const auto parsed = ParseCommand(RenderCommand({kind, kUuid, {}}));
+    ASSERT_TRUE(parsed.ok()) << RenderCommand({kind, kUuid, {}});
+    EXPECT_EQ(parsed->kind, kind);
+    EXPECT_EQ(parsed->uuid, kUuid);
+  }
 }
 
 TEST(HelperRecordsTest, RefusesMalformedCommands) {

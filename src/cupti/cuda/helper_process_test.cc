@@ -399,6 +399,28 @@ TEST_F(CuptiHelperStreamTest, YieldsAGpuWhoseCountersAreTakenAndResumesAfterward
   EXPECT_NE(trace.find("cuptiPmSamplingEnable dev=0", disabled), std::string::npos);
 }
 
+TEST_F(CuptiHelperStreamTest, ReleasesAGpuOnRequestAndTakesItBackOnResume) {
+  SetScenario(TwoGpus());
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+  ASSERT_TRUE(helper_->WriteLine(std::string("release ") + kUuid1));
+  const StatusRecord* yielded = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    yielded = Status(r, kUuid1);
+    return yielded != nullptr && yielded->pm_sampling == "yielded";
+  });
+  EXPECT_EQ(yielded->reason, "yielded_to_job_profiler (a CUDA tool runs in a job)");
+  // Let go at once, and not taken back while held: GPU 0 carries on alone.
+  int later = 0;
+  ReadUntil([&](const HelperRecord& r) {
+    EXPECT_EQ(Counters(r, kUuid1), nullptr);
+    return Counters(r, kUuid0) != nullptr && ++later == 3;
+  });
+  EXPECT_NE(Trace().find("cuptiPmSamplingDisable dev=1"), std::string::npos);
+  ASSERT_TRUE(helper_->WriteLine(std::string("resume ") + kUuid1));
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+}
+
 TEST_F(CuptiHelperStreamTest, ReportsGpusItCannotSample) {
   auto scenario = TwoGpus();
   scenario["devices"][1]["availability_error"] = 35;

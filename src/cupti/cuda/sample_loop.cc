@@ -142,10 +142,26 @@ class Loop {
     for (Gpu& gpu : gpus_) {
       if (gpu.device.uuid != command->uuid)
         continue;
-      if (command->kind == HelperCommand::Kind::kLight)
-        gpu.plan.EndEscalation();
-      else
-        gpu.plan.Escalate(now, command->window);
+      switch (command->kind) {
+        case HelperCommand::Kind::kLight:
+          gpu.plan.EndEscalation();
+          break;
+        case HelperCommand::Kind::kEscalate:
+          gpu.plan.Escalate(now, command->window);
+          break;
+        case HelperCommand::Kind::kRelease:
+          gpu.plan.Hold();
+          if (gpu.pm && gpu.pm->running()) {
+            gpu.pm->Release();  // at once, not at the next period
+            gpu.means.reset();
+          }
+          if (gpu.pm)
+            Status(gpu, "yielded", std::string(kReasonYielded) + " (a CUDA tool runs in a job)");
+          break;
+        case HelperCommand::Kind::kResume:
+          gpu.plan.Resume();
+          break;
+      }
     }
   }
 
