@@ -1,6 +1,7 @@
 // expanse-cupti-helper: the GPU hardware-counter sampler, one build per CUPTI variant. The
 // daemon's sampler runs `sample` as a child and reads its records; operators run `probe --json`
 // to see whether PM sampling works for the service and why not. The work lives in src/cupti.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -32,6 +33,8 @@ void OnHungCall(const char* call) {
   std::fprintf(stderr, "expanse-cupti-helper: %s\n", reason.c_str());
   std::fflush(stderr);
   std::string line = "{\"kind\":\"fatal\",\"reason\":\"" + reason + "\"}\n";
+  // A parent that stopped reading must not keep us from exiting.
+  fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
   (void)!write(1, line.data(), line.size());
   _exit(3);
 }
@@ -77,7 +80,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(10, 300'000));
   CLI11_PARSE(app, argc, argv);
 
-  expanse::SystemClock clock;
+  expanse::MonotonicClock clock;  // deadlines must not jump with the wall clock
   cupti::CallWatchdog watchdog(clock, std::chrono::milliseconds(timeout_ms), OnHungCall);
   watchdog.Start(std::chrono::milliseconds(100));
 
@@ -111,6 +114,7 @@ int Run(int argc, char** argv) {
   auto cuda = cupti::CudaLibrary::Open(libcuda);
   if (!cuda.ok()) {
     std::fprintf(stderr, "expanse-cupti-helper: %s\n", cuda.status().message().c_str());
+    cupti::WriteLine(1, cupti::RenderRecord(cupti::FatalRecord{cuda.status().message()}));
     return 1;
   }
   options.libcupti = libcupti;

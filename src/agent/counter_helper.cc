@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cupti/helper_records.h"
+#include "cupti/pm_reasons.h"
 
 namespace expanse::agent {
 namespace {
@@ -27,8 +28,12 @@ std::string FindCuptiHelper(const RuntimeSettings& settings, const std::string& 
   return shared_prefix + "/lib/cupti-nodes/" + hostname + "/bin/expanse-cupti-helper";
 }
 
-CounterHelper::CounterHelper(CounterHelperOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock) {}
+CounterHelper::CounterHelper(CounterHelperOptions options, Clock& wall, Clock& monotonic)
+    : options_(std::move(options)), wall_(wall), monotonic_(monotonic) {
+  options_.period = std::clamp(options_.period, std::chrono::milliseconds(100),
+                               std::chrono::milliseconds(60'000));
+  options_.silence_limit = std::max(options_.silence_limit, 3 * options_.period);
+}
 
 CounterHelper::~CounterHelper() = default;  // ChildProcess ends and reaps the helper
 
@@ -53,11 +58,15 @@ void CounterHelper::Start(int64_t now_ms) {
     child_->WriteLine(cupti::RenderCommand({cupti::HelperCommand::Kind::kRelease, uuid, {}}));
 }
 
+void CounterHelper::Retire() {
+  if (!child_)
+    return;
+  child_->Terminate();
+  stopping_.push_back(std::move(child_));
+}
+
 void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
-  if (child_) {
-    child_->Stop();
-    child_.reset();
-  }
+  Retire();
   last_exit_ = why;
   backoff_ = backoff_.count() == 0 ? options_.restart_initial
                                    : std::min(backoff_ * 2, options_.restart_max);
@@ -69,13 +78,12 @@ void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
 
 void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::SeriesBuffer& buffer,
                          std::mutex& buffer_mu) {
-  const int64_t now = clock_.NowMs();
+  const int64_t now = monotonic_.NowMs();
+  std::erase_if(stopping_, [](const auto& child) { return child->Poll().has_value(); });
   std::vector<std::string> wanted = uuids;
   std::sort(wanted.begin(), wanted.end());
-  if (child_ && wanted != uuids_) {
-    child_->Stop();  // a GPU came or went: the helper samples a fixed set
-    child_.reset();
-  }
+  if (child_ && wanted != uuids_)
+    Retire();  // a GPU came or went: the helper samples a fixed set
   uuids_ = wanted;
   if (!child_ && !uuids_.empty() && now >= restart_at_ms_)
     Start(now);
@@ -86,14 +94,16 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
   if (lines.oversized > 0)
     last_refusal_ = "line longer than " + std::to_string(cupti::kMaxRecordBytes) + " bytes";
   for (const auto& line : lines.lines)
-    Handle(line, now, buffer, buffer_mu);
+    Handle(line, wall_.NowMs(), buffer, buffer_mu);
   if (!lines.lines.empty()) {
     last_line_ms_ = now;
   }
   if (lines.closed) {
-    const int status = child_->Stop();
+    // It closed its output: it has exited or is about to. Its status, when already known.
+    const std::optional<int> status = child_->TryWait();
     Stopped(now,
-            "exited with status " + std::to_string(status) + (fatal_.empty() ? "" : ": " + fatal_));
+            (status ? "exited with status " + std::to_string(*status) : std::string("exited")) +
+                (fatal_.empty() ? "" : ": " + fatal_));
   } else if (now - last_line_ms_ > options_.silence_limit.count()) {
     Stopped(now,
             "silent for " + std::to_string(options_.silence_limit.count() / 1000) + " s; stopped");
@@ -102,12 +112,6 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
 
 void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::SeriesBuffer& buffer,
                            std::mutex& buffer_mu) {
-  if (line.find("\"kind\":\"fatal\"") != std::string::npos) {
-    const auto doc = nlohmann::json::parse(line, nullptr, false);
-    if (doc.is_object() && doc.value("reason", nlohmann::json()).is_string())
-      fatal_ = doc["reason"].get<std::string>().substr(0, 256);
-    return;
-  }
   auto record = cupti::ParseRecord(line);
   if (!record.ok()) {
     ++refused_;
@@ -115,6 +119,10 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
     return;
   }
   ++records_;
+  if (const auto* fatal = std::get_if<cupti::FatalRecord>(&*record)) {
+    fatal_ = fatal->reason.substr(0, 256);
+    return;
+  }
   if (const auto* counters = std::get_if<cupti::CounterRecord>(&*record)) {
     if (std::find(uuids_.begin(), uuids_.end(), counters->uuid) == uuids_.end()) {
       ++refused_;
@@ -127,6 +135,7 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
       last_refusal_ = "counters stamped " + std::to_string(counters->unix_ms) + " ms";
       return;
     }
+    backoff_ = std::chrono::milliseconds(0);  // counters flow: a working helper, fresh backoff
     std::lock_guard lock(buffer_mu);
     for (const auto& [series, value] : counters->values) {
       buffer.Add({options_.hostname, counters->uuid, series}, counters->unix_ms, value);
@@ -137,8 +146,6 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
         std::find(uuids_.begin(), uuids_.end(), status->uuid) == uuids_.end())
       return;
     gpus_[status->uuid] = {status->pm_sampling, status->reason, status->fix, status->series.size()};
-    if (status->pm_sampling == "ok")
-      backoff_ = std::chrono::milliseconds(0);  // a working helper earns a fresh backoff
   }
 }
 
@@ -176,6 +183,14 @@ Capability CounterHelper::Describe() const {
                                                               : " at " + options_.helper)};
   if (uuids_.empty())
     return {"absent", "no GPU to sample (NVML lists none)"};
+  if (!child_ && !fatal_.empty()) {
+    // It could sample nothing at all (no driver, cuInit failed, a hung call): say why, as the
+    // operator guide's "CUPTI PM sampling unavailable" does.
+    const std::string code = fatal_.substr(0, fatal_.find_first_of(" :"));
+    const std::string fix = cupti::FixFor(code);
+    return {"degraded", "CUPTI PM sampling unavailable: " + fatal_ +
+                            (fix.empty() ? "" : " (" + fix + ")") + "; restarting"};
+  }
   if (!child_ && !last_exit_.empty())
     return {"degraded", "expanse-cupti-helper " + last_exit_ + "; restarting"};
   size_t ok = 0;
@@ -210,6 +225,7 @@ nlohmann::json CounterHelper::Stats() const {
   }
   nlohmann::json stats = {{"helper", options_.helper},
                           {"running", child_ != nullptr},
+                          {"stopping", stopping_.size()},
                           {"records", records_},
                           {"refused", refused_},
                           {"samples", samples_},

@@ -49,7 +49,10 @@ std::string FindCuptiHelper(const RuntimeSettings& settings, const std::string& 
 
 class CounterHelper {
  public:
-  CounterHelper(CounterHelperOptions options, Clock& clock);
+  // `wall` dates records (they must be near now); `monotonic` times silence and restarts, which a
+  // wall-clock step must not trigger or hold back. The period is kept within what the helper
+  // accepts (0.1 to 60 s) and the silence limit to at least three periods.
+  CounterHelper(CounterHelperOptions options, Clock& wall, Clock& monotonic);
   ~CounterHelper();
 
   // Starts (or restarts, when the set of GPUs changed) the helper for `uuids`, and adds the
@@ -70,19 +73,23 @@ class CounterHelper {
  private:
   void Start(int64_t now_ms);
   void Stopped(int64_t now_ms, const std::string& why);
+  // Ends the running helper without waiting for it (ChildProcess::Terminate); later Ticks reap it.
+  void Retire();
   void Handle(const std::string& line, int64_t now_ms, telemetry::SeriesBuffer& buffer,
               std::mutex& buffer_mu);
 
   CounterHelperOptions options_;
-  Clock& clock_;
+  Clock& wall_;
+  Clock& monotonic_;
   std::unique_ptr<ChildProcess> child_;
-  std::vector<std::string> uuids_;  // the GPUs the running helper samples
-  std::set<std::string> held_;      // GPUs left to a job's own CUDA tool
+  std::vector<std::unique_ptr<ChildProcess>> stopping_;  // terminated, not reaped yet
+  std::vector<std::string> uuids_;                       // the GPUs the running helper samples
+  std::set<std::string> held_;                           // GPUs left to a job's own CUDA tool
   int64_t last_line_ms_ = 0;
   int64_t restart_at_ms_ = 0;
   std::chrono::milliseconds backoff_{0};
   std::string last_exit_;  // why the helper last stopped ("" while none has)
-  std::string fatal_;      // the reason on its last "fatal" line
+  std::string fatal_;      // the reason on its last "fatal" record
   struct GpuState {
     std::string pm_sampling;  // ok | unavailable | yielded
     std::string reason, fix;

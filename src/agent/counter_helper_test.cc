@@ -92,7 +92,7 @@ class CounterHelperTest : public ::testing::Test {
 TEST_F(CounterHelperTest, CountersBecomeSeriesAndTheCapabilityIsOk) {
   WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok") + Counters(kGpu0, kNow - 1000, 0.935) +
               Counters(kGpu1, kNow - 1000, 0.25) + Counters(kGpu0, kNow, 0.5));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu1, kGpu0}, [&] { return buffer_.samples() == 3; }));
   const auto series = buffer_.Take();
   ASSERT_EQ(series.size(), 2u);
@@ -118,7 +118,7 @@ TEST_F(CounterHelperTest, HostileLinesAreRefusedAndCountedWhileGoodOnesCount) {
               R"(","set":"light","samples":1,"values":{"job.cpu_used_cores":5}})"
               "\n" +
               Counters(kGpu0, kNow, 0.7));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return buffer_.samples() == 1; }));
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["refused"] == 5; }))
       << helper.Stats().dump();
@@ -132,7 +132,7 @@ TEST_F(CounterHelperTest, UnavailableAndYieldedGpusDegradeTheCapabilityWithTheRe
   WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "unavailable",
                                            "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
                                            "grant CAP_PERFMON"));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(
       TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Stats()["gpus"].size() == 2; }));
   Capability capability = helper.Describe();
@@ -147,12 +147,15 @@ TEST_F(CounterHelperTest, AHelperThatDiesIsRestartedAfterABackoff) {
                   R"({"kind":"fatal","reason":"hung_call in cuptiPmSamplingDecodeData"})"
                   "\n",
               "exit 3\n");
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 1; }));
   const Capability capability = helper.Describe();
   EXPECT_EQ(capability.state, "degraded");
   EXPECT_THAT(capability.reason,
-              HasSubstr("exited with status 3: hung_call in cuptiPmSamplingDecodeData"));
+              HasSubstr("CUPTI PM sampling unavailable: hung_call in cuptiPmSamplingDecodeData ("));
+  EXPECT_THAT(capability.reason, HasSubstr("did not return within the deadline"));
+  EXPECT_THAT(helper.Stats()["last_exit"].get<std::string>(),
+              HasSubstr(": hung_call in cuptiPmSamplingDecodeData"));
   // Not before the backoff has passed...
   for (int i = 0; i < 20; ++i)
     helper.Tick({kGpu0}, buffer_, mu_);
@@ -171,7 +174,7 @@ TEST_F(CounterHelperTest, AHelperThatDiesIsRestartedAfterABackoff) {
 
 TEST_F(CounterHelperTest, ASilentHelperIsStopped) {
   WriteHelper("", "sleep 600\n");
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   helper.Tick({kGpu0}, buffer_, mu_);
   EXPECT_TRUE(helper.Stats()["running"].get<bool>());
   clock_.Advance(30'001);
@@ -182,7 +185,7 @@ TEST_F(CounterHelperTest, ASilentHelperIsStopped) {
 
 TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
   WriteHelper(Status(kGpu0, "ok"));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Describe().state == "ok"; }));
   helper.Escalate(kGpu0, std::chrono::seconds(60));
   helper.Escalate("not-a-uuid; rm -rf /", std::chrono::seconds(60));
@@ -193,7 +196,7 @@ TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
 
   auto options = Options();
   options.escalation = false;
-  CounterHelper quiet(options, clock_);
+  CounterHelper quiet(options, clock_, clock_);
   ASSERT_TRUE(TickUntil(quiet, {kGpu0}, [&] {
     return Slurp(dir_ / "argv").find("--no-escalation") != std::string::npos;
   }));
@@ -203,7 +206,7 @@ TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
 
 TEST_F(CounterHelperTest, GpusOfJobsRunningACudaToolAreReleasedThenResumed) {
   WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok"));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Describe().state == "ok"; }));
   helper.HoldFor({kGpu1});
   helper.HoldFor({kGpu1});  // still held: not asked again
@@ -217,7 +220,7 @@ TEST_F(CounterHelperTest, GpusOfJobsRunningACudaToolAreReleasedThenResumed) {
 
 TEST_F(CounterHelperTest, ARestartedHelperIsToldWhichGpusAreHeld) {
   WriteHelper(Status(kGpu0, "ok"), "exit 1\n");
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   helper.HoldFor({kGpu0});
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 1; }));
   EXPECT_EQ(Slurp(dir_ / "commands"), "");  // exited before reading: the script's loop never ran
@@ -231,7 +234,7 @@ TEST_F(CounterHelperTest, ARestartedHelperIsToldWhichGpusAreHeld) {
 
 TEST_F(CounterHelperTest, ANewGpuRestartsTheHelperWithTheNewSet) {
   WriteHelper(Status(kGpu0, "ok"));
-  CounterHelper helper(Options(), clock_);
+  CounterHelper helper(Options(), clock_, clock_);
   ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Describe().state == "ok"; }));
   ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1},
                         [&] { return Slurp(dir_ / "argv").find(kGpu1) != std::string::npos; }));
@@ -241,7 +244,7 @@ TEST_F(CounterHelperTest, ANewGpuRestartsTheHelperWithTheNewSet) {
 TEST_F(CounterHelperTest, AMissingHelperIsAbsentWithWhereItWasLookedFor) {
   auto options = Options();
   options.helper = dir_ / "nowhere/expanse-cupti-helper";
-  CounterHelper helper(options, clock_);
+  CounterHelper helper(options, clock_, clock_);
   helper.Tick({kGpu0}, buffer_, mu_);
   const Capability capability = helper.Describe();
   EXPECT_EQ(capability.state, "absent");

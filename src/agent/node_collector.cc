@@ -34,7 +34,7 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
       std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
   LoadOpenAllocations();
   if (options_.counters)
-    counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_);
+    counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_, monotonic_);
   if (options_.py_stacks) {
     py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
     py_stacks_->Start();

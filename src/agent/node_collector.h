@@ -122,6 +122,7 @@ class NodeCollector {
   void PublishJobsForStacks();
   std::unique_ptr<PyStacksCollector> py_stacks_;
   void TickCounters();
+  MonotonicClock monotonic_;  // the helper's restarts and silence, immune to clock steps
   std::unique_ptr<CounterHelper> counters_;
   EscalationPolicy escalation_;
   // Stack entries of a collection that could not be handed on: their windows are closed in the

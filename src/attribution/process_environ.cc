@@ -12,10 +12,11 @@
 namespace expanse::attribution {
 namespace {
 
-constexpr std::array<std::string_view, 12> kWanted = {
-    "SLURM_JOB_ID",         "SLURM_JOBID",          "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
-    "SLURM_HET_JOB_ID",     "SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_ID",  "SLURM_PACK_JOB_OFFSET",
-    "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS",       "SLURM_STEP_GPUS",    "CUDA_INJECTION64_PATH"};
+constexpr std::array<std::string_view, 13> kWanted = {
+    "SLURM_JOB_ID",          "SLURM_JOBID",          "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+    "SLURM_HET_JOB_ID",      "SLURM_HET_JOB_OFFSET", "SLURM_PACK_JOB_ID",  "SLURM_PACK_JOB_OFFSET",
+    "CUDA_VISIBLE_DEVICES",  "SLURM_JOB_GPUS",       "SLURM_STEP_GPUS",    "CUDA_INJECTION64_PATH",
+    "EXPANSE_YIELD_COUNTERS"};
 
 bool IsWanted(std::string_view key) {
   for (const std::string_view wanted : kWanted) {
@@ -78,6 +79,9 @@ Result<SlurmEnviron> ParseProcessEnviron(std::string_view bytes, bool truncated)
     if (base != kExpanseAgentLibrary)
       slurm.cuda_tool = std::string(path.substr(0, 256));
   }
+  // A job's own way to claim its GPUs' counters, for a profiler nothing above reveals.
+  if (const auto it = vars.find("EXPANSE_YIELD_COUNTERS"); it != vars.end() && it->second == "1")
+    slurm.cuda_tool = "EXPANSE_YIELD_COUNTERS=1";
   auto job_var = vars.find("SLURM_JOB_ID");
   if (job_var == vars.end()) {
     job_var = vars.find("SLURM_JOBID");

@@ -30,8 +30,9 @@ struct SlurmEnviron {
   std::optional<std::string> slurm_job_gpus;
   std::optional<std::string> slurm_step_gpus;  // what a step task's CUDA indices count over
   // CUDA_INJECTION64_PATH when it names another tool than Expanse's own agent: Nsight Systems or
-  // Compute, compute-sanitizer, or a user's CUPTI injection. Such a process may want the GPU's
-  // profiling counters, so the counter helper lets that GPU go while it runs.
+  // Compute, compute-sanitizer, or a user's CUPTI injection; or "EXPANSE_YIELD_COUNTERS=1" when
+  // the job asked for its GPUs' counters that way. Such a process may want the GPU's profiling
+  // counters, so the counter helper lets that GPU go while it runs.
   std::optional<std::string> cuda_tool;
 };
 

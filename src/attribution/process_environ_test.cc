@@ -36,6 +36,10 @@ TEST(ProcessEnvironTest, AnotherCudaToolIsNamedButExpansesOwnAgentIsNot) {
     ASSERT_TRUE(env.ok());
     EXPECT_FALSE(env->cuda_tool) << own;
   }
+  const auto opt_out = ParseProcessEnviron(Environ({"EXPANSE_YIELD_COUNTERS=1"}), false);
+  ASSERT_TRUE(opt_out.ok());
+  EXPECT_EQ(opt_out->cuda_tool, "EXPANSE_YIELD_COUNTERS=1");
+  EXPECT_FALSE(ParseProcessEnviron(Environ({"EXPANSE_YIELD_COUNTERS=0"}), false)->cuda_tool);
 }
 
 TEST(ProcessEnvironTest, ArrayTask) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -92,11 +93,18 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildProcessOpti
   child->stdout_fd_ = out[0];
   child->kill_grace_ = options.kill_grace;
   fcntl(child->stdout_fd_, F_SETFL, fcntl(child->stdout_fd_, F_GETFL) | O_NONBLOCK);
+  fcntl(child->stdin_fd_, F_SETFL, fcntl(child->stdin_fd_, F_GETFL) | O_NONBLOCK);
   return child;
 }
 
 ChildProcess::~ChildProcess() {
-  Stop();
+  if (!TryWait()) {
+    kill(-pid_, SIGKILL);
+    int raw = 0;
+    // One last look; a child the kernel still holds is left to init once we exit.
+    for (int i = 0; i < 20 && waitpid(pid_, &raw, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   CloseStdin();
   if (stdout_fd_ >= 0)
     close(stdout_fd_);
@@ -136,7 +144,8 @@ void ChildProcess::CloseStdin() {
   stdin_fd_ = -1;
 }
 
-ChildProcess::Lines ChildProcess::ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes) {
+ChildProcess::Lines ChildProcess::ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes,
+                                            size_t budget_bytes) {
   Lines result;
   if (stdout_fd_ < 0) {
     result.closed = true;
@@ -146,14 +155,16 @@ ChildProcess::Lines ChildProcess::ReadLines(std::chrono::milliseconds wait, size
   if (poll(&ready, 1, static_cast<int>(wait.count())) <= 0)
     return result;
   char buffer[8192];
-  while (true) {
-    const ssize_t n = read(stdout_fd_, buffer, sizeof(buffer));
+  size_t taken = 0;
+  while (taken < budget_bytes) {
+    const ssize_t n = read(stdout_fd_, buffer, std::min(sizeof(buffer), budget_bytes - taken));
     if (n == 0) {
       result.closed = true;
       break;
     }
     if (n < 0)
       break;  // EAGAIN: all read for now
+    taken += static_cast<size_t>(n);
     for (ssize_t i = 0; i < n; ++i) {
       const char c = buffer[i];
       if (c == '\n') {
@@ -185,22 +196,35 @@ std::optional<int> ChildProcess::TryWait() {
   return status_;
 }
 
-int ChildProcess::Stop() {
-  if (auto status = TryWait())
-    return *status;
+void ChildProcess::Terminate() {
+  if (terminated_at_ || TryWait())
+    return;
+  CloseStdin();
   kill(-pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + kill_grace_;
+  terminated_at_ = std::chrono::steady_clock::now();
+}
+
+std::optional<int> ChildProcess::Poll() {
+  if (auto status = TryWait())
+    return status;
+  if (!terminated_at_)
+    return std::nullopt;
+  if (!killed_ && std::chrono::steady_clock::now() - *terminated_at_ >= kill_grace_) {
+    kill(-pid_, SIGKILL);
+    killed_ = true;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> ChildProcess::Stop() {
+  Terminate();
+  const auto deadline = std::chrono::steady_clock::now() + kill_grace_ + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (auto status = TryWait())
-      return *status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (auto status = Poll())
+      return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  kill(-pid_, SIGKILL);
-  int raw = 0;
-  while (waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
-  }
-  status_ = DecodeStatus(raw);
-  return *status_;
+  return std::nullopt;
 }
 
 }  // namespace expanse

@@ -4,8 +4,12 @@
 // The child gets pipes for stdin and stdout, inherits stderr (its complaints reach the
 // service's journal), runs in a process group of its own and inherits no other descriptor.
 // Lines it writes are hostile input to the reader: a line longer than the caller's bound is cut
-// and counted, never buffered without limit. The destructor ends the child (SIGTERM, then
-// SIGKILL after a grace period) and reaps it, so no zombie or orphan is left.
+// and counted, and one read takes at most a byte budget, so a child that writes without pause
+// is slowed down by its pipe rather than holding the reader. Writes to it never block: a child
+// that stops reading loses lines (WriteLine says so). Ending it never blocks either: Terminate
+// sends SIGTERM, Poll reaps it or sends SIGKILL after the grace period; a child stuck in the
+// kernel (an uninterruptible driver call) cannot hold its parent. The destructor kills what is
+// left and reaps it if it can.
 #ifndef EXPANSE_CORE_CHILD_PROCESS_H_
 #define EXPANSE_CORE_CHILD_PROCESS_H_
 
@@ -39,7 +43,8 @@ class ChildProcess {
 
   pid_t pid() const { return pid_; }
 
-  // Writes `line` and a newline to the child's stdin; false when the child no longer reads.
+  // Writes `line` and a newline to the child's stdin; false when the child no longer reads or
+  // its pipe is full (the line is then not written).
   bool WriteLine(std::string_view line);
   // Closes the child's stdin (it sees end of input).
   void CloseStdin();
@@ -49,14 +54,22 @@ class ChildProcess {
     size_t oversized = 0;            // lines longer than the bound, dropped
     bool closed = false;             // the child closed its stdout (it exited, usually)
   };
-  // Waits up to `wait` for output, then returns the complete lines read so far.
-  Lines ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes);
+  // Waits up to `wait` for output, then returns the complete lines read so far, reading at most
+  // `budget_bytes`; the rest stays in the pipe for the next call.
+  Lines ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes,
+                  size_t budget_bytes = 256 * 1024);
 
   // The exit status once the child has ended (128 + signal for a signal), reaping it;
   // nullopt while it runs.
   std::optional<int> TryWait();
-  // SIGTERM to its process group, SIGKILL after the grace period; returns the status.
-  int Stop();
+  // SIGTERM to its process group, without waiting. Poll finishes the job.
+  void Terminate();
+  // After Terminate: reaps the child once it has exited, or sends SIGKILL to its group when the
+  // grace period has passed. Returns the status once reaped; never blocks.
+  std::optional<int> Poll();
+  // Terminate, then Poll until reaped or until the grace period and a short wait after SIGKILL
+  // have passed (tests and clean shutdowns); nullopt when the child could not be reaped.
+  std::optional<int> Stop();
 
  private:
   ChildProcess() = default;
@@ -67,6 +80,8 @@ class ChildProcess {
   bool skipping_ = false;  // inside an oversized line, dropping bytes to its newline
   std::optional<int> status_;
   std::chrono::milliseconds kill_grace_{1000};
+  std::optional<std::chrono::steady_clock::time_point> terminated_at_;
+  bool killed_ = false;
 };
 
 }  // namespace expanse

@@ -1,5 +1,7 @@
 #include "core/child_process.h"
 
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "core/test_temp_dir.h"
@@ -68,6 +70,30 @@ TEST(ChildProcessTest, ReportsExitStatusAndSignals) {
   ASSERT_EQ(ReadAll(*stubborn, 1).lines.size(), 1u);
   EXPECT_FALSE(stubborn->TryWait());
   EXPECT_EQ(stubborn->Stop(), 128 + 9);
+}
+
+TEST(ChildProcessTest, OneReadTakesAtMostItsBudget) {
+  auto child = StartShell("yes | head -c 1000000; sleep 5");
+  ASSERT_TRUE(child);
+  size_t lines = 0;
+  while (lines == 0)
+    lines = child->ReadLines(milliseconds(5000), 16, /*budget_bytes=*/4096).lines.size();
+  EXPECT_LE(lines, 2048u);  // "y\n" per line: the budget, not the megabyte waiting in the pipe
+}
+
+TEST(ChildProcessTest, TerminateAndPollNeverWait) {
+  auto stubborn =
+      StartShell("trap '' TERM; echo ready; while :; do sleep 1; done", milliseconds(100));
+  ASSERT_TRUE(stubborn);
+  ASSERT_EQ(ReadAll(*stubborn, 1).lines.size(), 1u);
+  stubborn->Terminate();
+  EXPECT_FALSE(stubborn->Poll());  // SIGTERM ignored, grace not over: still there, no waiting
+  std::optional<int> status;
+  for (int i = 0; i < 1000 && !status; ++i) {  // the grace period passes; SIGKILL; reaped
+    status = stubborn->Poll();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(status, 128 + 9);
 }
 
 TEST(ChildProcessTest, WritingToAChildThatStoppedReadingFailsWithoutSigpipe) {

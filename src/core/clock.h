@@ -25,6 +25,17 @@ class SystemClock final : public Clock {
   }
 };
 
+// Milliseconds since an arbitrary start that never jumps: for deadlines, timeouts and backoff,
+// which a wall-clock step (NTP at boot) must neither fire early nor hold back.
+class MonotonicClock final : public Clock {
+ public:
+  int64_t NowMs() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
 // A clock that moves only when told to. Thread-safe.
 class ManualClock final : public Clock {
  public:

@@ -164,9 +164,12 @@ std::string RenderRecord(const HelperRecord& record) {
       doc["fix"] = status->fix;
     if (!status->series.empty())
       doc["series"] = status->series;
-  } else {
+  } else if (const auto* alive = std::get_if<AliveRecord>(&record)) {
     doc["kind"] = "alive";
-    doc["t_ms"] = std::get<AliveRecord>(record).unix_ms;
+    doc["t_ms"] = alive->unix_ms;
+  } else {
+    doc["kind"] = "fatal";
+    doc["reason"] = std::get<FatalRecord>(record).reason;
   }
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -182,6 +185,10 @@ Result<HelperRecord> ParseRecord(std::string_view line) {
     return ParseCounters(doc);
   if (kind == "status")
     return ParseStatus(doc);
+  if (kind == "fatal") {
+    EXPANSE_ASSIGN_OR_RETURN(std::string reason, TextField(doc, "reason", true));
+    return HelperRecord(FatalRecord{std::move(reason)});
+  }
   if (kind == "alive") {
     EXPANSE_ASSIGN_OR_RETURN(int64_t t, TimeField(doc));
     return HelperRecord(AliveRecord{t});

@@ -50,7 +50,13 @@ struct AliveRecord {
   int64_t unix_ms = 0;
 };
 
-using HelperRecord = std::variant<CounterRecord, StatusRecord, AliveRecord>;
+// The helper's last word before it exits with nothing sampled: "hung_call in cuInit",
+// "CUDA_ERROR_NO_DEVICE in cuInit", "libcuda_not_found: …".
+struct FatalRecord {
+  std::string reason;
+};
+
+using HelperRecord = std::variant<CounterRecord, StatusRecord, AliveRecord, FatalRecord>;
 
 // One line without its newline.
 std::string RenderRecord(const HelperRecord& record);

@@ -34,6 +34,10 @@ TEST(HelperRecordsTest, StatusAndAliveRecordsRoundTrip) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(std::get<StatusRecord>(*parsed).reason, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
   EXPECT_EQ(std::get<StatusRecord>(*parsed).fix, "grant CAP_PERFMON");
+  const auto fatal = ParseRecord(RenderRecord(FatalRecord{"hung_call in cuInit"}));
+  ASSERT_TRUE(fatal.ok());
+  EXPECT_EQ(std::get<FatalRecord>(*fatal).reason, "hung_call in cuInit");
+  EXPECT_FALSE(ParseRecord(R"({"kind":"fatal","reason":"a\u0007b"})").ok());
   const auto alive = ParseRecord(RenderRecord(AliveRecord{42}));
   ASSERT_TRUE(alive.ok());
   EXPECT_EQ(std::get<AliveRecord>(*alive).unix_ms, 42);

@@ -38,7 +38,11 @@ std::vector<CounterSeries> MakeLightSet() {
 }
 
 std::vector<CounterSeries> MakeRichSet() {
-  std::vector<CounterSeries> rich = MakeLightSet();
+  // The one-pass cut drops series from the end, so the escalation's own series come right after
+  // the three activity series and before the Light set's optional ones (throughputs, PCIe,
+  // NVLink): on a chip where the Light set nearly fills a pass, escalating still adds evidence.
+  const std::vector<CounterSeries> light = MakeLightSet();
+  std::vector<CounterSeries> rich(light.begin(), light.begin() + 3);
   const std::vector<CounterSeries> extra = {
       {"gpu.fp32_active",
        {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"},
@@ -51,14 +55,22 @@ std::vector<CounterSeries> MakeRichSet() {
        kPercent},
       {"gpu.l2_hit_rate", {"lts__t_sector_hit_rate.pct"}, kPercent},
       {"gpu.l1_hit_rate", {"l1tex__t_sector_hit_rate.pct"}, kPercent},
-      // Warps stalled per cycle, by reason: memory latency, barriers, pipe and MIO pressure.
-      {"gpu.stall_long_scoreboard", {"smsp__warps_issue_stalled_long_scoreboard.avg"}, 1.0},
-      {"gpu.stall_barrier", {"smsp__warps_issue_stalled_barrier.avg"}, 1.0},
-      {"gpu.stall_math_pipe_throttle", {"smsp__warps_issue_stalled_math_pipe_throttle.avg"}, 1.0},
-      {"gpu.stall_mio_throttle", {"smsp__warps_issue_stalled_mio_throttle.avg"}, 1.0},
-      {"gpu.stall_membar", {"smsp__warps_issue_stalled_membar.avg"}, 1.0},
+      // Warps stalled per active cycle, by reason: memory latency, barriers, pipe and MIO
+      // pressure. Per cycle, so the value does not grow with the sample's length.
+      {"gpu.stall_long_scoreboard",
+       {"smsp__warps_issue_stalled_long_scoreboard.avg.per_cycle_active"},
+       1.0},
+      {"gpu.stall_barrier", {"smsp__warps_issue_stalled_barrier.avg.per_cycle_active"}, 1.0},
+      {"gpu.stall_math_pipe_throttle",
+       {"smsp__warps_issue_stalled_math_pipe_throttle.avg.per_cycle_active"},
+       1.0},
+      {"gpu.stall_mio_throttle",
+       {"smsp__warps_issue_stalled_mio_throttle.avg.per_cycle_active"},
+       1.0},
+      {"gpu.stall_membar", {"smsp__warps_issue_stalled_membar.avg.per_cycle_active"}, 1.0},
   };
   rich.insert(rich.end(), extra.begin(), extra.end());
+  rich.insert(rich.end(), light.begin() + 3, light.end());
   return rich;
 }
 

@@ -27,8 +27,9 @@ std::string_view CounterSetName(CounterSet set);
 // then PCIe and NVLink traffic where one pass still allows them.
 const std::vector<CounterSeries>& LightSet();
 
-// During an escalation window: the Light set, then pipe activity by precision, cache hit rates
-// and the main warp stall reasons.
+// During an escalation window: every Light series, ordered SM/tensor/DRAM activity, then pipe
+// activity by precision, cache hit rates and the main warp stall reasons, then the rest of the
+// Light set (so the one-pass cut takes the optional Light series first).
 const std::vector<CounterSeries>& RichSet();
 
 const std::vector<CounterSeries>& SeriesOf(CounterSet set);

@@ -17,12 +17,19 @@ TEST(MetricSetsTest, LightSetLeadsWithTheSeriesTheConsoleDraws) {
   EXPECT_EQ(light[2].series, "gpu.dram_active");
 }
 
-TEST(MetricSetsTest, RichSetStartsWithTheLightSetSoEscalationKeepsItsSeries) {
+TEST(MetricSetsTest, RichSetKeepsEveryLightSeriesAndPutsItsOwnBeforeTheOptionalOnes) {
   const auto& light = LightSet();
   const auto& rich = RichSet();
   ASSERT_GT(rich.size(), light.size());
-  for (size_t i = 0; i < light.size(); ++i)
+  std::set<std::string> rich_names;
+  for (const auto& series : rich)
+    rich_names.insert(series.series);
+  for (const auto& series : light)
+    EXPECT_EQ(rich_names.count(series.series), 1u) << series.series;
+  for (size_t i = 0; i < 3; ++i)
     EXPECT_EQ(rich[i].series, light[i].series);
+  EXPECT_EQ(rich[3].series, "gpu.fp32_active");  // cut last, after the Light set's optional ones
+  EXPECT_EQ(rich.back().series, light.back().series);
 }
 
 TEST(MetricSetsTest, EverySeriesIsUniqueAndAcceptedByTheRecordFormat) {

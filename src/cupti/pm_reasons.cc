@@ -12,8 +12,9 @@ std::string FixFor(std::string_view reason) {
            "through it (a root shell has rights the service lacks)";
   if (IsCounterContention(reason))
     return "another profiler holds this GPU's counters (Nsight Compute or Systems, DCGM "
-           "profiling, or a job's own CUPTI profiler); the helper lets it have them and retries "
-           "with backoff";
+           "profiling, a job's own CUPTI profiler, or Expanse's own sampler while it runs: probe "
+           "with the service stopped, or read the cupti capability it reports); the helper lets "
+           "it have them and retries with backoff";
   if (reason == kReasonDriverTooOld)
     return "this node's driver serves an older CUDA than this CUPTI variant: install the "
            "variant for the node's driver (--cupti-variant) or upgrade the driver";

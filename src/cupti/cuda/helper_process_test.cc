@@ -1,6 +1,7 @@
 // expanse-cupti-helper run as the sampler runs it, against the fake libcuda.so.1 and
 // libcupti.so.13 (tests/fakes/cupti): real dlopen, real process, real pipes. The scenario file
 // sets what the "driver" answers; the fakes' trace file shows which calls the helper made.
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -347,6 +348,34 @@ TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
     return counters != nullptr && counters->set == CounterSet::kLight;
   });
   EXPECT_NE(Trace().find("lts__t_sector_hit_rate.pct"), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, ATightPassKeepsTheRichSetsOwnSeriesOverOptionalLightOnes) {
+  // Every metric known, five per pass: the Light set is cut to its first five, the Rich set to
+  // the three activity series and its own first two, not the Light set's optional ones.
+  auto scenario = TwoGpus();
+  scenario["known_metrics"] = {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                               "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                               "pcie__read_bytes.sum.per_second",
+                               "sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_elapsed"};
+  scenario["devices"][0]["max_metrics_per_pass"] = 5;
+  SetScenario(scenario);
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  ASSERT_TRUE(helper_->WriteLine(std::string("escalate ") + kUuid0 + " 60"));
+  const CounterRecord* rich = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    rich = Counters(r, kUuid0);
+    return rich != nullptr && rich->set == CounterSet::kRich;
+  });
+  ASSERT_NE(rich, nullptr);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : rich->values)
+    names.push_back(name);
+  std::sort(names.begin(), names.end());  // a JSON object: in name order
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"gpu.dram_active", "gpu.fp16_active", "gpu.fp32_active",
+                                      "gpu.sm_active", "gpu.tensor_active"}));
 }
 
 TEST_F(CuptiHelperStreamTest, EscalationOffKeepsTheLightSet) {

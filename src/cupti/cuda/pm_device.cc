@@ -88,8 +88,12 @@ CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
   add.numMetrics = 1;
   const CuptiStatus error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
   FreeHostObject(host);
-  // An unknown name is an answer, not a failure (CUPTI uses either code for it).
+  // An unknown name is an answer, not a failure. CUPTI may also say INVALID_PARAMETER for it;
+  // that is remembered, so a set where nothing was accepted that way reports the error rather
+  // than "no metrics" (a struct this variant got wrong looks the same).
   *accepted = !error;
+  if (error && error->code == CUPTI_ERROR_INVALID_PARAMETER)
+    saw_invalid_parameter_ = true;
   if (error && error->code != CUPTI_ERROR_INVALID_METRIC_NAME &&
       error->code != CUPTI_ERROR_INVALID_PARAMETER)
     return error;
@@ -165,7 +169,9 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     resolved.metrics.pop_back();
   }
   if (resolved.metrics.empty())
-    return CuptiError{"cuptiProfilerHostConfigAddMetrics", CUPTI_ERROR_INVALID_METRIC_NAME};
+    return CuptiError{"cuptiProfilerHostConfigAddMetrics", saw_invalid_parameter_
+                                                               ? CUPTI_ERROR_INVALID_PARAMETER
+                                                               : CUPTI_ERROR_INVALID_METRIC_NAME};
   *out = &(resolved_[set] = std::move(resolved));
   return std::nullopt;
 }
@@ -185,8 +191,6 @@ CuptiStatus PmDevice::PrepareCounterData() {
   init.pCounterData = counter_data_.data();
   if (auto error = EXPANSE_CUPTI_CALL(PmSamplingCounterDataImageInitialize, init))
     return error;
-  // Re-initialising after each decode costs a CUPTI call; a copy of the blank image is cheaper.
-  counter_data_blank_ = counter_data_;
   return std::nullopt;
 }
 
@@ -286,7 +290,16 @@ CuptiStatus PmDevice::Decode(SecondMeans& means, size_t* samples) {
       values[m] *= active_->series[m]->scale;
     means.Add(sample.startTimestamp, sample.endTimestamp, values);
   }
-  counter_data_ = counter_data_blank_;
+  // Start the image over for the next decode, as NVIDIA's PM sampling sample does; a sample
+  // still being filled at this decode is decoded again, whole, by the next one.
+  auto reset = EXPANSE_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params);
+  reset.pPmSamplingObject = sampler_;
+  reset.counterDataSize = counter_data_.size();
+  reset.pCounterData = counter_data_.data();
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingCounterDataImageInitialize, reset))
+    return error;
+  if (decode.overflow != 0)
+    ++overflows_;
   *samples = completed;
   return std::nullopt;
 }

@@ -66,6 +66,7 @@ class PmDevice {
   void Release();
 
   bool running() const { return running_; }
+  uint64_t overflows() const { return overflows_; }
   const ResolvedSet* active() const { return active_; }
 
  private:
@@ -91,8 +92,9 @@ class PmDevice {
   const ResolvedSet* active_ = nullptr;
   std::vector<const char*> active_names_;
   std::vector<uint8_t> counter_data_;
-  std::vector<uint8_t> counter_data_blank_;
   bool running_ = false;
+  bool saw_invalid_parameter_ = false;
+  uint64_t overflows_ = 0;  // decodes that found the hardware buffer had overflowed
 };
 
 }  // namespace expanse::cupti

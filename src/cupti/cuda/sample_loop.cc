@@ -29,7 +29,12 @@ struct Gpu {
   DevicePlan plan;
   std::unique_ptr<SecondMeans> means;
   std::string last_status;  // pm_sampling + reason last reported, to report changes only
+  int good_decodes = 0;     // since the last start; the backoff starts over after a few
 };
+
+// Decodes in a row that make a GPU count as working again: a GPU that starts and then fails at
+// once must keep backing off, not cycle every few seconds.
+constexpr int kDecodesToTrust = 3;
 
 class Loop {
  public:
@@ -73,7 +78,10 @@ class Loop {
     gpu.pm->Release();
     gpu.means.reset();
     gpu.plan.Released(now);
-    const std::string reason = error.name();
+    gpu.good_decodes = 0;
+    // No metric of the set on this chip: the probe's word for it.
+    const std::string reason =
+        error.code == CUPTI_ERROR_INVALID_METRIC_NAME ? kReasonNoMetrics : error.name();
     Status(
         gpu, IsCounterContention(reason) ? "yielded" : "unavailable",
         IsCounterContention(reason) ? std::string(kReasonYielded) + " (" + reason + ")" : reason);
@@ -85,6 +93,12 @@ class Loop {
         continue;
       const CounterSet wanted = gpu.plan.Wanted(now);
       if (gpu.pm->running() && gpu.pm->active()->set != wanted) {
+        // What the old set recorded since the last period goes out before the switch.
+        size_t samples = 0;
+        if (auto error = gpu.pm->Decode(*gpu.means, &samples)) {
+          Release(gpu, *error, now);
+          continue;
+        }
         Flush(gpu);
         if (auto error = gpu.pm->Start(wanted)) {
           Release(gpu, *error, now);
@@ -100,7 +114,7 @@ class Loop {
           Release(gpu, *error, now);
           continue;
         }
-        gpu.plan.Resumed();
+        gpu.good_decodes = 0;
         gpu.means = std::make_unique<SecondMeans>(gpu.pm->active()->series.size());
         Status(gpu, "ok", "");
         continue;  // the first decode has nothing yet
@@ -110,6 +124,8 @@ class Loop {
         Release(gpu, *error, now);
         continue;
       }
+      if (++gpu.good_decodes == kDecodesToTrust)
+        gpu.plan.Resumed();
       Flush(gpu);
     }
     Emit(AliveRecord{UnixMs()});
@@ -247,8 +263,9 @@ int RunSampleLoop(const CudaLibrary& cuda, CallWatchdog& watchdog, const SampleO
                   const std::atomic<bool>& stop) {
   const CudaInventory inventory = ListDevices(cuda, watchdog);
   if (!inventory.error.empty()) {
-    std::fprintf(stderr, "expanse-cupti-helper: %s in %s\n", inventory.error.c_str(),
-                 inventory.error_call.c_str());
+    const std::string reason = inventory.error + " in " + inventory.error_call;
+    std::fprintf(stderr, "expanse-cupti-helper: %s\n", reason.c_str());
+    WriteLine(options.output_fd, RenderRecord(FatalRecord{reason}));
     return 1;
   }
   std::string cupti_reason = kReasonDriverTooOld;
