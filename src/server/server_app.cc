@@ -82,6 +82,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterDataPlaneRoutes(*app->data_listener_, *app->context_);
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
   RegisterStackRoutes(*app->console_listener_, *app->context_);
+  RegisterLedgerRoutes(*app->console_listener_, *app->context_);
   RegisterConsolePageRoutes(*app->console_listener_);
   if (!app->options_.releases_dir.empty()) {
     EXPANSE_RETURN_IF_ERROR(
