@@ -10,6 +10,14 @@ export const METRICS = [
   ['gpu.tensor_active', 'Tensor pipe activity (CUPTI counters)', '%', 100],
   ['gpu.dram_active', 'DRAM activity (CUPTI counters)', '%', 100],
   ['gpu.sm_throughput', 'SM throughput (CUPTI counters)', '%', 100],
+  // DCGM's own readings keep their source in the name (docs/formats/dcgmi.md): profiling fields
+  // appear where CUPTI does not hold the counters, health and interconnect ones always.
+  ['gpu.dcgm.sm_active', 'SM activity (DCGM profiling)', '%', 100],
+  ['gpu.dcgm.tensor_active', 'Tensor pipe activity (DCGM profiling)', '%', 100],
+  ['gpu.dcgm.dram_active', 'DRAM activity (DCGM profiling)', '%', 100],
+  ['gpu.dcgm.nvlink_bytes_per_s', 'NVLink bandwidth (DCGM)', 'MB/s', 1e-6],
+  ['gpu.dcgm.pcie_replays', 'PCIe replays, cumulative (DCGM)', 'count', 1],
+  ['gpu.dcgm.health', 'Health (DCGM: 0 pass, 1 warn, 2 fail)', 'level', 1],
   ['gpu.mem_used_mib', 'GPU memory used (NVML)', 'MiB', 1],
   ['gpu.mem_util', 'Memory bandwidth utilisation (NVML)', '%', 1],
   ['gpu.power_w', 'Power (NVML)', 'W', 1],

@@ -71,6 +71,11 @@ test('counter ratios are drawn in percent', () => {
   assert.equal(tensor[2], '%');
   assert.equal(tensor[3], 100);
   assert.match(tensor[1], /CUPTI/);
+  // The same measurement from DCGM is its own choice, labelled with its source.
+  const dcgm = METRICS.find(([m]) => m === 'gpu.dcgm.tensor_active');
+  assert.equal(dcgm[3], 100);
+  assert.match(dcgm[1], /DCGM/);
+  assert.doesNotMatch(dcgm[1], /CUPTI/);
 });
 
 test('formats show missing values as a dash and pick readable units', () => {

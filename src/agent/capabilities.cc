@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "agent/counter_helper.h"
+#include "agent/dcgm_enricher.h"
 #include "pystack/pyspy_source.h"
 
 namespace expanse::agent {
@@ -62,13 +63,18 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
     }
   }
 
-  const std::string dcgmi = s.dcgmi.empty() ? FindOnPath("dcgmi", in.path_env) : s.dcgmi;
-  if (dcgmi.empty() || !IsExecutable(dcgmi)) {
+  const std::string dcgmi = FindDcgmi(s.dcgmi, in.path_env);
+  if (in.dcgm) {
+    out["dcgm"] = *in.dcgm;  // the running enrichment knows best
+  } else if (dcgmi.empty() || !IsExecutable(dcgmi)) {
     out["dcgm"] = {"absent", s.dcgmi.empty() ? "dcgmi not found on PATH (EXPANSE_DCGMI unset)"
                                              : "EXPANSE_DCGMI=" + s.dcgmi + " is not executable"};
   } else {
+    // Found, but no enrichment runs in this process (a hook, `diagnostics`): whether the host
+    // engine answers is for the running service to say.
     out["dcgm"] = {"degraded", "dcgmi at " + dcgmi + " (engine " + s.dcgm_host +
-                                   "); DCGM enrichment is not implemented in this daemon version"};
+                                   ") is not running in this process; the service reports "
+                                   "whether the host engine answers"};
   }
 
   // The same lookup the stack collector makes (EXPANSE_PYSPY, the install's bin, PATH), so the

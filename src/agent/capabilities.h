@@ -36,6 +36,9 @@ struct CapabilityInputs {
   // What the running counter helper reports (agent/counter_helper.h), when counters are
   // collected; without it, cupti is described from the settings and the helper's presence.
   std::optional<Capability> cupti;
+  // What the running DCGM enrichment reports (agent/dcgm_enricher.h), when dcgmi is used;
+  // without it, dcgm is described from the settings and dcgmi's presence.
+  std::optional<Capability> dcgm;
 };
 
 // Keys: nvml, nvidia_smi, cupti, dcgm, py_stacks, profiling_permissions.

@@ -51,6 +51,26 @@ TEST_F(CapabilitiesTest, NothingOptionalInstalled) {
   EXPECT_EQ(caps["profiling_permissions"].state, "ok");
 }
 
+TEST_F(CapabilitiesTest, DcgmIsWhatTheRunningEnrichmentSaysElseWhereDcgmiIs) {
+  MakeExecutable(dir_ + "/bin/dcgmi");
+  auto caps = DescribeCapabilities(inputs_);
+  // Found, but only the service that runs it can say whether the host engine answers.
+  EXPECT_EQ(caps["dcgm"].state, "degraded");
+  EXPECT_THAT(caps["dcgm"].reason,
+              HasSubstr("dcgmi at " + dir_ + "/bin/dcgmi (engine localhost:5555)"));
+  inputs_.dcgm = Capability{"ok", "dcgmi dmon on 8 GPUs (engine localhost:5555)"};
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["dcgm"].state, "ok");
+  EXPECT_EQ(caps["dcgm"].reason, "dcgmi dmon on 8 GPUs (engine localhost:5555)");
+  // EXPANSE_DCGMI naming a program that is not there.
+  inputs_.dcgm.reset();
+  inputs_.settings.dcgmi = dir_ + "/nowhere/dcgmi";
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["dcgm"].state, "absent");
+  EXPECT_THAT(caps["dcgm"].reason,
+              HasSubstr("EXPANSE_DCGMI=" + dir_ + "/nowhere/dcgmi is not executable"));
+}
+
 TEST_F(CapabilitiesTest, SettingsDisableAndPointAtTools) {
   inputs_.shared_prefix = dir_ + "/prefix";
   MakeExecutable(inputs_.shared_prefix + "/bin/py-spy");

@@ -161,6 +161,7 @@ RoundReport ControllerRound::Round(bool final) {
       permissions_.Check(now_ms, [this](const std::string& line) { Log(line); });
   inputs.py_stacks = collector_.PyStacksCapability();
   inputs.cupti = collector_.CuptiCapability();
+  inputs.dcgm = collector_.DcgmCapability();
   inputs.path_env = host_.GetEnv("PATH").value_or("/usr/bin:/bin");
   report.inventory = collector_.Inventory();
   report.gpu_use = collector_.GpuUse();

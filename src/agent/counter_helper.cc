@@ -176,6 +176,18 @@ void CounterHelper::HoldFor(const std::set<std::string>& uuids) {
   }
 }
 
+bool CounterHelper::HoldsCounters() const {
+  if (!child_)
+    return false;
+  for (const std::string& uuid : uuids_) {
+    auto it = gpus_.find(uuid);
+    // Not reported yet: it is starting on that GPU. "yielded" and "unavailable" hold nothing.
+    if (it == gpus_.end() || it->second.pm_sampling.empty() || it->second.pm_sampling == "ok")
+      return true;
+  }
+  return false;
+}
+
 Capability CounterHelper::Describe() const {
   if (options_.helper.empty() || access(options_.helper.c_str(), X_OK) != 0)
     return {"absent", "expanse-cupti-helper not found" + (options_.helper.empty()

@@ -90,6 +90,14 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
     counters.period = flags.interval;
     node.counters = counters;
   }
+  if (const std::string dcgmi =
+          FindDcgmi(settings->dcgmi, host.GetEnv("PATH").value_or("/usr/bin:/bin"));
+      !dcgmi.empty()) {
+    DcgmEnricherOptions dcgm;
+    dcgm.dcgmi = {dcgmi, settings->dcgm_host, flags.interval};
+    dcgm.hostname = node.hostname;
+    node.dcgm = dcgm;
+  }
 
   if (flags.role == "sampler") {
     SamplerRoleOptions options;

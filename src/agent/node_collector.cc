@@ -35,6 +35,8 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
   LoadOpenAllocations();
   if (options_.counters)
     counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_, monotonic_);
+  if (options_.dcgm)
+    dcgm_ = std::make_unique<DcgmEnricher>(*options_.dcgm, clock_, monotonic_);
   if (options_.py_stacks) {
     py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
     py_stacks_->Start();
@@ -64,6 +66,12 @@ void NodeCollector::TickFast() {
     PublishJobsForStacks();
   if (counters_)
     TickCounters();
+  if (dcgm_) {
+    std::vector<std::string> uuids;
+    for (const gpu::GpuInfo& gpu : sink_.inventory().gpus)
+      uuids.push_back(gpu.uuid);
+    dcgm_->Tick(uuids, counters_ && counters_->HoldsCounters(), buffer_, buffer_mu_);
+  }
 }
 
 // The helper samples every GPU NVML lists; GPUs of running jobs that go idle or slow down get
@@ -93,6 +101,16 @@ std::optional<Capability> NodeCollector::CuptiCapability() const {
 
 nlohmann::json NodeCollector::CuptiStats() const {
   return counters_ ? counters_->Stats() : nlohmann::json(nullptr);
+}
+
+std::optional<Capability> NodeCollector::DcgmCapability() const {
+  if (!dcgm_)
+    return std::nullopt;
+  return dcgm_->Describe();
+}
+
+nlohmann::json NodeCollector::DcgmStats() const {
+  return dcgm_ ? dcgm_->Stats() : nlohmann::json(nullptr);
 }
 
 // Each job with a cgroup on this node, its processes, and whether the GPUs its hooks recorded

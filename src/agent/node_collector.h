@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/counter_helper.h"
+#include "agent/dcgm_enricher.h"
 #include "agent/escalation_policy.h"
 #include "agent/job_events.h"
 #include "agent/py_stacks.h"
@@ -52,6 +53,9 @@ struct NodeCollectorOptions {
   // Hardware counters from expanse-cupti-helper; unset: not collected (EXPANSE_CUPTI_ENABLE=0,
   // hooks, tests).
   std::optional<CounterHelperOptions> counters;
+  // Health and interconnect telemetry (and DCP fields) through the operator's dcgmi; unset: not
+  // collected (no dcgmi found, hooks, tests).
+  std::optional<DcgmEnricherOptions> dcgm;
 };
 
 // One collection, ready to hand on.
@@ -85,6 +89,9 @@ class NodeCollector {
   // The cupti capability and the helper's counts, when counters are collected.
   std::optional<Capability> CuptiCapability() const;
   nlohmann::json CuptiStats() const;
+  // The dcgm capability and the enrichment's counts, when dcgmi is used.
+  std::optional<Capability> DcgmCapability() const;
+  nlohmann::json DcgmStats() const;
   // Problems met resolving job allocations (a gres.conf that does not parse, sources that
   // disagree), newest last, for the daemon's log and health.
   std::vector<std::string> TakeProblems();
@@ -124,6 +131,7 @@ class NodeCollector {
   void TickCounters();
   MonotonicClock monotonic_;  // the helper's restarts and silence, immune to clock steps
   std::unique_ptr<CounterHelper> counters_;
+  std::unique_ptr<DcgmEnricher> dcgm_;
   EscalationPolicy escalation_;
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).

@@ -87,6 +87,7 @@ class SamplerLoop {
     inputs.profiling_permissions_problem = permissions_.Check(clock_.NowMs(), options_.log);
     inputs.py_stacks = collector_.PyStacksCapability();
     inputs.cupti = collector_.CuptiCapability();
+    inputs.dcgm = collector_.DcgmCapability();
     inputs.path_env = host_.GetEnv("PATH").value_or("/usr/bin:/bin");
     const auto capabilities = DescribeCapabilities(inputs);
     const spool::SpoolWriterCounters counters = writer_->counters();
@@ -100,6 +101,7 @@ class SamplerLoop {
                              {"gpu_use", collector_.GpuUse()},
                              {"py_stacks", collector_.PyStacksStats()},
                              {"cupti", collector_.CuptiStats()},
+                             {"dcgm", collector_.DcgmStats()},
                              {"spool",
                               {{"records_written", counters.records_written},
                                {"files_written", counters.files_written},

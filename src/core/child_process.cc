@@ -58,6 +58,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildProcessOpti
   posix_spawnattr_init(&attr);
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  if (options.merge_stderr)
+    posix_spawn_file_actions_adddup2(&actions, out[1], 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   sigset_t empty;
   sigemptyset(&empty);

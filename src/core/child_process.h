@@ -2,14 +2,14 @@
 // (expanse-cupti-helper, a streaming `dcgmi dmon`), as opposed to RunSubprocess's run-to-end.
 //
 // The child gets pipes for stdin and stdout, inherits stderr (its complaints reach the
-// service's journal), runs in a process group of its own and inherits no other descriptor.
-// Lines it writes are hostile input to the reader: a line longer than the caller's bound is cut
-// and counted, and one read takes at most a byte budget, so a child that writes without pause
-// is slowed down by its pipe rather than holding the reader. Writes to it never block: a child
-// that stops reading loses lines (WriteLine says so). Ending it never blocks either: Terminate
-// sends SIGTERM, Poll reaps it or sends SIGKILL after the grace period; a child stuck in the
-// kernel (an uninterruptible driver call) cannot hold its parent. The destructor kills what is
-// left and reaps it if it can.
+// service's journal) unless told to merge it into stdout, runs in a process group of its own and
+// inherits no other descriptor. Lines it writes are hostile input to the reader: a line longer than
+// the caller's bound is cut and counted, and one read takes at most a byte budget, so a child that
+// writes without pause is slowed down by its pipe rather than holding the reader. Writes to it
+// never block: a child that stops reading loses lines (WriteLine says so). Ending it never blocks
+// either: Terminate sends SIGTERM, Poll reaps it or sends SIGKILL after the grace period; a child
+// stuck in the kernel (an uninterruptible driver call) cannot hold its parent. The destructor kills
+// what is left and reaps it if it can.
 #ifndef EXPANSE_CORE_CHILD_PROCESS_H_
 #define EXPANSE_CORE_CHILD_PROCESS_H_
 
@@ -31,6 +31,9 @@ struct ChildProcessOptions {
   // "NAME=value" entries replacing the child's environment; unset inherits ours.
   std::optional<std::vector<std::string>> env;
   std::chrono::milliseconds kill_grace{1000};
+  // Send the child's stderr into the same pipe as its stdout, for a program that reports some
+  // failures on one stream and some on the other (dcgmi); otherwise stderr is inherited.
+  bool merge_stderr = false;
 };
 
 class ChildProcess {

@@ -58,6 +58,19 @@ TEST(ChildProcessTest, DropsAndCountsOversizedLines) {
   EXPECT_EQ(lines.oversized, 1u);
 }
 
+TEST(ChildProcessTest, MergesStderrIntoStdoutWhenAsked) {
+  ChildProcessOptions options{{"/bin/sh", "-c", "echo out; echo err >&2; echo out2"},
+                              std::nullopt,
+                              milliseconds(1000),
+                              true};
+  auto child = ChildProcess::Start(options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto lines = ReadAll(**child, 100);
+  EXPECT_TRUE(lines.closed);
+  EXPECT_EQ(lines.lines, (std::vector<std::string>{"out", "err", "out2"}));
+  EXPECT_EQ((*child)->Stop(), 0);
+}
+
 TEST(ChildProcessTest, ReportsExitStatusAndSignals) {
   auto exits = StartShell("exit 7");
   ASSERT_TRUE(exits);

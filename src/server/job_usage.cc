@@ -11,6 +11,14 @@ namespace {
 
 constexpr double kMsPerHour = 3'600'000.0;
 
+bool Counted(const std::vector<tsdb::Bucket>& buckets) {
+  for (const tsdb::Bucket& b : buckets) {
+    if (b.count > 0)
+      return true;
+  }
+  return false;
+}
+
 struct Window {
   int64_t from_ms;
   int64_t to_ms;
@@ -34,6 +42,9 @@ struct UsagePlan {
     size_t mem = 0;     // gpu.mem_used_mib in one
     size_t active = 0;  // gpu.sm_active in one
     size_t tensor = 0;  // gpu.tensor_active in one
+    // The same from DCGM's profiling fields, used for a GPU the CUPTI helper did not count.
+    size_t dcgm_active = 0;
+    size_t dcgm_tensor = 0;
   };
   struct Host {
     size_t cpu = 0;  // job.cpu_used_cores in one bucket
@@ -63,7 +74,11 @@ UsagePlan PlanJobUsage(const JobUsageInput& in, int64_t now_ms, int buckets,
         ask({job.compute_id, a.host, a.gpu_uuid, "gpu.sm_active"}, w.from_ms, w.to_ms, 1);
     const size_t tensor =
         ask({job.compute_id, a.host, a.gpu_uuid, "gpu.tensor_active"}, w.from_ms, w.to_ms, 1);
-    plan.gpus.push_back({w, sm, mem, active, tensor});
+    const size_t dcgm_active =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.dcgm.sm_active"}, w.from_ms, w.to_ms, 1);
+    const size_t dcgm_tensor =
+        ask({job.compute_id, a.host, a.gpu_uuid, "gpu.dcgm.tensor_active"}, w.from_ms, w.to_ms, 1);
+    plan.gpus.push_back({w, sm, mem, active, tensor, dcgm_active, dcgm_tensor});
   }
   // CPU and memory from the job's cgroup series on each of its hosts ("job/<id>" devices).
   const int64_t to = job.end_ms != 0 ? job.end_ms : now_ms;
@@ -99,6 +114,7 @@ JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
   } sm_active, tensor_active;
   int64_t last_active_end = 0;
   int64_t last_sampled_end = 0;
+  unsigned sources = 0;  // 1: CUPTI counted some GPU, 2: DCGM did
   for (const UsagePlan::Gpu& gpu : plan.gpus) {
     const Window& w = gpu.window;
     u.allocated_gpu_hours += (w.to_ms - w.from_ms) / kMsPerHour;
@@ -128,9 +144,17 @@ JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
       ++u.gpus_active;
     for (const auto& b : answers[gpu.mem])
       u.gpu_mem_peak_mib = std::max(u.gpu_mem_peak_mib, b.max);
-    sm_active.Add(answers[gpu.active]);
-    tensor_active.Add(answers[gpu.tensor]);
+    // Per GPU, CUPTI's counters where the helper counted, else DCGM's: one source per GPU, so
+    // no second is counted twice.
+    const bool cupti = Counted(answers[gpu.active]) || Counted(answers[gpu.tensor]);
+    const bool dcgm =
+        !cupti && (Counted(answers[gpu.dcgm_active]) || Counted(answers[gpu.dcgm_tensor]));
+    sm_active.Add(answers[cupti ? gpu.active : gpu.dcgm_active]);
+    tensor_active.Add(answers[cupti ? gpu.tensor : gpu.dcgm_tensor]);
+    sources |= (cupti ? 1 : 0) | (dcgm ? 2 : 0);
   }
+  static constexpr const char* kSources[] = {"", "cupti", "dcgm", "cupti+dcgm"};
+  u.counters_source = kSources[sources];
   u.sm_active_mean = sm_active.Value();
   u.tensor_active_mean = tensor_active.Value();
   if (sm_count > 0)

@@ -24,10 +24,14 @@ struct JobUsage {
   bool has_gpu_samples = false;
   double sm_mean = 0;  // percent, over every sampled GPU-second of the job
   double sm_peak = 0;
-  // Hardware counters (CUPTI), ratios 0..1 over every counted GPU-second of the job's GPUs;
-  // negative when no counter reached the server (no helper, no permission, no GPU).
+  // Hardware counters, ratios 0..1 over every counted GPU-second of the job's GPUs: per GPU the
+  // CUPTI helper's (gpu.sm_active, gpu.tensor_active), or DCGM's profiling fields
+  // (gpu.dcgm.*) for a GPU the helper did not count; negative when neither reached the server
+  // (no helper or DCGM, no permission, no GPU).
   double sm_active_mean = -1;
   double tensor_active_mean = -1;
+  // Where those came from: "cupti", "dcgm", "cupti+dcgm" (some GPUs each), "" for neither.
+  std::string counters_source;
   double gpu_mem_peak_mib = 0;
   // GPU time the job held with no activity: the "allocated but idle" waste.
   double idle_gpu_hours = 0;

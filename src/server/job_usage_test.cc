@@ -35,6 +35,7 @@ void ExpectSameUsage(const JobUsage& a, const JobUsage& b, const std::string& jo
   EXPECT_EQ(a.sm_peak, b.sm_peak) << job;
   EXPECT_EQ(a.sm_active_mean, b.sm_active_mean) << job;
   EXPECT_EQ(a.tensor_active_mean, b.tensor_active_mean) << job;
+  EXPECT_EQ(a.counters_source, b.counters_source) << job;
   EXPECT_EQ(a.gpu_mem_peak_mib, b.gpu_mem_peak_mib) << job;
   EXPECT_EQ(a.idle_gpu_hours, b.idle_gpu_hours) << job;
   EXPECT_EQ(a.allocated_gpu_hours, b.allocated_gpu_hours) << job;
@@ -225,6 +226,27 @@ TEST_F(JobUsageTest, CounterMeansWeighEveryGpuSecondAndAreUnknownWithoutCounters
   ASSERT_TRUE(usage.ok()) << usage.status();
   EXPECT_DOUBLE_EQ(usage->sm_active_mean, 0.7);
   EXPECT_EQ(usage->tensor_active_mean, -1);  // no tensor counter reached the server
+  EXPECT_EQ(usage->counters_source, "cupti");
+
+  // DCGM's profiling fields count for a GPU the helper did not count, never beside it: GPU 0's
+  // DCGM seconds are ignored, GPU 2's (no CUPTI) are taken.
+  store::GpuAllocation third = allocations[0];
+  third.gpu_uuid = "GPU-n1-2";
+  third.gpu_index = 2;
+  allocations.push_back(third);
+  tsdb::Batch dcgm;
+  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.dcgm.sm_active"},
+                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.0}, {kT0 + 2000, 0.0}});
+  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.sm_active"},
+                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.3}, {kT0 + 2000, 0.3}});
+  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.tensor_active"},
+                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.2}, {kT0 + 2000, 0.4}});
+  ASSERT_TRUE(tsdb_->Append("dcgm", dcgm).ok());
+  usage = ComputeJobUsage(*tsdb_, job, allocations, {"n1"}, kT0 + kHour);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_DOUBLE_EQ(usage->sm_active_mean, (3 * 0.9 + 0.1 + 2 * 0.3) / 6);
+  EXPECT_DOUBLE_EQ(usage->tensor_active_mean, 0.3);
+  EXPECT_EQ(usage->counters_source, "cupti+dcgm");
 }
 
 TEST_F(JobUsageTest, JobsWithUsageEqualsTheOneJobPathOnRandomJobs) {

@@ -23,6 +23,8 @@ json UsageJson(const JobUsage& u) {
           {"sm_peak", u.sm_peak},
           {"sm_active_mean", or_null(u.sm_active_mean)},
           {"tensor_active_mean", or_null(u.tensor_active_mean)},
+          {"counters_source",
+           u.counters_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(u.counters_source)},
           {"gpu_mem_peak_mib", u.gpu_mem_peak_mib},
           {"allocated_gpu_hours", u.allocated_gpu_hours},
           {"idle_gpu_hours", u.idle_gpu_hours},

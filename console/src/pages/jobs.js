@@ -28,11 +28,13 @@ const COLUMNS = [
     cell: (j) => `${j.requested.gpus} / ${j.used.has_gpu_samples ? j.used.gpus_active : '—'}`},
   {key: 'sm_mean', label: 'SM mean/peak', value: (j) => j.used.sm_mean,
     cell: (j) => j.used.has_gpu_samples ? `${percent(j.used.sm_mean)} / ${percent(j.used.sm_peak)}` : '—'},
-  // Hardware counters (CUPTI): how much of the SMs and tensor pipes the job kept busy, where
-  // utilisation only says a kernel was running.
+  // Hardware counters (CUPTI, or DCGM's profiling fields where the helper did not count): how
+  // much of the SMs and tensor pipes the job kept busy, where utilisation only says a kernel was
+  // running. The source is named unless it is CUPTI alone.
   {key: 'sm_active', label: 'SM/tensor active', value: (j) => j.used.sm_active_mean ?? -1,
     cell: (j) => j.used.sm_active_mean == null ? '—'
-      : `${ratioPercent(j.used.sm_active_mean)} / ${ratioPercent(j.used.tensor_active_mean)}`},
+      : `${ratioPercent(j.used.sm_active_mean)} / ${ratioPercent(j.used.tensor_active_mean)}` +
+        (j.used.counters_source && j.used.counters_source !== 'cupti' ? ` (${j.used.counters_source.toUpperCase()})` : '')},
   {key: 'mem_peak', label: 'GPU mem peak', value: (j) => j.used.gpu_mem_peak_mib, cell: (j) => j.used.has_gpu_samples ? mib(j.used.gpu_mem_peak_mib) : '—'},
   {key: 'cpu_eff', label: 'CPU/mem eff.', value: (j) => j.used.cpu_efficiency ?? -1,
     cell: (j) => `${ratioPercent(j.used.cpu_efficiency)} / ${ratioPercent(j.used.mem_efficiency)}`},

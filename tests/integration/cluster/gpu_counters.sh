@@ -3,7 +3,10 @@
 # runs the real expanse-cupti-helper against the fake libcuda + libcupti pair (tests/fakes/cupti),
 # its per-second SM, tensor and DRAM activity reach the server as the job's timeline, keyed by
 # the same GPU UUIDs as the NVML series; EXPANSE_CUPTI_ENABLE=0 on one worker removes them there
-# only, and each worker's heartbeat report says so.
+# only, and each worker's heartbeat report says so. DCGM beside it, through a fake `dcgmi`
+# speaking dcgmi's recorded formats (tests/fakes/dcgm): health and interconnect series on both
+# workers, DCGM's profiling fields only on the worker where CUPTI does not hold the counters,
+# keyed by NVML's UUIDs although DCGM numbers the GPUs the other way round.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
@@ -19,6 +22,15 @@ cat >"$prefix/cupti-test/expanse-cupti-helper" <<WRAP
 exec "$helper" --libcuda="$BUILD/fakes/cupti/libcuda.so.1" --libcupti="$BUILD/fakes/cupti/libcupti.so.13" "\$@"
 WRAP
 chmod 755 "$prefix/cupti-test/expanse-cupti-helper"
+
+# The operator's dcgmi, as EXPANSE_DCGMI would name it; its host engine's behaviour per worker
+# comes from that worker's /etc/expanse/fake-dcgm.json.
+mkdir -p "$prefix/dcgm-test"
+cat >"$prefix/dcgm-test/dcgmi" <<WRAP
+#!/bin/sh
+EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "\$@"
+WRAP
+chmod 755 "$prefix/dcgm-test/dcgmi"
 
 # GPU UUIDs as NVML and CUDA print them (hex), the same in both fake libraries.
 uuid() { printf 'GPU-0000000%d-0000-4000-8000-0000000000%02x' "$1" "$2"; }
@@ -37,16 +49,27 @@ for w in $EXPANSE_TC_WORKERS; do
     "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed": 71.0,
     "dram__cycles_active.avg.pct_of_peak_sustained_elapsed": 35.0}}]}
 JSON
+  # DCGM's GPU 0 is NVML's second GPU: the series must follow UUIDs, not positions. The job's
+  # GPU (minor lo) fails its memory health check.
+  "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-dcgm.json" <<JSON
+{"gpus": [
+  {"id": 0, "uuid": "$(uuid $n "$lo")", "values": {"1002": 0.62, "1004": 0.41, "202": 3}},
+  {"id": 1, "uuid": "$(uuid $n "$hi")", "values": {"1002": 0.11, "202": 0}}],
+ "health": {"incidents": [{"entity_group": "GPU", "entity_id": 0, "system": "Memory system",
+   "health": "Failure", "message": "Detected 2 volatile double-bit ECC error(s) in GPU 0."}]}}
+JSON
   enable=1
   [[ "$w" == "$w2" ]] && enable=0
   "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/daemon.env" <<ENV
 EXPANSE_CUPTI_HELPER=$prefix/cupti-test/expanse-cupti-helper
 EXPANSE_CUPTI_ENABLE=$enable
+EXPANSE_DCGMI=$prefix/dcgm-test/dcgmi
 ENV
 done
 cleanup_counters() {
   for w in $EXPANSE_TC_WORKERS; do
-    "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/fake-cupti.json /etc/expanse/daemon.env || true
+    "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/fake-cupti.json /etc/expanse/fake-dcgm.json \
+      /etc/expanse/daemon.env || true
   done
   dc_cleanup
 }
@@ -80,6 +103,30 @@ wait_until 60 "$w1's cupti capability ok in the heartbeat" bash -c "curl -sS --c
 assert_match 'PM sampling on 2 GPUs' "$(caps "$w1")" "cupti capability of $w1"
 assert_eq 'disabled EXPANSE_CUPTI_ENABLE=0' "$(caps "$w2" | jq -r '"\(.state) \(.reason)"')" "cupti capability of $w2"
 pass "heartbeat: cupti ok on $w1, disabled on $w2"
+
+# DCGM: health and interconnect series of the job's GPU on both workers, under gpu.dcgm.* names.
+points_on() { timeline "$1" | jq --arg h "$2" '[.series[] | select(.host == $h) | .points[]] | length'; }
+for w in "$w1" "$w2"; do
+  wait_until 60 "gpu.dcgm.health of job $job on $w" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.dcgm.health&points=500' | jq --arg h '$w' '[.series[] | select(.host == \$h) | .points[]] | length') -ge 1 ]]"
+  read -r lo _ < <(dc_minors "$w")
+  n=1; [[ "$w" == "$w2" ]] && n=2
+  assert_eq "$(uuid $n "$lo")" "$(timeline gpu.dcgm.pcie_replays | jq -r --arg h "$w" '[.series[] | select(.host == $h) | .gpu_uuid] | unique | join(",")')" \
+    "the job's GPU on $w in gpu.dcgm.pcie_replays (DCGM's GPU 0, NVML's UUID)"
+  assert_eq 3 "$(mean_on gpu.dcgm.pcie_replays "$w")" "PCIe replays of the job's GPU on $w"
+  assert_eq 2 "$(mean_on gpu.dcgm.health "$w")" "health of the job's GPU on $w (memory failure)"
+done
+# DCGM's profiling fields only where CUPTI does not hold the counters.
+wait_until 60 "gpu.dcgm.sm_active of job $job on $w2" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.dcgm.sm_active&points=500' | jq --arg h '$w2' '[.series[] | select(.host == \$h) | .points[]] | length') -ge 2 ]]"
+assert_eq 0.620 "$(mean_on gpu.dcgm.sm_active "$w2" | xargs printf '%.3f')" "DCGM SM activity on $w2"
+assert_eq 0.410 "$(mean_on gpu.dcgm.tensor_active "$w2" | xargs printf '%.3f')" "DCGM tensor activity on $w2"
+assert_eq 0 "$(points_on gpu.dcgm.sm_active "$w1")" "gpu.dcgm.sm_active points on $w1, where CUPTI holds the counters"
+dcgm_caps() { api GET "/api/v1/computes/$COMPUTE" | jq -r --arg h "$1" '.heartbeat.workers.reports[]? | select(.host == $h) | .capabilities.dcgm | "\(.state) \(.reason)"'; }
+wait_until 60 "$w2's dcgm capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -e --arg h '$w2' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.dcgm.state == \"ok\"' >/dev/null"
+assert_match '^ok dcgmi dmon on 2 GPUs' "$(dcgm_caps "$w1")" "dcgm capability of $w1"
+assert_match 'profiling fields off: expanse-cupti-helper holds the counters' "$(dcgm_caps "$w1")" "dcgm capability of $w1"
+assert_match 'health fail, GPU 0 memory: Detected 2 volatile double-bit ECC' "$(dcgm_caps "$w2")" "dcgm capability of $w2"
+if [[ "$(dcgm_caps "$w2")" == *"profiling fields off"* ]]; then fail "$w2 has no CUPTI, yet DCGM's profiling fields are off: $(dcgm_caps "$w2")"; fi
+pass "DCGM: health and PCIe series on both workers by NVML UUID, profiling fields on $w2 only"
 touch "$DIR/counters.seen"
 wait_job_done "$job" 120
 dc_assert_no_drain

@@ -1,0 +1,470 @@
+#include "agent/dcgm_enricher.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "dcgm/dcgm_fields.h"
+#include "dcgm/dcgmi_errors.h"
+#include "dcgm/discovery_parser.h"
+
+namespace expanse::agent {
+namespace {
+
+constexpr size_t kMaxCommandOutputBytes = 1 << 20;  // the parsers' own limit
+// A field is called unsupported on this node once this many rows showed it N/A and none a value.
+constexpr uint64_t kUnsupportedAfterRows = 3;
+
+bool IsPath(const std::string& name) { return name.find('/') != std::string::npos; }
+
+// "exited with status 223 (DCGM_ST_MODULE_NOT_LOADED)".
+std::string ExitText(std::optional<int> status) {
+  if (!status)
+    return "exited";
+  std::string text = "exited with status " + std::to_string(*status);
+  if (auto code = dcgm::DcgmReturnOfExitStatus(*status)) {
+    const std::string_view name = dcgm::DcgmReturnName(*code);
+    if (!name.empty())
+      text += " (" + std::string(name) + ")";
+  }
+  return text;
+}
+
+std::string ErrorText(const dcgm::DcgmiError& error) {
+  std::string text = std::string(dcgm::FailureReason(error.failure));
+  if (error.dcgm_return) {
+    const std::string_view name = dcgm::DcgmReturnName(*error.dcgm_return);
+    text += " (" + (name.empty() ? std::to_string(*error.dcgm_return) : std::string(name)) + ")";
+  }
+  return text + ": " + error.message;
+}
+
+// "engine_unreachable: dcgmi discovery: Error: ...": the stable reason first, for operators'
+// searches, then what dcgmi said.
+std::string StatusText(const Status& status) {
+  return status.reason().empty() ? status.message() : status.reason() + ": " + status.message();
+}
+
+int HealthValue(dcgm::Health health) {
+  switch (health) {
+    case dcgm::Health::kPass:
+      return 0;
+    case dcgm::Health::kWarn:
+      return 1;
+    case dcgm::Health::kFail:
+      return 2;
+    case dcgm::Health::kUnknown:
+      break;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::string FindDcgmi(const std::string& setting, const std::string& path_env) {
+  if (!setting.empty() && IsPath(setting))
+    return setting;
+  return FindOnPath(setting.empty() ? "dcgmi" : setting, path_env);
+}
+
+DcgmEnricher::DcgmEnricher(DcgmEnricherOptions options, Clock& wall, Clock& monotonic)
+    : options_(std::move(options)), wall_(wall), monotonic_(monotonic) {
+  options_.dcgmi.interval = std::clamp(options_.dcgmi.interval, std::chrono::milliseconds(100),
+                                       std::chrono::milliseconds(60'000));
+  options_.silence_limit = std::max(options_.silence_limit, 3 * options_.dcgmi.interval);
+}
+
+DcgmEnricher::~DcgmEnricher() = default;  // ChildProcess ends and reaps what is left
+
+void DcgmEnricher::Tick(const std::vector<std::string>& uuids, bool cupti_holds_counters,
+                        telemetry::SeriesBuffer& buffer, std::mutex& buffer_mu) {
+  const int64_t now = monotonic_.NowMs();
+  std::erase_if(stopping_, [](const auto& child) { return child->Poll().has_value(); });
+  const std::set<std::string> listed(uuids.begin(), uuids.end());
+  if (listed != nvml_uuids_) {
+    nvml_uuids_ = listed;
+    gpus_.clear();  // map again against the new list; dmon streams every GPU regardless
+  }
+  if (nvml_uuids_.empty()) {
+    StopDmon();
+    return;
+  }
+  cupti_holds_ = cupti_holds_counters;
+  if (cupti_holds_counters)
+    cupti_released_ms_ = -1;
+  else if (cupti_released_ms_ < 0)
+    cupti_released_ms_ = now;
+  bool want_dcp = !cupti_holds_counters && now >= dcp_refused_until_ms_;
+  if (want_dcp && dmon_ && !dmon_has_dcp_ && now - cupti_released_ms_ < options_.dcp_settle.count())
+    want_dcp = false;  // CUPTI only just let go: do not restart dmon for a helper's restart
+  TickDiscovery(now);
+  TickDmon(now, want_dcp, buffer, buffer_mu);
+  TickHealth(now, buffer, buffer_mu);
+}
+
+void DcgmEnricher::TickDiscovery(int64_t now) {
+  if (!gpus_.empty())
+    return;
+  if (!discovery_) {
+    if (now < retry_at_ms_)
+      return;
+    auto run = DcgmiRun::Start(dcgm::DiscoveryArgv(options_.dcgmi), options_.env, now,
+                               options_.command_deadline, kMaxCommandOutputBytes);
+    if (!run.ok()) {
+      Failed(now, run.status().message());
+      return;
+    }
+    discovery_ = std::move(*run);
+    ++discoveries_;
+  }
+  std::optional<DcgmiRunResult> done = discovery_->Poll(now);
+  if (!done)
+    return;
+  discovery_.reset();
+  if (done->timed_out) {
+    ++timeouts_;
+    Failed(now, "dcgmi discovery -l gave no answer within " +
+                    std::to_string(options_.command_deadline.count() / 1000) + " s");
+    return;
+  }
+  auto listed = dcgm::ParseDiscoveryList(done->output);
+  if (!listed.ok()) {
+    Failed(now, StatusText(listed.status()) + (done->exit_status && *done->exit_status != 0
+                                                   ? " (" + ExitText(done->exit_status) + ")"
+                                                   : ""));
+    return;
+  }
+  foreign_uuids_.clear();
+  for (const dcgm::DiscoveredGpu& gpu : *listed) {
+    if (gpu.uuid.empty())
+      continue;
+    if (nvml_uuids_.count(gpu.uuid) != 0)
+      gpus_[gpu.gpu_id] = gpu.uuid;
+    else
+      foreign_uuids_.push_back(gpu.uuid);
+  }
+  if (gpus_.empty()) {
+    Failed(now, "the DCGM host engine at " + Engine() + " lists " + std::to_string(listed->size()) +
+                    " GPUs, none of them one this node's NVML lists");
+    return;
+  }
+  next_health_ms_ = std::min(next_health_ms_, now);  // a first check as soon as GPUs are known
+}
+
+void DcgmEnricher::StartDmon(int64_t now, bool with_dcp) {
+  std::vector<uint16_t> ids = dcgm::DmonFieldIds(with_dcp);
+  auto parser = dcgm::DmonParser::Create(ids);
+  if (!parser.ok()) {
+    Failed(now, parser.status().message());
+    return;
+  }
+  // stderr merged: dmon's watch and field errors go there.
+  ChildProcessOptions child_options{dcgm::DmonArgv(options_.dcgmi, ids), options_.env,
+                                    std::chrono::milliseconds(2000), true};
+  auto child = ChildProcess::Start(child_options);
+  if (!child.ok()) {
+    Failed(now, child.status().message());
+    return;
+  }
+  dmon_ = std::move(*child);
+  dmon_->CloseStdin();
+  parser_ = std::move(*parser);
+  dmon_has_dcp_ = with_dcp;
+  last_line_ms_ = now;
+  dmon_closed_ms_ = -1;
+  dmon_error_.clear();
+  unsupported_.clear();
+  ++dmon_starts_;
+}
+
+void DcgmEnricher::StopDmon() {
+  if (!dmon_)
+    return;
+  if (parser_) {
+    const dcgm::DmonCounters& c = parser_->counters();
+    dmon_totals_.lines += c.lines;
+    dmon_totals_.samples += c.samples;
+    dmon_totals_.errors += c.errors;
+    dmon_totals_.refused += c.refused;
+    dmon_totals_.oversized += c.oversized;
+    dmon_totals_.values_na += c.values_na;
+    dmon_totals_.values_refused += c.values_refused + c.values_truncated;
+    dmon_totals_.header_mismatches += c.header_mismatches;
+    dmon_totals_.other_entities += c.other_entities;
+  }
+  dmon_->Terminate();
+  stopping_.push_back(std::move(dmon_));
+}
+
+void DcgmEnricher::Failed(int64_t now, const std::string& why) {
+  StopDmon();
+  gpus_.clear();  // the engine may come back with other ids: discover again first
+  problem_ = why;
+  backoff_ = backoff_.count() == 0 ? options_.restart_initial
+                                   : std::min(backoff_ * 2, options_.restart_max);
+  retry_at_ms_ = now + backoff_.count();
+}
+
+void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer& buffer,
+                            std::mutex& buffer_mu) {
+  if (dmon_ && dmon_has_dcp_ != want_dcp)
+    StopDmon();  // the field set changes only with a new dmon
+  if (!dmon_) {
+    if (gpus_.empty() || now < retry_at_ms_)
+      return;
+    StartDmon(now, want_dcp);
+    if (!dmon_)
+      return;
+  }
+  const auto lines = dmon_->ReadLines(std::chrono::milliseconds(0), dcgm::kMaxDmonLineBytes);
+  // Rows read in one tick are dated now and only each GPU's newest is kept: dmon prints no
+  // time, and after a stall the backlog would otherwise stack up points at one instant.
+  std::map<uint32_t, dcgm::DmonSample> newest;
+  std::optional<dcgm::DcgmiError> error;
+  for (const std::string& line : lines.lines) {
+    dcgm::DmonEvent event = parser_->Feed(line);
+    if (auto* sample = std::get_if<dcgm::DmonSample>(&event)) {
+      ++dmon_samples_;
+      const uint32_t id = sample->gpu_id;
+      newest[id] = std::move(*sample);
+    } else if (auto* failure = std::get_if<dcgm::DcgmiError>(&event)) {
+      error = *failure;
+    }
+  }
+  if (!lines.lines.empty() || lines.oversized > 0)
+    last_line_ms_ = now;
+  if (!newest.empty()) {
+    const int64_t at = wall_.NowMs();
+    std::lock_guard lock(buffer_mu);
+    for (const auto& [id, sample] : newest)
+      Write(sample, at, buffer);
+    backoff_ = std::chrono::milliseconds(0);  // values flow: a working engine, fresh backoff
+    problem_.clear();
+  }
+  unsupported_.clear();
+  for (const dcgm::DmonFieldStats& field : parser_->field_stats()) {
+    if (field.present == 0 && field.na >= kUnsupportedAfterRows) {
+      const dcgm::FieldSpec* spec = dcgm::FindField(field.field_id);
+      // The last XID is N/A until a GPU has had one: that is news, not a missing field.
+      if (spec != nullptr && spec->kind != dcgm::FieldKind::kLastXid)
+        unsupported_.push_back(std::string(spec->series));
+    }
+  }
+
+  if (error && error->failure == dcgm::DcgmiFailure::kWatchFailed && dmon_has_dcp_) {
+    // The engine will not watch the profiling fields (module not loaded, unsupported GPU,
+    // another profiler holds them): the rest is still wanted, at once, without them.
+    dcp_refusal_ = ErrorText(*error);
+    dcp_refused_until_ms_ = now + options_.dcp_retry.count();
+    StopDmon();
+    return;
+  }
+  if (error && error->failure != dcgm::DcgmiFailure::kStopped)
+    dmon_error_ = ErrorText(*error);  // dmon exits after its errors; said with its status
+  if (lines.closed || dmon_closed_ms_ >= 0) {
+    // Its output closed: it has exited or is about to. Its status says why (a DCGM return
+    // code); give it a moment to be reapable, never a wait.
+    if (dmon_closed_ms_ < 0)
+      dmon_closed_ms_ = now;
+    const std::optional<int> status = dmon_->TryWait();
+    if (!status && now - dmon_closed_ms_ < 2'000)
+      return;
+    Failed(now, "dcgmi dmon " + ExitText(status) +
+                    (dmon_error_.empty() ? std::string() : ": " + dmon_error_));
+  } else if (now - last_line_ms_ > options_.silence_limit.count()) {
+    ++timeouts_;
+    Failed(now, "dcgmi dmon silent for " + std::to_string(options_.silence_limit.count() / 1000) +
+                    " s; restarting");
+  }
+}
+
+void DcgmEnricher::Write(const dcgm::DmonSample& sample, int64_t at_ms,
+                         telemetry::SeriesBuffer& buffer) {
+  auto gpu = gpus_.find(sample.gpu_id);
+  if (gpu == gpus_.end()) {
+    ++unmapped_rows_;  // a GPU NVML does not list, or one that came after discovery
+    return;
+  }
+  for (const dcgm::DmonValue& value : sample.values) {
+    if (!value.value)
+      continue;
+    const dcgm::FieldSpec* spec = dcgm::FindField(value.field_id);
+    if (spec == nullptr)
+      continue;
+    buffer.Add({options_.hostname, gpu->second, std::string(spec->series)}, at_ms, *value.value);
+    ++series_points_;
+  }
+}
+
+void DcgmEnricher::TickHealth(int64_t now, telemetry::SeriesBuffer& buffer, std::mutex& buffer_mu) {
+  if (!health_) {
+    if (gpus_.empty() || now < next_health_ms_)
+      return;
+    health_setting_ = false;
+    auto run = DcgmiRun::Start(dcgm::HealthCheckArgv(options_.dcgmi), options_.env, now,
+                               options_.command_deadline, kMaxCommandOutputBytes);
+    next_health_ms_ = now + options_.health_every.count();
+    if (!run.ok()) {
+      health_problem_ = run.status().message();
+      return;
+    }
+    health_ = std::move(*run);
+    ++health_checks_;
+  }
+  std::optional<DcgmiRunResult> done = health_->Poll(now);
+  if (!done)
+    return;
+  health_.reset();
+  HealthDone(*done, now, buffer, buffer_mu);
+}
+
+void DcgmEnricher::HealthDone(const DcgmiRunResult& run, int64_t now,
+                              telemetry::SeriesBuffer& buffer, std::mutex& buffer_mu) {
+  const std::string command = health_setting_ ? "dcgmi health -s a" : "dcgmi health -c -j";
+  if (run.timed_out) {
+    ++timeouts_;
+    health_problem_ = command + " gave no answer within " +
+                      std::to_string(options_.command_deadline.count() / 1000) + " s";
+    return;
+  }
+  if (health_setting_) {
+    if (run.exit_status != 0)
+      health_problem_ = command + " " + ExitText(run.exit_status);
+    return;
+  }
+  auto report = dcgm::ParseHealthCheck(run.output);
+  if (!report.ok()) {
+    health_problem_ = command + ": " + StatusText(report.status());
+    // No watches on the group yet: set them (all systems), once in a while, and check at the
+    // next minute. They stay in the host engine after dcgmi exits.
+    if (report.status().reason() == "health_watches_not_enabled" &&
+        (watches_set_ms_ < 0 || now - watches_set_ms_ >= 10 * options_.health_every.count())) {
+      auto set = DcgmiRun::Start(dcgm::HealthSetArgv(options_.dcgmi), options_.env, now,
+                                 options_.command_deadline, kMaxCommandOutputBytes);
+      if (set.ok()) {
+        health_ = std::move(*set);
+        health_setting_ = true;
+        watches_set_ms_ = now;
+      }
+    }
+    return;
+  }
+  health_problem_.clear();
+  last_health_ = std::move(*report);
+  have_health_ = true;
+  // Every mapped GPU gets a point: a healthy one is absent from the report, and a chart must
+  // tell "healthy" from "not checked".
+  std::map<std::string, int> worst;
+  for (const auto& [id, uuid] : gpus_)
+    worst[uuid] = 0;
+  for (const dcgm::EntityHealth& entity : last_health_.entities) {
+    auto gpu = gpus_.find(entity.entity_id);
+    if (entity.entity_group != "GPU" || gpu == gpus_.end())
+      continue;
+    worst[gpu->second] = std::max(worst[gpu->second], HealthValue(entity.health));
+  }
+  const int64_t at = wall_.NowMs();
+  std::lock_guard lock(buffer_mu);
+  for (const auto& [uuid, value] : worst) {
+    if (value >= 0)
+      buffer.Add({options_.hostname, uuid, "gpu.dcgm.health"}, at, value);
+  }
+}
+
+std::string DcgmEnricher::DcpOffReason() const {
+  if (cupti_holds_)
+    return "expanse-cupti-helper holds the counters";
+  if (!dcp_refusal_.empty() && monotonic_.NowMs() < dcp_refused_until_ms_)
+    return "the host engine refused them: " + dcp_refusal_;
+  return "expanse-cupti-helper released the counters moments ago";
+}
+
+Capability DcgmEnricher::Describe() const {
+  if (access(options_.dcgmi.dcgmi.c_str(), X_OK) != 0)
+    return {"absent", options_.dcgmi.dcgmi + " is not executable"};
+  if (nvml_uuids_.empty())
+    return {"absent", "no GPU to watch (NVML lists none)"};
+  if (!dmon_ || !problem_.empty()) {
+    if (problem_.empty())
+      return {"degraded", "dcgmi starting (engine " + Engine() + ")"};
+    return {"degraded", "DCGM unavailable (engine " + Engine() + "): " + problem_ + "; retrying"};
+  }
+  std::string reason =
+      "dcgmi dmon on " + std::to_string(gpus_.size()) + " GPUs (engine " + Engine() + ")";
+  if (!dmon_has_dcp_)
+    reason += "; profiling fields off: " + DcpOffReason();
+  if (!unsupported_.empty()) {
+    reason += "; unsupported here:";
+    for (const std::string& series : unsupported_)
+      reason += " " + series;
+  }
+  if (!health_problem_.empty()) {
+    reason += "; health: " + health_problem_;
+  } else if (have_health_ && last_health_.overall != dcgm::Health::kPass) {
+    reason += "; health " + std::string(dcgm::HealthName(last_health_.overall));
+    for (const dcgm::EntityHealth& entity : last_health_.entities) {
+      for (const dcgm::HealthIncident& incident : entity.incidents)
+        reason += ", " + entity.entity_group + " " + std::to_string(entity.entity_id) + " " +
+                  incident.system + ": " + incident.message;
+    }
+  }
+  return {"ok", reason};
+}
+
+nlohmann::json DcgmEnricher::Stats() const {
+  nlohmann::json gpus = nlohmann::json::object();
+  for (const auto& [id, uuid] : gpus_)
+    gpus[std::to_string(id)] = uuid;
+  dcgm::DmonCounters c = dmon_totals_;
+  if (dmon_ && parser_) {
+    c.refused += parser_->counters().refused;
+    c.errors += parser_->counters().errors;
+    c.values_na += parser_->counters().values_na;
+    c.values_refused += parser_->counters().values_refused + parser_->counters().values_truncated;
+  }
+  nlohmann::json stats = {{"dcgmi", options_.dcgmi.dcgmi},
+                          {"engine", Engine()},
+                          {"dmon_running", dmon_ != nullptr},
+                          {"profiling_fields", dmon_ != nullptr && dmon_has_dcp_},
+                          {"dmon_starts", dmon_starts_},
+                          {"rows", dmon_samples_},
+                          {"points", series_points_},
+                          {"unmapped_rows", unmapped_rows_},
+                          {"lines_refused", c.refused},
+                          {"error_lines", c.errors},
+                          {"values_na", c.values_na},
+                          {"values_refused", c.values_refused},
+                          {"discoveries", discoveries_},
+                          {"health_checks", health_checks_},
+                          {"timeouts", timeouts_},
+                          {"stopping", stopping_.size()},
+                          {"gpus", gpus},
+                          {"unsupported", unsupported_}};
+  if (!foreign_uuids_.empty())
+    stats["not_listed_by_nvml"] = foreign_uuids_;
+  if (!problem_.empty())
+    stats["problem"] = problem_;
+  if (dmon_ && !dmon_has_dcp_)
+    stats["profiling_fields_off"] = DcpOffReason();
+  if (!health_problem_.empty())
+    stats["health_problem"] = health_problem_;
+  if (have_health_) {
+    nlohmann::json findings = nlohmann::json::array();
+    for (const dcgm::EntityHealth& entity : last_health_.entities) {
+      for (const dcgm::HealthIncident& incident : entity.incidents) {
+        auto gpu = gpus_.find(entity.entity_id);
+        findings.push_back(
+            {{"entity", entity.entity_group + " " + std::to_string(entity.entity_id)},
+             {"uuid",
+              entity.entity_group == "GPU" && gpu != gpus_.end() ? gpu->second : std::string()},
+             {"system", incident.system},
+             {"health", dcgm::HealthName(incident.health)},
+             {"message", incident.message}});
+      }
+    }
+    stats["health"] = {{"overall", dcgm::HealthName(last_health_.overall)}, {"findings", findings}};
+  }
+  return stats;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,379 @@
+#include "agent/dcgm_enricher.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kGpu0[] = "GPU-7271b7f6-6341-8c0b-275d-7cfdc47af3b0";
+constexpr char kGpu1[] = "GPU-0b5c1a2e-93f4-4d8e-a1c7-5e2f9d3b6a14";
+constexpr int64_t kNow = 1'800'000'000'000;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The enrichment against tests/fakes/dcgm/dcgmi, a real process speaking dcgmi's recorded
+// formats; the scenario file says what the "host engine" does, and the fake re-reads it every
+// dmon interval. Both clocks are manual: silence, deadlines and backoff move only when a test
+// advances them, while the fake's output takes real time to arrive.
+class DcgmEnricherTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Scenario(TwoGpus()); }
+
+  static nlohmann::json TwoGpus() {
+    return {{"gpus",
+             {{{"id", 0},
+               {"name", "NVIDIA H200"},
+               {"pci_bus_id", "00000000:00:06.0"},
+               {"uuid", kGpu0},
+               {"values", {{"1002", 0.931}, {"202", 14}, {"1004", 0.5}}}},
+              {{"id", 1},
+               {"name", "NVIDIA H200"},
+               {"pci_bus_id", "00000000:00:07.0"},
+               {"uuid", kGpu1},
+               {"values", {{"1002", 0.25}, {"202", 0}}}}}}};
+  }
+
+  void Scenario(const nlohmann::json& scenario) {
+    // Whole-file replace: the fake must never read half a scenario.
+    std::ofstream(dir_ / "scenario.tmp") << scenario.dump();
+    std::filesystem::rename(dir_ / "scenario.tmp", dir_ / "scenario.json");
+  }
+
+  DcgmEnricherOptions Options() {
+    DcgmEnricherOptions options;
+    options.dcgmi = {std::string(EXPANSE_SOURCE_DIR) + "/tests/fakes/dcgm/dcgmi", "localhost:5555",
+                     std::chrono::milliseconds(100)};
+    options.hostname = "n1";
+    options.env = std::vector<std::string>{
+        "PATH=/usr/bin:/bin", "EXPANSE_FAKE_DCGM_SCENARIO=" + dir_ / "scenario.json",
+        "EXPANSE_FAKE_DCGM_LOG=" + dir_ / "calls", "EXPANSE_FAKE_DCGM_STATE=" + dir_ / "state"};
+    return options;
+  }
+
+  template <typename Done>
+  bool TickUntil(DcgmEnricher& enricher, const std::vector<std::string>& gpus, bool cupti,
+                 Done done) {
+    for (int i = 0; i < 1500; ++i) {
+      enricher.Tick(gpus, cupti, buffer_, mu_);
+      if (done())
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  // Moves the monotonic clock on by `ms` in steps of 5 s, letting dmon's rows arrive after each,
+  // as they would in real time: a jump past the silence limit would rightly stop dmon.
+  void AdvanceWhileStreaming(DcgmEnricher& enricher, const std::vector<std::string>& gpus,
+                             int64_t ms) {
+    for (int64_t done = 0; done < ms; done += 5'000) {
+      monotonic_.Advance(std::min<int64_t>(5'000, ms - done));
+      const uint64_t rows = enricher.Stats()["rows"].get<uint64_t>();
+      ASSERT_TRUE(TickUntil(enricher, gpus, false, [&] {
+        return enricher.Stats()["rows"].get<uint64_t>() > rows;
+      })) << enricher.Stats().dump();
+    }
+  }
+
+  // The newest value of (uuid, metric) taken from the buffer so far, keeping the rest.
+  std::optional<double> Latest(const std::string& uuid, const std::string& metric) {
+    for (auto& record : buffer_.Take())
+      taken_.push_back(std::move(record));
+    std::optional<double> latest;
+    for (const auto& record : taken_) {
+      if (record.device == uuid && record.metric == metric && !record.v.empty())
+        latest = record.v.back();
+    }
+    return latest;
+  }
+  bool Has(const std::string& uuid, const std::string& metric) {
+    return Latest(uuid, metric).has_value();
+  }
+
+  // The dmon command lines the fake was started with.
+  std::vector<std::string> DmonCalls() {
+    std::vector<std::string> calls;
+    std::istringstream lines(Slurp(dir_ / "calls"));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("\"dmon\"") != std::string::npos)
+        calls.push_back(line);
+    }
+    return calls;
+  }
+
+  testing::TempDir dir_{"dcgm_enricher_test"};
+  ManualClock wall_{kNow};
+  ManualClock monotonic_{1'000'000};
+  telemetry::SeriesBuffer buffer_;
+  std::vector<wire::SeriesRecord> taken_;
+  std::mutex mu_;
+};
+
+TEST_F(DcgmEnricherTest, DmonFieldsBecomeDcgmSeriesKeyedByTheNvmlUuid) {
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu1, kGpu0}, false, [&] {
+    return Has(kGpu1, "gpu.dcgm.sm_active") && Has(kGpu0, "gpu.dcgm.health");
+  })) << enricher.Stats().dump();
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.sm_active"), 0.931);
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.tensor_active"), 0.5);
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.pcie_replays"), 14);
+  EXPECT_DOUBLE_EQ(*Latest(kGpu1, "gpu.dcgm.sm_active"), 0.25);
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.health"), 0);  // healthy, and checked
+  EXPECT_EQ(taken_[0].host, "n1");
+  EXPECT_FALSE(Has(kGpu0, "gpu.sm_active"));  // never under the helper's or NVML's names
+  const Capability capability = enricher.Describe();
+  EXPECT_EQ(capability.state, "ok") << capability.reason;
+  EXPECT_THAT(capability.reason, HasSubstr("dcgmi dmon on 2 GPUs (engine localhost:5555)"));
+  // One long-lived dmon for the node, with every catalogue field, DCP ones included.
+  const auto calls = DmonCalls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THAT(calls[0], HasSubstr("\"-e\", \"202,230,"));
+  EXPECT_THAT(calls[0], HasSubstr(",1002,"));
+  EXPECT_THAT(calls[0], HasSubstr("\"-d\", \"100\""));
+  EXPECT_EQ(enricher.Stats()["dmon_starts"], 1);
+}
+
+TEST_F(DcgmEnricherTest, ProfilingFieldsStayOutWhileCuptiHoldsTheCountersAndComeBackAfter) {
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, true,
+                        [&] { return Has(kGpu0, "gpu.dcgm.pcie_replays"); }));
+  EXPECT_FALSE(Has(kGpu0, "gpu.dcgm.sm_active"));
+  EXPECT_THAT(DmonCalls()[0], Not(HasSubstr("1002")));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("profiling fields off: expanse-cupti-helper holds the counters"));
+  // CUPTI lets go (the helper stopped): not at once, a helper restart must not bounce dmon...
+  for (int i = 0; i < 20; ++i)
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+  EXPECT_EQ(DmonCalls().size(), 1u);
+  // ...but once it stayed away past the settling time, dmon comes back with the DCP fields.
+  monotonic_.Advance(61'000);
+  ASSERT_TRUE(
+      TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return Has(kGpu0, "gpu.dcgm.sm_active"); }));
+  ASSERT_EQ(DmonCalls().size(), 2u);
+  EXPECT_THAT(DmonCalls()[1], HasSubstr("1002"));
+  // And CUPTI taking the counters again drops them at once.
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, true, [&] { return DmonCalls().size() == 3; }));
+  EXPECT_THAT(DmonCalls()[2], Not(HasSubstr("1002")));
+}
+
+TEST_F(DcgmEnricherTest, ARefusedProfilingWatchGivesADmonWithoutItAndSaysWhy) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["profiling"] = "module_not_loaded";
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return Has(kGpu0, "gpu.dcgm.pcie_replays");
+  })) << enricher.Stats().dump();
+  EXPECT_FALSE(Has(kGpu0, "gpu.dcgm.sm_active"));
+  const auto calls = DmonCalls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_THAT(calls[0], HasSubstr("1002"));
+  EXPECT_THAT(calls[1], Not(HasSubstr("1002")));
+  const Capability capability = enricher.Describe();
+  EXPECT_EQ(capability.state, "ok");
+  EXPECT_THAT(capability.reason, HasSubstr("profiling fields off: the host engine refused them: "
+                                           "watch_failed (DCGM_ST_MODULE_NOT_LOADED)"));
+}
+
+TEST_F(DcgmEnricherTest, AnUnreachableEngineDegradesTheCapabilityAndIsRetriedWithBackoff) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["engine"] = "unreachable";
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats().contains("problem"); }));
+  Capability capability = enricher.Describe();
+  EXPECT_EQ(capability.state, "degraded");
+  EXPECT_THAT(capability.reason, HasSubstr("DCGM unavailable (engine localhost:5555)"));
+  EXPECT_THAT(capability.reason, HasSubstr("engine_unreachable"));
+  EXPECT_TRUE(buffer_.empty());
+  EXPECT_EQ(enricher.Stats()["discoveries"], 1);
+  // Within the backoff nothing is tried again.
+  for (int i = 0; i < 10; ++i)
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+  EXPECT_EQ(enricher.Stats()["discoveries"], 1);
+  // The engine comes back; after the backoff the values flow.
+  Scenario(TwoGpus());
+  monotonic_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return Has(kGpu0, "gpu.dcgm.pcie_replays"); }));
+  EXPECT_EQ(enricher.Describe().state, "ok");
+}
+
+TEST_F(DcgmEnricherTest, GpusThisNodesNvmlDoesNotListAreNeverWritten) {
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0}, false, [&] {
+    return Has(kGpu0, "gpu.dcgm.sm_active") && enricher.Stats()["unmapped_rows"] > 0;
+  })) << enricher.Stats().dump();
+  EXPECT_FALSE(Has(kGpu1, "gpu.dcgm.sm_active"));
+  EXPECT_EQ(enricher.Stats()["not_listed_by_nvml"][0], kGpu1);
+}
+
+TEST_F(DcgmEnricherTest, AnEngineWithOnlyOtherMachinesGpusIsRefused) {
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  const std::string other = "GPU-11111111-2222-3333-4444-555555555555";
+  ASSERT_TRUE(
+      TickUntil(enricher, {other}, false, [&] { return enricher.Stats().contains("problem"); }));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("lists 2 GPUs, none of them one this node's NVML lists"));
+  EXPECT_TRUE(buffer_.empty());
+}
+
+TEST_F(DcgmEnricherTest, GarbageAmongRowsIsRefusedAndCountedWhileRowsCount) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["dmon"] = {{"garbage_every", 1}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return enricher.Stats()["lines_refused"] >= 3 && enricher.Stats()["rows"] >= 6;
+  })) << enricher.Stats().dump();
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.sm_active"), 0.931);
+  EXPECT_EQ(enricher.Describe().state, "ok");
+  EXPECT_EQ(enricher.Stats()["dmon_starts"], 1);  // hostile lines do not restart it
+}
+
+TEST_F(DcgmEnricherTest, FieldsNaOnEveryRowAreNamedUnsupported) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["unsupported_fields"] = {1011, 1012, 230};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return !enricher.Stats()["unsupported"].empty(); }));
+  EXPECT_FALSE(Has(kGpu0, "gpu.dcgm.nvlink_tx_bytes_per_s"));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("unsupported here: gpu.dcgm.nvlink_tx_bytes_per_s "
+                        "gpu.dcgm.nvlink_rx_bytes_per_s"));
+  // No XID yet is not a missing field.
+  EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("last_xid")));
+}
+
+TEST_F(DcgmEnricherTest, HealthFindingsBecomeAPointAndAReason) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["health"] = {{"incidents",
+                         {{{"entity_group", "GPU"},
+                           {"entity_id", 1},
+                           {"system", "Memory system"},
+                           {"health", "Failure"},
+                           {"message", "Detected 2 volatile double-bit ECC error(s) in GPU 1."}}}}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(
+      TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return Has(kGpu1, "gpu.dcgm.health"); }));
+  EXPECT_DOUBLE_EQ(*Latest(kGpu1, "gpu.dcgm.health"), 2);
+  EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.health"), 0);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Describe().state == "ok"; }));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("health fail, GPU 1 memory: Detected 2 volatile double-bit ECC error(s) "
+                        "in GPU 1."));
+  const nlohmann::json finding = enricher.Stats()["health"]["findings"][0];
+  EXPECT_EQ(finding["uuid"], kGpu1);
+  EXPECT_EQ(finding["system"], "memory");
+  // Checked again a minute later, not before.
+  const auto checks = enricher.Stats()["health_checks"].get<int>();
+  for (int i = 0; i < 10; ++i)
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+  EXPECT_EQ(enricher.Stats()["health_checks"], checks);
+  AdvanceWhileStreaming(enricher, {kGpu0, kGpu1}, 60'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats()["health_checks"] == checks + 1; }));
+}
+
+TEST_F(DcgmEnricherTest, WatchesNotEnabledAreSetOnceAndTheNextCheckWorks) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["health"] = {{"enabled", false}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return Slurp(dir_ / "calls").find("\"-s\", \"a\"") != std::string::npos &&
+           std::filesystem::exists(dir_ / "state");
+  }));
+  EXPECT_FALSE(Has(kGpu0, "gpu.dcgm.health"));
+  EXPECT_THAT(enricher.Describe().reason, HasSubstr("health_watches_not_enabled"));
+  AdvanceWhileStreaming(enricher, {kGpu0, kGpu1}, 60'000);
+  ASSERT_TRUE(
+      TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return Has(kGpu0, "gpu.dcgm.health"); }));
+  EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("health")));
+}
+
+TEST_F(DcgmEnricherTest, ADmonThatFallsSilentIsStoppedAndRestarted) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["dmon"] = {{"hang_after_rounds", 2}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(
+      TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return enricher.Stats()["rows"] >= 4; }));
+  monotonic_.Advance(31'000);
+  enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+  Capability capability = enricher.Describe();
+  EXPECT_EQ(capability.state, "degraded");
+  EXPECT_THAT(capability.reason, HasSubstr("dcgmi dmon silent for 30 s; restarting"));
+  Scenario(TwoGpus());
+  monotonic_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats()["dmon_starts"] == 2; }));
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Describe().state == "ok"; }));
+}
+
+TEST_F(DcgmEnricherTest, AHungDcgmiIsEndedAtItsDeadline) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["hang"] = true;
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  for (int i = 0; i < 20; ++i) {
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(enricher.Describe().state, "degraded");
+  EXPECT_THAT(enricher.Describe().reason, HasSubstr("dcgmi starting"));
+  monotonic_.Advance(20'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats()["timeouts"] == 1; }));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("dcgmi discovery -l gave no answer within 20 s"));
+}
+
+TEST_F(DcgmEnricherTest, DmonExitingReportsItsStatusByDcgmName) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["dmon"] = {{"lose_engine_after_rounds", 1}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats().contains("problem"); }));
+  EXPECT_THAT(enricher.Describe().reason,
+              HasSubstr("dcgmi dmon exited with status 235 (DCGM_ST_CONNECTION_NOT_VALID)"));
+  EXPECT_THAT(enricher.Describe().reason, HasSubstr("read_failed"));
+}
+
+TEST(FindDcgmiTest, APathIsTakenAsGivenAndANameIsLookedUpOnPath) {
+  testing::TempDir dir("find_dcgmi_test");
+  const std::string dcgmi = dir / "dcgmi";
+  std::ofstream(dcgmi) << "#!/bin/sh\n";
+  chmod(dcgmi.c_str(), 0755);
+  EXPECT_EQ(FindDcgmi("/opt/dcgm/bin/dcgmi", "/usr/bin"), "/opt/dcgm/bin/dcgmi");
+  EXPECT_EQ(FindDcgmi("", "/nonexistent:" + dir.path()), dcgmi);
+  EXPECT_EQ(FindDcgmi("dcgmi", dir.path()), dcgmi);
+  EXPECT_EQ(FindDcgmi("", "/nonexistent"), "");
+}
+
+}  // namespace
+}  // namespace expanse::agent
