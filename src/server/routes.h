@@ -55,6 +55,8 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
 void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 // The idle ledger: GET /api/v1/computes/{id}/jobs/{job}/ledger and /api/v1/orgs/{org}/efficiency.
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
+// Verdicts: GET /api/v1/computes/{id}/jobs/{job}/verdicts.
+void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context);
 
 // The caller of a console/script request: an API token (Authorization: Bearer exp_at_…) or the
 // session cookie plus X-CSRF-Token on state-changing requests; rate-limited per caller.

@@ -83,6 +83,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
   RegisterStackRoutes(*app->console_listener_, *app->context_);
   RegisterLedgerRoutes(*app->console_listener_, *app->context_);
+  RegisterVerdictRoutes(*app->console_listener_, *app->context_);
   RegisterConsolePageRoutes(*app->console_listener_);
   if (!app->options_.releases_dir.empty()) {
     EXPANSE_RETURN_IF_ERROR(

@@ -1,0 +1,120 @@
+// Verdicts end to end: a job ingested from the compute's daemon (series, allocations) and its
+// verdicts read back through the console API.
+#include <cstdint>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_test_util.h"
+
+namespace expanse::server {
+namespace {
+
+using api_testing::kStart;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kEnd = kStart + 600'000;
+
+// Job 77 on two GPUs of worker2 for ten minutes, one sample a second: GPU-busy at 95 % with
+// its process, GPU-idle at 0 with nothing on it.
+std::string JobBatch() {
+  json series = json::array();
+  const auto add = [&](const std::string& device, const std::string& metric, double value) {
+    json dt = json::array(), v = json::array();
+    for (int i = 0; i < 600; ++i) {
+      dt.push_back(i == 0 ? 0 : 1000);
+      v.push_back(value);
+    }
+    series.push_back({{"host", "worker2"},
+                      {"device", device},
+                      {"metric", metric},
+                      {"t0", kStart},
+                      {"dt", dt},
+                      {"v", v}});
+  };
+  add("GPU-busy", "gpu.sm_util", 95);
+  add("GPU-busy", "gpu.processes", 1);
+  add("GPU-idle", "gpu.sm_util", 0);
+  add("GPU-idle", "gpu.processes", 0);
+  json allocations = json::array();
+  int index = 0;
+  for (const char* gpu : {"GPU-busy", "GPU-idle"}) {
+    allocations.push_back({{"job_id", "77"},
+                           {"host", "worker2"},
+                           {"gpu_uuid", gpu},
+                           {"gpu_index", index++},
+                           {"from_ms", kStart},
+                           {"to_ms", kEnd}});
+  }
+  return json{{"version", 1},
+              {"stream", "telemetry"},
+              {"sequence", 1},
+              {"series", series},
+              {"jobs",
+               {{{"job_id", "77"},
+                 {"state", "COMPLETED"},
+                 {"user", "ana"},
+                 {"account", "ml"},
+                 {"partition", "gpu"},
+                 {"req_gpus", 2},
+                 {"start_ms", kStart},
+                 {"end_ms", kEnd},
+                 {"observed_ms", kStart}}}},
+              {"gpu_allocations", allocations}}
+      .dump();
+}
+
+class ApiVerdictsTest : public api_testing::ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    compute_ = NewCompute(token_);
+    const std::string credential = Exchange(IssueToken(compute_)).body.value("credential", "");
+    Reply ingested = Call("POST", "/dp/v1/ingest", JobBatch(), Bearer(credential));
+    ASSERT_EQ(ingested.status, 200) << ingested.body;
+    clock_.Set(kStart + 3'600'000);
+  }
+  std::string compute_;
+};
+
+TEST_F(ApiVerdictsTest, AJobsVerdictsComeWithTheirEvidence) {
+  Reply r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/verdicts", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["job_id"], "77");
+  EXPECT_EQ(r.body["running"], false);
+  EXPECT_EQ(r.body["cell_ms"], 10'000);
+  EXPECT_EQ(r.body["from_ms"], kStart);
+  EXPECT_EQ(r.body["to_ms"], kEnd);
+  EXPECT_EQ(r.body["thresholds"], (json{{"stuck_after_s", 600}, {"min_interval_s", 60}}));
+  const json& verdicts = r.body["verdicts"];
+  ASSERT_EQ(verdicts.size(), 2u) << verdicts.dump();
+  EXPECT_EQ(verdicts[0]["code"], "no_process");
+  EXPECT_EQ(verdicts[0]["gpus"], json::array({"GPU-idle"}));
+  EXPECT_EQ(verdicts[0]["hosts"], json::array({"worker2"}));
+  EXPECT_EQ(verdicts[0]["from_ms"], kStart);
+  EXPECT_EQ(verdicts[0]["to_ms"], kEnd);
+  EXPECT_EQ(verdicts[0]["evidence"]["gpus"][0]["gpu_processes_max"], 0);
+  EXPECT_EQ(verdicts[1]["code"], "over_allocated");
+  EXPECT_EQ(verdicts[1]["suggestion"], "ask for 1 GPU, not 2 (--gres=gpu:1)");
+  EXPECT_GT(verdicts[1]["confidence"].get<double>(), 0.5);
+}
+
+TEST_F(ApiVerdictsTest, BadThresholdsAndUnknownJobsAreRefused) {
+  Reply r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/verdicts?stuck_after_s=5", "",
+                 Bearer(token_));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body.dump(), HasSubstr("stuck_after_s"));
+  r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/78/verdicts", "", Bearer(token_));
+  EXPECT_EQ(r.status, 404);
+  // A shorter stuck threshold is taken (and echoed).
+  r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/verdicts?stuck_after_s=60", "",
+           Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["thresholds"]["stuck_after_s"], 60);
+}
+
+}  // namespace
+}  // namespace expanse::server

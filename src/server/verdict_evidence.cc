@@ -1,0 +1,187 @@
+#include "server/verdict_evidence.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace expanse::server {
+namespace {
+
+// The series read per GPU and per host, in the order of the queries.
+enum GpuSeries { kUtil, kPower, kMem, kProcesses, kSmActive, kDcgmSmActive, kGpuSeriesCount };
+constexpr const char* kGpuMetrics[] = {"gpu.sm_util",   "gpu.power_w",   "gpu.mem_used_mib",
+                                       "gpu.processes", "gpu.sm_active", "gpu.dcgm.sm_active"};
+enum HostSeries { kCpu, kJobGpuProcesses, kHostSeriesCount };
+constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.gpu_processes"};
+
+size_t CellOf(const JobCells& cells, int64_t t_ms) {
+  if (t_ms <= cells.start_ms)
+    return 0;
+  return std::min(cells.cells, static_cast<size_t>((t_ms - cells.start_ms) / cells.cell_ms));
+}
+
+size_t CellEnd(const JobCells& cells, int64_t t_ms) {
+  if (t_ms <= cells.start_ms)
+    return 0;
+  const int64_t span = t_ms - cells.start_ms;
+  return std::min(cells.cells, static_cast<size_t>((span + cells.cell_ms - 1) / cells.cell_ms));
+}
+
+}  // namespace
+
+std::map<std::string, GpuModel> GpuModelsFromHeartbeat(std::string_view heartbeat_json) {
+  std::map<std::string, GpuModel> out;
+  const nlohmann::json doc = nlohmann::json::parse(heartbeat_json, nullptr, false);
+  if (!doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array())
+    return out;
+  for (const auto& node : doc["nodes"]) {
+    if (!node.is_object() || !node.contains("gpus") || !node["gpus"].is_array())
+      continue;
+    for (const auto& gpu : node["gpus"]) {
+      if (!gpu.is_object() || !gpu.contains("uuid") || !gpu["uuid"].is_string())
+        continue;
+      GpuModel m;
+      if (gpu.contains("model") && gpu["model"].is_string())
+        m.model = gpu["model"].get<std::string>();
+      if (gpu.contains("memory_total_mib") && gpu["memory_total_mib"].is_number())
+        m.memory_total_mib = gpu["memory_total_mib"].get<double>();
+      out[gpu["uuid"].get<std::string>()] = m;
+    }
+  }
+  return out;
+}
+
+Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+                                const std::vector<store::GpuAllocation>& allocations,
+                                const std::vector<std::string>& hosts,
+                                const std::map<std::string, GpuModel>& models, int64_t now_ms) {
+  JobCells cells;
+  cells.requested_gpus = job.req_gpus;
+  // From the allocation's start (the Prolog), not the first process.
+  int64_t start = job.start_ms;
+  for (const store::GpuAllocation& a : allocations) {
+    if (a.from_ms > 0 && (start == 0 || a.from_ms < start))
+      start = a.from_ms;
+  }
+  const int64_t end = job.end_ms != 0 ? job.end_ms : now_ms;
+  if (start == 0 || end <= start)
+    return cells;
+  const int64_t span = end - start;
+  int64_t cell =
+      std::max<int64_t>(kMinVerdictCellMs, (span + static_cast<int64_t>(kMaxVerdictCells) - 1) /
+                                               static_cast<int64_t>(kMaxVerdictCells));
+  cell = (cell + kMinVerdictCellMs - 1) / kMinVerdictCellMs * kMinVerdictCellMs;
+  cells.start_ms = start;
+  cells.cell_ms = cell;
+  cells.cells = static_cast<size_t>((span + cell - 1) / cell);
+  const int64_t grid_end = start + static_cast<int64_t>(cells.cells) * cell;
+  const int points = static_cast<int>(cells.cells);
+
+  std::vector<tsdb::SeriesQuery> queries;
+  for (const store::GpuAllocation& a : allocations) {
+    GpuTrack gpu;
+    gpu.host = a.host;
+    gpu.uuid = a.gpu_uuid;
+    if (auto m = models.find(a.gpu_uuid); m != models.end()) {
+      gpu.model = m->second.model;
+      gpu.memory_total_mib = m->second.memory_total_mib;
+    }
+    gpu.first_cell = CellOf(cells, std::max(a.from_ms, start));
+    gpu.end_cell = CellEnd(cells, a.to_ms != 0 ? std::min(a.to_ms, end) : end);
+    gpu.cells.resize(cells.cells);
+    cells.gpus.push_back(std::move(gpu));
+    for (const char* metric : kGpuMetrics)
+      queries.push_back({{job.compute_id, a.host, a.gpu_uuid, metric}, start, grid_end, points});
+  }
+  const std::string device = "job/" + job.job_id;
+  const double cores_per_host = job.req_cpus > 0
+                                    ? static_cast<double>(job.req_cpus) /
+                                          static_cast<double>(std::max<size_t>(1, hosts.size()))
+                                    : -1;
+  for (const std::string& host : hosts) {
+    HostTrack track;
+    track.host = host;
+    track.cores_allocated = cores_per_host;
+    track.cpu_cores.assign(cells.cells, -1);
+    track.gpu_processes.assign(cells.cells, -1);
+    cells.hosts.push_back(std::move(track));
+    for (const char* metric : kHostMetrics)
+      queries.push_back({{job.compute_id, host, device, metric}, start, grid_end, points});
+  }
+  EXPANSE_ASSIGN_OR_RETURN(const auto answers, tsdb.QueryMany(queries));
+
+  size_t q = 0;
+  for (GpuTrack& gpu : cells.gpus) {
+    for (int s = 0; s < kGpuSeriesCount; ++s, ++q) {
+      for (const tsdb::Bucket& b : answers[q]) {
+        const size_t i = CellOf(cells, b.start_ms);
+        if (i >= cells.cells || b.count == 0)
+          continue;
+        GpuCell& c = gpu.cells[i];
+        switch (s) {
+          case kUtil:
+            c.samples = b.count;
+            c.util_mean = b.mean;
+            c.util_max = b.max;
+            break;
+          case kPower:
+            c.power_mean = b.mean;
+            break;
+          case kMem:
+            c.mem_max_mib = b.max;
+            break;
+          case kProcesses:
+            c.processes = b.max;
+            break;
+          case kSmActive:
+            c.sm_active = b.mean;
+            break;
+          case kDcgmSmActive:
+            if (c.sm_active < 0)  // CUPTI's where the helper counted
+              c.sm_active = b.mean;
+            break;
+        }
+      }
+    }
+  }
+  for (HostTrack& host : cells.hosts) {
+    for (int s = 0; s < kHostSeriesCount; ++s, ++q) {
+      for (const tsdb::Bucket& b : answers[q]) {
+        const size_t i = CellOf(cells, b.start_ms);
+        if (i >= cells.cells || b.count == 0)
+          continue;
+        if (s == kCpu)
+          host.cpu_cores[i] = b.mean;
+        else
+          host.gpu_processes[i] = b.max;
+      }
+    }
+  }
+  return cells;
+}
+
+Result<std::vector<Verdict>> JobVerdicts(store::JobStore& jobs, const store::JobRecord& job,
+                                         const JobCells& cells, const VerdictThresholds& thresholds,
+                                         size_t max_stack_reads) {
+  SeriesVerdicts series = ComputeSeriesVerdicts(cells, thresholds);
+  std::vector<Verdict> out = std::move(series.verdicts);
+  // The longest open intervals first, so the bound drops the least telling.
+  std::sort(series.underused.begin(), series.underused.end(),
+            [](const Underused& a, const Underused& b) {
+              return a.to_ms - a.from_ms > b.to_ms - b.from_ms;
+            });
+  if (series.underused.size() > max_stack_reads)
+    series.underused.resize(max_stack_reads);
+  for (const Underused& interval : series.underused) {
+    EXPANSE_ASSIGN_OR_RETURN(auto stacks, jobs.JobStacks(job.compute_id, job.job_id,
+                                                         interval.from_ms, interval.to_ms, 1000));
+    if (auto verdict = ExplainUnderused(interval, stacks, thresholds))
+      out.push_back(std::move(*verdict));
+  }
+  std::sort(out.begin(), out.end(), [](const Verdict& a, const Verdict& b) {
+    return std::tie(a.from_ms, a.code, a.to_ms) < std::tie(b.from_ms, b.code, b.to_ms);
+  });
+  return out;
+}
+
+}  // namespace expanse::server

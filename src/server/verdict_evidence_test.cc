@@ -1,0 +1,101 @@
+// The verdicts of a job from real stores: series in the telemetry store, allocations and stacks
+// in the SQLite job store, gathered onto the grid and judged.
+#include "server/verdict_evidence.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/ledger_test_util.h"
+
+namespace expanse::server {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ledger_testing;
+
+class VerdictEvidenceTest : public LedgerTest {
+ protected:
+  // `metric` of `device` on w1 once a second over [from_ms, to_ms), all `value`.
+  void Series(const std::string& device, const std::string& metric, int64_t from_ms, int64_t to_ms,
+              double value) {
+    std::vector<tsdb::Sample> samples;
+    for (int64_t t = from_ms; t < to_ms; t += kSecond)
+      samples.push_back({t, value});
+    const tsdb::Batch batch{{{kCompute, "w1", device, metric}, samples}};
+    auto appended = tsdb_->Append("s" + std::to_string(++series_batches_), batch);
+    ASSERT_TRUE(appended.ok()) << appended.status();
+  }
+  int series_batches_ = 0;
+};
+
+TEST_F(VerdictEvidenceTest, AJobsSeriesAndStacksGiveItsVerdicts) {
+  const int64_t start = kM, end = kM + 10 * kMinute;
+  store::JobRecord job = Job("42", start, end, 2);
+  job.req_cpus = 8;
+  Allocate("42", "GPU-a", 0, start, end);
+  Allocate("42", "GPU-b", 1, start, end);
+  // GPU-a: busy for five minutes, then waiting on its input at 10 %; GPU-b: nothing on it.
+  Series("GPU-a", "gpu.sm_util", start, start + 5 * kMinute, 95);
+  Series("GPU-a", "gpu.sm_util", start + 5 * kMinute, end, 10);
+  Series("GPU-a", "gpu.processes", start, end, 1);
+  Series("GPU-b", "gpu.sm_util", start, end, 0);
+  Series("GPU-b", "gpu.processes", start, end, 0);
+  Series("GPU-a", "gpu.mem_used_mib", start, end, 60'000);
+  Series("job/42", "job.cpu_used_cores", start, end, 2);
+  Series("job/42", "job.gpu_processes", start, end, 1);
+  store::StackSample loader{kCompute, "42",
+                            "w1",     start + 5 * kMinute,
+                            end,      "train.py:main:9;torch/utils/data/dataloader.py:__next__:631",
+                            "idle",   240,
+                            true};
+  store::StackSample early{
+      kCompute, "42", "w1", start, start + 5 * kMinute, "train.py:main:9;train.py:step:20",
+      "gil",    300,  false};
+  ASSERT_TRUE(jobs().PutStacks({loader, early}).ok());
+
+  const std::map<std::string, GpuModel> models = {{"GPU-a", {"NVIDIA H200", 143'771}},
+                                                  {"GPU-b", {"NVIDIA H200", 143'771}}};
+  auto cells = GatherJobCells(*tsdb_, job, AllocationsOf("42"), {"w1"}, models, end);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  EXPECT_EQ(cells->cell_ms, 10 * kSecond);
+  EXPECT_EQ(cells->cells, 60u);
+  ASSERT_EQ(cells->gpus.size(), 2u);
+  EXPECT_EQ(cells->gpus[0].cells[0].samples, 10u);
+  EXPECT_DOUBLE_EQ(cells->gpus[0].cells[0].util_mean, 95);
+  EXPECT_DOUBLE_EQ(cells->hosts[0].cores_allocated, 8);
+
+  auto verdicts = JobVerdicts(jobs(), job, *cells, {});
+  ASSERT_TRUE(verdicts.ok()) << verdicts.status();
+  std::vector<std::string> codes;
+  for (const Verdict& v : *verdicts)
+    codes.push_back(v.code + " " + std::to_string((v.from_ms - start) / kSecond) + "-" +
+                    std::to_string((v.to_ms - start) / kSecond));
+  EXPECT_EQ(codes, (std::vector<std::string>{"no_process 0-600", "over_allocated 0-600",
+                                             "input_bound 300-600"}));
+  const Verdict& input = verdicts->back();
+  EXPECT_EQ(input.gpus, std::vector<std::string>{"GPU-a"});
+  EXPECT_EQ(input.evidence["stacks"]["samples"], 240);  // the GPU-idle samples only
+  EXPECT_THAT(input.suggestion, HasSubstr("torch/utils/data/dataloader.py:__next__:631"));
+}
+
+TEST_F(VerdictEvidenceTest, ModelsComeFromTheHeartbeatAndAJobNotStartedHasNoCells) {
+  const auto models = GpuModelsFromHeartbeat(
+      R"({"nodes":[{"name":"w1","gpus":[{"uuid":"GPU-a","model":"NVIDIA H200",)"
+      R"("memory_total_mib":143771},{"uuid":"GPU-b"}]}]})");
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models.at("GPU-a").model, "NVIDIA H200");
+  EXPECT_EQ(models.at("GPU-a").memory_total_mib, 143771);
+  EXPECT_EQ(models.at("GPU-b").memory_total_mib, -1);
+  EXPECT_TRUE(GpuModelsFromHeartbeat("not json").empty());
+
+  store::JobRecord pending = Job("43", 0, 0, 1);
+  auto cells = GatherJobCells(*tsdb_, pending, {}, {}, {}, kM);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_EQ(cells->cells, 0u);
+  auto verdicts = JobVerdicts(jobs(), pending, *cells, {});
+  ASSERT_TRUE(verdicts.ok());
+  EXPECT_TRUE(verdicts->empty());
+}
+
+}  // namespace
+}  // namespace expanse::server

@@ -1,0 +1,278 @@
+#include "server/verdict_rules.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/frame_classes.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+constexpr int64_t kCell = 60'000;
+
+// A healthy busy cell: a kernel always running, SMs busy, one process, high power.
+GpuCell Busy() { return {60, 97, 100, 610, 40'000, 0.62, 1}; }
+GpuCell Idle(double processes = 1) { return {60, 0, 0, 80, 40'000, -1, processes}; }
+
+struct JobBuilder {
+  JobCells job;
+  explicit JobBuilder(size_t cells) {
+    job.start_ms = kT0;
+    job.cell_ms = kCell;
+    job.cells = cells;
+  }
+  GpuTrack& Gpu(const std::string& uuid, GpuCell fill, const std::string& host = "w1") {
+    GpuTrack gpu;
+    gpu.host = host;
+    gpu.uuid = uuid;
+    gpu.model = "NVIDIA H200";
+    gpu.memory_total_mib = 143'771;
+    gpu.first_cell = 0;
+    gpu.end_cell = job.cells;
+    gpu.cells.assign(job.cells, fill);
+    job.gpus.push_back(gpu);
+    job.requested_gpus = static_cast<int64_t>(job.gpus.size());
+    return job.gpus.back();
+  }
+  HostTrack& Host(const std::string& host, double cores_allocated, double cores_used,
+                  double job_gpu_processes) {
+    HostTrack h;
+    h.host = host;
+    h.cores_allocated = cores_allocated;
+    h.cpu_cores.assign(job.cells, cores_used);
+    h.gpu_processes.assign(job.cells, job_gpu_processes);
+    job.hosts.push_back(h);
+    return job.hosts.back();
+  }
+};
+
+std::vector<std::string> Codes(const SeriesVerdicts& v) {
+  std::vector<std::string> codes;
+  for (const Verdict& verdict : v.verdicts)
+    codes.push_back(verdict.code);
+  return codes;
+}
+
+TEST(VerdictRulesTest, AHealthyBusyJobGetsNoVerdict) {
+  JobBuilder b(30);
+  b.Gpu("GPU-a", Busy());
+  b.Gpu("GPU-b", Busy());
+  b.Host("w1", 16, 6, 2);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  EXPECT_TRUE(v.verdicts.empty()) << v.verdicts[0].code;
+  EXPECT_TRUE(v.underused.empty());
+}
+
+TEST(VerdictRulesTest, GpusHeldWithNothingOnThemAreNoProcessForExactlyThatInterval) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  for (size_t i = 0; i < 5; ++i)
+    gpu.cells[i] = Idle(0);
+  HostTrack& host = b.Host("w1", 8, 1, 1);
+  for (size_t i = 0; i < 5; ++i)
+    host.gpu_processes[i] = 0;
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), std::vector<std::string>{"no_process"});
+  const Verdict& verdict = v.verdicts[0];
+  EXPECT_EQ(verdict.from_ms, kT0);
+  EXPECT_EQ(verdict.to_ms, kT0 + 5 * kCell);
+  EXPECT_EQ(verdict.gpus, std::vector<std::string>{"GPU-a"});
+  EXPECT_EQ(verdict.evidence["gpus"][0]["gpu_processes_max"], 0);
+  EXPECT_EQ(verdict.evidence["gpus"][0]["sm_util_mean"], 0);
+  EXPECT_FALSE(verdict.suggestion.empty());
+}
+
+TEST(VerdictRulesTest, AnIntervalShorterThanTheMinimumIsNoVerdict) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  gpu.cells[3] = Idle(0);  // one minute with nothing on the GPU
+  VerdictThresholds t;
+  t.min_interval_ms = 2 * kCell;
+  EXPECT_TRUE(ComputeSeriesVerdicts(b.job, t).verdicts.empty());
+  t.min_interval_ms = kCell;
+  EXPECT_EQ(Codes(ComputeSeriesVerdicts(b.job, t)), std::vector<std::string>{"no_process"});
+}
+
+TEST(VerdictRulesTest, AJobThatNeverTouchedItsGpusIsCpuOnlyAndNothingElse) {
+  JobBuilder b(20);
+  b.Gpu("GPU-a", Idle(0));
+  b.Gpu("GPU-b", Idle(0));
+  b.Host("w1", 8, 3.5, 0);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), std::vector<std::string>{"cpu_only"});
+  EXPECT_EQ(v.verdicts[0].from_ms, kT0);
+  EXPECT_EQ(v.verdicts[0].to_ms, kT0 + 20 * kCell);
+  EXPECT_NEAR(v.verdicts[0].evidence["cpu_cores_used_mean"].get<double>(), 3.5, 1e-9);
+  EXPECT_THAT(v.verdicts[0].suggestion, HasSubstr("without --gres=gpu"));
+}
+
+TEST(VerdictRulesTest, FourGpusWithOneActiveIsOverAllocated) {
+  JobBuilder b(20);
+  b.Gpu("GPU-a", Busy());
+  for (const char* uuid : {"GPU-b", "GPU-c", "GPU-d"})
+    b.Gpu(uuid, Idle(0));
+  b.Host("w1", 16, 4, 1);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  // The three idle GPUs are one no_process interval; the job as a whole is over-allocated.
+  ASSERT_EQ(Codes(v), (std::vector<std::string>{"no_process", "over_allocated"}));
+  EXPECT_EQ(v.verdicts[0].gpus, (std::vector<std::string>{"GPU-b", "GPU-c", "GPU-d"}));
+  const Verdict& over = v.verdicts[1];
+  EXPECT_EQ(over.evidence["gpus_allocated"], 4);
+  EXPECT_EQ(over.evidence["gpus_active"], 1);
+  EXPECT_EQ(over.suggestion, "ask for 1 GPU, not 4 (--gres=gpu:1)");
+}
+
+TEST(VerdictRulesTest, BusyWithSmActivityNearZeroForLongIsStuckAndShortIsCommunicationWait) {
+  JobBuilder b(40);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  GpuCell spinning = Busy();
+  spinning.sm_active = 0.001;
+  spinning.power_mean = 120;
+  for (size_t i = 5; i < 8; ++i)  // 3 minutes
+    gpu.cells[i] = spinning;
+  for (size_t i = 20; i < 35; ++i)  // 15 minutes
+    gpu.cells[i] = spinning;
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), (std::vector<std::string>{"communication_wait", "stuck"}));
+  EXPECT_EQ(v.verdicts[0].from_ms, kT0 + 5 * kCell);
+  EXPECT_EQ(v.verdicts[0].to_ms, kT0 + 8 * kCell);
+  const Verdict& stuck = v.verdicts[1];
+  EXPECT_EQ(stuck.from_ms, kT0 + 20 * kCell);
+  EXPECT_EQ(stuck.to_ms, kT0 + 35 * kCell);
+  EXPECT_DOUBLE_EQ(stuck.confidence, 0.9);
+  EXPECT_EQ(stuck.evidence["gpus"][0]["sm_active_mean"], 0.001);
+  EXPECT_EQ(stuck.evidence["gpus"][0]["sm_util_mean"], 97);
+  EXPECT_EQ(stuck.evidence["rule"], "utilisation high while SM activity stayed near zero");
+}
+
+TEST(VerdictRulesTest, WithoutCountersAHangIsUtilisationHighAtAFractionOfThePeakPower) {
+  JobBuilder b(30);
+  GpuCell working = Busy();
+  working.sm_active = -1;
+  GpuTrack& gpu = b.Gpu("GPU-a", working);
+  GpuCell hung = working;
+  hung.power_mean = 95;
+  for (size_t i = 10; i < 30; ++i)
+    gpu.cells[i] = hung;
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), std::vector<std::string>{"stuck"});
+  EXPECT_EQ(v.verdicts[0].from_ms, kT0 + 10 * kCell);
+  EXPECT_EQ(v.verdicts[0].to_ms, kT0 + 30 * kCell);
+  EXPECT_DOUBLE_EQ(v.verdicts[0].confidence, 0.6);
+  EXPECT_NEAR(v.verdicts[0].evidence["gpus"][0]["power_share_of_job_peak"].get<double>(), 0.156,
+              1e-9);
+  // A job at a steady power it never rose above is not called stuck without counters.
+  JobBuilder steady(30);
+  GpuCell low = working;
+  low.power_mean = 95;
+  steady.Gpu("GPU-a", low);
+  EXPECT_TRUE(ComputeSeriesVerdicts(steady.job, {}).verdicts.empty());
+}
+
+TEST(VerdictRulesTest, APeakFarBelowTheGpusMemoryNamesAMigSlice) {
+  JobBuilder b(10);
+  GpuCell small = Busy();
+  small.mem_max_mib = 12 * 1024;
+  b.Gpu("GPU-a", small);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), std::vector<std::string>{"memory_oversized"});
+  EXPECT_EQ(v.verdicts[0].suggestion,
+            "12 GiB of 140 GiB used at the peak: a MIG 1g.18gb slice would do");
+  EXPECT_NEAR(v.verdicts[0].evidence["share"].get<double>(), 0.085, 1e-9);
+}
+
+TEST(VerdictRulesTest, UnderusedIntervalsAreLeftToTheStacksWithTheirCpu) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  GpuCell waiting = Busy();
+  waiting.util_mean = 12;
+  waiting.util_max = 40;
+  for (size_t i = 4; i < 12; ++i)
+    gpu.cells[i] = waiting;
+  b.Host("w1", 8, 7.6, 1);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  EXPECT_TRUE(v.verdicts.empty());
+  ASSERT_EQ(v.underused.size(), 1u);
+  const Underused& u = v.underused[0];
+  EXPECT_EQ(u.from_ms, kT0 + 4 * kCell);
+  EXPECT_EQ(u.to_ms, kT0 + 12 * kCell);
+  EXPECT_TRUE(u.cpu_saturated);
+  EXPECT_NEAR(u.evidence["cpu"]["cores_used_mean"].get<double>(), 7.6, 1e-9);
+
+  // Mostly in the DataLoader: input_bound, naming the frame.
+  const std::vector<store::StackTotal> loading = {
+      {"train.py:<module>:1;train.py:main:40;torch/utils/data/dataloader.py:__next__:631;"
+       "torch/utils/data/dataloader.py:_next_data:1318",
+       "idle", 70, 0},
+      {"train.py:<module>:1;train.py:main:44;train.py:step:12", "gil", 30, 0}};
+  auto verdict = ExplainUnderused(u, loading, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "input_bound");
+  EXPECT_DOUBLE_EQ(verdict->confidence, 0.85);
+  EXPECT_EQ(verdict->evidence["stacks"]["input"], 70);
+  EXPECT_EQ(verdict->evidence["stacks"]["top"][0]["count"], 70);
+  EXPECT_THAT(verdict->suggestion,
+              HasSubstr("GPU idle, 70 % of the job's stack samples in data loading "
+                        "(`torch/utils/data/dataloader.py:_next_data:1318`): raise the "
+                        "DataLoader's num_workers"));
+
+  // Samples taken while the GPUs were idle are the ones that count.
+  const std::vector<store::StackTotal> collective = {
+      {"train.py:main:40;torch/distributed/distributed_c10d.py:all_reduce:2050", "idle", 50, 45},
+      {"train.py:main:44;train.py:step:12", "gil", 400, 5}};
+  verdict = ExplainUnderused(u, collective, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "communication_wait");
+  EXPECT_EQ(verdict->evidence["stacks"]["samples"], 50);
+  EXPECT_EQ(verdict->evidence["stacks"]["gpu_idle_samples_only"], true);
+
+  // Stacks that say nothing, but every CPU of the job busy: host_bound.
+  const std::vector<store::StackTotal> busy_cpu = {
+      {"train.py:main:44;augment.py:rotate:88", "gil", 100, 0}};
+  verdict = ExplainUnderused(u, busy_cpu, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "host_bound");
+  EXPECT_THAT(verdict->suggestion, HasSubstr("the job's 8 CPUs on w1 were saturated"));
+  // And with CPUs to spare, nothing is claimed.
+  Underused spare = u;
+  spare.cpu_saturated = false;
+  EXPECT_FALSE(ExplainUnderused(spare, busy_cpu, {}));
+}
+
+TEST(VerdictRulesTest, MigProfilesAreTheSmallestThatHoldsThePeak) {
+  EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 12 * 1024), "1g.18gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 30 * 1024), "1g.35gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA H100 80GB HBM3", 9 * 1024), "1g.10gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA H100 NVL", 9 * 1024), "1g.12gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA A100-SXM4-80GB", 30 * 1024), "3g.40gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA A100-SXM4-40GB", 4 * 1024), "1g.5gb");
+  EXPECT_EQ(SmallestMigProfile("NVIDIA A30", 30 * 1024), "");       // bigger than the GPU
+  EXPECT_EQ(SmallestMigProfile("Tesla V100-SXM2-32GB", 1024), "");  // no MIG
+}
+
+TEST(FrameClassesTest, AStackIsClassedByItsFrameNearestTheLeaf) {
+  std::string_view frame;
+  EXPECT_EQ(ClassifyStack("a.py:main:1;torch/utils/data/dataloader.py:__next__:631;"
+                          "/usr/lib/python3/dist-packages/PIL/Image.py:open:3200",
+                          &frame),
+            FrameClass::kInput);
+  EXPECT_EQ(frame, "/usr/lib/python3/dist-packages/PIL/Image.py:open:3200");
+  EXPECT_EQ(ClassifyStack("a.py:main:1;a.py:all_reduce:9"), FrameClass::kCollective);
+  EXPECT_EQ(ClassifyStack("a.py:main:1;site-packages/torch/cuda/__init__.py:synchronize:792"),
+            FrameClass::kSync);
+  // A user's own directory named like a library is not the library.
+  EXPECT_EQ(
+      ClassifyStack("/home/u/datasets/train.py:main:1;/home/u/datasets/train.py:step:3", &frame),
+      FrameClass::kOther);
+  EXPECT_EQ(frame, "");
+  EXPECT_EQ(ClassifyFrame("no-colons"), FrameClass::kOther);
+  EXPECT_EQ(ClassifyFrame("x.py:read:1"), FrameClass::kInput);
+  EXPECT_EQ(FrameClassName(FrameClass::kSync), "sync");
+}
+
+}  // namespace
+}  // namespace expanse::server
