@@ -13,6 +13,17 @@ namespace {
 
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
+// At most `bytes` of `text`, never ending inside a UTF-8 sequence (a cut one would make the
+// health file's JSON invalid; reasons quote what dcgmi and the driver said).
+std::string Utf8Prefix(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes)
+    return text;
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  return text.substr(0, end);
+}
+
 Capability GpuCapability(const gpu::SamplerHealth& gpu, const std::string& backend) {
   if (gpu.backend != backend) {
     if (gpu.backend.empty())
@@ -112,7 +123,7 @@ nlohmann::json CapabilitiesJson(const std::map<std::string, Capability>& capabil
   for (const auto& [name, c] : capabilities) {
     nlohmann::json item = {{"state", c.state}};
     if (!c.reason.empty())
-      item["reason"] = c.reason.substr(0, 1024);
+      item["reason"] = Utf8Prefix(c.reason, 1024);
     out[name] = std::move(item);
   }
   return out;

@@ -181,8 +181,10 @@ bool CounterHelper::HoldsCounters() const {
     return false;
   for (const std::string& uuid : uuids_) {
     auto it = gpus_.find(uuid);
-    // Not reported yet: it is starting on that GPU. "yielded" and "unavailable" hold nothing.
-    if (it == gpus_.end() || it->second.pm_sampling.empty() || it->second.pm_sampling == "ok")
+    // Not reported yet: it is starting on that GPU. "yielded": a job's own profiler has them,
+    // which DCGM must leave alone as much as the helper does. "unavailable" holds nothing.
+    if (it == gpus_.end() || it->second.pm_sampling.empty() || it->second.pm_sampling == "ok" ||
+        it->second.pm_sampling == "yielded")
       return true;
   }
   return false;

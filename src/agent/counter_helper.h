@@ -65,8 +65,9 @@ class CounterHelper {
   // them go until they leave this set, so a job's own profiler gets the counters.
   void HoldFor(const std::set<std::string>& uuids);
 
-  // Whether a helper runs and samples, or is about to sample, some GPU: the counters are then
-  // CUPTI's, and the DCGM enrichment leaves its profiling fields out.
+  // Whether a helper runs and samples, or is about to sample, some GPU, or has yielded one to a
+  // job's own profiler: the counters are then not DCGM's to take, and the DCGM enrichment leaves
+  // its profiling fields out.
   bool HoldsCounters() const;
   // The `cupti` capability as the running helper reports it.
   Capability Describe() const;

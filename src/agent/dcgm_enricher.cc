@@ -14,6 +14,11 @@ namespace {
 constexpr size_t kMaxCommandOutputBytes = 1 << 20;  // the parsers' own limit
 // A field is called unsupported on this node once this many rows showed it N/A and none a value.
 constexpr uint64_t kUnsupportedAfterRows = 3;
+// Health findings kept for the health file and shown in the capability: an NVSwitch fabric in
+// trouble lists hundreds, and the health file has a byte budget.
+constexpr size_t kMaxFindingsKept = 32;
+constexpr size_t kMaxFindingsShown = 4;
+constexpr size_t kMaxFindingBytes = 240;
 
 bool IsPath(const std::string& name) { return name.find('/') != std::string::npos; }
 
@@ -87,6 +92,8 @@ void DcgmEnricher::Tick(const std::vector<std::string>& uuids, bool cupti_holds_
   }
   if (nvml_uuids_.empty()) {
     StopDmon();
+    discovery_.reset();  // ChildProcess's destructor kills and reaps what is left
+    health_.reset();
     return;
   }
   cupti_holds_ = cupti_holds_counters;
@@ -173,6 +180,7 @@ void DcgmEnricher::StartDmon(int64_t now, bool with_dcp) {
   last_line_ms_ = now;
   dmon_closed_ms_ = -1;
   dmon_error_.clear();
+  dmon_rows_ = false;
   unsupported_.clear();
   ++dmon_starts_;
 }
@@ -200,6 +208,10 @@ void DcgmEnricher::Failed(int64_t now, const std::string& why) {
   StopDmon();
   gpus_.clear();  // the engine may come back with other ids: discover again first
   problem_ = why;
+  // What the old engine said is not news from the next one (its ids may map differently).
+  have_health_ = false;
+  last_health_ = {};
+  unsupported_.clear();
   backoff_ = backoff_.count() == 0 ? options_.restart_initial
                                    : std::min(backoff_ * 2, options_.restart_max);
   retry_at_ms_ = now + backoff_.count();
@@ -231,9 +243,10 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
       error = *failure;
     }
   }
-  if (!lines.lines.empty() || lines.oversized > 0)
-    last_line_ms_ = now;
+  // Only rows count as signs of life: a dmon whose every line is refused is as good as silent.
   if (!newest.empty()) {
+    last_line_ms_ = now;
+    dmon_rows_ = true;
     const int64_t at = wall_.NowMs();
     std::lock_guard lock(buffer_mu);
     for (const auto& [id, sample] : newest)
@@ -273,8 +286,8 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
                     (dmon_error_.empty() ? std::string() : ": " + dmon_error_));
   } else if (now - last_line_ms_ > options_.silence_limit.count()) {
     ++timeouts_;
-    Failed(now, "dcgmi dmon silent for " + std::to_string(options_.silence_limit.count() / 1000) +
-                    " s; restarting");
+    Failed(now, "dcgmi dmon gave no usable row for " +
+                    std::to_string(options_.silence_limit.count() / 1000) + " s; restarting");
   }
 }
 
@@ -384,7 +397,7 @@ Capability DcgmEnricher::Describe() const {
     return {"absent", options_.dcgmi.dcgmi + " is not executable"};
   if (nvml_uuids_.empty())
     return {"absent", "no GPU to watch (NVML lists none)"};
-  if (!dmon_ || !problem_.empty()) {
+  if (!dmon_ || !problem_.empty() || !dmon_rows_) {
     if (problem_.empty())
       return {"degraded", "dcgmi starting (engine " + Engine() + ")"};
     return {"degraded", "DCGM unavailable (engine " + Engine() + "): " + problem_ + "; retrying"};
@@ -402,10 +415,14 @@ Capability DcgmEnricher::Describe() const {
     reason += "; health: " + health_problem_;
   } else if (have_health_ && last_health_.overall != dcgm::Health::kPass) {
     reason += "; health " + std::string(dcgm::HealthName(last_health_.overall));
+    size_t shown = 0;
     for (const dcgm::EntityHealth& entity : last_health_.entities) {
-      for (const dcgm::HealthIncident& incident : entity.incidents)
+      for (const dcgm::HealthIncident& incident : entity.incidents) {
+        if (++shown > kMaxFindingsShown)
+          break;
         reason += ", " + entity.entity_group + " " + std::to_string(entity.entity_id) + " " +
-                  incident.system + ": " + incident.message;
+                  incident.system + ": " + incident.message.substr(0, kMaxFindingBytes);
+      }
     }
   }
   return {"ok", reason};
@@ -450,8 +467,11 @@ nlohmann::json DcgmEnricher::Stats() const {
     stats["health_problem"] = health_problem_;
   if (have_health_) {
     nlohmann::json findings = nlohmann::json::array();
+    size_t total = 0;
     for (const dcgm::EntityHealth& entity : last_health_.entities) {
       for (const dcgm::HealthIncident& incident : entity.incidents) {
+        if (++total > kMaxFindingsKept)
+          continue;
         auto gpu = gpus_.find(entity.entity_id);
         findings.push_back(
             {{"entity", entity.entity_group + " " + std::to_string(entity.entity_id)},

@@ -109,6 +109,7 @@ class DcgmEnricher {
   int64_t last_line_ms_ = 0;
   int64_t dmon_closed_ms_ = -1;     // when its output closed, while it is not reaped yet
   std::string dmon_error_;          // the last error line it printed
+  bool dmon_rows_ = false;          // it has given a usable row since it started
   int64_t cupti_released_ms_ = -1;  // when CUPTI last stopped holding the counters
   bool cupti_holds_ = false;
   int64_t dcp_refused_until_ms_ = 0;

@@ -162,7 +162,7 @@ TEST_F(DcgmEnricherTest, ProfilingFieldsStayOutWhileCuptiHoldsTheCountersAndCome
   // CUPTI lets go (the helper stopped): not at once, a helper restart must not bounce dmon...
   for (int i = 0; i < 20; ++i)
     enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
-  EXPECT_EQ(DmonCalls().size(), 1u);
+  EXPECT_EQ(enricher.Stats()["dmon_starts"], 1);
   // ...but once it stayed away past the settling time, dmon comes back with the DCP fields.
   monotonic_.Advance(61'000);
   ASSERT_TRUE(
@@ -312,6 +312,9 @@ TEST_F(DcgmEnricherTest, WatchesNotEnabledAreSetOnceAndTheNextCheckWorks) {
   ASSERT_TRUE(
       TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return Has(kGpu0, "gpu.dcgm.health"); }));
   EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("health")));
+  // Set once: the watches stay in the host engine.
+  const std::string calls = Slurp(dir_ / "calls");
+  EXPECT_EQ(calls.find("\"-s\", \"a\""), calls.rfind("\"-s\", \"a\""));
 }
 
 TEST_F(DcgmEnricherTest, ADmonThatFallsSilentIsStoppedAndRestarted) {
@@ -325,7 +328,7 @@ TEST_F(DcgmEnricherTest, ADmonThatFallsSilentIsStoppedAndRestarted) {
   enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
   Capability capability = enricher.Describe();
   EXPECT_EQ(capability.state, "degraded");
-  EXPECT_THAT(capability.reason, HasSubstr("dcgmi dmon silent for 30 s; restarting"));
+  EXPECT_THAT(capability.reason, HasSubstr("dcgmi dmon gave no usable row for 30 s; restarting"));
   Scenario(TwoGpus());
   monotonic_.Advance(5'000);
   ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
@@ -350,6 +353,22 @@ TEST_F(DcgmEnricherTest, AHungDcgmiIsEndedAtItsDeadline) {
                         [&] { return enricher.Stats()["timeouts"] == 1; }));
   EXPECT_THAT(enricher.Describe().reason,
               HasSubstr("dcgmi discovery -l gave no answer within 20 s"));
+}
+
+TEST(DcgmiRunTest, AChildThatNeverStopsPrintingIsEndedNotFollowed) {
+  auto run = DcgmiRun::Start({"/bin/sh", "-c", "yes 'GPU 0 N/A'"}, std::nullopt, 0,
+                             std::chrono::seconds(60), 4096);
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::optional<DcgmiRunResult> done;
+  for (int i = 0; i < 2000 && !done; ++i) {
+    done = (*run)->Poll(0);  // the deadline is far off: only the output's size can end it
+    if (!done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->truncated);
+  EXPECT_TRUE(done->timed_out);
+  EXPECT_LE(done->output.size(), 4096u);
 }
 
 TEST_F(DcgmEnricherTest, DmonExitingReportsItsStatusByDcgmName) {

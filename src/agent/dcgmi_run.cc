@@ -27,7 +27,8 @@ Result<std::unique_ptr<DcgmiRun>> DcgmiRun::Start(std::vector<std::string> argv,
 }
 
 std::optional<DcgmiRunResult> DcgmiRun::Poll(int64_t now_ms) {
-  while (!closed_ && !result_.timed_out) {
+  // One bounded read per call: a child that never stops printing must not hold the caller.
+  if (!closed_ && !result_.timed_out) {
     auto lines = child_->ReadLines(std::chrono::milliseconds(0), kMaxLineBytes);
     for (const std::string& line : lines.lines) {
       if (result_.output.size() + line.size() + 1 > max_output_bytes_) {
@@ -40,8 +41,11 @@ std::optional<DcgmiRunResult> DcgmiRun::Poll(int64_t now_ms) {
     if (lines.oversized > 0)
       result_.truncated = true;
     closed_ = lines.closed;
-    if (lines.lines.empty() && lines.oversized == 0)
-      break;  // nothing more for now
+  }
+  // More than any dcgmi answer holds: not the output expected, and it may never end.
+  if (result_.truncated && !closed_ && !result_.timed_out) {
+    result_.timed_out = true;
+    child_->Terminate();
   }
   if (!closed_ && !result_.timed_out && now_ms >= deadline_ms_) {
     result_.timed_out = true;

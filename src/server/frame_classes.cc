@@ -16,6 +16,13 @@ struct Pattern {
 // site-packages or dist-packages ("packages/<name>/"), so a user's own directory called
 // "datasets" does not make every frame of their script input.
 constexpr std::array kPatterns = {
+    // Background threads that wait by design: a stack through them says nothing about why the
+    // GPUs wait (torchrun's elastic agent, network clients such as loggers and trackers).
+    Pattern{"torch/distributed/elastic/", "", FrameClass::kOther},
+    Pattern{"/ssl.py", "", FrameClass::kOther},
+    Pattern{"/socket.py", "", FrameClass::kOther},
+    Pattern{"/selectors.py", "", FrameClass::kOther},
+    Pattern{"/http/client.py", "", FrameClass::kOther},
     // Collectives.
     Pattern{"torch/distributed/", "", FrameClass::kCollective},
     Pattern{"deepspeed/comm/", "", FrameClass::kCollective},
@@ -77,7 +84,26 @@ void SplitFrame(std::string_view frame, std::string_view* file, std::string_view
   *function = frame.substr(middle + 1, last - middle - 1);
 }
 
+// The first pattern `frame` matches, or nullptr.
+const Pattern* Match(std::string_view frame) {
+  std::string_view file, function;
+  SplitFrame(frame, &file, &function);
+  for (const Pattern& p : kPatterns) {
+    if (!p.path.empty() && file.find(p.path) == std::string_view::npos)
+      continue;
+    if (!p.function.empty() && function != p.function)
+      continue;
+    return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+FrameClass ClassifyFrame(std::string_view frame) {
+  const Pattern* p = Match(frame);
+  return p != nullptr ? p->what : FrameClass::kOther;
+}
 
 std::string_view FrameClassName(FrameClass c) {
   switch (c) {
@@ -93,19 +119,6 @@ std::string_view FrameClassName(FrameClass c) {
   return "other";
 }
 
-FrameClass ClassifyFrame(std::string_view frame) {
-  std::string_view file, function;
-  SplitFrame(frame, &file, &function);
-  for (const Pattern& p : kPatterns) {
-    if (!p.path.empty() && file.find(p.path) == std::string_view::npos)
-      continue;
-    if (!p.function.empty() && function != p.function)
-      continue;
-    return p.what;
-  }
-  return FrameClass::kOther;
-}
-
 FrameClass ClassifyStack(std::string_view folded, std::string_view* frame) {
   if (frame != nullptr)
     *frame = {};
@@ -113,11 +126,13 @@ FrameClass ClassifyStack(std::string_view folded, std::string_view* frame) {
   while (end > 0) {
     const size_t start = folded.rfind(';', end - 1);
     const size_t from = start == std::string_view::npos ? 0 : start + 1;
-    const FrameClass c = ClassifyFrame(folded.substr(from, end - from));
-    if (c != FrameClass::kOther) {
+    const Pattern* p = Match(folded.substr(from, end - from));
+    if (p != nullptr && p->what == FrameClass::kOther)
+      return FrameClass::kOther;  // a background thread, whatever called it
+    if (p != nullptr) {
       if (frame != nullptr)
         *frame = folded.substr(from, end - from);
-      return c;
+      return p->what;
     }
     if (start == std::string_view::npos)
       break;

@@ -67,14 +67,22 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
   if (start == 0 || end <= start)
     return cells;
   const int64_t span = end - start;
-  int64_t cell =
-      std::max<int64_t>(kMinVerdictCellMs, (span + static_cast<int64_t>(kMaxVerdictCells) - 1) /
-                                               static_cast<int64_t>(kMaxVerdictCells));
+  // Fewer cells for jobs with many GPUs: the answer holds GPUs x cells buckets per series.
+  const size_t max_cells = std::clamp<size_t>(
+      kMaxVerdictGpuCells / std::max<size_t>(1, allocations.size()), 30, kMaxVerdictCells);
+  int64_t cell = std::max<int64_t>(kMinVerdictCellMs, (span + static_cast<int64_t>(max_cells) - 1) /
+                                                          static_cast<int64_t>(max_cells));
   cell = (cell + kMinVerdictCellMs - 1) / kMinVerdictCellMs * kMinVerdictCellMs;
-  cells.start_ms = start;
-  cells.cell_ms = cell;
   cells.cells = static_cast<size_t>((span + cell - 1) / cell);
-  const int64_t grid_end = start + static_cast<int64_t>(cells.cells) * cell;
+  // The cell that makes that many end exactly at the job's end (the telemetry store's buckets
+  // for [start, end) in that many points), so no cell reads past the job: the next job's
+  // samples on the same GPU stay out.
+  cells.cell_ms =
+      (span + static_cast<int64_t>(cells.cells) - 1) / static_cast<int64_t>(cells.cells);
+  cells.start_ms = start;
+  cells.end_ms = end;
+  cells.running = job.end_ms == 0;
+  const int64_t grid_end = end;
   const int points = static_cast<int>(cells.cells);
 
   std::vector<tsdb::SeriesQuery> queries;

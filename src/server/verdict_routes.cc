@@ -55,7 +55,7 @@ void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context) {
                   {"running", job.end_ms == 0},
                   {"cell_ms", cells.cell_ms},
                   {"from_ms", cells.start_ms},
-                  {"to_ms", cells.start_ms + static_cast<int64_t>(cells.cells) * cells.cell_ms},
+                  {"to_ms", cells.cells > 0 ? cells.end_ms : cells.start_ms},
                   {"thresholds", {{"stuck_after_s", stuck_s}, {"min_interval_s", min_s}}},
                   {"verdicts", list}};
     });

@@ -176,14 +176,17 @@ std::vector<Verdict> MergeSameIntervals(std::vector<Verdict> verdicts) {
 
 SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThresholds& t) {
   SeriesVerdicts out;
+  // Cell i's start; the grid's end is the job's, not a whole cell past it.
   const auto cell_from = [&](size_t i) {
-    return job.start_ms + static_cast<int64_t>(i) * job.cell_ms;
+    const int64_t at = job.start_ms + static_cast<int64_t>(i) * job.cell_ms;
+    return job.end_ms > job.start_ms ? std::min(at, job.end_ms) : at;
   };
   const int64_t min_cells =
       std::max<int64_t>(1, (t.min_interval_ms + job.cell_ms - 1) / job.cell_ms);
   std::vector<Verdict> per_gpu;
   std::vector<Underused> underused;
   size_t gpus_active = 0;
+  bool all_sampled = true;  // every GPU seen for at least half its allocation
   bool any_process = false, process_known = false;
   double mem_peak = -1, mem_total = -1;
   std::string model;
@@ -210,6 +213,10 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
     }
     if (active_cells > 0)
       ++gpus_active;
+    const size_t allocated_cells =
+        gpu.end_cell > gpu.first_cell ? gpu.end_cell - gpu.first_cell : 0;
+    if (allocated_cells == 0 || 2 * static_cast<size_t>(sampled_cells) < allocated_cells)
+      all_sampled = false;
     if (gpu.memory_total_mib > 0) {
       mem_total = std::max(mem_total, gpu.memory_total_mib);
       model = gpu.model;
@@ -312,22 +319,28 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
       std::erase_if(per_gpu, [](const Verdict& v) { return v.code == "no_process"; });
     }
     const size_t allocated = job.gpus.size();
-    if (gpus_active >= 1 && gpus_active < allocated) {
-      out.verdicts.push_back({"over_allocated",
-                              from,
-                              to,
-                              job.cells >= 10 ? 0.9 : 0.6,
-                              uuids,
-                              hosts,
-                              {{"gpus_allocated", allocated},
-                               {"gpus_active", gpus_active},
-                               {"gpus", per_gpu_activity}},
-                              "ask for " + std::to_string(gpus_active) + " GPU" +
-                                  (gpus_active == 1 ? "" : "s") + ", not " +
-                                  std::to_string(allocated) +
-                                  " (--gres=gpu:" + std::to_string(gpus_active) + ")"});
+    // A GPU never seen (its node's sampler down, its spool lost) is not an unused GPU.
+    if (gpus_active >= 1 && gpus_active < allocated && all_sampled) {
+      out.verdicts.push_back(
+          {"over_allocated",
+           from,
+           to,
+           job.cells >= 10 ? 0.9 : 0.6,
+           uuids,
+           hosts,
+           {{"gpus_allocated", allocated},
+            {"gpus_active", gpus_active},
+            {"gpus", per_gpu_activity}},
+           // --gres counts per node: over several, say the total.
+           hosts.size() == 1
+               ? "ask for " + std::to_string(gpus_active) + " GPU" + (gpus_active == 1 ? "" : "s") +
+                     ", not " + std::to_string(allocated) +
+                     " (--gres=gpu:" + std::to_string(gpus_active) + ")"
+               : "ask for " + std::to_string(gpus_active) + " GPUs in all, not " +
+                     std::to_string(allocated) + " (fewer nodes or GPUs per node)"});
     }
-    if (gpus_active >= 1 && mem_peak >= 0 && mem_total > 0 &&
+    // Only once the job has ended: a running job may still be loading its model.
+    if (!job.running && gpus_active >= 1 && mem_peak >= 0 && mem_total > 0 &&
         mem_peak < t.memory_oversized_share * mem_total) {
       const std::string profile = SmallestMigProfile(model, mem_peak * 1.2);
       out.verdicts.push_back({"memory_oversized",

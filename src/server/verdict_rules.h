@@ -31,8 +31,9 @@ struct VerdictThresholds {
   double busy_util_percent = 90.0;       // ... "busy" (a kernel always running) at or above
   double spinning_sm_active = 0.05;      // busy with SM activity below this: kernels that wait
   // Without counters, a busy GPU drawing less than this share of its own peak power in the job
-  // is spinning (a hung collective keeps utilisation at 100 % at idle power).
-  double spinning_power_share = 0.4;
+  // is spinning: a hung collective keeps utilisation at 100 % near idle power (an H100 idles at
+  // about a tenth of its peak), while memory-bound work still draws a third or more.
+  double spinning_power_share = 0.25;
   double cpu_saturated_share = 0.9;  // cores used of cores allocated on the host
   double stack_share = 0.3;          // a stack class explains an interval from this share on
   double memory_oversized_share = 0.25;
@@ -74,6 +75,8 @@ struct JobCells {
   int64_t start_ms = 0;  // the grid's start: cell i is [start + i*cell, start + (i+1)*cell)
   int64_t cell_ms = 60'000;
   size_t cells = 0;
+  int64_t end_ms = 0;  // the job's end (or now): the last cell is cut there
+  bool running = false;
   int64_t requested_gpus = 0;
   std::vector<GpuTrack> gpus;
   std::vector<HostTrack> hosts;

@@ -274,5 +274,65 @@ TEST(FrameClassesTest, AStackIsClassedByItsFrameNearestTheLeaf) {
   EXPECT_EQ(FrameClassName(FrameClass::kSync), "sync");
 }
 
+TEST(VerdictRulesTest, MissingDataIsNoEvidence) {
+  // A GPU never sampled (its node's sampler down) does not make the job over-allocated.
+  JobBuilder b(20);
+  b.Gpu("GPU-a", Busy());
+  b.Gpu("GPU-b", GpuCell{}, "w2");
+  EXPECT_TRUE(ComputeSeriesVerdicts(b.job, {}).verdicts.empty());
+  // Memory-bound work at a third of its warm-up peak is not a hang.
+  JobBuilder decode(30);
+  GpuCell warm = Busy();
+  warm.sm_active = -1;
+  warm.power_mean = 700;
+  GpuTrack& gpu = decode.Gpu("GPU-a", warm);
+  for (size_t i = 1; i < 30; ++i) {
+    gpu.cells[i] = warm;
+    gpu.cells[i].power_mean = 250;
+  }
+  EXPECT_TRUE(ComputeSeriesVerdicts(decode.job, {}).verdicts.empty());
+  // A running job may still be loading its model: no memory verdict yet.
+  JobBuilder running(10);
+  GpuCell small = Busy();
+  small.mem_max_mib = 12 * 1024;
+  running.Gpu("GPU-a", small);
+  running.job.running = true;
+  EXPECT_TRUE(ComputeSeriesVerdicts(running.job, {}).verdicts.empty());
+}
+
+TEST(VerdictRulesTest, OverSeveralNodesTheSuggestionCountsAllGpus) {
+  JobBuilder b(20);
+  b.Gpu("GPU-a", Busy(), "w1");
+  b.Gpu("GPU-b", Idle(0), "w1");
+  b.Gpu("GPU-c", Idle(0), "w2");
+  b.Gpu("GPU-d", Idle(0), "w2");
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.verdicts.back().code, "over_allocated");
+  EXPECT_EQ(v.verdicts.back().suggestion,
+            "ask for 1 GPUs in all, not 4 (fewer nodes or GPUs per node)");
+}
+
+TEST(VerdictRulesTest, IntervalsEndAtTheJobsEndNotAtTheLastCellsEnd) {
+  JobBuilder b(10);
+  b.job.end_ms = kT0 + 9 * kCell + kCell / 2;  // the last cell is cut in half
+  b.Gpu("GPU-a", Idle(0));
+  b.Host("w1", 4, 0, 0);
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.verdicts.size(), 1u);
+  EXPECT_EQ(v.verdicts[0].code, "no_process");
+  EXPECT_EQ(v.verdicts[0].to_ms, b.job.end_ms);
+}
+
+TEST(FrameClassesTest, BackgroundThreadsSayNothing) {
+  // torchrun's agent sleeping, a tracker's HTTPS read: neither collective nor input.
+  EXPECT_EQ(ClassifyStack("run.py:main:1;torch/distributed/elastic/agent/server/api.py:run:700;"
+                          "torch/distributed/elastic/agent/server/api.py:_monitor:850"),
+            FrameClass::kOther);
+  EXPECT_EQ(ClassifyStack("threading.py:run:1;wandb/sdk/internal/sender.py:send:9;"
+                          "/usr/lib/python3.11/http/client.py:readline:1;"
+                          "/usr/lib/python3.11/ssl.py:read:1130"),
+            FrameClass::kOther);
+}
+
 }  // namespace
 }  // namespace expanse::server
