@@ -172,6 +172,12 @@ try {
   ok(`job page draws the per-GPU timeline (${series} series, ${points} points)`);
   await shot(page, '05-job');
 
+  // The verdicts come from their own API call; the section (a list or "nothing to report")
+  // appears only when that call answered (a failure shows an error box instead).
+  await page.locator('#verdicts').waitFor();
+  assert.match(await page.locator('#verdicts').innerText(), /^Verdicts\n/);
+  ok('the job page shows its verdicts section');
+
   await page.locator('#top-frames').waitFor();
   assert.match(await page.locator('#top-frames').innerText(), /train\.py:load_batch/);
   assert.ok(await page.locator('.flame .flame-frame').count() >= 3, 'the flame graph has frames');

@@ -7,6 +7,7 @@ import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {METRICS, toColumns} from '../src/timeline.js';
+import {verdictLabel, verdictRows, verdictWhen} from '../src/verdicts.js';
 import {wasteFlags} from '../src/waste.js';
 
 const used = (u) => ({used: {has_gpu_samples: true, gpus_allocated: 2, gpus_active: 2,
@@ -114,4 +115,23 @@ test('refused worker records are shown by host, worst first', () => {
   }};
   assert.equal(refusedRecordsProblem(diagnostics),
     '12 refused — w2: 10 (invalid_json); w1: 2 (gpu_series[0].t0 must be an integer)');
+});
+
+test('verdicts read as label, interval from the job start, confidence and evidence', () => {
+  const answer = {from_ms: 1000, to_ms: 601_000, verdicts: [
+    {code: 'over_allocated', from_ms: 1000, to_ms: 601_000, confidence: 0.9, gpus: ['a', 'b'],
+     evidence: {gpus_allocated: 2, gpus_active: 1}, suggestion: 'ask for 1 GPU, not 2 (--gres=gpu:1)'},
+    {code: 'input_bound', from_ms: 301_000, to_ms: 601_000, confidence: 0.85, gpus: ['a'],
+     evidence: {stacks: {samples: 240}}, suggestion: 'raise num_workers'}]};
+  const rows = verdictRows(answer);
+  assert.equal(rows.length, 2);
+  assert.equal(rows[0].label, 'More GPUs than used');
+  assert.equal(rows[0].when, 'whole job');
+  assert.equal(rows[0].confidence, '90 %');
+  assert.equal(rows[0].gpus, 2);
+  assert.equal(rows[1].when, '+5 min 0 s – +10 min 0 s (5 min 0 s)');
+  assert.match(rows[1].evidence, /"samples": 240/);
+  assert.equal(verdictWhen({from_ms: 1000, to_ms: 61_000}, 1000, 601_000), 'start – +1 min 0 s (1 min 0 s)');
+  assert.equal(verdictLabel('future_code'), 'future_code');
+  assert.deepEqual(verdictRows({}), []);
 });

@@ -7,6 +7,7 @@ import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
 import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
+import {verdictRows} from '../verdicts.js';
 import {wasteFlags} from '../waste.js';
 
 function requestedVsUsed(j) {
@@ -84,11 +85,30 @@ async function stacksSection(compute, job) {
     h('h3', {}, 'Flame graph'), flameGraph(s.stacks));
 }
 
+// Why the GPUs were idle or not working, per interval, each with its evidence on demand.
+async function verdictsSection(compute, job) {
+  const answer = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/verdicts`);
+  const rows = verdictRows(answer);
+  const heading = h('h2', {id: 'verdicts-heading'}, 'Verdicts');
+  if (!rows.length) {
+    return h('section', {id: 'verdicts', 'aria-labelledby': 'verdicts-heading'}, heading,
+      h('p', {class: 'muted'}, 'Nothing to report: no interval where the GPUs sat idle or spun for a reason the data shows.'));
+  }
+  return h('section', {id: 'verdicts', 'aria-labelledby': 'verdicts-heading'}, heading,
+    h('table', {class: 'data compact', id: 'verdict-list'},
+      h('thead', {}, h('tr', {}, ['Verdict', 'When', 'GPUs', 'Confidence', 'Suggestion'].map((t) => h('th', {scope: 'col'}, t)))),
+      h('tbody', {}, rows.map((r) => h('tr', {'data-code': r.code},
+        h('td', {}, r.label, h('br'), h('code', {}, r.code)), h('td', {}, r.when), h('td', {}, r.gpus),
+        h('td', {}, r.confidence),
+        h('td', {}, r.suggestion, h('details', {}, h('summary', {}, 'Evidence'), h('pre', {}, r.evidence))))))));
+}
+
 export async function render({compute, job}) {
   const j = await api.get(path`/api/v1/computes/${compute}/jobs/${job}`);
   const flags = wasteFlags(j);
   const timeline = timelineSection(compute, job, j);
   const stacksHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading stacks…'));
+  const verdictsHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading verdicts…'));
   page(`Job ${j.job_id}${j.name ? ` · ${j.name}` : ''}`,
     h('p', {}, h('a', {href: orgHash(`jobs?compute=${encodeURIComponent(compute)}`)}, '← Jobs')),
     definitionList([
@@ -97,11 +117,16 @@ export async function render({compute, job}) {
       ['Submitted', dateTime(j.submit_ms)], ['Started', dateTime(j.start_ms)], ['Ended', dateTime(j.end_ms)],
     ]),
     flags.length ? h('div', {class: 'warning', role: 'note'}, h('strong', {}, 'Waste: '), flags.join('; ')) : null,
-    requestedVsUsed(j), timeline.element,
+    requestedVsUsed(j), verdictsHolder, timeline.element,
     h('h2', {}, 'GPUs'), gpuTable(j.gpus || []),
     h('h2', {}, 'Events'), eventList(j.events || []),
     stacksHolder);
   await timeline.load();
+  try {
+    verdictsHolder.replaceChildren(await verdictsSection(compute, job));
+  } catch (err) {
+    verdictsHolder.replaceChildren(errorBox(err));
+  }
   try {
     stacksHolder.replaceChildren(await stacksSection(compute, job));
   } catch (err) {
