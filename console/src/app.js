@@ -6,6 +6,7 @@ import {errorBox, page} from './dom.js';
 import * as addCompute from './pages/add_compute.js';
 import * as compute from './pages/compute.js';
 import * as computes from './pages/computes.js';
+import * as efficiency from './pages/efficiency.js';
 import * as job from './pages/job.js';
 import * as jobs from './pages/jobs.js';
 import * as signin from './pages/signin.js';
@@ -18,6 +19,7 @@ const routes = [
   [/^#\/o\/([^/]+)\/computes\/new$/, addCompute.render, ['org']],
   [/^#\/o\/([^/]+)\/computes\/([^/]+)$/, compute.render, ['org', 'compute']],
   [/^#\/o\/([^/]+)\/jobs$/, jobs.render, ['org']],
+  [/^#\/o\/([^/]+)\/efficiency$/, efficiency.render, ['org']],
   [/^#\/o\/([^/]+)\/computes\/([^/]+)\/jobs\/([^/]+)$/, job.render, ['org', 'compute', 'job']],
 ];
 
@@ -67,6 +69,13 @@ function defaultOrg() {
   return orgs.find((o) => o.slug === saved) || orgs[0] || null;
 }
 
+// The top bar's section of the current page: a job page is under Jobs.
+function section() {
+  const [hash] = location.hash.split('?');
+  if (/^#\/o\/[^/]+\/efficiency$/.test(hash)) return 'efficiency';
+  return hash.includes('/jobs') ? 'jobs' : 'computes';
+}
+
 function renderTopbar() {
   const bar = document.getElementById('topbar');
   bar.hidden = !session.me;
@@ -83,9 +92,10 @@ function renderTopbar() {
   if (session.org) {
     document.getElementById('nav-computes').href = orgHash('computes');
     document.getElementById('nav-jobs').href = orgHash('jobs');
+    document.getElementById('nav-efficiency').href = orgHash('efficiency');
   }
-  const current = location.hash.includes('/jobs') ? 'nav-jobs' : 'nav-computes';
-  for (const id of ['nav-computes', 'nav-jobs']) {
+  const current = `nav-${section()}`;
+  for (const id of ['nav-computes', 'nav-jobs', 'nav-efficiency']) {
     const link = document.getElementById(id);
     if (id === current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
@@ -150,7 +160,7 @@ async function route() {
 
 document.getElementById('org-switcher').addEventListener('change', (e) => {
   selectOrg(e.target.value);
-  go(orgHash(location.hash.includes('/jobs') ? 'jobs' : 'computes'));
+  go(orgHash(section()));
 });
 document.getElementById('sign-out').addEventListener('click', async () => {
   try {

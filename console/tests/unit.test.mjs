@@ -1,12 +1,16 @@
 // The console's pure logic under node's own test runner (no browser): waste rules, flame graph
-// folding, timeline columns, formats. Run by ctest as console.unit.
+// folding, timeline columns, formats, the verdict ribbon's geometry, the efficiency table. Run by
+// ctest as console.unit.
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
+import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
+  sortRows} from '../src/efficiency.js';
 import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {METRICS, toColumns} from '../src/timeline.js';
+import {MIN_BAND_PX, legendCodes, ribbonBands, verdictColor} from '../src/verdict_ribbon.js';
 import {verdictLabel, verdictRows, verdictWhen} from '../src/verdicts.js';
 import {wasteFlags} from '../src/waste.js';
 
@@ -134,4 +138,130 @@ test('verdicts read as label, interval from the job start, confidence and eviden
   assert.equal(verdictWhen({from_ms: 1000, to_ms: 61_000}, 1000, 601_000), 'start – +1 min 0 s (1 min 0 s)');
   assert.equal(verdictLabel('future_code'), 'future_code');
   assert.deepEqual(verdictRows({}), []);
+});
+
+// A job from 0 to 1000 s on a 1000-pixel ribbon: one pixel per second.
+const RANGE = {from_ms: 0, to_ms: 1_000_000};
+const at = (code, fromS, toS) => ({code, from_ms: fromS * 1000, to_ms: toS * 1000});
+
+test('a verdict interval becomes a band at its place on the job\'s time range', () => {
+  const {bands, lanes} = ribbonBands({verdicts: [at('input_bound', 100, 400)]}, RANGE, 1000);
+  assert.deepEqual(bands, [{index: 0, code: 'input_bound', whole: false, x: 100, width: 300, lane: 0}]);
+  assert.equal(lanes, 1);
+  // The same on a narrower ribbon, scaled.
+  assert.deepEqual(ribbonBands({verdicts: [at('input_bound', 100, 400)]}, RANGE, 500).bands[0],
+    {index: 0, code: 'input_bound', whole: false, x: 50, width: 150, lane: 0});
+});
+
+test('whole-job verdicts span the ribbon whatever their bounds, each in its own lane first', () => {
+  const answer = {verdicts: [at('input_bound', 0, 300), at('over_allocated', 10, 20), at('memory_oversized', 0, 1000),
+    at('cpu_only', 0, 1000)]};
+  const {bands, lanes} = ribbonBands(answer, RANGE, 800);
+  assert.equal(lanes, 4);
+  assert.deepEqual(bands.map((b) => [b.code, b.x, b.width, b.lane]), [
+    ['input_bound', 0, 240, 3], ['over_allocated', 0, 800, 0], ['memory_oversized', 0, 800, 1], ['cpu_only', 0, 800, 2]]);
+});
+
+test('intervals are clipped to the range; one wholly outside is left out', () => {
+  const answer = {verdicts: [at('stuck', -100, 200), at('no_process', 900, 1500), at('io_wait', 1200, 1300),
+    at('host_bound', -50, -10)]};
+  const {bands} = ribbonBands(answer, RANGE, 1000);
+  assert.deepEqual(bands.map((b) => [b.index, b.code, b.x, b.width]), [[0, 'stuck', 0, 200], [1, 'no_process', 900, 100]]);
+});
+
+test('a tiny interval stays visible at the minimum width, inside the ribbon', () => {
+  const answer = {verdicts: [at('communication_wait', 500, 500.5), at('stuck', 1000, 1000), at('sync_bound', 0, 0.1)]};
+  const {bands} = ribbonBands(answer, RANGE, 1000);
+  assert.equal(MIN_BAND_PX, 2);
+  assert.deepEqual(bands.map((b) => [b.x, b.width]), [[500, 2], [998, 2], [0, 2]]);
+  for (const b of bands) assert.ok(b.width >= MIN_BAND_PX && b.x >= 0 && b.x + b.width <= 1000);
+});
+
+test('overlapping intervals take separate lanes; disjoint and touching ones share one', () => {
+  const answer = {verdicts: [at('input_bound', 0, 300), at('host_bound', 200, 500), at('stuck', 300, 400),
+    at('io_wait', 600, 700), at('no_process', 250, 260)]};
+  const {bands, lanes} = ribbonBands(answer, RANGE, 1000);
+  assert.deepEqual(bands.map((b) => [b.code, b.lane]),
+    [['input_bound', 0], ['host_bound', 1], ['stuck', 0], ['io_wait', 0], ['no_process', 2]]);
+  assert.equal(lanes, 3);
+  // Widened bands are placed by their drawn width: two 2-pixel bands a pixel apart overlap.
+  const tiny = ribbonBands({verdicts: [at('stuck', 100, 100), at('no_process', 101, 101)]}, RANGE, 1000);
+  assert.deepEqual(tiny.bands.map((b) => b.lane), [0, 1]);
+});
+
+test('no verdicts, no bands; a range without length shows every verdict across the ribbon', () => {
+  assert.deepEqual(ribbonBands({verdicts: []}, RANGE, 1000), {bands: [], lanes: 0});
+  assert.deepEqual(ribbonBands({}, RANGE, 1000), {bands: [], lanes: 0});
+  const {bands} = ribbonBands({verdicts: [at('stuck', 5, 6)]}, {from_ms: 5000, to_ms: 5000}, 300);
+  assert.deepEqual(bands.map((b) => [b.x, b.width]), [[0, 300]]);
+});
+
+test('each code has its own colour and the legend lists the codes present once, in order', () => {
+  const codes = ['no_process', 'cpu_only', 'over_allocated', 'memory_oversized', 'stuck', 'communication_wait',
+    'input_bound', 'sync_bound', 'host_bound', 'io_wait'];
+  assert.equal(new Set(codes.map(verdictColor)).size, codes.length);
+  assert.match(verdictColor('a_future_code'), /^#[0-9a-f]{6}$/);
+  assert.deepEqual(legendCodes({verdicts: [at('stuck', 0, 1), at('input_bound', 1, 2), at('stuck', 3, 4)]}),
+    ['stuck', 'input_bound']);
+});
+
+const ROLLUP = {
+  group_by: 'user', from_ms: 0, to_ms: 86_400_000,
+  groups: [
+    {key: 'ana', jobs: 3, gpus: 5, never_used_gpus: 2, allocated_gpu_s: 36_000, active_gpu_s: 9_000, idle_gpu_s: 27_000, idle_share: 0.75},
+    {key: '', jobs: 1, gpus: 1, never_used_gpus: 0, allocated_gpu_s: 7_200, active_gpu_s: 7_200, idle_gpu_s: 0, idle_share: 0},
+    {key: 'bob', jobs: 1, gpus: 0, never_used_gpus: 0, allocated_gpu_s: 0, active_gpu_s: 0, idle_gpu_s: 0, idle_share: null},
+  ],
+  totals: {jobs: 5, gpus: 6, never_used_gpus: 2, allocated_gpu_s: 43_200, active_gpu_s: 16_200, idle_gpu_s: 27_000, idle_share: 0.625},
+};
+
+test('efficiency groups become rows in GPU-hours, in the server\'s order, with the server\'s totals', () => {
+  const rows = efficiencyRows(ROLLUP);
+  assert.deepEqual(rows[0], {key: 'ana', jobs: 3, gpus: 5, allocated_h: 10, active_h: 2.5, idle_h: 7.5, idle_share: 0.75,
+    never_used_gpus: 2});
+  assert.deepEqual(rows.map((r) => r.key), ['ana', '', 'bob']);
+  assert.equal(rows[2].idle_share, null);
+  const totals = efficiencyTotals(ROLLUP);
+  assert.deepEqual(totals, {key: null, jobs: 5, gpus: 6, allocated_h: 12, active_h: 4.5, idle_h: 7.5, idle_share: 0.625,
+    never_used_gpus: 2});
+  assert.deepEqual(efficiencyRows({}), []);
+  assert.equal(COLUMNS.length, 8);
+});
+
+test('efficiency rows sort by any column either way, missing values last', () => {
+  const rows = efficiencyRows(ROLLUP);
+  assert.deepEqual(sortRows(rows, 'key', 1).map((r) => r.key), ['', 'ana', 'bob']);
+  assert.deepEqual(sortRows(rows, 'key', -1).map((r) => r.key), ['bob', 'ana', '']);
+  assert.deepEqual(sortRows(rows, 'allocated_h', -1).map((r) => r.key), ['ana', '', 'bob']);
+  assert.deepEqual(sortRows(rows, 'idle_share', 1).map((r) => r.key), ['', 'ana', 'bob']);
+  assert.deepEqual(sortRows(rows, 'idle_share', -1).map((r) => r.key), ['ana', '', 'bob']);
+  assert.deepEqual(rows.map((r) => r.key), ['ana', '', 'bob'], 'sorting copies');
+});
+
+test('GPU-hours read without losing small figures; shares in percent', () => {
+  assert.equal(gpuHours(null), '—');
+  assert.equal(gpuHours(0), '0');
+  assert.equal(gpuHours(0.001), '< 0.01');
+  assert.equal(gpuHours(0.0167), '0.02');
+  assert.equal(gpuHours(7.5), '7.50');
+  assert.equal(gpuHours(123.44), '123.4');
+  assert.equal(gpuHours(1234567.4), '1,234,567');
+  assert.equal(share(null), '—');
+  assert.equal(share(0.625), '63 %');
+  assert.equal(share(0), '0 %');
+});
+
+test('the efficiency view comes from the URL, and its table and CSV ask for the same window', () => {
+  const q = (s) => new URLSearchParams(s);
+  assert.deepEqual(efficiencyChoices(q('')), {groupBy: 'user', period: '7d', compute: '', limit: ''});
+  assert.deepEqual(efficiencyChoices(q('group_by=account&period=24h&compute=cmp_1&limit=5')),
+    {groupBy: 'account', period: '24h', compute: 'cmp_1', limit: '5'});
+  assert.deepEqual(efficiencyChoices(q('group_by=qos&period=1y&limit=-1')), {groupBy: 'user', period: '7d', compute: '', limit: ''});
+  const choices = efficiencyChoices(q('group_by=partition&period=24h&compute=c&d'));
+  const now = 1_700_000_000_000;
+  assert.equal(efficiencyPath('a b', choices, now),
+    `/api/v1/orgs/a%20b/efficiency?group_by=partition&from=${now - 86_400_000}&to=${now}&compute=c`);
+  assert.equal(efficiencyPath('a b', choices, now, 'csv'),
+    `/api/v1/orgs/a%20b/efficiency?group_by=partition&from=${now - 86_400_000}&to=${now}&compute=c&format=csv`);
+  assert.match(efficiencyPath('o', efficiencyChoices(q('period=30d')), now), new RegExp(`from=${now - 30 * 86_400_000}&`));
 });

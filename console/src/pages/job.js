@@ -1,12 +1,14 @@
-// One job: requested against used, its GPUs and hosts, per-GPU timelines of a chosen metric
-// (downsampled by the server to about one point per pixel), its Prolog/Epilog events, and its
-// Python stacks (top frames and a flame graph) when it has any.
+// One job: requested against used, its GPUs and hosts, its verdicts (a table, and a ribbon of
+// their intervals over the timeline), per-GPU timelines of a chosen metric (downsampled by the
+// server to about one point per pixel), its Prolog/Epilog events, and its Python stacks (top
+// frames and a flame graph) when it has any.
 import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
 import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
+import {drawRibbon} from '../verdict_ribbon.js';
 import {verdictRows} from '../verdicts.js';
 import {wasteFlags} from '../waste.js';
 
@@ -28,9 +30,13 @@ function requestedVsUsed(j) {
       h('tr', {}, h('th', {scope: 'row'}, 'Time'), h('td', {}, timeLimit(r.time_limit_s)), h('td', {}, j.start_ms ? duration((j.end_ms || Date.now()) - j.start_ms) : 'not started'))));
 }
 
-function timelineSection(compute, job, j) {
+// The chart and, over it, the verdict ribbon on the same x axis: the verdicts' time range (the
+// job's, from its first allocation to its end), which the chart is set to once drawn.
+// `verdictsReply` resolves to {answer} or {error}; the ribbon waits for it.
+function timelineSection(compute, job, j, verdictsReply) {
   const select = h('select', {id: 'timeline-metric'}, METRICS.map(([m, label]) => h('option', {value: m}, label)));
   const chart = h('div', {class: 'chart', id: 'timeline'});
+  const ribbonHolder = h('div', {class: 'ribbon-holder'});
   const load = async () => {
     const [metric, , unit, scale] = METRICS.find(([m]) => m === select.value);
     const width = Math.max(320, Math.min(1200, chart.clientWidth || 900));
@@ -39,20 +45,37 @@ function timelineSection(compute, job, j) {
     const span = (j.end_ms || Date.now()) - (j.start_ms || Date.now());
     const points = Math.max(2, Math.min(Math.round(width / 2), Math.ceil(span / 2000)));
     chart.setAttribute('aria-busy', 'true');
+    let plot = null;
     try {
       const t = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/timeline` +
                               `?metric=${encodeURIComponent(metric)}&points=${points}`);
-      drawTimeline(chart, t, unit, width, scale);
+      plot = drawTimeline(chart, t, unit, width, scale);
       chart.dataset.series = String(t.series.length);
       chart.dataset.points = String(t.series.reduce((n, s) => n + s.points.length, 0));
     } catch (err) {
       chart.replaceChildren(errorBox(err));
     }
+    const {answer} = await verdictsReply;
+    let left = 0;
+    let plotWidth = width;
+    const ribbon = (range) => ribbonHolder.replaceChildren(...[drawRibbon(answer, range, left, plotWidth)].filter(Boolean));
+    if (answer && answer.to_ms > answer.from_ms && plot) {
+      // The plot area (inside the y axis), in CSS pixels from the holder's left edge.
+      const area = plot.over.getBoundingClientRect();
+      left = Math.max(0, area.left - ribbonHolder.getBoundingClientRect().left);
+      plotWidth = area.width;
+      // The ribbon follows the chart's x axis, also when the user zooms in (drag) or out (double click).
+      plot.hooks.setScale = [...(plot.hooks.setScale || []), (u, key) => {
+        if (key === 'x') ribbon({from_ms: u.scales.x.min * 1000, to_ms: u.scales.x.max * 1000});
+      }];
+      plot.setScale('x', {min: answer.from_ms / 1000, max: answer.to_ms / 1000});
+    }
+    ribbon(answer ? {from_ms: answer.from_ms, to_ms: answer.to_ms} : {from_ms: 0, to_ms: 0});
     chart.removeAttribute('aria-busy');
   };
   select.addEventListener('change', load);
   return {element: h('section', {'aria-labelledby': 'timeline-heading'},
-    h('h2', {id: 'timeline-heading'}, 'Timeline'), h('label', {}, 'Metric ', select), chart), load};
+    h('h2', {id: 'timeline-heading'}, 'Timeline'), h('label', {}, 'Metric ', select), ribbonHolder, chart), load};
 }
 
 function gpuTable(gpus) {
@@ -85,9 +108,9 @@ async function stacksSection(compute, job) {
     h('h3', {}, 'Flame graph'), flameGraph(s.stacks));
 }
 
-// Why the GPUs were idle or not working, per interval, each with its evidence on demand.
-async function verdictsSection(compute, job) {
-  const answer = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/verdicts`);
+// Why the GPUs were idle or not working, per interval, each with its evidence on demand. Row i
+// is verdict i of the answer (the ribbon's bands open them by that index).
+function verdictsSection(answer) {
   const rows = verdictRows(answer);
   const heading = h('h2', {id: 'verdicts-heading'}, 'Verdicts');
   if (!rows.length) {
@@ -97,7 +120,7 @@ async function verdictsSection(compute, job) {
   return h('section', {id: 'verdicts', 'aria-labelledby': 'verdicts-heading'}, heading,
     h('table', {class: 'data compact', id: 'verdict-list'},
       h('thead', {}, h('tr', {}, ['Verdict', 'When', 'GPUs', 'Confidence', 'Suggestion'].map((t) => h('th', {scope: 'col'}, t)))),
-      h('tbody', {}, rows.map((r) => h('tr', {'data-code': r.code},
+      h('tbody', {}, rows.map((r, i) => h('tr', {'data-code': r.code, id: `verdict-${i}`},
         h('td', {}, r.label, h('br'), h('code', {}, r.code)), h('td', {}, r.when), h('td', {}, r.gpus),
         h('td', {}, r.confidence),
         h('td', {}, r.suggestion, h('details', {}, h('summary', {}, 'Evidence'), h('pre', {}, r.evidence))))))));
@@ -106,7 +129,9 @@ async function verdictsSection(compute, job) {
 export async function render({compute, job}) {
   const j = await api.get(path`/api/v1/computes/${compute}/jobs/${job}`);
   const flags = wasteFlags(j);
-  const timeline = timelineSection(compute, job, j);
+  const verdictsReply = api.get(path`/api/v1/computes/${compute}/jobs/${job}/verdicts`)
+    .then((answer) => ({answer}), (error) => ({error}));
+  const timeline = timelineSection(compute, job, j, verdictsReply);
   const stacksHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading stacks…'));
   const verdictsHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading verdicts…'));
   page(`Job ${j.job_id}${j.name ? ` · ${j.name}` : ''}`,
@@ -122,11 +147,8 @@ export async function render({compute, job}) {
     h('h2', {}, 'Events'), eventList(j.events || []),
     stacksHolder);
   await timeline.load();
-  try {
-    verdictsHolder.replaceChildren(await verdictsSection(compute, job));
-  } catch (err) {
-    verdictsHolder.replaceChildren(errorBox(err));
-  }
+  const {answer, error} = await verdictsReply;
+  verdictsHolder.replaceChildren(error ? errorBox(error) : verdictsSection(answer));
   try {
     stacksHolder.replaceChildren(await stacksSection(compute, job));
   } catch (err) {
