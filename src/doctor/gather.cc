@@ -1,0 +1,448 @@
+#include "doctor/gather.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "attribution/gres_conf.h"
+#include "core/quote.h"
+#include "deploy/daemon_config.h"
+#include "doctor/health_report.h"
+#include "slurm/hook_script.h"
+#include "slurm/slurm_conf.h"
+#include "spool/spool_format.h"
+#include "spool/spool_names.h"
+#include "wire/json_parse.h"
+
+namespace expanse::doctor {
+namespace {
+
+constexpr size_t kMaxHookScriptBytes = 64 << 10;
+constexpr size_t kMaxCgroupConfBytes = 1 << 20;
+constexpr size_t kMaxHealthFileBytes = 68 << 10;  // the aggregator's bound
+constexpr size_t kMaxInstallStateBytes = 1 << 20;
+constexpr size_t kMaxHostDirs = 100'000;
+
+std::string Dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+std::string Trim(const std::string& text) {
+  const size_t begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string::npos)
+    return "";
+  return text.substr(begin, text.find_last_not_of(" \t\r") + 1 - begin);
+}
+
+// Whether `value` names one of our wrapper scripts: a file whose text says so.
+bool IsExpanseWrapper(Host& host, const std::string& value) {
+  if (value.empty() || value.front() != '/')
+    return false;
+  const std::optional<FileInfo> info = host.Stat(value);
+  if (!info || info->type != FileInfo::Type::kFile)
+    return false;
+  Result<std::optional<std::string>> text = host.ReadFile(value, kMaxHookScriptBytes);
+  return text.ok() && *text && slurm::ParseManagedHookScript(**text).has_value();
+}
+
+DirFacts StatDir(Host& host, const std::string& path) {
+  DirFacts dir;
+  dir.path = path;
+  if (const std::optional<FileInfo> info = host.Stat(path)) {
+    dir.exists = true;
+    dir.is_directory = info->type == FileInfo::Type::kDirectory;
+    dir.mode = info->mode;
+    dir.uid = info->uid;
+    dir.gid = info->gid;
+  }
+  return dir;
+}
+
+// What the install state says (docs/formats/install-state.md); empty members when it is absent.
+struct InstallStateFacts {
+  bool present = false;
+  bool profiling_agent = true;
+  std::string slurm_conf;
+  std::string shared_prefix;
+  std::string user;
+};
+
+InstallStateFacts ReadInstallState(Host& host, const std::string& path) {
+  InstallStateFacts state;
+  Result<std::optional<std::string>> text = host.ReadFile(path, kMaxInstallStateBytes);
+  if (!text.ok() || !*text)
+    return state;
+  Result<nlohmann::json> doc = wire::ParseJson(**text, wire::JsonLimits{});
+  if (!doc.ok() || !doc->is_object())
+    return state;
+  state.present = true;
+  const auto text_of = [&](const char* key) {
+    const auto it = doc->find(key);
+    return it != doc->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (const auto it = doc->find("profiling_agent"); it != doc->end() && it->is_boolean())
+    state.profiling_agent = it->get<bool>();
+  state.slurm_conf = text_of("slurm_conf");
+  state.shared_prefix = text_of("shared_prefix");
+  state.user = text_of("user");
+  return state;
+}
+
+// "<dir>\t<seconds since the epoch, with a fraction>" per line, from find's -printf.
+std::map<std::string, int64_t> ParseMtimes(const std::string& output) {
+  std::map<std::string, int64_t> out;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t tab = line.rfind('\t');
+    if (tab == std::string::npos)
+      continue;
+    const std::string dir = line.substr(0, tab);
+    const std::string host = dir.substr(dir.rfind('/') + 1);
+    char* end = nullptr;
+    const double seconds = std::strtod(line.c_str() + tab + 1, &end);
+    if (end == line.c_str() + tab + 1 || !(seconds > 0 && seconds < 253'402'300'799.0))
+      continue;
+    out[host] = static_cast<int64_t>(seconds * 1000.0);
+  }
+  return out;
+}
+
+NodeFacts ReadNode(Host& host, const std::string& root, const std::string& name,
+                   const std::map<std::string, int64_t>& mtimes) {
+  NodeFacts node;
+  node.host = name;
+  const std::string path = root + "/" + name + "/" + spool::kHealthFileName;
+  const std::optional<FileInfo> info = host.LinkStat(path);
+  if (!info) {
+    node.error = "no health report (" + path + ")";
+    return node;
+  }
+  if (info->type != FileInfo::Type::kFile) {
+    node.error = path + " is not a regular file";
+    return node;
+  }
+  Result<std::optional<std::string>> bytes = host.ReadFile(path, kMaxHealthFileBytes);
+  if (!bytes.ok() || !*bytes) {
+    node.error = bytes.ok() ? "the health report vanished" : bytes.status().message();
+    return node;
+  }
+  Result<NodeFacts> read = ReadHealthFile(**bytes, name);
+  if (!read.ok()) {
+    node.error = read.status().message();
+    return node;
+  }
+  node = std::move(*read);
+  if (const auto it = mtimes.find(name); it != mtimes.end())
+    node.arrived_ms = it->second;
+  return node;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ParseCgroupConf(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos)
+      line.resize(hash);
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos)
+      continue;
+    const std::string key = Lower(Trim(line.substr(0, eq)));
+    if (!key.empty() && out.size() < 256)
+      out[key] = Trim(line.substr(eq + 1));
+  }
+  return out;
+}
+
+SlurmConfFacts GatherSlurmConf(Host& host, const std::string& slurm_conf, bool taskprolog_wanted) {
+  SlurmConfFacts facts;
+  Result<std::string> path =
+      slurm::DiscoverSlurmConf(slurm_conf.empty() ? std::nullopt : std::optional(slurm_conf), host);
+  if (!path.ok()) {
+    facts.error = path.status().message();
+    return facts;
+  }
+  facts.path = *path;
+  Result<slurm::SlurmConf> conf = slurm::ReadSlurmConf(host, *path);
+  if (!conf.ok()) {
+    facts.error = conf.status().message();
+    return facts;
+  }
+  for (const char* key : {"Prolog", "Epilog", "TaskProlog"}) {
+    HookFacts hook;
+    hook.key = key;
+    hook.wanted = std::string(key) != "TaskProlog" || taskprolog_wanted;
+    const std::vector<const slurm::SlurmConfAssignment*> all = conf->AssignmentsOf(key);
+    if (!all.empty()) {
+      const slurm::SlurmConfAssignment& last = *all.back();
+      hook.value = last.value;
+      hook.where = last.path + ":" + std::to_string(last.line);
+      hook.is_expanse = IsExpanseWrapper(host, last.value);
+      for (size_t i = 0; i + 1 < all.size() && !hook.is_expanse; ++i) {
+        if (IsExpanseWrapper(host, all[i]->value))
+          hook.overridden_expanse_at = all[i]->path + ":" + std::to_string(all[i]->line);
+      }
+    }
+    facts.hooks.push_back(std::move(hook));
+  }
+  facts.task_plugin = conf->EffectiveValue("TaskPlugin").value_or("");
+  facts.proctrack_type = conf->EffectiveValue("ProctrackType").value_or("");
+  return facts;
+}
+
+CgroupConfFacts GatherCgroupConf(Host& host, const std::string& path) {
+  CgroupConfFacts facts;
+  facts.path = path;
+  Result<std::optional<std::string>> text = host.ReadFile(path, kMaxCgroupConfBytes);
+  if (!text.ok()) {
+    facts.error = text.status().message();
+    return facts;
+  }
+  if (!*text)
+    return facts;
+  facts.present = true;
+  facts.settings = ParseCgroupConf(**text);
+  return facts;
+}
+
+SpoolFacts GatherSpool(Host& host, const std::string& root) {
+  SpoolFacts spool;
+  spool.root = root;
+  spool.dir = StatDir(host, root);
+  if (!spool.dir.is_directory)
+    return spool;
+  Result<std::vector<std::string>> names = host.ListDirectory(root);
+  if (!names.ok())
+    return spool;
+  for (const std::string& name : *names) {
+    if (name == spool::kQuarantineDirName) {
+      Result<std::vector<std::string>> q = host.ListDirectory(root + "/" + name);
+      spool.quarantined = q.ok() ? q->size() : 0;
+      continue;
+    }
+    if (!spool::IsValidHostName(name) || spool.host_dirs.size() >= kMaxHostDirs)
+      continue;
+    DirFacts dir = StatDir(host, root + "/" + name);
+    if (!dir.is_directory)
+      continue;
+    Result<std::vector<std::string>> files = host.ListDirectory(dir.path);
+    uint64_t backlog = 0;
+    if (files.ok()) {
+      for (const std::string& file : *files)
+        backlog += spool::ParseSpoolFileName(file).has_value() ? 1 : 0;
+    }
+    spool.backlog_files[name] = backlog;
+    spool.host_dirs.push_back(std::move(dir));
+  }
+  return spool;
+}
+
+std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target) {
+  std::vector<NodeFacts> nodes;
+  std::vector<std::string> hosts;
+  if (!target.empty()) {
+    hosts.push_back(target);
+  } else if (Result<std::vector<std::string>> names = host.ListDirectory(root); names.ok()) {
+    for (const std::string& name : *names) {
+      if (spool::IsValidHostName(name) && hosts.size() < kMaxHostDirs &&
+          host.Stat(root + "/" + name).value_or(FileInfo{}).type == FileInfo::Type::kDirectory)
+        hosts.push_back(name);
+    }
+  }
+  std::sort(hosts.begin(), hosts.end());
+  // One `find` for every report's mtime: Host has no mtime of its own, and the time the file
+  // reached the shared file system is what tells a silent worker from a skewed clock.
+  SubprocessOptions find;
+  find.argv = {"find",      root,         "-mindepth", "2",
+               "-maxdepth", "2",          "-name",     spool::kHealthFileName,
+               "-printf",   "%h\\t%T@\\n"};
+  find.timeout = std::chrono::seconds(30);
+  std::map<std::string, int64_t> mtimes;
+  if (Result<SubprocessResult> run = host.Run(find); run.ok())
+    mtimes = ParseMtimes(run->stdout_text);
+  for (const std::string& name : hosts) {
+    if (!spool::IsValidHostName(name)) {
+      NodeFacts bad;
+      bad.host = QuoteForMessage(name);
+      bad.error = "not a valid host name";
+      nodes.push_back(std::move(bad));
+      continue;
+    }
+    nodes.push_back(ReadNode(host, root, name, mtimes));
+  }
+  return nodes;
+}
+
+std::vector<DiskFacts> ParseDf(const std::string& output, const std::vector<std::string>& paths) {
+  std::vector<DiskFacts> out;
+  std::istringstream lines(output);
+  std::string line;
+  std::getline(lines, line);  // the header
+  size_t i = 0;
+  while (std::getline(lines, line) && i < paths.size()) {
+    std::istringstream fields(line);
+    std::string fs;
+    uint64_t total = 0, used = 0, avail = 0;
+    DiskFacts disk;
+    disk.path = paths[i++];
+    if (fields >> fs >> total >> used >> avail) {
+      disk.total_bytes = total * 1024;
+      disk.free_bytes = avail * 1024;
+    } else {
+      disk.error = "df printed " + QuoteForMessage(line);
+    }
+    out.push_back(std::move(disk));
+  }
+  return out;
+}
+
+std::vector<DiskFacts> GatherDisks(Host& host, const std::vector<std::string>& paths) {
+  std::vector<std::string> present;
+  std::vector<DiskFacts> out;
+  for (const std::string& path : paths) {
+    if (host.Stat(path))
+      present.push_back(path);
+  }
+  if (present.empty())
+    return out;
+  SubprocessOptions df;
+  df.argv = {"df", "-P", "-k"};
+  df.argv.insert(df.argv.end(), present.begin(), present.end());
+  df.timeout = std::chrono::seconds(30);  // a hung NFS mount must not hang the doctor
+  Result<SubprocessResult> run = host.Run(df);
+  if (!run.ok() || !run->Succeeded()) {
+    for (const std::string& path : present) {
+      out.push_back({path,
+                     run.ok() ? "df failed: " + QuoteForMessage(run->stderr_text, 200)
+                              : run.status().message(),
+                     0, 0});
+    }
+    return out;
+  }
+  return ParseDf(run->stdout_text, present);
+}
+
+DeploymentFacts GatherFacts(Host& host, const GatherOptions& options) {
+  DeploymentFacts facts;
+  facts.now_ms = host.clock().NowMs();
+  facts.target = options.target;
+  const InstallStateFacts state = ReadInstallState(host, options.install_state);
+
+  CredentialFacts credential;
+  credential.config_path = options.config_path;
+  Result<deploy::DaemonConfig> config = deploy::LoadDaemonConfig(host, options.config_path);
+  if (!config.ok())
+    credential.error = config.status().message();
+  std::string shared_prefix = options.shared_prefix;
+  if (shared_prefix.empty())
+    shared_prefix = config.ok() ? config->shared_prefix : state.shared_prefix;
+  std::string user = options.user;
+  if (user.empty())
+    user = config.ok() && !config->daemon_user.empty() ? config->daemon_user : state.user;
+  if (user.empty())
+    user = "slurm";
+  facts.daemon_user.name = user;
+  if (std::optional<UserAccount> account = host.LookupUser(user)) {
+    facts.daemon_user = {user, true, account->uid, account->gid};
+  }
+
+  const std::string spool_root = shared_prefix.empty() ? "" : shared_prefix + "/spool/workers";
+  std::string gres_path = options.gres_conf;
+  if (options.target.empty()) {
+    // The deployment-wide facts; --host looks at one worker only.
+    SlurmConfFacts slurm_conf =
+        GatherSlurmConf(host, options.slurm_conf.empty() ? state.slurm_conf : options.slurm_conf,
+                        state.present && state.profiling_agent);
+    if (gres_path.empty() && !slurm_conf.path.empty())
+      gres_path = Dir(slurm_conf.path) + "/gres.conf";
+    facts.cgroup_conf = GatherCgroupConf(
+        host, options.cgroup_conf.empty()
+                  ? (slurm_conf.path.empty() ? "/etc/slurm" : Dir(slurm_conf.path)) + "/cgroup.conf"
+                  : options.cgroup_conf);
+    facts.slurm_conf = std::move(slurm_conf);
+    if (!spool_root.empty())
+      facts.spool = GatherSpool(host, spool_root);
+    if (config.ok() && options.probe) {
+      credential.compute_id = config->compute_id;
+      credential.control_plane = options.probe(
+          "GET", config->control_plane_url + "/cp/v1/enrolment?wait_ms=0", config->credential);
+      credential.data_plane =
+          options.probe("POST", config->data_plane_url + "/dp/v1/sync", config->credential);
+    }
+    facts.credential = std::move(credential);
+    std::vector<std::string> disk_paths = {options.state_dir};
+    if (!shared_prefix.empty())
+      disk_paths.push_back(shared_prefix);
+    facts.disks = GatherDisks(host, disk_paths);
+    OutboxFacts outbox;
+    outbox.dir = options.state_dir + "/outbox";
+    outbox.max_bytes = options.outbox_max_bytes;
+    if (Result<std::vector<std::string>> files = host.ListDirectory(outbox.dir); files.ok()) {
+      for (const std::string& name : *files) {
+        if (const std::optional<FileInfo> info = host.Stat(outbox.dir + "/" + name);
+            info && info->type == FileInfo::Type::kFile)
+          outbox.depth_bytes += info->size;
+      }
+      facts.outbox = std::move(outbox);
+    } else if (files.status().code() != StatusCode::kNotFound) {
+      outbox.error = files.status().message();
+      facts.outbox = std::move(outbox);
+    }
+  } else if (gres_path.empty()) {
+    gres_path =
+        Dir(slurm::DiscoverSlurmConf(std::nullopt, host).value_or("/etc/slurm/slurm.conf")) +
+        "/gres.conf";
+  }
+
+  if (!spool_root.empty())
+    facts.nodes = GatherNodes(host, spool_root, options.target);
+  // gres.conf, read once, judged per node against what its sampler sees. Without a slurm.conf
+  // there is no gres.conf to look for (and SLURM_CONF_UNREADABLE says so).
+  if (gres_path.empty())
+    return facts;
+  std::optional<std::string> gres_text;
+  std::string gres_error;
+  Result<std::optional<std::string>> read =
+      host.ReadFile(gres_path, attribution::kMaxGresConfBytes);
+  if (!read.ok())
+    gres_error = read.status().message();
+  else
+    gres_text = *read;
+  for (NodeFacts& node : facts.nodes) {
+    if (!node.error.empty())
+      continue;
+    GresFacts gres;
+    if (!gres_error.empty()) {
+      gres.error = gres_path + ": " + gres_error;
+    } else if (!gres_text) {
+      continue;  // no gres.conf: nothing configured to compare
+    } else if (Result<attribution::NodeGres> parsed =
+                   attribution::ParseGresConf(*gres_text, node.host);
+               !parsed.ok()) {
+      gres.error = gres_path + ": " + parsed.status().message();
+    } else {
+      gres.auto_detect = parsed->auto_detect_nvidia;
+      for (const attribution::GresGpuFile& file : parsed->files)
+        gres.minors.push_back(file.minor);
+      gres.gpus_without_file = parsed->gpus_without_file;
+    }
+    node.gres = std::move(gres);
+  }
+  return facts;
+}
+
+}  // namespace expanse::doctor

@@ -1,0 +1,140 @@
+#include "doctor/health_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "spool/spool_file.h"
+
+namespace expanse::doctor {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string HealthFile(const std::string& host, const std::string& payload,
+                       int64_t created_ms = 1'800'000'000'000) {
+  spool::SpoolFile file{host, "boot-a", 7, created_ms, {{"worker_health", payload}}};
+  Result<std::string> bytes = spool::EncodeSpoolFile(file);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  return bytes.ok() ? *bytes : "";
+}
+
+// What agent/sampler_role.cc writes, trimmed to the members the doctor reads.
+nlohmann::json Report() {
+  return {
+      {"version", 1},
+      {"host", "w1"},
+      {"last_sample_ms", 1'799'999'999'000},
+      {"capabilities",
+       {{"nvml", {{"state", "ok"}, {"reason", ""}}},
+        {"dcgm", {{"state", "degraded"}, {"reason", "no host engine"}}}}},
+      {"inventory",
+       {{"backend", "nvml"},
+        {"gpus",
+         {{{"index", 0}, {"uuid", "GPU-a"}, {"minor", 3}}, {{"index", 1}, {"uuid", "GPU-b"}}}}}},
+      {"gpu_use",
+       {{{"uuid", "GPU-a"},
+         {"state", "in_use"},
+         {"jobs", {42}},
+         {"processes",
+          {{{"pid", 99},
+            {"job_id", 42},
+            {"of_allocated_job", false},
+            {"outside_cgroup", false}}}}}}},
+      {"spool", {{"records_written", 10}, {"write_errors", 2}, {"records_dropped", 1}}},
+      {"problem", "spool full"}};
+}
+
+TEST(DoctorHealthReport, ReadsTheSamplersReport) {
+  Result<NodeFacts> node = ReadHealthFile(HealthFile("w1", Report().dump()), "w1");
+  ASSERT_TRUE(node.ok()) << node.status().message();
+  EXPECT_EQ(node->host, "w1");
+  EXPECT_EQ(node->written_ms, 1'800'000'000'000);
+  EXPECT_EQ(node->last_sample_ms, 1'799'999'999'000);
+  ASSERT_EQ(node->gpus.size(), 2u);
+  EXPECT_EQ(node->gpus[0].uuid, "GPU-a");
+  EXPECT_EQ(node->gpus[0].minor, 3u);
+  EXPECT_FALSE(node->gpus[1].minor.has_value());
+  EXPECT_EQ(node->capabilities.at("dcgm").state, "degraded");
+  EXPECT_EQ(node->capabilities.at("dcgm").reason, "no host engine");
+  ASSERT_EQ(node->gpu_use.size(), 1u);
+  EXPECT_EQ(node->gpu_use[0].jobs, std::vector<std::string>{"42"});
+  ASSERT_EQ(node->gpu_use[0].processes.size(), 1u);
+  EXPECT_EQ(node->gpu_use[0].processes[0].job_id, "42");
+  EXPECT_FALSE(node->gpu_use[0].processes[0].of_allocated_job);
+  EXPECT_EQ(node->spool_write_errors, 2u);
+  EXPECT_EQ(node->spool_records_dropped, 1u);
+  EXPECT_EQ(node->problem, "spool full");
+}
+
+TEST(DoctorHealthReport, RefusesGarbage) {
+  for (const std::string& bytes :
+       {std::string(), std::string("garbage"), std::string(5000, '\0'), std::string(1, '\xff')}) {
+    Result<NodeFacts> node = ReadHealthFile(bytes, "w1");
+    ASSERT_FALSE(node.ok());
+    EXPECT_THAT(node.status().message(), HasSubstr("health.rec is damaged"));
+  }
+}
+
+TEST(DoctorHealthReport, RefusesAReportOfAnotherHost) {
+  Result<NodeFacts> other = ReadHealthFile(HealthFile("w2", Report().dump()), "w1");
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.status().message(), HasSubstr("written by \"w2\""));
+  nlohmann::json lying = Report();
+  lying["host"] = "w9";
+  Result<NodeFacts> inner = ReadHealthFile(HealthFile("w1", lying.dump()), "w1");
+  ASSERT_FALSE(inner.ok());
+  EXPECT_THAT(inner.status().message(), HasSubstr("names host \"w9\""));
+}
+
+TEST(DoctorHealthReport, RefusesPayloadsThatAreNotAnObject) {
+  for (const char* payload : {"[]", "nul", "{\"host\":", "\"text\""}) {
+    Result<NodeFacts> node = ReadHealthFile(HealthFile("w1", payload), "w1");
+    EXPECT_FALSE(node.ok()) << payload;
+  }
+  std::string deep(100, '[');
+  EXPECT_FALSE(ParseHealthPayload("{\"a\":" + deep, "w1", 0).ok());
+}
+
+TEST(DoctorHealthReport, WrongTypesAreSkippedNotThrown) {
+  const nlohmann::json odd = {{"host", "w1"},
+                              {"last_sample_ms", "soon"},
+                              {"capabilities", {{"dcgm", "degraded"}, {"BAD KEY", {{"state", 1}}}}},
+                              {"inventory", {{"gpus", {1, "x", {{"uuid", 5}, {"minor", -1}}}}}},
+                              {"gpu_use", {{{"jobs", {{{"a", 1}}}}, {"processes", {7}}}}},
+                              {"spool", {{"write_errors", -3}}},
+                              {"problem", {1, 2}}};
+  Result<NodeFacts> node = ParseHealthPayload(odd.dump(), "w1", 5);
+  ASSERT_TRUE(node.ok()) << node.status().message();
+  EXPECT_EQ(node->last_sample_ms, 0);
+  EXPECT_TRUE(node->capabilities.empty());
+  EXPECT_TRUE(node->gpus.empty());  // the first non-object ends the list
+  ASSERT_EQ(node->gpu_use.size(), 1u);
+  EXPECT_TRUE(node->gpu_use[0].jobs.empty());
+  EXPECT_TRUE(node->gpu_use[0].processes.empty());
+  EXPECT_EQ(node->spool_write_errors, 0u);
+  EXPECT_EQ(node->problem, "");
+}
+
+TEST(DoctorHealthReport, HugeListsAreCapped) {
+  nlohmann::json report = Report();
+  report["inventory"]["gpus"] = nlohmann::json::array();
+  for (int i = 0; i < 5000; ++i)
+    report["inventory"]["gpus"].push_back({{"uuid", "GPU-" + std::to_string(i)}, {"minor", i}});
+  report["problem"] = std::string(60000, 'x');
+  Result<NodeFacts> node = ParseHealthPayload(report.dump(), "w1", 0);
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->gpus.size(), 256u);
+  EXPECT_LE(node->problem.size(), 1024u);
+}
+
+TEST(DoctorHealthReport, ControlCharactersInTextAreQuoted) {
+  nlohmann::json report = Report();
+  report["capabilities"]["dcgm"]["reason"] = "a\x1b[31mred";
+  Result<NodeFacts> node = ParseHealthPayload(report.dump(), "w1", 0);
+  ASSERT_TRUE(node.ok());
+  EXPECT_THAT(node->capabilities.at("dcgm").reason, ::testing::Not(HasSubstr("\x1b")));
+}
+
+}  // namespace
+}  // namespace expanse::doctor
