@@ -23,6 +23,7 @@ export const METRICS = [
   ['gpu.power_w', 'Power (NVML)', 'W', 1],
   ['job.cpu_used_cores', 'CPU cores used (per host)', 'cores', 1],
   ['job.mem_used_mib', 'Memory used (per host)', 'MiB', 1],
+  ['job.io_pressure_some', 'Time stalled on I/O (cgroup v2 pressure, per host)', '%', 100],
 ];
 
 const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7b83', '#57606a'];

@@ -18,6 +18,17 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kEnd = kStart + 600'000;
 
+// A series of ten minutes on worker2, one sample a second at `value`.
+json Minutes10(const std::string& device, const std::string& metric, double value) {
+  json dt = json::array(), v = json::array();
+  for (int i = 0; i < 600; ++i) {
+    dt.push_back(i == 0 ? 0 : 1000);
+    v.push_back(value);
+  }
+  return {{"host", "worker2"}, {"device", device}, {"metric", metric},
+          {"t0", kStart},      {"dt", dt},         {"v", v}};
+}
+
 // Job 77 on two GPUs of worker2 for ten minutes, one sample a second: GPU-busy at 95 % with
 // its process, GPU-idle at 0 with nothing on it.
 std::string JobBatch() {
@@ -72,12 +83,13 @@ class ApiVerdictsTest : public api_testing::ApiTest {
   void SetUp() override {
     ApiTest::SetUp();
     compute_ = NewCompute(token_);
-    const std::string credential = Exchange(IssueToken(compute_)).body.value("credential", "");
-    Reply ingested = Call("POST", "/dp/v1/ingest", JobBatch(), Bearer(credential));
+    credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
+    Reply ingested = Call("POST", "/dp/v1/ingest", JobBatch(), Bearer(credential_));
     ASSERT_EQ(ingested.status, 200) << ingested.body;
     clock_.Set(kStart + 3'600'000);
   }
   std::string compute_;
+  std::string credential_;
 };
 
 TEST_F(ApiVerdictsTest, AJobsVerdictsComeWithTheirEvidence) {
@@ -100,6 +112,48 @@ TEST_F(ApiVerdictsTest, AJobsVerdictsComeWithTheirEvidence) {
   EXPECT_EQ(verdicts[1]["code"], "over_allocated");
   EXPECT_EQ(verdicts[1]["suggestion"], "ask for 1 GPU, not 2 (--gres=gpu:1)");
   EXPECT_GT(verdicts[1]["confidence"].get<double>(), 0.5);
+}
+
+// Job 78 on one GPU of worker2: the GPU at 10 % while the job's tasks were stalled on I/O 60 %
+// of the time (cgroup v2 pressure), its CPUs nearly idle, no stacks.
+TEST_F(ApiVerdictsTest, AJobStalledOnIoIsIoWaitWithThePressureAsEvidence) {
+  const json series =
+      json::array({Minutes10("GPU-io", "gpu.sm_util", 10), Minutes10("GPU-io", "gpu.processes", 1),
+                   Minutes10("job/78", "job.cpu_used_cores", 0.4),
+                   Minutes10("job/78", "job.io_pressure_some", 0.6)});
+  const json batch = {{"version", 1},
+                      {"stream", "telemetry"},
+                      {"sequence", 2},
+                      {"series", series},
+                      {"jobs",
+                       {{{"job_id", "78"},
+                         {"state", "COMPLETED"},
+                         {"user", "ana"},
+                         {"req_gpus", 1},
+                         {"req_cpus", 8},
+                         {"start_ms", kStart},
+                         {"end_ms", kEnd},
+                         {"observed_ms", kStart}}}},
+                      {"gpu_allocations",
+                       {{{"job_id", "78"},
+                         {"host", "worker2"},
+                         {"gpu_uuid", "GPU-io"},
+                         {"gpu_index", 0},
+                         {"from_ms", kStart},
+                         {"to_ms", kEnd}}}}};
+  Reply ingested = Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential_));
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  Reply r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/78/verdicts", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& verdicts = r.body["verdicts"];
+  ASSERT_EQ(verdicts.size(), 1u) << verdicts.dump();
+  EXPECT_EQ(verdicts[0]["code"], "io_wait");
+  EXPECT_EQ(verdicts[0]["from_ms"], kStart);
+  EXPECT_EQ(verdicts[0]["to_ms"], kEnd);
+  EXPECT_EQ(verdicts[0]["evidence"]["io"]["host"], "worker2");
+  EXPECT_NEAR(verdicts[0]["evidence"]["io"]["pressure_some_mean"].get<double>(), 0.6, 1e-9);
+  EXPECT_NEAR(verdicts[0]["evidence"]["cpu"]["cores_used_mean"].get<double>(), 0.4, 1e-9);
+  EXPECT_THAT(verdicts[0]["suggestion"].get<std::string>(), HasSubstr("stalled on I/O 60 %"));
 }
 
 TEST_F(ApiVerdictsTest, BadThresholdsAndUnknownJobsAreRefused) {

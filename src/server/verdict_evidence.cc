@@ -11,8 +11,9 @@ namespace {
 enum GpuSeries { kUtil, kPower, kMem, kProcesses, kSmActive, kDcgmSmActive, kGpuSeriesCount };
 constexpr const char* kGpuMetrics[] = {"gpu.sm_util",   "gpu.power_w",   "gpu.mem_used_mib",
                                        "gpu.processes", "gpu.sm_active", "gpu.dcgm.sm_active"};
-enum HostSeries { kCpu, kJobGpuProcesses, kHostSeriesCount };
-constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.gpu_processes"};
+enum HostSeries { kCpu, kJobGpuProcesses, kIoSome, kHostSeriesCount };
+constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.gpu_processes",
+                                        "job.io_pressure_some"};
 
 size_t CellOf(const JobCells& cells, int64_t t_ms) {
   if (t_ms <= cells.start_ms)
@@ -112,6 +113,7 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
     track.cores_allocated = cores_per_host;
     track.cpu_cores.assign(cells.cells, -1);
     track.gpu_processes.assign(cells.cells, -1);
+    track.io_some.assign(cells.cells, -1);
     cells.hosts.push_back(std::move(track));
     for (const char* metric : kHostMetrics)
       queries.push_back({{job.compute_id, host, device, metric}, start, grid_end, points});
@@ -158,10 +160,17 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
         const size_t i = CellOf(cells, b.start_ms);
         if (i >= cells.cells || b.count == 0)
           continue;
-        if (s == kCpu)
-          host.cpu_cores[i] = b.mean;
-        else
-          host.gpu_processes[i] = b.max;
+        switch (s) {
+          case kCpu:
+            host.cpu_cores[i] = b.mean;
+            break;
+          case kJobGpuProcesses:
+            host.gpu_processes[i] = b.max;
+            break;
+          case kIoSome:
+            host.io_some[i] = b.mean;
+            break;
+        }
       }
     }
   }

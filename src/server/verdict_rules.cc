@@ -141,6 +141,27 @@ std::pair<double, bool> CpuOver(const HostTrack* host, const Run& run, const Ver
   return {sum / static_cast<double>(n), saturated && 2 * n >= run.end - run.first};
 }
 
+// The job's I/O pressure on the host over a run: the mean share of time some task was stalled
+// on I/O, and whether that reaches the threshold (at least half the run sampled); -1 without
+// the series (cgroup v1, or a kernel without pressure stall information).
+std::pair<double, bool> IoOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
+  if (host == nullptr || host->io_some.empty())
+    return {-1, false};
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = run.first; i < run.end; ++i) {
+    const double share = At(host->io_some, i);
+    if (share < 0)
+      continue;
+    sum += share;
+    ++n;
+  }
+  if (n == 0)
+    return {-1, false};
+  const double mean = sum / static_cast<double>(n);
+  return {mean, mean >= t.io_pressure_share && 2 * n >= run.end - run.first};
+}
+
 std::string GiB(double mib) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f GiB", mib / 1024);
@@ -277,8 +298,16 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
                            {"cores_used_mean", Round(cores, 0.01)},
                            {"cores_allocated", host->cores_allocated}};
       }
-      underused.push_back(
-          {cell_from(run.first), cell_from(run.end), {gpu.uuid}, {gpu.host}, saturated, evidence});
+      const auto [io_share, io_stalled] = IoOver(host, run, t);
+      if (io_share >= 0)
+        evidence["io"] = {{"host", gpu.host}, {"pressure_some_mean", Round(io_share)}};
+      underused.push_back({cell_from(run.first),
+                           cell_from(run.end),
+                           {gpu.uuid},
+                           {gpu.host},
+                           saturated,
+                           io_stalled,
+                           evidence});
     }
   }
 
@@ -372,6 +401,7 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
     if (std::find(kept.hosts.begin(), kept.hosts.end(), u.hosts[0]) == kept.hosts.end())
       kept.hosts.push_back(u.hosts[0]);
     kept.cpu_saturated = kept.cpu_saturated && u.cpu_saturated;
+    kept.io_stalled = kept.io_stalled && u.io_stalled;
     kept.evidence["gpus"].push_back(u.evidence["gpus"][0]);
   }
   for (auto& [interval, u] : by_interval)
@@ -444,6 +474,23 @@ std::optional<Verdict> ExplainUnderused(const Underused& interval,
         break;
     }
     return v;
+  }
+  if (interval.io_stalled && evidence.contains("io")) {
+    if (shares.samples > 0)
+      evidence["stacks"] = {{"samples", shares.samples}, {"share", Round(share)}};
+    const double some = evidence["io"]["pressure_some_mean"].get<double>();
+    return Verdict{"io_wait",
+                   interval.from_ms,
+                   interval.to_ms,
+                   0.7,
+                   interval.gpus,
+                   interval.hosts,
+                   evidence,
+                   "GPU idle while the job's tasks on " +
+                       evidence["io"]["host"].get<std::string>() + " were stalled on I/O " +
+                       std::to_string(static_cast<int>(std::lround(some * 100))) +
+                       " % of the time: stage the data on node-local disk, read it in larger "
+                       "chunks or with more loader workers, or check the file system's load"};
   }
   if (interval.cpu_saturated && evidence.contains("cpu")) {
     if (shares.samples > 0)

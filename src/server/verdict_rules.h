@@ -7,8 +7,9 @@
 // host_bound, over_allocated, memory_oversized, cpu_only) and the intervals where the GPUs were
 // underused for a reason the series cannot tell. ExplainUnderused then reads the job's stacks
 // of such an interval: mostly in data loading is input_bound, in collectives
-// communication_wait, in device synchronisation sync_bound; else, with the job's CPUs
-// saturated, host_bound.
+// communication_wait, in device synchronisation sync_bound; else, with the job's tasks
+// stalled on I/O (cgroup v2 pressure), io_wait; else, with the job's CPUs saturated,
+// host_bound.
 #ifndef EXPANSE_SERVER_VERDICT_RULES_H_
 #define EXPANSE_SERVER_VERDICT_RULES_H_
 
@@ -35,7 +36,10 @@ struct VerdictThresholds {
   // about a tenth of its peak), while memory-bound work still draws a third or more.
   double spinning_power_share = 0.25;
   double cpu_saturated_share = 0.9;  // cores used of cores allocated on the host
-  double stack_share = 0.3;          // a stack class explains an interval from this share on
+  // The share of time some task of the job was stalled on I/O (job.io_pressure_some) from
+  // which an underused interval is io_wait.
+  double io_pressure_share = 0.3;
+  double stack_share = 0.3;  // a stack class explains an interval from this share on
   double memory_oversized_share = 0.25;
   double cpu_only_cores = 0.5;       // a job that never touched its GPUs but used this much CPU
   int64_t min_interval_ms = 60'000;  // no interval verdict shorter than this
@@ -69,6 +73,7 @@ struct HostTrack {
   double cores_allocated = -1;        // the job's CPUs on this host
   std::vector<double> cpu_cores;      // job.cpu_used_cores mean per cell
   std::vector<double> gpu_processes;  // job.gpu_processes peak per cell
+  std::vector<double> io_some;        // job.io_pressure_some mean per cell (empty: none)
 };
 
 struct JobCells {
@@ -100,6 +105,7 @@ struct Underused {
   std::vector<std::string> gpus;
   std::vector<std::string> hosts;
   bool cpu_saturated = false;  // the job's CPUs on those hosts were saturated throughout
+  bool io_stalled = false;     // the job's tasks on those hosts stalled on I/O (mean share)
   nlohmann::json evidence;
 };
 
@@ -111,8 +117,8 @@ struct SeriesVerdicts {
 SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThresholds& t);
 
 // The verdict for an underused interval from the job's stacks of that interval (top stacks by
-// samples, as store::JobStore::JobStacks gives them), or host_bound from saturated CPUs;
-// nullopt when neither explains it.
+// samples, as store::JobStore::JobStacks gives them), else io_wait from the job's I/O
+// pressure, else host_bound from saturated CPUs; nullopt when none explains it.
 std::optional<Verdict> ExplainUnderused(const Underused& interval,
                                         const std::vector<store::StackTotal>& stacks,
                                         const VerdictThresholds& t);

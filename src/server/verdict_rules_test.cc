@@ -243,6 +243,59 @@ TEST(VerdictRulesTest, UnderusedIntervalsAreLeftToTheStacksWithTheirCpu) {
   EXPECT_FALSE(ExplainUnderused(spare, busy_cpu, {}));
 }
 
+TEST(VerdictRulesTest, UnderusedWhileTheJobsTasksStallOnIoIsIoWait) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  GpuCell waiting = Busy();
+  waiting.util_mean = 8;
+  waiting.util_max = 30;
+  for (size_t i = 4; i < 12; ++i)
+    gpu.cells[i] = waiting;
+  HostTrack& host = b.Host("w1", 8, 1.5, 1);  // CPUs to spare
+  host.io_some.assign(b.job.cells, 0.02);
+  for (size_t i = 4; i < 12; ++i)
+    host.io_some[i] = 0.55;
+  host.io_some[7] = -1;  // one cell unsampled: the mean is over the sampled ones
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  const Underused& u = v.underused[0];
+  EXPECT_TRUE(u.io_stalled);
+  EXPECT_FALSE(u.cpu_saturated);
+  EXPECT_NEAR(u.evidence["io"]["pressure_some_mean"].get<double>(), 0.55, 1e-9);
+
+  // Stacks that say nothing: the pressure explains the interval.
+  const std::vector<store::StackTotal> unclear = {
+      {"train.py:main:44;train.py:step:12", "idle", 100, 0}};
+  auto verdict = ExplainUnderused(u, unclear, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "io_wait");
+  EXPECT_EQ(verdict->from_ms, kT0 + 4 * kCell);
+  EXPECT_EQ(verdict->to_ms, kT0 + 12 * kCell);
+  EXPECT_EQ(verdict->evidence["io"]["host"], "w1");
+  EXPECT_THAT(verdict->suggestion,
+              HasSubstr("tasks on w1 were stalled on I/O 55 % of the time: stage the data"));
+  // Stacks in data loading still name the place: input_bound, with the pressure as evidence.
+  const std::vector<store::StackTotal> loading = {
+      {"train.py:main:40;torch/utils/data/dataloader.py:__next__:631", "idle", 80, 0}};
+  verdict = ExplainUnderused(u, loading, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "input_bound");
+  EXPECT_TRUE(verdict->evidence.contains("io"));
+
+  // Below the threshold, or without the series (cgroup v1), nothing is claimed.
+  for (size_t i = 4; i < 12; ++i)
+    b.job.hosts[0].io_some[i] = 0.1;
+  const SeriesVerdicts low = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(low.underused.size(), 1u);
+  EXPECT_FALSE(low.underused[0].io_stalled);
+  EXPECT_FALSE(ExplainUnderused(low.underused[0], unclear, {}));
+  b.job.hosts[0].io_some.clear();
+  const SeriesVerdicts none = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(none.underused.size(), 1u);
+  EXPECT_FALSE(none.underused[0].evidence.contains("io"));
+  EXPECT_FALSE(ExplainUnderused(none.underused[0], unclear, {}));
+}
+
 TEST(VerdictRulesTest, MigProfilesAreTheSmallestThatHoldsThePeak) {
   EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 12 * 1024), "1g.18gb");
   EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 30 * 1024), "1g.35gb");

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -57,7 +59,56 @@ std::optional<uint64_t> ReadV2CpuNs(const std::string& dir) {
   return std::nullopt;
 }
 
+// The "some" and "full" totals (µs) of a PSI file ("some avg10=0.00 avg60=0.00 avg300=0.00
+// total=123"); nullopt without the file or either line (a kernel without PSI, or v1).
+std::optional<std::pair<uint64_t, uint64_t>> ReadPressureTotals(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::optional<uint64_t> some, full;
+  for (int lines = 0; lines < 4 && std::getline(in, line); ++lines) {
+    const size_t at = line.find(" total=");
+    if (at == std::string::npos)
+      continue;
+    const char* begin = line.c_str() + at + 7;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(begin, &end, 10);
+    if (end == begin || errno != 0)
+      continue;
+    if (line.starts_with("some "))
+      some = value;
+    else if (line.starts_with("full "))
+      full = value;
+  }
+  if (!some || !full)
+    return std::nullopt;
+  return std::make_pair(*some, *full);
+}
+
 }  // namespace
+
+void JobCgroups::SampleIoPressure(uint32_t job, const std::string& dir, int64_t now_ms,
+                                  const std::string& host, SeriesBuffer& buffer,
+                                  std::map<uint32_t, LastIo>& next) {
+  const auto totals = ReadPressureTotals(dir + "/io.pressure");
+  if (!totals)
+    return;
+  const auto last = last_io_.find(job);
+  if (last != last_io_.end() && now_ms > last->second.at_ms &&
+      totals->first >= last->second.some_us && totals->second >= last->second.full_us) {
+    const double interval_us = static_cast<double>(now_ms - last->second.at_ms) * 1000.0;
+    const std::string device = "job/" + std::to_string(job);
+    // A stall longer than the interval cannot be: clamp what a coarse clock could make > 1.
+    const auto share = [&](uint64_t now_us, uint64_t then_us) {
+      return std::min(1.0, static_cast<double>(now_us - then_us) / interval_us);
+    };
+    buffer.Add({host, device, "job.io_pressure_some"}, now_ms,
+               share(totals->first, last->second.some_us));
+    buffer.Add({host, device, "job.io_pressure_full"}, now_ms,
+               share(totals->second, last->second.full_us));
+  }
+  next[job] = {now_ms, totals->first, totals->second};
+}
 
 std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
   std::vector<int> pids;
@@ -170,7 +221,10 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   }
   bool vanished = false;
   std::map<uint32_t, Last> next;
+  std::map<uint32_t, LastIo> next_io;
   for (const auto& [job, dirs] : jobs_) {
+    if (dirs.v2)
+      SampleIoPressure(job, dirs.cpu, now_ms, host, buffer, next_io);
     const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =
@@ -195,6 +249,7 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
     }
   }
   last_ = std::move(next);
+  last_io_ = std::move(next_io);
   if (vanished)
     Rescan();
 

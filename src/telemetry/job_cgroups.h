@@ -1,7 +1,10 @@
 // JobCgroups: CPU and memory each SLURM job uses on this node, read from the job's cgroup
 // (proctrack/task cgroup put every process of the job there), as the series
 // `job.cpu_used_cores` and `job.mem_used_mib` with device "job/<id>" (docs/formats/metrics.md),
-// plus `node.cpu_util` from /proc/stat.
+// plus `node.cpu_util` from /proc/stat. Under cgroup v2 with pressure stall information (PSI)
+// also `job.io_pressure_some` and `job.io_pressure_full`: the share of each interval in which
+// some (all) of the job's runnable tasks were stalled on I/O, from io.pressure's totals. v1 has
+// no per-cgroup pressure, and a kernel without PSI has no io.pressure file: no such series.
 //
 // Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
@@ -65,9 +68,19 @@ class JobCgroups {
     int64_t at_ms = 0;
     uint64_t cpu_ns = 0;
   };
+  // io.pressure's "some" and "full" totals (µs) at the last reading.
+  struct LastIo {
+    int64_t at_ms = 0;
+    uint64_t some_us = 0;
+    uint64_t full_us = 0;
+  };
+  void SampleIoPressure(uint32_t job, const std::string& dir, int64_t now_ms,
+                        const std::string& host, SeriesBuffer& buffer,
+                        std::map<uint32_t, LastIo>& next);
   JobCgroupOptions options_;
   std::map<uint32_t, JobDirs> jobs_;
   std::map<uint32_t, Last> last_;
+  std::map<uint32_t, LastIo> last_io_;
   // Jobs announced by ExpectJob and not yet found: job id -> samples left to look for it.
   std::map<uint32_t, int> expected_;
   int samples_since_scan_ = 0;

@@ -102,6 +102,54 @@ TEST_F(JobCgroupsTest, CgroupV2AndVanishingJobs) {
   EXPECT_TRUE(buffer.Take().empty());
 }
 
+TEST_F(JobCgroupsTest, CgroupV2IoPressureIsTheShareOfEachIntervalStalledOnIo) {
+  const std::string job = "/system.slice/slurmstepd.scope/job_42";
+  Write(job + "/cpu.stat", "usage_usec 1000000\n");
+  Write(job + "/memory.current", "1048576\n");
+  Write(job + "/io.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=5000000\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(10'000, "gpu07", buffer);  // the first reading: no rate yet
+  EXPECT_EQ(Find(buffer.Take(), "job/42", "job.io_pressure_some"), nullptr);
+  // 10 s later: 4 s with some task stalled, 1 s with all of them.
+  Write(job + "/io.pressure",
+        "some avg10=40.00 avg60=0.00 avg300=0.00 total=9000000\n"
+        "full avg10=10.00 avg60=0.00 avg300=0.00 total=2000000\n");
+  cgroups.Sample(20'000, "gpu07", buffer);
+  std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* some = Find(series, "job/42", "job.io_pressure_some");
+  const wire::SeriesRecord* full = Find(series, "job/42", "job.io_pressure_full");
+  ASSERT_NE(some, nullptr);
+  ASSERT_NE(full, nullptr);
+  EXPECT_EQ(some->v, (std::vector<double>{0.4}));
+  EXPECT_EQ(full->v, (std::vector<double>{0.1}));
+  // A total that went backwards (the cgroup was remade under the same id) gives no point, and a
+  // file without a "full" line (or garbage) is no reading at all.
+  Write(job + "/io.pressure", "some avg10=0 avg60=0 avg300=0 total=1\nfull total=1\n");
+  cgroups.Sample(30'000, "gpu07", buffer);
+  EXPECT_EQ(Find(buffer.Take(), "job/42", "job.io_pressure_some"), nullptr);
+  Write(job + "/io.pressure", "some avg10=0 total=abc\n");
+  cgroups.Sample(40'000, "gpu07", buffer);
+  cgroups.Sample(50'000, "gpu07", buffer);
+  EXPECT_EQ(Find(buffer.Take(), "job/42", "job.io_pressure_some"), nullptr);
+}
+
+TEST_F(JobCgroupsTest, CgroupV1HasNoIoPressureSeries) {
+  const std::string job = "/cpuacct/slurm/uid_0/job_9";
+  Write(job + "/cpuacct.usage", "1000\n");
+  Write("/memory/slurm/uid_0/job_9/memory.usage_in_bytes", "1\n");
+  Write(job + "/io.pressure", "some total=1\nfull total=1\n");  // not read under v1
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);
+  cgroups.Sample(2000, "gpu07", buffer);
+  std::vector<wire::SeriesRecord> series = buffer.Take();
+  ASSERT_NE(Find(series, "job/9", "job.cpu_used_cores"), nullptr);
+  EXPECT_EQ(Find(series, "job/9", "job.io_pressure_some"), nullptr);
+}
+
 TEST_F(JobCgroupsTest, IdleNodeIsNotWalkedEverySample) {
   JobCgroups cgroups(options_);
   SeriesBuffer buffer;
