@@ -178,6 +178,37 @@ try {
   assert.match(await page.locator('#verdicts').innerText(), /^Verdicts\n/);
   ok('the job page shows its verdicts section');
 
+  // The verdict ribbon under the timeline: one band per verdict of the API's answer, in its
+  // order. The job holds an idle GPU next to its busy one on each node, so it has at least
+  // over_allocated. Samples flushed late can still change the answer just after the job:
+  // compare again after a reload until the page and the API agree (three tries).
+  const verdictsPath = `/api/v1/computes/${encodeURIComponent(computeId)}/jobs/${encodeURIComponent(jobId)}/verdicts`;
+  let verdicts = await page.evaluate(async (p) => (await fetch(p)).json(), verdictsPath);
+  assert.ok(verdicts.verdicts.some((v) => v.code === 'over_allocated'),
+    `the job's verdicts include over_allocated: ${JSON.stringify(verdicts)}`);
+  let bandCodes;
+  for (let attempt = 1; ; ++attempt) {
+    await page.locator('#verdict-ribbon .band').first().waitFor();
+    await page.locator('#verdict-list').waitFor();
+    bandCodes = await page.locator('#verdict-ribbon .band').evaluateAll((els) => els.map((e) => e.dataset.code));
+    verdicts = await page.evaluate(async (p) => (await fetch(p)).json(), verdictsPath);
+    if (JSON.stringify(bandCodes) === JSON.stringify(verdicts.verdicts.map((v) => v.code)) || attempt === 3) break;
+    await page.reload();
+  }
+  assert.deepEqual(bandCodes, verdicts.verdicts.map((v) => v.code), 'one band per verdict, in the answer\'s order');
+  const legend = await page.locator('#verdict-legend code').allInnerTexts();
+  assert.deepEqual(legend, [...new Set(verdicts.verdicts.map((v) => v.code))]);
+  const last = verdicts.verdicts.length - 1;
+  assert.equal(await page.locator(`#verdict-${last} details`).getAttribute('open'), null, 'evidence starts closed');
+  await page.locator(`#verdict-ribbon .band[data-index="${last}"]`).click();
+  const evidence = page.locator(`#verdict-${last} details[open] pre`);
+  await evidence.waitFor({state: 'visible'});
+  assert.deepEqual(Object.keys(JSON.parse(await evidence.innerText())).sort(),
+    Object.keys(verdicts.verdicts[last].evidence).sort());
+  assert.match(await page.locator(`#verdict-${last}`).getAttribute('class'), /highlight/);
+  ok(`the verdict ribbon has a band per verdict (${bandCodes.join(', ')}); a click opens that verdict's evidence`);
+  await shot(page, '05b-job-verdicts');
+
   await page.locator('#top-frames').waitFor();
   assert.match(await page.locator('#top-frames').innerText(), /train\.py:load_batch/);
   assert.ok(await page.locator('.flame .flame-frame').count() >= 3, 'the flame graph has frames');
@@ -187,6 +218,49 @@ try {
   await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));
   await page.locator('#timeline canvas').first().waitFor();
   ok('another metric redraws the timeline');
+
+  // --- efficiency: idle GPU-hours per user, then per account, as the API counts them ---------------
+  await page.getByRole('link', {name: 'Efficiency', exact: true}).click();
+  await page.locator('#efficiency').waitFor();
+  await assertLabelled(page, 'efficiency');
+  assert.equal(await page.locator('#nav-efficiency').getAttribute('aria-current'), 'page');
+  for (const groupBy of ['user', 'account']) {
+    if (groupBy !== 'user') {
+      await page.getByLabel('Group by').selectOption(groupBy);
+      await page.locator('#efficiency-csv[href*="group_by=account"]').waitFor();
+      await page.locator('#efficiency').waitFor();
+    }
+    // The CSV link asks for the table's own window; without format=csv it is the table's JSON.
+    const csvHref = await page.locator('#efficiency-csv').getAttribute('href');
+    assert.match(csvHref, new RegExp(`^/api/v1/orgs/acme/efficiency\\?group_by=${groupBy}&from=\\d+&to=\\d+&format=csv$`));
+    const answer = await page.evaluate(async (p) => (await fetch(p)).json(), csvHref.replace('&format=csv', ''));
+    assert.equal(answer.group_by, groupBy);
+    assert.ok(answer.groups.length >= 1, `the job is counted: ${JSON.stringify(answer)}`);
+    const shown = await page.locator('#efficiency tbody tr').evaluateAll((els) => els.map((e) => e.dataset.group));
+    assert.deepEqual(shown, answer.groups.map((g) => g.key), `rows per ${groupBy}, most idle first`);
+    const firstJobs = await page.locator('#efficiency tbody tr').first().locator('td').first().innerText();
+    assert.equal(Number(firstJobs), answer.groups[0].jobs);
+    const totalJobs = await page.locator('#efficiency-totals td').first().innerText();
+    assert.equal(Number(totalJobs), answer.totals.jobs);
+    const csv = await page.evaluate(async (p) => {
+      const r = await fetch(p);
+      return {status: r.status, type: r.headers.get('content-type'), body: await r.text()};
+    }, csvHref);
+    assert.equal(csv.status, 200);
+    assert.match(csv.type, /^text\/csv/);
+    const lines = csv.body.split('\r\n').filter(Boolean);
+    assert.match(lines[0], new RegExp(`^${groupBy},jobs,gpus,never_used_gpus,`));
+    assert.equal(lines.length, answer.groups.length + 1, 'the CSV has a line per group');
+    ok(`the efficiency page per ${groupBy} shows the API's ${answer.groups.length} group(s) and totals; Download CSV is the same query`);
+  }
+  await page.locator('#efficiency th button', {hasText: 'Idle GPU-h'}).click();
+  assert.equal(await page.locator('#efficiency th', {hasText: 'Idle GPU-h'}).getAttribute('aria-sort'), 'ascending');
+  await page.getByLabel('Period').selectOption('24h');
+  await page.locator('#efficiency-csv[href*="group_by=account"]').waitFor();
+  await page.waitForURL(/efficiency\?group_by=account&period=24h$/);
+  await page.locator('#efficiency').waitFor();
+  ok('the efficiency table sorts by a column, and the period is a choice kept in the URL');
+  await shot(page, '05c-efficiency');
 
   // --- re-issue and deprovision, on a second compute (the first one stays installed) -------------
   await page.getByRole('link', {name: 'Compute', exact: true}).click();

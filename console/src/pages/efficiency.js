@@ -82,7 +82,7 @@ export async function render({org, query}) {
 
   page('Efficiency', form,
     h('p', {id: 'efficiency-window'},
-      `GPU time held by jobs from ${dateTime(answer.from_ms)} to ${dateTime(answer.to_ms)}; ${answer.jobs_scanned} jobs read. ` +
+      `GPU time held by jobs from ${dateTime(answer.from_ms)} to ${dateTime(answer.to_ms)}; ${answer.jobs_scanned} job${answer.jobs_scanned === 1 ? '' : 's'} read. ` +
       'A GPU counts from its allocation, not its first process, and time without samples counts as idle.'),
     notice, h('p', {}, csv), holder);
 }

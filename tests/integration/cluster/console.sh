@@ -142,7 +142,9 @@ console_install() { # SCRIPT, token on stdin
 console_job() { # COMPUTE
   local job
   rm -f "$DIR/stop"
-  job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py $DIR/stop")"
+  # Both GPUs of each node, the busy and the idle one: the job page then has a verdict
+  # (over_allocated) for its ribbon.
+  job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py $DIR/stop")"
   if ! (wait_until 150 "Python stacks of job $job at the server" bash -c \
     "api GET /api/v1/computes/$1/jobs/$job/stacks | jq -e '.total_count >= 5' >/dev/null" >&2); then
     api GET "/api/v1/computes/$1" | jq -c '.heartbeat.workers' >&2
