@@ -141,6 +141,25 @@ std::variant<DaemonCommandLine, ExitNow> ParseDaemonCommandLine(int argc, char**
       ->capture_default_str();
   pystack->add_flag("--json", line.pystack.json, "Print JSON");
 
+  CLI::App* doctor = app.add_subcommand(
+      "doctor",
+      "Check the whole deployment from the controller (or one worker with --host) and print "
+      "each finding with its fix; exit 0 nothing to do, 1 action needed, 2 could not run");
+  doctor->add_option("--host", line.doctor.gather.target,
+                     "Check only this worker, through its spool health report");
+  doctor->add_flag("--json", line.doctor.json,
+                   "Print the findings as JSON (docs/formats/doctor.md)");
+  doctor->add_option("--slurm-conf", line.doctor.gather.slurm_conf,
+                     "slurm.conf to check (default: the installer's, else as it discovers one)");
+  doctor->add_option("--cgroup-conf", line.doctor.gather.cgroup_conf,
+                     "cgroup.conf to check (default: beside slurm.conf)");
+  doctor
+      ->add_option("--install-state", line.doctor.gather.install_state,
+                   "The controller install's state file")
+      ->capture_default_str();
+  doctor->add_flag("!--no-planes", line.doctor.probe_planes,
+                   "Do not contact the control and data planes");
+
   try {
     app.parse(argc, argv);
     if (sample->parsed()) {
@@ -156,10 +175,13 @@ std::variant<DaemonCommandLine, ExitNow> ParseDaemonCommandLine(int argc, char**
     }
   } catch (const CLI::ParseError& e) {
     const int status = app.exit(e);
-    // A hook never fails a job, not even on a mistaken command line.
+    // A hook never fails a job, not even on a mistaken command line; doctor's usage errors
+    // are 2, apart from its findings' 1.
     for (int i = 1; i < argc; ++i) {
       if (std::string_view(argv[i]) == "hook")
         return ExitNow{0};
+      if (std::string_view(argv[i]) == "doctor")
+        return ExitNow{status == 0 ? 0 : 2};
     }
     return ExitNow{status};
   }
@@ -180,8 +202,19 @@ std::variant<DaemonCommandLine, ExitNow> ParseDaemonCommandLine(int argc, char**
     line.command = Command::kDiagnostics;
   else if (pystack->parsed())
     line.command = Command::kPystack;
+  else if (doctor->parsed())
+    line.command = Command::kDoctor;
   else if (!flags.role.empty())
     line.command = Command::kRole;
+  if (line.command == Command::kDoctor) {
+    doctor::GatherOptions& gather = line.doctor.gather;
+    gather.config_path = flags.config_path;
+    gather.shared_prefix = flags.shared_prefix;
+    gather.state_dir = flags.state_dir;
+    gather.user = flags.user;
+    gather.gres_conf = flags.gres_conf;
+    line.doctor.env_file = flags.env_file;
+  }
   return line;
 }
 

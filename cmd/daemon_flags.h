@@ -10,13 +10,14 @@
 #include "agent/daemon_commands.h"
 #include "agent/sampler_run.h"
 #include "core/host.h"
+#include "doctor/doctor_command.h"
 #include "gpu/backend_select.h"
 
 namespace expanse::cmd {
 
 struct DaemonCommandLine {
   // What to run, in the order the command line is looked at: a subcommand wins over --role.
-  enum class Command { kNone, kHook, kGpus, kSample, kDiagnostics, kPystack, kRole };
+  enum class Command { kNone, kHook, kGpus, kSample, kDiagnostics, kPystack, kDoctor, kRole };
   Command command = Command::kNone;
   // The node flags; `hostname` is "" when --hostname was not given.
   agent::DaemonOptions node;
@@ -26,6 +27,9 @@ struct DaemonCommandLine {
   int gpus_repeat = 0;
   agent::SamplerRunOptions sample;
   agent::PystackCommandOptions pystack;
+  // `doctor`: the node flags (--config, --shared-prefix, --state-dir, --env-file, --user,
+  // --gres-conf) are copied in after parsing.
+  doctor::DoctorCommandOptions doctor;
 };
 
 // The exit status for a command line that ends the process at once: --help and --version (0),

@@ -101,6 +101,30 @@ TEST_F(DaemonFlagsTest, Hook) {
   EXPECT_EQ(Line({"hook", "epilog", "--interval", "soon"}).command, Command::kHook);
 }
 
+TEST_F(DaemonFlagsTest, DoctorTakesTheNodeFlagsAndItsOwn) {
+  const DaemonCommandLine line =
+      Line({"doctor", "--host", "w1", "--json", "--shared-prefix", "/srv/expanse", "--config",
+            "/etc/cfg.json", "--user", "expanse", "--slurm-conf", "/etc/slurm/slurm.conf",
+            "--no-planes"});
+  EXPECT_EQ(line.command, Command::kDoctor);
+  EXPECT_EQ(line.doctor.gather.target, "w1");
+  EXPECT_TRUE(line.doctor.json);
+  EXPECT_FALSE(line.doctor.probe_planes);
+  EXPECT_EQ(line.doctor.gather.shared_prefix, "/srv/expanse");
+  EXPECT_EQ(line.doctor.gather.config_path, "/etc/cfg.json");
+  EXPECT_EQ(line.doctor.gather.user, "expanse");
+  EXPECT_EQ(line.doctor.gather.slurm_conf, "/etc/slurm/slurm.conf");
+  EXPECT_EQ(line.doctor.gather.state_dir, "/var/lib/expanse");
+  EXPECT_EQ(line.doctor.env_file, "/etc/expanse/daemon.env");
+  EXPECT_TRUE(Line({"doctor"}).doctor.probe_planes);
+}
+
+TEST_F(DaemonFlagsTest, DoctorUsageErrorsExitTwo) {
+  EXPECT_EQ(ExitStatus({"doctor", "--no-such-flag"}), 2);
+  EXPECT_EQ(ExitStatus({"doctor", "--host"}), 2);
+  EXPECT_EQ(ExitStatus({"doctor", "--help"}), 0);
+}
+
 TEST_F(DaemonFlagsTest, Commands) {
   EXPECT_EQ(Line({}).command, Command::kNone);
   EXPECT_EQ(Line({"diagnostics"}).command, Command::kDiagnostics);

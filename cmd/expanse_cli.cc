@@ -13,6 +13,7 @@
 
 #include "core/duration.h"
 #include "core/version.h"
+#include "doctor_cli.h"
 #include "install/installer.h"
 #include "install/token_intake.h"
 #include "release_cli.h"
@@ -181,6 +182,8 @@ int RunExpanseCli(int argc, char** argv) {
   AddBool(*uninstall, "--verbose", un.verbose, "Print diagnostics");
   uninstall->add_option("--hostname", un.hostname, "This node's name (default: the host name)");
 
+  DoctorCli doctor;
+  AddDoctorCommand(app, doctor);
   ReleaseCommands release_commands;
   AddReleaseCommands(app, release_commands);
 
@@ -208,6 +211,8 @@ int RunExpanseCli(int argc, char** argv) {
   }
   if (uninstall->parsed())
     return Report(RunUninstall(un, PathsFromEnvironment(), ConsoleOutput(un.verbose)));
+  if (doctor.command->parsed())
+    return RunDoctorCli(doctor);
   return Report(RunReleaseCommand(release_commands));
 }
 

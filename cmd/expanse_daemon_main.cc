@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <variant>
 
@@ -43,6 +44,8 @@ int Run(int argc, char** argv) {
       return agent::RunSampleCommand(line.sample);
     case DaemonCommandLine::Command::kDiagnostics:
       return agent::RunDiagnosticsCommand(line.node, host);
+    case DaemonCommandLine::Command::kDoctor:
+      return expanse::doctor::RunDoctorCommand(line.doctor, host, std::cout, std::cerr);
     case DaemonCommandLine::Command::kPystack:
       return agent::RunPystackCommand(line.pystack, line.node, host);
     case DaemonCommandLine::Command::kRole:

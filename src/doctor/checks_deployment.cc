@@ -176,10 +176,10 @@ void CheckSpool(const SpoolFacts& spool, const AccountFacts& user, const CheckLi
 
 void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& out) {
   if (!credential.error.empty()) {
-    out.push_back(Action("CREDENTIAL_CONFIG_UNREADABLE", "",
-                         credential.config_path + ": " + credential.error,
-                         "re-run `expanse compute install --reinstall --token-file FILE` with "
-                         "a new install token from the console"));
+    out.push_back(Action("CREDENTIAL_CONFIG_UNREADABLE", "", credential.error,
+                         "issue an install token on the compute's console page and run "
+                         "`expanse compute install --reinstall ...` with it in "
+                         "EXPANSE_INSTALL_TOKEN (the install's other flags as before)"));
     return;
   }
   const auto probe = [&](const std::optional<ProbeFacts>& p, const std::string& plane,
@@ -200,8 +200,10 @@ void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& ou
                            "the " + plane + " refused this compute's credential (HTTP " +
                                std::to_string(p->status) +
                                (p->code.empty() ? "" : ", " + QuoteForMessage(p->code)) + ")",
-                           "create an install token in the console and run `expanse compute "
-                           "install --reinstall --token-file FILE` (or `--credential-only`)"));
+                           "issue an install token on the compute's console page and run "
+                           "`expanse compute install --reinstall ...` with it in "
+                           "EXPANSE_INSTALL_TOKEN; the daemon stops while its credential is "
+                           "refused"));
       return;
     }
     if (p->status >= 500) {

@@ -47,7 +47,7 @@ constexpr CapabilityRule kCapabilityRules[] = {
      "NVreg_RestrictProfilingToAdminUsers=0 (--cupti-mode) or EXPANSE_CUPTI_ENABLE=0"},
     {"dcgm", "DCGM_DEGRADED",
      "start the DCGM host engine (`systemctl start nvidia-dcgm`) or point EXPANSE_DCGM_HOST in "
-     "/etc/expanse/daemon.env at it; EXPANSE_DCGMI= (empty) turns the enrichment off"},
+     "/etc/expanse/daemon.env at the one that runs"},
     {"py_stacks", "PYSTACKS_DEGRADED",
      "check ptrace permission (kernel.yama.ptrace_scope) on the node, or set "
      "EXPANSE_PYSTACKS_ENABLE=0 in /etc/expanse/daemon.env"},

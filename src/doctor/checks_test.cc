@@ -234,7 +234,8 @@ TEST(DoctorChecks, CredentialRevoked) {
   facts.credential->data_plane->code = "credential_revoked";
   const Finding f = Only(RunChecks(facts), "CREDENTIAL_REVOKED");
   EXPECT_THAT(f.seen, HasSubstr("HTTP 401"));
-  EXPECT_THAT(f.fix, HasSubstr("--reinstall --token-file"));
+  EXPECT_THAT(f.fix, HasSubstr("expanse compute install --reinstall"));
+  EXPECT_THAT(f.fix, HasSubstr("EXPANSE_INSTALL_TOKEN"));
 }
 
 TEST(DoctorChecks, CredentialConfigUnreadable) {
