@@ -94,6 +94,14 @@ export function gpuHours(value) {
   return String(Math.round(value)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 }
 
+// What the page says when the server counted only part of the jobs (null when it counted all):
+// the server's own reason, or one made from its limit.
+export function truncationNotice(answer) {
+  if (!answer || answer.truncated !== true) return null;
+  if (typeof answer.truncated_reason === 'string' && answer.truncated_reason) return answer.truncated_reason;
+  return `only the ${answer.job_limit} most recently started jobs were counted.`;
+}
+
 export function share(value) {
   if (value === null || value === undefined || !Number.isFinite(value)) return '—';
   return `${Math.round(value * 100)} %`;

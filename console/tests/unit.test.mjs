@@ -6,7 +6,7 @@ import {test} from 'node:test';
 
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
-  sortRows} from '../src/efficiency.js';
+  sortRows, truncationNotice} from '../src/efficiency.js';
 import {buildTree, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {METRICS, toColumns} from '../src/timeline.js';
@@ -264,4 +264,12 @@ test('the efficiency view comes from the URL, and its table and CSV ask for the 
   assert.equal(efficiencyPath('a b', choices, now, 'csv'),
     `/api/v1/orgs/a%20b/efficiency?group_by=partition&from=${now - 86_400_000}&to=${now}&compute=c&format=csv`);
   assert.match(efficiencyPath('o', efficiencyChoices(q('period=30d')), now), new RegExp(`from=${now - 30 * 86_400_000}&`));
+});
+
+test('a truncated rollup says so with the server\'s reason; a complete one says nothing', () => {
+  assert.equal(truncationNotice(ROLLUP), null);
+  assert.equal(truncationNotice({truncated: false, truncated_reason: 'x'}), null);
+  assert.equal(truncationNotice({truncated: true, job_limit: 2000, truncated_reason: 'more than 2000 jobs overlap the window'}),
+    'more than 2000 jobs overlap the window');
+  assert.equal(truncationNotice({truncated: true, job_limit: 5}), 'only the 5 most recently started jobs were counted.');
 });

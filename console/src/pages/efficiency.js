@@ -6,7 +6,7 @@ import {orgHash} from '../app.js';
 import {h, page} from '../dom.js';
 import {dateTime} from '../format.js';
 import {COLUMNS, GROUP_BYS, PERIODS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals,
-  gpuHours, share, sortRows} from '../efficiency.js';
+  gpuHours, share, sortRows, truncationNotice} from '../efficiency.js';
 
 const GROUP_LABELS = {user: 'User', account: 'Account', partition: 'Partition'};
 
@@ -64,9 +64,9 @@ export async function render({org, query}) {
   // answers with the file to save (Content-Disposition).
   const csv = h('a', {class: 'button', id: 'efficiency-csv', href: efficiencyPath(org, choices, now, 'csv'),
     download: `efficiency-${choices.groupBy}.csv`}, 'Download CSV');
-  const notice = answer.truncated
-    ? h('div', {class: 'warning', role: 'note', id: 'efficiency-truncated'}, h('strong', {}, 'Partial: '),
-      answer.truncated_reason || `only the ${answer.job_limit} most recently started jobs were counted.`)
+  const partial = truncationNotice(answer);
+  const notice = partial
+    ? h('div', {class: 'warning', role: 'note', id: 'efficiency-truncated'}, h('strong', {}, 'Partial: '), partial)
     : null;
 
   const sort = {key: 'idle_h', dir: -1};
