@@ -9,13 +9,16 @@
 #include <string_view>
 #include <tuple>
 
+#include "wire/gpu_cell_state.h"
+
 namespace expanse::server {
 namespace {
 
 using nlohmann::json;
 
-// What one GPU was doing in one cell, most telling first.
-enum class CellState { kUnknown, kFine, kNoProcess, kSpinning, kUnderused };
+// What one GPU was doing in one cell, most telling first: the rule shared with the
+// controller's live detection.
+using CellState = wire::GpuCellState;
 
 double Round(double v, double unit = 0.001) { return std::round(v / unit) * unit; }
 
@@ -36,35 +39,36 @@ double PeakPower(const GpuTrack& gpu) {
   return peak;
 }
 
+// Cell i of a GPU as the shared rule reads it (wire/gpu_cell_state.h): the job's processes on
+// its host come from the host's track.
+wire::GpuCellReadings ReadingsOf(const GpuCell& cell, const HostTrack* host, size_t i) {
+  return {.samples = cell.samples,
+          .util_mean = cell.util_mean,
+          .util_max = cell.util_max,
+          .power_mean = cell.power_mean,
+          .sm_active = cell.sm_active,
+          .processes = cell.processes,
+          .job_processes = host != nullptr ? At(host->gpu_processes, i) : -1};
+}
+
 // Whether nothing of the job ran on the GPU in cell i: no process at all on the GPU
 // (gpu.processes), or none of the job's on its host (job.gpu_processes, which also leaves out
 // other jobs' processes); unknown when neither was reported.
 std::optional<bool> NoProcess(const GpuCell& cell, const HostTrack* host, size_t i) {
-  const double job_processes = host != nullptr ? At(host->gpu_processes, i) : -1;
-  if (cell.processes == 0 || job_processes == 0)
-    return true;
-  if (cell.processes > 0 || job_processes > 0)
-    return false;
-  return std::nullopt;
+  const int none = wire::NothingRunning(ReadingsOf(cell, host, i));
+  if (none < 0)
+    return std::nullopt;
+  return none == 1;
 }
 
 CellState StateOf(const GpuCell& cell, const HostTrack* host, size_t i, double peak_power,
                   const VerdictThresholds& t) {
-  const bool sampled = cell.samples > 0;
-  const bool idle = sampled && cell.util_max <= t.idle_util_percent;
-  const std::optional<bool> none = NoProcess(cell, host, i);
-  if (none.value_or(false) && (!sampled || idle))
-    return CellState::kNoProcess;
-  if (!sampled)
-    return CellState::kUnknown;
-  if (cell.util_mean >= t.busy_util_percent) {
-    const bool spinning = cell.sm_active >= 0
-                              ? cell.sm_active < t.spinning_sm_active
-                              : cell.power_mean >= 0 && peak_power > 0 &&
-                                    cell.power_mean < t.spinning_power_share * peak_power;
-    return spinning ? CellState::kSpinning : CellState::kFine;
-  }
-  return cell.util_mean < t.underused_util_percent ? CellState::kUnderused : CellState::kFine;
+  const wire::GpuCellThresholds cell_thresholds{.idle_util_percent = t.idle_util_percent,
+                                                .underused_util_percent = t.underused_util_percent,
+                                                .busy_util_percent = t.busy_util_percent,
+                                                .spinning_sm_active = t.spinning_sm_active,
+                                                .spinning_power_share = t.spinning_power_share};
+  return wire::ClassifyGpuCell(ReadingsOf(cell, host, i), peak_power, cell_thresholds);
 }
 
 struct Run {

@@ -23,18 +23,18 @@
 
 #include "server/frame_classes.h"
 #include "store/job_store.h"
+#include "wire/gpu_cell_state.h"
 
 namespace expanse::server {
 
+// The per-cell thresholds default to the rule the controller's live detection shares
+// (wire/gpu_cell_state.h, which says why each value).
 struct VerdictThresholds {
-  double idle_util_percent = 1.0;        // a cell is idle when utilisation peaks at or below
-  double underused_util_percent = 30.0;  // ... underused when its mean is below
-  double busy_util_percent = 90.0;       // ... "busy" (a kernel always running) at or above
-  double spinning_sm_active = 0.05;      // busy with SM activity below this: kernels that wait
-  // Without counters, a busy GPU drawing less than this share of its own peak power in the job
-  // is spinning: a hung collective keeps utilisation at 100 % near idle power (an H100 idles at
-  // about a tenth of its peak), while memory-bound work still draws a third or more.
-  double spinning_power_share = 0.25;
+  double idle_util_percent = wire::GpuCellThresholds{}.idle_util_percent;
+  double underused_util_percent = wire::GpuCellThresholds{}.underused_util_percent;
+  double busy_util_percent = wire::GpuCellThresholds{}.busy_util_percent;
+  double spinning_sm_active = wire::GpuCellThresholds{}.spinning_sm_active;
+  double spinning_power_share = wire::GpuCellThresholds{}.spinning_power_share;
   double cpu_saturated_share = 0.9;  // cores used of cores allocated on the host
   // The share of time some task of the job was stalled on I/O (job.io_pressure_some) from
   // which an underused interval is io_wait.

@@ -1,0 +1,119 @@
+// Live detection on the controller (docs/pystacks.md, "Live bursts"): while a job runs, flags
+// it when one of its GPUs has been spinning (stuck: utilisation high, no work done) or when all
+// of them have had nothing of the job running (no_process) for longer than a threshold, so the
+// controller can ask every node of the job for a stack burst at the same moment.
+//
+// Pure and fed by the controller's round: the GPU allocations and the series it passes on (a
+// worker's spool file, or its own host's collection), one flush at a time. Each flush of a GPU
+// is one cell, classified by the rule the server's verdicts use (wire/gpu_cell_state.h), and
+// consecutive cells in one state form a run; a cell without samples neither extends nor ends a
+// run. One trigger per job and episode: the episode ends only after the job has been out of
+// its state for rearm_after_ms (hysteresis), so a job flapping around the rule is not asked for
+// a burst every round. Memory is bounded: a GPU is forgotten when its allocation ends, when its
+// job is no longer running in SLURM, or when it has sent nothing for forget_after_ms; at most
+// max_gpus GPUs are tracked (more are refused and counted).
+//
+// Not thread-safe: the controller's round owns one.
+#ifndef EXPANSE_AGENT_LIVE_DETECTOR_H_
+#define EXPANSE_AGENT_LIVE_DETECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "wire/gpu_cell_state.h"
+#include "wire/records.h"
+
+namespace expanse::agent {
+
+struct LiveDetectorOptions {
+  int64_t stuck_after_ms = 600'000;       // EXPANSE_LIVE_STUCK_AFTER_S
+  int64_t no_process_after_ms = 600'000;  // EXPANSE_LIVE_NO_PROCESS_AFTER_S
+  int64_t rearm_after_ms = 60'000;        // out of the state this long ends an episode
+  int64_t forget_after_ms = 3'600'000;    // a GPU silent this long (data time) is forgotten
+  size_t max_gpus = 65'536;
+  wire::GpuCellThresholds cell;
+};
+
+struct LiveTrigger {
+  std::string job_id;              // as squeue and the server name it ("123_4")
+  int64_t slurm_job_id = 0;        // SLURM's number on the nodes (their cgroups); 0 when unknown
+  std::string reason;              // "stuck" or "no_process"
+  int64_t since_ms = 0;            // the start of the run that passed the threshold (sample time)
+  int64_t through_ms = 0;          // the last sample of that run
+  std::vector<std::string> hosts;  // every host the job has GPUs on, sorted
+  std::vector<std::string> gpus;   // the GPUs in that state, sorted
+};
+
+struct LiveDetectorStats {
+  uint64_t cells = 0;           // GPU cells classified
+  uint64_t triggers = 0;        // episodes flagged
+  uint64_t gpus_refused = 0;    // allocations not tracked: max_gpus reached
+  uint64_t gpus_forgotten = 0;  // GPUs dropped (allocation ended, job gone, silent)
+};
+
+class LiveDetector {
+ public:
+  explicit LiveDetector(LiveDetectorOptions options = {});
+
+  // A GPU allocation as the ingest batch carries it (after the controller's renaming): opens
+  // the GPU's track for its job, or (to_ms set) forgets it.
+  void NoteAllocation(const wire::GpuAllocationRecord& allocation);
+  // The series of one flush: gpu.sm_util, gpu.power_w, gpu.processes, gpu.sm_active,
+  // gpu.dcgm.sm_active of allocated GPUs and job.gpu_processes of their jobs; anything else is
+  // ignored. Each GPU with data in it gets one cell.
+  void NoteSeries(const std::vector<wire::SeriesRecord>& series);
+  // The jobs SLURM runs now (squeue's RUNNING, SUSPENDED and COMPLETING jobs): every other
+  // job's GPUs are forgotten.
+  void KeepOnlyJobs(const std::set<std::string>& running);
+  // Jobs that newly passed a threshold since the last call: one per job and episode. Also
+  // forgets GPUs silent for forget_after_ms before the newest data time seen.
+  std::vector<LiveTrigger> TakeTriggers();
+
+  const LiveDetectorStats& stats() const { return stats_; }
+  size_t tracked_gpus() const { return gpus_.size(); }
+  size_t tracked_jobs() const { return jobs_.size(); }
+
+ private:
+  struct GpuKey {
+    std::string host;
+    std::string uuid;
+    auto operator<=>(const GpuKey&) const = default;
+  };
+  struct Run {
+    wire::GpuCellState state = wire::GpuCellState::kUnknown;
+    int64_t since_ms = 0;
+    int64_t through_ms = 0;
+  };
+  struct GpuTrack {
+    std::string job_id;
+    int64_t slurm_job_id = 0;
+    double peak_power_w = -1;
+    Run run;
+    int64_t last_data_ms = 0;
+  };
+  struct Episode {
+    bool active = false;
+    std::string reason;
+    int64_t clear_since_ms = 0;  // out of the state since (data time); 0 while in it
+  };
+
+  void ForgetGpu(std::map<GpuKey, GpuTrack>::iterator it);
+  void Evaluate(const std::string& job_id, std::vector<LiveTrigger>& out);
+
+  LiveDetectorOptions options_;
+  std::map<GpuKey, GpuTrack> gpus_;
+  std::map<std::string, std::set<GpuKey>> gpus_by_job_;
+  std::map<std::string, Episode> jobs_;
+  std::set<std::string> changed_jobs_;  // jobs with new cells since TakeTriggers
+  int64_t newest_data_ms_ = 0;
+  LiveDetectorStats stats_;
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_LIVE_DETECTOR_H_

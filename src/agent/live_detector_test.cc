@@ -1,0 +1,247 @@
+#include "agent/live_detector.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace expanse::agent {
+namespace {
+
+constexpr int64_t kStart = 1'800'000'000'000;
+constexpr int64_t kFlushMs = 10'000;
+
+// n samples one second apart from t0, all `value`.
+wire::SeriesRecord Series(const std::string& host, const std::string& device,
+                          const std::string& metric, int64_t t0, double value, int n = 10) {
+  wire::SeriesRecord s{
+      .host = host, .device = device, .metric = metric, .t0 = t0, .dt = {}, .v = {}};
+  for (int i = 0; i < n; ++i) {
+    s.dt.push_back(i == 0 ? 0 : 1000);
+    s.v.push_back(value);
+  }
+  return s;
+}
+
+wire::GpuAllocationRecord Allocation(const std::string& job, const std::string& host,
+                                     const std::string& uuid, int64_t to_ms = 0) {
+  return {.job_id = job,
+          .host = host,
+          .gpu_uuid = uuid,
+          .gpu_index = 0,
+          .gpu_minor = 0,
+          .from_ms = kStart,
+          .to_ms = to_ms,
+          .slurm_job_id = 77};
+}
+
+struct Reading {
+  double util;
+  double power;
+  double processes = 1;
+};
+
+class LiveDetectorTest : public ::testing::Test {
+ protected:
+  LiveDetectorTest() : detector_(Options()) {}
+
+  static LiveDetectorOptions Options() {
+    LiveDetectorOptions o;
+    o.stuck_after_ms = 60'000;
+    o.no_process_after_ms = 60'000;
+    o.rearm_after_ms = 30'000;
+    return o;
+  }
+
+  // One flush (10 s) of every GPU in `gpus` (host, uuid) with the same readings; the job's
+  // processes on each host follow `r.processes`.
+  std::vector<LiveTrigger> Flush(const std::vector<std::pair<std::string, std::string>>& gpus,
+                                 const Reading& r, const std::string& job = "77") {
+    std::vector<wire::SeriesRecord> series;
+    for (const auto& [host, uuid] : gpus) {
+      series.push_back(Series(host, uuid, "gpu.sm_util", now_, r.util));
+      series.push_back(Series(host, uuid, "gpu.power_w", now_, r.power));
+      series.push_back(Series(host, uuid, "gpu.processes", now_, r.processes, 1));
+      series.push_back(Series(host, "job/" + job, "job.gpu_processes", now_, r.processes, 1));
+    }
+    detector_.NoteSeries(series);
+    now_ += kFlushMs;
+    return detector_.TakeTriggers();
+  }
+
+  // Flushes until a trigger or `max_flushes`; the flushes it took, -1 for none.
+  int FlushesUntilTrigger(const std::vector<std::pair<std::string, std::string>>& gpus,
+                          const Reading& r, int max_flushes, LiveTrigger* got = nullptr) {
+    for (int i = 1; i <= max_flushes; ++i) {
+      std::vector<LiveTrigger> t = Flush(gpus, r);
+      if (!t.empty()) {
+        EXPECT_EQ(t.size(), 1u);
+        if (got != nullptr)
+          *got = t[0];
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  LiveDetector detector_;
+  int64_t now_ = kStart;
+};
+
+const std::vector<std::pair<std::string, std::string>> kTwoNodes = {{"w1", "GPU-a"},
+                                                                    {"w2", "GPU-b"}};
+const Reading kTraining{100, 400};
+const Reading kHung{100, 60};  // utilisation pegged at a sixth of the GPU's own peak power
+
+TEST_F(LiveDetectorTest, StuckAfterTheThresholdNotBefore) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 3), -1);
+  // The run's first cell starts at its first sample: 60 s of samples end in the 7th flush.
+  LiveTrigger t;
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 20, &t), 7);
+  EXPECT_EQ(t.job_id, "77");
+  EXPECT_EQ(t.slurm_job_id, 77);
+  EXPECT_EQ(t.reason, "stuck");
+  EXPECT_EQ(t.hosts, (std::vector<std::string>{"w1", "w2"}));
+  EXPECT_EQ(t.gpus, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ(t.since_ms, kStart + 3 * kFlushMs);
+  EXPECT_GE(t.through_ms - t.since_ms, 60'000);
+}
+
+TEST_F(LiveDetectorTest, SpinningShorterThanTheThresholdIsNotStuck) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  for (int round = 0; round < 10; ++round) {
+    EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 2), -1);
+    EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 5), -1);  // 50 s: a collective's wait
+  }
+  EXPECT_EQ(detector_.stats().triggers, 0u);
+}
+
+TEST_F(LiveDetectorTest, HealthyBusyJobNeverFires) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 200), -1);
+  // Memory-bound work at a third of the peak and light use are not stuck either.
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, {100, 140}, 50), -1);
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, {20, 90}, 50), -1);
+  EXPECT_EQ(detector_.stats().triggers, 0u);
+  EXPECT_GT(detector_.stats().cells, 0u);
+}
+
+TEST_F(LiveDetectorTest, CountersDecideWhenPresent) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
+  for (int i = 0; i < 20; ++i) {
+    // Full power but SM activity at zero: kernels resident and waiting.
+    std::vector<wire::SeriesRecord> series = {Series("w1", "GPU-a", "gpu.sm_util", now_, 100),
+                                              Series("w1", "GPU-a", "gpu.power_w", now_, 400),
+                                              Series("w1", "GPU-a", "gpu.sm_active", now_, 0.0)};
+    detector_.NoteSeries(series);
+    now_ += kFlushMs;
+    if (!detector_.TakeTriggers().empty()) {
+      EXPECT_EQ(i, 6);
+      return;
+    }
+  }
+  ADD_FAILURE() << "never flagged";
+}
+
+TEST_F(LiveDetectorTest, NoProcessWhenNoGpuOfTheJobHasOne) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  LiveTrigger t;
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, {0, 60, 0}, 20, &t), 7);
+  EXPECT_EQ(t.reason, "no_process");
+  EXPECT_EQ(t.hosts, (std::vector<std::string>{"w1", "w2"}));
+}
+
+TEST_F(LiveDetectorTest, NoProcessOnAnUnsampledGpuFromTheJobsCount) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
+  for (int i = 1; i <= 20; ++i) {
+    // The GPU's own series are missing; the job reports no process on the host.
+    detector_.NoteSeries({Series("w1", "job/77", "job.gpu_processes", now_, 0)});
+    now_ += kFlushMs;
+    if (!detector_.TakeTriggers().empty()) {
+      EXPECT_EQ(i, 7);
+      return;
+    }
+  }
+  ADD_FAILURE() << "never flagged";
+}
+
+TEST_F(LiveDetectorTest, AJobUsingSomeOfItsGpusIsNotNoProcess) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-b"));
+  for (int i = 0; i < 30; ++i) {
+    detector_.NoteSeries({Series("w1", "GPU-a", "gpu.sm_util", now_, 95),
+                          Series("w1", "GPU-a", "gpu.power_w", now_, 400),
+                          Series("w1", "GPU-a", "gpu.processes", now_, 1),
+                          Series("w1", "GPU-b", "gpu.sm_util", now_, 0),
+                          Series("w1", "GPU-b", "gpu.processes", now_, 0)});
+    now_ += kFlushMs;
+    EXPECT_TRUE(detector_.TakeTriggers().empty());
+  }
+}
+
+TEST_F(LiveDetectorTest, OneTriggerPerEpisodeAndANewOneAfterRecovery) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 2), -1);
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 20), 7);
+  // Still hung, with a short recovery (shorter than rearm_after) in between: same episode.
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 50), -1);
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 2), -1);
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 50), -1);
+  EXPECT_EQ(detector_.stats().triggers, 1u);
+  // A real recovery ends the episode; hanging again is a new one.
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 6), -1);
+  LiveTrigger t;
+  EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 20, &t), 7);
+  EXPECT_EQ(t.reason, "stuck");
+  EXPECT_EQ(detector_.stats().triggers, 2u);
+}
+
+TEST_F(LiveDetectorTest, EndedJobsAreForgotten) {
+  for (const auto& [host, uuid] : kTwoNodes)
+    detector_.NoteAllocation(Allocation("77", host, uuid));
+  detector_.NoteAllocation(Allocation("78", "w3", "GPU-c"));
+  detector_.NoteAllocation(Allocation("79", "w4", "GPU-d"));
+  EXPECT_EQ(detector_.tracked_jobs(), 3u);
+  // The Epilog's allocation end.
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a", kStart + 1000));
+  detector_.NoteAllocation(Allocation("77", "w2", "GPU-b", kStart + 1000));
+  EXPECT_EQ(detector_.tracked_jobs(), 2u);
+  // SLURM no longer runs 78.
+  detector_.KeepOnlyJobs({"79"});
+  EXPECT_EQ(detector_.tracked_jobs(), 1u);
+  EXPECT_EQ(detector_.tracked_gpus(), 1u);
+  // 79's GPU falls silent while others report for over an hour.
+  detector_.NoteAllocation(Allocation("80", "w5", "GPU-e"));
+  for (int i = 0; i < 400; ++i)
+    Flush({{"w5", "GPU-e"}}, kTraining, "80");
+  EXPECT_EQ(detector_.tracked_jobs(), 1u);
+  EXPECT_EQ(detector_.tracked_gpus(), 1u);
+  EXPECT_EQ(detector_.stats().gpus_forgotten, 4u);
+  // Series of GPUs no job holds are not tracked.
+  Flush({{"w9", "GPU-z"}}, kHung, "99");
+  EXPECT_EQ(detector_.tracked_gpus(), 1u);
+}
+
+TEST_F(LiveDetectorTest, TrackedGpusAreBounded) {
+  LiveDetectorOptions o = Options();
+  o.max_gpus = 2;
+  LiveDetector small(o);
+  small.NoteAllocation(Allocation("1", "w1", "GPU-a"));
+  small.NoteAllocation(Allocation("1", "w1", "GPU-b"));
+  small.NoteAllocation(Allocation("2", "w2", "GPU-c"));
+  EXPECT_EQ(small.tracked_gpus(), 2u);
+  EXPECT_EQ(small.stats().gpus_refused, 1u);
+  // A GPU handed to another job replaces the old track.
+  small.NoteAllocation(Allocation("3", "w1", "GPU-a"));
+  EXPECT_EQ(small.tracked_gpus(), 2u);
+  EXPECT_EQ(small.tracked_jobs(), 2u);
+}
+
+}  // namespace
+}  // namespace expanse::agent

@@ -1,0 +1,31 @@
+#include "wire/gpu_cell_state.h"
+
+namespace expanse::wire {
+
+int NothingRunning(const GpuCellReadings& cell) {
+  if (cell.processes == 0 || cell.job_processes == 0)
+    return 1;
+  if (cell.processes > 0 || cell.job_processes > 0)
+    return 0;
+  return -1;
+}
+
+GpuCellState ClassifyGpuCell(const GpuCellReadings& cell, double peak_power_w,
+                             const GpuCellThresholds& t) {
+  const bool sampled = cell.samples > 0;
+  const bool idle = sampled && cell.util_max <= t.idle_util_percent;
+  if (NothingRunning(cell) == 1 && (!sampled || idle))
+    return GpuCellState::kNoProcess;
+  if (!sampled)
+    return GpuCellState::kUnknown;
+  if (cell.util_mean >= t.busy_util_percent) {
+    const bool spinning = cell.sm_active >= 0
+                              ? cell.sm_active < t.spinning_sm_active
+                              : cell.power_mean >= 0 && peak_power_w > 0 &&
+                                    cell.power_mean < t.spinning_power_share * peak_power_w;
+    return spinning ? GpuCellState::kSpinning : GpuCellState::kFine;
+  }
+  return cell.util_mean < t.underused_util_percent ? GpuCellState::kUnderused : GpuCellState::kFine;
+}
+
+}  // namespace expanse::wire
