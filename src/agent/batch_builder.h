@@ -55,6 +55,7 @@ class BatchBuilder {
 
   bool empty() const;
   const std::vector<wire::GpuAllocationRecord>& allocations() const { return allocations_; }
+  const std::vector<wire::SeriesRecord>& series() const { return series_; }
   size_t samples() const { return samples_; }
   // The document with "sequence": sequence. The builder keeps its contents (the outbox may
   // call the payload builder again).

@@ -6,6 +6,7 @@
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
 #include "agent/sampler_role.h"
+#include "agent/stack_burst_request.h"
 #include "outbox/payload.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
@@ -47,6 +48,17 @@ std::string ReadGresConf(Host& host, const std::string& path) {
   return text.ok() && text->has_value() ? **text : "";
 }
 
+LiveDetectorOptions LiveOptionsOf(const RuntimeSettings& s) {
+  LiveDetectorOptions o;
+  o.stuck_after_ms = int64_t{s.live_stuck_after_s} * 1000;
+  o.no_process_after_ms = int64_t{s.live_no_process_after_s} * 1000;
+  return o;
+}
+
+// Kept for the heartbeat's diagnostics, each naming at most a few hosts.
+constexpr size_t kRecentTriggers = 16;
+constexpr size_t kRecentTriggerHosts = 8;
+
 // The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
 // reported once they exist.
 bool Storable(const slurm::JobInfo& j) {
@@ -70,7 +82,8 @@ ControllerRound::ControllerRound(ControllerRoundOptions options, Host& host,
                                                ? std::string()
                                                : WorkerSpoolRoot(options_.shared_prefix)),
                    options_.settings.profiling_agent_enable),
-      rename_([this](const std::string& id) { return DisplayId(id); }) {}
+      rename_([this](const std::string& id) { return DisplayId(id); }),
+      detector_(LiveOptionsOf(options_.settings)) {}
 
 void ControllerRound::Log(const std::string& line) const {
   if (options_.log)
@@ -126,6 +139,7 @@ RoundReport ControllerRound::Round(bool final) {
   if (!batch.empty()) {
     if (Status s = Enqueue(batch); s.ok()) {
       collector_.Commit(local);
+      Detect(batch);
     } else {
       Log("cannot queue this host's telemetry: " + s.message());
       collector_.Restore(local);
@@ -151,6 +165,18 @@ RoundReport ControllerRound::Round(bool final) {
   }
   if (jobs.ok() && !final)
     AddSlurmAllocations(*jobs, report.workers, now_ms);
+  if (options_.settings.live_detection && !final) {
+    if (jobs.ok()) {
+      std::set<std::string> running;
+      for (const slurm::JobInfo& j : *jobs) {
+        if (j.state == "RUNNING" || j.state == "SUSPENDED" || j.state == "COMPLETING")
+          running.insert(j.job_id);
+      }
+      detector_.KeepOnlyJobs(running);
+    }
+    for (const LiveTrigger& trigger : detector_.TakeTriggers())
+      AskForStackBursts(trigger, host_.clock().NowMs());
+  }
 
   CapabilityInputs inputs;
   inputs.settings = options_.settings;
@@ -172,7 +198,8 @@ RoundReport ControllerRound::Round(bool final) {
       {"bad_worker_records", bad_records_},
       {"bad_worker_records_by_host", RefusedRecordsJson()},
       {"slurm", slurm_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(slurm_problem_)},
-      {"sacct", sacct_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(sacct_problem_)}};
+      {"sacct", sacct_problem_.empty() ? nlohmann::json("ok") : nlohmann::json(sacct_problem_)},
+      {"live_detection", LiveDetectionJson()}};
   return report;
 }
 
@@ -212,7 +239,103 @@ Status ControllerRound::TakeWorkerFile(const spool::SpoolFile& file) {
     return OkStatus();
   from_worker.RenameJobs(rename_);
   fallback_.NoteHookAllocations(from_worker.allocations());
-  return Enqueue(from_worker);
+  EXPANSE_RETURN_IF_ERROR(Enqueue(from_worker));
+  Detect(from_worker);  // once it is queued: a file that failed comes again
+  return OkStatus();
+}
+
+// What the live detector takes of a batch on its way to the outbox.
+void ControllerRound::Detect(const BatchBuilder& batch) {
+  if (!options_.settings.live_detection)
+    return;
+  for (const wire::GpuAllocationRecord& a : batch.allocations())
+    detector_.NoteAllocation(a);
+  detector_.NoteSeries(batch.series());
+}
+
+// One request per node of the job, all with the same trigger time and nonce, so each node's
+// burst window starts at the same instant (docs/formats/stack-burst.md).
+void ControllerRound::AskForStackBursts(const LiveTrigger& t, int64_t now_ms) {
+  StackBurstRequest request{.job_id = t.job_id,
+                            .slurm_job_id = t.slurm_job_id,
+                            .reason = t.reason,
+                            // Off the whole second: a regular stack window (whole seconds long,
+                            // aligned) never starts at the same instant as a burst's.
+                            .trigger_ms = now_ms % 1000 == 0 ? now_ms + 1 : now_ms,
+                            .since_ms = t.since_ms,
+                            .nonce = NewStackBurstNonce()};
+  const std::string number = t.slurm_job_id > 0 ? std::to_string(t.slurm_job_id) : t.job_id;
+  // The log names a few nodes; a job on hundreds gets counts.
+  std::string asked, failed;
+  size_t asked_count = 0, failed_count = 0;
+  for (const std::string& host : t.hosts) {
+    Status s;
+    if (host == options_.hostname) {
+      s = collector_.RequestStackBurst(number, request.trigger_ms);
+    } else if (options_.shared_prefix.empty()) {
+      s = FailedPreconditionError("no shared prefix to reach " + host + " through");
+    } else {
+      s = WriteStackBurstRequest(host_, ControlTreeRoot(options_.shared_prefix), host, request);
+    }
+    if (s.ok()) {
+      ++bursts_asked_;
+      if (++asked_count <= kRecentTriggerHosts)
+        asked += (asked.empty() ? "" : ", ") + host;
+    } else {
+      ++burst_failures_;
+      if (++failed_count == 1)
+        failed = host + ": " + s.message().substr(0, 200);
+    }
+  }
+  if (asked_count > kRecentTriggerHosts)
+    asked += " and " + std::to_string(asked_count - kRecentTriggerHosts) + " more";
+  Log("live detection: job " + t.job_id + " " + t.reason + " since " + std::to_string(t.since_ms) +
+      " ms on " + std::to_string(t.gpus.size()) + " GPU(s); stack burst asked of " +
+      (asked.empty() ? "no node" : asked) +
+      (failed.empty()
+           ? ""
+           : " (failed on " + std::to_string(failed_count) + " node(s), first " + failed + ")"));
+
+  // "Detected at T" for the server: one point on the job's series, 1 stuck, 2 no_process.
+  wire::SeriesRecord mark{.host = options_.hostname,
+                          .device = "job/" + t.job_id,
+                          .metric = "job.live_detected",
+                          .t0 = request.trigger_ms,
+                          .dt = {0},
+                          .v = {t.reason == "stuck" ? 1.0 : 2.0}};
+  // Only what the server's decoder takes: a refused series would cost the whole batch.
+  if (wire::DecodeSeries(wire::Encode(mark), "mark", "bad_record").ok()) {
+    BatchBuilder batch;
+    batch.AddSeries({std::move(mark)});
+    if (Status s = Enqueue(batch); !s.ok())
+      Log("cannot queue the live detection mark: " + s.message());
+  }
+
+  // The heartbeat's diagnostics are capped (64 KiB): a few hosts of a big job, and counts.
+  nlohmann::json hosts = nlohmann::json::array();
+  for (size_t i = 0; i < t.hosts.size() && i < kRecentTriggerHosts; ++i)
+    hosts.push_back(t.hosts[i]);
+  recent_triggers_.push_back({{"job_id", t.job_id},
+                              {"reason", t.reason},
+                              {"since_ms", t.since_ms},
+                              {"trigger_ms", request.trigger_ms},
+                              {"hosts", std::move(hosts)},
+                              {"host_count", t.hosts.size()},
+                              {"gpu_count", t.gpus.size()}});
+  if (recent_triggers_.size() > kRecentTriggers)
+    recent_triggers_.erase(recent_triggers_.begin());
+}
+
+nlohmann::json ControllerRound::LiveDetectionJson() const {
+  if (!options_.settings.live_detection)
+    return "off";
+  const LiveDetectorStats& s = detector_.stats();
+  return {{"triggers", s.triggers},
+          {"bursts_asked", bursts_asked_},
+          {"burst_failures", burst_failures_},
+          {"gpus_tracked", detector_.tracked_gpus()},
+          {"gpus_refused", s.gpus_refused},
+          {"recent", recent_triggers_}};
 }
 
 void ControllerRound::NoteRefusedRecords(const std::string& host, uint64_t count,
@@ -267,6 +390,8 @@ void ControllerRound::AddSlurmAllocations(const std::vector<slurm::JobInfo>& job
     batch.AddAllocation(std::move(e));
   if (Status s = Enqueue(batch); !s.ok())
     Log("cannot queue SLURM's GPU allocations: " + s.message());
+  else
+    Detect(batch);
 }
 
 // SLURM's number for an array task or het component -> the id squeue and the server use.

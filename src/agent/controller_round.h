@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/batch_builder.h"
+#include "agent/live_detector.h"
 #include "agent/node_collector.h"
 #include "agent/profiling_permissions.h"
 #include "agent/runtime_settings.h"
@@ -59,7 +60,8 @@ struct RoundReport {
   spool::WorkerHealthSnapshot workers;
   // "round_failures", "aggregator" (this round's drain: files, records, bad, duplicates; null
   // without a worker spool or when it could not be drained), "bad_worker_records" and
-  // "bad_worker_records_by_host" (since start), "slurm" and "sacct" ("ok" or the last problem).
+  // "bad_worker_records_by_host" (since start), "slurm" and "sacct" ("ok" or the last problem),
+  // "live_detection" (triggers, bursts asked and failed, GPUs tracked, the latest triggers).
   nlohmann::json diagnostics = nlohmann::json::object();
 };
 
@@ -76,7 +78,11 @@ class ControllerRound {
   //   2. the workers' spool, one batch per file: every record checked, a bad one dropped,
   //      counted for its host and logged once per host and reason while the rest goes on; a
   //      file with no usable record is refused (the aggregator quarantines it);
-  //   3. GPUs of running jobs no hook reported, from squeue's record (slurm_allocations.h).
+  //   3. GPUs of running jobs no hook reported, from squeue's record (slurm_allocations.h);
+  //   4. live detection (live_detector.h) over the allocations and GPU series of 1-3: a job
+  //      newly stuck or without processes gets a stack burst on every node it has GPUs on, by
+  //      one request file per node in the shared control tree (stack_burst_request.h; this
+  //      host's own collector directly) and a job.live_detected point in the upload.
   // `final`: the last round before exiting. It runs no SLURM command (each can take its full
   // timeout when slurmctld is down) and takes the stack windows still open.
   // Never throws. Everything read from outside is checked; should a bug throw all the same,
@@ -105,6 +111,9 @@ class ControllerRound {
   void Remember(const slurm::JobInfo& job);
   std::optional<std::string> DisplayId(const std::string& number) const;
   void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
+  void Detect(const BatchBuilder& batch);
+  void AskForStackBursts(const LiveTrigger& trigger, int64_t now_ms);
+  nlohmann::json LiveDetectionJson() const;
 
   const ControllerRoundOptions options_;
   Host& host_;
@@ -124,6 +133,10 @@ class ControllerRound {
   uint64_t bad_records_ = 0;
   uint64_t round_failures_ = 0;
   std::map<std::string, RefusedRecords> refused_by_host_;
+  LiveDetector detector_;
+  uint64_t bursts_asked_ = 0;  // request files written, and this host's own bursts started
+  uint64_t burst_failures_ = 0;
+  std::vector<nlohmann::json> recent_triggers_;  // newest last, bounded
 };
 
 }  // namespace expanse::agent

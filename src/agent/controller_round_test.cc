@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "agent/job_events.h"
+#include "agent/stack_burst_request.h"
 #include "core/memory_host.h"
 #include "core/test_temp_dir.h"
 #include "spool/spool_writer.h"
@@ -303,6 +305,108 @@ TEST_F(ControllerRoundTest, SlurmAllocationsMapGresIndicesThroughTheHostsGresCon
   round = MakeRound();
   ASSERT_TRUE(round->Run().has_value());
   EXPECT_THAT(allocated(), ElementsAre("GPU-a"));
+}
+
+// Live detection: a 2-node job whose GPUs spin near idle power past the threshold gets one
+// stack burst request per node, all with the same trigger time and nonce, once per episode,
+// and a job.live_detected point in the upload.
+TEST_F(ControllerRoundTest, AStuckJobGetsOneBurstRequestPerNodeOnce) {
+  Squeue(0, R"json({"jobs": [{"job_id": 77, "name": "hang", "user_name": "ana",
+      "partition": "gpu", "job_state": ["RUNNING"], "nodes": "w[1-2]",
+      "start_time": {"set": true, "number": 1700000000}}]})json");
+  options_.shared_prefix = "/shared";
+  options_.settings.live_stuck_after_s = 30;
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  const std::string root = "/shared/spool/control";
+  auto requests = [&](const std::string& node) {
+    Result<std::vector<std::string>> names = host_.ListDirectory(root + "/" + node);
+    return names.ok() ? *names : std::vector<std::string>{};
+  };
+  // One worker flush of 10 one-second samples per node and round.
+  auto flush = [&](int round_index, double power) {
+    const int64_t t0 = 1'700'000'100'000 + int64_t{round_index} * 10'000;
+    for (const std::string node : {"w1", "w2"}) {
+      const std::string gpu = "GPU-" + node;
+      nlohmann::json series = nlohmann::json::array();
+      for (const auto& [device, metric, value] :
+           std::vector<std::tuple<std::string, std::string, double>>{
+               {gpu, "gpu.sm_util", 100},
+               {gpu, "gpu.power_w", power},
+               {gpu, "gpu.processes", 1},
+               {"job/77", "job.gpu_processes", 1}}) {
+        series.push_back({{"host", node},
+                          {"device", device},
+                          {"metric", metric},
+                          {"t0", t0},
+                          {"dt", {0, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}},
+                          {"v", std::vector<double>(10, value)}});
+      }
+      std::vector<std::pair<std::string, std::string>> records;
+      if (round_index == 0) {
+        records.emplace_back("gpu_allocation", nlohmann::json{{"job_id", "77"},
+                                                              {"host", node},
+                                                              {"gpu_uuid", gpu},
+                                                              {"gpu_index", 0},
+                                                              {"gpu_minor", 0},
+                                                              {"from_ms", 1'700'000'000'000},
+                                                              {"to_ms", 0},
+                                                              {"slurm_job_id", 77}}
+                                                   .dump());
+      }
+      records.emplace_back("gpu_series", series.dump());
+      WorkerFile(node, records);
+    }
+    ASSERT_TRUE(round->Run().has_value());
+  };
+  flush(0, 450);  // training: the GPUs' own peak power
+  for (int i = 1; i <= 3; ++i)
+    flush(i, 70);  // 29 s of spinning: not yet
+  EXPECT_TRUE(requests("w1").empty());
+  flush(4, 70);  // 39 s
+  const std::vector<std::string> w1 = requests("w1");
+  ASSERT_EQ(w1.size(), 1u);
+  EXPECT_EQ(requests("w2"), w1);  // the same trigger time and nonce on both nodes
+  Result<std::optional<std::string>> bytes = host_.ReadFile(root + "/w1/" + w1[0], 4096);
+  ASSERT_TRUE(bytes.ok() && bytes->has_value());
+  Result<StackBurstRequest> request = DecodeStackBurstRequest(w1[0], **bytes);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->job_id, "77");
+  EXPECT_EQ(request->slurm_job_id, 77);
+  EXPECT_EQ(request->reason, "stuck");
+  EXPECT_EQ(request->since_ms, 1'700'000'110'000);
+  EXPECT_NE(request->trigger_ms % 1000, 0);
+  EXPECT_THAT(log_, ::testing::Contains(HasSubstr("live detection: job 77 stuck")));
+
+  for (int i = 5; i <= 8; ++i)
+    flush(i, 70);  // the same episode: nothing more
+  EXPECT_EQ(requests("w1"), w1);
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->diagnostics["live_detection"]["triggers"], 1);
+  EXPECT_EQ(report->diagnostics["live_detection"]["bursts_asked"], 2);
+  EXPECT_EQ(report->diagnostics["live_detection"]["recent"][0]["hosts"],
+            nlohmann::json({"w1", "w2"}));
+
+  bool marked = false;
+  for (const nlohmann::json& batch : Batches()) {
+    for (const nlohmann::json& s : batch.value("series", nlohmann::json::array())) {
+      if (s["metric"] == "job.live_detected") {
+        EXPECT_EQ(s["device"], "job/77");
+        EXPECT_EQ(s["v"][0], 1.0);
+        EXPECT_EQ(s["t0"], request->trigger_ms);
+        marked = true;
+      }
+    }
+  }
+  EXPECT_TRUE(marked);
+}
+
+TEST_F(ControllerRoundTest, LiveDetectionCanBeTurnedOff) {
+  options_.settings.live_detection = false;
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->diagnostics["live_detection"], "off");
 }
 
 }  // namespace

@@ -145,6 +145,14 @@ std::optional<Capability> NodeCollector::PyStacksCapability() const {
   return py_stacks_->Describe();
 }
 
+Status NodeCollector::RequestStackBurst(const std::string& job_number, int64_t trigger_ms) {
+  if (!py_stacks_) {
+    return FailedPreconditionError("Python stacks are not collected on this node")
+        .WithReason("bursts_off");
+  }
+  return py_stacks_->RequestBurst(job_number, trigger_ms);
+}
+
 nlohmann::json NodeCollector::PyStacksStats() const {
   return py_stacks_ ? py_stacks_->Stats() : nlohmann::json(nullptr);
 }

@@ -92,6 +92,11 @@ class NodeCollector {
   // The dcgm capability and the enrichment's counts, when dcgmi is used.
   std::optional<Capability> DcgmCapability() const;
   nlohmann::json DcgmStats() const;
+  // A live stack burst the controller asked for (PyStacksCollector::RequestBurst): the job by
+  // SLURM's number when the request has it, else by its id. kFailedPrecondition reason
+  // "bursts_off" when stacks are not collected here.
+  Status RequestStackBurst(const std::string& job_number, int64_t trigger_ms);
+
   // Problems met resolving job allocations (a gres.conf that does not parse, sources that
   // disagree), newest last, for the daemon's log and health.
   std::vector<std::string> TakeProblems();

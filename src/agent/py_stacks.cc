@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "pystack/pyspy_source.h"
 
@@ -92,6 +93,39 @@ void PyStacksCollector::SetJobs(std::vector<pystack::JobProcesses> jobs) {
   wake_.notify_all();  // a job's GPUs may have gone idle: a burst starts at the next tick
 }
 
+Status PyStacksCollector::RequestBurst(const std::string& job_id, int64_t trigger_ms) {
+  const int64_t window_ms = int64_t{options_.settings.pystacks_burst_seconds} * 1000;
+  if (!options_.settings.pystacks_enable || (!native_ && !pyspy_) || window_ms <= 0) {
+    return FailedPreconditionError("Python stacks or their bursts are off on this node")
+        .WithReason("bursts_off");
+  }
+  {
+    std::lock_guard lock(mu_);
+    const bool here = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
+      return j.job_id == job_id && !j.pids.empty();
+    });
+    if (!here)
+      return NotFoundError("no process of job " + job_id + " here").WithReason("job_not_here");
+    if (live_bursts_.contains(job_id))
+      return AlreadyExistsError("job " + job_id + " is in a burst").WithReason("in_burst");
+    if (live_bursts_.size() >= kMaxLiveBursts) {
+      return ResourceExhaustedError("already " + std::to_string(kMaxLiveBursts) +
+                                    " live bursts on this node")
+          .WithReason("too_many_bursts");
+    }
+    pystack::StackAggregatorOptions window = AggregatorOptions(options_.settings);
+    window.window_ms = window_ms;
+    window.window_origin_ms = trigger_ms;
+    live_bursts_[job_id] = LiveBurst{trigger_ms, clock_.NowMs() + window_ms,
+                                     std::make_unique<pystack::StackAggregator>(window)};
+    burst_requests_.push_back(job_id);
+    ++live_bursts_started_;
+    jobs_changed_ = true;
+  }
+  wake_.notify_all();  // the first sample now, not at the next base-rate tick
+  return OkStatus();
+}
+
 void PyStacksCollector::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
@@ -122,10 +156,14 @@ Result<pystack::ProcessStacks> PyStacksCollector::SampleOne(pid_t pid) {
 
 void PyStacksCollector::TickOnce() {
   std::vector<pystack::JobProcesses> jobs;
+  std::vector<std::string> requested;
   {
     std::lock_guard lock(mu_);
     jobs = jobs_;
+    requested.swap(burst_requests_);
   }
+  for (const std::string& job : requested)
+    policy_.RequestBurst(job);
   // Processes that left every job: drop what the reader cached for them.
   std::set<pid_t> now_pids;
   for (const auto& j : jobs)
@@ -160,7 +198,17 @@ void PyStacksCollector::TickOnce() {
     if (stacks.ok()) {
       ++samples_ok_;
       health_.RecordSuccess();
-      aggregator_.Add(target.job_id, options_.hostname, clock_.NowMs(), *stacks, target.gpu_idle);
+      const int64_t now_ms = clock_.NowMs();
+      auto live = live_bursts_.find(target.job_id);
+      if (live != live_bursts_.end() && now_ms < live->second.until_ms) {
+        // Into the burst's own window, whatever this node's clock says of the trigger time.
+        const int64_t window_ms = int64_t{options_.settings.pystacks_burst_seconds} * 1000;
+        const int64_t at =
+            std::clamp(now_ms, live->second.trigger_ms, live->second.trigger_ms + window_ms - 1);
+        live->second.stacks->Add(target.job_id, options_.hostname, at, *stacks, target.gpu_idle);
+      } else {
+        aggregator_.Add(target.job_id, options_.hostname, now_ms, *stacks, target.gpu_idle);
+      }
       continue;
     }
     ++samples_failed_;
@@ -180,7 +228,19 @@ void PyStacksCollector::TickOnce() {
 
 std::vector<wire::StackRecord> PyStacksCollector::TakeStacks(bool all) {
   std::lock_guard lock(mu_);
-  return all ? aggregator_.TakeAll() : aggregator_.TakeClosed(clock_.NowMs());
+  const int64_t now_ms = clock_.NowMs();
+  std::vector<wire::StackRecord> out = all ? aggregator_.TakeAll() : aggregator_.TakeClosed(now_ms);
+  for (auto it = live_bursts_.begin(); it != live_bursts_.end();) {
+    if (!all && now_ms < it->second.until_ms) {
+      ++it;
+      continue;
+    }
+    std::vector<wire::StackRecord> burst = it->second.stacks->TakeAll();
+    out.insert(out.end(), std::make_move_iterator(burst.begin()),
+               std::make_move_iterator(burst.end()));
+    it = live_bursts_.erase(it);
+  }
+  return out;
 }
 
 Capability PyStacksCollector::Describe() const {
@@ -214,6 +274,7 @@ nlohmann::json PyStacksCollector::Stats() const {
           {"threads_counted", a.threads_counted},
           {"threads_dropped_late", a.threads_dropped_late},
           {"windows_discarded", a.windows_discarded},
+          {"live_bursts", live_bursts_started_},
           {"bytes_held", aggregator_.bytes_held()}};
 }
 

@@ -57,6 +57,17 @@ class PyStacksCollector {
   // One sampling round now, on the caller's thread (tests; the thread does the same per tick).
   void TickOnce();
 
+  // A live burst (docs/pystacks.md, "Live bursts"): the controller found job `job_id` (SLURM's
+  // number) stuck or idle and asks every node of it at once. The job is sampled at the burst
+  // rate for the burst length from now, whatever its GPUs do, and those samples are folded
+  // into one window of their own that starts at `trigger_ms` (the controller's clock, the same
+  // on every node), so the stacks of all ranks line up. Refusals: kFailedPrecondition reason
+  // "bursts_off" (stacks or bursts disabled, no backend), kNotFound "job_not_here" (no process
+  // of the job on this node), kAlreadyExists "in_burst", kResourceExhausted "too_many_bursts"
+  // (kMaxLiveBursts at once).
+  Status RequestBurst(const std::string& job_id, int64_t trigger_ms);
+  static constexpr size_t kMaxLiveBursts = 4;
+
   // Ingest `stacks` entries of the windows that have closed (`all`: every window, at shutdown).
   std::vector<wire::StackRecord> TakeStacks(bool all);
 
@@ -92,6 +103,16 @@ class PyStacksCollector {
   // backoff. Tick thread only.
   std::map<pid_t, std::string> not_python_exe_;
   int ticks_ = 0;
+
+  // Live bursts by job: until when (this node's clock) and their own window's stacks.
+  struct LiveBurst {
+    int64_t trigger_ms = 0;
+    int64_t until_ms = 0;
+    std::unique_ptr<pystack::StackAggregator> stacks;
+  };
+  std::map<std::string, LiveBurst> live_bursts_;  // under mu_
+  std::vector<std::string> burst_requests_;       // for the tick thread's policy; under mu_
+  uint64_t live_bursts_started_ = 0;
 
   std::atomic<bool> stop_{false};
   std::condition_variable wake_;

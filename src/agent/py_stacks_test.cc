@@ -110,6 +110,51 @@ TEST(PyStacksCollectorTest, AWrapperThatExecsIntoPythonIsSampledAfterTheExec) {
   EXPECT_THAT(seen, HasSubstr(kSleepingFrame));
 }
 
+// A live burst the controller asked for: the job's stacks go into one window starting at the
+// controller's trigger time, apart from the regular windows, even while its GPUs are busy (a
+// hung collective), and come out once the burst is over. Refusals say why.
+TEST(PyStacksCollectorTest, ALiveBurstFoldsIntoTheTriggersWindow) {
+  expanse::testing::TempDir dir("expanse_pystacks");
+  const std::string script = dir.Write("job.py", kScript);
+  pystack::test_util::ChildProcess python;
+  ASSERT_TRUE(python.Start({pystack::test_util::kDebianPython, script}));
+  ASSERT_EQ(python.ReadLine(), "ready");
+
+  ManualClock clock(1'800'000'000'000);
+  PyStacksOptions options = Options();
+  options.settings.pystacks_burst_seconds = 5;
+  options.settings.pystacks_cpu_percent = 10;  // sanitizer builds read slowly: keep 10 Hz
+  PyStacksCollector collector(options, clock);
+  EXPECT_EQ(collector.RequestBurst("7", 1'799'999'998'123).reason(), "job_not_here");
+  collector.SetJobs({{"7", {python.pid()}, true, /*gpus_idle=*/false}});
+  const int64_t trigger_ms = 1'799'999'998'123;  // the controller's clock, 2 s behind ours
+  ASSERT_TRUE(collector.RequestBurst("7", trigger_ms).ok());
+  EXPECT_EQ(collector.RequestBurst("7", trigger_ms).reason(), "in_burst");
+  // Ten ticks at the burst rate (10 Hz) within the burst's 5 s: every one samples.
+  for (int i = 0; i < 10; ++i) {
+    collector.TickOnce();
+    clock.Advance(100);
+  }
+  EXPECT_TRUE(collector.TakeStacks(/*all=*/false).empty());  // the burst runs for 5 s
+  clock.Advance(4100);
+  std::vector<wire::StackRecord> stacks = collector.TakeStacks(/*all=*/false);
+  ASSERT_FALSE(stacks.empty());
+  int64_t counted = 0;
+  for (const wire::StackRecord& e : stacks) {
+    EXPECT_EQ(e.job_id, "7");
+    EXPECT_EQ(e.window_start_ms, trigger_ms);
+    EXPECT_EQ(e.window_end_ms, trigger_ms + 5000);
+    counted += e.count;
+  }
+  EXPECT_GE(counted, 5);  // the burst rate, not the base rate's one sample a second
+  EXPECT_EQ(collector.Stats()["live_bursts"], 1u);
+
+  options.settings.pystacks_burst_seconds = 0;
+  PyStacksCollector no_bursts(options, clock);
+  no_bursts.SetJobs({{"7", {python.pid()}, true, false}});
+  EXPECT_EQ(no_bursts.RequestBurst("7", trigger_ms).reason(), "bursts_off");
+}
+
 // A process that is not Python is not a capability problem; a bad EXPANSE_PYSPY is named.
 TEST(PyStacksCollectorTest, DescribesWhatItCannotDo) {
   ManualClock clock(1'800'000'000'000);

@@ -116,6 +116,14 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
     } else if (key == "EXPANSE_PYSTACKS_CPU_PERCENT") {
       EXPANSE_RETURN_IF_ERROR(
           ParseNumberInRange(key, value, 0.1, 10, settings.pystacks_cpu_percent));
+    } else if (key == "EXPANSE_LIVE_DETECTION") {
+      EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.live_detection));
+    } else if (key == "EXPANSE_LIVE_STUCK_AFTER_S") {
+      EXPANSE_RETURN_IF_ERROR(
+          ParseIntegerInRange(key, value, 10, 86400, settings.live_stuck_after_s));
+    } else if (key == "EXPANSE_LIVE_NO_PROCESS_AFTER_S") {
+      EXPANSE_RETURN_IF_ERROR(
+          ParseIntegerInRange(key, value, 10, 86400, settings.live_no_process_after_s));
     } else if (key == "EXPANSE_PYSTACKS_WINDOW_SECONDS") {
       EXPANSE_RETURN_IF_ERROR(
           ParseIntegerInRange(key, value, 10, 3600, settings.pystacks_window_seconds));

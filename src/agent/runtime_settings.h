@@ -45,6 +45,12 @@ struct RuntimeSettings {
   double pystacks_cpu_percent = 1.0;      // EXPANSE_PYSTACKS_CPU_PERCENT of one core, 0.1..10
   int pystacks_window_seconds = 60;       // EXPANSE_PYSTACKS_WINDOW_SECONDS, 10..3600
 
+  // The controller's live detection (agent/live_detector.h): a running job stuck or without
+  // processes on its GPUs this long gets a stack burst on all its nodes.
+  bool live_detection = true;         // EXPANSE_LIVE_DETECTION
+  int live_stuck_after_s = 600;       // EXPANSE_LIVE_STUCK_AFTER_S, 10..86400
+  int live_no_process_after_s = 600;  // EXPANSE_LIVE_NO_PROCESS_AFTER_S, 10..86400
+
   // EXPANSE_* keys the daemon does not know: almost always a typo, so they are reported.
   std::vector<std::string> unknown_keys;
   // Where each value came from, for diagnostics: key -> "environment" or the file path.

@@ -179,6 +179,31 @@ TEST_F(RuntimeSettingsTest, PythonStackValuesOutOfRangeNameKeyAndRange) {
   }
 }
 
+TEST_F(RuntimeSettingsTest, LiveDetectionSettings) {
+  char* env[] = {nullptr};
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->live_detection);
+  EXPECT_EQ(settings->live_stuck_after_s, 600);
+  EXPECT_EQ(settings->live_no_process_after_s, 600);
+  WriteFile(
+      "EXPANSE_LIVE_DETECTION=0\nEXPANSE_LIVE_STUCK_AFTER_S=10\n"
+      "EXPANSE_LIVE_NO_PROCESS_AFTER_S=86400\n");
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->live_detection);
+  EXPECT_EQ(settings->live_stuck_after_s, 10);
+  EXPECT_EQ(settings->live_no_process_after_s, 86400);
+  EXPECT_TRUE(settings->unknown_keys.empty());
+  for (const char* line : {"EXPANSE_LIVE_STUCK_AFTER_S=9", "EXPANSE_LIVE_NO_PROCESS_AFTER_S=1h",
+                           "EXPANSE_LIVE_DETECTION=yes"}) {
+    WriteFile(std::string(line) + "\n");
+    settings = LoadRuntimeSettings(path_, env);
+    ASSERT_FALSE(settings.ok()) << line;
+    EXPECT_EQ(settings.status().reason(), "invalid_setting") << line;
+  }
+}
+
 TEST_F(RuntimeSettingsTest, UnknownExpanseKeysAreReported) {
   char* env[] = {nullptr};
   WriteFile("EXPANSE_CUPTI_ENABEL=0\nOTHER_TOOL=1\n");

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "agent/burst_inbox.h"
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
 #include "agent/profiling_permissions.h"
@@ -32,7 +33,28 @@ class SamplerLoop {
         collector_(options.node, clock_),
         permissions_(DaemonPermissionOptions(options.control_dir, options.shared_prefix,
                                              WorkerSpoolRoot(options.shared_prefix)),
-                     options.settings.profiling_agent_enable) {}
+                     options.settings.profiling_agent_enable),
+        bursts_(BurstInboxOptions{.control_root = ControlTreeRoot(options.shared_prefix),
+                                  .hostname = options.node.hostname,
+                                  .expected_uid = geteuid(),
+                                  .log = options.log},
+                clock_) {}
+
+  // The controller's stack burst requests for this node, carried out at once.
+  void PollBursts() {
+    for (const StackBurstRequest& r : bursts_.Poll()) {
+      const std::string job = r.slurm_job_id > 0 ? std::to_string(r.slurm_job_id) : r.job_id;
+      const Status s = collector_.RequestStackBurst(job, r.trigger_ms);
+      if (!s.ok()) {
+        bursts_.NoteRefused(s.reason());
+        continue;
+      }
+      if (options_.log) {
+        options_.log("stack burst for job " + r.job_id + " (" + r.reason +
+                     ", asked by the controller at " + std::to_string(r.trigger_ms) + ")");
+      }
+    }
+  }
 
   void Flush(bool force = false) {
     NodeCollection c = collector_.Collect(/*final=*/force);
@@ -102,6 +124,7 @@ class SamplerLoop {
                              {"py_stacks", collector_.PyStacksStats()},
                              {"cupti", collector_.CuptiStats()},
                              {"dcgm", collector_.DcgmStats()},
+                             {"live_bursts", bursts_.Stats()},
                              {"spool",
                               {{"records_written", counters.records_written},
                                {"files_written", counters.files_written},
@@ -158,6 +181,7 @@ class SamplerLoop {
   int64_t last_written_ms_ = 0;
   std::string problem_;
   PermissionMonitor permissions_;
+  BurstInbox bursts_;
 };
 
 }  // namespace
@@ -202,6 +226,7 @@ Status RunSamplerRole(const SamplerRoleOptions& options, Host& host,
   auto next_fast = Steady::now();
   auto next_slow = next_fast + options.slow_interval;
   auto next_flush = next_fast + options.flush_interval;
+  auto next_burst_poll = next_fast;
   loop.WriteHealth();
   uint64_t ticks_with_readings = 0;
   int64_t last_ok_ms = 0;
@@ -215,6 +240,10 @@ Status RunSamplerRole(const SamplerRoleOptions& options, Host& host,
     if (now >= next_slow) {
       loop.collector().TickSlow();
       next_slow = now + options.slow_interval;
+    }
+    if (now >= next_burst_poll) {
+      loop.PollBursts();
+      next_burst_poll = now + options.burst_poll_interval;
     }
     if (now >= next_flush) {
       loop.Flush();

@@ -1,7 +1,9 @@
 // The worker role (`expanse-daemon --role sampler`, unit expanse-sampler): samples this
 // node's GPUs, collects the SLURM hook events, and hands both to the controller through the
 // shared spool — one file per flush interval into <prefix>/spool/workers/<host>/ — plus a
-// health report the controller relays in its heartbeat. It holds no credential and opens no
+// health report the controller relays in its heartbeat. It also carries out the stack bursts
+// the controller asks of this node through <prefix>/spool/control/<host>/ (burst_inbox.h).
+// It holds no credential and opens no
 // network connection.
 #ifndef EXPANSE_AGENT_SAMPLER_ROLE_H_
 #define EXPANSE_AGENT_SAMPLER_ROLE_H_
@@ -28,6 +30,9 @@ struct SamplerRoleOptions {
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
   std::chrono::milliseconds slow_interval{std::chrono::seconds(10)};
   std::chrono::milliseconds flush_interval{std::chrono::seconds(10)};
+  // How often the node's stack burst requests are looked for in the shared control tree
+  // (burst_inbox.h): a directory listing on the shared mount each time.
+  std::chrono::milliseconds burst_poll_interval{std::chrono::seconds(2)};
   RuntimeSettings settings;
   // Node-local control directory (profiling-agent disable marker); checked for o+x every 30 s
   // while agent injection is on.

@@ -60,6 +60,14 @@ void CollectionPolicy::UpdateBurst(const JobProcesses& job, JobState& state, int
   state.gpus_were_idle = job.gpus_idle;
 }
 
+void CollectionPolicy::RequestBurst(const std::string& job_id) {
+  const int64_t now_ms = clock_->NowMs();
+  JobState& state = jobs_[job_id];
+  state.requested_until_ms = now_ms + std::max<int64_t>(options_.burst_ms, 1);
+  state.next_due_ms = now_ms;
+  ++stats_.bursts_requested;
+}
+
 void CollectionPolicy::PruneCosts(int64_t now_ms) {
   while (!costs_.empty() && costs_.front().first <= now_ms - options_.budget_window_ms) {
     cost_in_window_us_ -= costs_.front().second;
@@ -73,7 +81,7 @@ bool CollectionPolicy::BackedOff(pid_t pid, int64_t now_ms) const {
 }
 
 double CollectionPolicy::RateHz(const JobState& state, int64_t now_ms) const {
-  return now_ms < state.burst_until_ms ? options_.burst_hz : options_.base_hz;
+  return InBurst(state, now_ms) ? options_.burst_hz : options_.base_hz;
 }
 
 std::vector<SampleTarget> CollectionPolicy::Due(const std::vector<JobProcesses>& jobs) {
@@ -119,7 +127,7 @@ std::vector<SampleTarget> CollectionPolicy::Due(const std::vector<JobProcesses>&
     // A vanishing scale (one sample far over budget) must not overflow the interval.
     const double interval_ms = std::min(1000.0 / std::max(rate, 1e-9), 86400000.0);
     state.next_due_ms = now + static_cast<int64_t>(interval_ms);
-    const bool in_burst = now < state.burst_until_ms;
+    const bool in_burst = InBurst(state, now);
     for (pid_t pid : job.pids) {
       if (BackedOff(pid, now))
         continue;
@@ -193,7 +201,7 @@ int64_t CollectionPolicy::TickIntervalMs() const {
   const int64_t now_ms = clock_->NowMs();
   bool burst = false;
   for (const auto& [id, state] : jobs_)
-    burst = burst || now_ms < state.burst_until_ms;
+    burst = burst || InBurst(state, now_ms);
   const double hz = burst ? options_.burst_hz : options_.base_hz;
   return std::max<int64_t>(1, static_cast<int64_t>(1000.0 / hz));
 }

@@ -7,6 +7,9 @@
 //    catch what the Python code does while the GPUs wait. Edge-triggered (a job idle from its
 //    first tick gets no burst), ended early when the GPUs are busy again, and at most one burst
 //    starts per job per burst_cooldown_ms.
+//  - Requested bursts: RequestBurst (the controller's live detection, through the sampler)
+//    samples a job at burst_hz for burst_ms from now whatever its GPUs do, without the
+//    cooldown; the caller rate-limits requests.
 //  - CPU budget: the sampling cost reported through Record is summed over a sliding window.
 //    Rates are scaled down so the expected cost stays under cpu_percent of one core, and while
 //    the window's cost is already at the budget nothing is due at all. The budget can be
@@ -62,6 +65,7 @@ struct CollectionPolicyStats {
   uint64_t targets = 0;            // processes handed out by Due
   uint64_t ticks_over_budget = 0;  // Due calls that returned nothing because of the budget
   uint64_t bursts_started = 0;
+  uint64_t bursts_requested = 0;
   uint64_t errors_recorded = 0;
 };
 
@@ -89,6 +93,11 @@ class CollectionPolicy {
   // start of a burst) come with a new job list, which should wake the caller anyway.
   int64_t TickIntervalMs() const;
 
+  // Samples `job_id` at burst_hz for burst_ms from now, at once, whether its GPUs are idle or
+  // busy (a hung collective keeps them busy). A job missing from the next Due's list is
+  // forgotten with its request.
+  void RequestBurst(const std::string& job_id);
+
   // Ends the backoff of `pid` (it changed: e.g. a wrapper exec'd into Python).
   void Forget(pid_t pid) { pids_.erase(pid); }
 
@@ -104,6 +113,7 @@ class CollectionPolicy {
     bool gpu_state_known = false;
     bool gpus_were_idle = false;
     int64_t burst_until_ms = 0;       // in a burst while now < this
+    int64_t requested_until_ms = 0;   // ... or while now < this (RequestBurst)
     int64_t last_burst_start_ms = 0;  // meaningful when has_burst
     bool has_burst = false;
   };
@@ -117,6 +127,9 @@ class CollectionPolicy {
   void PruneCosts(int64_t now_ms);
   bool BackedOff(pid_t pid, int64_t now_ms) const;
   double RateHz(const JobState& state, int64_t now_ms) const;
+  static bool InBurst(const JobState& state, int64_t now_ms) {
+    return now_ms < state.burst_until_ms || now_ms < state.requested_until_ms;
+  }
 
   CollectionPolicyOptions options_;
   Clock* clock_;

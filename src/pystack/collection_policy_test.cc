@@ -102,6 +102,27 @@ TEST_F(CollectionPolicyTest, TickIntervalFollowsTheBurst) {
   EXPECT_EQ(fast.TickIntervalMs(), 250);
 }
 
+// The controller's live burst: at once and at the burst rate whatever the GPUs do (busy
+// here, as a hung collective keeps them), with no cooldown after a GPU-idle burst.
+TEST_F(CollectionPolicyTest, ARequestedBurstSamplesAtOnceWhileGpusAreBusy) {
+  CollectionPolicy policy({.burst_ms = 5000}, &clock_);
+  const std::vector<JobProcesses> jobs = {{"7", {100}, true, false}, {"8", {200}, true, false}};
+  ASSERT_THAT(Pids(policy.Due(jobs)), ElementsAre(100, 200));
+  clock_.Advance(300);
+  policy.RequestBurst("7");
+  const std::vector<SampleTarget> burst = policy.Due(jobs);
+  ASSERT_THAT(Pids(burst), ElementsAre(100));
+  EXPECT_TRUE(burst[0].burst);
+  EXPECT_FALSE(burst[0].gpu_idle);
+  EXPECT_EQ(policy.TickIntervalMs(), 100);
+  clock_.Advance(100);
+  EXPECT_EQ(CountDue(policy, jobs, 4600, 100), 46);  // 10 Hz to the end of the 5 s
+  clock_.Advance(1000);
+  EXPECT_EQ(CountDue(policy, jobs, 10000, 100), 10);  // then the base rate again
+  EXPECT_EQ(policy.stats().bursts_requested, 1u);
+  EXPECT_EQ(policy.stats().bursts_started, 0u);
+}
+
 TEST_F(CollectionPolicyTest, IdleFromTheStartIsNoEdge) {
   CollectionPolicy policy({}, &clock_);
   const std::vector<JobProcesses> jobs = {{"7", {100}, true, true}};

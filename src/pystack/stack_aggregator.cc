@@ -12,12 +12,14 @@ constexpr uint64_t kMaxCount = 1000000000;
 // cannot slip past max_bytes.
 constexpr std::size_t kEntryOverheadBytes = 128;
 
-// Floor division: window starts are multiples of window_ms even for times before 1970.
-int64_t WindowStart(int64_t now_ms, int64_t window_ms) {
-  int64_t start = now_ms - now_ms % window_ms;
-  if (now_ms % window_ms < 0)
+// Floor division: window starts are origin_ms plus multiples of window_ms, also for times
+// before the origin.
+int64_t WindowStart(int64_t now_ms, int64_t window_ms, int64_t origin_ms) {
+  const int64_t since = now_ms - origin_ms;
+  int64_t start = since - since % window_ms;
+  if (since % window_ms < 0)
     start -= window_ms;
-  return start;
+  return origin_ms + start;
 }
 
 std::size_t ThreadsWithFrames(const ProcessStacks& stacks) {
@@ -40,7 +42,7 @@ void StackAggregator::Add(const std::string& job_id, const std::string& host, in
   if (with_frames == 0)
     return;
 
-  const int64_t start = WindowStart(now_ms, options_.window_ms);
+  const int64_t start = WindowStart(now_ms, options_.window_ms, options_.window_origin_ms);
   // A start of 0 or less cannot be uploaded (ingest wants 0 < start): only a clock near 1970.
   if (start < taken_before_ms_ || start <= 0) {
     stats_.threads_dropped_late += with_frames;

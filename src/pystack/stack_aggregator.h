@@ -26,6 +26,9 @@ inline constexpr char kOtherStack[] = "<other>:<other>:0";
 
 struct StackAggregatorOptions {
   int64_t window_ms = 60000;  // windows are [k*window_ms, (k+1)*window_ms) in Unix ms
+  // ... shifted by this: a live burst's one window starts at the controller's trigger time
+  // (docs/pystacks.md, "Live bursts"), the same on every node of the job.
+  int64_t window_origin_ms = 0;
   std::size_t max_stacks_per_job_window = 2000;
   std::size_t max_jobs_per_window = 256;
   // Estimated bytes of everything held (folded text plus a fixed cost per entry), all windows.

@@ -87,6 +87,22 @@ TEST(StackAggregatorTest, WindowsAlignToTheirLengthAndCloseInOrder) {
   EXPECT_EQ(rest[0]["window_start_ms"], kT0 + 20000);
 }
 
+TEST(StackAggregatorTest, WindowsCanStartAtAnOrigin) {
+  // A live burst's window: from the controller's trigger time, off the minute grid.
+  StackAggregator aggregator(
+      StackAggregatorOptions{.window_ms = 20000, .window_origin_ms = kT0 + 1234});
+  const ProcessStacks sample = Process({Thread(ThreadState::kRunning, {"f"})});
+  aggregator.Add("1", "h", kT0 + 1234, sample, false);
+  aggregator.Add("1", "h", kT0 + 21233, sample, false);
+  aggregator.Add("1", "h", kT0 + 21234, sample, false);  // the next window
+  const json all = Json(aggregator.TakeAll());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]["window_start_ms"], kT0 + 1234);
+  EXPECT_EQ(all[0]["window_end_ms"], kT0 + 21234);
+  EXPECT_EQ(all[0]["count"], 2);
+  EXPECT_EQ(all[1]["window_start_ms"], kT0 + 21234);
+}
+
 TEST(StackAggregatorTest, SamplesForAWindowAlreadyHandedOutAreDropped) {
   StackAggregator aggregator;
   const ProcessStacks sample = Process({Thread(ThreadState::kRunning, {"f"})});
