@@ -17,6 +17,7 @@
 #include "install/installer.h"
 #include "install/token_intake.h"
 #include "release_cli.h"
+#include "report_cli.h"
 
 namespace expanse::install {
 namespace {
@@ -83,6 +84,7 @@ std::optional<SecretString> TakeTokenFromEnvironment() {
 int RunExpanseCli(int argc, char** argv) {
   // Taken before anything else, so no child process can inherit the token.
   std::optional<SecretString> token = TakeTokenFromEnvironment();
+  std::optional<report::ApiToken> api_token = report::TakeApiTokenFromEnvironment();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Expanse operator CLI: installs and manages Expanse on a SLURM cluster.", "expanse"};
   app.set_version_flag("--version", "expanse " + VersionString(), "Print the version and exit");
@@ -186,6 +188,8 @@ int RunExpanseCli(int argc, char** argv) {
   AddDoctorCommand(app, doctor);
   ReleaseCommands release_commands;
   AddReleaseCommands(app, release_commands);
+  ReportCommands report_commands;
+  AddReportCommands(app, report_commands);
 
   try {
     app.parse(argc, argv);
@@ -213,6 +217,8 @@ int RunExpanseCli(int argc, char** argv) {
     return Report(RunUninstall(un, PathsFromEnvironment(), ConsoleOutput(un.verbose)));
   if (doctor.command->parsed())
     return RunDoctorCli(doctor);
+  if (ReportCommandParsed(report_commands))
+    return RunReportCommand(report_commands, std::move(api_token));
   return Report(RunReleaseCommand(release_commands));
 }
 

@@ -1,0 +1,191 @@
+#include "report/report_client.h"
+
+#include <set>
+#include <utility>
+
+#include "core/quote.h"
+#include "report/report_decode.h"
+#include "wire/error_answer.h"
+
+namespace expanse::report {
+namespace {
+
+// A timeline of 8 GPUs at 60 points, a ledger, a page of 500 jobs: well under this.
+constexpr size_t kMaxAnswerBytes = 32u << 20;
+constexpr size_t kJobPage = 500;
+
+std::string Described(const wire::ErrorAnswer& answer) {
+  if (answer.code.empty() && answer.message.empty())
+    return "";
+  return " (" + answer.code + (answer.message.empty() ? "" : ": " + answer.message) + ")";
+}
+
+}  // namespace
+
+std::string UrlEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+Result<std::unique_ptr<ReportClient>> ReportClient::Create(const Connection& connection,
+                                                           ApiToken token,
+                                                           std::chrono::milliseconds timeout) {
+  net::HttpClientOptions options;
+  options.ca_file = connection.ca_file;
+  options.connect_timeout = std::min(timeout, options.connect_timeout);
+  options.total_timeout = timeout;
+  options.max_response_bytes = kMaxAnswerBytes;
+  options.user_agent = "expanse-report";
+  Result<std::unique_ptr<net::HttpClient>> http = net::HttpClient::Create(options);
+  if (!http.ok()) {
+    // An unreadable --cacert / SSL_CERT_FILE is the caller's to fix.
+    return http.status().code() == StatusCode::kInvalidArgument
+               ? UsageError("the CA bundle: " + http.status().message())
+               : http.status();
+  }
+  return std::unique_ptr<ReportClient>(
+      new ReportClient(connection, std::move(token), *std::move(http)));
+}
+
+Status ReportClient::AnswerError(int status, const std::string& body, const Subject& subject) {
+  const wire::ErrorAnswer answer = wire::DecodeErrorAnswer(body);
+  const std::string details = Described(answer);
+  const std::string compute = QuoteForMessage(connection_.compute, 128);
+  const std::string org = QuoteForMessage(connection_.org, 128);
+  if (status == 401) {
+    return UnauthenticatedError("the server refused the API token" + details +
+                                "; check EXPANSE_API_TOKEN or --token-file");
+  }
+  if (status == 403) {
+    return PermissionDeniedError(
+        "the token lacks view on " +
+        (subject.job_id.empty() ? "organisation " + org : "compute " + compute) + details +
+        ": it needs a user with any role in the organisation and the read scope");
+  }
+  if (status == 404) {
+    if (subject.job_id.empty()) {
+      return NotFoundError("no organisation " + org +
+                           (connection_.compute.empty() ? "" : " with compute " + compute) +
+                           " visible to this token" + details);
+    }
+    // The job routes answer 404 alike for an unknown job and an unknown (or someone else's)
+    // compute; the compute's own page tells the two apart.
+    Result<net::HttpResponse> compute_page = http_->Send(
+        {.method = "GET",
+         .url = connection_.server_url + "/api/v1/computes/" + UrlEncode(connection_.compute),
+         .headers = {{"Authorization", "Bearer " + std::string(token_.view())}}});
+    if (compute_page.ok() && compute_page->status == 404) {
+      return NotFoundError("no compute " + compute + " visible to this token" + details);
+    }
+    return NotFoundError("job " + subject.job_id + " not found on compute " + compute);
+  }
+  const std::string text = "the server answered " + std::to_string(status) + details;
+  if (status == 429 || status >= 500)
+    return UnavailableError(text);
+  return InvalidArgumentError(text);
+}
+
+Result<std::string> ReportClient::Get(const std::string& path, const Subject& subject) {
+  net::HttpRequest request;
+  request.url = connection_.server_url + path;
+  request.headers = {{"Authorization", "Bearer " + std::string(token_.view())},
+                     {"Accept", "application/json"}};
+  Result<net::HttpResponse> response = http_->Send(request);
+  // The request's header holds the token: wipe that copy now.
+  ApiToken wipe(std::move(request.headers.front().second));
+  if (!response.ok()) {
+    const Status& s = response.status();
+    std::string hint;
+    if (s.reason() == "tls_error")
+      hint = " (is the server's CA in --cacert or SSL_CERT_FILE?)";
+    const std::string text =
+        "cannot reach the server at " + connection_.server_url + ": " + s.message() + hint;
+    if (s.code() == StatusCode::kInvalidArgument)
+      return UsageError(text);
+    if (s.code() == StatusCode::kResourceExhausted)
+      return DataLossError(text).WithReason("invalid_answer");
+    return Status(s.code() == StatusCode::kDeadlineExceeded ? StatusCode::kDeadlineExceeded
+                                                            : StatusCode::kUnavailable,
+                  text)
+        .WithReason("unreachable");
+  }
+  if (response->status != 200)
+    return AnswerError(response->status, response->body, subject);
+  return std::move(response->body);
+}
+
+Result<JobReport> ReportClient::FetchJobReport(const std::string& job_id, int points) {
+  EXPANSE_RETURN_IF_ERROR(CheckJobId(job_id));
+  const Subject subject{job_id};
+  const std::string base =
+      "/api/v1/computes/" + UrlEncode(connection_.compute) + "/jobs/" + UrlEncode(job_id);
+  JobReport report;
+  EXPANSE_ASSIGN_OR_RETURN(const std::string job, Get(base, subject));
+  EXPANSE_ASSIGN_OR_RETURN(report.job, DecodeJob(job));
+  EXPANSE_ASSIGN_OR_RETURN(
+      const std::string timeline,
+      Get(base + "/timeline?metric=gpu.sm_util&points=" + std::to_string(points), subject));
+  EXPANSE_ASSIGN_OR_RETURN(report.timeline, DecodeTimeline(timeline));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string verdicts, Get(base + "/verdicts", subject));
+  EXPANSE_ASSIGN_OR_RETURN(report.verdicts, DecodeVerdicts(verdicts));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string ledger, Get(base + "/ledger", subject));
+  EXPANSE_ASSIGN_OR_RETURN(report.ledger, DecodeLedger(ledger));
+  if (report.job.job_id != job_id) {
+    return DataLossError("the server answered job " + QuoteForMessage(report.job.job_id) +
+                         " when asked for job " + job_id)
+        .WithReason("invalid_answer");
+  }
+  return report;
+}
+
+Result<JobList> ReportClient::FetchJobList(const std::string& user, int64_t since_ms,
+                                           int64_t now_ms, size_t max_jobs) {
+  JobList list;
+  list.user = user;
+  list.since_ms = since_ms;
+  list.as_of_ms = now_ms;
+  std::string query = "user=" + UrlEncode(user) + "&from=" + std::to_string(since_ms);
+  if (!connection_.compute.empty())
+    query += "&compute=" + UrlEncode(connection_.compute);
+  const std::string path = "/api/v1/orgs/" + UrlEncode(connection_.org) + "/jobs?" + query;
+  // Pages may shift while they are read (a job starting meanwhile): a job seen twice is kept once.
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t offset = 0; list.jobs.size() < max_jobs; offset += kJobPage) {
+    const size_t limit = std::min(kJobPage, max_jobs - list.jobs.size());
+    EXPANSE_ASSIGN_OR_RETURN(
+        const std::string body,
+        Get(path + "&limit=" + std::to_string(limit) + "&offset=" + std::to_string(offset), {}));
+    EXPANSE_ASSIGN_OR_RETURN(std::vector<Job> page, DecodeJobPage(body));
+    const size_t got = page.size();
+    for (Job& job : page) {
+      if (job.user != user) {
+        return DataLossError("the server listed a job of user " + QuoteForMessage(job.user) +
+                             " when asked for " + QuoteForMessage(user))
+            .WithReason("invalid_answer");
+      }
+      if (seen.emplace(job.compute_id, job.job_id).second)
+        list.jobs.push_back(std::move(job));
+    }
+    if (got < limit)
+      return list;
+    if (list.jobs.size() >= max_jobs || offset + kJobPage > 1'000'000)
+      break;
+  }
+  list.truncated = true;
+  return list;
+}
+
+}  // namespace expanse::report
