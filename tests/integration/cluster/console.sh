@@ -155,6 +155,13 @@ console_job() { # COMPUTE
   wait_job_done "$job" 120 >&2
   wait_until 90 "GPU samples of job $job at the server" bash -c \
     "api GET /api/v1/computes/$1/jobs/$job/timeline | jq -e '[.series[].points | length] | length >= 2 and min > 0' >/dev/null" >&2
+  # Until the server has the job's end (Epilog, or sacct once a minute) its verdicts reach to now,
+  # and over_allocated fades once the GPUs' samples cover less than half of that: wait for the end,
+  # so that the page and the API the browser compares it with answer alike.
+  wait_until 150 "the end of job $job at the server" bash -c \
+    "api GET /api/v1/computes/$1/jobs/$job | jq -e '.end_ms > 0' >/dev/null" >&2
+  wait_until 60 "the over_allocated verdict of job $job" bash -c \
+    "api GET /api/v1/computes/$1/jobs/$job/verdicts | jq -e '[.verdicts[].code] | index(\"over_allocated\") != null' >/dev/null" >&2
   echo "$job"
 }
 console_hook() {
