@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Live detection on the real cluster (docs/pystacks.md, "Live bursts"): a 2-node job runs a
+# Python rank on each node; per the fake NVML its GPUs first train (100 % utilisation at 400 W),
+# then hang (100 % at 60 W, as a deadlocked collective does). The controller flags the job
+# stuck while it runs and asks both nodes for a stack burst through the shared control tree;
+# both nodes' stacks arrive in burst windows starting at the same instant, with the function
+# the ranks wait in, and the job is flagged once.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
+source "$(dirname "$0")/../lib/daemon_cluster.sh"
+dc_setup
+# Short bursts and a larger CPU budget (the sanitizer build reads stacks slowly); the
+# controller's threshold at its minimum, so the test waits seconds, not ten minutes.
+for w in $EXPANSE_TC_WORKERS; do
+  "$TESTCLUSTER" exec "$w" -- bash -c 'printf "EXPANSE_PYSTACKS_CPU_PERCENT=10\nEXPANSE_PYSTACKS_BURST_SECONDS=5\n" >/etc/expanse/daemon.env'
+done
+trap 'for w in $EXPANSE_TC_WORKERS; do "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/daemon.env || true; done; dc_cleanup' EXIT
+printf 'EXPANSE_LIVE_STUCK_AFTER_S=10\n' >>"$DIR/daemon.env"
+
+# Both GPUs of each worker busy at `power_mw`.
+gpus_at() {
+  local w lo hi
+  for w in $EXPANSE_TC_WORKERS; do
+    read -r lo hi < <(dc_minors "$w")
+    dc_gpu_scenario "$w" "[
+      {\"uuid\": \"GPU-$w-minor$hi\", \"minor\": $hi, \"sm_util\": 100, \"power_mw\": $1},
+      {\"uuid\": \"GPU-$w-minor$lo\", \"minor\": $lo, \"sm_util\": 100, \"power_mw\": $1}]"
+  done
+}
+gpus_at 400000
+dc_controller_start
+
+cat >"$DIR/hang.py" <<'PY'
+import os, sys, time
+
+def wait_for_peers(stop):
+    while not os.path.exists(stop):
+        time.sleep(0.05)  # the rank waits for a collective that never completes
+
+wait_for_peers(sys.argv[1])
+PY
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o "$DIR/job.out" \
+  --wrap "srun timeout 240 python3 $DIR/hang.py $DIR/stop")"
+power_points() {
+  api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.power_w&points=500" |
+    jq --arg h "$1" '[.series[] | select(.host == $h) | .points[]] | length'
+}
+# Training: the controller has seen each node's GPU at its working power within the job.
+for w in "$w1" "$w2"; do
+  wait_until 120 "training samples of job $job on $w" bash -c "[[ \$(curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=gpu.power_w&points=500' | jq --arg h '$w' '[.series[] | select(.host == \$h) | .points[]] | length') -ge 3 ]]"
+done
+pass "job $job trains on $w1 and $w2 ($(power_points "$w1") and $(power_points "$w2") power samples)"
+hung_at="$(date +%s%3N)"
+gpus_at 60000
+
+wait_until 120 "the controller to flag job $job stuck" grep -q "live detection: job $job stuck" "$DIR/controller.log"
+flagged_at="$(date +%s%3N)"
+grep "live detection: job $job" "$DIR/controller.log"
+grep -q "live detection: job $job stuck.*stack burst asked of .*$w1" "$DIR/controller.log" ||
+  fail "the controller did not ask $w1 for a burst"
+grep -q "live detection: job $job stuck.*stack burst asked of .*$w2" "$DIR/controller.log" ||
+  fail "the controller did not ask $w2 for a burst"
+pass "job $job flagged stuck $(((flagged_at - hung_at) / 1000)) s after its GPUs hung (threshold 10 s); bursts asked of $w1 and $w2"
+
+# Burst windows start at the trigger time, never a whole second (regular windows always are).
+bursts() {
+  sqlite3 -readonly "$DIR/db.sqlite" "SELECT host, window_start_ms, SUM(count) FROM job_stacks
+    WHERE job_id = '$job' AND window_start_ms % 1000 != 0 GROUP BY host, window_start_ms"
+}
+wait_until 90 "burst stacks of job $job from both nodes" bash -c "[[ \$(sqlite3 -readonly '$DIR/db.sqlite' \"SELECT COUNT(DISTINCT host) FROM job_stacks WHERE job_id = '$job' AND window_start_ms % 1000 != 0\") == 2 ]]"
+bursts
+assert_eq 1 "$(bursts | cut -d'|' -f2 | sort -u | wc -l)" "distinct burst window starts over both nodes"
+for w in "$w1" "$w2"; do
+  folded="$(sqlite3 -readonly "$DIR/db.sqlite" "SELECT folded FROM job_stacks WHERE job_id = '$job'
+    AND host = '$w' AND window_start_ms % 1000 != 0")"
+  grep -q 'hang.py:wait_for_peers:' <<<"$folded" ||
+    fail "$w's burst stacks of job $job lack hang.py:wait_for_peers: $(head -c 800 <<<"$folded")"
+done
+pass "both nodes' burst stacks of job $job start at $(bursts | head -1 | cut -d'|' -f2) and show hang.py:wait_for_peers"
+
+for w in "$w1" "$w2"; do
+  assert_eq "" "$(ls -A "$prefix/spool/control/$w")" "requests left in $w's control directory"
+done
+touch "$DIR/stop"
+wait_job_done "$job" 60
+assert_eq 1 "$(grep -c "live detection: job $job " "$DIR/controller.log")" "times job $job was flagged"
+rm -rf "$DIR"
