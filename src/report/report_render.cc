@@ -294,7 +294,10 @@ void RenderRequestedVsUsed(const JobReport& r, std::string& out) {
   if (const auto total = GpuMemoryTotalMib(r.verdicts))
     gpu_memory += " of " + Memory(*total) + " per GPU";
   AddRow(out, "GPU memory", "-", u.has_gpu_samples ? gpu_memory : "not sampled");
-  AddRow(out, "CPU", job.requested.cpus > 0 ? std::to_string(job.requested.cpus) + " cores" : "-",
+  AddRow(out, "CPU",
+         job.requested.cpus > 0
+             ? std::to_string(job.requested.cpus) + (job.requested.cpus == 1 ? " core" : " cores")
+             : "-",
          u.cpu_efficiency && job.requested.cpus > 0
              ? Number(*u.cpu_efficiency * static_cast<double>(job.requested.cpus)) +
                    " cores on average (" + Percent(*u.cpu_efficiency) + ")"
