@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+# -*- coding: utf-8 -*-
+"""Ansible module: set or remove several KEY=value lines of /etc/expanse/daemon.env at once.
+
+One module run for all the role's lines instead of one lineinfile run per line: on a
+loaded node each module run costs seconds of SSH and interpreter start-up, and the role
+owns half a dozen lines. Lines the role does not own (the installer's proxy and CA, an
+operator's own settings, comments) are kept as they are, in their place.
+
+Values are written plain when that is unambiguous, else double-quoted with \\ " ` $ escaped,
+as docs/formats/env-file.md describes; an empty value removes the line. The file is
+replaced atomically (temporary file in the same directory, then rename) with the requested
+owner, group and mode (state absent keeps the file's own). Check mode and diff mode are
+supported.
+"""
+
+import grp
+import os
+import pwd
+import re
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+---
+module: expanse_env_lines
+short_description: Set or remove the role's KEY=value lines in an environment file
+options:
+  path: {type: path, required: true}
+  lines:
+    type: list
+    elements: dict
+    required: true
+    description: Items with key and value; an empty value (or state absent) removes the key.
+  state: {type: str, choices: [present, absent], default: present}
+  owner: {type: str, default: root}
+  group: {type: str, default: root}
+  mode: {type: str, default: "0640"}
+"""
+
+KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLAIN_RE = re.compile(r"^[A-Za-z0-9_./:,@%+=-]*$")
+
+
+def render(key, value):
+    if PLAIN_RE.match(value):
+        return "%s=%s" % (key, value)
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+              .replace("$", "\\$"))
+    return '%s="%s"' % (key, quoted)
+
+
+def converge(text, wanted):
+    """The file's new text: each wanted key's line replaced in place (its first occurrence;
+    later duplicates dropped) or appended, keys with value None removed."""
+    out, placed = [], set()
+    for line in text.splitlines():
+        m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+        key = m.group(1) if m else None
+        if key is None or key not in wanted:
+            out.append(line)
+            continue
+        if wanted[key] is not None and key not in placed:
+            out.append(render(key, wanted[key]))
+        placed.add(key)
+    for key, value in wanted.items():
+        if value is not None and key not in placed:
+            out.append(render(key, value))
+    return "\n".join(out) + "\n" if out else ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            lines=dict(type="list", elements="dict", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            owner=dict(type="str", default="root"),
+            group=dict(type="str", default="root"),
+            mode=dict(type="str", default="0640"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    wanted = {}
+    for item in p["lines"]:
+        key = str(item.get("key", ""))
+        value = "" if item.get("value") is None else str(item.get("value"))
+        if not KEY_RE.match(key):
+            module.fail_json(msg="expanse_env_lines: %r is not a variable name" % key)
+        if "\n" in value or "\r" in value or "\0" in value:
+            module.fail_json(msg="expanse_env_lines: the value of %s has a line break" % key)
+        wanted[key] = value if p["state"] == "present" and value != "" else None
+
+    path = p["path"]
+    exists = os.path.exists(path)
+    before = ""
+    if exists:
+        with open(path, encoding="utf-8") as f:
+            before = f.read()
+    after = converge(before, wanted)
+    try:
+        uid = pwd.getpwnam(p["owner"]).pw_uid
+        gid = grp.getgrnam(p["group"]).gr_gid
+    except KeyError as e:
+        module.fail_json(msg="expanse_env_lines: unknown owner or group: %s" % e)
+    mode = int(p["mode"], 8)
+    # Absent on a missing file, or nothing to write into one that does not exist: no change.
+    if not exists and after == "":
+        module.exit_json(changed=False)
+    st = os.stat(path) if exists else None
+    if p["state"] == "absent":
+        # Removing lines keeps the file's owner and mode as the installer or operator set them.
+        uid, gid, mode = st.st_uid, st.st_gid, st.st_mode & 0o7777
+    attrs_differ = st is None or (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (uid, gid, mode)
+    changed = after != before or attrs_differ
+    diff = {"before": before, "after": after, "before_header": path, "after_header": path}
+    if changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".daemon.env.", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(after)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chown(tmp, uid, gid)
+            os.chmod(tmp, mode)
+            os.rename(tmp, path)
+        except Exception as e:  # leave nothing half-written behind
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            module.fail_json(msg="expanse_env_lines: writing %s failed: %s" % (path, e))
+    module.exit_json(changed=changed, diff=diff)
+
+
+if __name__ == "__main__":
+    main()
