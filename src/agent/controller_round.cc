@@ -296,19 +296,25 @@ void ControllerRound::AskForStackBursts(const LiveTrigger& t, int64_t now_ms) {
            ? ""
            : " (failed on " + std::to_string(failed_count) + " node(s), first " + failed + ")"));
 
-  // "Detected at T" for the server: one point on the job's series, 1 stuck, 2 no_process.
-  wire::SeriesRecord mark{.host = options_.hostname,
-                          .device = "job/" + t.job_id,
-                          .metric = "job.live_detected",
-                          .t0 = request.trigger_ms,
-                          .dt = {0},
-                          .v = {t.reason == "stuck" ? 1.0 : 2.0}};
-  // Only what the server's decoder takes: a refused series would cost the whole batch.
-  if (wire::DecodeSeries(wire::Encode(mark), "mark", "bad_record").ok()) {
-    BatchBuilder batch;
-    batch.AddSeries({std::move(mark)});
-    if (Status s = Enqueue(batch); !s.ok())
-      Log("cannot queue the live detection mark: " + s.message());
+  // "Detected at T" for the server: one point on the job's series of each of its hosts (the
+  // job's timeline reads job/<id> series per host), 1 stuck, 2 no_process.
+  BatchBuilder marks;
+  std::vector<wire::SeriesRecord> points;
+  for (const std::string& host : t.hosts) {
+    wire::SeriesRecord mark{.host = host,
+                            .device = "job/" + t.job_id,
+                            .metric = "job.live_detected",
+                            .t0 = request.trigger_ms,
+                            .dt = {0},
+                            .v = {t.reason == "stuck" ? 1.0 : 2.0}};
+    // Only what the server's decoder takes: a refused series would cost the whole batch.
+    if (wire::DecodeSeries(wire::Encode(mark), "mark", "bad_record").ok())
+      points.push_back(std::move(mark));
+  }
+  if (!points.empty()) {
+    marks.AddSeries(std::move(points));
+    if (Status s = Enqueue(marks); !s.ok())
+      Log("cannot queue the live detection marks: " + s.message());
   }
 
   // The heartbeat's diagnostics are capped (64 KiB): a few hosts of a big job, and counts.

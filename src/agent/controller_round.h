@@ -82,7 +82,7 @@ class ControllerRound {
   //   4. live detection (live_detector.h) over the allocations and GPU series of 1-3: a job
   //      newly stuck or without processes gets a stack burst on every node it has GPUs on, by
   //      one request file per node in the shared control tree (stack_burst_request.h; this
-  //      host's own collector directly) and a job.live_detected point in the upload.
+  //      host's own collector directly) and a job.live_detected point per node in the upload.
   // `final`: the last round before exiting. It runs no SLURM command (each can take its full
   // timeout when slurmctld is down) and takes the stack windows still open.
   // Never throws. Everything read from outside is checked; should a bug throw all the same,

@@ -309,7 +309,7 @@ TEST_F(ControllerRoundTest, SlurmAllocationsMapGresIndicesThroughTheHostsGresCon
 
 // Live detection: a 2-node job whose GPUs spin near idle power past the threshold gets one
 // stack burst request per node, all with the same trigger time and nonce, once per episode,
-// and a job.live_detected point in the upload.
+// and a job.live_detected point per node in the upload.
 TEST_F(ControllerRoundTest, AStuckJobGetsOneBurstRequestPerNodeOnce) {
   Squeue(0, R"json({"jobs": [{"job_id": 77, "name": "hang", "user_name": "ana",
       "partition": "gpu", "job_state": ["RUNNING"], "nodes": "w[1-2]",
@@ -387,18 +387,18 @@ TEST_F(ControllerRoundTest, AStuckJobGetsOneBurstRequestPerNodeOnce) {
   EXPECT_EQ(report->diagnostics["live_detection"]["recent"][0]["hosts"],
             nlohmann::json({"w1", "w2"}));
 
-  bool marked = false;
+  std::vector<std::string> marked;
   for (const nlohmann::json& batch : Batches()) {
     for (const nlohmann::json& s : batch.value("series", nlohmann::json::array())) {
       if (s["metric"] == "job.live_detected") {
         EXPECT_EQ(s["device"], "job/77");
         EXPECT_EQ(s["v"][0], 1.0);
         EXPECT_EQ(s["t0"], request->trigger_ms);
-        marked = true;
+        marked.push_back(s["host"]);
       }
     }
   }
-  EXPECT_TRUE(marked);
+  EXPECT_THAT(marked, ElementsAre("w1", "w2"));  // on the job's own hosts, once
 }
 
 TEST_F(ControllerRoundTest, LiveDetectionCanBeTurnedOff) {

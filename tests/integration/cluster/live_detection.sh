@@ -81,6 +81,12 @@ pass "both nodes' burst stacks of job $job start at $(bursts | head -1 | cut -d'
 for w in "$w1" "$w2"; do
   assert_eq "" "$(ls -A "$prefix/spool/control/$w")" "requests left in $w's control directory"
 done
+# "Stuck detected at T" in the job's timeline: one point per host, 1 for stuck.
+marks="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=job.live_detected&points=500")"
+for w in "$w1" "$w2"; do
+  assert_eq 1 "$(jq --arg h "$w" '[.series[] | select(.host == $h) | .points[][3]] | max' <<<"$marks")" \
+    "job.live_detected on $w"
+done
 touch "$DIR/stop"
 wait_job_done "$job" 60
 assert_eq 1 "$(grep -c "live detection: job $job " "$DIR/controller.log")" "times job $job was flagged"
