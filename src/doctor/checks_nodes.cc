@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/quote.h"
@@ -125,6 +126,9 @@ void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
     if (capability.state == "degraded") {
       out.push_back(
           Action(rule->code, host, key + " is degraded on " + host + ": " + reason, rule->fix));
+    } else if (rule->code == std::string_view("GPU_BACKEND_DEGRADED") &&
+               capability.state == "absent") {
+      continue;  // the other GPU backend is the one in use: nothing to note
     } else if (capability.state == "absent" || capability.state == "disabled") {
       out.push_back({"CAPABILITY_OFF", Severity::kInfo, host,
                      key + " is " + capability.state + " on " + host + ": " + reason, ""});

@@ -180,6 +180,7 @@ TEST(DoctorChecks, CollectorTurnedOffIsANoteNotAnAction) {
   DeploymentFacts facts = HealthyFacts();
   facts.nodes[0].capabilities["cupti"] = {"disabled", "EXPANSE_CUPTI_ENABLE=0"};
   facts.nodes[0].capabilities["some_future_thing"] = {"degraded", "?"};
+  facts.nodes[0].capabilities["nvidia_smi"] = {"absent", "not used: the nvml backend is active"};
   const std::vector<Finding> findings = RunChecks(facts);
   EXPECT_EQ(Codes(findings), std::vector<std::string>{"CAPABILITY_OFF"});
   EXPECT_EQ(findings[0].severity, Severity::kInfo);
