@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "doctor/checks.h"
 #include "spool/spool_file.h"
 
 namespace expanse::doctor {
@@ -134,6 +135,23 @@ TEST(DoctorHealthReport, ControlCharactersInTextAreQuoted) {
   Result<NodeFacts> node = ParseHealthPayload(report.dump(), "w1", 0);
   ASSERT_TRUE(node.ok());
   EXPECT_THAT(node->capabilities.at("dcgm").reason, ::testing::Not(HasSubstr("\x1b")));
+}
+
+TEST(DoctorHealthReport, TextCutInsideACharacterStaysValidUtf8InFindings) {
+  nlohmann::json report = Report();
+  std::string reason = "x";
+  for (int i = 0; i < 300; ++i)
+    reason += "\xc3\xa9";  // é: cut at 512 bytes, the last one loses its second byte
+  report["capabilities"]["dcgm"]["reason"] = reason;
+  Result<NodeFacts> node = ParseHealthPayload(report.dump(), "w1", 1'800'000'000'000);
+  ASSERT_TRUE(node.ok());
+  node->arrived_ms = node->written_ms;
+  DeploymentFacts facts;
+  facts.now_ms = node->written_ms;
+  facts.nodes = {*node};
+  const std::vector<Finding> findings = RunChecks(facts);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_NO_THROW((void)FindingsJson(findings, "", facts.now_ms).dump());
 }
 
 }  // namespace
