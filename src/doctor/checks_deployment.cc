@@ -98,9 +98,9 @@ void CheckSlurmConf(const SlurmConfFacts& conf, std::vector<Finding>& out) {
 
 void CheckCgroupConf(const CgroupConfFacts& conf, std::vector<Finding>& out) {
   if (!conf.error.empty()) {
-    out.push_back(Action("CGROUP_CONF_UNREADABLE", "",
-                         "cannot read " + conf.path + ": " + conf.error,
-                         "make " + conf.path + " readable by root"));
+    out.push_back(
+        Action("CGROUP_CONF_UNREADABLE", "", "cannot read " + conf.path + ": " + conf.error,
+               "make " + conf.path + " a readable regular file of SLURM's Key=Value lines"));
     return;
   }
   const auto it = conf.settings.find("constraindevices");

@@ -58,6 +58,9 @@ struct PlaneClientSettings {
 };
 
 Result<PlaneClientSettings> ReadPlaneClientSettings(Host& host, const std::string& env_file) {
+  if (const std::optional<FileInfo> info = host.Stat(env_file);
+      info && info->type != FileInfo::Type::kFile)
+    return InvalidArgumentError(env_file + " is not a regular file");
   Result<std::optional<std::string>> text = host.ReadFile(env_file, 1 << 20);
   if (!text.ok())
     return text.status();

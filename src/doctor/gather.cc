@@ -45,6 +45,18 @@ std::string Trim(const std::string& text) {
   return text.substr(begin, text.find_last_not_of(" \t\r") + 1 - begin);
 }
 
+// A configuration file's text: nullopt when absent, an error for anything but a regular file
+// (a FIFO or device would block or never end the read).
+Result<std::optional<std::string>> ReadRegularFile(Host& host, const std::string& path,
+                                                   size_t max_bytes) {
+  const std::optional<FileInfo> info = host.Stat(path);
+  if (!info)
+    return std::optional<std::string>();
+  if (info->type != FileInfo::Type::kFile)
+    return InvalidArgumentError(path + " is not a regular file");
+  return host.ReadFile(path, max_bytes);
+}
+
 // Whether `value` names one of our wrapper scripts: a file whose text says so.
 bool IsExpanseWrapper(Host& host, const std::string& value) {
   if (value.empty() || value.front() != '/')
@@ -80,7 +92,7 @@ struct InstallStateFacts {
 
 InstallStateFacts ReadInstallState(Host& host, const std::string& path) {
   InstallStateFacts state;
-  Result<std::optional<std::string>> text = host.ReadFile(path, kMaxInstallStateBytes);
+  Result<std::optional<std::string>> text = ReadRegularFile(host, path, kMaxInstallStateBytes);
   if (!text.ok() || !*text)
     return state;
   Result<nlohmann::json> doc = wire::ParseJson(**text, wire::JsonLimits{});
@@ -207,7 +219,7 @@ SlurmConfFacts GatherSlurmConf(Host& host, const std::string& slurm_conf, bool t
 CgroupConfFacts GatherCgroupConf(Host& host, const std::string& path) {
   CgroupConfFacts facts;
   facts.path = path;
-  Result<std::optional<std::string>> text = host.ReadFile(path, kMaxCgroupConfBytes);
+  Result<std::optional<std::string>> text = ReadRegularFile(host, path, kMaxCgroupConfBytes);
   if (!text.ok()) {
     facts.error = text.status().message();
     return facts;
@@ -417,7 +429,7 @@ DeploymentFacts GatherFacts(Host& host, const GatherOptions& options) {
   std::optional<std::string> gres_text;
   std::string gres_error;
   Result<std::optional<std::string>> read =
-      host.ReadFile(gres_path, attribution::kMaxGresConfBytes);
+      ReadRegularFile(host, gres_path, attribution::kMaxGresConfBytes);
   if (!read.ok())
     gres_error = read.status().message();
   else

@@ -232,6 +232,16 @@ TEST_F(DoctorGather, OneHostReadsOnlyThatWorker) {
   EXPECT_EQ(Codes(), std::vector<std::string>{"WORKER_REPORT_UNREADABLE@w9"});
 }
 
+TEST_F(DoctorGather, HugeOrOddConfigurationFilesAreRefusedNotRead) {
+  host_.Put("/etc/slurm/cgroup.conf", std::string(2 << 20, 'x'));
+  host_.Put("/etc/slurm/gres.conf", std::string(2 << 20, 'x'));
+  EXPECT_EQ(Codes(), (std::vector<std::string>{"CGROUP_CONF_UNREADABLE", "GRES_CONF_UNREADABLE@w1",
+                                               "GRES_CONF_UNREADABLE@w2"}));
+  ASSERT_TRUE(host_.RemoveFile("/etc/slurm/gres.conf").ok());
+  ASSERT_TRUE(host_.MakeDirectories("/etc/slurm/gres.conf", 0755).ok());
+  EXPECT_THAT(GatherFacts(host_, options_).nodes[0].gres->error, HasSubstr("not a regular file"));
+}
+
 TEST(DoctorParse, DfAndCgroupConf) {
   const std::vector<DiskFacts> disks = ParseDf(
       "Filesystem 1024-blocks Used Available Capacity Mounted on\n"
