@@ -48,13 +48,27 @@ else
   fi
 fi
 
-unformatted=0
-for file in "${files[@]}"; do
-  if ! "$clang_format" --dry-run -Werror "$file" >/dev/null 2>&1; then
-    echo "needs clang-format: $file"
-    unformatted=$((unformatted + 1))
-  fi
+# Many files per clang-format run and one run per core: starting clang-format once per file
+# was most of the check's time. --dry-run -Werror names every file that differs as
+# "<file>:<line>:<col>: error: code should be clang-formatted".
+jobs="$(nproc 2>/dev/null || echo 2)"
+set +e
+output="$(printf '%s\0' "${files[@]}" |
+  xargs -0 -r -n 64 -P "$jobs" "$clang_format" --dry-run -Werror 2>&1 >/dev/null)"
+status=$?
+set -e
+mapfile -t needing < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' \
+  <<<"$output" | sort -u)
+if ((status != 0 && ${#needing[@]} == 0)); then
+  # clang-format failed otherwise (a file it cannot read, a bad .clang-format): say so.
+  echo "check_format: $clang_format failed (status $status):" >&2
+  echo "$output" | head -n 20 >&2
+  exit 1
+fi
+for file in "${needing[@]}"; do
+  echo "needs clang-format: $file"
 done
+unformatted=${#needing[@]}
 
 if ((unformatted > 0)); then
   echo "check_format: $unformatted of ${#files[@]} files need formatting; fix with:" >&2

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/quote.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
 
@@ -37,6 +38,15 @@ bool HasRoom(const std::vector<Record>& section, size_t limit, BatchBuilder::Int
                                       " entries of this kind")
                      .WithReason("batch_full"));
   return false;
+}
+
+// Refuses a record of another host than the spool directory's (see AddSpoolRecord).
+Status CheckHost(std::string_view only_host, const std::string& host, const std::string& path) {
+  if (only_host.empty() || host == only_host)
+    return OkStatus();
+  return InvalidArgumentError(path + " names host " + QuoteForMessage(host) + ", not " +
+                              std::string(only_host) + " whose spool it came from")
+      .WithReason("wrong_host");
 }
 
 // Decodes each element of an array payload; keeps what `decode` accepts.
@@ -94,7 +104,8 @@ void BatchBuilder::AddStacks(std::vector<wire::StackRecord> stacks) {
     stacks_.push_back(std::move(entry));
 }
 
-BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payload) {
+BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payload,
+                                                  std::string_view only_host) {
   Intake intake;
   if (kind != "gpu_series" && kind != "job_event" && kind != "gpu_allocation" &&
       kind != "py_stacks") {
@@ -107,9 +118,10 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
     return intake;
   }
   if (kind == "gpu_series") {
-    const auto decode = [this](const nlohmann::json& value, const std::string& path,
-                               std::string_view reason) -> Result<wire::SeriesRecord> {
+    const auto decode = [this, only_host](const nlohmann::json& value, const std::string& path,
+                                          std::string_view reason) -> Result<wire::SeriesRecord> {
       EXPANSE_ASSIGN_OR_RETURN(wire::SeriesRecord series, wire::DecodeSeries(value, path, reason));
+      EXPANSE_RETURN_IF_ERROR(CheckHost(only_host, series.host, path));
       if (samples_ + series.v.size() > wire::kMaxSeriesSamples) {
         return InvalidArgumentError("the batch already holds " + std::to_string(samples_) +
                                     " samples")
@@ -125,6 +137,7 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
       Refuse(intake, InvalidArgumentError(event.status().message()).WithReason(kBadRecord));
       return intake;
     }
+
     if (!HasRoom(job_events_, wire::kMaxBatchRecords, intake))
       return intake;
     AddJobEvent(*event);
@@ -136,12 +149,19 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
       Refuse(intake, allocation.status());
       return intake;
     }
+
     if (!HasRoom(allocations_, wire::kMaxBatchRecords, intake))
       return intake;
     allocations_.push_back(*std::move(allocation));
     ++intake.accepted;
   } else {
-    TakeEach(*json, kind, wire::DecodeStack, wire::kMaxBatchRecords, stacks_, intake);
+    const auto decode = [only_host](const nlohmann::json& value, const std::string& path,
+                                    std::string_view reason) -> Result<wire::StackRecord> {
+      EXPANSE_ASSIGN_OR_RETURN(wire::StackRecord stack, wire::DecodeStack(value, path, reason));
+      EXPANSE_RETURN_IF_ERROR(CheckHost(only_host, stack.host, path));
+      return stack;
+    };
+    TakeEach(*json, kind, decode, wire::kMaxBatchRecords, stacks_, intake);
   }
   return intake;
 }

@@ -45,8 +45,13 @@ class BatchBuilder {
   };
   // Adds what is valid of a worker's spool record, by kind ("gpu_series", "job_event",
   // "gpu_allocation", "py_stacks"); kinds from a newer sampler are ignored (workers can be
-  // upgraded first). Never throws.
-  Intake AddSpoolRecord(std::string_view kind, std::string_view payload);
+  // upgraded first). `only_host`, when not empty, is the host whose spool directory the record
+  // came from: a series or stack naming any other host is refused (reason "wrong_host"), so a
+  // worker cannot report GPUs or stacks for another node. Job events and allocations are not
+  // checked: they carry SLURM's NodeName (SLURMD_NODENAME), which a site may set apart from
+  // the host's name. Never throws.
+  Intake AddSpoolRecord(std::string_view kind, std::string_view payload,
+                        std::string_view only_host = {});
 
   // Replaces job ids by what `rename` returns for them (nullopt: keep): in job events, GPU
   // allocations and "job/<id>" series devices. The hooks know a job only by SLURM_JOB_ID, while

@@ -1,5 +1,9 @@
 #include "agent/batch_builder.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
@@ -100,6 +104,33 @@ TEST(BatchBuilderTest, HostileRecordsAreRefusedByPathAndTheRestIsKept) {
   ASSERT_EQ(doc["series"].size(), 2u);
   EXPECT_EQ(doc["series"][1]["device"], "job/4_2");
   ExpectOnlyWellTyped(doc);
+}
+
+// A worker's spool file may only hold series and stacks of its own host: others are refused
+// and counted, what names its own is taken. (Job events and allocations carry SLURM's
+// NodeName, which may differ from the host's name: the live detector checks those.)
+TEST(BatchBuilderTest, RecordsOfAnotherHostThanTheSpoolsAreRefused) {
+  BatchBuilder batch;
+  const BatchBuilder::Intake series = batch.AddSpoolRecord("gpu_series", R"([
+      {"host":"w1","device":"GPU-a","metric":"gpu.sm_util","t0":1000,"dt":[0],"v":[5]},
+      {"host":"w2","device":"GPU-b","metric":"gpu.sm_util","t0":1000,"dt":[0],"v":[5]}])",
+                                                           "w1");
+  EXPECT_EQ(series.accepted, 1u);
+  EXPECT_EQ(series.refused, 1u);
+  EXPECT_EQ(series.first_refusal.reason(), "wrong_host");
+  EXPECT_NE(series.first_refusal.message().find("gpu_series[1] names host \"w2\""),
+            std::string::npos)
+      << series.first_refusal;
+  for (const auto& [kind, payload] : std::vector<std::pair<std::string, std::string>>{
+           {"py_stacks", R"([{"job_id":"8","host":"w2","window_start_ms":1,
+                              "window_end_ms":60000,"folded":"a.py:main:1",
+                              "thread_state":"gil","count":3,"gpu_idle":false}])"}}) {
+    const BatchBuilder::Intake intake = batch.AddSpoolRecord(kind, payload, "w1");
+    EXPECT_EQ(intake.accepted, 0u) << kind;
+    EXPECT_EQ(intake.first_refusal.reason(), "wrong_host") << kind;
+    // Without a spool host (the controller's own records) the same record is taken.
+    EXPECT_EQ(batch.AddSpoolRecord(kind, payload).accepted, 1u) << kind;
+  }
 }
 
 TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {

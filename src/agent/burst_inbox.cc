@@ -40,8 +40,17 @@ void BurstInbox::Refuse(const std::string& reason, const std::string& message) {
     options_.log("stack burst request refused (" + reason + "): " + last_problem_);
 }
 
-void BurstInbox::NoteRefused(const std::string& reason) {
-  Refuse(reason.empty() ? "not_carried_out" : reason, "the sampler could not start the burst");
+void BurstInbox::NoteNotCarriedOut(const StackBurstRequest& request, const std::string& reason) {
+  // Poll accepted it last among what it handed out for this job: its budget entries are the
+  // newest ones (an accepted request's job had no burst within per_job_gap_ms before it).
+  if (accepted_ > 0)
+    --accepted_;
+  if (!accepted_times_.empty())
+    accepted_times_.pop_back();
+  last_by_job_.erase(request.slurm_job_id > 0 ? std::to_string(request.slurm_job_id)
+                                              : request.job_id);
+  Refuse(reason.empty() ? "not_carried_out" : reason,
+         "the sampler could not start the burst for job " + request.job_id);
 }
 
 bool BurstInbox::RateLimited(const StackBurstRequest& r, int64_t now_ms, std::string& why) {

@@ -53,8 +53,9 @@ class BurstInbox {
   // The requests that passed every check, oldest first; each entry examined is removed.
   // A missing directory is normal (no request yet) and yields nothing.
   std::vector<StackBurstRequest> Poll();
-  // A request Poll handed out and the caller could not carry out (e.g. "job_not_here").
-  void NoteRefused(const std::string& reason);
+  // A request Poll handed out and the caller could not carry out (e.g. "job_not_here"): it
+  // counts as refused, not accepted, and uses none of the node's or the job's burst budget.
+  void NoteNotCarriedOut(const StackBurstRequest& request, const std::string& reason);
 
   uint64_t accepted() const { return accepted_; }
   uint64_t refused() const { return refused_; }

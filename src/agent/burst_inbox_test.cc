@@ -108,6 +108,25 @@ TEST_F(BurstInboxTest, HostileEntriesAreRefusedCountedAndRemoved) {
   EXPECT_FALSE(log_.empty());
 }
 
+// A request of bytes that are not UTF-8 is refused with a printable message, and the inbox's
+// statistics (which go into the health report as JSON) still serialise.
+TEST_F(BurstInboxTest, ARequestThatIsNotUtf8IsRefusedPrintably) {
+  BurstInbox inbox(options_, clock_);
+  tmp_.Write("control/w1/burst-1800000000007-aaaaaaaaaaaaaaaa.json",
+             std::string("{\"job_id\":\xff\xfe\xc3(") + std::string(50, '\x80'));
+  EXPECT_THAT(inbox.Poll(), IsEmpty());
+  EXPECT_EQ(inbox.refused_by_reason().at("invalid_json"), 1u);
+  const nlohmann::json stats = inbox.Stats();
+  const std::string problem = stats.at("last_problem").get<std::string>();
+  EXPECT_THAT(problem, ::testing::HasSubstr("\\xFF"));
+  for (const char c : problem)
+    EXPECT_TRUE(c >= 0x20 && c < 0x7F) << problem;
+  EXPECT_NO_THROW(stats.dump());
+  ASSERT_FALSE(log_.empty());
+  EXPECT_THAT(log_.back(), ::testing::HasSubstr("not valid JSON"));
+  EXPECT_EQ(Entries(), 0u);
+}
+
 TEST_F(BurstInboxTest, OnlyTheDaemonAccountsFilesCount) {
   options_.expected_uid = geteuid() + 1;
   BurstInbox inbox(options_, clock_);
@@ -157,9 +176,25 @@ TEST_F(BurstInboxTest, AFloodIsReadAFewFilesAPoll) {
   EXPECT_THAT(inbox.Poll(), IsEmpty());
   EXPECT_EQ(inbox.refused(), 16u);
   EXPECT_EQ(Entries(), 24u);
-  inbox.NoteRefused("job_not_here");
+}
+
+// A request the sampler could not carry out (the job has no process here) is a refusal, not an
+// acceptance, and leaves the job's and the node's burst budget as it was.
+TEST_F(BurstInboxTest, ARequestNotCarriedOutUsesNoBudget) {
+  options_.max_bursts_per_window = 1;
+  BurstInbox inbox(options_, clock_);
+  Put("77", 500);
+  std::vector<StackBurstRequest> got = inbox.Poll();
+  ASSERT_EQ(got.size(), 1u);
+  inbox.NoteNotCarriedOut(got[0], "job_not_here");
+  EXPECT_EQ(inbox.accepted(), 0u);
   EXPECT_EQ(inbox.refused_by_reason().at("job_not_here"), 1u);
-  EXPECT_EQ(inbox.Stats()["refused"], 17u);
+  EXPECT_EQ(inbox.Stats()["refused"], 1u);
+  // The same job asks again at once: neither the per-job gap nor the node's limit of one
+  // burst a window stops it.
+  Put("77", 400);
+  EXPECT_THAT(Jobs(inbox.Poll()), ElementsAre("77"));
+  EXPECT_EQ(inbox.accepted(), 1u);
 }
 
 }  // namespace

@@ -174,8 +174,9 @@ RoundReport ControllerRound::Round(bool final) {
       }
       detector_.KeepOnlyJobs(running);
     }
-    for (const LiveTrigger& trigger : detector_.TakeTriggers())
-      AskForStackBursts(trigger, host_.clock().NowMs());
+    const int64_t detect_ms = host_.clock().NowMs();
+    for (const LiveTrigger& trigger : detector_.TakeTriggers(detect_ms))
+      AskForStackBursts(trigger, detect_ms);
   }
 
   CapabilityInputs inputs;
@@ -223,7 +224,7 @@ Status ControllerRound::TakeWorkerFile(const spool::SpoolFile& file) {
   uint64_t refused = 0;
   Status first_refusal;
   for (const spool::SpoolRecord& r : file.records) {
-    BatchBuilder::Intake intake = from_worker.AddSpoolRecord(r.kind, r.payload);
+    BatchBuilder::Intake intake = from_worker.AddSpoolRecord(r.kind, r.payload, file.host);
     accepted += intake.accepted;
     refused += intake.refused;
     if (first_refusal.ok() && !intake.first_refusal.ok())
@@ -240,17 +241,23 @@ Status ControllerRound::TakeWorkerFile(const spool::SpoolFile& file) {
   from_worker.RenameJobs(rename_);
   fallback_.NoteHookAllocations(from_worker.allocations());
   EXPANSE_RETURN_IF_ERROR(Enqueue(from_worker));
-  Detect(from_worker);  // once it is queued: a file that failed comes again
+  Detect(from_worker, file.host);  // once it is queued: a file that failed comes again
   return OkStatus();
 }
 
-// What the live detector takes of a batch on its way to the outbox.
-void ControllerRound::Detect(const BatchBuilder& batch) {
+// What the live detector takes of a batch on its way to the outbox. A worker's file (`only_host`
+// set) speaks only for its own host's GPUs: an allocation naming another host is not tracked,
+// so no worker can have the controller ask another node for a burst. (Its series are checked
+// on intake; a NodeName that differs from the host's name never matched them anyway.)
+void ControllerRound::Detect(const BatchBuilder& batch, const std::string& only_host) {
   if (!options_.settings.live_detection)
     return;
-  for (const wire::GpuAllocationRecord& a : batch.allocations())
-    detector_.NoteAllocation(a);
-  detector_.NoteSeries(batch.series());
+  const int64_t now_ms = host_.clock().NowMs();
+  for (const wire::GpuAllocationRecord& a : batch.allocations()) {
+    if (only_host.empty() || a.host == only_host)
+      detector_.NoteAllocation(a, now_ms);
+  }
+  detector_.NoteSeries(batch.series(), now_ms);
 }
 
 // One request per node of the job, all with the same trigger time and nonce, so each node's

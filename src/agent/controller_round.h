@@ -111,7 +111,7 @@ class ControllerRound {
   void Remember(const slurm::JobInfo& job);
   std::optional<std::string> DisplayId(const std::string& number) const;
   void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
-  void Detect(const BatchBuilder& batch);
+  void Detect(const BatchBuilder& batch, const std::string& only_host = {});
   void AskForStackBursts(const LiveTrigger& trigger, int64_t now_ms);
   nlohmann::json LiveDetectionJson() const;
 

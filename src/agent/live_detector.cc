@@ -50,7 +50,7 @@ void NoteTimes(CellSums& c, const wire::SeriesRecord& s) {
 
 LiveDetector::LiveDetector(LiveDetectorOptions options) : options_(options) {}
 
-void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a) {
+void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a, int64_t now_ms) {
   const GpuKey key{a.host, a.gpu_uuid};
   auto it = gpus_.find(key);
   if (a.to_ms > 0) {
@@ -62,6 +62,7 @@ void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a) {
     if (it->second.job_id == a.job_id) {
       if (it->second.slurm_job_id == 0)
         it->second.slurm_job_id = a.slurm_job_id;
+      it->second.last_heard_ms = std::max(it->second.last_heard_ms, now_ms);
       return;
     }
     ForgetGpu(it);  // the GPU went to another job: the old one's end was missed
@@ -73,7 +74,7 @@ void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a) {
   GpuTrack track;
   track.job_id = a.job_id;
   track.slurm_job_id = a.slurm_job_id;
-  track.last_data_ms = std::max(a.from_ms, newest_data_ms_);
+  track.last_heard_ms = now_ms;
   gpus_.emplace(key, std::move(track));
   gpus_by_job_[a.job_id].insert(key);
   jobs_.try_emplace(a.job_id);
@@ -94,7 +95,7 @@ void LiveDetector::ForgetGpu(std::map<GpuKey, GpuTrack>::iterator it) {
   ++stats_.gpus_forgotten;
 }
 
-void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series) {
+void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int64_t now_ms) {
   std::map<GpuKey, CellSums> cells;
   // (host, job) -> peak of job.gpu_processes in this flush, and its sample times.
   std::map<std::pair<std::string, std::string>, CellSums> job_processes;
@@ -180,8 +181,7 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series) {
       track.peak_power_w = std::max(track.peak_power_w, r.power_mean);
     const GpuCellState state = wire::ClassifyGpuCell(r, track.peak_power_w, options_.cell);
     ++stats_.cells;
-    track.last_data_ms = std::max(track.last_data_ms, last);
-    newest_data_ms_ = std::max(newest_data_ms_, last);
+    track.last_heard_ms = std::max(track.last_heard_ms, now_ms);
     changed_jobs_.insert(track.job_id);
     if (state == GpuCellState::kUnknown)
       continue;  // a gap neither extends nor ends a run
@@ -202,10 +202,10 @@ void LiveDetector::KeepOnlyJobs(const std::set<std::string>& running) {
   }
 }
 
-std::vector<LiveTrigger> LiveDetector::TakeTriggers() {
+std::vector<LiveTrigger> LiveDetector::TakeTriggers(int64_t now_ms) {
   for (auto it = gpus_.begin(); it != gpus_.end();) {
     auto next = std::next(it);
-    if (newest_data_ms_ - it->second.last_data_ms > options_.forget_after_ms)
+    if (now_ms - it->second.last_heard_ms > options_.forget_after_ms)
       ForgetGpu(it);
     it = next;
   }

@@ -10,8 +10,13 @@
 // run. One trigger per job and episode: the episode ends only after the job has been out of
 // its state for rearm_after_ms (hysteresis), so a job flapping around the rule is not asked for
 // a burst every round. Memory is bounded: a GPU is forgotten when its allocation ends, when its
-// job is no longer running in SLURM, or when it has sent nothing for forget_after_ms; at most
-// max_gpus GPUs are tracked (more are refused and counted).
+// job is no longer running in SLURM, or when nothing of it has arrived for forget_after_ms; at
+// most max_gpus GPUs are tracked (more are refused and counted).
+//
+// Two clocks, kept apart: runs are measured in sample time (one GPU's samples come from one
+// host's clock, so a skewed worker still measures its own runs right), while silence is
+// measured in the controller's time of arrival (`now_ms`). A worker whose clock runs hours
+// ahead, or a record with a far-future t0, therefore cannot make other hosts' GPUs look silent.
 //
 // Not thread-safe: the controller's round owns one.
 #ifndef EXPANSE_AGENT_LIVE_DETECTOR_H_
@@ -34,7 +39,7 @@ struct LiveDetectorOptions {
   int64_t stuck_after_ms = 600'000;       // EXPANSE_LIVE_STUCK_AFTER_S
   int64_t no_process_after_ms = 600'000;  // EXPANSE_LIVE_NO_PROCESS_AFTER_S
   int64_t rearm_after_ms = 60'000;        // out of the state this long ends an episode
-  int64_t forget_after_ms = 3'600'000;    // a GPU silent this long (data time) is forgotten
+  int64_t forget_after_ms = 3'600'000;    // a GPU silent this long (controller time) is forgotten
   size_t max_gpus = 65'536;
   wire::GpuCellThresholds cell;
 };
@@ -61,18 +66,18 @@ class LiveDetector {
   explicit LiveDetector(LiveDetectorOptions options = {});
 
   // A GPU allocation as the ingest batch carries it (after the controller's renaming): opens
-  // the GPU's track for its job, or (to_ms set) forgets it.
-  void NoteAllocation(const wire::GpuAllocationRecord& allocation);
+  // the GPU's track for its job, or (to_ms set) forgets it. `now_ms`: the controller's clock.
+  void NoteAllocation(const wire::GpuAllocationRecord& allocation, int64_t now_ms);
   // The series of one flush: gpu.sm_util, gpu.power_w, gpu.processes, gpu.sm_active,
   // gpu.dcgm.sm_active of allocated GPUs and job.gpu_processes of their jobs; anything else is
-  // ignored. Each GPU with data in it gets one cell.
-  void NoteSeries(const std::vector<wire::SeriesRecord>& series);
+  // ignored. Each GPU with data in it gets one cell, and counts as heard from at `now_ms`.
+  void NoteSeries(const std::vector<wire::SeriesRecord>& series, int64_t now_ms);
   // The jobs SLURM runs now (squeue's RUNNING, SUSPENDED and COMPLETING jobs): every other
   // job's GPUs are forgotten.
   void KeepOnlyJobs(const std::set<std::string>& running);
   // Jobs that newly passed a threshold since the last call: one per job and episode. Also
-  // forgets GPUs silent for forget_after_ms before the newest data time seen.
-  std::vector<LiveTrigger> TakeTriggers();
+  // forgets GPUs nothing has arrived of for forget_after_ms before `now_ms`.
+  std::vector<LiveTrigger> TakeTriggers(int64_t now_ms);
 
   const LiveDetectorStats& stats() const { return stats_; }
   size_t tracked_gpus() const { return gpus_.size(); }
@@ -94,7 +99,7 @@ class LiveDetector {
     int64_t slurm_job_id = 0;
     double peak_power_w = -1;
     Run run;
-    int64_t last_data_ms = 0;
+    int64_t last_heard_ms = 0;  // controller time of the allocation or the last cell
   };
   struct Episode {
     bool active = false;
@@ -110,7 +115,6 @@ class LiveDetector {
   std::map<std::string, std::set<GpuKey>> gpus_by_job_;
   std::map<std::string, Episode> jobs_;
   std::set<std::string> changed_jobs_;  // jobs with new cells since TakeTriggers
-  int64_t newest_data_ms_ = 0;
   LiveDetectorStats stats_;
 };
 

@@ -64,9 +64,9 @@ class LiveDetectorTest : public ::testing::Test {
       series.push_back(Series(host, uuid, "gpu.processes", now_, r.processes, 1));
       series.push_back(Series(host, "job/" + job, "job.gpu_processes", now_, r.processes, 1));
     }
-    detector_.NoteSeries(series);
+    detector_.NoteSeries(series, now_);
     now_ += kFlushMs;
-    return detector_.TakeTriggers();
+    return detector_.TakeTriggers(now_);
   }
 
   // Flushes until a trigger or `max_flushes`; the flushes it took, -1 for none.
@@ -95,7 +95,7 @@ const Reading kHung{100, 60};  // utilisation pegged at a sixth of the GPU's own
 
 TEST_F(LiveDetectorTest, StuckAfterTheThresholdNotBefore) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 3), -1);
   // The run's first cell starts at its first sample: 60 s of samples end in the 7th flush.
   LiveTrigger t;
@@ -111,7 +111,7 @@ TEST_F(LiveDetectorTest, StuckAfterTheThresholdNotBefore) {
 
 TEST_F(LiveDetectorTest, SpinningShorterThanTheThresholdIsNotStuck) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
   for (int round = 0; round < 10; ++round) {
     EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 2), -1);
     EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 5), -1);  // 50 s: a collective's wait
@@ -121,7 +121,7 @@ TEST_F(LiveDetectorTest, SpinningShorterThanTheThresholdIsNotStuck) {
 
 TEST_F(LiveDetectorTest, HealthyBusyJobNeverFires) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 200), -1);
   // Memory-bound work at a third of the peak and light use are not stuck either.
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, {100, 140}, 50), -1);
@@ -131,15 +131,15 @@ TEST_F(LiveDetectorTest, HealthyBusyJobNeverFires) {
 }
 
 TEST_F(LiveDetectorTest, CountersDecideWhenPresent) {
-  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
   for (int i = 0; i < 20; ++i) {
     // Full power but SM activity at zero: kernels resident and waiting.
     std::vector<wire::SeriesRecord> series = {Series("w1", "GPU-a", "gpu.sm_util", now_, 100),
                                               Series("w1", "GPU-a", "gpu.power_w", now_, 400),
                                               Series("w1", "GPU-a", "gpu.sm_active", now_, 0.0)};
-    detector_.NoteSeries(series);
+    detector_.NoteSeries(series, now_);
     now_ += kFlushMs;
-    if (!detector_.TakeTriggers().empty()) {
+    if (!detector_.TakeTriggers(now_).empty()) {
       EXPECT_EQ(i, 6);
       return;
     }
@@ -149,7 +149,7 @@ TEST_F(LiveDetectorTest, CountersDecideWhenPresent) {
 
 TEST_F(LiveDetectorTest, NoProcessWhenNoGpuOfTheJobHasOne) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
   LiveTrigger t;
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, {0, 60, 0}, 20, &t), 7);
   EXPECT_EQ(t.reason, "no_process");
@@ -157,12 +157,12 @@ TEST_F(LiveDetectorTest, NoProcessWhenNoGpuOfTheJobHasOne) {
 }
 
 TEST_F(LiveDetectorTest, NoProcessOnAnUnsampledGpuFromTheJobsCount) {
-  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
   for (int i = 1; i <= 20; ++i) {
     // The GPU's own series are missing; the job reports no process on the host.
-    detector_.NoteSeries({Series("w1", "job/77", "job.gpu_processes", now_, 0)});
+    detector_.NoteSeries({Series("w1", "job/77", "job.gpu_processes", now_, 0)}, now_);
     now_ += kFlushMs;
-    if (!detector_.TakeTriggers().empty()) {
+    if (!detector_.TakeTriggers(now_).empty()) {
       EXPECT_EQ(i, 7);
       return;
     }
@@ -171,22 +171,23 @@ TEST_F(LiveDetectorTest, NoProcessOnAnUnsampledGpuFromTheJobsCount) {
 }
 
 TEST_F(LiveDetectorTest, AJobUsingSomeOfItsGpusIsNotNoProcess) {
-  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"));
-  detector_.NoteAllocation(Allocation("77", "w1", "GPU-b"));
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-b"), now_);
   for (int i = 0; i < 30; ++i) {
     detector_.NoteSeries({Series("w1", "GPU-a", "gpu.sm_util", now_, 95),
                           Series("w1", "GPU-a", "gpu.power_w", now_, 400),
                           Series("w1", "GPU-a", "gpu.processes", now_, 1),
                           Series("w1", "GPU-b", "gpu.sm_util", now_, 0),
-                          Series("w1", "GPU-b", "gpu.processes", now_, 0)});
+                          Series("w1", "GPU-b", "gpu.processes", now_, 0)},
+                         now_);
     now_ += kFlushMs;
-    EXPECT_TRUE(detector_.TakeTriggers().empty());
+    EXPECT_TRUE(detector_.TakeTriggers(now_).empty());
   }
 }
 
 TEST_F(LiveDetectorTest, OneTriggerPerEpisodeAndANewOneAfterRecovery) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kTraining, 2), -1);
   EXPECT_EQ(FlushesUntilTrigger(kTwoNodes, kHung, 20), 7);
   // Still hung, with a short recovery (shorter than rearm_after) in between: same episode.
@@ -204,20 +205,20 @@ TEST_F(LiveDetectorTest, OneTriggerPerEpisodeAndANewOneAfterRecovery) {
 
 TEST_F(LiveDetectorTest, EndedJobsAreForgotten) {
   for (const auto& [host, uuid] : kTwoNodes)
-    detector_.NoteAllocation(Allocation("77", host, uuid));
-  detector_.NoteAllocation(Allocation("78", "w3", "GPU-c"));
-  detector_.NoteAllocation(Allocation("79", "w4", "GPU-d"));
+    detector_.NoteAllocation(Allocation("77", host, uuid), now_);
+  detector_.NoteAllocation(Allocation("78", "w3", "GPU-c"), now_);
+  detector_.NoteAllocation(Allocation("79", "w4", "GPU-d"), now_);
   EXPECT_EQ(detector_.tracked_jobs(), 3u);
   // The Epilog's allocation end.
-  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a", kStart + 1000));
-  detector_.NoteAllocation(Allocation("77", "w2", "GPU-b", kStart + 1000));
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a", kStart + 1000), now_);
+  detector_.NoteAllocation(Allocation("77", "w2", "GPU-b", kStart + 1000), now_);
   EXPECT_EQ(detector_.tracked_jobs(), 2u);
   // SLURM no longer runs 78.
   detector_.KeepOnlyJobs({"79"});
   EXPECT_EQ(detector_.tracked_jobs(), 1u);
   EXPECT_EQ(detector_.tracked_gpus(), 1u);
   // 79's GPU falls silent while others report for over an hour.
-  detector_.NoteAllocation(Allocation("80", "w5", "GPU-e"));
+  detector_.NoteAllocation(Allocation("80", "w5", "GPU-e"), now_);
   for (int i = 0; i < 400; ++i)
     Flush({{"w5", "GPU-e"}}, kTraining, "80");
   EXPECT_EQ(detector_.tracked_jobs(), 1u);
@@ -228,17 +229,43 @@ TEST_F(LiveDetectorTest, EndedJobsAreForgotten) {
   EXPECT_EQ(detector_.tracked_gpus(), 1u);
 }
 
+// Silence is measured on the controller's clock: a worker whose clock runs hours ahead, or a
+// record dated in the far future, cannot make the other hosts' GPUs look silent.
+TEST_F(LiveDetectorTest, AWorkerClockFarAheadForgetsNoOtherGpu) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
+  detector_.NoteAllocation(Allocation("78", "w2", "GPU-b"), now_);
+  constexpr int64_t kFarFuture = 253'402'300'000'000;  // year 9999, the wire's limit
+  for (const int64_t t0 : {now_ + 2 * 3'600'000, kFarFuture}) {
+    detector_.NoteSeries({Series("w2", "GPU-b", "gpu.sm_util", t0, 90),
+                          Series("w2", "GPU-b", "gpu.power_w", t0, 400)},
+                         now_);
+    EXPECT_TRUE(detector_.TakeTriggers(now_).empty());
+    EXPECT_EQ(detector_.tracked_gpus(), 2u);
+  }
+  // w1's GPU is still flagged on its own samples (a busy flush first: its own peak power).
+  EXPECT_EQ(FlushesUntilTrigger({{"w1", "GPU-a"}}, kTraining, 1), -1);
+  LiveTrigger t;
+  EXPECT_EQ(FlushesUntilTrigger({{"w1", "GPU-a"}}, kHung, 20, &t), 7);
+  EXPECT_EQ(t.reason, "stuck");
+  // Once nothing of it has arrived for over an hour of the controller's time, it goes.
+  now_ += 3'600'000 + kFlushMs;
+  detector_.NoteSeries({Series("w2", "GPU-b", "gpu.sm_util", kFarFuture, 90)}, now_);
+  EXPECT_TRUE(detector_.TakeTriggers(now_).empty());
+  EXPECT_EQ(detector_.tracked_gpus(), 1u);
+  EXPECT_EQ(detector_.tracked_jobs(), 1u);
+}
+
 TEST_F(LiveDetectorTest, TrackedGpusAreBounded) {
   LiveDetectorOptions o = Options();
   o.max_gpus = 2;
   LiveDetector small(o);
-  small.NoteAllocation(Allocation("1", "w1", "GPU-a"));
-  small.NoteAllocation(Allocation("1", "w1", "GPU-b"));
-  small.NoteAllocation(Allocation("2", "w2", "GPU-c"));
+  small.NoteAllocation(Allocation("1", "w1", "GPU-a"), now_);
+  small.NoteAllocation(Allocation("1", "w1", "GPU-b"), now_);
+  small.NoteAllocation(Allocation("2", "w2", "GPU-c"), now_);
   EXPECT_EQ(small.tracked_gpus(), 2u);
   EXPECT_EQ(small.stats().gpus_refused, 1u);
   // A GPU handed to another job replaces the old track.
-  small.NoteAllocation(Allocation("3", "w1", "GPU-a"));
+  small.NoteAllocation(Allocation("3", "w1", "GPU-a"), now_);
   EXPECT_EQ(small.tracked_gpus(), 2u);
   EXPECT_EQ(small.tracked_jobs(), 2u);
 }

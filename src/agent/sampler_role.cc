@@ -22,6 +22,13 @@ namespace {
 constexpr size_t kHealthProcessListBudget = 48 * 1024;
 constexpr size_t kStacksRecordBytes = 4 << 20;
 
+// Every record and the health report are dumped with the replace handler: a field that is not
+// UTF-8 (a process name, a refused file's message) costs a character, never the record (a
+// throw here would end the sampler).
+std::string DumpJson(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 class SamplerLoop {
  public:
   SamplerLoop(const SamplerRoleOptions& options, Host& host,
@@ -46,7 +53,7 @@ class SamplerLoop {
       const std::string job = r.slurm_job_id > 0 ? std::to_string(r.slurm_job_id) : r.job_id;
       const Status s = collector_.RequestStackBurst(job, r.trigger_ms);
       if (!s.ok()) {
-        bursts_.NoteRefused(s.reason());
+        bursts_.NoteNotCarriedOut(r, s.reason());
         continue;
       }
       if (options_.log) {
@@ -63,12 +70,12 @@ class SamplerLoop {
       nlohmann::json series = nlohmann::json::array();
       for (const wire::SeriesRecord& s : c.series)
         series.push_back(wire::Encode(s));
-      Add("gpu_series", series.dump());
+      Add("gpu_series", DumpJson(series));
     }
     for (const JobEvent& e : c.events)
-      Add("job_event", ToJson(e).dump());
+      Add("job_event", DumpJson(ToJson(e)));
     for (const wire::GpuAllocationRecord& a : c.allocations)
-      Add("gpu_allocation", wire::Encode(a).dump());
+      Add("gpu_allocation", DumpJson(wire::Encode(a)));
     AddStacks(c.stacks);
     pending_.push_back(std::move(c));
 
@@ -135,12 +142,12 @@ class SamplerLoop {
       health["problem"] = problem_;
     // The report has a fixed size cap (the spool's 64 KiB); a node crowded with GPU processes
     // loses its process lists first, keeping the per-GPU states and everything else.
-    if (health.dump().size() > kHealthProcessListBudget) {
+    if (DumpJson(health).size() > kHealthProcessListBudget) {
       for (auto& gpu : health["gpu_use"])
         gpu.erase("processes");
       health["gpu_use_processes_omitted"] = true;
     }
-    if (Status s = writer_->WriteHealth(health.dump()); !s.ok() && options_.log) {
+    if (Status s = writer_->WriteHealth(DumpJson(health)); !s.ok() && options_.log) {
       options_.log("cannot write the health report: " + s.message());
     }
   }
@@ -154,9 +161,9 @@ class SamplerLoop {
     size_t bytes = 0;
     for (const wire::StackRecord& record : stacks) {
       nlohmann::json entry = wire::Encode(record);
-      const size_t size = entry.dump().size() + 1;
+      const size_t size = DumpJson(entry).size() + 1;
       if (!chunk.empty() && bytes + size > kStacksRecordBytes) {
-        Add("py_stacks", chunk.dump());
+        Add("py_stacks", DumpJson(chunk));
         chunk = nlohmann::json::array();
         bytes = 0;
       }
@@ -164,7 +171,7 @@ class SamplerLoop {
       bytes += size;
     }
     if (!chunk.empty())
-      Add("py_stacks", chunk.dump());
+      Add("py_stacks", DumpJson(chunk));
   }
 
   void Add(std::string_view kind, const std::string& payload) {

@@ -79,7 +79,10 @@ std::vector<wire::GpuAllocationRecord> SlurmAllocationFallback::Reconcile(
                              .gpu_index = g.index,
                              .gpu_minor = g.minor ? static_cast<int64_t>(*g.minor) : -1,
                              .from_ms = job.start_ms,
-                             .to_ms = 0});
+                             .to_ms = 0,
+                             // An array task's or het component's own number: what its cgroups
+                             // and the nodes' burst inbox go by (docs/formats/stack-burst.md).
+                             .slurm_job_id = job.slurm_job_id});
         }
       }
       for (const auto& e : entries)

@@ -43,6 +43,22 @@ TEST(SlurmAllocationFallbackTest, MapsGresIndicesThroughGresConfNotNvmlIndex) {
   EXPECT_TRUE(problems.empty());
 }
 
+// An array task's display id is not its number: the allocation carries the number, which the
+// nodes' cgroups and burst inbox know the job by.
+TEST(SlurmAllocationFallbackTest, AnArrayTaskKeepsItsOwnSlurmNumber) {
+  SlurmAllocationFallback fallback(kGres, kStart + 1000);
+  std::vector<std::string> problems;
+  const auto out =
+      fallback.Reconcile({Running("123_4", 130, "w2", {0, 1}), Running("200+1", 202, "w2", {})},
+                         {{"w2", Reversed()}}, kStart + 2000, &problems);
+  ASSERT_EQ(out.size(), 2u);
+  for (const wire::GpuAllocationRecord& a : out) {
+    EXPECT_EQ(a.job_id, "123_4");
+    EXPECT_EQ(a.slurm_job_id, 130);
+  }
+  EXPECT_TRUE(problems.empty());
+}
+
 TEST(SlurmAllocationFallbackTest, HooksWinAndTheGraceWaitsForThem) {
   SlurmAllocationFallback fallback(kGres, kStart - 1000);
   std::vector<std::string> problems;

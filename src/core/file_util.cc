@@ -21,6 +21,14 @@ constexpr gid_t kKeepGid = static_cast<gid_t>(-1);
 
 // Reads the rest of the open file `fd` (named `path` in messages), at most `max_bytes`.
 Result<std::optional<std::string>> ReadOpenFile(int fd, const std::string& path, size_t max_bytes) {
+  // Opened with O_NONBLOCK, so a FIFO put where a file was expected (between a caller's check
+  // and this open, say) neither blocks the open nor the read: it is refused here.
+  struct stat st {};
+  if (fstat(fd, &st) != 0)
+    return ErrnoStatus(errno, "cannot stat " + path);
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+    return InvalidArgumentError(path + " is a FIFO or socket, not a file")
+        .WithReason("not_regular");
   std::string contents;
   // One byte past the cap tells an oversized file without reading all of it.
   const size_t limit = max_bytes == std::numeric_limits<size_t>::max() ? max_bytes : max_bytes + 1;
@@ -165,7 +173,8 @@ bool ReadAll(int fd, std::string& out, size_t limit) {
 
 Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes,
                                                  Symlinks symlinks) {
-  const int flags = O_RDONLY | O_CLOEXEC | (symlinks == Symlinks::kRefuse ? O_NOFOLLOW : 0);
+  const int flags =
+      O_RDONLY | O_CLOEXEC | O_NONBLOCK | (symlinks == Symlinks::kRefuse ? O_NOFOLLOW : 0);
   const UniqueFd fd(open(path.c_str(), flags));
   if (!fd.valid()) {
     if (errno == ENOENT) {
@@ -180,7 +189,8 @@ Result<std::optional<std::string>> ReadSmallFileAt(int dir_fd, std::string_view 
                                                    std::string_view name, size_t max_bytes) {
   const std::string path = JoinPath(dir_path, name);
   const std::string name_string(name);
-  const UniqueFd fd(openat(dir_fd, name_string.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  const UniqueFd fd(
+      openat(dir_fd, name_string.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid()) {
     if (errno == ENOENT)
       return std::optional<std::string>();

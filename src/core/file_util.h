@@ -82,7 +82,8 @@ inline constexpr char kFileTooLargeReason[] = "file_too_large";
 enum class Symlinks { kFollow, kRefuse };
 
 // The contents of `path`, or nullopt when it does not exist. kResourceExhausted (reason
-// kFileTooLargeReason) when it is larger than `max_bytes`; other failures from ErrnoStatus.
+// kFileTooLargeReason) when it is larger than `max_bytes`; a FIFO or socket is refused at once
+// (reason "not_regular"), never waited on; other failures from ErrnoStatus.
 Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes,
                                                  Symlinks symlinks = Symlinks::kFollow);
 

@@ -182,6 +182,19 @@ TEST(ReadSmallFileTest, ReadsMissingAndTooLargeFiles) {
   EXPECT_EQ(ReadSmallFile(dir.path(), 5).status().code(), StatusCode::kInternal);  // EISDIR
 }
 
+// A FIFO where a file was expected (no writer will ever come) is refused at once: waiting on
+// it would hang whoever reads (the doctor reading a worker's health report, say).
+TEST(ReadSmallFileTest, RefusesAFifoWithoutWaiting) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
+  const Result<std::optional<std::string>> read = ReadSmallFile(dir / "fifo", 100);
+  EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(read.status().reason(), "not_regular");
+  const UniqueFd dir_fd(open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_EQ(ReadSmallFileAt(dir_fd.get(), dir.path(), "fifo", 100).status().reason(),
+            "not_regular");
+}
+
 TEST(ReadSmallFileTest, RefusesASymlinkWhenAsked) {
   TempDir dir;
   WriteTestFile(dir / "target", "secret");

@@ -5,8 +5,8 @@
 
 namespace expanse {
 
-std::string QuoteForMessage(std::string_view text, std::size_t max_chars) {
-  std::string out = "\"";
+std::string EscapeForMessage(std::string_view text, std::size_t max_chars) {
+  std::string out;
   for (const char c : text.substr(0, max_chars)) {
     if (c == '"' || c == '\\') {
       out += '\\';
@@ -21,8 +21,11 @@ std::string QuoteForMessage(std::string_view text, std::size_t max_chars) {
   }
   if (text.size() > max_chars)
     out += "...";
-  out += '"';
   return out;
+}
+
+std::string QuoteForMessage(std::string_view text, std::size_t max_chars) {
+  return "\"" + EscapeForMessage(text, max_chars) + "\"";
 }
 
 }  // namespace expanse

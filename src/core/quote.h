@@ -12,6 +12,10 @@ namespace expanse {
 // input must not reach a terminal raw), cut to `max_chars` characters plus "..." when longer.
 std::string QuoteForMessage(std::string_view text, std::size_t max_chars = 64);
 
+// The same escaping without the quotes, for a message that embeds outside bytes itself (a
+// parser's "last read: '...'"): the result is printable ASCII, so also valid UTF-8.
+std::string EscapeForMessage(std::string_view text, std::size_t max_chars = 256);
+
 }  // namespace expanse
 
 #endif  // EXPANSE_CORE_QUOTE_H_

@@ -34,6 +34,10 @@ int64_t Int(const nlohmann::json& doc, const char* key) {
   return it->get<int64_t>();
 }
 
+// A time in Unix ms, 0 when absent or outside what the wire allows (year 0 to 9999): the
+// checks subtract times, which a hostile INT64_MIN would overflow.
+int64_t TimeMs(int64_t value) { return value >= 0 && value <= wire::kMaxTimeMs ? value : 0; }
+
 uint64_t Count(const nlohmann::json& doc, const char* key) {
   const auto it = doc.find(key);
   if (it == doc.end() || !it->is_number_unsigned())
@@ -141,8 +145,8 @@ Result<NodeFacts> ParseHealthPayload(std::string_view payload, const std::string
   }
   NodeFacts node;
   node.host = host;
-  node.written_ms = written_ms;
-  node.last_sample_ms = Int(*doc, "last_sample_ms");
+  node.written_ms = TimeMs(written_ms);
+  node.last_sample_ms = TimeMs(Int(*doc, "last_sample_ms"));
   node.problem = Text(*doc, "problem");
   if (const auto spool = doc->find("spool"); spool != doc->end() && spool->is_object()) {
     node.spool_write_errors = Count(*spool, "write_errors");

@@ -1,5 +1,7 @@
 #include "doctor/health_report.h"
 
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -115,6 +117,22 @@ TEST(DoctorHealthReport, WrongTypesAreSkippedNotThrown) {
   EXPECT_TRUE(node->gpu_use[0].processes.empty());
   EXPECT_EQ(node->spool_write_errors, 0u);
   EXPECT_EQ(node->problem, "");
+}
+
+// Times a worker wrote are clamped to the wire's range, so the checks' subtractions cannot
+// overflow (INT64_MIN as a sample time, a spool file dated past year 9999).
+TEST(DoctorHealthReport, TimesOutsideTheWiresRangeCountAsAbsent) {
+  nlohmann::json odd = Report();
+  odd["last_sample_ms"] = std::numeric_limits<int64_t>::min();
+  Result<NodeFacts> node = ParseHealthPayload(odd.dump(), "w1", -5);
+  ASSERT_TRUE(node.ok()) << node.status().message();
+  EXPECT_EQ(node->last_sample_ms, 0);
+  EXPECT_EQ(node->written_ms, 0);
+  odd["last_sample_ms"] = std::numeric_limits<int64_t>::max();
+  node = ReadHealthFile(HealthFile("w1", odd.dump(), std::numeric_limits<int64_t>::max()), "w1");
+  ASSERT_TRUE(node.ok()) << node.status().message();
+  EXPECT_EQ(node->last_sample_ms, 0);
+  EXPECT_EQ(node->written_ms, 0);
 }
 
 TEST(DoctorHealthReport, HugeListsAreCapped) {

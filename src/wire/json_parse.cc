@@ -3,6 +3,8 @@
 #include <exception>
 #include <string>
 
+#include "core/quote.h"
+
 namespace expanse::wire {
 namespace {
 
@@ -40,7 +42,10 @@ class LimitedSax {
     std::string what = e.what();
     if (const size_t colon = what.find(": "); colon != std::string::npos)
       what = what.substr(colon + 2);  // drops "[json.exception.parse_error.101] "
-    return Fail("invalid_json", "not valid JSON at byte " + std::to_string(position) + ": " + what);
+    // The message quotes the bytes last read, which are the sender's: escaped, so a record of
+    // invalid UTF-8 cannot make the refusal itself unprintable (or a JSON writer throw).
+    return Fail("invalid_json", "not valid JSON at byte " + std::to_string(position) + ": " +
+                                    EscapeForMessage(what));
   }
 
   const Status& error() const { return error_; }

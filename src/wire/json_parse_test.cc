@@ -63,7 +63,14 @@ TEST(ParseJsonTest, RefusesWhatIsNotJsonWithTheOffset) {
     EXPECT_EQ(doc.status().reason(), "invalid_json") << text;
     EXPECT_NE(doc.status().message().find("not valid JSON at byte"), std::string::npos)
         << doc.status();
+    // The parser quotes what it last read; the sender's bytes come back escaped, so the
+    // message is printable ASCII whatever they were.
+    for (const char c : doc.status().message())
+      EXPECT_TRUE(c >= 0x20 && c < 0x7F) << doc.status();
   }
+  Result<nlohmann::json> doc = ParseJson("{\"a\":\xc3(\x01}", JsonLimits{});
+  ASSERT_FALSE(doc.ok());
+  EXPECT_NE(doc.status().message().find("\\xC3"), std::string::npos) << doc.status();
 }
 
 }  // namespace

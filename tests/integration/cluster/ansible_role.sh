@@ -50,38 +50,13 @@ cleanup() {
     "$TESTCLUSTER" exec "$h" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
   done
   server_stop || true
-  for h in "${HOSTS[@]}"; do restore_host_files "$h" || true; done
+  for h in "${HOSTS[@]}"; do restore_host_etc_files "$PRIV" "$h" || true; done
   ((made_run_sshd)) && rmdir /run/sshd 2>/dev/null
   rm -rf "$PRIV"
   restore_slurm_conf
 }
 save_slurm_conf
 trap cleanup EXIT
-
-# Each host's /etc/expanse files this test writes (daemon.env through the role and the
-# installer, the fake NVML scenario) are kept and put back, so the next test finds them as
-# they were.
-save_host_files() {
-  local h="$1" f
-  for f in daemon.env fake-nvml.json; do
-    if "$TESTCLUSTER" exec "$h" -- test -e "/etc/expanse/$f"; then
-      "$TESTCLUSTER" exec "$h" -- cat "/etc/expanse/$f" >"$PRIV/saved-$h-$f"
-    fi
-  done
-  "$TESTCLUSTER" exec "$h" -- bash -c 'cd /etc/expanse && ls -A' >"$PRIV/listing-$h"
-}
-restore_host_files() {
-  local h="$1" f
-  [[ -f "$PRIV/listing-$h" ]] || return 0
-  for f in daemon.env fake-nvml.json; do
-    if [[ -f "$PRIV/saved-$h-$f" ]]; then
-      # shellcheck disable=SC2016
-      "$TESTCLUSTER" exec "$h" -- bash -c 'cat >"/etc/expanse/$1"' restore "$f" <"$PRIV/saved-$h-$f"
-    else
-      "$TESTCLUSTER" exec "$h" -- rm -f "/etc/expanse/$f"
-    fi
-  done
-}
 
 # The build's CLI, copied once: Ansible copies it to each host from here, unaffected by a
 # rebuild of the build directory while the test runs.
@@ -102,7 +77,7 @@ cp -p "$SLURM_CONF" "$DIR/site-slurm.conf"
 mkdir -p "$prefix" # the shared filesystem, mounted on every node before an install
 
 for h in "${HOSTS[@]}"; do
-  save_host_files "$h"
+  save_host_etc_files "$PRIV" "$h"
   host_systemd_on "$h"
 done
 # The workers' GPUs through the fake NVML: NVML's index order is the reverse of the minor

@@ -23,27 +23,6 @@ ctl="$EXPANSE_TC_CONTROLLER"
 read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
 PRIV="$(mktemp -d)"
 
-save_worker_files() {
-  local w="$1" f
-  for f in daemon.env fake-nvml.json; do
-    if "$TESTCLUSTER" exec "$w" -- test -e "/etc/expanse/$f"; then
-      "$TESTCLUSTER" exec "$w" -- cat "/etc/expanse/$f" >"$PRIV/saved-$w-$f"
-    fi
-  done
-  touch "$PRIV/saved-$w"
-}
-restore_worker_files() {
-  local w="$1" f
-  [[ -f "$PRIV/saved-$w" ]] || return 0
-  for f in daemon.env fake-nvml.json; do
-    if [[ -f "$PRIV/saved-$w-$f" ]]; then
-      # shellcheck disable=SC2016
-      "$TESTCLUSTER" exec "$w" -- bash -c 'cat >"/etc/expanse/$1"' restore "$f" <"$PRIV/saved-$w-$f"
-    else
-      "$TESTCLUSTER" exec "$w" -- rm -f "/etc/expanse/$f"
-    fi
-  done
-}
 cleanup() {
   chmod 755 "$prefix/spool/workers" 2>/dev/null || true
   host_systemd_off "$ctl" || true
@@ -56,7 +35,7 @@ cleanup() {
   done
   for w in $EXPANSE_TC_WORKERS; do
     "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
-    restore_worker_files "$w" || true
+    restore_host_etc_files "$PRIV" "$w" || true
   done
   server_stop || true
   rm -rf "$PRIV"
@@ -78,7 +57,7 @@ mkdir -p "$DIR/fake-nvml"
 install -m 644 "$BUILD/fakes/nvml/libnvidia-ml.so.1" "$DIR/fake-nvml/libnvidia-ml.so.1"
 gres_conf="$(dirname "$SLURM_CONF")/gres.conf"
 for w in "$w1" "$w2"; do
-  save_worker_files "$w"
+  save_host_etc_files "$PRIV" "$w"
   read -r lo hi < <(grep "NodeName=$w " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
   "$TESTCLUSTER" exec "$w" -- bash -c 'cat >/etc/expanse/fake-nvml.json && chmod 644 /etc/expanse/fake-nvml.json' <<<"{\"gpus\": [
     {\"uuid\": \"GPU-$w-minor$hi\", \"minor\": $hi, \"sm_util\": 91},

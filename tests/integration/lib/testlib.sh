@@ -68,6 +68,32 @@ restore_slurm_conf() {
   "$TESTCLUSTER" reconfigure
 }
 
+# A host's /etc/expanse files a test rewrites (daemon.env through the role or the installer,
+# the fake NVML scenario), kept in the root-only directory $1 and put back by
+# restore_host_etc_files, so the next test finds them as they were. Restoring a host never
+# saved does nothing.
+save_host_etc_files() {
+  local keep="$1" h="$2" f
+  for f in daemon.env fake-nvml.json; do
+    if "$TESTCLUSTER" exec "$h" -- test -e "/etc/expanse/$f"; then
+      "$TESTCLUSTER" exec "$h" -- cat "/etc/expanse/$f" >"$keep/saved-$h-$f"
+    fi
+  done
+  touch "$keep/saved-$h"
+}
+restore_host_etc_files() {
+  local keep="$1" h="$2" f
+  [[ -f "$keep/saved-$h" ]] || return 0
+  for f in daemon.env fake-nvml.json; do
+    if [[ -f "$keep/saved-$h-$f" ]]; then
+      # shellcheck disable=SC2016
+      "$TESTCLUSTER" exec "$h" -- bash -c 'cat >"/etc/expanse/$1"' restore "$f" <"$keep/saved-$h-$f"
+    else
+      "$TESTCLUSTER" exec "$h" -- rm -f "/etc/expanse/$f"
+    fi
+  done
+}
+
 # A fresh scratch directory on the shared prefix, visible on every host.
 shared_scratch() {
   local d="$EXPANSE_TC_SHARED/$TEST_NAME.$$"

@@ -51,23 +51,71 @@ def render(key, value):
     return '%s="%s"' % (key, quoted)
 
 
+ASSIGN_RE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*")
+
+
+def line_end(text, i):
+    """The index just past the line break at or after i (\n, \r\n or a lone \r, as the
+    daemon's reader takes them), or len(text)."""
+    n = len(text)
+    while i < n and text[i] not in "\r\n":
+        i += 1
+    if i < n and text[i] == "\r" and i + 1 < n and text[i + 1] == "\n":
+        return i + 2
+    return min(i + 1, n)
+
+
+def entries(text):
+    """The file as (key, raw text) pieces, one per logical line: an assignment's piece runs
+    over every physical line its value spans (a quoted value with line breaks, a backslash
+    continuation), so a line inside a value is never taken for an assignment of its own.
+    Comments, blank and other lines have key None. Joined, the pieces are `text` again."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        m = ASSIGN_RE.match(text, i)
+        if not m:
+            end = line_end(text, i)
+            out.append((None, text[i:end]))
+            i = end
+            continue
+        j = m.end()
+        if j < n and text[j] == "'":
+            close = text.find("'", j + 1)
+            j = n if close < 0 else close + 1
+        elif j < n and text[j] == '"':
+            j += 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+        else:
+            while j < n and text[j] not in "\r\n":
+                j += 1
+                if text[j - 1] == "\\" and j < n:  # takes the next character, or line break
+                    j += 2 if text.startswith("\r\n", j) else 1
+        end = line_end(text, j)
+        out.append((m.group(1), text[i:end]))
+        i = end
+    return out
+
+
 def converge(text, wanted):
-    """The file's new text: each wanted key's line replaced in place (its first occurrence;
-    later duplicates dropped) or appended, keys with value None removed."""
+    """The file's new text: each wanted key's logical line replaced in place (its first
+    occurrence; later duplicates dropped) or appended, keys with value None removed; every
+    other piece kept byte for byte, line breaks included."""
     out, placed = [], set()
-    for line in text.splitlines():
-        m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
-        key = m.group(1) if m else None
+    for key, raw in entries(text):
         if key is None or key not in wanted:
-            out.append(line)
+            out.append(raw)
             continue
         if wanted[key] is not None and key not in placed:
-            out.append(render(key, wanted[key]))
+            out.append(render(key, wanted[key]) + "\n")
         placed.add(key)
     for key, value in wanted.items():
         if value is not None and key not in placed:
-            out.append(render(key, value))
-    return "\n".join(out) + "\n" if out else ""
+            if out and not out[-1].endswith(("\n", "\r")):
+                out.append("\n")
+            out.append(render(key, value) + "\n")
+    return "".join(out)
 
 
 def main():
@@ -97,8 +145,15 @@ def main():
     exists = os.path.exists(path)
     before = ""
     if exists:
-        with open(path, encoding="utf-8") as f:
-            before = f.read()
+        try:
+            # newline="" keeps \r\n and lone \r as they are: only the role's lines change.
+            with open(path, encoding="utf-8", newline="") as f:
+                before = f.read()
+        except UnicodeDecodeError as e:
+            module.fail_json(msg="expanse_env_lines: %s is not valid UTF-8 (byte %d); the "
+                             "daemon refuses such a file too: fix it by hand" % (path, e.start))
+        except OSError as e:
+            module.fail_json(msg="expanse_env_lines: cannot read %s: %s" % (path, e))
     after = converge(before, wanted)
     try:
         uid = pwd.getpwnam(p["owner"]).pw_uid
@@ -121,7 +176,7 @@ def main():
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".daemon.env.", dir=directory)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
                 f.write(after)
                 f.flush()
                 os.fsync(f.fileno())
