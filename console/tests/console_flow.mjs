@@ -119,9 +119,12 @@ try {
   await page.getByLabel(/Shared prefix/).press('Tab');  // change event: the texts are re-rendered
   await page.locator('#install-script', {hasText: env('EXPANSE_CONSOLE_PREFIX')}).waitFor();
   const script = await page.locator('#install-script').innerText();
+  // The mirror has a signed CLI and its key: the panel's first step is the one-line installer.
+  assert.match(await page.locator('#cli-install-line').innerText(),
+    /^curl -fsSL https:\/\/127\.0\.0\.1:\d+\/install \| sh$/);
   assert.ok(!script.includes(token), 'the install script must not contain the token');
   assert.match(script, /read -r -s -p/, "the script reads the token at a hidden prompt");
-  ok(`compute ${computeId} registered; token shown once; install script for the prefix, without the token`);
+  ok(`compute ${computeId} registered; token shown once; the CLI's one-line installer first; install script for the prefix, without the token`);
   await assertLabelled(page, 'add compute');
   await shot(page, '02-add-compute-panel');
 

@@ -201,6 +201,10 @@ Result<std::string> SignBlob(std::string_view private_key_pem, std::string_view 
   return Base64Encode(der);
 }
 
+Status CheckPublicKey(std::string_view public_key_pem) {
+  return LoadPublicKey(public_key_pem).status();
+}
+
 Status VerifyBlob(std::string_view public_key_pem, std::string_view data,
                   std::string_view signature_base64) {
   EXPANSE_ASSIGN_OR_RETURN(EvpPkeyPtr key, LoadPublicKey(public_key_pem));

@@ -44,6 +44,10 @@ Result<std::string> SignBlob(std::string_view private_key_pem, std::string_view 
 Status VerifyBlob(std::string_view public_key_pem, std::string_view data,
                   std::string_view signature_base64);
 
+// OK when `public_key_pem` is a PEM public key of EC P-256 (else "key_invalid", as VerifyBlob),
+// e.g. to check a pinned key when it is found rather than at the first verification.
+Status CheckPublicKey(std::string_view public_key_pem);
+
 // The public key PEM of a private key PEM (same rules as SignBlob), e.g. to check that a
 // signing key matches the key installers trust.
 Result<std::string> PublicKeyOf(std::string_view private_key_pem);

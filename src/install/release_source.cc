@@ -11,6 +11,7 @@
 #include "release/archive_extract.h"
 #include "release/embedded_key.h"
 #include "release/resolver.h"
+#include "release/trusted_key.h"
 
 namespace expanse::install {
 namespace {
@@ -22,9 +23,15 @@ bool IsFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-Result<std::string> VerificationKey(const InstallOptions& o) {
-  if (o.cosign_key.empty())
-    return std::string(release::EmbeddedReleasePublicKey());
+// --cosign-key, else a key pinned by the site's CLI installer, else the embedded one
+// (release/trusted_key.h).
+Result<std::string> VerificationKey(const InstallOptions& o,
+                                    const std::function<void(const std::string&)>& log) {
+  if (o.cosign_key.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(release::TrustedKey key, release::DefaultTrustedKey());
+    log("release key: " + key.source);
+    return key.pem;
+  }
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> pem, fs::ReadSmallFile(o.cosign_key, 65536));
   if (!pem)
     return NotFoundError("--cosign-key " + o.cosign_key + " does not exist");
@@ -81,7 +88,7 @@ std::vector<std::pair<release::ManifestCupti, std::string>> StagedCupti(
 Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::string& staging_dir,
                                        const std::string& ca_file,
                                        const std::function<void(const std::string&)>& log) {
-  EXPANSE_ASSIGN_OR_RETURN(std::string key, VerificationKey(o));
+  EXPANSE_ASSIGN_OR_RETURN(std::string key, VerificationKey(o, log));
   EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(staging_dir, 0700));
   ResolvedRelease out;
   out.key_pem = key;

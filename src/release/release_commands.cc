@@ -16,6 +16,7 @@
 #include "release/manifest_build.h"
 #include "release/release_info.h"
 #include "release/status_util.h"
+#include "release/trusted_key.h"
 
 namespace expanse::release {
 
@@ -137,9 +138,15 @@ Status RunManifest(const ManifestFlags& flags, Clock& clock, std::ostream& out) 
 
 Status RunVerify(const VerifyFlags& flags, std::ostream& out) {
   EXPANSE_RETURN_IF_ERROR(Required(flags.file, "the file to verify"));
-  std::string public_key(EmbeddedReleasePublicKey());
+  std::string public_key;
+  std::string key_source = flags.public_key_path;
   if (!flags.public_key_path.empty()) {
     EXPANSE_ASSIGN_OR_RETURN(public_key, ReadWholeFile(flags.public_key_path, kMaxKeyFileBytes));
+  } else {
+    // As the installer: a key the site's CLI installer pinned, else the embedded one.
+    EXPANSE_ASSIGN_OR_RETURN(TrustedKey trusted, DefaultTrustedKey());
+    public_key = std::move(trusted.pem);
+    key_source = std::move(trusted.source);
   }
   const std::string signature_path =
       flags.signature_path.empty() ? flags.file + kSignatureSuffix : flags.signature_path;
@@ -153,8 +160,7 @@ Status RunVerify(const VerifyFlags& flags, std::ostream& out) {
   EXPANSE_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(flags.file, kMaxArchiveBytes));
   EXPANSE_RETURN_IF_ERROR(
       Annotate(crypto::VerifyBlob(public_key, data, *signature), flags.file + ": "));
-  out << flags.file << ": signature OK ("
-      << (flags.public_key_path.empty() ? "embedded release key" : flags.public_key_path) << ")\n";
+  out << flags.file << ": signature OK (" << key_source << ")\n";
 
   const std::string name = fs::SplitPath(flags.file).second;
   if (name == kManifestName) {

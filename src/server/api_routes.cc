@@ -201,7 +201,9 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
                   {"control_plane_url", values.control_plane_url},
                   {"data_plane_url", values.data_plane_url},
                   {"install_script", std::move(script)},
-                  {"assistant_prompt", std::move(prompt)}};
+                  {"assistant_prompt", std::move(prompt)},
+                  // "" when this server's mirror has no signed CLI or no release.pub.
+                  {"cli_install_line", CliInstallLineFor(ctx->releases_dir, ctx->control)}};
     });
   });
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "server/routes.h"
 #include "server/server_app.h"
 
 namespace expanse::server {
@@ -125,6 +126,46 @@ TEST_F(ReleaseMirrorTest, AMissingReleasesDirIsAStartupError) {
   EXPECT_NE(app.status().message().find("--releases-dir"), std::string::npos);
   options.releases_dir = (releases_ / "manifest.json").string();
   EXPECT_FALSE(ServerApp::Create(options, clock_).ok());
+}
+
+// GET /install: the CLI installer for this mirror, only once it has a signed CLI archive and
+// the public key that signs it; the script names the server's public URL, the archive and
+// carries the key.
+TEST_F(ReleaseMirrorTest, ServesTheCliInstallerOnceTheMirrorHasACliAndItsKey) {
+  app_->control().mutable_options().control_plane_url = "https://expanse.example:8443";
+  auto none = Get("/install");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  EXPECT_NE(none->body.find("no_release_key"), std::string::npos) << none->body;
+
+  const std::string key =
+      "-----BEGIN PUBLIC KEY-----\n"
+      "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEmjF7ae0cRW+8BZvtUwMGd/DdNhPz\n"
+      "uPFY4Yh9WpxDxoKKJWH6jdMQjUzDMg0qDAx3gXCwHTbS50pytGpyxUbibw==\n"
+      "-----END PUBLIC KEY-----\n";
+  // A link is never followed, even to a real key.
+  Write(root_ / "elsewhere.pub", key);
+  std::filesystem::create_symlink(root_ / "elsewhere.pub", releases_ / "release.pub");
+  EXPECT_EQ(Get("/install")->status, 404);
+  std::filesystem::remove(releases_ / "release.pub");
+  Write(releases_ / "release.pub", key);
+  auto no_cli = Get("/install");
+  EXPECT_EQ(no_cli->status, 404);
+  EXPECT_NE(no_cli->body.find("no_cli_archive"), std::string::npos) << no_cli->body;
+
+  Write(releases_ / "expanse_1.2.0_linux_amd64.tar.gz", "archive");
+  Write(releases_ / "expanse_1.2.0_linux_amd64.tar.gz.sig", "MEUCIQ==\n");
+  auto script = Get("/install");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/x-shellscript; charset=utf-8");
+  EXPECT_EQ(script->body.rfind("#!/bin/sh\n", 0), 0u);
+  EXPECT_NE(script->body.find("amd64) file='expanse_1.2.0_linux_amd64.tar.gz'"), std::string::npos);
+  EXPECT_NE(script->body.find("default_base='https://expanse.example:8443'"), std::string::npos);
+  EXPECT_NE(script->body.find("uPFY4Yh9WpxDxoKKJWH6jdMQjUzDMg0qDAx3gXCwHTbS50pytGpyxUbibw=="),
+            std::string::npos);
+  EXPECT_EQ(CliInstallLineFor(releases_.string(), app_->control()),
+            "curl -fsSL https://expanse.example:8443/install | sh");
 }
 
 }  // namespace

@@ -8,10 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/file_util.h"
+#include "deploy/cli_installer.h"
 #include "http/error.h"
+#include "server/control_plane.h"
 #include "server/routes.h"
 
 namespace expanse::server {
@@ -19,6 +23,7 @@ namespace {
 
 // The largest file served: release archives stay below this (see src/release/manifest.h).
 constexpr off_t kMaxServedBytes = off_t{1} << 30;
+constexpr char kMirrorKeyName[] = "release.pub";
 
 class Fd {
  public:
@@ -90,9 +95,42 @@ http::Response ServeFile(const std::string& dir, std::string_view name) {
   return response;
 }
 
+// The mirror's public key, which the mirror's operator puts there (docs/install.md, "Getting
+// the CLI"): read like any served file, never through a link.
+Result<std::string> MirrorKey(const std::string& dir) {
+  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0)
+    return UnavailableError("the release directory cannot be opened");
+  Result<std::optional<std::string>> pem =
+      fs::ReadSmallFileAt(dir_fd.get(), dir, kMirrorKeyName, 4096);
+  if (!pem.ok() || !*pem) {
+    return NotFoundError("the release mirror has no readable " + std::string(kMirrorKeyName) +
+                         " (the public key that signs it)")
+        .WithReason("no_release_key");
+  }
+  return std::move(**pem);
+}
+
+// The installer script for this mirror, or why there is none.
+Result<std::string> CliInstaller(const std::string& dir, const ControlPlane& control) {
+  deploy::CliInstallerValues values;
+  values.base_url = control.options().control_plane_url;
+  EXPANSE_ASSIGN_OR_RETURN(values.key_pem, MirrorKey(dir));
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names, fs::ListDirectory(dir));
+  values.archives = deploy::PickCliArchives(names);
+  return deploy::RenderCliInstaller(values);
+}
+
 }  // namespace
 
-Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& releases_dir) {
+std::string CliInstallLineFor(const std::string& releases_dir, const ControlPlane& control) {
+  if (releases_dir.empty() || !CliInstaller(releases_dir, control).ok())
+    return "";
+  return deploy::CliInstallLine(control.options().control_plane_url);
+}
+
+Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& releases_dir,
+                                   const ControlPlane& control) {
   struct stat st {};
   if (::stat(releases_dir.c_str(), &st) != 0) {
     return InvalidArgumentError("--releases-dir " + releases_dir + ": " + std::strerror(errno));
@@ -101,6 +139,18 @@ Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& 
     return InvalidArgumentError("--releases-dir " + releases_dir + " is not a directory");
   listener.Get("/releases/:name", [releases_dir](const http::Request& request) {
     return ServeFile(releases_dir, request.PathParam("name"));
+  });
+  // No authentication, like the mirror: the script holds nothing secret, and it verifies what
+  // it downloads with the key it carries.
+  listener.Get("/install", [releases_dir, &control](const http::Request&) {
+    Result<std::string> script = CliInstaller(releases_dir, control);
+    if (!script.ok())
+      return http::ErrorResponse(script.status());
+    http::Response response;
+    response.status = 200;
+    response.content_type = "text/x-shellscript; charset=utf-8";
+    response.body = std::move(*script);
+    return response;
   });
   return OkStatus();
 }

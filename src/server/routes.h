@@ -40,6 +40,7 @@ struct RouteContext {
   bool secure_cookies = true;  // false only when the console is plain HTTP on loopback
   tsdb::Tsdb* tsdb = nullptr;
   store::JobStore* jobs = nullptr;
+  std::string releases_dir;  // --releases-dir; "" when the server serves no mirror
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal
@@ -78,8 +79,14 @@ void RegisterHealthRoute(http::Listener& listener, std::string_view plane);
 // GET / and GET /assets/<path>: the web console's page and assets, compiled into the binary.
 void RegisterConsolePageRoutes(http::Listener& listener);
 // GET /releases/<name>: the regular files directly inside `releases_dir`, read-only (a
-// release mirror for installers). kInvalidArgument when the directory does not exist.
-Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& releases_dir);
+// release mirror for installers); GET /install: the CLI installer for that mirror
+// (deploy/cli_installer.h), for the control plane's public URL as `control` has it when asked.
+// kInvalidArgument when the directory does not exist.
+Status RegisterReleaseMirrorRoutes(http::Listener& listener, const std::string& releases_dir,
+                                   const ControlPlane& control);
+// The Add compute panel's first line (curl … /install | sh) when `releases_dir` serves a CLI
+// and its key, else "".
+std::string CliInstallLineFor(const std::string& releases_dir, const ControlPlane& control);
 
 }  // namespace expanse::server
 

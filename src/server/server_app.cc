@@ -65,7 +65,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
   app->context_ = std::unique_ptr<RouteContext>(
       new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty(),
-                       app->tsdb_.get(), &app->store_->Jobs()});
+                       app->tsdb_.get(), &app->store_->Jobs(), app->options_.releases_dir});
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -86,8 +86,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterVerdictRoutes(*app->console_listener_, *app->context_);
   RegisterConsolePageRoutes(*app->console_listener_);
   if (!app->options_.releases_dir.empty()) {
-    EXPANSE_RETURN_IF_ERROR(
-        RegisterReleaseMirrorRoutes(*app->control_listener_, app->options_.releases_dir));
+    EXPANSE_RETURN_IF_ERROR(RegisterReleaseMirrorRoutes(
+        *app->control_listener_, app->options_.releases_dir, *app->control_));
   }
   for (auto& [address, listener] : app->listeners_) {
     std::string planes;

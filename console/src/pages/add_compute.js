@@ -40,6 +40,25 @@ export function tokenBlock(issued) {
     ]));
 }
 
+// Step 1, getting the CLI: this server's one-line installer first when its release mirror has
+// a signed CLI (cli_install_line), else how to check for one.
+export function cliSteps(t) {
+  if (t.cli_install_line) {
+    return [
+      h('h3', {}, '1. On the controller (the slurmctld host): get the CLI'),
+      h('div', {class: 'pre-actions'}, copyButton('Copy command', () => t.cli_install_line)),
+      h('pre', {id: 'cli-install-line', class: 'command'}, t.cli_install_line),
+      h('p', {class: 'muted'}, 'It checks the CLI\'s signature with this server\'s release key before installing /usr/local/bin/expanse (PREFIX=… to install elsewhere). ' +
+        'If this server uses a self-signed certificate, run export CURL_CA_BUNDLE=<its ca.pem> first. The expanse Debian package is the other way in.'),
+    ];
+  }
+  return [
+    h('h3', {}, '1. On the controller (the slurmctld host): check the CLI'),
+    h('pre', {class: 'command'}, 'command -v expanse && expanse compute install --help'),
+    h('p', {class: 'muted'}, 'Install it from the expanse Debian package or your Expanse release (docs/packages.md, docs/install.md). CLI and daemon are versioned separately.'),
+  ];
+}
+
 // The install texts for a shared prefix the operator types in (validated by the server).
 export function installTexts(computeId) {
   const prefix = h('input', {id: 'shared-prefix', type: 'text', value: DEFAULT_SHARED_PREFIX, spellcheck: 'false'});
@@ -48,10 +67,7 @@ export function installTexts(computeId) {
     try {
       const t = await api.get(path`/api/v1/computes/${computeId}/install-templates` +
                               `?shared_prefix=${encodeURIComponent(prefix.value.trim())}`);
-      out.replaceChildren(
-        h('h3', {}, '1. On the controller (the slurmctld host): check the CLI'),
-        h('pre', {class: 'command'}, 'command -v expanse && expanse compute install --help'),
-        h('p', {class: 'muted'}, 'The CLI comes with your Expanse release; see docs/install.md. CLI and daemon are versioned separately.'),
+      out.replaceChildren(...cliSteps(t),
         h('h3', {}, '2. Install the controller daemon'),
         h('p', {}, 'Save this script on the controller and run it with bash. It asks for the token at a hidden prompt and passes it to the installer through sudo\'s environment, never as an argument.'),
         h('div', {class: 'pre-actions'}, copyButton('Copy script', () => t.install_script)),

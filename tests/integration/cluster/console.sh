@@ -54,6 +54,7 @@ command -v chromium >/dev/null || fail "Debian's chromium is not installed (scri
 
 # A signed release at the version the server pins, mirrored by the server.
 make_signed_release "$DIR" 1.0.0
+add_cli_to_mirror "$DIR" 1.0.0
 SERVER_EXTRA_ARGS="--releases-dir $DIR/releases --daemon-version 1.0.0" server_start ||
   fail "expanse-server did not start"
 publish_release "$DIR" || fail "release manifest"

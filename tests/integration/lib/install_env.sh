@@ -86,6 +86,18 @@ make_signed_release() {
   "$EXPANSE" release sign --key "$dir/release.key" "$dir/releases"/*.tar.gz >/dev/null
 }
 
+# add_cli_to_mirror DIR VERSION — the build's CLI as a signed archive in $DIR/releases, and the
+# mirror's public key as $DIR/releases/release.pub: the server then serves GET /install.
+add_cli_to_mirror() {
+  local dir="$1" v="$2"
+  mkdir -p "$dir/cli-stage/bin"
+  cp "$EXPANSE" "$dir/cli-stage/bin/expanse"
+  "$EXPANSE" release pack --name expanse --version "$v" --from "$dir/cli-stage" \
+    --output-dir "$dir/releases" >/dev/null
+  "$EXPANSE" release sign --key "$dir/release.key" "$dir/releases/expanse_${v}_linux_amd64.tar.gz" >/dev/null
+  cp "$dir/release.pub" "$dir/releases/release.pub"
+}
+
 # publish_release DIR — the signed manifest of $DIR/releases, for the server's mirror at $CP_URL.
 publish_release() {
   "$EXPANSE" release manifest --dir "$1/releases" --base-url "$CP_URL/releases" \

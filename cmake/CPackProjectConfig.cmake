@@ -1,0 +1,6 @@
+# Read by cpack (CPACK_PROJECT_CONFIG_FILE): EXPANSE_PACKAGE_VERSION in the environment packs
+# the same build under another version, as the package test's upgrade does.
+if(DEFINED ENV{EXPANSE_PACKAGE_VERSION} AND NOT "$ENV{EXPANSE_PACKAGE_VERSION}" STREQUAL "")
+  set(CPACK_PACKAGE_VERSION "$ENV{EXPANSE_PACKAGE_VERSION}")
+  set(CPACK_DEBIAN_PACKAGE_VERSION "$ENV{EXPANSE_PACKAGE_VERSION}")
+endif()
