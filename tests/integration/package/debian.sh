@@ -77,6 +77,13 @@ fail() { printf 'FAIL [$TEST_NAME]: %s\n' "\$*" >&2; exit 1; }
 pass() { printf 'ok   [$TEST_NAME]: %s\n' "\$*"; }
 export DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin
 ! getent passwd expanse-server >/dev/null || fail "the account exists before the install"
+# Every path of the system outside dpkg's and apt's own records, logs and caches, to compare
+# after the purge.
+listing() {
+  find /etc /usr /lib /opt /srv /var -xdev \( -path /var/lib/dpkg -o -path /var/log \
+    -o -path /var/cache -o -path /var/lib/apt -o -path /var/tmp \) -prune -o -print | sort
+}
+listing >/tmp/listing.before
 
 dpkg -i $(deb v1 expanse) $(deb v1 expanse-daemon) $(deb v1 expanse-server) >/tmp/dpkg.log 2>&1 ||
   fail "dpkg -i: \$(cat /tmp/dpkg.log)"
@@ -146,7 +153,10 @@ for f in /usr/bin/expanse /usr/lib/expanse /usr/share/doc/expanse-server /etc/ex
   [[ ! -e \$f ]] || fail "purge left \$f"
 done
 getent passwd expanse-server >/dev/null || fail "purge removed the system account"
-pass "remove kept configuration and state; purge took them, and every file, and kept the account"
+listing >/tmp/listing.after
+diff /tmp/listing.before /tmp/listing.after >/tmp/listing.diff ||
+  fail "the purge left these paths behind or took these: \$(cat /tmp/listing.diff)"
+pass "remove kept configuration and state; purge took them and every file (the system's listing is as before), and kept the account"
 INSIDE
 chmod 755 "$work/inside.sh"
 

@@ -58,8 +58,9 @@ refused() { # WHAT PREFIX EXPECTED [ENV...]
   pass "\$what: refused (\$(tail -1 /tmp/out))"
 }
 
-if [[ "\${1:-}" == tampered ]]; then
-  refused "a tampered archive" /opt/tampered "does not verify with this server's release key"
+if [[ "\${1:-}" == refused ]]; then
+  refused "\$2" /opt/refused "does not verify with this server's release key"
+  [[ ! -e /usr/local/bin/expanse && ! -e /usr/local/etc/expanse ]] || fail "\$2: /usr/local was written"
   exit 0
 fi
 
@@ -95,10 +96,31 @@ refused "a machine without openssl" /opt/no-openssl "openssl is needed to check 
 INSIDE
 chmod 755 "$DIR/inside.sh"
 run_in_overlay_root "$DIR" "$DIR/inside.sh" || fail "the installer did not behave (above)"
-# The mirror's archive changed on the server's disk (one byte appended): the signature no longer
-# matches what is served. Refused in a fresh overlay root, where /usr/local has no CLI yet.
+# What the server serves goes wrong on its disk; each is refused in a fresh overlay root, where
+# /usr/local has no CLI yet. Every case is put back before the next.
+cp -p "$DIR/releases/$archive" "$DIR/good.tar.gz"
+cp -p "$DIR/releases/$archive.sig" "$DIR/good.sig"
+tamper() { # WHAT
+  run_in_overlay_root "$DIR" "$DIR/inside.sh" refused "$1" || fail "$1 was not refused"
+  cp -p "$DIR/good.tar.gz" "$DIR/releases/$archive"
+  cp -p "$DIR/good.sig" "$DIR/releases/$archive.sig"
+  cp -p "$DIR/site.pub" "$DIR/releases/release.pub"
+}
 printf 'x' >>"$DIR/releases/$archive"
-run_in_overlay_root "$DIR" "$DIR/inside.sh" tampered || fail "a tampered archive was not refused"
+tamper "an archive with a byte appended"
+head -c 4096 "$DIR/good.tar.gz" >"$DIR/releases/$archive"
+tamper "a truncated download"
+python3 - "$DIR/releases/$archive.sig" <<'PY'
+import base64, sys
+path = sys.argv[1]
+der = bytearray(base64.b64decode(open(path).read()))
+der[-5] ^= 0x01  # inside the signature's s value: still well-formed DER, another signature
+open(path, "w").write(base64.b64encode(bytes(der)).decode() + "\n")
+PY
+tamper "a signature with one byte flipped"
+"$EXPANSE" release keygen --private-key "$DIR/other.key" --public-key "$DIR/other.pub" >/dev/null
+cp "$DIR/other.pub" "$DIR/releases/release.pub"
+tamper "a mirror key that did not sign the archive"
 [[ ! -e /usr/local/etc/expanse/release.pub ]] || fail "the install leaked onto the machine"
 [[ -x /usr/bin/openssl ]] || fail "the machine lost its openssl"
 pass "nothing leaked out of the overlay root"
