@@ -65,8 +65,17 @@ if(NOT EXPANSE_SANITIZE AND NOT EXPANSE_BUILD_FUZZ)
   # _FORTIFY_SOURCE marks ftruncate, chmod and friends warn_unused_result, and g++ warns even
   # where a best-effort call is cast to void (GCC bug 66425), so -Wunused-result is off here;
   # the sanitizer build every test runs keeps it, [[nodiscard]] included.
+  # Control-flow protection is CET on x86-64 and branch protection (PAC/BTI) on arm64; gcc
+  # knows each flag only on its own architecture.
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|i.86)$")
+    set(expanse_cf_protection -fcf-protection)
+  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+    set(expanse_cf_protection -mbranch-protection=standard)
+  else()
+    set(expanse_cf_protection "")
+  endif()
   target_compile_options(expanse_hardening INTERFACE
-    "$<${expanse_optimised}:-fstack-protector-strong;-fstack-clash-protection;-fcf-protection;-D_FORTIFY_SOURCE=2;-Wno-unused-result>")
+    "$<${expanse_optimised}:-fstack-protector-strong;-fstack-clash-protection;${expanse_cf_protection};-D_FORTIFY_SOURCE=2;-Wno-unused-result>")
   target_link_options(expanse_hardening INTERFACE
     "$<${expanse_optimised}:LINKER:-z,relro;LINKER:-z,now>")
 endif()

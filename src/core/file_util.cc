@@ -20,15 +20,19 @@ constexpr uid_t kKeepUid = static_cast<uid_t>(-1);  // fchown's "leave unchanged
 constexpr gid_t kKeepGid = static_cast<gid_t>(-1);
 
 // Reads the rest of the open file `fd` (named `path` in messages), at most `max_bytes`.
-Result<std::optional<std::string>> ReadOpenFile(int fd, const std::string& path, size_t max_bytes) {
-  // Opened with O_NONBLOCK, so a FIFO put where a file was expected (between a caller's check
-  // and this open, say) neither blocks the open nor the read: it is refused here.
-  struct stat st {};
-  if (fstat(fd, &st) != 0)
-    return ErrnoStatus(errno, "cannot stat " + path);
-  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
-    return InvalidArgumentError(path + " is a FIFO or socket, not a file")
-        .WithReason("not_regular");
+Result<std::optional<std::string>> ReadOpenFile(int fd, const std::string& path, size_t max_bytes,
+                                                Pipes pipes = Pipes::kRefuse) {
+  // Opened with O_NONBLOCK when pipes are refused, so a FIFO put where a file was expected
+  // (between a caller's check and this open, say) neither blocks the open nor the read.
+  if (pipes == Pipes::kRefuse) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0)
+      return ErrnoStatus(errno, "cannot stat " + path);
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      return InvalidArgumentError(path + " is a FIFO or socket, not a file")
+          .WithReason("not_regular");
+    }
+  }
   std::string contents;
   // One byte past the cap tells an oversized file without reading all of it.
   const size_t limit = max_bytes == std::numeric_limits<size_t>::max() ? max_bytes : max_bytes + 1;
@@ -172,9 +176,9 @@ bool ReadAll(int fd, std::string& out, size_t limit) {
 }
 
 Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes,
-                                                 Symlinks symlinks) {
-  const int flags =
-      O_RDONLY | O_CLOEXEC | O_NONBLOCK | (symlinks == Symlinks::kRefuse ? O_NOFOLLOW : 0);
+                                                 Symlinks symlinks, Pipes pipes) {
+  const int flags = O_RDONLY | O_CLOEXEC | (pipes == Pipes::kRefuse ? O_NONBLOCK : 0) |
+                    (symlinks == Symlinks::kRefuse ? O_NOFOLLOW : 0);
   const UniqueFd fd(open(path.c_str(), flags));
   if (!fd.valid()) {
     if (errno == ENOENT) {
@@ -182,7 +186,7 @@ Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t
     }
     return ErrnoStatus(errno, "cannot open " + path);
   }
-  return ReadOpenFile(fd.get(), path, max_bytes);
+  return ReadOpenFile(fd.get(), path, max_bytes, pipes);
 }
 
 Result<std::optional<std::string>> ReadSmallFileAt(int dir_fd, std::string_view dir_path,

@@ -80,12 +80,17 @@ inline constexpr char kFileTooLargeReason[] = "file_too_large";
 
 // Whether ReadSmallFile opens a symlink's target or fails (O_NOFOLLOW: kInternal, ELOOP).
 enum class Symlinks { kFollow, kRefuse };
+// Whether ReadSmallFile refuses a FIFO or socket at once (what anything another party may
+// have written needs: a FIFO held open would hang the reader), or reads it to its end (a
+// path an operator gave on the command line, e.g. --cosign-key <(vault read ...)).
+enum class Pipes { kRefuse, kRead };
 
 // The contents of `path`, or nullopt when it does not exist. kResourceExhausted (reason
-// kFileTooLargeReason) when it is larger than `max_bytes`; a FIFO or socket is refused at once
-// (reason "not_regular"), never waited on; other failures from ErrnoStatus.
+// kFileTooLargeReason) when it is larger than `max_bytes`; with Pipes::kRefuse a FIFO or socket
+// is refused at once (reason "not_regular"), never waited on; other failures from ErrnoStatus.
 Result<std::optional<std::string>> ReadSmallFile(const std::string& path, size_t max_bytes,
-                                                 Symlinks symlinks = Symlinks::kFollow);
+                                                 Symlinks symlinks = Symlinks::kFollow,
+                                                 Pipes pipes = Pipes::kRefuse);
 
 // As ReadSmallFile, for `name` in the directory open as `dir_fd`, never following a symlink
 // there. `dir_path` names the directory in messages only.

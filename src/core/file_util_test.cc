@@ -195,6 +195,21 @@ TEST(ReadSmallFileTest, RefusesAFifoWithoutWaiting) {
             "not_regular");
 }
 
+// A pipe an operator hands over on purpose (a key from <(vault read ...)) is read to its end.
+TEST(ReadSmallFileTest, ReadsAPipeWhenAsked) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_EQ(write(fds[1], "key", 3), 3);
+  close(fds[1]);
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_EQ(ReadSmallFile(path, 100).status().reason(), "not_regular");
+  const Result<std::optional<std::string>> read =
+      ReadSmallFile(path, 100, Symlinks::kFollow, Pipes::kRead);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->value_or(""), "key");
+  close(fds[0]);
+}
+
 TEST(ReadSmallFileTest, RefusesASymlinkWhenAsked) {
   TempDir dir;
   WriteTestFile(dir / "target", "secret");

@@ -34,6 +34,7 @@ main() {
   key=@KEY@
 
   case "$base" in
+    *@*) fail "refusing $base: a URL with a user part (@) is not this server's" ;;
     https://?*) ;;
     http://127.0.0.1 | http://127.0.0.1[:/]* | http://localhost | http://localhost[:/]* | \
       http://\[::1\] | http://\[::1\][:/]*)
@@ -41,7 +42,7 @@ main() {
     *) fail "refusing $base: not an https:// URL (plain http:// is accepted only on loopback: 127.0.0.1, localhost, [::1])" ;;
   esac
 
-  for tool in curl openssl tar base64 mktemp uname install; do
+  for tool in curl openssl tar base64 mktemp uname install cmp; do
     if ! command -v "$tool" >/dev/null 2>&1; then
       if [ "$tool" = openssl ]; then
         fail "openssl is needed to check the CLI's signature before it is installed (Debian: apt-get install openssl)"
@@ -78,17 +79,26 @@ main() {
   mkdir "$tmp/unpacked"
   tar -xzf "$tmp/$file" -C "$tmp/unpacked" bin/expanse 2>/dev/null ||
     fail "$file holds no bin/expanse"
-  version="$("$tmp/unpacked/bin/expanse" --version 2>/dev/null)" ||
-    fail "the downloaded expanse does not run on this machine"
   mkdir -p "$prefix/bin" "$prefix/etc/expanse" 2>/dev/null ||
     fail "cannot create $prefix/bin and $prefix/etc/expanse (run as root, or set PREFIX)"
-  # Each file appears whole under its name (a rename), never half-written.
-  install -m 0644 "$tmp/release.pub" "$prefix/etc/expanse/.release.pub.new" &&
-    mv -f "$prefix/etc/expanse/.release.pub.new" "$prefix/etc/expanse/release.pub" ||
-    fail "cannot write $prefix/etc/expanse/release.pub"
+  # Both files are written beside their names first and checked (the CLI runs from there, not
+  # from a temporary directory that may be noexec), then renamed into place together.
   install -m 0755 "$tmp/unpacked/bin/expanse" "$prefix/bin/.expanse.new" &&
-    mv -f "$prefix/bin/.expanse.new" "$prefix/bin/expanse" ||
-    fail "cannot write $prefix/bin/expanse"
+    install -m 0644 "$tmp/release.pub" "$prefix/etc/expanse/.release.pub.new" || {
+    rm -f "$prefix/bin/.expanse.new" "$prefix/etc/expanse/.release.pub.new"
+    fail "cannot write into $prefix/bin and $prefix/etc/expanse"
+  }
+  version="$("$prefix/bin/.expanse.new" --version 2>/dev/null)" || {
+    rm -f "$prefix/bin/.expanse.new" "$prefix/etc/expanse/.release.pub.new"
+    fail "the downloaded expanse does not run on this machine"
+  }
+  if [ -f "$prefix/etc/expanse/release.pub" ] &&
+    ! cmp -s "$prefix/etc/expanse/release.pub" "$tmp/release.pub"; then
+    say "note: replacing the release key pinned in $prefix/etc/expanse/release.pub with this server's"
+  fi
+  mv -f "$prefix/bin/.expanse.new" "$prefix/bin/expanse" &&
+    mv -f "$prefix/etc/expanse/.release.pub.new" "$prefix/etc/expanse/release.pub" ||
+    fail "cannot rename the new files into $prefix"
   say "installed $prefix/bin/expanse: $version"
   say "release key pinned in $prefix/etc/expanse/release.pub"
   say "next: in the console, Computes > Add compute gives the install script for your cluster;"
@@ -104,9 +114,30 @@ fail() {
 main "$@"
 )SH";
 
-void ReplaceAll(std::string& text, std::string_view from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
+// The template with each @NAME@ replaced by its value, in one pass over the template: a value is
+// never scanned again, so one that holds a placeholder's name (a URL may hold '@') stays text.
+std::string Fill(std::string_view text, const std::map<std::string, std::string>& values) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t open = text.find('@', at);
+    if (open == std::string_view::npos)
+      break;
+    const size_t close = text.find('@', open + 1);
+    if (close == std::string_view::npos)
+      break;
+    const auto value = values.find(std::string(text.substr(open + 1, close - open - 1)));
+    if (value == values.end()) {
+      out.append(text.substr(at, open + 1 - at));  // not a placeholder: keep the '@', go on
+      at = open + 1;
+      continue;
+    }
+    out.append(text.substr(at, open - at));
+    out.append(value->second);
+    at = close + 1;
+  }
+  out.append(text.substr(at));
+  return out;
 }
 
 // One PEM block of base64 lines: the text goes into the script inside single quotes, and
@@ -173,6 +204,11 @@ std::vector<CliArchive> PickCliArchives(const std::vector<std::string>& names) {
 
 Result<std::string> RenderCliInstaller(const CliInstallerValues& values) {
   EXPANSE_RETURN_IF_ERROR(CheckPlaneUrl("the control plane URL", values.base_url));
+  // The script refuses a URL with '@' (a user part curl would honour): never render one.
+  if (values.base_url.find('@') != std::string::npos) {
+    return InvalidArgumentError("the control plane URL holds '@', which the installer refuses")
+        .WithReason("invalid_url");
+  }
   if (!IsPublicKeyPem(values.key_pem)) {
     return InvalidArgumentError("the mirror's release.pub is not one PEM public key block")
         .WithReason("key_invalid");
@@ -192,13 +228,13 @@ Result<std::string> RenderCliInstaller(const CliInstallerValues& values) {
   std::string base(values.base_url);
   while (base.ends_with('/'))
     base.pop_back();
-  std::string script(kScript);
-  ReplaceAll(script, "@CASES@", cases);
-  ReplaceAll(script, "@KEY@", ShellQuote(values.key_pem.substr(0, values.key_pem.size() - 1)));
   // The URL passed CheckPlaneUrl, so it holds no newline and may stand in the comment as it is;
   // the code gets it as one quoted word ($, ' and ( are URL characters).
-  ReplaceAll(script, "@BASE_WORD@", ShellQuote(base));
-  ReplaceAll(script, "@BASE@", base);
+  const std::string script =
+      Fill(kScript, {{"CASES", cases},
+                     {"KEY", ShellQuote(values.key_pem.substr(0, values.key_pem.size() - 1))},
+                     {"BASE_WORD", ShellQuote(base)},
+                     {"BASE", base}});
   return script;
 }
 

@@ -59,6 +59,17 @@ TEST(RenderCliInstallerTest, RefusesWhatItCannotServeSafely) {
   EXPECT_EQ(RenderCliInstaller(v).status().reason(), "no_cli_archive");
 }
 
+// Placeholders are filled in one pass: a value holding a placeholder's name stays text, so a
+// quote in the URL can never escape its quoted word (and '@' is refused outright).
+TEST(RenderCliInstallerTest, AValueIsNeverFilledTwice) {
+  EXPECT_EQ(RenderCliInstaller(Values("https://h/x'$(touch$IFS/tmp/p)'@BASE@")).status().reason(),
+            "invalid_url");
+  Result<std::string> script = RenderCliInstaller(Values("https://h/x'$(id)'"));
+  ASSERT_TRUE(script.ok()) << script.status();
+  EXPECT_THAT(*script, HasSubstr(R"(default_base='https://h/x'\''$(id)'\''')"
+                                 "\n"));
+}
+
 TEST(CliInstallLineTest, QuotesTheUrlOnlyWhenTheShellWouldReadIt) {
   EXPECT_EQ(CliInstallLine("https://expanse.example:8443/"),
             "curl -fsSL https://expanse.example:8443/install | sh");
@@ -115,13 +126,18 @@ TEST_F(CliInstallerRunTest, RefusesPlainHttpOffLoopbackBeforeAnyDownload) {
   EXPECT_THAT(r.stderr_text, HasSubstr("refusing http://192.0.2.1:8443: not an https:// URL"));
   EXPECT_THAT(r.stderr_text, HasSubstr("nothing was installed"));
   EXPECT_FALSE(std::filesystem::exists(tmp_ / "prefix"));
+  // Loopback in front of a user part is another host to curl.
+  r = Run(Values(), "/usr/bin:/bin", {"EXPANSE_URL=http://127.0.0.1:1@evil.example"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr("a URL with a user part (@)"));
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "prefix"));
 }
 
 TEST_F(CliInstallerRunTest, RefusesToInstallWithoutOpenssl) {
   // A PATH with every tool the script needs but openssl.
   std::filesystem::create_directories(tmp_ / "bin");
   for (const char* tool : {"curl", "tar", "base64", "mktemp", "uname", "install", "mkdir", "rm",
-                           "mv", "gzip", "cat"}) {
+                           "mv", "gzip", "cat", "cmp"}) {
     for (const char* dir : {"/usr/bin/", "/bin/"}) {
       if (access((std::string(dir) + tool).c_str(), X_OK) == 0) {
         std::filesystem::create_symlink(std::string(dir) + tool,

@@ -32,7 +32,9 @@ Result<std::string> VerificationKey(const InstallOptions& o,
     log("release key: " + key.source);
     return key.pem;
   }
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> pem, fs::ReadSmallFile(o.cosign_key, 65536));
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::optional<std::string> pem,
+      fs::ReadSmallFile(o.cosign_key, 65536, fs::Symlinks::kFollow, fs::Pipes::kRead));
   if (!pem)
     return NotFoundError("--cosign-key " + o.cosign_key + " does not exist");
   return *pem;

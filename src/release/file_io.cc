@@ -13,7 +13,11 @@
 namespace expanse::release_internal {
 
 Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> contents, fs::ReadSmallFile(path, max_bytes));
+  // Paths the operator names on the command line: a pipe (a key from <(vault read ...)) is
+  // read to its end.
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::optional<std::string> contents,
+      fs::ReadSmallFile(path, max_bytes, fs::Symlinks::kFollow, fs::Pipes::kRead));
   if (!contents)
     return NotFoundError(path + " does not exist");
   return std::move(*contents);

@@ -32,6 +32,17 @@ std::string SessionCookieHeader(const std::string& value, int64_t max_age_s, boo
   return header;
 }
 
+// An API token as the API shows it: never its secret or hash.
+json ApiTokenJson(const store::ApiToken& t) {
+  return {{"id", t.id},
+          {"name", t.name},
+          {"user_id", t.user_id},
+          {"scopes", t.scopes},
+          {"created_at_ms", t.created_at_ms},
+          {"expires_at_ms", t.expires_at_ms},
+          {"revoked_at_ms", t.revoked_at_ms}};
+}
+
 }  // namespace
 
 // Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
@@ -235,6 +246,74 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
                         {"remote_addr", e.remote_addr}});
       }
       return Json(200, {{"events", list}});
+    });
+  });
+  // API tokens people make for scripts and the CLI (docs/api.md, "API tokens").
+  listener.Get("/api/v1/orgs/:org/api-tokens", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      auto tokens = ctx->control.ListApiTokens(p, req.PathParam("org"));
+      if (!tokens.ok())
+        return http::ErrorResponse(tokens.status());
+      json list = json::array();
+      for (const store::ApiToken& t : *tokens)
+        list.push_back(ApiTokenJson(t));
+      return Json(200, {{"api_tokens", list}});
+    });
+  });
+
+  listener.Post("/api/v1/orgs/:org/api-tokens", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      Result<json> body = JsonObjectBody(req);
+      if (!body.ok())
+        return http::ErrorResponse(body.status());
+      Result<std::string> name = StringField(*body, "name", true);
+      if (!name.ok())
+        return http::ErrorResponse(name.status());
+      std::vector<std::string> scopes;
+      const auto s = body->find("scopes");
+      if (s == body->end() || !s->is_array() || s->size() > 3) {
+        return http::ErrorResponse(
+            InvalidArgumentError("scopes must be an array of one to three scope names")
+                .WithReason("invalid_argument"));
+      }
+      for (const json& scope : *s) {
+        if (!scope.is_string()) {
+          return http::ErrorResponse(
+              InvalidArgumentError("scopes must be strings").WithReason("invalid_argument"));
+        }
+        scopes.push_back(scope.get<std::string>());
+      }
+      int64_t days = 0;
+      if (const auto d = body->find("expires_in_days"); d != body->end()) {
+        if (!d->is_number_integer()) {
+          return http::ErrorResponse(InvalidArgumentError("expires_in_days must be an integer")
+                                         .WithReason("invalid_argument"));
+        }
+        days = d->get<int64_t>();
+        if (days == 0)
+          days = -1;  // an explicit 0 is not "the default"
+      }
+      auto issued =
+          ctx->control.IssueApiToken(p, req.PathParam("org"), *name, scopes, days, req.remote_addr);
+      if (!issued.ok())
+        return http::ErrorResponse(issued.status());
+      json out = ApiTokenJson(issued->info);
+      out["token"] = issued->token;
+      return Json(201, out);
+    });
+  });
+
+  listener.Post("/api/v1/orgs/:org/api-tokens/:id/revoke", [ctx](const http::Request& req) {
+    return Authed(*ctx, req, [&](const Principal& p) {
+      const std::string id_text(req.PathParam("id"));
+      char* end = nullptr;
+      const long long id = std::strtoll(id_text.c_str(), &end, 10);
+      if (id_text.empty() || *end != '\0' || id <= 0)
+        return http::ErrorResponse(NotFoundError("no such API token").WithReason("not_found"));
+      Status s = ctx->control.RevokeApiToken(p, req.PathParam("org"), id, req.remote_addr);
+      if (!s.ok())
+        return http::ErrorResponse(s);
+      return Json(200, {{"id", id}, {"revoked", true}});
     });
   });
 }

@@ -105,6 +105,25 @@ class ControlPlane {
   Result<IssuedToken> IssueInstallToken(const Principal& principal, std::string_view compute_id,
                                         std::string_view remote_addr);
 
+  // API tokens people make for scripts and the CLI (`expanse job report`): scopes no wider
+  // than the maker's role allows, an expiry (default 90 days, at most 365), shown once.
+  // Made by a signed-in person, or by a token with the admin scope; a read token cannot mint
+  // tokens. Audited as api_token.issued / api_token.revoked.
+  struct IssuedApiToken {
+    std::string token;  // shown once
+    store::ApiToken info;
+  };
+  Result<IssuedApiToken> IssueApiToken(const Principal& principal, std::string_view org_slug,
+                                       std::string_view name,
+                                       const std::vector<std::string>& scopes,
+                                       int64_t expires_in_days, std::string_view remote_addr);
+  // A member's own tokens; an admin's view is every token of the organisation.
+  Result<std::vector<store::ApiToken>> ListApiTokens(const Principal& principal,
+                                                     std::string_view org_slug);
+  // One's own token, or (admin) any token of the organisation.
+  Status RevokeApiToken(const Principal& principal, std::string_view org_slug, int64_t token_id,
+                        std::string_view remote_addr);
+
   struct Introspection {
     store::Organization org;
     store::Compute compute;

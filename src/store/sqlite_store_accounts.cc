@@ -263,4 +263,22 @@ Status SqliteStore::RevokeApiToken(int64_t id, int64_t now_ms) {
   });
 }
 
+Result<std::vector<ApiToken>> SqliteStore::ListApiTokens(int64_t org_id, int64_t user_id) {
+  return Transact(Access::kRead, [&]() -> Result<std::vector<ApiToken>> {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        db_.Query(
+            SelectSql(kApiTokenColumns,
+                      "api_tokens WHERE org_id = ?1 AND (?2 = 0 OR user_id = ?2) ORDER BY id"),
+            org_id, user_id));
+    std::vector<ApiToken> tokens;
+    while (true) {
+      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+      if (!has_row)
+        return tokens;
+      tokens.push_back(ReadApiToken(rows));
+    }
+  });
+}
+
 }  // namespace expanse::store::sqlite_internal

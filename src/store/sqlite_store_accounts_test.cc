@@ -290,6 +290,26 @@ TEST_P(AccountsTest, ApiTokenRoundTrips) {
   EXPECT_EQ(found->revoked_at_ms, 0);
 }
 
+TEST_P(AccountsTest, ApiTokensAreListedPerOrganizationAndUser) {
+  const User ana = MakeUser("ana@example.org");
+  const User bo = MakeUser("bo@example.org");
+  const Organization acme = MakeOrganization("acme");
+  const Organization beta = MakeOrganization("beta");
+  ASSERT_TRUE(store().CreateApiToken(TokenOf(ana, acme, "a1")).ok());
+  ASSERT_TRUE(store().CreateApiToken(TokenOf(bo, acme, "b1")).ok());
+  ASSERT_TRUE(store().CreateApiToken(TokenOf(ana, beta, "a2")).ok());
+  const Result<std::vector<ApiToken>> all = store().ListApiTokens(acme.id, 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].token_hash, "a1");
+  EXPECT_EQ((*all)[1].token_hash, "b1");
+  const Result<std::vector<ApiToken>> anas = store().ListApiTokens(acme.id, ana.id);
+  ASSERT_TRUE(anas.ok());
+  ASSERT_EQ(anas->size(), 1u);
+  EXPECT_EQ((*anas)[0].token_hash, "a1");
+  EXPECT_TRUE(store().ListApiTokens(999, 0)->empty());
+}
+
 TEST_P(AccountsTest, ApiTokenScopes) {
   const User user = MakeUser();
   const Organization organization = MakeOrganization();

@@ -48,6 +48,7 @@ class SqliteStore final : public Store, public JobStore {
   Result<ApiToken> CreateApiToken(const ApiToken& token) override;
   Result<ApiToken> GetApiTokenByHash(std::string_view token_hash) override;
   Status RevokeApiToken(int64_t id, int64_t now_ms) override;
+  Result<std::vector<ApiToken>> ListApiTokens(int64_t org_id, int64_t user_id) override;
 
   Result<Compute> CreateCompute(const Compute& compute) override;
   Result<Compute> GetCompute(std::string_view id) override;

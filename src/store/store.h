@@ -180,6 +180,8 @@ class Store {
   virtual Result<ApiToken> CreateApiToken(const ApiToken& token) = 0;
   virtual Result<ApiToken> GetApiTokenByHash(std::string_view token_hash) = 0;
   virtual Status RevokeApiToken(int64_t id, int64_t now_ms) = 0;
+  // The tokens of one organisation, oldest first; of one user there when user_id != 0.
+  virtual Result<std::vector<ApiToken>> ListApiTokens(int64_t org_id, int64_t user_id) = 0;
 
   // --- computes ----------------------------------------------------------------------------------
   virtual Result<Compute> CreateCompute(const Compute& compute) = 0;

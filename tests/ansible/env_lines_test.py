@@ -32,13 +32,24 @@ ODD = ("# operator's notes \u2028 still one line\r\n"
 
 class EntriesTest(unittest.TestCase):
     def test_pieces_join_back_to_the_text(self):
-        for text in (ODD, "", "\n", "A=1", "A=1\nB='x", "A=\"x\\", "A=x\\", "# c\\\nB=2\n"):
+        for text in (ODD, "", "\n", "A=1", "# c\\\nB=2\n", "A=x\\\ny", "A=x\\\\\n"):
             self.assertEqual("".join(raw for _, raw in env_lines.entries(text)), text)
 
     def test_values_spanning_lines_are_one_entry(self):
         keys = [k for k, _ in env_lines.entries(ODD)]
         self.assertEqual(keys, [None, "HTTPS_PROXY", "EXPANSE_NOTE", "EXPANSE_SITE", "LONG",
                                 "NO_PROXY", "EXPANSE_PROFILING_ENABLE"])
+
+
+    def test_a_file_the_daemon_refuses_is_refused_here_too(self):
+        # Rewriting around these would swallow or split every line after the broken value.
+        for text, what in (("A=1\nB='x\nC=3\n", "line 2: unterminated single quote"),
+                           ("A=\"x\\\"\nC=3\n", "line 1: unterminated double quote"),
+                           ("A=1\nB=x\\\n", "line 2: the value of B ends in a line continuation"),
+                           ("A=1\nB=x\\", "line 2: the value of B ends in a line continuation")):
+            with self.assertRaises(env_lines.Malformed) as caught:
+                env_lines.converge(text, {"C": "4"})
+            self.assertIn(what, str(caught.exception))
 
 
 class ConvergeTest(unittest.TestCase):

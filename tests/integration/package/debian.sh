@@ -144,6 +144,15 @@ dpkg -r expanse-server >/tmp/dpkg.log 2>&1 || fail "remove: \$(cat /tmp/dpkg.log
   fail "remove left the program or the unit"
 [[ -f /etc/expanse-server/expanse-server.env && -f /var/lib/expanse-server/db.sqlite ]] ||
   fail "remove took the configuration or the state"
+[[ "\$(readlink /etc/systemd/system/expanse-server.service)" == /dev/null ]] ||
+  fail "remove did not mask the unit"
+# Installed again over its kept configuration: the mask goes, the unit is enabled again.
+dpkg -i $(deb v2 expanse-server) >/tmp/dpkg.log 2>&1 || fail "reinstall after remove: \$(cat /tmp/dpkg.log)"
+[[ ! -e /etc/systemd/system/expanse-server.service ]] || fail "the reinstall left the unit masked"
+[[ -L /etc/systemd/system/multi-user.target.wants/expanse-server.service ]] ||
+  fail "the reinstall did not enable the unit"
+grep -q '^# site setting' /etc/expanse-server/expanse-server.env || fail "the reinstall lost the configuration"
+pass "remove masked the unit and kept configuration and state; reinstalling unmasked and enabled it"
 dpkg -P expanse-server expanse expanse-daemon >/tmp/dpkg.log 2>&1 || fail "purge: \$(cat /tmp/dpkg.log)"
 for p in expanse expanse-daemon expanse-server; do
   ! dpkg-query -W -f='\${Status}' \$p 2>/dev/null | grep -q installed || fail "\$p still known to dpkg"

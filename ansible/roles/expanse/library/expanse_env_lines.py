@@ -65,6 +65,15 @@ def line_end(text, i):
     return min(i + 1, n)
 
 
+class Malformed(ValueError):
+    """A file the daemon refuses too (docs/formats/env-file.md): rewriting around it would
+    lose or corrupt the lines after the broken value."""
+
+    def __init__(self, text, at, what):
+        line = text.count("\n", 0, at) + 1
+        super().__init__("line %d: %s" % (line, what))
+
+
 def entries(text):
     """The file as (key, raw text) pieces, one per logical line: an assignment's piece runs
     over every physical line its value spans (a quoted value with line breaks, a backslash
@@ -81,17 +90,28 @@ def entries(text):
         j = m.end()
         if j < n and text[j] == "'":
             close = text.find("'", j + 1)
-            j = n if close < 0 else close + 1
+            if close < 0:
+                raise Malformed(text, i, "unterminated single quote in the value of %s" % m.group(1))
+            j = close + 1
         elif j < n and text[j] == '"':
             j += 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
+            if j >= n:
+                raise Malformed(text, i, "unterminated double quote in the value of %s" % m.group(1))
+            j += 1
         else:
             while j < n and text[j] not in "\r\n":
                 j += 1
-                if text[j - 1] == "\\" and j < n:  # takes the next character, or line break
+                if text[j - 1] != "\\":
+                    continue
+                # A backslash takes the next character, or joins the next line; one that ends
+                # the file would join whatever line is appended later.
+                if j < n:
                     j += 2 if text.startswith("\r\n", j) else 1
+                if j >= n and (text[j - 1] in "\r\n" or text[j - 1] == "\\" and j - 1 >= i):
+                    raise Malformed(text, i, "the value of %s ends in a line continuation at "
+                                    "the end of the file" % m.group(1))
         end = line_end(text, j)
         out.append((m.group(1), text[i:end]))
         i = end
@@ -154,7 +174,11 @@ def main():
                              "daemon refuses such a file too: fix it by hand" % (path, e.start))
         except OSError as e:
             module.fail_json(msg="expanse_env_lines: cannot read %s: %s" % (path, e))
-    after = converge(before, wanted)
+    try:
+        after = converge(before, wanted)
+    except Malformed as e:
+        module.fail_json(msg="expanse_env_lines: %s %s; the daemon refuses this file too: fix "
+                         "it by hand" % (path, e))
     try:
         uid = pwd.getpwnam(p["owner"]).pw_uid
         gid = grp.getgrnam(p["group"]).gr_gid

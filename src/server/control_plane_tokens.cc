@@ -1,0 +1,115 @@
+// API tokens people make for themselves (ControlPlane::IssueApiToken and friends).
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "crypto/hash.h"
+#include "crypto/random.h"
+#include "server/control_plane.h"
+#include "server/validate.h"
+
+namespace expanse::server {
+namespace {
+
+constexpr size_t kTokenSecretBytes = 32;
+constexpr int64_t kDefaultDays = 90;
+constexpr int64_t kMaxDays = 365;
+constexpr int64_t kDayMs = 86'400'000;
+
+// The permission a scope grants (principal.h's ScopesAllow): a scope may only be handed out by
+// someone who holds it.
+Permission PermissionOf(const std::string& scope) {
+  if (scope == "admin")
+    return Permission::kAdmin;
+  if (scope == "compute:register")
+    return Permission::kRegisterCompute;
+  return Permission::kView;
+}
+
+}  // namespace
+
+Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
+    const Principal& principal, std::string_view org_slug, std::string_view name,
+    const std::vector<std::string>& scopes, int64_t expires_in_days, std::string_view remote_addr) {
+  EXPANSE_RETURN_IF_ERROR(ValidateText("token name", name, 64));
+  if (scopes.empty() || scopes.size() > 3) {
+    return InvalidArgumentError("scopes must name one to three of read, compute:register, admin")
+        .WithReason("invalid_argument");
+  }
+  for (const std::string& scope : scopes) {
+    if (!IsKnownScope(scope)) {
+      return InvalidArgumentError("unknown scope \"" + scope.substr(0, 32) +
+                                  "\": use read, compute:register or admin")
+          .WithReason("invalid_argument");
+    }
+  }
+  if (expires_in_days == 0)
+    expires_in_days = kDefaultDays;
+  if (expires_in_days < 1 || expires_in_days > kMaxDays) {
+    return InvalidArgumentError("expires_in_days must be from 1 to " + std::to_string(kMaxDays))
+        .WithReason("invalid_argument");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  // A leaked read token must not be able to make itself a successor.
+  if (principal.kind == Principal::Kind::kApiToken &&
+      !ScopesAllow(principal.scopes, Permission::kAdmin)) {
+    return PermissionDeniedError("only a signed-in person or an admin token can make API tokens")
+        .WithReason("forbidden");
+  }
+  for (const std::string& scope : scopes) {
+    Result<store::Membership> allowed = RequirePermission(principal, org.id, PermissionOf(scope));
+    if (!allowed.ok()) {
+      return PermissionDeniedError("your role in this organization cannot hand out the scope " +
+                                   scope)
+          .WithReason("forbidden");
+    }
+  }
+  const int64_t now = clock_.NowMs();
+  IssuedApiToken out;
+  out.token = crypto::NewSecretToken("exp_at_", kTokenSecretBytes);
+  store::ApiToken token;
+  token.user_id = principal.user_id;
+  token.org_id = org.id;
+  token.name = std::string(name);
+  token.token_hash = crypto::HashSecretToken(out.token);
+  token.scopes = scopes;
+  token.created_at_ms = now;
+  token.expires_at_ms = now + expires_in_days * kDayMs;
+  EXPANSE_ASSIGN_OR_RETURN(out.info, store_.CreateApiToken(token));
+  out.info.token_hash.clear();
+  RecordAudit(org.id, principal.Actor(), "api_token.issued", "token:" + std::to_string(out.info.id),
+              nlohmann::json{{"name", std::string(name)}, {"scopes", scopes}}.dump(), remote_addr);
+  return out;
+}
+
+Result<std::vector<store::ApiToken>> ControlPlane::ListApiTokens(const Principal& principal,
+                                                                 std::string_view org_slug) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  const bool admin = RequirePermission(principal, org.id, Permission::kAdmin).ok();
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<store::ApiToken> tokens,
+                           store_.ListApiTokens(org.id, admin ? 0 : principal.user_id));
+  for (store::ApiToken& t : tokens)
+    t.token_hash.clear();  // never leaves the store's side
+  return tokens;
+}
+
+Status ControlPlane::RevokeApiToken(const Principal& principal, std::string_view org_slug,
+                                    int64_t token_id, std::string_view remote_addr) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  const bool admin = RequirePermission(principal, org.id, Permission::kAdmin).ok();
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<store::ApiToken> tokens,
+                           store_.ListApiTokens(org.id, admin ? 0 : principal.user_id));
+  const bool found = std::any_of(tokens.begin(), tokens.end(),
+                                 [&](const store::ApiToken& t) { return t.id == token_id; });
+  if (!found)  // another's token, or another organisation's: absent, as everywhere
+    return NotFoundError("no such API token").WithReason("not_found");
+  EXPANSE_RETURN_IF_ERROR(store_.RevokeApiToken(token_id, clock_.NowMs()));
+  RecordAudit(org.id, principal.Actor(), "api_token.revoked", "token:" + std::to_string(token_id),
+              "", remote_addr);
+  return OkStatus();
+}
+
+}  // namespace expanse::server
