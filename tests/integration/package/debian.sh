@@ -77,11 +77,14 @@ fail() { printf 'FAIL [$TEST_NAME]: %s\n' "\$*" >&2; exit 1; }
 pass() { printf 'ok   [$TEST_NAME]: %s\n' "\$*"; }
 export DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin
 ! getent passwd expanse-server >/dev/null || fail "the account exists before the install"
-# Every path of the system outside dpkg's and apt's own records, logs and caches, to compare
-# after the purge.
+# Every path of the system, to compare after the purge, but for dpkg's and apt's own records,
+# logs and caches, and what the rest of the suite may change meanwhile on the machine's root
+# (the overlay's lower layer): the cluster harness's state under /var/tmp, the Ansible test's
+# CLIs in /usr/local/bin, byte-compiled Python. None of them is anything the packages touch.
 listing() {
   find /etc /usr /lib /opt /srv /var -xdev \( -path /var/lib/dpkg -o -path /var/log \
-    -o -path /var/cache -o -path /var/lib/apt -o -path /var/tmp \) -prune -o -print | sort
+    -o -path /var/cache -o -path /var/lib/apt -o -path /var/tmp -o -path /usr/local \
+    -o -name __pycache__ \) -prune -o -print | sort
 }
 listing >/tmp/listing.before
 
