@@ -6,8 +6,7 @@
 #     runs as `slurm` under (stand-in) systemd, heartbeats, jobs run with the site hooks still
 #     working and Expanse's hook events arrive; the token is nowhere on the host;
 #   - a token issued for another compute is refused before anything changes;
-#   - upgrade to a newer signed release with --reinstall (no token); workers' samplers converge
-#     to the new shared binary at their next job;
+#   - upgrade to a newer signed release with --reinstall (no token);
 #   - replacement credential: re-issued token with --reinstall; the old credential is refused;
 #   - the sampler role on a worker, then its uninstall;
 #   - uninstall of the controller: slurm.conf byte-identical to the site's, files gone, the
@@ -168,26 +167,6 @@ out="$(on_ctl "$EXPANSE" compute install "${install_args[@]}" --reinstall \
   --daemon-version 1.0.0 2>&1)" && fail "downgrade accepted"
 assert_match 'older than 1.1.0' "$out" "downgrade refused"
 
-# --- workers converge to the upgraded shared binary at their next job, without a per-node step ---
-# Each worker's sampler was started by the first job's Prolog from the old binary. The upgrade
-# replaced <prefix>/bin/expanse-daemon; the next job's Prolog replaces the sampler with one
-# running the new file (its /proc/PID/exe no longer "(deleted)", its pid file naming the new
-# binary's identity).
-declare -A old_sampler
-for w in "$w1" "$w2"; do
-  old_sampler[$w]="$("$TESTCLUSTER" exec "$w" -- cat /var/lib/expanse/sampler/sampler.pid 2>/dev/null | awk '{print $1}')"
-  [[ -n "${old_sampler[$w]}" ]] || fail "no sampler was bootstrapped on $w by the first job"
-done
-job="$(submit -N 2 -w "$w1,$w2" -o /dev/null --wrap 'sleep 1')"
-wait_job_done "$job" 90
-new_inode="$(stat -c %i "$prefix/bin/expanse-daemon")"
-for w in "$w1" "$w2"; do
-  wait_until 60 "$w's sampler to run the upgraded binary" bash -c "
-    read -r pid identity < <('$TESTCLUSTER' exec '$w' -- cat /var/lib/expanse/sampler/sampler.pid) &&
-    [[ \$pid != '${old_sampler[$w]}' && \$(cut -d: -f2 <<<\"\$identity\") == '$new_inode' ]] &&
-    [[ \$('$TESTCLUSTER' exec '$w' -- readlink /proc/\$pid/exe) == '$prefix/bin/expanse-daemon' ]]"
-done
-pass "after the upgrade, the next job's Prolog replaced the sampler on $w1 and $w2 with the new binary"
 
 # --- replacement credential ---------------------------------------------------------------------
 out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$COMPUTE")" on_ctl "$EXPANSE" compute install \
