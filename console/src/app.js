@@ -10,6 +10,7 @@ import * as efficiency from './pages/efficiency.js';
 import * as job from './pages/job.js';
 import * as jobs from './pages/jobs.js';
 import * as signin from './pages/signin.js';
+import * as tokens from './pages/tokens.js';
 
 const ORG_KEY = 'expanse.org';
 
@@ -20,6 +21,7 @@ const routes = [
   [/^#\/o\/([^/]+)\/computes\/([^/]+)$/, compute.render, ['org', 'compute']],
   [/^#\/o\/([^/]+)\/jobs$/, jobs.render, ['org']],
   [/^#\/o\/([^/]+)\/efficiency$/, efficiency.render, ['org']],
+  [/^#\/o\/([^/]+)\/tokens$/, tokens.render, ['org']],
   [/^#\/o\/([^/]+)\/computes\/([^/]+)\/jobs\/([^/]+)$/, job.render, ['org', 'compute', 'job']],
 ];
 
@@ -73,6 +75,7 @@ function defaultOrg() {
 function section() {
   const [hash] = location.hash.split('?');
   if (/^#\/o\/[^/]+\/efficiency$/.test(hash)) return 'efficiency';
+  if (/^#\/o\/[^/]+\/tokens$/.test(hash)) return 'tokens';
   return hash.includes('/jobs') ? 'jobs' : 'computes';
 }
 
@@ -93,9 +96,10 @@ function renderTopbar() {
     document.getElementById('nav-computes').href = orgHash('computes');
     document.getElementById('nav-jobs').href = orgHash('jobs');
     document.getElementById('nav-efficiency').href = orgHash('efficiency');
+    document.getElementById('nav-tokens').href = orgHash('tokens');
   }
   const current = `nav-${section()}`;
-  for (const id of ['nav-computes', 'nav-jobs', 'nav-efficiency']) {
+  for (const id of ['nav-computes', 'nav-jobs', 'nav-efficiency', 'nav-tokens']) {
     const link = document.getElementById(id);
     if (id === current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');

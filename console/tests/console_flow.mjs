@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import {spawnSync} from 'node:child_process';
 import {mkdirSync, writeFileSync} from 'node:fs';
 import {join} from 'node:path';
-import {chromium} from 'playwright-core';
+import {chromium, request} from 'playwright-core';
 
 const env = (name) => {
   const v = process.env[name];
@@ -285,6 +285,30 @@ try {
   assert.equal(await page.getByRole('button', {name: /Deprovision|Re-issue/}).count(), 0);
   ok('deprovisioning, once confirmed, leaves the compute deprovisioned with no actions');
 
+  // --- API tokens: made from the session, shown once, working until revoked ---------------------
+  await page.getByRole('link', {name: 'API tokens', exact: true}).click();
+  await page.getByRole('heading', {name: 'API tokens'}).waitFor();
+  await assertLabelled(page, 'API tokens');
+  assert.equal(await page.locator('#nav-tokens').getAttribute('aria-current'), 'page');
+  const scopeBoxes = await page.locator('input[name="scope"]').evaluateAll((els) => els.map((e) => e.value));
+  assert.deepEqual(scopeBoxes, ['read', 'compute:register', 'admin'], 'an owner may hand out every scope');
+  await page.getByLabel('Token name').fill('console test');
+  await page.getByRole('button', {name: 'Make API token'}).click();
+  const apiToken = (await page.locator('#new-api-token').innerText()).trim();
+  assert.match(apiToken, /^exp_at_[A-Za-z0-9_-]{40,}$/);
+  const tokenRow = page.locator('#api-tokens tr[data-state="live"]', {hasText: 'console test'});
+  await tokenRow.waitFor();
+  // Another client with no cookies: the token alone reads, and stops at once when revoked.
+  const bare = await request.newContext({ignoreHTTPSErrors: true});
+  const withToken = () => bare.get(`${URL}/api/v1/orgs/acme/computes`, {headers: {Authorization: `Bearer ${apiToken}`}});
+  assert.equal((await withToken()).status(), 200);
+  await shot(page, '05d-api-tokens');
+  await tokenRow.getByRole('button', {name: 'Revoke console test'}).click();
+  await page.locator('#api-tokens tr[data-state="revoked"]', {hasText: 'console test'}).waitFor();
+  assert.equal((await withToken()).status(), 401);
+  await bare.dispose();
+  ok('an API token made on its page is shown once, reads with no session, and is refused once revoked');
+
   // --- sign out: the session is gone ---------------------------------------------------------------
   await page.getByRole('button', {name: 'Sign out'}).click();
   await page.getByLabel('Email').waitFor();
@@ -300,6 +324,11 @@ try {
   await page.locator('#compute-id').waitFor();
   assert.equal(await page.getByRole('button', {name: /Deprovision|Re-issue/}).count(), 0);
   ok('a viewer is shown neither Add compute, Re-issue nor Deprovision');
+  await page.getByRole('link', {name: 'API tokens', exact: true}).click();
+  await page.getByRole('button', {name: 'Make API token'}).waitFor();
+  assert.deepEqual(await page.locator('input[name="scope"]').evaluateAll((els) => els.map((e) => e.value)), ['read'],
+    'a viewer may only make read tokens');
+  ok('a viewer\'s token form offers only the read scope');
   await shot(page, '06-compute-viewer');
 
   assert.deepEqual(pageErrors, [], 'no script errors on any page');

@@ -219,6 +219,12 @@ Result<Principal> ControlPlane::AuthenticateApiToken(std::string_view bearer) {
   if (token->revoked_at_ms != 0 || (token->expires_at_ms != 0 && token->expires_at_ms <= now)) {
     return invalid;
   }
+  // A disabled account's tokens stop with it, as its sessions do.
+  Result<store::User> user = store_.GetUser(token->user_id);
+  if (!user.ok())
+    return user.status().code() == StatusCode::kNotFound ? invalid : user.status();
+  if (user->disabled)
+    return invalid;
   Principal p;
   p.kind = Principal::Kind::kApiToken;
   p.user_id = token->user_id;

@@ -15,6 +15,9 @@ constexpr size_t kTokenSecretBytes = 32;
 constexpr int64_t kDefaultDays = 90;
 constexpr int64_t kMaxDays = 365;
 constexpr int64_t kDayMs = 86'400'000;
+// Unexpired, unrevoked tokens one person may hold in one organisation: enough for every
+// script and machine they use, and a bound on a runaway loop (each token has a rate of its own).
+constexpr size_t kMaxLiveTokensPerUser = 50;
 
 // The permission a scope grants (principal.h's ScopesAllow): a scope may only be handed out by
 // someone who holds it.
@@ -36,7 +39,13 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
     return InvalidArgumentError("scopes must name one to three of read, compute:register, admin")
         .WithReason("invalid_argument");
   }
-  for (const std::string& scope : scopes) {
+  for (size_t i = 0; i < scopes.size(); ++i) {
+    const std::string& scope = scopes[i];
+    if (std::find(scopes.begin(), scopes.begin() + static_cast<std::ptrdiff_t>(i), scope) !=
+        scopes.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return InvalidArgumentError("scope \"" + scope + "\" is given twice")
+          .WithReason("invalid_argument");
+    }
     if (!IsKnownScope(scope)) {
       return InvalidArgumentError("unknown scope \"" + scope.substr(0, 32) +
                                   "\": use read, compute:register or admin")
@@ -51,21 +60,34 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
   }
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
-  // A leaked read token must not be able to make itself a successor.
-  if (principal.kind == Principal::Kind::kApiToken &&
-      !ScopesAllow(principal.scopes, Permission::kAdmin)) {
-    return PermissionDeniedError("only a signed-in person or an admin token can make API tokens")
+  // Tokens are made by people: a leaked token, of any scope, cannot make itself a successor
+  // that outlives its revocation.
+  if (principal.kind == Principal::Kind::kApiToken) {
+    return PermissionDeniedError("API tokens are made from a signed-in session, not with a token")
         .WithReason("forbidden");
   }
   for (const std::string& scope : scopes) {
     Result<store::Membership> allowed = RequirePermission(principal, org.id, PermissionOf(scope));
     if (!allowed.ok()) {
+      if (allowed.status().code() != StatusCode::kPermissionDenied)
+        return allowed.status();
       return PermissionDeniedError("your role in this organization cannot hand out the scope " +
                                    scope)
           .WithReason("forbidden");
     }
   }
   const int64_t now = clock_.NowMs();
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<store::ApiToken> held,
+                           store_.ListApiTokens(org.id, principal.user_id));
+  const size_t live =
+      static_cast<size_t>(std::count_if(held.begin(), held.end(), [&](const auto& t) {
+        return t.revoked_at_ms == 0 && (t.expires_at_ms == 0 || t.expires_at_ms > now);
+      }));
+  if (live >= kMaxLiveTokensPerUser) {
+    return ResourceExhaustedError("you already hold " + std::to_string(live) +
+                                  " live API tokens in this organization; revoke one first")
+        .WithReason("too_many_tokens");
+  }
   IssuedApiToken out;
   out.token = crypto::NewSecretToken("exp_at_", kTokenSecretBytes);
   store::ApiToken token;
@@ -99,6 +121,14 @@ Status ControlPlane::RevokeApiToken(const Principal& principal, std::string_view
                                     int64_t token_id, std::string_view remote_addr) {
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  // A leaked read token must not be able to revoke its owner's other tokens.
+  if (principal.kind == Principal::Kind::kApiToken &&
+      !ScopesAllow(principal.scopes, Permission::kAdmin)) {
+    return PermissionDeniedError(
+               "API tokens are revoked from a signed-in session or with an "
+               "admin token")
+        .WithReason("forbidden");
+  }
   const bool admin = RequirePermission(principal, org.id, Permission::kAdmin).ok();
   EXPANSE_ASSIGN_OR_RETURN(std::vector<store::ApiToken> tokens,
                            store_.ListApiTokens(org.id, admin ? 0 : principal.user_id));
