@@ -30,6 +30,13 @@ void InstallStopHandlers() {
   action.sa_handler = RequestStop;
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // A sampler a Prolog started inherits slurmd's signal mask; blocked, SIGTERM would never
+  // reach the handler and a bootstrap replacing this sampler would wait in vain.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 
 void Log(const std::string& line) { std::fprintf(stderr, "expanse-daemon: %s\n", line.c_str()); }

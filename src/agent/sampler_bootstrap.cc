@@ -75,6 +75,21 @@ bool DropPrivileges(const std::optional<UserAccount>& account) {
   _exit(0);
 }
 
+// Whether process `pid` runs a program whose file name is that of `binary` (an unlinked or
+// replaced file reads "<path> (deleted)").
+bool RunsBinaryNamed(pid_t pid, const std::string& binary) {
+  char target[4096];
+  const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0)
+    return false;
+  std::string exe(target, static_cast<size_t>(n));
+  if (exe.ends_with(" (deleted)"))
+    exe.resize(exe.size() - std::string_view(" (deleted)").size());
+  auto name = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  return name(exe) == name(binary);
+}
+
 bool SystemdRuns(Host& host) {
   const std::optional<FileInfo> info = host.Stat(kSystemdRunDir);
   return info && info->type == FileInfo::Type::kDirectory;
@@ -160,6 +175,28 @@ std::string BootstrapDecision(const BootstrapOptions& options) {
   return "running";
 }
 
+bool StopOldSampler(const std::string& state_dir, pid_t pid, const std::string& binary,
+                    std::chrono::milliseconds grace) {
+  auto released = [&] {
+    for (auto waited = std::chrono::milliseconds(0); waited < grace;
+         waited += std::chrono::milliseconds(100)) {
+      if (!LockHeld(state_dir))
+        return true;
+      usleep(100'000);
+    }
+    return !LockHeld(state_dir);
+  };
+  if (pid <= 1)
+    return !LockHeld(state_dir);
+  kill(pid, SIGTERM);
+  if (released())
+    return true;
+  if (!RunsBinaryNamed(pid, binary))
+    return false;
+  kill(pid, SIGKILL);
+  return released();
+}
+
 SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
   std::optional<UserAccount> account;
   if (!options.user.empty())
@@ -221,10 +258,9 @@ void StartSamplerDetached(const BootstrapOptions& options, Host& host) {
   }
   if (decision.starts_with("replace:")) {
     const pid_t old = static_cast<pid_t>(std::stol(decision.substr(8)));
-    kill(old, SIGTERM);
-    // The new sampler waits for the lock the old one releases as it exits.
-    for (int i = 0; i < 100 && LockHeld(options.state_dir); ++i)
-      usleep(100'000);
+    // The new sampler needs the lock the old one releases as it exits.
+    if (!StopOldSampler(options.state_dir, old, options.binary, std::chrono::seconds(10)))
+      _exit(0);  // still held: the next job's Prolog tries again
   }
   const SamplerStartPlan plan = StartSampler(options, host);
   if (plan.how == SamplerStart::kExec)

@@ -15,6 +15,9 @@
 #ifndef EXPANSE_AGENT_SAMPLER_BOOTSTRAP_H_
 #define EXPANSE_AGENT_SAMPLER_BOOTSTRAP_H_
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +60,13 @@ class SamplerInstanceLock {
 // What the bootstrap would do now: "running" (a current sampler holds the lock), "start" (none
 // runs) or "replace:<pid>" (one runs an older binary).
 std::string BootstrapDecision(const BootstrapOptions& options);
+
+// Stops the sampler `pid` that holds the lock in `state_dir` and runs an older binary: SIGTERM,
+// then up to `grace` for it to release the lock; one still holding it then (stuck on a hung
+// mount, say) is sent SIGKILL, if it still runs a binary named like `binary` (so a reused pid
+// is never killed), and given `grace` again. True when the lock is free at the end.
+bool StopOldSampler(const std::string& state_dir, pid_t pid, const std::string& binary,
+                    std::chrono::milliseconds grace);
 
 enum class SamplerStart {
   kUnit,  // systemd was asked to (re)start the expanse-sampler unit, and accepted

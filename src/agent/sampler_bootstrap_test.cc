@@ -1,11 +1,17 @@
 #include "agent/sampler_bootstrap.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/memory_host.h"
+#include "core/test_temp_dir.h"
 
 namespace expanse::agent {
 namespace {
@@ -126,6 +132,72 @@ TEST_F(SamplerBootstrapTest, AMissingSystemctlFallsBackToADirectStart) {
   // The unit is written, but systemctl is not there to run it (MemoryHost: exit 127).
   EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kExec);
   EXPECT_EQ(host_.commands(), (Commands{"systemctl daemon-reload", kRestart}));
+}
+
+// An old sampler that ignores SIGTERM (stuck, or a blocked signal) while holding the node's
+// lock: a child of this test, which runs this test's binary.
+class OldSampler {
+ public:
+  explicit OldSampler(const std::string& state_dir) {
+    int ready[2];
+    EXPECT_EQ(pipe(ready), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      signal(SIGTERM, SIG_IGN);
+      Result<SamplerInstanceLock> lock = SamplerInstanceLock::Acquire(state_dir, "1:2:3:4");
+      const char byte = lock.ok() ? 'y' : 'n';
+      (void)!write(ready[1], &byte, 1);
+      for (;;)
+        pause();
+    }
+    char byte = 0;
+    EXPECT_EQ(read(ready[0], &byte, 1), 1);
+    EXPECT_EQ(byte, 'y') << "the child took the lock";
+    close(ready[0]);
+    close(ready[1]);
+  }
+  ~OldSampler() {
+    if (pid_ <= 0)
+      return;  // reaped already (kill(-1) would signal every process)
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+  // The signal that ended it, or 0 while it runs.
+  int EndedBy() {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_)
+      return 0;
+    pid_ = -1;
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string OwnBinary() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "";
+}
+
+TEST(StopOldSamplerTest, OneThatIgnoresSigtermIsKilledSoTheNodeConverges) {
+  testing::TempDir dir;
+  OldSampler old(dir.path());
+  EXPECT_TRUE(StopOldSampler(dir.path(), old.pid(),
+                             "/srv/prefix/bin/" + OwnBinary().substr(OwnBinary().rfind('/') + 1),
+                             std::chrono::milliseconds(300)));
+  EXPECT_EQ(old.EndedBy(), SIGKILL);
+  EXPECT_TRUE(SamplerInstanceLock::Acquire(dir.path(), "5:6:7:8").ok()) << "the lock is free";
+}
+
+TEST(StopOldSamplerTest, AProcessRunningAnotherProgramIsNeverKilled) {
+  testing::TempDir dir;
+  OldSampler other(dir.path());
+  EXPECT_FALSE(StopOldSampler(dir.path(), other.pid(), "/srv/prefix/bin/expanse-daemon",
+                              std::chrono::milliseconds(200)));
+  EXPECT_EQ(other.EndedBy(), 0) << "still running: its pid may have been reused";
 }
 
 }  // namespace

@@ -141,6 +141,16 @@ Status RealHost::RemoveTree(const std::string& path) {
   return OkStatus();
 }
 
+Status RealHost::Rename(const std::string& from, const std::string& to) {
+  if (!LinkStat(from))
+    return NotFoundError("rename " + from + ": No such file or directory");
+  if (LinkStat(to))
+    return FailedPreconditionError("rename " + from + " to " + to + ": " + to + " exists");
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    return ErrnoStatus(errno, "rename " + from + " to " + to);
+  return fs::SyncDirectory(SplitPath(to).first);
+}
+
 Result<SubprocessResult> RealHost::Run(const SubprocessOptions& options) {
   return RunSubprocess(options);
 }

@@ -76,6 +76,11 @@ class Host {
   // Removes `path` and everything below it, never following a symbolic link out of it; OK
   // when nothing is there.
   virtual Status RemoveTree(const std::string& path) = 0;
+  // Renames the file, link or whole tree at `from` to `to` on the same filesystem (a journal
+  // sets a tree aside this way instead of copying it), then syncs the directory so the new
+  // name survives a crash. kNotFound when nothing is at `from`; kFailedPrecondition when
+  // something is at `to` already (nothing is replaced).
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
 
   // --- Processes -----------------------------------------------------------------------
   // Runs a program as core/subprocess.h describes (argv, no shell, timeout, output caps).
@@ -112,6 +117,7 @@ class RealHost final : public Host {
   Status RemoveDirectory(const std::string& path) override;
   Result<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
   Status SignalProcess(pid_t pid, int signal) override;
   void Sleep(std::chrono::milliseconds duration) override;

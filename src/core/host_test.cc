@@ -77,6 +77,25 @@ TEST_P(HostContractTest, RemoveTreeTakesEverythingBelowAndNothingBeside) {
   EXPECT_TRUE(host().RemoveTree(root_ + "/tree").ok()) << "removing what is not there is fine";
 }
 
+TEST_P(HostContractTest, RenamesAFileOrAWholeTreeButReplacesNothing) {
+  ASSERT_TRUE(host().MakeDirectories(root_ + "/lib/a/b", 0755).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/lib/a/b/f", "x", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().WriteFile(root_ + "/lib/ab", "sibling", 0644, getuid(), getgid()).ok());
+  ASSERT_TRUE(host().Rename(root_ + "/lib/a", root_ + "/lib/a.aside").ok());
+  EXPECT_FALSE(host().Stat(root_ + "/lib/a").has_value());
+  EXPECT_EQ(host().ReadFile(root_ + "/lib/a.aside/b/f", 10)->value_or(""), "x");
+  EXPECT_EQ(host().ReadFile(root_ + "/lib/ab", 10)->value_or(""), "sibling")
+      << "a sibling with the same prefix stays";
+  ASSERT_TRUE(host().Rename(root_ + "/lib/ab", root_ + "/lib/ab2").ok()) << "a file";
+  EXPECT_EQ(host().ReadFile(root_ + "/lib/ab2", 10)->value_or(""), "sibling");
+
+  EXPECT_EQ(host().Rename(root_ + "/lib/ab2", root_ + "/lib/a.aside").code(),
+            StatusCode::kFailedPrecondition)
+      << "nothing is replaced";
+  EXPECT_TRUE(host().Stat(root_ + "/lib/a.aside/b/f").has_value());
+  EXPECT_EQ(host().Rename(root_ + "/lib/missing", root_ + "/lib/m2").code(), StatusCode::kNotFound);
+}
+
 TEST_P(HostContractTest, ADirectoryIsNeitherWrittenNorRemovedAsAFile) {
   ASSERT_TRUE(host().MakeDirectories(root_ + "/d", 0755).ok());
   EXPECT_FALSE(host().WriteFile(root_ + "/d", "x", 0644, getuid(), getgid()).ok());

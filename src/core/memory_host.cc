@@ -197,6 +197,31 @@ Status MemoryHost::RemoveTree(const std::string& path) {
   return OkStatus();
 }
 
+Status MemoryHost::Rename(const std::string& from, const std::string& to) {
+  if (!LinkStat(from))
+    return NotFoundError("rename " + from + ": No such file or directory");
+  if (LinkStat(to))
+    return FailedPreconditionError("rename " + from + " to " + to + ": " + to + " exists");
+  if (!directories_.contains(Parent(to)))
+    return NotFoundError("rename " + from + " to " + to + ": No such directory");
+  const std::string below = from + "/";
+  auto moved = [&](const std::string& name) { return to + name.substr(from.size()); };
+  auto move_entries = [&](auto& entries) {
+    for (auto it = entries.begin(); it != entries.end();) {
+      if (it->first == from || it->first.starts_with(below)) {
+        auto node = entries.extract(it++);
+        node.key() = moved(node.key());
+        entries.insert(std::move(node));
+      } else {
+        ++it;
+      }
+    }
+  };
+  move_entries(files_);
+  move_entries(directories_);
+  return OkStatus();
+}
+
 Result<SubprocessResult> MemoryHost::Run(const SubprocessOptions& options) {
   if (options.argv.empty())
     return InvalidArgumentError("no program to run");

@@ -45,6 +45,7 @@ class MemoryHost final : public Host {
   // --- What happened ---------------------------------------------------------------------
   // Every command run, as its argv joined by spaces, in order.
   const std::vector<std::string>& commands() const { return commands_; }
+  void ClearCommands() { commands_.clear(); }
   // The contents of a file, nullopt when there is none.
   std::optional<std::string> Contents(const std::string& path) const;
   // Every file path, sorted.
@@ -69,6 +70,7 @@ class MemoryHost final : public Host {
   Status RemoveDirectory(const std::string& path) override;
   Result<std::vector<std::string>> ListDirectory(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
   Result<SubprocessResult> Run(const SubprocessOptions& options) override;
   // Recorded among commands() as "kill -<signal> <pid>"; a process exists while it is listed
   // by AddProcess and a signal other than 0 ends it.

@@ -1,6 +1,7 @@
 #include "install/control_plane_client.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 
 #include <nlohmann/json.hpp>
@@ -146,8 +147,18 @@ Result<ExchangedCredential> ControlPlaneClient::Exchange(std::string_view token,
   return out;
 }
 
+Result<int64_t> ControlPlaneClient::LastHeartbeatMs(std::string_view credential) {
+  EXPANSE_ASSIGN_OR_RETURN(std::string body,
+                           Call("GET", "/cp/v1/enrolment?wait_ms=0", "", credential));
+  EXPANSE_ASSIGN_OR_RETURN(json doc, ParseAnswer(body, "the enrolment"));
+  EXPANSE_ASSIGN_OR_RETURN(wire::FieldReader r,
+                           wire::FieldReader::Object(doc, "answer", "invalid_answer"));
+  return r.Int("last_heartbeat_ms", 0, INT64_MAX, wire::Need::kOptional, 0);
+}
+
 Result<bool> ControlPlaneClient::WaitForHeartbeat(std::string_view credential,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  int64_t after_ms) {
   const int64_t deadline = MonotonicMs() + timeout.count();
   Status last = OkStatus();
   while (true) {
@@ -156,7 +167,10 @@ Result<bool> ControlPlaneClient::WaitForHeartbeat(std::string_view credential,
       break;
     const int64_t wait = std::min<int64_t>(left, 10000);
     Result<std::string> body =
-        Call("GET", "/cp/v1/enrolment?wait_ms=" + std::to_string(wait), "", credential);
+        Call("GET",
+             "/cp/v1/enrolment?wait_ms=" + std::to_string(wait) +
+                 (after_ms > 0 ? "&after_ms=" + std::to_string(after_ms) : std::string()),
+             "", credential);
     if (body.ok()) {
       // A wrongly typed answer is not an enrolment; the wait goes on until its deadline.
       Result<json> doc = ParseAnswer(*body, "the enrolment");

@@ -50,9 +50,13 @@ class ControlPlaneClient {
   // the reason (install_token_invalid, install_token_expired, install_token_replaced, ...).
   Result<ComputeSummary> Introspect(std::string_view token);
   Result<ExchangedCredential> Exchange(std::string_view token, const ExchangeRequest& request);
-  // True once a heartbeat carrying `credential` has arrived; polls in ≤ 10 s long-polls until
-  // `timeout` has passed.
-  Result<bool> WaitForHeartbeat(std::string_view credential, std::chrono::milliseconds timeout);
+  // True once a heartbeat carrying `credential` has arrived (later than `after_ms` on the
+  // server's clock, when that is not 0); polls in ≤ 10 s long-polls until `timeout` has passed.
+  Result<bool> WaitForHeartbeat(std::string_view credential, std::chrono::milliseconds timeout,
+                                int64_t after_ms = 0);
+  // The compute's last heartbeat on the server's clock (0: none yet, or a server that does not
+  // say), the baseline a reinstall waits to see passed by its new daemon.
+  Result<int64_t> LastHeartbeatMs(std::string_view credential);
   Status Deprovision(std::string_view credential);
 
   const std::string& url() const { return url_; }

@@ -199,6 +199,41 @@ TEST_F(InstallFlowTest, AFailureAtEveryChangeRollsTheHostBackExactly) {
   EXPECT_NE(host_.Snapshot(), before) << "and with no failure the install went through";
 }
 
+// A reinstall first removes the previous installation, through the same journal: a failure at
+// any change, in that cleanup or in the new install, puts the previous installation back,
+// running, exactly as it was.
+TEST_F(InstallFlowTest, AFailedReinstallPutsThePreviousInstallationBack) {
+  ASSERT_TRUE(Install().ok());
+  const std::string installed = host_.Snapshot();
+  install_.reinstall = true;
+  install_.daemon_binary = scratch_.Write("expanse-daemon-new",
+                                          "\x7f"
+                                          "ELF daemon, the next version");
+  int points = 0;
+  for (int n = 0; n < 200; ++n) {
+    paths_.faults.fail_after_changes = n;
+    progress_.clear();
+    host_.ClearCommands();
+    const Status s = RunInstall(install_, paths_, std::nullopt, Collect());
+    if (s.ok())
+      break;
+    ++points;
+    ASSERT_EQ(s.reason(), "injected_failure") << "at change " << n + 1 << ": " << s;
+    ASSERT_EQ(host_.Snapshot(), installed) << "after a failure at change " << n + 1;
+    ASSERT_TRUE(Said("the previous installation is back in place")) << "at change " << n + 1;
+    if (n > 0) {
+      ASSERT_TRUE(Ran("systemctl enable --now expanse-daemon.service"))
+          << "the previous daemon runs again, after a failure at change " << n + 1;
+    }
+  }
+  EXPECT_GT(points, 25) << "the cleanup's changes are rollback points too";
+  EXPECT_EQ(host_.Contents("/srv/expanse/bin/expanse-daemon"),
+            "\x7f"
+            "ELF daemon, the next version");
+  for (const std::string& file : host_.Files())
+    EXPECT_EQ(file.find(".expanse-undo-"), std::string::npos) << "set aside and deleted: " << file;
+}
+
 TEST_F(InstallFlowTest, NoHeartbeatRollsBackAndShowsTheServicesOwnWords) {
   const std::string before = host_.Snapshot();
   planes_.enrolled_ = false;

@@ -19,6 +19,7 @@
 #include "core/version_compare.h"
 #include "deploy/templates.h"
 #include "install/daemon_env.h"
+#include "install/host_changes.h"
 #include "install/slurm_wiring.h"
 #include "install/systemd_unit.h"
 #include "wire/field_reader.h"
@@ -176,32 +177,58 @@ Status CheckUnitIsOursOrAbsent(Host& host, const std::string& path) {
       .WithReason("foreign_unit");
 }
 
-Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
+namespace {
+
+// `systemctl is-<state> <unit>` says yes (is-active, is-enabled).
+bool UnitIs(Host& host, const std::string& state, const std::string& unit_name) {
+  SubprocessOptions options;
+  options.argv = {"systemctl", "is-" + state, "--quiet", unit_name};
+  options.timeout = std::chrono::seconds(30);
+  Result<SubprocessResult> r = host.Run(options);
+  return r.ok() && r->Succeeded();
+}
+
+}  // namespace
+
+Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std::string& unit_name,
                          const std::string& unit_path, const Output& out) {
   if (unit_name.empty())
     return OkStatus();
   Host& host = *paths.host;
   const bool have_systemd = host.Stat(paths.systemd_runtime_dir).has_value();
   if (have_systemd) {
-    SubprocessOptions options;
-    options.argv = {"systemctl", "disable", "--now", unit_name};
-    options.timeout = std::chrono::seconds(120);
-    Result<SubprocessResult> r = host.Run(options);
-    if (!r.ok() || !r->Succeeded()) {
-      out.detail("systemctl disable --now " + unit_name + ": " +
-                 (r.ok() ? r->stderr_text : r.status().message()));
+    // A rollback gives the unit back the state it had, no more: an operator's stopped or
+    // disabled daemon stays so.
+    const bool active = UnitIs(host, "active", unit_name);
+    const bool enabled = UnitIs(host, "enabled", unit_name);
+    std::vector<std::string> undo;
+    if (active || enabled) {
+      undo = {"systemctl", active && enabled ? "enable" : active ? "start" : "enable"};
+      if (active && enabled)
+        undo.push_back("--now");
+      undo.push_back(unit_name);
     }
+    Status stopped = changes.RunCommand("systemctl disable --now " + unit_name,
+                                        {"systemctl", "disable", "--now", unit_name}, undo);
+    if (!stopped.ok())
+      out.detail(stopped.message());
   }
   const std::string path = unit_path.empty() ? paths.unit_dir + "/" + unit_name : unit_path;
   if (!CheckUnitIsOursOrAbsent(host, path).ok()) {
     out.progress(path + " is not ours (no expanse header); left in place");
     return OkStatus();
   }
-  EXPANSE_RETURN_IF_ERROR(host.RemoveFile(path));
   if (have_systemd) {
-    SubprocessOptions options;
-    options.argv = {"systemctl", "daemon-reload"};
-    (void)host.Run(options);
+    // On rollback: after the unit file is back and before the unit is started again.
+    EXPANSE_RETURN_IF_ERROR(changes.RunCommand("systemctl daemon-reload (after undo)", {},
+                                               {"systemctl", "daemon-reload"}));
+  }
+  EXPANSE_RETURN_IF_ERROR(changes.RemoveFile(path));
+  if (have_systemd) {
+    Status reloaded =
+        changes.RunCommand("systemctl daemon-reload", {"systemctl", "daemon-reload"}, {});
+    if (!reloaded.ok())
+      out.detail(reloaded.message());
   }
   return OkStatus();
 }
@@ -273,47 +300,44 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
   return OkStatus();
 }
 
-Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
+Status RemoveHookWiring(HostChanges& changes, const HostPaths& paths, const InstallState& state,
                         const std::string& slurm_conf_flag, bool reconfigure, const Output& out) {
   Host& host = *paths.host;
   const std::string conf = !slurm_conf_flag.empty() ? slurm_conf_flag : state.slurm_conf;
   EXPANSE_ASSIGN_OR_RETURN(std::vector<WholeFileEdit> edits,
                            PlanUnwiring(host, state.wired_files, conf));
+  if (edits.empty())
+    return OkStatus();
+  const std::vector<std::string> scontrol_reconfigure = {"scontrol", "reconfigure"};
+  if (reconfigure) {
+    // On rollback: once the wiring is back, SLURM is told to call the hooks again.
+    EXPANSE_RETURN_IF_ERROR(
+        changes.RunCommand("scontrol reconfigure (after undo)", {}, scontrol_reconfigure));
+  }
   for (const WholeFileEdit& e : edits) {
     const std::optional<FileInfo> info = host.Stat(e.path);
     if (!info)
       continue;
-    EXPANSE_RETURN_IF_ERROR(host.WriteFile(e.path, e.after, info->mode, info->uid, info->gid));
+    EXPANSE_RETURN_IF_ERROR(changes.WriteFile(e.path, e.after, info->mode, info->uid, info->gid));
     out.progress("removed the Expanse hook wiring from " + e.path);
   }
-  if (edits.empty())
-    return OkStatus();
   if (!reconfigure) {
     out.progress("run `scontrol reconfigure` so SLURM stops calling the removed hooks");
     return OkStatus();
   }
-  SubprocessOptions options;
-  options.argv = {"scontrol", "reconfigure"};
-  options.timeout = std::chrono::seconds(60);
-  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult r, host.Run(options));
-  if (!r.Succeeded())
-    return UnavailableError("scontrol reconfigure failed: " + r.stderr_text.substr(0, 300));
-  return OkStatus();
+  return changes.RunCommand("scontrol reconfigure", scontrol_reconfigure, {});
 }
 
-Status RemoveInstalledFiles(const HostPaths& paths, const InstallState& state, const Output& out) {
+Status RemoveInstalledFiles(HostChanges& changes, const HostPaths& paths, const InstallState& state,
+                            const Output& out) {
   Host& host = *paths.host;
-  for (const std::string& f : state.files) {
-    const bool present = host.Stat(f).has_value();
-    EXPANSE_RETURN_IF_ERROR(host.RemoveFile(f));
+  std::vector<std::string> all = state.files;
+  all.insert(all.end(), state.trees.begin(), state.trees.end());
+  for (const std::string& path : all) {
+    const bool present = host.LinkStat(path).has_value();
+    EXPANSE_RETURN_IF_ERROR(changes.RemoveTree(path));
     if (present)
-      out.detail("removed " + f);
-  }
-  for (const std::string& t : state.trees) {
-    const bool present = host.Stat(t).has_value();
-    EXPANSE_RETURN_IF_ERROR(host.RemoveTree(t));
-    if (present)
-      out.detail("removed " + t);
+      out.detail("removed " + path);
   }
   return OkStatus();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "install/host_changes.h"
 #include "install/host_facts.h"
 #include "install/install_lock.h"
 #include "install/install_options.h"
@@ -67,9 +68,10 @@ Status InstallAndStartUnit(Journal& journal, const HostPaths& paths, const std::
 // naming it: an operator's own unit is never overwritten or removed.
 Status CheckUnitIsOursOrAbsent(Host& host, const std::string& path);
 
-// Stops, disables and removes a unit we installed (not journalled: uninstall and reinstall
-// cleanup). A missing unit is fine.
-Status StopAndRemoveUnit(const HostPaths& paths, const std::string& unit_name,
+// Stops, disables and removes a unit we installed, through `changes` (uninstall: at once;
+// reinstall: journalled, so a rollback puts the unit back as it was, running or not). A missing
+// unit, or a failing stop, is fine.
+Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std::string& unit_name,
                          const std::string& unit_path, const Output& out);
 
 // Seeds daemon.env with the proxy/CA settings from our own environment and `extra` settings,
@@ -83,16 +85,16 @@ Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,
 Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Account& account);
 
 // Takes our hook wiring out of the files `state` lists and of the slurm.conf in use (the flag,
-// else the one the state names), then runs `scontrol reconfigure` or says to. Not journalled:
-// uninstall and reinstall cleanup are idempotent instead. Writes and commands go through
-// paths.host; the plan itself still reads slurm.conf from the machine (slurm::ReadSlurmConf
-// takes no Host yet).
-Status RemoveHookWiring(const HostPaths& paths, const InstallState& state,
+// else the one the state names), then runs `scontrol reconfigure` or says to. Through
+// `changes`, as StopAndRemoveUnit. The plan itself still reads slurm.conf from the machine
+// (slurm::ReadSlurmConf takes no Host yet).
+Status RemoveHookWiring(HostChanges& changes, const HostPaths& paths, const InstallState& state,
                         const std::string& slurm_conf_flag, bool reconfigure, const Output& out);
 
 // Removes the files and trees an install recorded in `state` (binaries, scripts, CUPTI per
-// host), each named at --verbose; what is already gone is fine.
-Status RemoveInstalledFiles(const HostPaths& paths, const InstallState& state, const Output& out);
+// host), each named at --verbose; what is already gone is fine. Through `changes`.
+Status RemoveInstalledFiles(HostChanges& changes, const HostPaths& paths, const InstallState& state,
+                            const Output& out);
 // Removes the install state of `role` ("controller" or "sampler"): the role is no longer here.
 Status RemoveInstallState(const HostPaths& paths, const std::string& role);
 

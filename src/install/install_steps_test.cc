@@ -11,6 +11,7 @@
 #include "core/memory_host.h"
 #include "core/test_temp_dir.h"
 #include "deploy/templates.h"
+#include "install/host_changes.h"
 #include "install/host_facts.h"
 #include "install/installer.h"
 
@@ -106,16 +107,19 @@ TEST_F(HostStepsTest, StopAndRemoveUnitRemovesOnlyOurUnit) {
   WithSystemd();
   const std::string ours = paths_.unit_dir + "/expanse-controller.service";
   host_.Put(ours, "# Managed by `expanse compute install` (unit format 1).\n[Unit]\n");
-  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-controller.service", "", out_).ok());
+  DirectChanges direct(host_);
+  ASSERT_TRUE(StopAndRemoveUnit(direct, paths_, "expanse-controller.service", "", out_).ok());
   EXPECT_FALSE(host_.Contents(ours).has_value());
   EXPECT_EQ(host_.commands(),
-            (std::vector<std::string>{"systemctl disable --now expanse-controller.service",
+            (std::vector<std::string>{"systemctl is-active --quiet expanse-controller.service",
+                                      "systemctl is-enabled --quiet expanse-controller.service",
+                                      "systemctl disable --now expanse-controller.service",
                                       "systemctl daemon-reload"}));
 
   // An operator's own unit under our name is stopped, as asked, but never deleted.
   const std::string foreign = paths_.unit_dir + "/expanse-sampler.service";
   host_.Put(foreign, "[Unit]\nDescription=the site's own\n");
-  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-sampler.service", "", out_).ok());
+  ASSERT_TRUE(StopAndRemoveUnit(direct, paths_, "expanse-sampler.service", "", out_).ok());
   EXPECT_EQ(host_.Contents(foreign), "[Unit]\nDescription=the site's own\n");
   EXPECT_NE(lines_.back().find("is not ours"), std::string::npos) << lines_.back();
 }
@@ -123,9 +127,36 @@ TEST_F(HostStepsTest, StopAndRemoveUnitRemovesOnlyOurUnit) {
 TEST_F(HostStepsTest, StopAndRemoveUnitWithoutSystemdOnlyRemovesTheFile) {
   const std::string ours = paths_.unit_dir + "/expanse-controller.service";
   host_.Put(ours, "# Managed by `expanse compute install` (unit format 1).\n");
-  ASSERT_TRUE(StopAndRemoveUnit(paths_, "expanse-controller.service", "", out_).ok());
+  DirectChanges direct(host_);
+  ASSERT_TRUE(StopAndRemoveUnit(direct, paths_, "expanse-controller.service", "", out_).ok());
   EXPECT_FALSE(host_.Contents(ours).has_value());
   EXPECT_TRUE(host_.commands().empty());
+}
+
+// Through a journal (a reinstall's cleanup), a rollback puts the unit file back, reloads
+// systemd, and only then gives the unit back the state it had: running, or only enabled.
+TEST_F(HostStepsTest, AJournalledUnitRemovalIsUndoneInTheRightOrder) {
+  WithSystemd();
+  const std::string ours = paths_.unit_dir + "/expanse-daemon.service";
+  const std::string text = "# Managed by `expanse compute install` (unit format 1).\n[Unit]\n";
+  for (const bool running : {true, false}) {
+    host_.Put(ours, text);
+    host_.OnRun("systemctl", [running](const std::vector<std::string>& argv) {
+      return MemoryHost::Exit(argv[1] == "is-active" && !running ? 3 : 0);
+    });
+    Result<Journal> journal = Journal::Begin(host_, "/var/lib/expanse-install/journal");
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    JournalChanges changes(*journal);
+    ASSERT_TRUE(StopAndRemoveUnit(changes, paths_, "expanse-daemon.service", "", out_).ok());
+    EXPECT_FALSE(host_.Contents(ours).has_value());
+    host_.ClearCommands();
+    ASSERT_TRUE(Journal::RollBack(host_, "/var/lib/expanse-install/journal", out_.detail).ok());
+    EXPECT_EQ(host_.Contents(ours), text);
+    EXPECT_EQ(host_.commands(),
+              (std::vector<std::string>{"systemctl daemon-reload",
+                                        running ? "systemctl enable --now expanse-daemon.service"
+                                                : "systemctl enable expanse-daemon.service"}));
+  }
 }
 
 TEST_F(HostStepsTest, RemovesWhatTheStateListsAndThenTheState) {
@@ -137,7 +168,8 @@ TEST_F(HostStepsTest, RemovesWhatTheStateListsAndThenTheState) {
   host_.Put("/srv/expanse/lib/cupti-nodes/w1/lib/libcupti.so", "ELF");
   host_.Put("/srv/expanse/lib/cupti-nodes/w2/lib/libcupti.so", "ELF");
   host_.Put(StatePath(paths_.state_dir, "sampler"), RenderInstallState(state));
-  ASSERT_TRUE(RemoveInstalledFiles(paths_, state, out_).ok());
+  DirectChanges direct(host_);
+  ASSERT_TRUE(RemoveInstalledFiles(direct, paths_, state, out_).ok());
   ASSERT_TRUE(RemoveInstallState(paths_, "sampler").ok());
   EXPECT_EQ(host_.Files(),
             std::vector<std::string>{"/srv/expanse/lib/cupti-nodes/w2/lib/libcupti.so"})

@@ -15,6 +15,7 @@
 #include "deploy/daemon_config.h"
 #include "deploy/templates.h"
 #include "install/control_plane_client.h"
+#include "install/host_changes.h"
 #include "install/host_facts.h"
 #include "install/install_lock.h"
 #include "install/install_state.h"
@@ -71,18 +72,20 @@ std::string AgentLibraryPath(const ControllerPlan& plan) {
   return plan.prefix + "/lib/cupti-nodes/" + plan.hostname + "/lib/libexpanse-agent.so";
 }
 
-// Removes what an earlier install of `role` put on the host, except the credential config:
-// reinstall keeps the identity. Not journalled, as the operator guide says: a failed reinstall
-// does not bring the old runtime back.
+// Removes what an earlier install put on the host, except the credential config (reinstall
+// keeps the identity), through the install's journal: if the new install then fails, its
+// rollback puts the previous runtime back, running as it was. (The operator guide promises
+// less, only that the identity stays; docs/architecture.md says why we do more.)
 Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool reconfigure,
-                       const Output& out) {
+                       Journal& journal, const Output& out) {
   out.progress(
       "removing the previous installation (" +
       (state.daemon_version.empty() ? std::string("unknown version") : state.daemon_version) +
-      "); the compute identity is kept");
-  EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state.unit_name, state.unit_path, out));
-  EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, state, "", reconfigure, out));
-  return RemoveInstalledFiles(paths, state, out);
+      "); the compute identity is kept, and a failure below puts it back");
+  JournalChanges changes(journal);
+  EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(changes, paths, state.unit_name, state.unit_path, out));
+  EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(changes, paths, state, "", reconfigure, out));
+  return RemoveInstalledFiles(changes, paths, state, out);
 }
 
 Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
@@ -370,16 +373,21 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     state.unit_name = kControllerUnitName;
     state.unit_path = paths.unit_dir + "/" + kControllerUnitName;
     EXPANSE_RETURN_IF_ERROR(journal.WriteFile(state_path, RenderInstallState(state), 0600));
-    out.progress("starting " + std::string(kControllerUnitName));
-    EXPANSE_RETURN_IF_ERROR(
-        InstallAndStartUnit(journal, paths, kControllerUnitName, plan.unit_text));
-    out.progress("waiting up to " + std::to_string(o.heartbeat_timeout.count() / 1000) +
-                 " s for the first authenticated heartbeat");
     EXPANSE_ASSIGN_OR_RETURN(
         ControlPlaneClient cp,
         ControlPlaneClient::Create(plan.saved->control_plane_url, CaFileFromEnvironment(host)));
-    EXPANSE_ASSIGN_OR_RETURN(bool enrolled,
-                             cp.WaitForHeartbeat(plan.saved->credential, o.heartbeat_timeout));
+    // A compute that reported before (a reinstall) is enrolled already: only a heartbeat after
+    // the previous daemon stopped, which is this new daemon's, proves the install.
+    EXPANSE_ASSIGN_OR_RETURN(const int64_t heard_before,
+                             cp.LastHeartbeatMs(plan.saved->credential));
+    out.progress("starting " + std::string(kControllerUnitName));
+    EXPANSE_RETURN_IF_ERROR(
+        InstallAndStartUnit(journal, paths, kControllerUnitName, plan.unit_text));
+    out.progress("waiting up to " + std::to_string(o.heartbeat_timeout.count() / 1000) + " s for " +
+                 (heard_before > 0 ? "a heartbeat from the new daemon"
+                                   : "the first authenticated heartbeat"));
+    EXPANSE_ASSIGN_OR_RETURN(bool enrolled, cp.WaitForHeartbeat(plan.saved->credential,
+                                                                o.heartbeat_timeout, heard_before));
     if (!enrolled) {
       // The service's own words are the quickest way to the cause (a TLS trust problem, a proxy,
       // a refused credential), so show them before everything is rolled back.
@@ -532,11 +540,6 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     EXPANSE_RETURN_IF_ERROR(CheckDataPlaneReachable(paths, plan.data_plane));
 
   // 5. Apply.
-  if (o.reinstall && plan.previous && !ConfigOnly(o)) {
-    EXPANSE_RETURN_IF_ERROR(CleanUpPrevious(*plan.previous, paths, o.reconfigure, out));
-    // The cleanup put the site's own hook lines back: plan the wiring again from there.
-    EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(host, o.slurm_conf, plan.hooks));
-  }
   EXPANSE_ASSIGN_OR_RETURN(Journal journal,
                            Journal::Begin(host, paths.state_dir + "/journal", paths.faults));
   Status applied;
@@ -578,7 +581,15 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
       return OkStatus();
     }();
   } else {
-    applied = ApplyController(o, paths, plan, token, compute, journal, out);
+    applied = [&]() -> Status {
+      if (o.reinstall && plan.previous) {
+        EXPANSE_RETURN_IF_ERROR(
+            CleanUpPrevious(*plan.previous, paths, o.reconfigure, journal, out));
+        // The cleanup put the site's own hook lines back: plan the wiring again from there.
+        EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(host, o.slurm_conf, plan.hooks));
+      }
+      return ApplyController(o, paths, plan, token, compute, journal, out);
+    }();
   }
   if (!applied.ok()) {
     out.progress("install failed: " + applied.message());
@@ -590,13 +601,10 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
                                         undone.message() + " (re-run the install to finish it)")
           .WithReason(applied.reason());
     }
-    if (o.reinstall && plan.previous) {
-      out.progress(
-          "the compute identity is kept; the previous runtime was removed and is not "
-          "restored: fix the cause and run the reinstall again");
-    } else {
-      out.progress("the host is as it was before this install");
-    }
+    out.progress("the host is as it was before this install" +
+                 std::string(o.reinstall && plan.previous
+                                 ? " (the previous installation is back in place)"
+                                 : ""));
     return applied;
   }
   EXPANSE_RETURN_IF_ERROR(journal.Commit());

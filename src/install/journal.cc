@@ -34,6 +34,12 @@ std::string Trimmed(std::string text) {
   return text;
 }
 
+// Where MoveAside puts `path`: beside it, so the rename stays on its filesystem (the shared
+// prefix is often another filesystem than the journal's).
+std::string AsidePath(const std::string& path, int64_t seq) {
+  return path + ".expanse-undo-" + std::to_string(seq);
+}
+
 Status RunUndoCommand(Host& host, const std::vector<std::string>& argv) {
   if (argv.empty())
     return OkStatus();
@@ -53,6 +59,7 @@ Status RunUndoCommand(Host& host, const std::vector<std::string>& argv) {
 // record with a member of the wrong type (a damaged disk, a hand edit) is an undo failure
 // named by its line, never a throw in the middle of a rollback.
 struct JournalRecord {
+  int64_t seq = 0;
   std::string op;
   std::string path;
   bool existed = false;
@@ -71,6 +78,7 @@ Result<JournalRecord> DecodeJournalRecord(const json& line, size_t number) {
       const wire::FieldReader r,
       wire::FieldReader::Object(line, "journal line " + std::to_string(number), "bad_journal"));
   JournalRecord out;
+  EXPANSE_ASSIGN_OR_RETURN(out.seq, r.Int("seq", 0, INT32_MAX, kOptional));
   EXPANSE_ASSIGN_OR_RETURN(out.op, r.Text("op", 16, wire::Need::kRequired));
   EXPANSE_ASSIGN_OR_RETURN(out.path, r.Text("path", kMaxText, kOptional));
   EXPANSE_ASSIGN_OR_RETURN(out.existed, r.Bool("existed", false));
@@ -81,7 +89,7 @@ Result<JournalRecord> DecodeJournalRecord(const json& line, size_t number) {
   EXPANSE_ASSIGN_OR_RETURN(out.what, r.Text("what", kMaxText, kOptional));
   EXPANSE_ASSIGN_OR_RETURN(out.undo, r.Texts("undo", 256, kMaxText, kOptional));
   if (out.op != "command" && out.op != "file" && out.op != "remove" && out.op != "mkdir" &&
-      out.op != "chown" && out.op != "tree") {
+      out.op != "chown" && out.op != "tree" && out.op != "aside") {
     return DataLossError("journal line " + std::to_string(number) + " has an unknown op '" +
                          out.op + "'");
   }
@@ -127,6 +135,22 @@ Status UndoRecord(Host& host, const std::string& dir, const JournalRecord& r, co
       EXPANSE_RETURN_IF_ERROR(
           host.SetOwner(path, static_cast<uid_t>(r.uid), static_cast<gid_t>(r.gid)));
     log("undo: gave " + path + " back its owner");
+    return OkStatus();
+  }
+  if (op == "aside") {
+    const std::string aside = AsidePath(path, r.seq);
+    if (!host.LinkStat(aside)) {
+      // Never set aside (the run stopped between the record and the rename), or put back by
+      // an earlier rollback that stopped later on.
+      if (host.LinkStat(path))
+        return OkStatus();
+      return DataLossError(path + " was set aside as " + aside + ", which is missing");
+    }
+    // What the failed install put at `path` was undone before this record (newest first);
+    // anything left there is its debris.
+    EXPANSE_RETURN_IF_ERROR(host.RemoveTree(path));
+    EXPANSE_RETURN_IF_ERROR(host.Rename(aside, path));
+    log("undo: put back " + path);
     return OkStatus();
   }
   if (op == "tree") {
@@ -270,12 +294,17 @@ Status Journal::RunCommand(const std::string& what, const std::vector<std::strin
   ++seq_;
   EXPANSE_RETURN_IF_ERROR(Append(
       json{{"seq", seq_}, {"op", "command"}, {"what", what}, {"run", run}, {"undo", undo}}.dump()));
-  if (run.empty())
+  return RunInstallCommand(host_, what, run);
+}
+
+Status RunInstallCommand(Host& host, const std::string& what,
+                         const std::vector<std::string>& argv) {
+  if (argv.empty())
     return OkStatus();
   SubprocessOptions options;
-  options.argv = run;
+  options.argv = argv;
   options.timeout = std::chrono::seconds(120);
-  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host_.Run(options));
+  EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host.Run(options));
   if (!result.Succeeded()) {
     const std::string detail =
         result.timed_out ? "timed out" : Trimmed(result.stderr_text.substr(0, 500));
@@ -290,7 +319,30 @@ Status Journal::AdoptNewTree(const std::string& path) {
   return Append(json{{"seq", seq_}, {"op", "tree"}, {"path", path}}.dump());
 }
 
-Status Journal::Commit() { return host_.RemoveTree(dir_); }
+Status Journal::MoveAside(const std::string& path) {
+  if (!host_.LinkStat(path))
+    return OkStatus();
+  EXPANSE_RETURN_IF_ERROR(BeforeChange());
+  ++seq_;
+  const std::string aside = AsidePath(path, seq_);
+  // One left by an earlier run that stopped between its commit and deleting what it set aside:
+  // garbage, as only this journal's own records are live (Begin refuses while one is pending).
+  EXPANSE_RETURN_IF_ERROR(host_.RemoveTree(aside));
+  EXPANSE_RETURN_IF_ERROR(Append(json{{"seq", seq_}, {"op", "aside"}, {"path", path}}.dump()));
+  EXPANSE_RETURN_IF_ERROR(host_.Rename(path, aside));
+  set_aside_.push_back(aside);
+  return OkStatus();
+}
+
+Status Journal::Commit() {
+  EXPANSE_RETURN_IF_ERROR(host_.RemoveTree(dir_));
+  // After the commit point: what cannot be deleted now is only garbage (a later MoveAside
+  // that picks the same name clears it).
+  for (const std::string& aside : set_aside_)
+    (void)host_.RemoveTree(aside);
+  set_aside_.clear();
+  return OkStatus();
+}
 
 Status Journal::RollBack(Host& host, const std::string& dir, const LogFn& log) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text,

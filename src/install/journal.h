@@ -71,11 +71,16 @@ class Journal {
   Status RunCommand(const std::string& what, const std::vector<std::string>& run,
                     const std::vector<std::string>& undo);
 
+  // Sets the file, link or tree at `path` aside beside itself (renamed to
+  // `<path>.expanse-undo-<seq>`, no copy: binaries and unpacked builds are large); undo puts it
+  // back, Commit deletes it. Nothing at `path` is fine (no change).
+  Status MoveAside(const std::string& path);
+
   // Records a directory whose whole tree (created by a step that is not journalled file by
   // file, such as archive extraction into a fresh directory) is removed on undo.
   Status AdoptNewTree(const std::string& path);
 
-  // Success: removes the journal and its backups.
+  // Success: removes the journal and its backups (the commit point), then what was set aside.
   Status Commit();
 
   int changes() const { return changes_; }
@@ -93,7 +98,12 @@ class Journal {
   FaultInjection faults_;
   int changes_ = 0;
   int seq_ = 0;
+  std::vector<std::string> set_aside_;  // deleted once the journal is committed
 };
+
+// Runs `argv` (nothing when empty) with a 120 s limit; a failure or timeout is kUnavailable,
+// reason "command_failed", naming `what` with the first 500 bytes of its stderr.
+Status RunInstallCommand(Host& host, const std::string& what, const std::vector<std::string>& argv);
 
 }  // namespace expanse::install
 

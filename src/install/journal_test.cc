@@ -136,6 +136,52 @@ TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {
   EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_)) << "kept for another try";
 }
 
+// A reinstall sets the previous binaries and trees aside (renamed beside themselves, not
+// copied): a rollback puts them back over whatever the failed install left there, a commit
+// deletes them.
+TEST_F(JournalTest, WhatIsSetAsideComesBackOnRollBackAndGoesOnCommit) {
+  stdfs::create_directories(host_ + "/srv/lib/cupti/x");
+  std::ofstream(host_ + "/srv/lib/cupti/x/lib.so") << "old build";
+  std::ofstream(host_ + "/srv/daemon") << "old daemon";
+  const auto before = Snapshot(host_);
+  for (const bool commit : {false, true}) {
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
+    ASSERT_TRUE(j.ok()) << j.status();
+    ASSERT_TRUE(j->MoveAside(host_ + "/srv/lib/cupti").ok());
+    ASSERT_TRUE(j->MoveAside(host_ + "/srv/daemon").ok());
+    ASSERT_TRUE(j->MoveAside(host_ + "/srv/nothing-here").ok()) << "nothing there is fine";
+    EXPECT_EQ(j->changes(), 2);
+    EXPECT_FALSE(stdfs::exists(host_ + "/srv/daemon"));
+    // What the new install writes in their place (one part journalled, one not).
+    ASSERT_TRUE(j->WriteFile(host_ + "/srv/daemon", "new daemon", 0755).ok());
+    stdfs::create_directories(host_ + "/srv/lib/cupti/debris");
+    if (commit) {
+      ASSERT_TRUE(j->Commit().ok());
+      EXPECT_EQ(*fs::ReadSmallFile(host_ + "/srv/daemon", 100), std::string("new daemon"));
+      for (const auto& e : stdfs::directory_iterator(host_ + "/srv"))
+        EXPECT_EQ(e.path().string().find(".expanse-undo-"), std::string::npos) << e.path();
+    } else {
+      EXPECT_EQ(Snapshot(host_).size(), before.size() + 3) << "set aside beside themselves";
+      ASSERT_TRUE(Journal::RollBack(RealHost::Get(), jdir_, Log()).ok());
+      EXPECT_EQ(Snapshot(host_), before);
+    }
+  }
+}
+
+// A run that stopped between writing the record and the rename left the path where it was.
+TEST_F(JournalTest, ASetAsideThatNeverHappenedIsNothingToUndo) {
+  std::ofstream(host_ + "/daemon") << "old daemon";
+  const auto before = Snapshot(host_);
+  {
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
+    ASSERT_TRUE(j.ok());
+  }
+  std::ofstream(jdir_ + "/journal.jsonl", std::ios::app)
+      << R"({"seq":1,"op":"aside","path":")" << host_ << R"(/daemon"})" << '\n';
+  ASSERT_TRUE(Journal::RollBack(RealHost::Get(), jdir_, Log()).ok());
+  EXPECT_EQ(Snapshot(host_), before);
+}
+
 TEST_F(JournalTest, APendingJournalBlocksANewOne) {
   auto j = Journal::Begin(RealHost::Get(), jdir_);
   ASSERT_TRUE(j.ok());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "install/host_changes.h"
 #include "install/host_facts.h"
 #include "install/install_state.h"
 #include "install/install_steps.h"
@@ -85,11 +86,6 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
 
   if (o.systemd)
     StopBootstrappedSampler(paths, out);
-  if (previous) {
-    out.progress("replacing the previous sampler service");
-    EXPANSE_RETURN_IF_ERROR(
-        StopAndRemoveUnit(paths, previous->unit_name, previous->unit_path, out));
-  }
   EXPANSE_ASSIGN_OR_RETURN(Journal journal,
                            Journal::Begin(*paths.host, paths.state_dir + "/journal", paths.faults));
   InstallState state;
@@ -100,6 +96,13 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   state.cupti_mode = o.cupti_mode;
   state.installed_ms = paths.host->clock().NowMs();
   Status applied = [&]() -> Status {
+    if (previous) {
+      // Journalled: a failure below starts the previous sampler service again.
+      out.progress("replacing the previous sampler service");
+      JournalChanges changes(journal);
+      EXPANSE_RETURN_IF_ERROR(
+          StopAndRemoveUnit(changes, paths, previous->unit_name, previous->unit_path, out));
+    }
     std::vector<std::pair<std::string, std::string>> settings;
     if (!o.profiling_agent)
       settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");

@@ -5,6 +5,7 @@
 
 #include "deploy/daemon_config.h"
 #include "install/control_plane_client.h"
+#include "install/host_changes.h"
 #include "install/install_lock.h"
 #include "install/install_state.h"
 #include "install/install_steps.h"
@@ -65,10 +66,13 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
   if (state) {
     out.progress("stopping " +
                  (state->unit_name.empty() ? std::string("the daemon") : state->unit_name));
-    EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
-    EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(paths, *state, o.slurm_conf, o.reconfigure, out));
+    DirectChanges changes(host);
+    EXPANSE_RETURN_IF_ERROR(
+        StopAndRemoveUnit(changes, paths, state->unit_name, state->unit_path, out));
+    EXPANSE_RETURN_IF_ERROR(
+        RemoveHookWiring(changes, paths, *state, o.slurm_conf, o.reconfigure, out));
     out.progress("removing managed files from " + state->shared_prefix);
-    EXPANSE_RETURN_IF_ERROR(RemoveInstalledFiles(paths, *state, out));
+    EXPANSE_RETURN_IF_ERROR(RemoveInstalledFiles(changes, paths, *state, out));
     // The worker spool is ours too (the guide has workers uninstalled first). Not a listed
     // tree, because a reinstall must keep samples that are still waiting there.
     if (!state->shared_prefix.empty())
@@ -117,7 +121,9 @@ Status UninstallSampler(const UninstallOptions& o, const HostPaths& paths, const
     return OkStatus();
   }
   out.progress("stopping " + state->unit_name);
-  EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(paths, state->unit_name, state->unit_path, out));
+  DirectChanges changes(*paths.host);
+  EXPANSE_RETURN_IF_ERROR(
+      StopAndRemoveUnit(changes, paths, state->unit_name, state->unit_path, out));
   EXPANSE_RETURN_IF_ERROR(RemoveInstallState(paths, "sampler"));
   out.progress("done");
   return OkStatus();

@@ -48,6 +48,23 @@ TEST_F(ApiTest, InstallFlowFromTokenToEnrolment) {
   Reply c = Call("GET", "/api/v1/computes/" + compute, "", Bearer(token_));
   EXPECT_EQ(c.body["state"], "active");
   EXPECT_EQ(c.body["heartbeat"]["controller_host"], "ctl");
+
+  // A reinstall waits for a heartbeat after the one it last saw: its new daemon's.
+  Reply seen = Call("GET", "/cp/v1/enrolment?wait_ms=0", "", Bearer(credential));
+  const int64_t last = seen.body.value("last_heartbeat_ms", int64_t{0});
+  EXPECT_EQ(last, kStart);
+  const std::string after = "/cp/v1/enrolment?wait_ms=0&after_ms=" + std::to_string(last);
+  EXPECT_EQ(Call("GET", after, "", Bearer(credential)).body["enrolled"], false);
+  clock_.Advance(5000);
+  ASSERT_EQ(Call("POST", "/cp/v1/heartbeat", kHeartbeat, Bearer(credential)).status, 200);
+  Reply fresh = Call("GET", after, "", Bearer(credential));
+  EXPECT_EQ(fresh.body["enrolled"], true);
+  EXPECT_EQ(fresh.body.value("last_heartbeat_ms", int64_t{0}), kStart + 5000);
+  for (const char* bad : {"after_ms=-1", "after_ms=1x", "after_ms=", "wait_ms=60001"}) {
+    Reply refused = Call("GET", std::string("/cp/v1/enrolment?") + bad, "", Bearer(credential));
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_EQ(Code(refused), "invalid_argument") << bad;
+  }
 }
 
 // Long-polls hold no thread (issue 16): five times as many installers waiting for their

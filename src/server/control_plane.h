@@ -106,9 +106,10 @@ class ControlPlane {
                                         std::string_view remote_addr);
 
   // API tokens people make for scripts and the CLI (`expanse job report`): scopes no wider
-  // than the maker's role allows, an expiry (default 90 days, at most 365), shown once.
-  // Made by a signed-in person, or by a token with the admin scope; a read token cannot mint
-  // tokens. Audited as api_token.issued / api_token.revoked.
+  // than the maker's role allows, an expiry (default 90 days, at most 365), shown once, at
+  // most 50 live per person and organisation. Made from a signed-in session only (no token can
+  // make a successor); revoked from a session or with an admin token. A disabled account's
+  // tokens stop working. Audited as api_token.issued / api_token.revoked.
   struct IssuedApiToken {
     std::string token;  // shown once
     store::ApiToken info;
@@ -158,6 +159,14 @@ class ControlPlane {
   // Waits up to timeout_ms for the first heartbeat carrying this credential; returns whether
   // it has arrived. This is how an installer proves enrolment.
   Result<bool> WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms);
+  // Whether this credential has heartbeated (at all, or after `after_ms` on the server's
+  // clock when that is not 0), and the compute's last heartbeat; kUnauthenticated when the
+  // credential was revoked. Does not wait.
+  struct EnrolmentState {
+    bool enrolled = false;
+    int64_t last_heartbeat_ms = 0;
+  };
+  Result<EnrolmentState> EnrolmentAfter(const ComputeIdentity& identity, int64_t after_ms);
   // For long-polls that hold no thread: `wake` runs once, on the thread that records the
   // next heartbeat of `credential_id`. A waiter whose `done` says true (answered by its
   // fallback meanwhile) is dropped unrun; such waiters are pruned whenever one is added, so

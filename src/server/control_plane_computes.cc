@@ -268,6 +268,16 @@ Result<bool> ControlPlane::WaitForEnrolment(const ComputeIdentity& identity, int
   }
 }
 
+Result<ControlPlane::EnrolmentState> ControlPlane::EnrolmentAfter(const ComputeIdentity& identity,
+                                                                  int64_t after_ms) {
+  EXPANSE_ASSIGN_OR_RETURN(bool heartbeated, WaitForEnrolment(identity, 0));
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(identity.compute.id));
+  EnrolmentState out;
+  out.last_heartbeat_ms = compute.last_heartbeat_ms;
+  out.enrolled = heartbeated && (after_ms == 0 || compute.last_heartbeat_ms > after_ms);
+  return out;
+}
+
 Status ControlPlane::Deprovision(const ComputeIdentity& identity, std::string_view remote_addr) {
   EXPANSE_RETURN_IF_ERROR(store_.DeprovisionCompute(identity.compute.id, clock_.NowMs()));
   RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id, "compute.deprovisioned",

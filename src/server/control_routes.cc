@@ -1,7 +1,10 @@
 // The control plane over HTTP: what the installer and the controller daemon call.
+#include <charconv>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "crypto/hash.h"
@@ -128,38 +131,46 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
       responder.Respond(std::move(refused));
       return;
     }
+    // after_ms: a reinstall's installer passes the last heartbeat it saw before starting the
+    // new daemon, so only a heartbeat of that daemon counts (the compute is enrolled already).
     int64_t wait_ms = 0;
-    if (auto w = req.QueryParam("wait_ms")) {
-      try {
-        wait_ms = std::stoll(std::string(*w));
-      } catch (const std::exception&) {
-        responder.Respond(
-            http::ErrorResponse(400, "invalid_argument", "wait_ms must be an integer"));
+    int64_t after_ms = 0;
+    for (auto [name, value, max] :
+         {std::tuple{"wait_ms", &wait_ms, kMaxEnrolmentWaitMs},
+          std::tuple{"after_ms", &after_ms, std::numeric_limits<int64_t>::max()}}) {
+      const std::optional<std::string_view> text = req.QueryParam(name);
+      if (!text)
+        continue;
+      int64_t parsed = -1;
+      const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), parsed);
+      if (error != std::errc() || end != text->data() + text->size() || parsed < 0 ||
+          parsed > max) {
+        responder.Respond(http::ErrorResponse(
+            400, "invalid_argument",
+            std::string(name) + " must be an integer from 0 to " +
+                (max == kMaxEnrolmentWaitMs ? std::to_string(max) : std::string("2^63-1"))));
         return;
       }
-      if (wait_ms < 0 || wait_ms > kMaxEnrolmentWaitMs) {
-        responder.Respond(
-            http::ErrorResponse(400, "invalid_argument", "wait_ms must be 0 to 60000"));
-        return;
-      }
+      *value = parsed;
     }
     const ControlPlane::ComputeIdentity id = *std::move(found);
-    auto check = [ctx, id] { return ctx->control.WaitForEnrolment(id, 0); };
-    auto reply = [id](const Result<bool>& enrolled) {
-      if (!enrolled.ok())
-        return http::ErrorResponse(enrolled.status());
+    auto check = [ctx, id, after_ms] { return ctx->control.EnrolmentAfter(id, after_ms); };
+    auto reply = [id](const Result<ControlPlane::EnrolmentState>& enrolment) {
+      if (!enrolment.ok())
+        return http::ErrorResponse(enrolment.status());
       return Json(200, {{"compute_id", id.compute.id},
                         {"credential_id", id.credential.id},
-                        {"enrolled", *enrolled}});
+                        {"enrolled", enrolment->enrolled},
+                        {"last_heartbeat_ms", enrolment->last_heartbeat_ms}});
     };
     auto answer_if_settled = [responder, check, reply] {
-      Result<bool> enrolled = check();
-      if (!enrolled.ok() || *enrolled)
-        responder.Respond(reply(enrolled));
+      Result<ControlPlane::EnrolmentState> enrolment = check();
+      if (!enrolment.ok() || enrolment->enrolled)
+        responder.Respond(reply(enrolment));
     };
-    Result<bool> enrolled = check();
-    if (!enrolled.ok() || *enrolled || wait_ms == 0) {
-      responder.Respond(reply(enrolled));
+    Result<ControlPlane::EnrolmentState> enrolment = check();
+    if (!enrolment.ok() || enrolment->enrolled || wait_ms == 0) {
+      responder.Respond(reply(enrolment));
       return;
     }
     responder.ExpireAfter(std::chrono::milliseconds(wait_ms),

@@ -6,7 +6,8 @@
 #     runs as `slurm` under (stand-in) systemd, heartbeats, jobs run with the site hooks still
 #     working and Expanse's hook events arrive; the token is nowhere on the host;
 #   - a token issued for another compute is refused before anything changes;
-#   - upgrade to a newer signed release with --reinstall (no token);
+#   - upgrade to a newer signed release with --reinstall (no token); workers' samplers converge
+#     to the new shared binary at their next job;
 #   - replacement credential: re-issued token with --reinstall; the old credential is refused;
 #   - the sampler role on a worker, then its uninstall;
 #   - uninstall of the controller: slurm.conf byte-identical to the site's, files gone, the
@@ -166,6 +167,34 @@ assert_eq "$(sha256sum <<<"$old_cred")" \
 out="$(on_ctl "$EXPANSE" compute install "${install_args[@]}" --reinstall \
   --daemon-version 1.0.0 2>&1)" && fail "downgrade accepted"
 assert_match 'older than 1.1.0' "$out" "downgrade refused"
+
+# --- workers converge to the upgraded shared binary at their next job, without a per-node step ---
+# Each worker's sampler was started by the first job's Prolog from the old binary. The upgrade
+# replaced <prefix>/bin/expanse-daemon; the next job's Prolog replaces the sampler with one
+# running the new file (its pid file naming the new binary's identity, its /proc/PID/exe the
+# shared path, no longer "(deleted)").
+declare -A old_sampler
+for w in "$w1" "$w2"; do
+  old_sampler[$w]="$("$TESTCLUSTER" exec "$w" -- cat /var/lib/expanse/sampler/sampler.pid 2>/dev/null | awk '{print $1}')"
+  [[ -n "${old_sampler[$w]}" ]] || fail "no sampler was bootstrapped on $w by the first job"
+done
+job="$(submit -N 2 -w "$w1,$w2" -o /dev/null --wrap 'sleep 1')"
+wait_job_done "$job" 90
+new_inode="$(stat -c %i "$prefix/bin/expanse-daemon")"
+sampler_converged() {  # $1: worker
+  local pid identity
+  read -r pid identity < <("$TESTCLUSTER" exec "$1" -- cat /var/lib/expanse/sampler/sampler.pid) || return 1
+  [[ $pid != "${old_sampler[$1]}" && $(cut -d: -f2 <<<"$identity") == "$new_inode" ]] &&
+    [[ $("$TESTCLUSTER" exec "$1" -- readlink "/proc/$pid/exe") == "$prefix/bin/expanse-daemon" ]]
+}
+for w in "$w1" "$w2"; do
+  for ((i = 0; i < 60; i++)); do sampler_converged "$w" && break; sleep 1; done
+  sampler_converged "$w" || fail "$w's sampler still runs the old binary 60 s after the next job: pid file" \
+    "$("$TESTCLUSTER" exec "$w" -- cat /var/lib/expanse/sampler/sampler.pid), new inode $new_inode;" \
+    "processes: $("$TESTCLUSTER" exec "$w" -- pgrep -af expanse-daemon | tr '\n' ';')" \
+    "sampler log: $("$TESTCLUSTER" exec "$w" -- tail -5 /var/lib/expanse/sampler.log 2>&1 | tr '\n' ';')"
+done
+pass "after the upgrade, the next job's Prolog replaced the sampler on $w1 and $w2 with the new binary"
 
 
 # --- replacement credential ---------------------------------------------------------------------

@@ -9,7 +9,9 @@
 #   - a tampered archive, and a manifest signed by another key: refused before any change;
 #   - a second install while one runs: refused by the install lock;
 #   - a run without root: the guide's "open install lock ... permission denied";
-#   - --patch-slurm-conf=false: SLURM files untouched, the lines to add printed.
+#   - --patch-slurm-conf=false: SLURM files untouched, the lines to add printed;
+#   - a failed reinstall (an upgrade to 1.1.0 failing in its cleanup, in the new install, or for
+#     want of a heartbeat): the previous installation comes back, its daemon running again.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse, expanse-daemon, expanse-server)}"
 SERVER="$BUILD/bin/expanse-server"
@@ -28,7 +30,7 @@ cleanup() {
 save_slurm_conf
 trap cleanup EXIT
 
-make_signed_release "$DIR" 1.0.0
+make_signed_release "$DIR" 1.0.0 1.1.0
 SERVER_EXTRA_ARGS="--releases-dir $DIR/releases" server_start || fail "expanse-server did not start"
 publish_release "$DIR" || fail "release manifest"
 # Uninstall deprovisions the compute for good; a fresh install after it registers a new one.
@@ -147,6 +149,44 @@ out="$(EXPANSE_INSTALL_TOKEN="$(new_token)" install -- --daemon-version 1.0.0 \
 assert_eq "$conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after an install without patching"
 assert_match "Prolog=$prefix/hooks/prolog" "$out" "the Prolog line to add is printed"
 assert_match 'slurm.conf left untouched' "$out" "the operator is told to wire the hooks"
+
+# --- a failed reinstall puts the previous installation back, its daemon running -------------------
+# Failures in the cleanup of 1.0.0 (after the unit is stopped; after its file is gone; while its
+# files are set aside), in the install of 1.1.0, and a 1.1.0 daemon that never reports.
+installed="$(managed_snapshot)"
+daemon_exe() {
+  "$TESTCLUSTER" exec "$ctl" -- bash -c \
+    'pid="$(systemctl show -p MainPID --value expanse-daemon)"; [[ $pid != 0 ]] && readlink "/proc/$pid/exe"'
+}
+assert_previous_back() {  # $1: what failed; $2: the installer's output
+  assert_match "the previous installation is back in place" "$2" "$1: rollback message"
+  assert_same_snapshot "$installed" "$(managed_snapshot)" "controller after $1"
+  assert_eq active "$("$TESTCLUSTER" exec "$ctl" -- systemctl is-active expanse-daemon)" \
+    "the 1.0.0 daemon after $1"
+  assert_eq "$prefix/bin/expanse-daemon" "$(daemon_exe)" "the running daemon's binary after $1"
+  assert_eq 1.0.0 "$("$TESTCLUSTER" exec "$ctl" -- jq -r .daemon_version /var/lib/expanse-install/controller.json)" \
+    "the recorded version after $1"
+  assert_eq "/var/lib/expanse-install/controller.json /var/lib/expanse-install/install.lock" \
+    "$("$TESTCLUSTER" exec "$ctl" -- find /var/lib/expanse-install -mindepth 1 | sort | xargs)" \
+    "$1: the installer's directory (no journal left)"
+}
+reinstall_args=(--reinstall --daemon-version 1.1.0 --patch-slurm-conf=false)
+for n in 1 3 6 20; do
+  out="$(install EXPANSE_INSTALL_TEST_FAIL_AFTER="$n" -- "${reinstall_args[@]}" 2>&1)" &&
+    fail "a reinstall failing after $n changes succeeded"
+  assert_match "injected failure before change $((n + 1))" "$out" "reinstall failure at change $((n + 1))"
+  assert_previous_back "a reinstall failing at change $((n + 1))" "$out"
+done
+out="$(install -- --reinstall --daemon-binary "$mute" --heartbeat-timeout 4s \
+  --patch-slurm-conf=false 2>&1)" && fail "a reinstall without a heartbeat succeeded"
+assert_match 'no authenticated heartbeat' "$out" "reinstall heartbeat timeout reported"
+assert_previous_back "a reinstall whose daemon never reports" "$out"
+out="$(install -- "${reinstall_args[@]}" 2>&1)" || fail "reinstall to 1.1.0: $out"
+assert_eq 1.1.0 "$("$TESTCLUSTER" exec "$ctl" -- jq -r .daemon_version /var/lib/expanse-install/controller.json)" \
+  "the recorded version after the upgrade"
+assert_eq "" "$(find "$prefix" -name '*.expanse-undo-*')" "what the upgrade set aside is deleted at its commit"
+pass "a failed reinstall leaves 1.0.0 installed and running; the next one upgrades to 1.1.0"
+
 "$TESTCLUSTER" exec "$ctl" -- env SSL_CERT_FILE="$CA_FILE" "$EXPANSE" compute uninstall --type slurm \
   --shared-prefix "$prefix" >/dev/null || fail "uninstall"
 assert_same_snapshot "$before_managed" "$(managed_snapshot)" "controller after install without patching and uninstall"
