@@ -13,6 +13,8 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "core/file_util.h"
 #include "release/cupti_node.h"
@@ -75,19 +77,12 @@ bool DropPrivileges(const std::optional<UserAccount>& account) {
   _exit(0);
 }
 
-// Whether process `pid` runs a program whose file name is that of `binary` (an unlinked or
-// replaced file reads "<path> (deleted)").
+// Whether process `pid` runs a program whose file name is that of `binary`.
 bool RunsBinaryNamed(pid_t pid, const std::string& binary) {
   char target[4096];
   const std::string link = "/proc/" + std::to_string(pid) + "/exe";
   const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
-  if (n <= 0)
-    return false;
-  std::string exe(target, static_cast<size_t>(n));
-  if (exe.ends_with(" (deleted)"))
-    exe.resize(exe.size() - std::string_view(" (deleted)").size());
-  auto name = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
-  return name(exe) == name(binary);
+  return n > 0 && IsSameProgram(std::string(target, static_cast<size_t>(n)), binary);
 }
 
 bool SystemdRuns(Host& host) {
@@ -127,6 +122,20 @@ bool EnsureSamplerUnit(const std::string& binary, Host& host) {
 }
 
 }  // namespace
+
+bool IsSameProgram(std::string exe_link, const std::string& binary) {
+  // An unlinked file reads "<path> (deleted)"; a reinstall sets the old binary aside as
+  // "<path>.expanse-undo-<n>" before deleting it (install/journal.h).
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (exe_link.ends_with(kDeleted))
+    exe_link.resize(exe_link.size() - kDeleted.size());
+  const size_t aside = exe_link.rfind(".expanse-undo-");
+  if (aside != std::string::npos && exe_link.find('/', aside) == std::string::npos &&
+      exe_link.find_first_not_of("0123456789", aside + 14) == std::string::npos)
+    exe_link.resize(aside);
+  auto name = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  return !exe_link.empty() && name(exe_link) == name(binary);
+}
 
 Result<std::string> BinaryIdentity(const std::string& path) {
   struct stat st {};
@@ -201,16 +210,19 @@ SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
   std::optional<UserAccount> account;
   if (!options.user.empty())
     account = host.LookupUser(options.user);
-  if (SystemdRuns(host) && EnsureSamplerUnit(options.binary, host)) {
-    // The unit runs as the daemon account; state a sampler left while running as another
-    // account (root) would keep it from taking the node's lock.
-    if (account) {
-      for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
-                                      options.state_dir + "/" + kPidName}) {
-        if (host.Stat(path))
-          (void)host.SetOwner(path, account->uid, account->gid);
-      }
+  // The sampler runs as the daemon account, by the unit or by us; state a sampler left while
+  // running as another account (root) would keep it from taking the node's lock for ever.
+  auto give_state_to_account = [&] {
+    if (!account)
+      return;
+    for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
+                                    options.state_dir + "/" + kPidName}) {
+      if (host.Stat(path))
+        (void)host.SetOwner(path, account->uid, account->gid);
     }
+  };
+  if (SystemdRuns(host) && EnsureSamplerUnit(options.binary, host)) {
+    give_state_to_account();
     SubprocessOptions restart;
     restart.argv = {"systemctl", "--no-block", "restart", kSamplerUnit};
     restart.timeout = std::chrono::seconds(30);
@@ -228,8 +240,8 @@ SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
   const bool have_state_dir = host.MakeDirectories(options.state_dir, 0755).ok();
   if (!options.user.empty() && !account)
     return {.how = SamplerStart::kNone, .account = std::nullopt};
-  if (have_state_dir && account)
-    (void)host.SetOwner(options.state_dir, account->uid, account->gid);
+  if (have_state_dir)
+    give_state_to_account();
   return {.how = SamplerStart::kExec, .account = account};
 }
 

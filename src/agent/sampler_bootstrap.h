@@ -61,6 +61,10 @@ class SamplerInstanceLock {
 // runs) or "replace:<pid>" (one runs an older binary).
 std::string BootstrapDecision(const BootstrapOptions& options);
 
+// Whether `exe_link` (what /proc/PID/exe reads) is a program named like `binary`: the same file
+// name, also once deleted or set aside by a reinstall.
+bool IsSameProgram(std::string exe_link, const std::string& binary);
+
 // Stops the sampler `pid` that holds the lock in `state_dir` and runs an older binary: SIGTERM,
 // then up to `grace` for it to release the lock; one still holding it then (stuck on a hung
 // mount, say) is sent SIGKILL, if it still runs a binary named like `binary` (so a reused pid

@@ -44,6 +44,9 @@ class SamplerBootstrapTest : public ::testing::Test {
 };
 
 TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount) {
+  // Left by a sampler that ran as root: the account's sampler could not open them.
+  host_.Put(options_.state_dir + "/sampler.lock", "", 0644);
+  host_.Put(options_.state_dir + "/sampler.pid", "30961 1:2:3:4\n", 0644);
   const SamplerStartPlan plan = StartSampler(options_, host_);
   EXPECT_EQ(plan.how, SamplerStart::kExec);
   ASSERT_TRUE(plan.account.has_value());
@@ -55,6 +58,10 @@ TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount)
   EXPECT_EQ(state->mode, 0755u);
   EXPECT_EQ(state->uid, 990u);
   EXPECT_EQ(state->gid, 991u);
+  for (const char* name : {"/sampler.lock", "/sampler.pid"}) {
+    EXPECT_EQ(host_.Stat(options_.state_dir + name)->uid, 990u) << name;
+    EXPECT_EQ(host_.Stat(options_.state_dir + name)->gid, 991u) << name;
+  }
 }
 
 TEST_F(SamplerBootstrapTest, AnUnknownAccountStartsNothing) {
@@ -190,6 +197,17 @@ TEST(StopOldSamplerTest, OneThatIgnoresSigtermIsKilledSoTheNodeConverges) {
                              std::chrono::milliseconds(300)));
   EXPECT_EQ(old.EndedBy(), SIGKILL);
   EXPECT_TRUE(SamplerInstanceLock::Acquire(dir.path(), "5:6:7:8").ok()) << "the lock is free";
+}
+
+TEST(StopOldSamplerTest, TheOldBinaryIsKnownDeletedOrSetAsideButNotAnotherProgram) {
+  const std::string binary = "/srv/prefix/bin/expanse-daemon";
+  EXPECT_TRUE(IsSameProgram("/srv/prefix/bin/expanse-daemon", binary));
+  EXPECT_TRUE(IsSameProgram("/srv/prefix/bin/expanse-daemon (deleted)", binary));
+  EXPECT_TRUE(IsSameProgram("/srv/prefix/bin/expanse-daemon.expanse-undo-7 (deleted)", binary));
+  EXPECT_FALSE(IsSameProgram("/usr/bin/python3.11", binary));
+  EXPECT_FALSE(IsSameProgram("/srv/prefix/bin/expanse-daemon.expanse-undo-x", binary));
+  EXPECT_FALSE(IsSameProgram("/srv/prefix/bin/expanse-daemon-helper (deleted)", binary));
+  EXPECT_FALSE(IsSameProgram("", binary));
 }
 
 TEST(StopOldSamplerTest, AProcessRunningAnotherProgramIsNeverKilled) {

@@ -176,7 +176,11 @@ assert_match 'older than 1.1.0' "$out" "downgrade refused"
 declare -A old_sampler
 for w in "$w1" "$w2"; do
   old_sampler[$w]="$("$TESTCLUSTER" exec "$w" -- cat /var/lib/expanse/sampler/sampler.pid 2>/dev/null | awk '{print $1}')"
-  [[ -n "${old_sampler[$w]}" ]] || fail "no sampler was bootstrapped on $w by the first job"
+  # A live sampler, not a pid file an earlier test's sampler (as root) left behind.
+  [[ -n "${old_sampler[$w]}" &&
+     "$("$TESTCLUSTER" exec "$w" -- readlink "/proc/${old_sampler[$w]}/exe")" == */bin/expanse-daemon* ]] ||
+    fail "no sampler was bootstrapped on $w by the first job (pid file: ${old_sampler[$w]:-none};" \
+      "log: $("$TESTCLUSTER" exec "$w" -- tail -3 /var/lib/expanse/sampler.log 2>&1 | tr '\n' ';'))"
 done
 job="$(submit -N 2 -w "$w1,$w2" -o /dev/null --wrap 'sleep 1')"
 wait_job_done "$job" 90
