@@ -202,12 +202,11 @@ Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std
     const bool active = UnitIs(host, "active", unit_name);
     const bool enabled = UnitIs(host, "enabled", unit_name);
     std::vector<std::string> undo;
-    if (active || enabled) {
-      undo = {"systemctl", active && enabled ? "enable" : active ? "start" : "enable"};
-      if (active && enabled)
-        undo.push_back("--now");
-      undo.push_back(unit_name);
-    }
+    if (enabled)
+      undo = active ? std::vector<std::string>{"systemctl", "enable", "--now", unit_name}
+                    : std::vector<std::string>{"systemctl", "enable", unit_name};
+    else if (active)
+      undo = {"systemctl", "start", unit_name};
     Status stopped = changes.RunCommand("systemctl disable --now " + unit_name,
                                         {"systemctl", "disable", "--now", unit_name}, undo);
     if (!stopped.ok())
