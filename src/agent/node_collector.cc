@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "agent/gpu_use.h"
+#include "agent/job_devices_check.h"
 #include "attribution/allocation.h"
 #include "core/file_util.h"
 #include "gpu/guarded_backend.h"
@@ -317,6 +318,14 @@ NodeCollection NodeCollector::Collect(bool final) {
       ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
                     AllocationsFromOpen(open_allocations_), options_.attribution);
   gpu_use_ = GpuUseToJson(use.view);
+  std::map<uint32_t, telemetry::JobCgroups::JobDirs> job_dirs;
+  {
+    std::lock_guard lock(buffer_mu_);
+    job_dirs = cgroups_.jobs();
+  }
+  job_devices_ = JobDevicesToJson(
+      CheckJobDevices(open_allocations_, job_dirs,
+                      attribution::NodeGpus{sink_.inventory().gpus, gres_, {}}, clock_.NowMs()));
   if (counters_) {
     // A job running another CUDA tool (Nsight, a CUPTI profiler) gets its GPU's counters.
     std::set<std::string> tools;

@@ -83,6 +83,8 @@ class NodeCollector {
   // The per-GPU use view as of the last Collect (agent/gpu_use.h), for the health report and
   // the heartbeat; an empty array before the first.
   const nlohmann::json& GpuUse() const { return gpu_use_; }
+  // The attribution self-check of the last Collect (agent/job_devices_check.h).
+  const nlohmann::json& JobDevices() const { return job_devices_; }
   // The py_stacks capability, when stacks are collected; nullopt otherwise.
   std::optional<Capability> PyStacksCapability() const;
   nlohmann::json PyStacksStats() const;
@@ -131,6 +133,7 @@ class NodeCollector {
   std::map<std::string, std::vector<wire::GpuAllocationRecord>> open_allocations_;
   attribution::NodeGres gres_;
   nlohmann::json gpu_use_ = nlohmann::json::array();
+  nlohmann::json job_devices_ = nlohmann::json::array();
   void PublishJobsForStacks();
   std::unique_ptr<PyStacksCollector> py_stacks_;
   void TickCounters();

@@ -128,6 +128,7 @@ class SamplerLoop {
                              {"capabilities", CapabilitiesJson(capabilities)},
                              {"inventory", ToJson(collector_.Inventory())},
                              {"gpu_use", collector_.GpuUse()},
+                             {"job_devices", collector_.JobDevices()},
                              {"py_stacks", collector_.PyStacksStats()},
                              {"cupti", collector_.CuptiStats()},
                              {"dcgm", collector_.DcgmStats()},

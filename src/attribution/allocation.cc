@@ -238,6 +238,13 @@ std::string_view AllocationMethodName(AllocationMethod method) {
 
 Result<GpuSet> GpusFromDevicesList(std::string_view devices_list, const NodeGpus& node) {
   EXPANSE_ASSIGN_OR_RETURN(const DeviceWhitelist whitelist, ParseDevicesList(devices_list));
+  if (whitelist.default_allow) {
+    return FailedPreconditionError(
+               "devices.list is \"a *:* rwm\": the cgroup allows every device by default and "
+               "the kernel does not list the devices it denies (SLURM 21.08 and later deny a "
+               "job the GPUs it was not given this way)")
+        .WithReason("devices_default_allow");
+  }
   if (whitelist.all_gpus) {
     return FailedPreconditionError(
                "devices.list grants every NVIDIA device, so the job cgroup does not confine "

@@ -56,7 +56,9 @@ struct GpuSet {
 };
 
 // (a) from the text of devices.list. Errors: the parser's; kFailedPrecondition, reason
-// "devices_unconstrained", when it grants every NVIDIA device; kFailedPrecondition, reason
+// "devices_default_allow", for a default-allow cgroup ("a *:* rwm", whose deny entries the
+// kernel does not show), and reason "devices_unconstrained" when a list of allowed devices
+// grants every NVIDIA device; kFailedPrecondition, reason
 // "unknown_gpu_minor" (or "inventory_without_minor" when the inventory lacks minors), for a minor
 // no GPU has.
 Result<GpuSet> GpusFromDevicesList(std::string_view devices_list, const NodeGpus& node);

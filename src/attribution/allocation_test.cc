@@ -11,6 +11,7 @@ namespace expanse::attribution {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::kUuid0;
 using testing::kUuid1;
@@ -35,7 +36,10 @@ TEST(AllocationTest, DevicesListGoesThroughMinors) {
 
 TEST(AllocationTest, DevicesListErrors) {
   const NodeGpus node = ReversedNode();
-  const Status unconstrained = GpusFromDevicesList("a *:* rwm\n", node).status();
+  const Status default_allow = GpusFromDevicesList("a *:* rwm\n", node).status();
+  EXPECT_EQ(default_allow.reason(), "devices_default_allow");
+  EXPECT_THAT(default_allow.message(), HasSubstr("does not list the devices it denies"));
+  const Status unconstrained = GpusFromDevicesList("c 195:* rwm\nc 1:3 rw\n", node).status();
   EXPECT_EQ(unconstrained.reason(), "devices_unconstrained");
   const Status unknown = GpusFromDevicesList("c 195:7 rwm\n", node).status();
   EXPECT_EQ(unknown.message(),
@@ -205,8 +209,8 @@ TEST(AllocationTest, ResolveFallsBackAndKeepsTheReason) {
   EXPECT_EQ(resolved.allocation.method, AllocationMethod::kSlurmJobGpus);
   EXPECT_THAT(resolved.allocation.gpu_uuids, ElementsAre(kUuid1));
   ASSERT_EQ(resolved.problems.size(), 1u);
-  EXPECT_EQ(resolved.problems[0].reason(), "devices_unconstrained");
-  EXPECT_TRUE(resolved.problems[0].message().starts_with("job 7: devices.list grants"));
+  EXPECT_EQ(resolved.problems[0].reason(), "devices_default_allow");
+  EXPECT_TRUE(resolved.problems[0].message().starts_with("job 7: devices.list is"));
 }
 
 TEST(AllocationTest, ResolveFromAHookEventAlone) {

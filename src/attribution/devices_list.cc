@@ -63,6 +63,8 @@ Result<DeviceWhitelist> ParseDevicesList(std::string_view text) {
     if (access.find_first_of("rw") == std::string_view::npos || type == 'b') {
       continue;
     }
+    if (type == 'a' && *major == kAny && *minor == kAny && access.size() == 3)
+      whitelist.default_allow = true;
     if (type == 'a' || ((*major == kAny || *major == kNvidiaMajor) && *minor == kAny)) {
       whitelist.all_gpus = true;
     } else if (*major == kNvidiaMajor && *minor < kFirstNvidiaControlMinor) {

@@ -24,8 +24,12 @@ inline constexpr uint32_t kNvidiaMajor = 195;
 inline constexpr uint32_t kFirstNvidiaControlMinor = 254;
 
 struct DeviceWhitelist {
-  // True when an entry grants every NVIDIA device ("a *:* rwm", "c 195:* rw", "c *:* rw"): the
-  // cgroup does not confine GPUs, as in a root cgroup or with ConstrainDevices=no.
+  // True for "a *:* rwm", the kernel's whole listing of a cgroup that allows every device by
+  // default: its deny entries are not listed. SLURM 21.08 and later confine a job's GPUs that
+  // way under cgroup v1 (each GPU it was not given is denied), so such a list says nothing about
+  // which GPUs the job may open.
+  bool default_allow = false;
+  // True when an entry grants every NVIDIA device ("a *:* rwm", "c 195:* rw", "c *:* rw").
   bool all_gpus = false;
   std::vector<uint32_t> gpu_minors;  // ascending, unique; only entries granting r or w
 };

@@ -29,6 +29,11 @@ TEST(DevicesListTest, JobWhitelist) {
 
 TEST(DevicesListTest, Unconstrained) {
   EXPECT_TRUE(ParseDevicesList("a *:* rwm\n").value().all_gpus);
+  // Only the kernel's listing of a default-allow cgroup is that; other "a" entries are grants.
+  EXPECT_TRUE(ParseDevicesList("a *:* rwm\n").value().default_allow);
+  EXPECT_FALSE(ParseDevicesList("a *:* rw\n").value().default_allow);
+  EXPECT_FALSE(ParseDevicesList("c *:* rwm\n").value().default_allow);
+  EXPECT_FALSE(ParseDevicesList("c 195:0 rwm\n").value().default_allow);
   EXPECT_TRUE(ParseDevicesList("c 195:* rw\n").value().all_gpus);
   EXPECT_TRUE(ParseDevicesList("c *:* rw\n").value().all_gpus);
   EXPECT_FALSE(ParseDevicesList("c *:* m\n").value().all_gpus);

@@ -57,6 +57,79 @@ constexpr CapabilityRule kCapabilityRules[] = {
      "set again"},
 };
 
+// "[GPU-a, GPU-b]", each quoted as a message needs it; "none" when empty.
+std::string UuidList(const std::vector<std::string>& uuids) {
+  if (uuids.empty())
+    return "none";
+  std::string out = "[";
+  for (const std::string& uuid : uuids)
+    out += (out.size() > 1 ? ", " : "") + QuoteForMessage(uuid);
+  return out + "]";
+}
+
+std::vector<std::string> Minus(std::vector<std::string> a, std::vector<std::string> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// The cgroup side of the self-check: each running job's device whitelist against the GPUs its
+// Prolog recorded; and one note per node saying what was checked, so a clean result is seen
+// to have been looked at.
+void CheckJobDevices(const NodeFacts& node, std::vector<Finding>& out) {
+  const std::string& host = node.host;
+  size_t agree = 0;
+  std::map<std::string, size_t> not_checked;  // why -> jobs
+  for (const JobDevicesFacts& job : node.job_devices) {
+    const std::string name = "job " + QuoteForMessage(job.job_id);
+    if (job.state == "agrees") {
+      ++agree;
+    } else if (job.state == "disagrees") {
+      const std::vector<std::string> extra = Minus(job.cgroup_gpus, job.allocated_gpus);
+      const std::vector<std::string> missing = Minus(job.allocated_gpus, job.cgroup_gpus);
+      std::string seen = name + "'s cgroup device list lets it open " + UuidList(job.cgroup_gpus) +
+                         " but SLURM allocated it " + UuidList(job.allocated_gpus) + " (";
+      if (!extra.empty())
+        seen += "not allocated: " + UuidList(extra);
+      if (!missing.empty())
+        seen += std::string(extra.empty() ? "" : "; ") + "not allowed: " + UuidList(missing);
+      out.push_back(Action(
+          "ATTRIBUTION_CGROUP_DEVICES", host,
+          seen + "; devices.list vs SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES)",
+          "compare gres.conf's File= lines for " + host +
+              " with the GPUs' minors (`ls -l /dev/nvidia*`, `nvidia-smi -q | grep Minor`) and "
+              "fix them, then `scontrol reconfigure`; a device written into a job's "
+              "devices.allow by hand also shows here"));
+    } else if (job.state == "unconstrained") {
+      out.push_back(Action("ATTRIBUTION_DEVICES_UNCONSTRAINED", host,
+                           name + "'s cgroup lets it open every GPU of " + host +
+                               " (its devices.list grants all NVIDIA devices); SLURM allocated "
+                               "it " +
+                               UuidList(job.allocated_gpus),
+                           "set ConstrainDevices=yes in cgroup.conf and restart slurmd on " + host +
+                               " (jobs started before keep their cgroup)"));
+    } else if (job.state == "unreadable") {
+      out.push_back(Finding{"ATTRIBUTION_DEVICES_UNREADABLE", Severity::kInfo, host,
+                            name + "'s cgroup device list could not be used: " + job.detail,
+                            "the other two sources (SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES and "
+                            "NVML's processes) are still compared"});
+    } else {
+      ++not_checked[job.detail.empty() ? std::string("no reason given") : job.detail];
+    }
+  }
+  if (node.job_devices.empty())
+    return;
+  std::string seen = host + ": the GPUs of " + std::to_string(node.job_devices.size()) +
+                     " running job" + (node.job_devices.size() == 1 ? "" : "s") +
+                     " checked against their cgroup device lists: " + std::to_string(agree) +
+                     " agree";
+  for (const auto& [why, count] : not_checked)
+    seen += "; " + std::to_string(count) + " not checked (" + why + ")";
+  out.push_back(Finding{"ATTRIBUTION_SELF_CHECK", Severity::kInfo, host, seen, ""});
+}
+
 }  // namespace
 
 void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
@@ -225,6 +298,7 @@ void CheckAttribution(const NodeFacts& node, std::vector<Finding>& out) {
       }
     }
   }
+  CheckJobDevices(node, out);
 }
 
 void CheckUuids(const std::vector<NodeFacts>& nodes, std::vector<Finding>& out) {

@@ -23,6 +23,16 @@ Finding Only(const std::vector<Finding>& findings, const std::string& code) {
   return findings.empty() ? Finding{} : findings.front();
 }
 
+// The first finding with `code`, which must be there.
+Finding Named(const std::vector<Finding>& findings, const std::string& code) {
+  for (const Finding& f : findings) {
+    if (f.code == code)
+      return f;
+  }
+  ADD_FAILURE() << "no " << code << " finding";
+  return Finding{};
+}
+
 TEST(DoctorChecks, HealthyDeploymentHasNothingToDo) {
   const std::vector<Finding> findings = RunChecks(HealthyFacts());
   EXPECT_THAT(Codes(findings), ::testing::IsEmpty());
@@ -293,6 +303,56 @@ TEST(DoctorChecks, ProcessOfNoJobIsANote) {
   const std::vector<Finding> findings = RunChecks(facts);
   EXPECT_EQ(Codes(findings), std::vector<std::string>{"ATTRIBUTION_UNATTRIBUTED_PROCESS"});
   EXPECT_EQ(ExitStatusFor(findings), 0);
+}
+
+TEST(DoctorChecks, CgroupDeviceListAgainstTheAllocation) {
+  DeploymentFacts facts = HealthyFacts();
+  facts.nodes[0].job_devices = {{"42", "disagrees", {"GPU-a"}, {"GPU-a", "GPU-b"}, ""},
+                                {"43", "disagrees", {"GPU-a", "GPU-b"}, {"GPU-b"}, ""}};
+  const std::vector<Finding> findings = RunChecks(facts);
+  EXPECT_EQ(ExitStatusFor(findings), 1);
+  std::vector<Finding> named;
+  for (const Finding& f : findings) {
+    if (f.code == "ATTRIBUTION_CGROUP_DEVICES")
+      named.push_back(f);
+  }
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].host, "w1");
+  EXPECT_THAT(named[0].seen, HasSubstr("job \"42\"'s cgroup device list lets it open "
+                                       "[\"GPU-a\", \"GPU-b\"] but SLURM allocated it [\"GPU-a\"] "
+                                       "(not allocated: [\"GPU-b\"]"));
+  EXPECT_THAT(named[0].fix, HasSubstr("gres.conf"));
+  EXPECT_THAT(named[1].seen, HasSubstr("not allowed: [\"GPU-a\"]"));
+  // The note says how many were checked and that none agreed.
+  EXPECT_THAT(Named(findings, "ATTRIBUTION_SELF_CHECK").seen,
+              HasSubstr("the GPUs of 2 running jobs checked against their cgroup device lists: "
+                        "0 agree"));
+}
+
+TEST(DoctorChecks, CgroupThatConfinesNoGpuNeedsAction) {
+  DeploymentFacts facts = HealthyFacts();
+  facts.nodes[0].job_devices = {{"42", "unconstrained", {"GPU-a"}, {}, "grants all"}};
+  const std::vector<Finding> findings = RunChecks(facts);
+  EXPECT_EQ(Codes(findings), (std::vector<std::string>{"ATTRIBUTION_DEVICES_UNCONSTRAINED",
+                                                       "ATTRIBUTION_SELF_CHECK"}));
+  const Finding f = Named(findings, "ATTRIBUTION_DEVICES_UNCONSTRAINED");
+  EXPECT_THAT(f.seen, HasSubstr("lets it open every GPU of w1"));
+  EXPECT_THAT(f.fix, HasSubstr("ConstrainDevices=yes"));
+}
+
+TEST(DoctorChecks, AgreeingAndUncheckedJobsAreOnlyANote) {
+  DeploymentFacts facts = HealthyFacts();
+  facts.nodes[0].job_devices = {{"41", "agrees", {"GPU-a"}, {"GPU-a"}, ""},
+                                {"42", "not_checked", {"GPU-b"}, {}, "cgroup v2"},
+                                {"43", "not_checked", {"GPU-b"}, {}, "cgroup v2"},
+                                {"44", "unreadable", {"GPU-b"}, {}, "permission denied"}};
+  const std::vector<Finding> findings = RunChecks(facts);
+  EXPECT_EQ(ExitStatusFor(findings), 0);
+  EXPECT_EQ(Codes(findings),
+            (std::vector<std::string>{"ATTRIBUTION_DEVICES_UNREADABLE", "ATTRIBUTION_SELF_CHECK"}));
+  EXPECT_THAT(Named(findings, "ATTRIBUTION_SELF_CHECK").seen,
+              HasSubstr("of 4 running jobs checked against their cgroup device lists: 1 agree; 2 "
+                        "not checked (cgroup v2)"));
 }
 
 TEST(DoctorChecks, UnreadableReportIsOneFindingAndNoOtherNodeChecks) {

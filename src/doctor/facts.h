@@ -64,6 +64,16 @@ struct GpuUseFacts {
   std::vector<GpuProcessFacts> processes;  // NVML's process list, attributed
 };
 
+// One running job's attribution self-check (agent/job_devices_check.h): the GPUs its cgroup
+// device list allows against those its Prolog recorded.
+struct JobDevicesFacts {
+  std::string job_id;
+  std::string state;  // agrees | disagrees | unconstrained | not_checked | unreadable
+  std::vector<std::string> allocated_gpus;
+  std::vector<std::string> cgroup_gpus;
+  std::string detail;
+};
+
 struct CapabilityFacts {
   std::string state;  // ok | degraded | absent | disabled
   std::string reason;
@@ -91,6 +101,7 @@ struct NodeFacts {
   std::vector<GpuFacts> gpus;  // what the sampler sees
   std::map<std::string, CapabilityFacts> capabilities;
   std::vector<GpuUseFacts> gpu_use;
+  std::vector<JobDevicesFacts> job_devices;
   std::optional<GresFacts> gres;  // gres.conf for this node, when read
 };
 

@@ -15,6 +15,7 @@ constexpr size_t kMaxGpus = 256;
 constexpr size_t kMaxProcessesPerGpu = 64;
 constexpr size_t kMaxJobsPerGpu = 16;
 constexpr size_t kMaxCapabilities = 32;
+constexpr size_t kMaxJobDevices = 64;
 constexpr size_t kMaxText = 512;
 
 std::string Text(const nlohmann::json& doc, const char* key) {
@@ -112,6 +113,46 @@ void ReadGpuUse(const nlohmann::json& report, NodeFacts& node) {
   }
 }
 
+// Text members of an array, at most `max`; anything else is skipped.
+std::vector<std::string> Texts(const nlohmann::json& doc, const char* key, size_t max) {
+  std::vector<std::string> out;
+  const auto it = doc.find(key);
+  if (it == doc.end() || !it->is_array())
+    return out;
+  for (const nlohmann::json& item : *it) {
+    if (out.size() >= max)
+      break;
+    if (item.is_string())
+      out.push_back(Text(nlohmann::json{{"t", item}}, "t"));
+  }
+  return out;
+}
+
+// "job_devices": [{"job_id", "state", "allocated_gpus", "cgroup_gpus", "detail"}]
+// (agent/job_devices_check.h). An entry without a job or with an unknown state is skipped.
+void ReadJobDevices(const nlohmann::json& report, NodeFacts& node) {
+  const auto checks = report.find("job_devices");
+  if (checks == report.end() || !checks->is_array())
+    return;
+  for (const nlohmann::json& c : *checks) {
+    if (node.job_devices.size() >= kMaxJobDevices)
+      break;
+    if (!c.is_object())
+      continue;
+    JobDevicesFacts facts;
+    facts.job_id = Text(c, "job_id");
+    facts.state = Text(c, "state");
+    if (facts.job_id.empty() ||
+        (facts.state != "agrees" && facts.state != "disagrees" && facts.state != "unconstrained" &&
+         facts.state != "not_checked" && facts.state != "unreadable"))
+      continue;
+    facts.allocated_gpus = Texts(c, "allocated_gpus", kMaxGpus);
+    facts.cgroup_gpus = Texts(c, "cgroup_gpus", kMaxGpus);
+    facts.detail = Text(c, "detail");
+    node.job_devices.push_back(std::move(facts));
+  }
+}
+
 void ReadCapabilities(const nlohmann::json& report, NodeFacts& node) {
   const auto caps = report.find("capabilities");
   if (caps == report.end() || !caps->is_object())
@@ -155,6 +196,7 @@ Result<NodeFacts> ParseHealthPayload(std::string_view payload, const std::string
   ReadInventory(*doc, node);
   ReadCapabilities(*doc, node);
   ReadGpuUse(*doc, node);
+  ReadJobDevices(*doc, node);
   return node;
 }
 

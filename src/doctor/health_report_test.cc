@@ -44,6 +44,15 @@ nlohmann::json Report() {
             {"job_id", 42},
             {"of_allocated_job", false},
             {"outside_cgroup", false}}}}}}},
+      {"job_devices",
+       {{{"job_id", "42"},
+         {"state", "disagrees"},
+         {"allocated_gpus", {"GPU-a"}},
+         {"cgroup_gpus", {"GPU-a", "GPU-b"}}},
+        {{"job_id", "43"}, {"state", "not_checked"}, {"detail", "cgroup v2"}},
+        {{"job_id", "44"}, {"state", "on_fire"}},
+        {{"state", "agrees"}},
+        7}},
       {"spool", {{"records_written", 10}, {"write_errors", 2}, {"records_dropped", 1}}},
       {"problem", "spool full"}};
 }
@@ -65,6 +74,13 @@ TEST(DoctorHealthReport, ReadsTheSamplersReport) {
   ASSERT_EQ(node->gpu_use[0].processes.size(), 1u);
   EXPECT_EQ(node->gpu_use[0].processes[0].job_id, "42");
   EXPECT_FALSE(node->gpu_use[0].processes[0].of_allocated_job);
+  // An entry with an unknown state, without a job or not an object is skipped.
+  ASSERT_EQ(node->job_devices.size(), 2u);
+  EXPECT_EQ(node->job_devices[0].job_id, "42");
+  EXPECT_EQ(node->job_devices[0].state, "disagrees");
+  EXPECT_EQ(node->job_devices[0].allocated_gpus, std::vector<std::string>{"GPU-a"});
+  EXPECT_EQ(node->job_devices[0].cgroup_gpus, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ(node->job_devices[1].detail, "cgroup v2");
   EXPECT_EQ(node->spool_write_errors, 2u);
   EXPECT_EQ(node->spool_records_dropped, 1u);
   EXPECT_EQ(node->problem, "spool full");

@@ -186,6 +186,8 @@ void JobCgroups::Rescan() {
           dirs.cpu = child;
         if (Exists(child + "/memory.usage_in_bytes"))
           dirs.memory = child;
+        if (Exists(child + "/devices.list"))
+          dirs.devices = child;
         if (Exists(child + "/cpu.stat") && Exists(child + "/memory.current")) {
           dirs.cpu = dirs.memory = child;
           dirs.v2 = true;

@@ -46,6 +46,9 @@ class JobCgroups {
   struct JobDirs {
     std::string cpu;     // has cpuacct.usage (v1) or cpu.stat (v2)
     std::string memory;  // has memory.usage_in_bytes (v1) or memory.current (v2)
+    // v1 only: has devices.list, the device whitelist ConstrainDevices=yes writes (v2 filters
+    // devices with an eBPF program and has no such file).
+    std::string devices;
     bool v2 = false;
   };
   const std::map<uint32_t, JobDirs>& jobs() const { return jobs_; }

@@ -44,11 +44,15 @@ TEST_F(JobCgroupsTest, CgroupV1JobsUnderAnyPrefix) {
   Write(cpu + "/step_0/cpuacct.usage", "5\n");  // steps are not jobs
   Write(mem + "/memory.usage_in_bytes", "209715200\n");
   Write("/memory/other/job_9/memory.usage_in_bytes", "1\n");  // not under uid_<n>
+  const std::string devices = "/devices/expanse-testcluster/worker1/slurm/uid_0/job_7";
+  Write(devices + "/devices.list", "c 195:1 rwm\n");
   Write("/stat", "cpu  100 0 100 800 0 0 0 0 0 0\n");
   JobCgroups cgroups(options_);
   SeriesBuffer buffer;
   cgroups.Sample(1000, "worker1", buffer);
   ASSERT_EQ(cgroups.jobs().size(), 1u);
+  // The device whitelist's directory, for the attribution self-check (agent/job_devices_check.h).
+  EXPECT_EQ(cgroups.jobs().at(7).devices, root_ + devices);
   Write(cpu + "/cpuacct.usage", "3000000000\n");        // 2 CPU-seconds more in 1 s
   Write("/stat", "cpu  200 0 200 1400 0 0 0 0 0 0\n");  // 200 busy of 800
   cgroups.Sample(2000, "worker1", buffer);

@@ -5,6 +5,10 @@
 #   - a healthy deployment: exit 0, no finding that needs action, also in --json;
 #   - the Prolog line removed from slurm.conf: HOOK_MISSING with its fix, exit 1;
 #   - the spool root made unwritable for the daemon user: SPOOL_NOT_WRITABLE, exit 1;
+#   - a running GPU job: the attribution self-check cannot read SLURM 22.05's default-allow
+#     device cgroup and says so (exit 0); switched to the listing form older SLURMs make, it
+#     agrees; the job's other GPU added to its devices.allow: ATTRIBUTION_CGROUP_DEVICES naming
+#     that GPU, exit 1;
 #   - a worker's sampler stopped: `doctor --host` reports it WORKER_SILENT once its last report
 #     is older than two minutes, exit 1;
 #   - the credential revoked through the console API: CREDENTIAL_REVOKED, exit 1.
@@ -23,7 +27,25 @@ ctl="$EXPANSE_TC_CONTROLLER"
 read -r w1 w2 _ <<<"$EXPANSE_TC_WORKERS"
 PRIV="$(mktemp -d)"
 
+job="" restore_devices=""
+# The SLURM devices cgroup on $w1 back to allowing by default, once its jobs' cgroups are gone.
+restore_slurm_devices() {
+  [[ -n "$restore_devices" ]] || return 0
+  local i
+  for i in $(seq 50); do
+    "$TESTCLUSTER" exec "$w1" -- bash -c 'echo a >"$(ls -d /sys/fs/cgroup/devices/slurm* | head -1)/devices.allow"' \
+      2>/dev/null && { restore_devices=""; return 0; }
+    sleep 0.2
+  done
+  echo "cannot put $w1's SLURM devices cgroup back to allowing by default" >&2
+  return 1
+}
 cleanup() {
+  if [[ -n "$job" ]]; then
+    scancel "$job" 2>/dev/null || true
+    wait_job_done "$job" 60 2>/dev/null || true
+  fi
+  restore_slurm_devices || true
   chmod 755 "$prefix/spool/workers" 2>/dev/null || true
   host_systemd_off "$ctl" || true
   for w in "$w1" "$w2"; do
@@ -157,6 +179,74 @@ assert_match "chmod 0755 $prefix/spool/workers" \
   "$(jq -r '[.findings[] | select(.code == "SPOOL_NOT_WRITABLE") | .fix] | first' <<<"$OUT")" \
   "SPOOL_NOT_WRITABLE's fix"
 chmod 755 "$prefix/spool/workers"
+
+# --- the attribution self-check on a running job (while $w2's report ages) ----------------------
+# A one-GPU job on $w1: SLURM gives it GRES index 0, /dev/nvidia$lo1. SLURM 22.05 confines it by
+# denying the other GPU in a cgroup that allows by default, which the kernel lists only as
+# "a *:* rwm": the self-check says it could not compare, and why, and nothing needs action.
+read -r lo1 hi1 < <(grep "NodeName=$w1 " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
+job="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 600')"
+job_running() { [[ "$(job_state "$1")" == RUNNING ]]; }
+wait_until 60 "job $job to run" job_running "$job"
+self_check() { jq -r '.findings[] | select(.code == "ATTRIBUTION_SELF_CHECK") | .seen' <<<"$OUT"; }
+doctor_until 90 "$w1's self-check to look at job $job's cgroup" \
+  '[.findings[] | select(.code == "ATTRIBUTION_SELF_CHECK") | .seen | test("1 not checked \\(devices.list is")] | any' \
+  --host "$w1"
+assert_eq 0 "$RC" "doctor --host $w1's exit status with job $job as SLURM 22.05 confines it"
+assert_match '0 agree; 1 not checked \(devices.list is "a \*:\* rwm"' "$(self_check)" \
+  "the self-check on a default-allow job cgroup"
+scancel "$job"
+wait_job_done "$job" 60
+# A site whose SLURM cgroup denies devices by default (as SLURM before 21.08 made job cgroups,
+# or an operator's parent cgroup): SLURM's own deny of the other GPU then removes it from the
+# list the job inherits, and the list names the job's GPU. The node's SLURM devices cgroup is
+# set that way while no job runs (the kernel changes a cgroup's default only without children),
+# allowing the usual character devices and both GPUs; a new job is then compared, and agrees.
+srun -w "$w1" true  # slurmd makes its devices cgroup with the first job
+slurm_devices() {
+  "$TESTCLUSTER" exec "$w1" -- bash -c "d=\$(ls -d /sys/fs/cgroup/devices/slurm* | head -1) && cd \$d && $1"
+}
+for i in $(seq 50); do
+  slurm_devices "echo a >devices.deny" 2>/dev/null && break
+  sleep 0.2  # the last job's cgroup is still being removed
+done
+slurm_devices "for e in 'c 1:* rwm' 'c 5:* rwm' 'c 136:* rwm' 'c 195:254 rwm' 'c 195:255 rwm' 'c 195:$lo1 rwm' 'c 195:$hi1 rwm'; do echo \"\$e\" >devices.allow; done" ||
+  fail "cannot make $w1's SLURM devices cgroup deny by default"
+restore_devices=1
+job="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 600')"
+wait_until 60 "job $job to run" job_running "$job"
+# job_devices CMD — runs CMD with $d the job's devices cgroup on $w1, then keeps its devices.list.
+job_devices() {
+  "$TESTCLUSTER" exec "$w1" -- bash -c "d=\$(find /sys/fs/cgroup/devices -maxdepth 6 -type d -name job_$job | head -1) &&
+    [[ -n \$d ]] && $1 && cat \$d/devices.list" >"$PRIV/devices.list" 2>/dev/null
+}
+# slurmstepd makes the job's cgroup after the job is RUNNING.
+wait_until 30 "job $job's devices cgroup on $w1" job_devices true
+grep -qx "c 195:$lo1 rwm" "$PRIV/devices.list" && ! grep -q "c 195:$hi1 " "$PRIV/devices.list" ||
+  fail "job $job's devices.list should allow /dev/nvidia$lo1 only: $(cat "$PRIV/devices.list")"
+doctor_until 60 "$w1's self-check to compare job $job" \
+  '[.findings[] | select(.code == "ATTRIBUTION_SELF_CHECK") | .seen | test("of 1 running job .*: 1 agree")] | any' \
+  --host "$w1"
+assert_eq 0 "$RC" "doctor --host $w1's exit status with job $job's device list as allocated"
+# Its other GPU added, as a wrong gres.conf or a hand edit would leave it: the doctor names the
+# GPU the job may open but was not given.
+job_devices "echo 'c 195:$hi1 rwm' >\$d/devices.allow" || fail "cannot widen job $job's devices cgroup"
+grep -qx "c 195:$hi1 rwm" "$PRIV/devices.list" || fail "job $job's devices.list: $(cat "$PRIV/devices.list")"
+doctor_until 60 "ATTRIBUTION_CGROUP_DEVICES for job $job" \
+  '[.findings[].code] | index("ATTRIBUTION_CGROUP_DEVICES")' --host "$w1"
+doctor --host "$w1" --json
+assert_eq 1 "$RC" "doctor --host $w1's exit status with job $job's cgroup widened"
+seen="$(jq -r '.findings[] | select(.code == "ATTRIBUTION_CGROUP_DEVICES") | .seen' <<<"$OUT")"
+assert_match "job \"$job\"'s cgroup device list lets it open" "$seen" "ATTRIBUTION_CGROUP_DEVICES's job"
+assert_match "not allocated: \[\"GPU-$w1-minor$hi1\"\]" "$seen" "the GPU only the cgroup allows"
+assert_match "SLURM allocated it \[\"GPU-$w1-minor$lo1\"\]" "$seen" "the GPU SLURM allocated"
+assert_eq "$w1" "$(jq -r '.findings[] | select(.code == "ATTRIBUTION_CGROUP_DEVICES") | .host' <<<"$OUT")" \
+  "the host ATTRIBUTION_CGROUP_DEVICES names"
+scancel "$job"
+wait_job_done "$job" 60
+restore_slurm_devices
+doctor_until 60 "$w1 healthy once job $job ended" '.needs_action == false' --host "$w1"
+pass "the self-check: SLURM 22.05's default-allow cgroup not compared (and said why), a listed GPU agreed, an added one named"
 
 # --- the stopped worker goes silent -----------------------------------------------------------
 # Its last report must be more than two minutes old; the doctor is asked about that host only.
