@@ -62,18 +62,30 @@ expanse_deb_docs(daemon expanse-daemon)
 install(TARGETS expanse-server RUNTIME DESTINATION bin COMPONENT server)
 expanse_deb_man_page(server expanse-server "Expanse control plane, data plane and console")
 expanse_deb_docs(server expanse-server)
-install(FILES "${expanse_deb}/expanse-server/expanse-server.service"
-        DESTINATION /lib/systemd/system COMPONENT server)
-install(FILES "${expanse_deb}/expanse-server/expanse-server.env"
-        DESTINATION /etc/expanse-server COMPONENT server)
+# The unit and the configuration have fixed places on the system, outside the prefix. They are
+# installed only for a package (CPack installs with DESTDIR) or an install into /usr itself:
+# `cmake --install <build> --prefix ~/somewhere` must not write /lib or /etc.
+install(CODE "
+  if(NOT \"\$ENV{DESTDIR}\" STREQUAL \"\" OR CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+    file(INSTALL DESTINATION \"/lib/systemd/system\" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+         FILES \"${expanse_deb}/expanse-server/expanse-server.service\")
+    file(INSTALL DESTINATION \"/etc/expanse-server\" TYPE FILE
+         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+         FILES \"${expanse_deb}/expanse-server/expanse-server.env\")
+  else()
+    message(STATUS \"Not installing expanse-server.service and /etc/expanse-server: the prefix \"
+                   \"is \${CMAKE_INSTALL_PREFIX}, not /usr (packages install them)\")
+  endif()"
+  COMPONENT server)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME expanse)
 set(CPACK_PACKAGE_VENDOR "The Expanse developers")
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_CONTACT "${EXPANSE_DEB_MAINTAINER}")
-# The unit goes to /lib/systemd/system and the configuration to /etc: absolute destinations,
-# which CPack packs when it installs with DESTDIR. The rest is below /usr.
+# The unit goes to /lib/systemd/system and the configuration to /etc (absolute, with DESTDIR
+# set by CPack); the rest is below /usr.
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)

@@ -4,7 +4,10 @@
 # it), with fake NVML GPUs on the workers whose minors match gres.conf:
 #   - a healthy deployment: exit 0, no finding that needs action, also in --json;
 #   - the Prolog line removed from slurm.conf: HOOK_MISSING with its fix, exit 1;
+#   - gres.conf naming minors a worker does not have: GRES_MINOR_MISMATCH, exit 1;
+#   - the DCGM host engine unreachable from a worker (the operator's dcgmi, a fake): DCGM_DEGRADED;
 #   - the spool root made unwritable for the daemon user: SPOOL_NOT_WRITABLE, exit 1;
+#   - a worker's report 10 minutes behind the shared file system's clock: WORKER_CLOCK_SKEW;
 #   - a running GPU job: the attribution self-check cannot read SLURM 22.05's default-allow
 #     device cgroup and says so (exit 0); switched to the listing form older SLURMs make, it
 #     agrees; the job's other GPU added to its devices.allow: ATTRIBUTION_CGROUP_DEVICES naming
@@ -46,6 +49,8 @@ cleanup() {
     wait_job_done "$job" 60 2>/dev/null || true
   fi
   restore_slurm_devices || true
+  [[ ! -f "$PRIV/gres.conf" ]] || cp -p "$PRIV/gres.conf" "$gres_conf"
+  "$TESTCLUSTER" exec "$w2" -- rm -f /etc/expanse/fake-dcgm.json 2>/dev/null || true
   chmod 755 "$prefix/spool/workers" 2>/dev/null || true
   host_systemd_off "$ctl" || true
   for w in "$w1" "$w2"; do
@@ -91,8 +96,21 @@ SLURM_CONF=$SLURM_CONF
 EXPANSE_NVML_LIBRARY=$DIR/fake-nvml/libnvidia-ml.so.1
 EXPANSE_CUPTI_ENABLE=0
 EXPANSE_PROFILING_AGENT_ENABLE=0
+$([[ "$w" == "$w2" ]] && echo "EXPANSE_DCGMI=$DIR/dcgm-test/dcgmi")
 ENV
 done
+# DCGM on $w2 through the operator's dcgmi (a fake speaking dcgmi's recorded formats, as in
+# cluster.gpu_counters), its host engine up for now.
+mkdir -p "$DIR/dcgm-test"
+cat >"$DIR/dcgm-test/dcgmi" <<WRAP
+#!/bin/sh
+EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "\$@"
+WRAP
+chmod 755 "$DIR/dcgm-test" "$DIR/dcgm-test/dcgmi"
+read -r lo2 hi2 < <(grep "NodeName=$w2 " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
+dcgm_gpus="[{\"id\": 0, \"uuid\": \"GPU-$w2-minor$hi2\"}, {\"id\": 1, \"uuid\": \"GPU-$w2-minor$lo2\"}]"
+"$TESTCLUSTER" exec "$w2" -- bash -c 'cat >/etc/expanse/fake-dcgm.json && chmod 644 /etc/expanse/fake-dcgm.json' \
+  <<<"{\"gpus\": $dcgm_gpus}"
 
 # --- the controller install ---------------------------------------------------------------------
 host_systemd_on "$ctl"
@@ -166,6 +184,27 @@ cp -p "$PRIV/wired-slurm.conf" "$SLURM_CONF"
 doctor
 assert_eq 0 "$RC" "doctor's exit status with the Prolog line back"
 
+# --- gres.conf names minors $w1 does not have -------------------------------------------------
+cp -p "$gres_conf" "$PRIV/gres.conf"
+sed -i "/NodeName=$w1 /s/nvidia\[[0-9]*-[0-9]*\]/nvidia[6-7]/" "$gres_conf"
+doctor --host "$w1" --json
+assert_eq 1 "$RC" "doctor --host $w1's exit status with gres.conf naming minors 6-7"
+assert_match 'GRES_MINOR_MISMATCH' "$(codes)" "finding with gres.conf's minors wrong"
+assert_match "6, 7" "$(jq -r '.findings[] | select(.code == "GRES_MINOR_MISMATCH") | .seen' <<<"$OUT")" \
+  "GRES_MINOR_MISMATCH names gres.conf's minors"
+cp -p "$PRIV/gres.conf" "$gres_conf"
+rm "$PRIV/gres.conf"
+
+# --- DCGM's host engine unreachable from $w2 ---------------------------------------------------
+"$TESTCLUSTER" exec "$w2" -- bash -c 'cat >/etc/expanse/fake-dcgm.json' \
+  <<<"{\"engine\": \"unreachable\", \"dmon\": {\"lose_engine_after_rounds\": 0}, \"gpus\": $dcgm_gpus}"
+doctor_until 90 "DCGM_DEGRADED on $w2" '[.findings[].code] | index("DCGM_DEGRADED")' --host "$w2"
+assert_eq 1 "$RC" "doctor --host $w2's exit status with its DCGM host engine unreachable"
+assert_match 'DCGM unavailable' "$(jq -r '.findings[] | select(.code == "DCGM_DEGRADED") | .seen' <<<"$OUT")" \
+  "DCGM_DEGRADED's reason"
+assert_match 'nvidia-dcgm' "$(jq -r '.findings[] | select(.code == "DCGM_DEGRADED") | .fix' <<<"$OUT")" \
+  "DCGM_DEGRADED's fix"
+
 # --- a worker's sampler stopped (its report ages from now) ------------------------------------
 "$TESTCLUSTER" exec "$w2" -- systemctl stop expanse-sampler || fail "cannot stop $w2's sampler"
 pass "the sampler on $w2 stopped"
@@ -179,6 +218,18 @@ assert_match "chmod 0755 $prefix/spool/workers" \
   "$(jq -r '[.findings[] | select(.code == "SPOOL_NOT_WRITABLE") | .fix] | first' <<<"$OUT")" \
   "SPOOL_NOT_WRITABLE's fix"
 chmod 755 "$prefix/spool/workers"
+
+# --- $w2's report 10 minutes behind the shared file system's clock ------------------------------
+# (Its sampler is stopped, so nothing rewrites the report meanwhile; the file's time is put back
+# for the silence check below.)
+report="$prefix/spool/workers/$w2/health.rec"
+touch -r "$report" "$PRIV/report-mtime"
+touch -d "@$(($(date +%s) + 600))" "$report"
+doctor --host "$w2" --json
+assert_eq 1 "$RC" "doctor --host $w2's exit status with its report 10 minutes behind"
+assert_match "$w2's clock is 10 min behind" \
+  "$(jq -r '.findings[] | select(.code == "WORKER_CLOCK_SKEW") | .seen' <<<"$OUT")" "WORKER_CLOCK_SKEW"
+touch -r "$PRIV/report-mtime" "$report"
 
 # --- the attribution self-check on a running job (while $w2's report ages) ----------------------
 # A one-GPU job on $w1: SLURM gives it GRES index 0, /dev/nvidia$lo1. SLURM 22.05 confines it by

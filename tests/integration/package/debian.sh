@@ -50,6 +50,17 @@ done
   /etc/expanse-server/expanse-server.env ]] || fail "the environment file is not a conffile"
 pass "cpack built the three packages, $version and $next, with their dependencies"
 
+# A developer's install into a prefix of their own writes only there: the unit and the
+# configuration are a package's (or an install into /usr's) business.
+out="$(cmake --install "$BUILD" --component server --prefix "$work/prefix" 2>&1)" ||
+  fail "cmake --install --prefix failed: $out"
+[[ -x "$work/prefix/bin/expanse-server" ]] || fail "cmake --install --prefix: no bin/expanse-server"
+[[ "$out" == *"Not installing expanse-server.service"* ]] ||
+  fail "cmake --install --prefix did not say it left the unit out: $out"
+[[ ! -e /lib/systemd/system/expanse-server.service && ! -e /etc/expanse-server ]] ||
+  fail "cmake --install --prefix $work/prefix wrote /lib/systemd/system or /etc/expanse-server"
+pass "cmake --install --prefix writes only below its prefix"
+
 # --- lintian -----------------------------------------------------------------------------
 # A sanitizer build (what the test suite builds) lacks the hardening of an optimised one
 # (_FORTIFY_SOURCE does not mix with ASan); those tags alone are expected there. Everything else
