@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_store.h"
 #include "core/clock.h"
 #include "server/job_usage.h"
 #include "store/sqlite_connection.h"
@@ -557,20 +558,9 @@ int main(int argc, char** argv) {
 
   int64_t now_ms = 0;
   const std::vector<SimJob> jobs = Simulate(options, now_ms);
-  auto store = expanse::store::OpenSqliteStore({.path = dir + "/store.db"});
-  if (!store.ok())
-    Die("OpenSqliteStore", store.status());
-  auto org = (*store)->CreateOrganization("bench", "Bench", kStartMs);
-  if (!org.ok())
-    Die("CreateOrganization", org.status());
-  expanse::store::Compute compute;
-  compute.id = kCompute;
-  compute.org_id = org->id;
-  compute.name = "bench cluster";
-  compute.type = "slurm";
-  if (auto created = (*store)->CreateCompute(compute); !created.ok())
-    Die("CreateCompute", created.status());
-  WriteJobs((*store)->Jobs(), jobs);
+  const std::unique_ptr<expanse::store::Store> store =
+      expanse::bench::OpenStoreWithCompute(dir, kCompute, kStartMs);
+  WriteJobs(store->Jobs(), jobs);
   const double store_s = Seconds(std::chrono::steady_clock::now() - generation_start);
 
   expanse::ManualClock clock(now_ms);
@@ -623,12 +613,12 @@ int main(int argc, char** argv) {
   for (const auto& [name, offset] : pages) {
     Timing old_timing, new_timing;
     // One untimed round each: the first touch of a page reads its pages into the cache.
-    identical = SamePage(OldPage(*db, (*store)->Jobs(), **tsdb, offset, now_ms),
-                         NewPage((*store)->Jobs(), **tsdb, offset, now_ms)) &&
+    identical = SamePage(OldPage(*db, store->Jobs(), **tsdb, offset, now_ms),
+                         NewPage(store->Jobs(), **tsdb, offset, now_ms)) &&
                 identical;
     for (int round = 0; round < options.rounds; ++round) {
-      old_timing.Add(OldPage(*db, (*store)->Jobs(), **tsdb, offset, now_ms));
-      new_timing.Add(NewPage((*store)->Jobs(), **tsdb, offset, now_ms));
+      old_timing.Add(OldPage(*db, store->Jobs(), **tsdb, offset, now_ms));
+      new_timing.Add(NewPage(store->Jobs(), **tsdb, offset, now_ms));
     }
     const double old_ms = Median(old_timing.total);
     const double new_ms = Median(new_timing.total);

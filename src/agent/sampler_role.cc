@@ -148,6 +148,17 @@ class SamplerLoop {
         gpu.erase("processes");
       health["gpu_use_processes_omitted"] = true;
     }
+    // Then the GPU lists of the self-check's jobs that need no words: a disagreement keeps
+    // the GPUs it names.
+    if (DumpJson(health).size() > kHealthProcessListBudget) {
+      for (auto& job : health["job_devices"]) {
+        if (job.value("state", "") != "disagrees" && job.value("state", "") != "unconstrained") {
+          job.erase("allocated_gpus");
+          job.erase("cgroup_gpus");
+        }
+      }
+      health["job_devices_gpus_omitted"] = true;
+    }
     if (Status s = writer_->WriteHealth(DumpJson(health)); !s.ok() && options_.log) {
       options_.log("cannot write the health report: " + s.message());
     }

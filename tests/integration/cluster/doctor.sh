@@ -80,6 +80,8 @@ token="$(api POST "/api/v1/computes/$COMPUTE/install-tokens" | jq -r .token)"
 [[ "$token" == exp_it_* ]] || fail "no install token"
 
 # --- the workers' GPUs: two fake NVML GPUs each, with the minors gres.conf gives the node -------
+# UUIDs in NVIDIA's form (hex), as DCGM's discovery prints them: the worker's number, the minor.
+gpu_uuid() { printf 'GPU-0000000%d-0000-4000-8000-0000000000%02x' "${1##*[!0-9]}" "$2"; }
 mkdir -p "$DIR/fake-nvml"
 install -m 644 "$BUILD/fakes/nvml/libnvidia-ml.so.1" "$DIR/fake-nvml/libnvidia-ml.so.1"
 gres_conf="$(dirname "$SLURM_CONF")/gres.conf"
@@ -87,8 +89,8 @@ for w in "$w1" "$w2"; do
   save_host_etc_files "$PRIV" "$w"
   read -r lo hi < <(grep "NodeName=$w " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
   "$TESTCLUSTER" exec "$w" -- bash -c 'cat >/etc/expanse/fake-nvml.json && chmod 644 /etc/expanse/fake-nvml.json' <<<"{\"gpus\": [
-    {\"uuid\": \"GPU-$w-minor$hi\", \"minor\": $hi, \"sm_util\": 91},
-    {\"uuid\": \"GPU-$w-minor$lo\", \"minor\": $lo, \"sm_util\": 7}]}"
+    {\"uuid\": \"$(gpu_uuid "$w" "$hi")\", \"minor\": $hi, \"sm_util\": 91},
+    {\"uuid\": \"$(gpu_uuid "$w" "$lo")\", \"minor\": $lo, \"sm_util\": 7}]}"
   # The cluster has no CUDA and no profiling agent library: those collectors are turned off,
   # as an operator would on such nodes (the doctor notes them as info).
   "$TESTCLUSTER" exec "$w" -- bash -c 'cat >/etc/expanse/daemon.env && chmod 644 /etc/expanse/daemon.env' <<ENV
@@ -108,7 +110,7 @@ EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$REPO_ROOT/
 WRAP
 chmod 755 "$DIR/dcgm-test" "$DIR/dcgm-test/dcgmi"
 read -r lo2 hi2 < <(grep "NodeName=$w2 " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')
-dcgm_gpus="[{\"id\": 0, \"uuid\": \"GPU-$w2-minor$hi2\"}, {\"id\": 1, \"uuid\": \"GPU-$w2-minor$lo2\"}]"
+dcgm_gpus="[{\"id\": 0, \"uuid\": \"$(gpu_uuid "$w2" "$hi2")\"}, {\"id\": 1, \"uuid\": \"$(gpu_uuid "$w2" "$lo2")\"}]"
 "$TESTCLUSTER" exec "$w2" -- bash -c 'cat >/etc/expanse/fake-dcgm.json && chmod 644 /etc/expanse/fake-dcgm.json' \
   <<<"{\"gpus\": $dcgm_gpus}"
 
@@ -172,29 +174,6 @@ assert_eq 0 "$RC" "doctor --json's exit status on a healthy deployment"
 assert_eq false "$(jq -r .needs_action <<<"$OUT")" "needs_action on a healthy deployment"
 assert_eq "" "$(codes)" "findings needing action on a healthy deployment"
 
-# --- the Prolog line removed ------------------------------------------------------------------
-cp -p "$SLURM_CONF" "$PRIV/wired-slurm.conf"
-sed -i '/^Prolog=/d' "$SLURM_CONF"
-doctor --json
-assert_eq 1 "$RC" "doctor's exit status without the Prolog line"
-assert_match 'HOOK_MISSING' "$(codes)" "finding without the Prolog line"
-assert_match 'expanse compute install --reinstall' \
-  "$(jq -r '.findings[] | select(.code == "HOOK_MISSING") | .fix' <<<"$OUT")" "HOOK_MISSING's fix"
-cp -p "$PRIV/wired-slurm.conf" "$SLURM_CONF"
-doctor
-assert_eq 0 "$RC" "doctor's exit status with the Prolog line back"
-
-# --- gres.conf names minors $w1 does not have -------------------------------------------------
-cp -p "$gres_conf" "$PRIV/gres.conf"
-sed -i "/NodeName=$w1 /s/nvidia\[[0-9]*-[0-9]*\]/nvidia[6-7]/" "$gres_conf"
-doctor --host "$w1" --json
-assert_eq 1 "$RC" "doctor --host $w1's exit status with gres.conf naming minors 6-7"
-assert_match 'GRES_MINOR_MISMATCH' "$(codes)" "finding with gres.conf's minors wrong"
-assert_match "6, 7" "$(jq -r '.findings[] | select(.code == "GRES_MINOR_MISMATCH") | .seen' <<<"$OUT")" \
-  "GRES_MINOR_MISMATCH names gres.conf's minors"
-cp -p "$PRIV/gres.conf" "$gres_conf"
-rm "$PRIV/gres.conf"
-
 # --- DCGM's host engine unreachable from $w2 ---------------------------------------------------
 "$TESTCLUSTER" exec "$w2" -- bash -c 'cat >/etc/expanse/fake-dcgm.json' \
   <<<"{\"engine\": \"unreachable\", \"dmon\": {\"lose_engine_after_rounds\": 0}, \"gpus\": $dcgm_gpus}"
@@ -208,6 +187,30 @@ assert_match 'nvidia-dcgm' "$(jq -r '.findings[] | select(.code == "DCGM_DEGRADE
 # --- a worker's sampler stopped (its report ages from now) ------------------------------------
 "$TESTCLUSTER" exec "$w2" -- systemctl stop expanse-sampler || fail "cannot stop $w2's sampler"
 pass "the sampler on $w2 stopped"
+
+# --- the Prolog line removed ------------------------------------------------------------------
+cp -p "$SLURM_CONF" "$PRIV/wired-slurm.conf"
+sed -i '/^Prolog=/d' "$SLURM_CONF"
+doctor --json
+assert_eq 1 "$RC" "doctor's exit status without the Prolog line"
+assert_match 'HOOK_MISSING' "$(codes)" "finding without the Prolog line"
+assert_match 'expanse compute install --reinstall' \
+  "$(jq -r '.findings[] | select(.code == "HOOK_MISSING") | .fix' <<<"$OUT")" "HOOK_MISSING's fix"
+cp -p "$PRIV/wired-slurm.conf" "$SLURM_CONF"
+doctor --json
+[[ "$(codes)" != *HOOK_MISSING* ]] || fail "HOOK_MISSING with the Prolog line back: $(codes)"
+pass "no HOOK_MISSING with the Prolog line back"
+
+# --- gres.conf names minors $w1 does not have -------------------------------------------------
+cp -p "$gres_conf" "$PRIV/gres.conf"
+sed -i "/NodeName=$w1 /s/nvidia\[[0-9]*-[0-9]*\]/nvidia[6-7]/" "$gres_conf"
+doctor --host "$w1" --json
+assert_eq 1 "$RC" "doctor --host $w1's exit status with gres.conf naming minors 6-7"
+assert_match 'GRES_MINOR_MISMATCH' "$(codes)" "finding with gres.conf's minors wrong"
+assert_match "minors 6,7 for $w1" "$(jq -r '.findings[] | select(.code == "GRES_MINOR_MISMATCH") | .seen' <<<"$OUT")" \
+  "GRES_MINOR_MISMATCH names gres.conf's minors"
+cp -p "$PRIV/gres.conf" "$gres_conf"
+rm "$PRIV/gres.conf"
 
 # --- the spool unwritable for the daemon user -------------------------------------------------
 chmod 555 "$prefix/spool/workers"
@@ -289,8 +292,8 @@ doctor --host "$w1" --json
 assert_eq 1 "$RC" "doctor --host $w1's exit status with job $job's cgroup widened"
 seen="$(jq -r '.findings[] | select(.code == "ATTRIBUTION_CGROUP_DEVICES") | .seen' <<<"$OUT")"
 assert_match "job \"$job\"'s cgroup device list lets it open" "$seen" "ATTRIBUTION_CGROUP_DEVICES's job"
-assert_match "not allocated: \[\"GPU-$w1-minor$hi1\"\]" "$seen" "the GPU only the cgroup allows"
-assert_match "SLURM allocated it \[\"GPU-$w1-minor$lo1\"\]" "$seen" "the GPU SLURM allocated"
+assert_match "not allocated: \[\"$(gpu_uuid "$w1" "$hi1")\"\]" "$seen" "the GPU only the cgroup allows"
+assert_match "SLURM allocated it \[\"$(gpu_uuid "$w1" "$lo1")\"\]" "$seen" "the GPU SLURM allocated"
 assert_eq "$w1" "$(jq -r '.findings[] | select(.code == "ATTRIBUTION_CGROUP_DEVICES") | .host' <<<"$OUT")" \
   "the host ATTRIBUTION_CGROUP_DEVICES names"
 scancel "$job"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `expanse job report` and `expanse jobs` against the real expanse-server after a real SLURM GPU
 # job: a job holds two GPUs of a worker (fake NVML: one busy with 2 GiB, one idle with nothing on
-# it) and ends; once the server has its verdicts, the report (text and --json) must name the
-# job's GPUs, the verdict codes and the idle ledger figures the API gives, `expanse jobs` must
+# it) and ends; its verdicts must be over_allocated and memory_oversized with their suggestions,
+# and a job on the other worker that only spins a CPU must get cpu_only alone. Once the server
+# has the verdicts, the report (text and --json) must name the job's GPUs, the verdict codes and
+# the idle ledger figures the API gives, `expanse jobs` must
 # list the job with its waste columns, and each failure must end with its documented exit status
 # and one line (unknown job, refused token, token file readable by others, plain http to a
 # non-loopback host).
@@ -16,12 +18,21 @@ read -r lo hi < <(dc_minors "$w1")
 dc_gpu_scenario "$w1" "[
   {\"uuid\": \"GPU-$w1-minor$lo\", \"minor\": $lo, \"sm_util\": 95, \"memory_used_mib\": 2048},
   {\"uuid\": \"GPU-$w1-minor$hi\", \"minor\": $hi, \"sm_util\": 0, \"memory_used_mib\": 0}]"
+# On the other worker, at the same time, a GPU job that only computes on its CPU: its GPU does
+# nothing and holds no process while the job keeps a core busy (cpu_only).
+read -r lo2 hi2 < <(dc_minors "$w2")
+dc_gpu_scenario "$w2" "[
+  {\"uuid\": \"GPU-$w2-minor$hi2\", \"minor\": $hi2, \"sm_util\": 0, \"memory_used_mib\": 0},
+  {\"uuid\": \"GPU-$w2-minor$lo2\", \"minor\": $lo2, \"sm_util\": 0, \"memory_used_mib\": 0}]"
 dc_controller_start
 
 # Long enough for the idle GPU's no_process interval (60 s at least) after a late sampler start.
 job="$(submit -w "$w1" --gres=gpu:2 -o /dev/null --wrap 'sleep 90')"
+cpu_job="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'timeout 90 sh -c "while :; do :; done"; true')"
 wait_job_done "$job" 180
+wait_job_done "$cpu_job" 180
 assert_eq COMPLETED "$(job_state "$job")" "state of job $job"
+assert_eq COMPLETED "$(job_state "$cpu_job")" "state of job $cpu_job"
 # The job's end as the server knows it: until then its ledger grows with the server's clock and two
 # reads would disagree.
 dc_wait_job 90 "$job" '.end_ms > 0' "the end of job $job on the server"
@@ -33,6 +44,21 @@ api_verdicts="$(verdicts)"
 api_ledger="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job/ledger")"
 codes="$(jq -r '[.verdicts[].code] | join(" ")' <<<"$api_verdicts")"
 pass "the API's verdicts of job $job: $codes"
+# One GPU of two used, with 2 GiB of its 80 GiB at the peak.
+assert_eq "ask for 1 GPU, not 2 (--gres=gpu:1)" \
+  "$(jq -r '.verdicts[] | select(.code == "over_allocated") | .suggestion' <<<"$api_verdicts")" \
+  "over_allocated's suggestion"
+assert_eq 2048 \
+  "$(jq -r '.verdicts[] | select(.code == "memory_oversized") | .evidence.gpu_memory_peak_mib' <<<"$api_verdicts")" \
+  "memory_oversized's peak GPU memory (MiB)"
+assert_match '^2 GiB of 80 GiB used at the peak' \
+  "$(jq -r '.verdicts[] | select(.code == "memory_oversized") | .suggestion' <<<"$api_verdicts")" \
+  "memory_oversized's suggestion"
+dc_wait_job 90 "$cpu_job" '.end_ms > 0' "the end of job $cpu_job on the server"
+cpu_verdicts="$(api GET "/api/v1/computes/$COMPUTE/jobs/$cpu_job/verdicts")"
+assert_eq "cpu_only" "$(jq -r '[.verdicts[].code] | join(" ")' <<<"$cpu_verdicts")" \
+  "the verdicts of job $cpu_job, which never touched its GPU"
+assert_match 'cpu_cores_used_mean' "$(jq -c '.verdicts[0].evidence' <<<"$cpu_verdicts")" "cpu_only's evidence"
 
 # The token only in the environment, as a user would export it; never on the command line.
 report() { EXPANSE_API_TOKEN="$API_TOKEN" "$EXPANSE" "$@" --server "$CP_URL" --cacert "$CA_FILE" --compute "$COMPUTE"; }

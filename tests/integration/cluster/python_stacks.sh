@@ -3,7 +3,9 @@
 # worker's sampler (started by the Prolog) finds the job's processes in its cgroup, reads their
 # stacks with the native CPython reader, folds them per window, and the controller uploads them;
 # the query API then shows the job's stacks with the right function and line, attributed to that
-# job and no other.
+# job and no other. Three more Python jobs on underused GPUs wait in a data loader, a collective
+# and a device synchronisation: each gets exactly its stack verdict (input_bound,
+# communication_wait, sync_bound) with the stacks that show it.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
@@ -35,8 +37,82 @@ def train(stop):
 train(sys.argv[1])
 PY
 hot_line="$(grep -n 'the hot line' "$DIR/train.py" | cut -d: -f1)"
+
+# Three jobs whose GPUs are underused and whose Python stacks say why, each waiting in the code
+# a verdict names: a data loader reading its batches (input_bound), a collective waiting for
+# the other ranks (communication_wait), a device synchronisation (sync_bound). Their modules sit
+# where PyTorch's own do, so their frames carry the paths the server classifies by; they sleep
+# in them rather than spin, so three jobs and the sampler share two cores.
+mkdir -p "$DIR/site/torch/utils/data" "$DIR/site/torch/distributed" "$DIR/site/torch/cuda"
+cat >"$DIR/site/torch/utils/data/dataloader.py" <<'PY'
+import time
+
+
+class _DataLoaderIter:
+    def __next__(self):
+        with open(__file__, "rb") as f:  # the next batch, from storage
+            f.read()
+        time.sleep(0.05)
+        return 0
+
+
+_it = _DataLoaderIter()
+
+
+def step():
+    next(_it)
+PY
+cat >"$DIR/site/torch/distributed/distributed_c10d.py" <<'PY'
+import time
+
+
+def all_reduce(tensor=None):
+    time.sleep(0.05)  # the other ranks are late
+
+
+def step():
+    all_reduce()
+PY
+cat >"$DIR/site/torch/cuda/__init__.py" <<'PY'
+import time
+
+
+def synchronize(device=None):
+    time.sleep(0.05)  # the device's queue drains
+
+
+def step():
+    synchronize()
+PY
+cat >"$DIR/scenario.py" <<'PY'
+import importlib.util, os, sys, time
+
+MODULES = {"input": "torch/utils/data/dataloader.py",
+           "collective": "torch/distributed/distributed_c10d.py",
+           "sync": "torch/cuda/__init__.py"}
+root, kind, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+spec = importlib.util.spec_from_file_location("scenario_" + kind, os.path.join(root, MODULES[kind]))
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+deadline = time.time() + seconds
+while time.time() < deadline:
+    module.step()
+PY
+# Every GPU at 10 %: underused, never idle, so each interval is one the stacks must explain;
+# half its memory in use, so no job is memory_oversized.
+for w in "$w1" "$w2"; do
+  read -r lo hi < <(dc_minors "$w")
+  dc_gpu_scenario "$w" "[
+    {\"uuid\": \"GPU-$w-minor$hi\", \"minor\": $hi, \"sm_util\": 10, \"memory_used_mib\": 40000},
+    {\"uuid\": \"GPU-$w-minor$lo\", \"minor\": $lo, \"sm_util\": 10, \"memory_used_mib\": 40000}]"
+done
 job="$(submit -w "$w1" --gres=gpu:1 -o "$DIR/job.out" --wrap "python3 $DIR/train.py $DIR/stop")"
-other="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 20')"
+declare -A scenario_job
+scenario_job[input_bound]="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap "python3 $DIR/scenario.py $DIR/site input 80")"
+scenario_job[communication_wait]="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap "python3 $DIR/scenario.py $DIR/site collective 80")"
+scenario_job[sync_bound]="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap "python3 $DIR/scenario.py $DIR/site sync 80")"
+# Both workers' CPUs are taken by the jobs above: the non-Python job runs on the controller.
+other="$(submit -w "$EXPANSE_TC_CONTROLLER" -o /dev/null --wrap 'sleep 20')"
 stacks() { api GET "/api/v1/computes/$COMPUTE/jobs/$1/stacks"; }
 wait_until 150 "10 stack samples of job $job while it runs" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/stacks' | jq -e '.total_count >= 10' "
 touch "$DIR/stop"
@@ -52,4 +128,24 @@ jq -e '[.stacks[].folded | select(contains("train.py:<module>:") and contains("t
 pass "job $job: $(jq .total_count <<<"$result") stack samples, leaf train.py:load_batch:$hot_line under <module> and train"
 assert_eq 0 "$(stacks "$other" | jq .total_count)" "stack samples of the non-Python job $other"
 wait_job_done "$other" 60
+
+# Each scenario job's verdict, with the stacks that show it. The underused interval is what the
+# series leave open; the stacks decide which verdict it is.
+for code in input_bound communication_wait sync_bound; do
+  j="${scenario_job[$code]}"
+  wait_job_done "$j" 150
+  assert_eq COMPLETED "$(job_state "$j")" "state of the $code job $j"
+  dc_wait_job 90 "$j" '.end_ms > 0' "the end of job $j on the server"
+  verdicts="$(api GET "/api/v1/computes/$COMPUTE/jobs/$j/verdicts")"
+  assert_eq "$code" "$(jq -r '[.verdicts[].code] | join(" ")' <<<"$verdicts")" "the verdicts of job $j"
+  top="$(jq -r '.verdicts[0].evidence.stacks.top[0].folded' <<<"$verdicts")"
+  case "$code" in
+    input_bound) frame="dataloader.py:_DataLoaderIter.__next__" ;;
+    communication_wait) frame="distributed_c10d.py:all_reduce" ;;
+    sync_bound) frame="__init__.py:synchronize" ;;
+  esac
+  assert_match "$frame" "$top" "the top stack of job $j's $code"
+  assert_match "$frame" "$(jq -r '.verdicts[0].suggestion' <<<"$verdicts")" "$code's suggestion names the frame"
+done
+pass "input_bound, communication_wait and sync_bound each for its own job, from its stacks"
 rm -rf "$DIR"
