@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench_store.h"
+#include "bench_common.h"
 #include "core/clock.h"
 #include "server/job_usage.h"
 #include "store/sqlite_connection.h"
@@ -35,6 +35,9 @@
 #include "tsdb/tsdb.h"
 
 namespace {
+
+using expanse::bench::Median;
+using expanse::bench::MsSince;
 
 using expanse::Result;
 using expanse::Status;
@@ -401,11 +404,6 @@ struct Page {
   double usage_ms = 0;
 };
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // The job list's SQL before migration 4: no index serves its ORDER BY, so every job of the
 // compute is sorted for each page.
 Result<std::vector<JobRecord>> OldListJobs(expanse::store::sqlite_internal::Connection& db,
@@ -498,11 +496,6 @@ bool SamePage(const Page& a, const Page& b) {
       return false;
   }
   return true;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 struct Timing {

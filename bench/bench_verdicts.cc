@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "agent/live_detector.h"
-#include "bench_store.h"
+#include "bench_common.h"
 #include "core/clock.h"
 #include "server/job_usage.h"
 #include "server/verdict_evidence.h"
@@ -39,6 +39,9 @@
 #include "tsdb/tsdb.h"
 
 namespace {
+
+using expanse::bench::Median;
+using expanse::bench::MsSince;
 
 using expanse::Status;
 using expanse::server::Verdict;
@@ -73,16 +76,6 @@ struct Options {
 void Check(const Status& status, const std::string& what) {
   if (!status.ok())
     Die(what, status);
-}
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 std::string Uuid(int node, int gpu) {

@@ -1,19 +1,33 @@
-// What the benchmarks that read a job store start from: a SQLite store in `dir` holding one
-// organisation and one SLURM compute. A plain header for the bench programs; exits with a
-// message on any failure, as they do.
-#ifndef EXPANSE_BENCH_BENCH_STORE_H_
-#define EXPANSE_BENCH_BENCH_STORE_H_
+// What the bench programs share: their timing helpers, and what those that read a job store
+// start from (a SQLite store in `dir` holding one organisation and one SLURM compute; exits with
+// a message on any failure, as they do). A plain header.
+#ifndef EXPANSE_BENCH_BENCH_COMMON_H_
+#define EXPANSE_BENCH_BENCH_COMMON_H_
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/sqlite_store.h"
 #include "store/store.h"
 
 namespace expanse::bench {
+
+inline double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The middle value (the upper one of an even count); `values` must not be empty.
+inline double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
 
 inline std::unique_ptr<store::Store> OpenStoreWithCompute(const std::string& dir,
                                                           const std::string& compute_id,
@@ -40,4 +54,4 @@ inline std::unique_ptr<store::Store> OpenStoreWithCompute(const std::string& dir
 
 }  // namespace expanse::bench
 
-#endif  // EXPANSE_BENCH_BENCH_STORE_H_
+#endif  // EXPANSE_BENCH_BENCH_COMMON_H_
