@@ -88,6 +88,22 @@ int main(int argc, char** argv) {
                      "A compute without a heartbeat this long is stale")
         ->capture_default_str();
 
+    serve_cmd
+        ->add_option("--alert-interval", serve.alert_interval,
+                     "How often alert rules are evaluated")
+        ->capture_default_str();
+    serve_cmd->add_option("--smtp-url", serve.options.alerts.smtp_url,
+                          "SMTP server for email alerts: smtp://host:port (STARTTLS required "
+                          "unless loopback) or smtps://host:port; unset = no email");
+    serve_cmd
+        ->add_option("--smtp-from", serve.options.alerts.mail_from, "Sender address of alert mails")
+        ->capture_default_str();
+    serve_cmd->add_option("--smtp-credentials-file", serve.smtp_credentials_file,
+                          "File (mode 600) holding username:password for the SMTP server");
+    serve_cmd->add_option("--alert-ca-file", serve.options.alerts.ca_file,
+                          "CA bundle for https webhooks and the SMTP server's TLS (default: "
+                          "the system's)");
+
     expanse::server::AdminFlags admin;
     CLI::App* admin_cmd = app.add_subcommand("admin", "Bootstrap organisations and users");
     admin_cmd->require_subcommand(1);

@@ -6,6 +6,7 @@ import {errorBox, page} from './dom.js';
 import * as addCompute from './pages/add_compute.js';
 import * as compute from './pages/compute.js';
 import * as computes from './pages/computes.js';
+import * as alerts from './pages/alerts.js';
 import * as efficiency from './pages/efficiency.js';
 import * as job from './pages/job.js';
 import * as jobs from './pages/jobs.js';
@@ -22,6 +23,7 @@ const routes = [
   [/^#\/o\/([^/]+)\/jobs$/, jobs.render, ['org']],
   [/^#\/o\/([^/]+)\/efficiency$/, efficiency.render, ['org']],
   [/^#\/o\/([^/]+)\/tokens$/, tokens.render, ['org']],
+  [/^#\/o\/([^/]+)\/alerts$/, alerts.render, ['org']],
   [/^#\/o\/([^/]+)\/computes\/([^/]+)\/jobs\/([^/]+)$/, job.render, ['org', 'compute', 'job']],
 ];
 
@@ -76,6 +78,7 @@ function section() {
   const [hash] = location.hash.split('?');
   if (/^#\/o\/[^/]+\/efficiency$/.test(hash)) return 'efficiency';
   if (/^#\/o\/[^/]+\/tokens$/.test(hash)) return 'tokens';
+  if (/^#\/o\/[^/]+\/alerts$/.test(hash)) return 'alerts';
   return hash.includes('/jobs') ? 'jobs' : 'computes';
 }
 
@@ -97,9 +100,10 @@ function renderTopbar() {
     document.getElementById('nav-jobs').href = orgHash('jobs');
     document.getElementById('nav-efficiency').href = orgHash('efficiency');
     document.getElementById('nav-tokens').href = orgHash('tokens');
+    document.getElementById('nav-alerts').href = orgHash('alerts');
   }
   const current = `nav-${section()}`;
-  for (const id of ['nav-computes', 'nav-jobs', 'nav-efficiency', 'nav-tokens']) {
+  for (const id of ['nav-computes', 'nav-jobs', 'nav-efficiency', 'nav-alerts', 'nav-tokens']) {
     const link = document.getElementById(id);
     if (id === current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');

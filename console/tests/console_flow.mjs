@@ -309,6 +309,34 @@ try {
   await bare.dispose();
   ok('an API token made on its page is shown once, reads with no session, and is refused once revoked');
 
+  // --- alerts: an admin makes a rule, it is listed as the API has it, and deleted -----------------
+  await page.getByRole('link', {name: 'Alerts', exact: true}).click();
+  await page.getByRole('heading', {name: 'Alerts'}).waitFor();
+  assert.equal(await page.locator('#nav-alerts').getAttribute('aria-current'), 'page');
+  await page.locator('#alert-deliveries').waitFor();
+  await assertLabelled(page, 'alerts');
+  await page.getByLabel('Rule name').fill('stuck for a quarter hour');
+  await page.getByLabel('Verdict').selectOption('stuck');
+  await page.getByLabel('For at least (minutes)').fill('15');
+  await page.getByLabel(/^To/).fill('https://hooks.example.org/services/T0/B0/console');
+  await page.getByRole('button', {name: 'Make alert rule'}).click();
+  const ruleRow = page.locator('#alert-rules tr[data-rule]', {hasText: 'stuck for a quarter hour'});
+  await ruleRow.waitFor();
+  assert.match(await ruleRow.innerText(), /stuck for 15 min/);
+  const rules = await page.evaluate(async () => (await (await fetch('/api/v1/orgs/acme/alert-rules')).json()).alert_rules);
+  const made = rules.find((r) => r.name === 'stuck for a quarter hour');
+  assert.deepEqual([made.verdict, made.min_duration_s, made.channel, made.target],
+    ['stuck', 900, 'webhook', 'https://hooks.example.org/services/T0/B0/console']);
+  // A webhook to another machine in clear text is refused, with the server's reason shown.
+  await page.getByLabel('Rule name').fill('clear text');
+  await page.getByLabel(/^To/).fill('http://hooks.example.org/x');
+  await page.getByRole('button', {name: 'Make alert rule'}).click();
+  await page.locator('form[aria-label="Make an alert rule"] .error', {hasText: /target/}).waitFor();
+  await shot(page, '05e-alerts');
+  await ruleRow.getByRole('button', {name: 'Delete rule stuck for a quarter hour'}).click();
+  await page.locator('#alert-rules tr[data-rule]', {hasText: 'stuck for a quarter hour'}).waitFor({state: 'detached'});
+  ok('the alerts page makes a rule the API then holds (stuck for 15 min to a webhook), shows a refusal\'s reason, and deletes it');
+
   // --- sign out: the session is gone ---------------------------------------------------------------
   await page.getByRole('button', {name: 'Sign out'}).click();
   await page.getByLabel('Email').waitFor();
@@ -329,6 +357,10 @@ try {
   assert.deepEqual(await page.locator('input[name="scope"]').evaluateAll((els) => els.map((e) => e.value)), ['read'],
     'a viewer may only make read tokens');
   ok('a viewer\'s token form offers only the read scope');
+  await page.getByRole('link', {name: 'Alerts', exact: true}).click();
+  await page.getByText('Only the organisation\'s admins make and delete rules.').waitFor();
+  assert.equal(await page.getByRole('button', {name: 'Make alert rule'}).count(), 0);
+  ok('a viewer sees the alerts but no form to make them');
   await shot(page, '06-compute-viewer');
 
   assert.deepEqual(pageErrors, [], 'no script errors on any page');

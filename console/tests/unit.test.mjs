@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
+import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
@@ -272,4 +273,18 @@ test('a truncated rollup says so with the server\'s reason; a complete one says 
   assert.equal(truncationNotice({truncated: true, job_limit: 2000, truncated_reason: 'more than 2000 jobs overlap the window'}),
     'more than 2000 jobs overlap the window');
   assert.equal(truncationNotice({truncated: true, job_limit: 5}), 'only the 5 most recently started jobs were counted.');
+});
+
+test('alert rules are worded as the operator set them', () => {
+  assert.equal(ruleTrigger({kind: 'verdict', verdict: 'stuck', min_duration_s: 900}), 'stuck for 15 min');
+  assert.equal(ruleTrigger({kind: 'verdict', verdict: 'over_allocated', min_duration_s: 0}), 'over_allocated');
+  assert.equal(ruleTrigger({kind: 'verdict', verdict: 'no_process', min_duration_s: 5400}), 'no_process for 90 min');
+  assert.equal(ruleTrigger({kind: 'digest', period_s: 604800}), 'weekly digest per user');
+  assert.equal(ruleTrigger({kind: 'digest', period_s: 86400}), 'daily digest per user');
+  assert.equal(ruleTrigger({kind: 'digest', period_s: 7200}), 'digest per user every 2 h');
+  assert.equal(ruleSeconds(90), '90 s');
+  assert.equal(ruleAction({action: null}), '');
+  assert.equal(ruleAction({action: 'scancel', action_grace_s: 1800, action_dry_run: true}),
+    'scancel after 30 min (dry run)');
+  assert.equal(VERDICTS.length, 10);
 });

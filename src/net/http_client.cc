@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 
 #include "core/quote.h"
+#include "net/curl_global.h"
 #include "net/url_policy.h"
 
 namespace expanse::net {
@@ -28,15 +29,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 bool HasLineBreakOrNul(std::string_view text) {
   return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
-
-// curl_global_init is not thread-safe with every TLS backend, so it runs once, before the
-// first handle; it is never undone (the process may hold clients until exit).
-CURLcode GlobalInit() {
-  static std::once_flag once;
-  static CURLcode code = CURLE_OK;
-  std::call_once(once, [] { code = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  return code;
 }
 
 struct BodySink {
@@ -160,9 +152,8 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(HttpClientOptions options
                                 " (SSL_CERT_FILE) cannot be read")
         .WithReason("ca_file_unreadable");
   }
-  if (CURLcode code = GlobalInit(); code != CURLE_OK) {
-    return InternalError(std::string("libcurl initialisation failed: ") + curl_easy_strerror(code));
-  }
+  if (const std::string failed = internal::CurlGlobalInit(); !failed.empty())
+    return InternalError("libcurl initialisation failed: " + failed);
   auto handle = std::make_unique<Handle>();
   handle->easy = curl_easy_init();
   if (handle->easy == nullptr)

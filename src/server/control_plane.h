@@ -88,6 +88,25 @@ class ControlPlane {
   Result<std::vector<std::pair<store::Organization, store::Membership>>> Organizations(
       const Principal& principal);
 
+  // --- alert rules (control_plane_alerts.cc, docs/formats/alerts.md) ----------------------------
+  // Admins create and delete rules; anyone who may view the organisation lists them (webhook
+  // URLs shown to admins only: such a URL is itself a credential) and their deliveries.
+  // `can_email`: whether this server can send mail (an "email" rule is refused otherwise).
+  Result<store::AlertRule> CreateAlertRule(const Principal& principal, std::string_view org_slug,
+                                           store::AlertRule rule, bool can_email,
+                                           std::string_view remote_addr);
+  struct AlertRules {
+    std::vector<store::AlertRule> rules;
+    bool show_targets = false;  // the caller is an admin of the organisation
+  };
+  Result<AlertRules> ListAlertRules(const Principal& principal, std::string_view org_slug);
+  Status DeleteAlertRule(const Principal& principal, std::string_view org_slug, int64_t rule_id,
+                         std::string_view remote_addr);
+  Result<std::vector<store::AlertDelivery>> ListAlertDeliveries(const Principal& principal,
+                                                                std::string_view org_slug,
+                                                                int64_t rule_id,
+                                                                std::string_view state, int limit);
+
   // --- computes and install tokens
   // ----------------------------------------------------------------
   Result<store::Compute> CreateCompute(const Principal& principal, std::string_view org_slug,

@@ -10,6 +10,7 @@
 #include "http/error.h"
 #include "http/listener.h"
 #include "http/rate_limiter.h"
+#include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
 #include "store/job_store.h"
@@ -40,7 +41,8 @@ struct RouteContext {
   bool secure_cookies = true;  // false only when the console is plain HTTP on loopback
   tsdb::Tsdb* tsdb = nullptr;
   store::JobStore* jobs = nullptr;
-  std::string releases_dir;  // --releases-dir; "" when the server serves no mirror
+  std::string releases_dir;             // --releases-dir; "" when the server serves no mirror
+  AlertSender* alert_sender = nullptr;  // says whether email rules can be delivered
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal
@@ -58,6 +60,9 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
 // Verdicts: GET /api/v1/computes/{id}/jobs/{job}/verdicts.
 void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context);
+// Alerts: /api/v1/orgs/{org}/alert-rules (GET, POST), .../alert-rules/{id} (DELETE) and
+// /api/v1/orgs/{org}/alert-deliveries.
+void RegisterAlertRoutes(http::Listener& listener, RouteContext& context);
 
 // The caller of a console/script request: an API token (Authorization: Bearer exp_at_…) or the
 // session cookie plus X-CSRF-Token on state-changing requests; rate-limited per caller.

@@ -1,5 +1,6 @@
 #include "server/serve.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -7,9 +8,13 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "core/duration.h"
+#include "core/file_util.h"
+#include "server/alert_evaluator.h"
 
 namespace expanse::server {
 namespace {
@@ -21,6 +26,60 @@ void OnSignal(int) { g_stop = true; }
 int Fail(const Status& status) {
   std::fprintf(stderr, "expanse-server: %s\n", status.message().c_str());
   return 1;
+}
+
+// --smtp-credentials-file: "username:password" on its first line. Refused when others may read
+// it (the password would be theirs too).
+Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return InvalidArgumentError("--smtp-credentials-file " + path + " cannot be read");
+  if ((st.st_mode & 0077) != 0) {
+    return InvalidArgumentError("--smtp-credentials-file " + path +
+                                " may be read by others: chmod 600 it");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, fs::ReadSmallFile(path, 4096));
+  if (!text)
+    return InvalidArgumentError("--smtp-credentials-file " + path + " does not exist");
+  std::string line = text->substr(0, text->find('\n'));
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgumentError("--smtp-credentials-file " + path +
+                                " must hold username:password on its first line");
+  }
+  alerts.smtp_username = line.substr(0, colon);
+  alerts.smtp_password = line.substr(colon + 1);
+  return OkStatus();
+}
+
+// Runs the alert evaluator every `interval` until `stop`; a round's problems go to stderr.
+void RunAlerts(AlertEvaluator& evaluator, std::chrono::milliseconds interval,
+               const std::atomic<bool>& stop) {
+  auto next = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!stop) {
+    if (std::chrono::steady_clock::now() >= next) {
+      Result<AlertRound> round = evaluator.RunOnce();
+      if (!round.ok()) {
+        std::fprintf(stderr, "expanse-server: alerts: %s\n", round.status().message().c_str());
+      } else {
+        for (size_t i = 0; i < round->errors.size() && i < 5; ++i)
+          std::fprintf(stderr, "expanse-server: alerts: %s\n", round->errors[i].c_str());
+        if (round->sent + round->throttled + round->failed + round->actions > 0) {
+          std::fprintf(stderr,
+                       "expanse-server: alerts: %lld sent, %lld throttled, %lld failed, %lld "
+                       "to retry, %lld actions\n",
+                       static_cast<long long>(round->sent),
+                       static_cast<long long>(round->throttled),
+                       static_cast<long long>(round->failed), static_cast<long long>(round->retry),
+                       static_cast<long long>(round->actions));
+        }
+      }
+      next = std::chrono::steady_clock::now() + interval;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace
@@ -52,6 +111,15 @@ int RunServe(ServeFlags flags) {
   if (!retention.ok())
     return Fail(retention.status());
   flags.options.retention_ms = retention->count();
+  auto alert_interval = ParseDuration(flags.alert_interval);
+  if (!alert_interval.ok())
+    return Fail(alert_interval.status());
+  if (alert_interval->count() < 1000)
+    return Fail(InvalidArgumentError("--alert-interval must be at least 1s"));
+  if (!flags.smtp_credentials_file.empty()) {
+    if (Status s = ReadSmtpCredentials(flags.smtp_credentials_file, flags.options.alerts); !s.ok())
+      return Fail(s);
+  }
 
   SystemClock clock;
   // Public URLs default to the bound listeners, so they are filled in between Bind() and Start().
@@ -89,6 +157,13 @@ int RunServe(ServeFlags flags) {
   }
   std::fflush(stdout);
 
+  AlertEvaluatorOptions alert_options;
+  alert_options.console_url = console_url;
+  AlertEvaluator alerts((*app)->store(), (*app)->telemetry(), clock, (*app)->alert_sender(),
+                        alert_options);
+  std::thread alert_thread(RunAlerts, std::ref(alerts),
+                           std::chrono::milliseconds(alert_interval->count()), std::cref(g_stop));
+
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto next_stale_check = std::chrono::steady_clock::now();
@@ -114,6 +189,7 @@ int RunServe(ServeFlags flags) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::printf("expanse-server: shutting down\n");
+  alert_thread.join();
   (*app)->Stop();
   // Seal and persist the head chunks, so the next start has no WAL to replay and the
   // telemetry directory holds exactly the data at rest.

@@ -63,9 +63,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
   EXPANSE_ASSIGN_OR_RETURN(
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
-  app->context_ = std::unique_ptr<RouteContext>(
-      new RouteContext{*app->control_, clock, app->limits_, !app->cert_file_.empty(),
-                       app->tsdb_.get(), &app->store_->Jobs(), app->options_.releases_dir});
+  EXPANSE_ASSIGN_OR_RETURN(app->alert_sender_,
+                           ChannelAlertSender::Create(app->options_.alerts, clock));
+  app->context_ = std::unique_ptr<RouteContext>(new RouteContext{
+      *app->control_, clock, app->limits_, !app->cert_file_.empty(), app->tsdb_.get(),
+      &app->store_->Jobs(), app->options_.releases_dir, app->alert_sender_.get()});
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -84,6 +86,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterStackRoutes(*app->console_listener_, *app->context_);
   RegisterLedgerRoutes(*app->console_listener_, *app->context_);
   RegisterVerdictRoutes(*app->console_listener_, *app->context_);
+  RegisterAlertRoutes(*app->console_listener_, *app->context_);
   RegisterConsolePageRoutes(*app->console_listener_);
   if (!app->options_.releases_dir.empty()) {
     EXPANSE_RETURN_IF_ERROR(RegisterReleaseMirrorRoutes(

@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "http/listener.h"
+#include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/routes.h"
 #include "store/store.h"
@@ -39,6 +40,8 @@ struct ServerOptions {
   // Served read-only at GET /releases/<name> on the control listener; "" = no mirror.
   std::string releases_dir;
   ControlPlaneOptions control;
+  // How alerts leave the server (webhooks always; email with an SMTP URL).
+  AlertSenderOptions alerts;
 };
 
 class ServerApp {
@@ -62,6 +65,7 @@ class ServerApp {
   ControlPlane& control() { return *control_; }
   tsdb::Tsdb& telemetry() { return *tsdb_; }
   store::Store& store() { return *store_; }
+  AlertSender& alert_sender() { return *alert_sender_; }
 
  private:
   ServerApp() = default;
@@ -71,6 +75,7 @@ class ServerApp {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<tsdb::Tsdb> tsdb_;
+  std::unique_ptr<AlertSender> alert_sender_;
   RateLimits limits_;
   std::unique_ptr<RouteContext> context_;
   std::vector<std::pair<std::string, std::unique_ptr<http::Listener>>> listeners_;

@@ -220,11 +220,58 @@ ALTER TABLE jobs ADD COLUMN sort_ms INTEGER
 CREATE INDEX jobs_by_compute_sort ON jobs (compute_id, sort_ms DESC, job_id);
 )sql";
 
-constexpr std::array<Migration, 4> kMigrations = {{
+// Alert rules and their deliveries (docs/formats/alerts.md). UNIQUE (rule_id, subject) is the
+// deduplication: a message about a job (or a user's digest of a period) is claimed by one
+// INSERT, which also holds between replicas sharing the database.
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE alert_rules (
+  id             INTEGER PRIMARY KEY,
+  org_id         INTEGER NOT NULL REFERENCES organizations (id),
+  name           TEXT NOT NULL CHECK (name <> '' AND length(name) <= 64),
+  kind           TEXT NOT NULL CHECK (kind IN ('verdict', 'digest')),
+  verdict        TEXT NOT NULL CHECK ((kind = 'verdict') = (verdict <> '') AND length(verdict) <= 32),
+  min_duration_s INTEGER NOT NULL CHECK (min_duration_s BETWEEN 0 AND 604800),
+  period_s       INTEGER NOT NULL
+                 CHECK ((kind = 'digest' AND period_s BETWEEN 60 AND 2678400) OR
+                        (kind = 'verdict' AND period_s = 0)),
+  channel        TEXT NOT NULL CHECK (channel IN ('webhook', 'email')),
+  target         TEXT NOT NULL CHECK (target <> '' AND length(target) <= 2048),
+  max_per_hour   INTEGER NOT NULL CHECK (max_per_hour BETWEEN 1 AND 10000),
+  action         TEXT NOT NULL CHECK (action IN ('', 'scancel')),
+  action_grace_s INTEGER NOT NULL CHECK (action_grace_s BETWEEN 0 AND 86400),
+  action_dry_run INTEGER NOT NULL CHECK (action_dry_run IN (0, 1)),
+  enabled        INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+  created_by     TEXT NOT NULL,
+  created_at_ms  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX alert_rules_by_org ON alert_rules (org_id, id);
+CREATE TABLE alert_deliveries (
+  id            INTEGER PRIMARY KEY,
+  rule_id       INTEGER NOT NULL REFERENCES alert_rules (id) ON DELETE CASCADE,
+  org_id        INTEGER NOT NULL,
+  subject       TEXT NOT NULL CHECK (subject <> '' AND length(subject) <= 256),
+  compute_id    TEXT NOT NULL,
+  job_id        TEXT NOT NULL,
+  user          TEXT NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'failed', 'throttled', 'retry')),
+  attempts      INTEGER NOT NULL CHECK (attempts >= 0),
+  last_error    TEXT NOT NULL,
+  summary       TEXT NOT NULL CHECK (length(summary) <= 1024),
+  message       TEXT NOT NULL CHECK (length(CAST(message AS BLOB)) <= 65536),
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  UNIQUE (rule_id, subject)
+) STRICT;
+CREATE INDEX alert_deliveries_by_org ON alert_deliveries (org_id, updated_at_ms DESC, id DESC);
+CREATE INDEX alert_deliveries_by_rule_state ON alert_deliveries (rule_id, state, updated_at_ms);
+)sql";
+
+constexpr std::array<Migration, 5> kMigrations = {{
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
     {4, kSchemaV4},
+    {5, kSchemaV5},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

@@ -68,6 +68,18 @@ class SqliteStore final : public Store, public JobStore {
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) override;
 
+  Result<AlertRule> CreateAlertRule(const AlertRule& rule) override;
+  Result<std::vector<AlertRule>> ListAlertRules(int64_t org_id) override;
+  Status DeleteAlertRule(int64_t org_id, int64_t rule_id) override;
+  Result<AlertDelivery> ClaimAlertDelivery(const AlertDelivery& delivery) override;
+  Result<AlertDelivery> GetAlertDelivery(int64_t rule_id, std::string_view subject) override;
+  Status UpdateAlertDelivery(const AlertDelivery& delivery) override;
+  Result<int64_t> CountAlertDeliveries(int64_t rule_id, std::string_view state,
+                                       int64_t since_ms) override;
+  Result<std::vector<AlertDelivery>> ListAlertDeliveries(int64_t org_id, int64_t rule_id,
+                                                         std::string_view state,
+                                                         int limit) override;
+
   JobStore& Jobs() override { return *this; }
   Status UpsertJobs(const std::vector<JobRecord>& jobs) override;
   Status AddNodeEvents(const std::vector<JobNodeEvent>& events) override;

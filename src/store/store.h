@@ -147,6 +147,51 @@ struct AuditEvent {
   std::string remote_addr;
 };
 
+// An alert rule of an organisation (docs/formats/alerts.md). kind "verdict": a job with a
+// verdict `verdict` lasting at least min_duration_s fires once per job; kind "digest": every
+// period_s, one message per user with GPU time in the period.
+struct AlertRule {
+  int64_t id = 0;
+  int64_t org_id = 0;
+  std::string name;
+  std::string kind;     // "verdict" or "digest"
+  std::string verdict;  // a verdict code for kind "verdict", "" for a digest
+  int64_t min_duration_s = 0;
+  int64_t period_s = 0;      // digests only
+  std::string channel;       // "webhook" or "email"
+  std::string target;        // the webhook URL, or an address ("{user}" is the job's user)
+  int64_t max_per_hour = 0;  // deliveries of this rule per hour; later ones are throttled
+  // "scancel": after the warning, a job whose verdict still holds action_grace_s later is
+  // cancelled through its compute's controller; with action_dry_run, only reported.
+  std::string action;
+  int64_t action_grace_s = 0;
+  bool action_dry_run = true;
+  bool enabled = true;
+  std::string created_by;  // the actor: "user:<id>", "token:<id>"
+  int64_t created_at_ms = 0;
+};
+
+// One message of a rule about one subject: a job ("<compute id>/<job id>") or a user's digest
+// ("digest/<user>/<period start ms>"). (rule_id, subject) is unique: that is the deduplication.
+struct AlertDelivery {
+  int64_t id = 0;
+  int64_t rule_id = 0;
+  int64_t org_id = 0;
+  std::string subject;
+  std::string compute_id;  // "" for a digest
+  std::string job_id;
+  std::string user;
+  // pending (claimed, not yet sent), sent, failed (gave up), throttled (over max_per_hour),
+  // retry (failed, tried again later).
+  std::string state;
+  int attempts = 0;
+  std::string last_error;
+  std::string summary;  // one line: what the message said
+  std::string message;  // the message as JSON ({"subject", "text"}), for retries and the audit
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -229,6 +274,28 @@ class Store {
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   // Newest first (ties: last appended first). org_id 0 = all organisations. limit >= 1.
   virtual Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) = 0;
+
+  // --- alerts ------------------------------------------------------------------------------------
+  // kInvalidArgument naming the field for a rule the schema refuses; kNotFound for the org.
+  virtual Result<AlertRule> CreateAlertRule(const AlertRule& rule) = 0;
+  // Oldest first. org_id 0 = every organisation's enabled rules (the evaluator's list).
+  virtual Result<std::vector<AlertRule>> ListAlertRules(int64_t org_id) = 0;
+  // kNotFound unless the rule exists in that organisation. Its deliveries go with it.
+  virtual Status DeleteAlertRule(int64_t org_id, int64_t rule_id) = 0;
+  // Claims (rule, subject) for one message: inserts a delivery in state "pending" and returns
+  // it, or kAlreadyExists when one exists (another evaluation, or another replica, has it).
+  virtual Result<AlertDelivery> ClaimAlertDelivery(const AlertDelivery& delivery) = 0;
+  // kNotFound when the rule has no delivery about `subject`.
+  virtual Result<AlertDelivery> GetAlertDelivery(int64_t rule_id, std::string_view subject) = 0;
+  // Sets state, attempts, last_error, summary, message and updated_at_ms of delivery `id`.
+  virtual Status UpdateAlertDelivery(const AlertDelivery& delivery) = 0;
+  // Deliveries of the rule in state `state` updated at or after since_ms.
+  virtual Result<int64_t> CountAlertDeliveries(int64_t rule_id, std::string_view state,
+                                               int64_t since_ms) = 0;
+  // Newest first. rule_id 0 = every rule of the organisation; state "" = any.
+  virtual Result<std::vector<AlertDelivery>> ListAlertDeliveries(int64_t org_id, int64_t rule_id,
+                                                                 std::string_view state,
+                                                                 int limit) = 0;
 
   // --- SLURM jobs --------------------------------------------------------------------------------
   // The job records, node events and GPU allocations of the computes (job_store.h). They share

@@ -1,0 +1,362 @@
+// Alerts end to end inside one server: rules made through the API, jobs ingested from a
+// compute's daemon, the evaluator's rounds on an injected clock, and a recording sender at the
+// seam where messages leave (webhook and mail delivery are tested for real in
+// tests/integration/server/alerts.sh).
+#include "server/alert_evaluator.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_test_util.h"
+
+namespace expanse::server {
+namespace {
+
+using api_testing::kStart;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kTenMinutes = 600'000;
+
+struct Sent {
+  std::string channel;
+  std::string target;
+  AlertText alert;
+};
+
+class RecordingSender final : public AlertSender {
+ public:
+  Status Send(std::string_view channel, std::string_view target, const AlertText& alert) override {
+    if (!failures.empty()) {
+      Status s = failures.front();
+      failures.erase(failures.begin());
+      return s;
+    }
+    sent.push_back({std::string(channel), std::string(target), alert});
+    return OkStatus();
+  }
+  bool can_email() const override { return true; }
+  std::vector<Sent> sent;
+  std::vector<Status> failures;  // returned, in order, before anything is sent
+};
+
+// Job `job` on two GPUs of worker2 from `start` for ten minutes (running when `running`), one
+// sample a second: one GPU busy with its process, the other idle with none: over_allocated
+// and no_process.
+std::string JobBatch(const std::string& job, int64_t start, bool running, int sequence) {
+  json series = json::array();
+  const std::string a = "GPU-" + job + "-busy", b = "GPU-" + job + "-idle";
+  for (const auto& [device, metric, value] :
+       std::vector<std::tuple<std::string, std::string, double>>{{a, "gpu.sm_util", 95},
+                                                                 {a, "gpu.processes", 1},
+                                                                 {b, "gpu.sm_util", 0},
+                                                                 {b, "gpu.processes", 0}}) {
+    json dt = json::array(), v = json::array();
+    for (int i = 0; i < 600; ++i) {
+      dt.push_back(i == 0 ? 0 : 1000);
+      v.push_back(value);
+    }
+    series.push_back({{"host", "worker2"},
+                      {"device", device},
+                      {"metric", metric},
+                      {"t0", start},
+                      {"dt", dt},
+                      {"v", v}});
+  }
+  json allocations = json::array();
+  int index = 0;
+  for (const std::string& gpu : {a, b}) {
+    allocations.push_back({{"job_id", job},
+                           {"host", "worker2"},
+                           {"gpu_uuid", gpu},
+                           {"gpu_index", index++},
+                           {"from_ms", start},
+                           {"to_ms", running ? 0 : start + kTenMinutes}});
+  }
+  return json{{"version", 1},
+              {"stream", "telemetry"},
+              {"sequence", sequence},
+              {"series", series},
+              {"jobs",
+               {{{"job_id", job},
+                 {"name", "train"},
+                 {"state", running ? "RUNNING" : "COMPLETED"},
+                 {"user", "ana"},
+                 {"account", "ml"},
+                 {"partition", "gpu"},
+                 {"req_gpus", 2},
+                 {"start_ms", start},
+                 {"end_ms", running ? 0 : start + kTenMinutes},
+                 {"observed_ms", start}}}},
+              {"gpu_allocations", allocations}}
+      .dump();
+}
+
+class AlertEvaluatorTest : public api_testing::ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    compute_ = NewCompute(token_);
+    credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
+  }
+
+  void Ingest(const std::string& job, bool running = false) {
+    Reply r = Call("POST", "/dp/v1/ingest", JobBatch(job, kStart, running, ++sequence_),
+                   Bearer(credential_));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+
+  int64_t MakeRule(const json& rule) {
+    Reply r = Call("POST", "/api/v1/orgs/acme/alert-rules", rule.dump(), Bearer(token_));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body.value("id", int64_t{0});
+  }
+
+  AlertRound Round(AlertEvaluatorOptions options = {}) {
+    AlertEvaluator evaluator(app_->store(), app_->telemetry(), clock_, sender_, options);
+    Result<AlertRound> round = evaluator.RunOnce();
+    EXPECT_TRUE(round.ok()) << round.status();
+    EXPECT_TRUE(round.ok() && round->errors.empty())
+        << (round.ok() && !round->errors.empty() ? round->errors.front() : "");
+    return round.ok() ? *round : AlertRound{};
+  }
+
+  json Deliveries(const std::string& query = "") {
+    Reply r = Call("GET", "/api/v1/orgs/acme/alert-deliveries" + query, "", Bearer(token_));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.body["alert_deliveries"];
+  }
+
+  std::vector<std::string> AuditActions() {
+    std::vector<std::string> out;
+    auto events = app_->store().ListAudit(0, 100);
+    for (const auto& e : events.ok() ? *events : std::vector<store::AuditEvent>{}) {
+      if (e.action.starts_with("alert."))
+        out.push_back(e.action);
+    }
+    return out;
+  }
+
+  RecordingSender sender_;
+  std::string compute_;
+  std::string credential_;
+  int sequence_ = 0;
+};
+
+TEST_F(AlertEvaluatorTest, AVerdictRuleFiresOncePerJobWithItsEvidence) {
+  Ingest("77");
+  MakeRule({{"name", "too many GPUs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "http://127.0.0.1:9/hook"}});
+  clock_.Set(kStart + kTenMinutes + 60'000);
+  AlertEvaluatorOptions options;
+  options.console_url = "https://expanse.example.org";
+  AlertRound first = Round(options);
+  EXPECT_EQ(first.jobs_evaluated, 1);
+  EXPECT_EQ(first.sent, 1);
+  ASSERT_EQ(sender_.sent.size(), 1u);
+  const Sent& s = sender_.sent[0];
+  EXPECT_EQ(s.channel, "webhook");
+  EXPECT_EQ(s.target, "http://127.0.0.1:9/hook");
+  EXPECT_EQ(s.alert.subject, "[Expanse] job 77 (ana): over_allocated for 10 min on worker2");
+  EXPECT_THAT(s.alert.text, HasSubstr("Suggestion: ask for 1 GPU, not 2 (--gres=gpu:1)"));
+  EXPECT_THAT(s.alert.text, HasSubstr("\"gpus_active\":1"));
+  EXPECT_THAT(s.alert.text,
+              HasSubstr("https://expanse.example.org/#/o/acme/computes/" + compute_ + "/jobs/77"));
+  EXPECT_EQ(s.alert.facts["verdict"]["code"], "over_allocated");
+  EXPECT_EQ(s.alert.facts["job_id"], "77");
+  const json body = json::parse(WebhookBody(s.alert));
+  EXPECT_THAT(body["text"].get<std::string>(), HasSubstr("over_allocated"));
+
+  // The next rounds find the delivery made: nothing new.
+  clock_.Set(kStart + kTenMinutes + 120'000);
+  EXPECT_EQ(Round(options).sent, 0);
+  EXPECT_EQ(sender_.sent.size(), 1u);
+  const json listed = Deliveries();
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  EXPECT_EQ(listed[0]["state"], "sent");
+  EXPECT_EQ(listed[0]["subject"], compute_ + "/77");
+  EXPECT_EQ(listed[0]["attempts"], 1);
+  EXPECT_EQ(AuditActions(), std::vector<std::string>({"alert.sent"}));
+}
+
+TEST_F(AlertEvaluatorTest, AVerdictShorterThanTheRulesDurationDoesNotFire) {
+  Ingest("77");
+  MakeRule({{"name", "idle GPUs for an hour"},
+            {"verdict", "no_process"},
+            {"min_duration_s", 3600},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"}});
+  MakeRule({{"name", "stuck"},
+            {"verdict", "stuck"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/y"}});
+  clock_.Set(kStart + kTenMinutes + 60'000);
+  AlertRound round = Round();
+  EXPECT_EQ(round.jobs_evaluated, 1);
+  EXPECT_EQ(round.sent, 0);
+  EXPECT_TRUE(sender_.sent.empty());
+  EXPECT_TRUE(Deliveries().empty());
+}
+
+TEST_F(AlertEvaluatorTest, ARuleOverItsHourlyCapRecordsTheRestAsThrottled) {
+  Ingest("77");
+  Ingest("78");
+  Ingest("79");
+  MakeRule({{"name", "too many GPUs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"},
+            {"max_per_hour", 2}});
+  clock_.Set(kStart + kTenMinutes + 60'000);
+  AlertRound round = Round();
+  EXPECT_EQ(round.sent, 2);
+  EXPECT_EQ(round.throttled, 1);
+  EXPECT_EQ(sender_.sent.size(), 2u);
+  const json throttled = Deliveries("?state=throttled");
+  ASSERT_EQ(throttled.size(), 1u);
+  EXPECT_THAT(throttled[0]["error"].get<std::string>(), HasSubstr("2 messages per hour"));
+  EXPECT_EQ(AuditActions().size(), 3u);
+}
+
+TEST_F(AlertEvaluatorTest, AFailureThatMayPassIsRetriedAndAFinalOneIsGivenUp) {
+  Ingest("77");
+  MakeRule({{"name", "too many GPUs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"}});
+  sender_.failures = {UnavailableError("the webhook answered HTTP 503")};
+  clock_.Set(kStart + kTenMinutes + 60'000);
+  EXPECT_EQ(Round().retry, 1);
+  EXPECT_EQ(Deliveries()[0]["state"], "retry");
+  EXPECT_EQ(Deliveries()[0]["error"], "the webhook answered HTTP 503");
+  // Too soon for the retry: nothing.
+  clock_.Set(kStart + kTenMinutes + 90'000);
+  EXPECT_EQ(Round().sent, 0);
+  clock_.Set(kStart + kTenMinutes + 130'000);
+  EXPECT_EQ(Round().sent, 1);
+  EXPECT_EQ(Deliveries()[0]["state"], "sent");
+  EXPECT_EQ(Deliveries()[0]["attempts"], 2);
+  ASSERT_EQ(sender_.sent.size(), 1u);
+  EXPECT_THAT(sender_.sent[0].alert.subject, HasSubstr("job 77"));  // rebuilt from the store
+
+  Ingest("78");
+  sender_.failures = {FailedPreconditionError("the webhook answered HTTP 404")};
+  EXPECT_EQ(Round().failed, 1);
+  EXPECT_EQ(Deliveries("?state=failed").size(), 1u);
+  EXPECT_EQ(AuditActions(), std::vector<std::string>({"alert.failed", "alert.sent"}));
+}
+
+TEST_F(AlertEvaluatorTest, AWeeklyDigestGoesToEachUserOncePerPeriod) {
+  store::AlertRule rule;
+  rule.org_id = app_->store().GetOrganizationBySlug("acme")->id;
+  rule.name = "hourly digest";
+  rule.kind = "digest";
+  rule.period_s = 3600;
+  rule.channel = "email";
+  rule.target = "{user}@example.org";
+  rule.max_per_hour = 100;
+  rule.created_by = "user:1";
+  rule.created_at_ms = kStart - 60'000;
+  ASSERT_TRUE(app_->store().CreateAlertRule(rule).ok());
+  Ingest("77");
+  clock_.Set(kStart + 1'000'000);  // the first period has not ended
+  EXPECT_EQ(Round().sent, 0);
+  clock_.Set(kStart + 3'600'000);
+  AlertEvaluatorOptions options;
+  AlertEvaluator evaluator(app_->store(), app_->telemetry(), clock_, sender_, options);
+  ASSERT_EQ(evaluator.RunOnce()->sent, 1);
+  ASSERT_EQ(sender_.sent.size(), 1u);
+  EXPECT_EQ(sender_.sent[0].channel, "email");
+  EXPECT_EQ(sender_.sent[0].target, "ana@example.org");
+  EXPECT_EQ(sender_.sent[0].alert.subject,
+            "[Expanse] GPU digest for ana: 0.2 of 0.3 GPU-hours idle");
+  EXPECT_THAT(sender_.sent[0].alert.text, HasSubstr("GPUs never used:       1 of 2"));
+  EXPECT_EQ(sender_.sent[0].alert.facts["idle_gpu_s"], 600);
+  // Later in the same period, and from a fresh evaluator (a restart, another replica): once.
+  clock_.Set(kStart + 3'700'000);
+  EXPECT_EQ(evaluator.RunOnce()->sent, 0);
+  EXPECT_EQ(Round().sent, 0);
+  EXPECT_EQ(Deliveries()[0]["subject"], "digest/ana/" + std::to_string(kStart - 60'000));
+}
+
+TEST_F(AlertEvaluatorTest, AScancelActionIsADryRunAfterTheWarningsGrace) {
+  Ingest("77", /*running=*/true);
+  MakeRule({{"name", "cancel idle jobs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"},
+            {"action", "scancel"},
+            {"action_grace_s", 300}});
+  clock_.Set(kStart + kTenMinutes + 5'000);
+  EXPECT_EQ(Round().sent, 1);  // the warning
+  clock_.Set(kStart + kTenMinutes + 60'000);
+  EXPECT_EQ(Round().actions, 0);  // within the grace
+  // The grace has passed and the job still holds a GPU it does not use.
+  clock_.Set(kStart + kTenMinutes + 310'000);
+  AlertRound act = Round();
+  EXPECT_EQ(act.actions, 1);
+  ASSERT_EQ(sender_.sent.size(), 2u);
+  EXPECT_EQ(sender_.sent[1].alert.subject,
+            "[Expanse] job 77 (ana): would have been cancelled (dry run)");
+  EXPECT_EQ(sender_.sent[1].alert.facts["action"]["dry_run"], true);
+  EXPECT_EQ(Round().actions, 0);  // once
+  EXPECT_EQ(Deliveries()[0]["subject"], compute_ + "/77/scancel");
+  EXPECT_THAT(AuditActions(), ::testing::Contains("alert.action"));
+}
+
+TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
+  const auto refused = [&](const json& rule) {
+    Reply r = Call("POST", "/api/v1/orgs/acme/alert-rules", rule.dump(), Bearer(token_));
+    EXPECT_GE(r.status, 400) << rule.dump();
+    return r.body["error"].value("message", "") + " " + Code(r);
+  };
+  const json base = {{"name", "r"},
+                     {"verdict", "stuck"},
+                     {"channel", "webhook"},
+                     {"target", "https://hooks.example.org/x"}};
+  json bad = base;
+  bad["verdict"] = "slow";
+  EXPECT_THAT(refused(bad), HasSubstr("verdict must be one of"));
+  bad = base;
+  bad["target"] = "http://hooks.example.org/x";  // clear text to another machine
+  EXPECT_THAT(refused(bad), HasSubstr("target:"));
+  bad = base;
+  bad["channel"] = "email";
+  bad["target"] = "ops@example.org";  // this server has no SMTP server
+  EXPECT_THAT(refused(bad), HasSubstr("email_not_configured"));
+  bad = base;
+  bad["action"] = "scancel";
+  bad["action_dry_run"] = false;
+  EXPECT_THAT(refused(bad), HasSubstr("action_unavailable"));
+  bad = base;
+  bad["min_duration_s"] = "15m";
+  EXPECT_THAT(refused(bad), HasSubstr("min_duration_s must be an integer"));
+  bad = base;
+  bad["kind"] = "digest";
+  EXPECT_THAT(refused(bad), HasSubstr("a digest rule names no verdict"));
+
+  const int64_t id = MakeRule(base);
+  Reply listed = Call("GET", "/api/v1/orgs/acme/alert-rules", "", Bearer(token_));
+  ASSERT_EQ(listed.status, 200);
+  ASSERT_EQ(listed.body["alert_rules"].size(), 1u);
+  EXPECT_EQ(listed.body["alert_rules"][0]["target"], "https://hooks.example.org/x");
+  EXPECT_EQ(listed.body["alert_rules"][0]["action"], nullptr);
+  EXPECT_EQ(listed.body["email"], false);
+  Reply deleted =
+      Call("DELETE", "/api/v1/orgs/acme/alert-rules/" + std::to_string(id), "", Bearer(token_));
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(
+      Call("DELETE", "/api/v1/orgs/acme/alert-rules/" + std::to_string(id), "", Bearer(token_))
+          .status,
+      404);
+}
+
+}  // namespace
+}  // namespace expanse::server

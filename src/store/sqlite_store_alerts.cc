@@ -1,0 +1,187 @@
+// SqliteStore: alert rules and their deliveries (docs/formats/alerts.md).
+#include <string>
+
+#include "store/sqlite_rows.h"
+#include "store/sqlite_store_impl.h"
+
+namespace expanse::store::sqlite_internal {
+namespace {
+
+constexpr std::string_view kAlertRuleColumns =
+    "id, org_id, name, kind, verdict, min_duration_s, period_s, channel, target, max_per_hour, "
+    "action, action_grace_s, action_dry_run, enabled, created_by, created_at_ms";
+
+AlertRule ReadAlertRule(const Statement& row) {
+  AlertRule rule;
+  rule.id = row.ColumnInt(0);
+  rule.org_id = row.ColumnInt(1);
+  rule.name = row.ColumnText(2);
+  rule.kind = row.ColumnText(3);
+  rule.verdict = row.ColumnText(4);
+  rule.min_duration_s = row.ColumnInt(5);
+  rule.period_s = row.ColumnInt(6);
+  rule.channel = row.ColumnText(7);
+  rule.target = row.ColumnText(8);
+  rule.max_per_hour = row.ColumnInt(9);
+  rule.action = row.ColumnText(10);
+  rule.action_grace_s = row.ColumnInt(11);
+  rule.action_dry_run = row.ColumnInt(12) != 0;
+  rule.enabled = row.ColumnInt(13) != 0;
+  rule.created_by = row.ColumnText(14);
+  rule.created_at_ms = row.ColumnInt(15);
+  return rule;
+}
+
+constexpr std::string_view kAlertDeliveryColumns =
+    "id, rule_id, org_id, subject, compute_id, job_id, user, state, attempts, last_error, "
+    "summary, message, created_at_ms, updated_at_ms";
+
+AlertDelivery ReadAlertDelivery(const Statement& row) {
+  AlertDelivery d;
+  d.id = row.ColumnInt(0);
+  d.rule_id = row.ColumnInt(1);
+  d.org_id = row.ColumnInt(2);
+  d.subject = row.ColumnText(3);
+  d.compute_id = row.ColumnText(4);
+  d.job_id = row.ColumnText(5);
+  d.user = row.ColumnText(6);
+  d.state = row.ColumnText(7);
+  d.attempts = static_cast<int>(row.ColumnInt(8));
+  d.last_error = row.ColumnText(9);
+  d.summary = row.ColumnText(10);
+  d.message = row.ColumnText(11);
+  d.created_at_ms = row.ColumnInt(12);
+  d.updated_at_ms = row.ColumnInt(13);
+  return d;
+}
+
+template <typename T>
+Result<std::vector<T>> ReadAll(Statement& rows, T (*read)(const Statement&)) {
+  std::vector<T> out;
+  while (true) {
+    EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+    if (!has_row)
+      return out;
+    out.push_back(read(rows));
+  }
+}
+
+}  // namespace
+
+Result<AlertRule> SqliteStore::CreateAlertRule(const AlertRule& rule) {
+  return Transact(Access::kWrite, [&]() -> Result<AlertRule> {
+    EXPANSE_RETURN_IF_ERROR(OrganizationByIdLocked(rule.org_id));
+    EXPANSE_RETURN_IF_ERROR(db_.Execute(
+        "INSERT INTO alert_rules (org_id, name, kind, verdict, min_duration_s, period_s, "
+        "channel, target, max_per_hour, action, action_grace_s, action_dry_run, enabled, "
+        "created_by, created_at_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        rule.org_id, rule.name, rule.kind, rule.verdict, rule.min_duration_s, rule.period_s,
+        rule.channel, rule.target, rule.max_per_hour, rule.action, rule.action_grace_s,
+        int64_t{rule.action_dry_run ? 1 : 0}, int64_t{rule.enabled ? 1 : 0}, rule.created_by,
+        rule.created_at_ms));
+    AlertRule stored = rule;
+    stored.id = db_.LastInsertRowId();
+    return stored;
+  });
+}
+
+Result<std::vector<AlertRule>> SqliteStore::ListAlertRules(int64_t org_id) {
+  return Transact(Access::kRead, [&]() -> Result<std::vector<AlertRule>> {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        org_id == 0
+            ? db_.Query(SelectSql(kAlertRuleColumns, "alert_rules WHERE enabled = 1 ORDER BY id"))
+            : db_.Query(SelectSql(kAlertRuleColumns, "alert_rules WHERE org_id = ?1 ORDER BY id"),
+                        org_id));
+    return ReadAll(rows, ReadAlertRule);
+  });
+}
+
+Status SqliteStore::DeleteAlertRule(int64_t org_id, int64_t rule_id) {
+  return Transact(Access::kWrite, [&]() -> Status {
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute("DELETE FROM alert_rules WHERE id = ?1 AND org_id = ?2", rule_id, org_id));
+    if (db_.Changes() == 0)
+      return NotFoundError("alert rule " + std::to_string(rule_id) + " not found");
+    return OkStatus();
+  });
+}
+
+Result<AlertDelivery> SqliteStore::ClaimAlertDelivery(const AlertDelivery& delivery) {
+  return Transact(Access::kWrite, [&]() -> Result<AlertDelivery> {
+    const Status inserted = db_.Execute(
+        "INSERT INTO alert_deliveries (rule_id, org_id, subject, compute_id, job_id, user, state, "
+        "attempts, last_error, summary, message, created_at_ms, updated_at_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, '', ?7, ?8, ?9, ?9)",
+        delivery.rule_id, delivery.org_id, delivery.subject, delivery.compute_id, delivery.job_id,
+        delivery.user, delivery.summary, delivery.message, delivery.created_at_ms);
+    if (inserted.code() == StatusCode::kAlreadyExists) {
+      return AlreadyExistsError("alert rule " + std::to_string(delivery.rule_id) +
+                                " already has a delivery about " + delivery.subject);
+    }
+    EXPANSE_RETURN_IF_ERROR(inserted);
+    AlertDelivery stored = delivery;
+    stored.id = db_.LastInsertRowId();
+    stored.state = "pending";
+    stored.attempts = 0;
+    stored.last_error.clear();
+    stored.updated_at_ms = delivery.created_at_ms;
+    return stored;
+  });
+}
+
+Result<AlertDelivery> SqliteStore::GetAlertDelivery(int64_t rule_id, std::string_view subject) {
+  return Transact(Access::kRead, [&]() -> Result<AlertDelivery> {
+    return QueryOneLocked<AlertDelivery>(
+        ReadAlertDelivery,
+        NotFoundError("alert rule " + std::to_string(rule_id) + " has no delivery about " +
+                      std::string(subject)),
+        SelectSql(kAlertDeliveryColumns, "alert_deliveries WHERE rule_id = ?1 AND subject = ?2"),
+        rule_id, subject);
+  });
+}
+
+Status SqliteStore::UpdateAlertDelivery(const AlertDelivery& delivery) {
+  return Transact(Access::kWrite, [&]() -> Status {
+    EXPANSE_RETURN_IF_ERROR(db_.Execute(
+        "UPDATE alert_deliveries SET state = ?2, attempts = ?3, last_error = ?4, summary = ?5, "
+        "message = ?6, updated_at_ms = ?7 WHERE id = ?1",
+        delivery.id, delivery.state, int64_t{delivery.attempts}, delivery.last_error,
+        delivery.summary, delivery.message, delivery.updated_at_ms));
+    if (db_.Changes() == 0)
+      return NotFoundError("alert delivery " + std::to_string(delivery.id) + " not found");
+    return OkStatus();
+  });
+}
+
+Result<int64_t> SqliteStore::CountAlertDeliveries(int64_t rule_id, std::string_view state,
+                                                  int64_t since_ms) {
+  return Transact(Access::kRead, [&]() -> Result<int64_t> {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row,
+                             db_.Query("SELECT count(*) FROM alert_deliveries WHERE rule_id = ?1 "
+                                       "AND state = ?2 AND updated_at_ms >= ?3",
+                                       rule_id, state, since_ms));
+    EXPANSE_ASSIGN_OR_RETURN(const bool has_row, row.Step());
+    return has_row ? row.ColumnInt(0) : 0;
+  });
+}
+
+Result<std::vector<AlertDelivery>> SqliteStore::ListAlertDeliveries(int64_t org_id, int64_t rule_id,
+                                                                    std::string_view state,
+                                                                    int limit) {
+  if (limit < 1)
+    return InvalidArgumentError("alert delivery list limit must be at least 1");
+  return Transact(Access::kRead, [&]() -> Result<std::vector<AlertDelivery>> {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        db_.Query(SelectSql(kAlertDeliveryColumns,
+                            "alert_deliveries WHERE org_id = ?1 AND (?2 = 0 OR rule_id = ?2) "
+                            "AND (?3 = '' OR state = ?3) "
+                            "ORDER BY updated_at_ms DESC, id DESC LIMIT ?4"),
+                  org_id, rule_id, state, int64_t{limit}));
+    return ReadAll(rows, ReadAlertDelivery);
+  });
+}
+
+}  // namespace expanse::store::sqlite_internal

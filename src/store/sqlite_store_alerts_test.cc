@@ -1,0 +1,163 @@
+// SqliteStore: alert rules and deliveries.
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/sqlite_store_test_util.h"
+
+namespace expanse::store {
+namespace {
+
+using store_testing::BackingName;
+using store_testing::kBackings;
+using store_testing::kNow;
+using store_testing::kOddText;
+
+class AlertStoreTest : public store_testing::SqliteStoreTest {
+ protected:
+  AlertRule Rule(int64_t org_id, const std::string& verdict = "stuck") {
+    AlertRule rule;
+    rule.org_id = org_id;
+    rule.name = "stuck jobs";
+    rule.kind = "verdict";
+    rule.verdict = verdict;
+    rule.min_duration_s = 900;
+    rule.channel = "webhook";
+    rule.target = "https://hooks.example.com/x";
+    rule.max_per_hour = 10;
+    rule.created_by = "user:1";
+    rule.created_at_ms = kNow;
+    return rule;
+  }
+  AlertDelivery Delivery(const AlertRule& rule, const std::string& subject, int64_t at_ms) {
+    AlertDelivery d;
+    d.rule_id = rule.id;
+    d.org_id = rule.org_id;
+    d.subject = subject;
+    d.compute_id = "cmp_a";
+    d.job_id = "42";
+    d.user = "ana";
+    d.summary = "job 42 stuck";
+    d.created_at_ms = at_ms;
+    return d;
+  }
+};
+
+TEST_P(AlertStoreTest, RulesRoundTripPerOrganisation) {
+  const Organization acme = MakeOrganization("acme");
+  const Organization other = MakeOrganization("other");
+  AlertRule digest = Rule(acme.id);
+  digest.kind = "digest";
+  digest.verdict = "";
+  digest.period_s = 7 * 86'400;
+  digest.channel = "email";
+  digest.target = "{user}@example.com";
+  digest.name = kOddText.substr(0, 60);
+  digest.enabled = false;
+  Result<AlertRule> a = store().CreateAlertRule(Rule(acme.id));
+  Result<AlertRule> b = store().CreateAlertRule(digest);
+  Result<AlertRule> c = store().CreateAlertRule(Rule(other.id, "no_process"));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+
+  Result<std::vector<AlertRule>> of_acme = store().ListAlertRules(acme.id);
+  ASSERT_TRUE(of_acme.ok()) << of_acme.status();
+  ASSERT_EQ(of_acme->size(), 2u);
+  EXPECT_EQ((*of_acme)[0].verdict, "stuck");
+  EXPECT_EQ((*of_acme)[0].min_duration_s, 900);
+  EXPECT_TRUE((*of_acme)[0].action_dry_run);
+  EXPECT_EQ((*of_acme)[1].name, digest.name);
+  EXPECT_EQ((*of_acme)[1].period_s, 7 * 86'400);
+  EXPECT_EQ((*of_acme)[1].target, "{user}@example.com");
+  EXPECT_FALSE((*of_acme)[1].enabled);
+
+  // The evaluator's list: every organisation's enabled rules.
+  Result<std::vector<AlertRule>> enabled = store().ListAlertRules(0);
+  ASSERT_TRUE(enabled.ok());
+  ASSERT_EQ(enabled->size(), 2u);
+  EXPECT_EQ((*enabled)[0].id, a->id);
+  EXPECT_EQ((*enabled)[1].id, c->id);
+}
+
+TEST_P(AlertStoreTest, SchemaRefusesRulesThatMakeNoSense) {
+  const Organization acme = MakeOrganization();
+  AlertRule no_verdict = Rule(acme.id, "");
+  EXPECT_EQ(store().CreateAlertRule(no_verdict).status().code(), StatusCode::kInvalidArgument);
+  AlertRule digest_with_verdict = Rule(acme.id);
+  digest_with_verdict.kind = "digest";
+  digest_with_verdict.period_s = 3600;
+  EXPECT_EQ(store().CreateAlertRule(digest_with_verdict).status().code(),
+            StatusCode::kInvalidArgument);
+  AlertRule sms = Rule(acme.id);
+  sms.channel = "sms";
+  EXPECT_EQ(store().CreateAlertRule(sms).status().code(), StatusCode::kInvalidArgument);
+  AlertRule flood = Rule(acme.id);
+  flood.max_per_hour = 0;
+  EXPECT_EQ(store().CreateAlertRule(flood).status().code(), StatusCode::kInvalidArgument);
+  AlertRule orphan = Rule(acme.id + 100);
+  EXPECT_EQ(store().CreateAlertRule(orphan).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store().ListAlertRules(acme.id)->empty());
+}
+
+TEST_P(AlertStoreTest, OneDeliveryPerRuleAndSubject) {
+  const Organization acme = MakeOrganization();
+  const AlertRule rule = *store().CreateAlertRule(Rule(acme.id));
+  Result<AlertDelivery> first = store().ClaimAlertDelivery(Delivery(rule, "cmp_a/42", kNow));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->state, "pending");
+  EXPECT_GT(first->id, 0);
+  EXPECT_EQ(store().ClaimAlertDelivery(Delivery(rule, "cmp_a/42", kNow + 1)).status().code(),
+            StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store().ClaimAlertDelivery(Delivery(rule, "cmp_a/43", kNow + 2)).ok());
+
+  Result<AlertDelivery> got = store().GetAlertDelivery(rule.id, "cmp_a/42");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->id, first->id);
+  EXPECT_EQ(got->user, "ana");
+  EXPECT_EQ(store().GetAlertDelivery(rule.id, "cmp_a/44").status().code(), StatusCode::kNotFound);
+
+  AlertDelivery sent = *first;
+  sent.state = "sent";
+  sent.attempts = 1;
+  sent.updated_at_ms = kNow + 10;
+  ASSERT_TRUE(store().UpdateAlertDelivery(sent).ok());
+  EXPECT_EQ(*store().CountAlertDeliveries(rule.id, "sent", kNow), 1);
+  EXPECT_EQ(*store().CountAlertDeliveries(rule.id, "sent", kNow + 11), 0);
+  EXPECT_EQ(*store().CountAlertDeliveries(rule.id, "pending", 0), 1);
+
+  Result<std::vector<AlertDelivery>> list = store().ListAlertDeliveries(acme.id, 0, "", 10);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].subject, "cmp_a/42");  // updated last
+  EXPECT_EQ((*list)[0].attempts, 1);
+  EXPECT_EQ((*list)[1].state, "pending");
+  EXPECT_EQ(store().ListAlertDeliveries(acme.id, 0, "sent", 10)->size(), 1u);
+  EXPECT_EQ(store().ListAlertDeliveries(acme.id + 1, 0, "", 10)->size(), 0u);
+
+  AlertDelivery unknown = sent;
+  unknown.id = 999;
+  EXPECT_EQ(store().UpdateAlertDelivery(unknown).code(), StatusCode::kNotFound);
+  unknown = sent;
+  unknown.state = "lost";
+  EXPECT_EQ(store().UpdateAlertDelivery(unknown).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(AlertStoreTest, DeletingARuleTakesItsDeliveries) {
+  const Organization acme = MakeOrganization("acme");
+  const Organization other = MakeOrganization("other");
+  const AlertRule rule = *store().CreateAlertRule(Rule(acme.id));
+  ASSERT_TRUE(store().ClaimAlertDelivery(Delivery(rule, "cmp_a/42", kNow)).ok());
+  EXPECT_EQ(store().DeleteAlertRule(other.id, rule.id).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store().DeleteAlertRule(acme.id, rule.id).ok());
+  EXPECT_TRUE(store().ListAlertRules(acme.id)->empty());
+  EXPECT_TRUE(store().ListAlertDeliveries(acme.id, 0, "", 10)->empty());
+  EXPECT_EQ(store().DeleteAlertRule(acme.id, rule.id).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().ListAlertDeliveries(acme.id, 0, "", 0).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backings, AlertStoreTest, kBackings, BackingName);
+
+}  // namespace
+}  // namespace expanse::store
