@@ -12,6 +12,7 @@
 #include "agent/heartbeat_builder.h"
 #include "agent/run_history.h"
 #include "agent/sampler_role.h"
+#include "agent/server_requests.h"
 #include "deploy/daemon_config.h"
 #include "net/http_client.h"
 #include "outbox/outbox.h"
@@ -283,8 +284,12 @@ class Controller {
     request.headers = {{"Authorization", "Bearer " + Credential()},
                        {"Content-Type", "application/json"}};
     // Replace, not throw, should any text not be UTF-8 (a log line, a worker's field).
-    request.body =
-        BuildHeartbeat(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    nlohmann::json body = BuildHeartbeat(in);
+    nlohmann::json results = server_requests_.PendingResults();
+    const size_t reported = results.size();
+    if (reported > 0)
+      body["request_results"] = std::move(results);
+    request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     Result<net::HttpResponse> response = heartbeat_client_->Send(request);
     if (!response.ok()) {
       Log("heartbeat not sent: " + response.status().message());
@@ -294,6 +299,11 @@ class Controller {
       if (!heartbeat_ok_)
         Log("heartbeat accepted; " + in.workers.Summary());
       heartbeat_ok_ = true;
+      server_requests_.Acknowledge(reported);
+      // The server's requests (an alert rule's scancel) ride on the answer.
+      const nlohmann::json answer = nlohmann::json::parse(response->body, nullptr, false);
+      if (answer.is_object())
+        server_requests_.Handle(answer);
       return;
     }
     heartbeat_ok_ = false;
@@ -320,6 +330,7 @@ class Controller {
   std::unique_ptr<ControllerRound> round_;
   RunHistory runs_;
   bool heartbeat_ok_ = false;
+  ServerRequests server_requests_{host_, [this](const std::string& line) { Log(line); }};
   int64_t last_idle_drain_log_ms_ = 0;
   SharedState shared_;
 };

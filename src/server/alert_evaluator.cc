@@ -220,6 +220,24 @@ void AlertEvaluator::MaybeAct(const store::AlertRule& rule, const store::JobReco
   if (!claimed.ok())
     return;  // acted on before (or by another replica)
   ++round.actions;
+  if (!dry_run) {
+    // The controller runs scancel when its next heartbeat's answer carries the request, and
+    // reports the outcome in the heartbeat after (audited as compute_request.done/failed).
+    store::ComputeRequest request;
+    request.compute_id = job.compute_id;
+    request.org_id = rule.org_id;
+    request.kind = rule.action;
+    request.job_id = job.job_id;
+    request.reason = ("alert rule " + std::to_string(rule.id) + ": " + verdict.code + " for " +
+                      HumanDuration(verdict.to_ms - verdict.from_ms))
+                         .substr(0, 512);
+    request.rule_id = rule.id;
+    request.created_at_ms = now_ms;
+    if (auto made = store_.CreateComputeRequest(request);
+        !made.ok() && made.status().code() != StatusCode::kAlreadyExists) {
+      round.errors.push_back("requesting scancel of " + subject + ": " + made.status().message());
+    }
+  }
   Audit(rule, *claimed, "alert.action", now_ms);
   Deliver(rule, *claimed, alert, now_ms, round);
 }

@@ -4,6 +4,7 @@
 // tests/integration/server/alerts.sh).
 #include "server/alert_evaluator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -309,6 +310,61 @@ TEST_F(AlertEvaluatorTest, AScancelActionIsADryRunAfterTheWarningsGrace) {
   EXPECT_EQ(Round().actions, 0);  // once
   EXPECT_EQ(Deliveries()[0]["subject"], compute_ + "/77/scancel");
   EXPECT_THAT(AuditActions(), ::testing::Contains("alert.action"));
+  EXPECT_TRUE(app_->store().ListComputeRequests(compute_, "", 10)->empty());  // a dry run
+}
+
+TEST_F(AlertEvaluatorTest, AScancelActionAsksTheControllerThroughTheHeartbeat) {
+  Ingest("77", /*running=*/true);
+  MakeRule({{"name", "cancel idle jobs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"},
+            {"action", "scancel"},
+            {"action_grace_s", 0},
+            {"action_dry_run", false}});
+  clock_.Set(kStart + kTenMinutes + 5'000);
+  EXPECT_EQ(Round().sent, 1);  // the warning
+  AlertRound act = Round();
+  EXPECT_EQ(act.actions, 1);
+  ASSERT_EQ(sender_.sent.size(), 2u);
+  EXPECT_EQ(sender_.sent[1].alert.subject, "[Expanse] job 77 (ana): cancellation requested");
+
+  // The controller's heartbeat answer carries the request until the controller reports it.
+  const auto heartbeat = [&](const json& body) {
+    return Call("POST", "/cp/v1/heartbeat", body.dump(), Bearer(credential_));
+  };
+  const json plain = {{"version", 1}, {"daemon_version", "0.1.0"}, {"controller_host", "ctl"}};
+  Reply first = heartbeat(plain);
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(first.body["requests"].size(), 1u) << first.body;
+  const json request = first.body["requests"][0];
+  EXPECT_EQ(request["kind"], "scancel");
+  EXPECT_EQ(request["job_id"], "77");
+  EXPECT_THAT(request["reason"].get<std::string>(), HasSubstr("over_allocated"));
+  EXPECT_EQ(heartbeat(plain).body["requests"].size(), 1u);  // again, not yet reported
+
+  json reported = plain;
+  reported["request_results"] = {
+      {{"id", request["id"]}, {"ok", true}, {"message", "scancel 77: exit 0"}}};
+  Reply second = heartbeat(reported);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_TRUE(second.body["requests"].empty());
+  auto requests = app_->store().ListComputeRequests(compute_, "", 10);
+  ASSERT_EQ(requests->size(), 1u);
+  EXPECT_EQ((*requests)[0].state, "done");
+  EXPECT_EQ((*requests)[0].result, "scancel 77: exit 0");
+  auto events = app_->store().ListAudit(0, 50);
+  EXPECT_TRUE(std::any_of(events->begin(), events->end(), [&](const store::AuditEvent& e) {
+    return e.action == "compute_request.done" && e.target == compute_ + "/77";
+  }));
+  EXPECT_EQ(Round().actions, 0);  // once
+
+  // A hostile report: not an object, or a bad id, is refused with the heartbeat.
+  json bad = plain;
+  bad["request_results"] = {{{"id", "1"}, {"ok", true}}};
+  EXPECT_EQ(heartbeat(bad).status, 400);
+  bad["request_results"] = {{{"id", 1}, {"ok", "yes"}}};
+  EXPECT_EQ(heartbeat(bad).status, 400);
 }
 
 TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
@@ -331,10 +387,6 @@ TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
   bad["channel"] = "email";
   bad["target"] = "ops@example.org";  // this server has no SMTP server
   EXPECT_THAT(refused(bad), HasSubstr("email_not_configured"));
-  bad = base;
-  bad["action"] = "scancel";
-  bad["action_dry_run"] = false;
-  EXPECT_THAT(refused(bad), HasSubstr("action_unavailable"));
   bad = base;
   bad["min_duration_s"] = "15m";
   EXPECT_THAT(refused(bad), HasSubstr("min_duration_s must be an integer"));

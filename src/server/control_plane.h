@@ -173,8 +173,14 @@ class ControlPlane {
   // kUnauthenticated with reason "credential_revoked" (the daemon stops itself) or
   // "credential_invalid".
   Result<ComputeIdentity> AuthenticateCredential(std::string_view bearer);
-  // Validates and stores a heartbeat document (docs/formats/heartbeat.md).
+  // Validates and stores a heartbeat document (docs/formats/heartbeat.md), and records the
+  // outcomes it reports of the server's requests (audited as compute_request.done/failed).
   Status RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json);
+  // The requests the heartbeat answer carries to the compute's controller: its pending ones,
+  // oldest first, at most 16.
+  Result<std::vector<store::ComputeRequest>> PendingRequests(std::string_view compute_id) {
+    return store_.ListComputeRequests(compute_id, "pending", 16);
+  }
   // Waits up to timeout_ms for the first heartbeat carrying this credential; returns whether
   // it has arrived. This is how an installer proves enrolment.
   Result<bool> WaitForEnrolment(const ComputeIdentity& identity, int64_t timeout_ms);

@@ -71,14 +71,6 @@ Status CheckRule(const store::AlertRule& rule, bool can_email) {
     return Invalid("action must be \"scancel\" or absent");
   if (rule.action_grace_s < 0 || rule.action_grace_s > kMaxGraceS)
     return Invalid("action_grace_s must be from 0 to " + std::to_string(kMaxGraceS));
-  if (rule.action == "scancel" && !rule.action_dry_run) {
-    // The controller has no channel for the server's requests yet; a rule must not promise
-    // cancellations that nothing carries out.
-    return FailedPreconditionError(
-               "scancel actions run as dry runs in this version (the controller does not yet "
-               "take cancellation requests): set action_dry_run to true")
-        .WithReason("action_unavailable");
-  }
   return OkStatus();
 }
 

@@ -217,6 +217,23 @@ Status ControlPlane::RecordHeartbeat(const ComputeIdentity& identity, std::strin
   hb.daemon_version = summary.daemon_version;
   hb.body_json = std::move(summary.normalized_json);
   EXPANSE_RETURN_IF_ERROR(store_.RecordHeartbeat(hb));
+  for (const RequestResult& r : summary.request_results) {
+    // A result for a request this compute does not have pending (another compute's, or a
+    // repeat after a lost answer) changes nothing.
+    Result<store::ComputeRequest> finished =
+        store_.FinishComputeRequest(identity.compute.id, r.id, r.ok, r.message, hb.received_at_ms);
+    if (!finished.ok())
+      continue;
+    RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id,
+                r.ok ? "compute_request.done" : "compute_request.failed",
+                identity.compute.id + "/" + finished->job_id,
+                JsonDetail({{"request_id", std::to_string(r.id)},
+                            {"kind", finished->kind},
+                            {"job_id", finished->job_id},
+                            {"rule_id", std::to_string(finished->rule_id)},
+                            {"result", r.message}}),
+                "");
+  }
   if (identity.credential.first_heartbeat_ms == 0) {
     RecordAudit(identity.compute.org_id, "compute:" + identity.compute.id, "compute.enrolled",
                 identity.compute.id,

@@ -115,7 +115,17 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
       Status s = ctx->control.RecordHeartbeat(id, req.body);
       if (!s.ok())
         return http::ErrorResponse(s);
-      return Json(200, {{"compute_id", id.compute.id}, {"credential_id", id.credential.id}});
+      // The server's pending requests ride on the answer until the controller reports them.
+      nlohmann::json requests = nlohmann::json::array();
+      if (auto pending = ctx->control.PendingRequests(id.compute.id); pending.ok()) {
+        for (const store::ComputeRequest& r : *pending) {
+          requests.push_back(
+              {{"id", r.id}, {"kind", r.kind}, {"job_id", r.job_id}, {"reason", r.reason}});
+        }
+      }
+      return Json(200, {{"compute_id", id.compute.id},
+                        {"credential_id", id.credential.id},
+                        {"requests", requests}});
     });
   };
   listener.Post("/cp/v1/heartbeat", std::move(heartbeat), {.max_body_bytes = kHeartbeatBodyBytes});

@@ -29,6 +29,7 @@ constexpr size_t kMaxOutboxNameBytes = 64;
 // every heartbeat is a history row: they are kept only while small. Sizes are of the
 // member's key plus its compact JSON text.
 constexpr size_t kMaxUnknownFieldBytes = 1024;
+constexpr size_t kMaxRequestResults = 64;
 constexpr size_t kMaxUnknownBytes = 16 * 1024;  // all unknown fields of one document
 
 const std::set<std::string>& KnownCapabilities() {
@@ -299,6 +300,25 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
       return Bad("diagnostics", "must be an object");
     if (diag->dump().size() > kMaxDiagnosticsBytes)
       return Bad("diagnostics", "exceeds 64 KiB");
+  }
+  if (auto results = doc.find("request_results"); results != doc.end()) {
+    if (!results->is_array() || results->size() > kMaxRequestResults)
+      return Bad("request_results", "must be an array of at most 64 results");
+    for (size_t i = 0; i < results->size(); ++i) {
+      const json& r = (*results)[i];
+      const std::string p = "request_results[" + std::to_string(i) + "]";
+      if (!r.is_object())
+        return Bad(p, "must be an object");
+      auto id = r.find("id");
+      if (id == r.end() || !id->is_number_integer() || id->get<int64_t>() <= 0)
+        return Bad(p + ".id", "must be a positive integer");
+      if (auto ok = r.find("ok"); ok == r.end() || !ok->is_boolean())
+        return Bad(p + ".ok", "must be true or false");
+      EXPANSE_RETURN_IF_ERROR(CheckString(r, p + ".", "message", 512, false));
+      out.request_results.push_back(
+          {id->get<int64_t>(), r.value("ok", false), r.value("message", std::string())});
+    }
+    doc.erase("request_results");
   }
   UnknownFieldTrimmer().Trim(doc);
   out.normalized_json = doc.dump();

@@ -2,18 +2,29 @@
 #ifndef EXPANSE_SERVER_HEARTBEAT_H_
 #define EXPANSE_SERVER_HEARTBEAT_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
 namespace expanse::server {
+
+// The outcome of a request the server made of the controller (docs/formats/heartbeat.md).
+struct RequestResult {
+  int64_t id = 0;
+  bool ok = false;
+  std::string message;
+};
 
 struct HeartbeatSummary {
   std::string daemon_version;
   std::string controller_host;
   int nodes = 0;
   int gpus = 0;
+  // "request_results": taken out of the stored document (the requests keep them).
+  std::vector<RequestResult> request_results;
   // The document re-serialised (compact, keys sorted), as stored and served.
   std::string normalized_json;
 };

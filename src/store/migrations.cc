@@ -266,12 +266,33 @@ CREATE INDEX alert_deliveries_by_org ON alert_deliveries (org_id, updated_at_ms 
 CREATE INDEX alert_deliveries_by_rule_state ON alert_deliveries (rule_id, state, updated_at_ms);
 )sql";
 
-constexpr std::array<Migration, 5> kMigrations = {{
+// What the server asks of a compute's controller (an alert rule's scancel), carried in
+// heartbeat answers until the controller reports the outcome. One per (compute, kind, job).
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE compute_requests (
+  id            INTEGER PRIMARY KEY,
+  compute_id    TEXT NOT NULL REFERENCES computes (id),
+  org_id        INTEGER NOT NULL,
+  kind          TEXT NOT NULL CHECK (kind IN ('scancel')),
+  job_id        TEXT NOT NULL CHECK (job_id <> '' AND length(job_id) <= 64),
+  reason        TEXT NOT NULL CHECK (length(reason) <= 512),
+  rule_id       INTEGER NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('pending', 'done', 'failed')),
+  result        TEXT NOT NULL CHECK (length(result) <= 512),
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  UNIQUE (compute_id, kind, job_id)
+) STRICT;
+CREATE INDEX compute_requests_by_state ON compute_requests (compute_id, state, id);
+)sql";
+
+constexpr std::array<Migration, 6> kMigrations = {{
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
     {4, kSchemaV4},
     {5, kSchemaV5},
+    {6, kSchemaV6},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

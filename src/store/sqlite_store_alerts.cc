@@ -1,4 +1,5 @@
-// SqliteStore: alert rules and their deliveries (docs/formats/alerts.md).
+// SqliteStore: alert rules, their deliveries and the requests their actions make of a
+// compute's controller (docs/formats/alerts.md).
 #include <string>
 
 #include "store/sqlite_rows.h"
@@ -53,6 +54,26 @@ AlertDelivery ReadAlertDelivery(const Statement& row) {
   d.created_at_ms = row.ColumnInt(12);
   d.updated_at_ms = row.ColumnInt(13);
   return d;
+}
+
+constexpr std::string_view kComputeRequestColumns =
+    "id, compute_id, org_id, kind, job_id, reason, rule_id, state, result, created_at_ms, "
+    "updated_at_ms";
+
+ComputeRequest ReadComputeRequest(const Statement& row) {
+  ComputeRequest r;
+  r.id = row.ColumnInt(0);
+  r.compute_id = row.ColumnText(1);
+  r.org_id = row.ColumnInt(2);
+  r.kind = row.ColumnText(3);
+  r.job_id = row.ColumnText(4);
+  r.reason = row.ColumnText(5);
+  r.rule_id = row.ColumnInt(6);
+  r.state = row.ColumnText(7);
+  r.result = row.ColumnText(8);
+  r.created_at_ms = row.ColumnInt(9);
+  r.updated_at_ms = row.ColumnInt(10);
+  return r;
 }
 
 template <typename T>
@@ -181,6 +202,62 @@ Result<std::vector<AlertDelivery>> SqliteStore::ListAlertDeliveries(int64_t org_
                             "ORDER BY updated_at_ms DESC, id DESC LIMIT ?4"),
                   org_id, rule_id, state, int64_t{limit}));
     return ReadAll(rows, ReadAlertDelivery);
+  });
+}
+
+Result<ComputeRequest> SqliteStore::CreateComputeRequest(const ComputeRequest& request) {
+  return Transact(Access::kWrite, [&]() -> Result<ComputeRequest> {
+    const Status inserted = db_.Execute(
+        "INSERT INTO compute_requests (compute_id, org_id, kind, job_id, reason, rule_id, state, "
+        "result, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', '', ?7, "
+        "?7)",
+        request.compute_id, request.org_id, request.kind, request.job_id, request.reason,
+        request.rule_id, request.created_at_ms);
+    if (inserted.code() == StatusCode::kAlreadyExists) {
+      return AlreadyExistsError("compute " + request.compute_id + " already has a " + request.kind +
+                                " request for job " + request.job_id);
+    }
+    EXPANSE_RETURN_IF_ERROR(inserted);
+    ComputeRequest stored = request;
+    stored.id = db_.LastInsertRowId();
+    stored.state = "pending";
+    stored.result.clear();
+    stored.updated_at_ms = request.created_at_ms;
+    return stored;
+  });
+}
+
+Result<std::vector<ComputeRequest>> SqliteStore::ListComputeRequests(std::string_view compute_id,
+                                                                     std::string_view state,
+                                                                     int limit) {
+  if (limit < 1)
+    return InvalidArgumentError("compute request list limit must be at least 1");
+  return Transact(Access::kRead, [&]() -> Result<std::vector<ComputeRequest>> {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        db_.Query(SelectSql(kComputeRequestColumns,
+                            "compute_requests WHERE compute_id = ?1 AND (?2 = '' OR state = ?2) "
+                            "ORDER BY id LIMIT ?3"),
+                  compute_id, state, int64_t{limit}));
+    return ReadAll(rows, ReadComputeRequest);
+  });
+}
+
+Result<ComputeRequest> SqliteStore::FinishComputeRequest(std::string_view compute_id, int64_t id,
+                                                         bool ok, std::string_view result,
+                                                         int64_t now_ms) {
+  return Transact(Access::kWrite, [&]() -> Result<ComputeRequest> {
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute("UPDATE compute_requests SET state = ?3, result = ?4, updated_at_ms = ?5 "
+                    "WHERE id = ?1 AND compute_id = ?2 AND state = 'pending'",
+                    id, compute_id, std::string_view(ok ? "done" : "failed"), result, now_ms));
+    if (db_.Changes() == 0) {
+      return NotFoundError("compute " + std::string(compute_id) + " has no pending request " +
+                           std::to_string(id));
+    }
+    return QueryOneLocked<ComputeRequest>(
+        ReadComputeRequest, NotFoundError("compute request " + std::to_string(id) + " not found"),
+        SelectSql(kComputeRequestColumns, "compute_requests WHERE id = ?1"), id);
   });
 }
 

@@ -157,6 +157,52 @@ TEST_P(AlertStoreTest, DeletingARuleTakesItsDeliveries) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_P(AlertStoreTest, ComputeRequestsArePendingUntilTheirComputeReports) {
+  const Compute a = MakeCompute("cmp_a");
+  const Compute b = MakeCompute("cmp_b");
+  ComputeRequest r;
+  r.compute_id = a.id;
+  r.org_id = a.org_id;
+  r.kind = "scancel";
+  r.job_id = "42";
+  r.reason = "alert rule 1: stuck for 20 min";
+  r.rule_id = 1;
+  r.created_at_ms = kNow;
+  Result<ComputeRequest> made = store().CreateComputeRequest(r);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->state, "pending");
+  EXPECT_EQ(store().CreateComputeRequest(r).status().code(), StatusCode::kAlreadyExists);
+  r.job_id = "43";
+  ASSERT_TRUE(store().CreateComputeRequest(r).ok());
+  ComputeRequest other = r;
+  other.compute_id = "cmp_none";
+  EXPECT_EQ(store().CreateComputeRequest(other).status().code(), StatusCode::kNotFound);
+
+  Result<std::vector<ComputeRequest>> pending = store().ListComputeRequests(a.id, "pending", 10);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 2u);
+  EXPECT_EQ((*pending)[0].job_id, "42");
+  EXPECT_TRUE(store().ListComputeRequests(b.id, "", 10)->empty());
+
+  // Another compute cannot report on it; its own compute can, once.
+  EXPECT_EQ(store().FinishComputeRequest(b.id, made->id, true, "", kNow).status().code(),
+            StatusCode::kNotFound);
+  Result<ComputeRequest> done =
+      store().FinishComputeRequest(a.id, made->id, true, "scancel 42: done", kNow + 5);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "done");
+  EXPECT_EQ(done->result, "scancel 42: done");
+  EXPECT_EQ(done->updated_at_ms, kNow + 5);
+  EXPECT_EQ(store().FinishComputeRequest(a.id, made->id, false, "again", kNow).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store().ListComputeRequests(a.id, "pending", 10)->size(), 1u);
+  EXPECT_EQ(store()
+                .FinishComputeRequest(a.id, made->id + 1, false, std::string(600, 'x'), kNow)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backings, AlertStoreTest, kBackings, BackingName);
 
 }  // namespace

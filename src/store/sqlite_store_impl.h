@@ -80,6 +80,13 @@ class SqliteStore final : public Store, public JobStore {
                                                          std::string_view state,
                                                          int limit) override;
 
+  Result<ComputeRequest> CreateComputeRequest(const ComputeRequest& request) override;
+  Result<std::vector<ComputeRequest>> ListComputeRequests(std::string_view compute_id,
+                                                          std::string_view state,
+                                                          int limit) override;
+  Result<ComputeRequest> FinishComputeRequest(std::string_view compute_id, int64_t id, bool ok,
+                                              std::string_view result, int64_t now_ms) override;
+
   JobStore& Jobs() override { return *this; }
   Status UpsertJobs(const std::vector<JobRecord>& jobs) override;
   Status AddNodeEvents(const std::vector<JobNodeEvent>& events) override;

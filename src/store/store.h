@@ -192,6 +192,22 @@ struct AlertDelivery {
   int64_t updated_at_ms = 0;
 };
 
+// A request from the server to a compute's controller, carried in heartbeat answers
+// (docs/formats/heartbeat.md): today only "scancel" of a job, made by an alert rule's action.
+struct ComputeRequest {
+  int64_t id = 0;
+  std::string compute_id;
+  int64_t org_id = 0;
+  std::string kind;  // "scancel"
+  std::string job_id;
+  std::string reason;  // why, for the audit log and the controller's log
+  int64_t rule_id = 0;
+  std::string state;   // pending, done, failed
+  std::string result;  // what the controller reported
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -296,6 +312,21 @@ class Store {
   virtual Result<std::vector<AlertDelivery>> ListAlertDeliveries(int64_t org_id, int64_t rule_id,
                                                                  std::string_view state,
                                                                  int limit) = 0;
+
+  // --- requests to a compute's controller
+  // --------------------------------------------------------- kAlreadyExists when the compute
+  // already has a request of that kind for that job.
+  virtual Result<ComputeRequest> CreateComputeRequest(const ComputeRequest& request) = 0;
+  // Oldest first; state "" = any.
+  virtual Result<std::vector<ComputeRequest>> ListComputeRequests(std::string_view compute_id,
+                                                                  std::string_view state,
+                                                                  int limit) = 0;
+  // Marks the compute's pending request `id` done or failed with the controller's `result`.
+  // kNotFound unless that compute has that request pending (a report for another compute's
+  // request, or a second report, changes nothing).
+  virtual Result<ComputeRequest> FinishComputeRequest(std::string_view compute_id, int64_t id,
+                                                      bool ok, std::string_view result,
+                                                      int64_t now_ms) = 0;
 
   // --- SLURM jobs --------------------------------------------------------------------------------
   // The job records, node events and GPU allocations of the computes (job_store.h). They share

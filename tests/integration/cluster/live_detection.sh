@@ -5,9 +5,13 @@
 # stuck while it runs and asks both nodes for a stack burst through the shared control tree;
 # both nodes' stacks arrive in burst windows starting at the same instant, with the function
 # the ranks wait in, and the job is flagged once.
+# Then an alert rule with a scancel action (dry run off) ends the hung job: the server warns
+# (webhook to a local receiver), asks the controller through its heartbeat answer, the
+# controller runs the real scancel, and its report is audited (docs/formats/alerts.md).
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
+SERVER_EXTRA_ARGS="--alert-interval 2s"
 dc_setup
 # Short bursts and a larger CPU budget (the sanitizer build reads stacks slowly); the
 # controller's threshold at its minimum, so the test waits seconds, not ten minutes.
@@ -87,7 +91,23 @@ for w in "$w1" "$w2"; do
   assert_eq 1 "$(jq --arg h "$w" '[.series[] | select(.host == $h) | .points[][3]] | max' <<<"$marks")" \
     "job.live_detected on $w"
 done
-touch "$DIR/stop"
-wait_job_done "$job" 60
 assert_eq 1 "$(grep -c "live detection: job $job " "$DIR/controller.log")" "times job $job was flagged"
+
+# --- an alert rule's scancel ends the hung job --------------------------------------------------
+python3 "$REPO_ROOT/tests/integration/server/webhook_receiver.py" "$DIR/webhook.port" \
+  "$DIR/webhooks.jsonl" >"$DIR/receiver.log" 2>&1 &
+receiver=$!
+trap 'kill $receiver 2>/dev/null || true; for w in $EXPANSE_TC_WORKERS; do "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/daemon.env || true; done; dc_cleanup' EXIT
+wait_until 10 "the webhook receiver" test -s "$DIR/webhook.port"
+rule="$(api POST /api/v1/orgs/acme/alert-rules "{\"name\":\"end hung jobs\",\"verdict\":\"communication_wait\",\"channel\":\"webhook\",\"target\":\"http://127.0.0.1:$(cat "$DIR/webhook.port")/hook\",\"action\":\"scancel\",\"action_grace_s\":0,\"action_dry_run\":false}")"
+[[ "$(jq -r .action_dry_run <<<"$rule")" == false ]] || fail "rule: $rule"
+wait_job_done "$job" 150
+assert_eq CANCELLED "$(job_state "$job")" "state of job $job after the rule's scancel"
+posts="$(jq -s -c '[.[] | .body | fromjson | .text | split("\n")[0]]' "$DIR/webhooks.jsonl")"
+assert_match "job $job \\([^)]*\\): communication_wait for .*job $job \\([^)]*\\): cancellation requested" "$posts" \
+  "the warning, then the notice, at the webhook"
+wait_until 30 "the controller's report of the scancel" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/orgs/acme/audit?limit=200' | jq -e '.events[] | select(.action == \"compute_request.done\" and .target == \"$COMPUTE/$job\")' >/dev/null"
+grep -q "server request [0-9]*: scancel $job: cancelled" "$DIR/controller.log" ||
+  fail "the controller's log: $(grep 'server request' "$DIR/controller.log")"
+pass "the rule warned, the controller ran scancel $job when its heartbeat answer asked, and its report is audited"
 rm -rf "$DIR"
