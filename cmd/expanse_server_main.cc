@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     serve_cmd->add_option("--smtp-credentials-file", serve.smtp_credentials_file,
                           "File (mode 600) holding username:password for the SMTP server");
+    serve_cmd->add_flag("--alert-loopback-webhooks", serve.options.alerts.loopback_webhooks,
+                        "Allow alert webhooks to this machine's loopback addresses (a local "
+                        "receiver); off, an organisation's admin cannot make the server post to "
+                        "local services");
     serve_cmd->add_option("--alert-ca-file", serve.options.alerts.ca_file,
                           "CA bundle for https webhooks and the SMTP server's TLS (default: "
                           "the system's)");

@@ -333,9 +333,13 @@ try {
   await page.getByRole('button', {name: 'Make alert rule'}).click();
   await page.locator('form[aria-label="Make an alert rule"] .error', {hasText: /target/}).waitFor();
   await shot(page, '05e-alerts');
+  await ruleRow.getByRole('button', {name: 'Pause rule stuck for a quarter hour'}).click();
+  await page.locator('#alert-rules tr[data-enabled="false"]', {hasText: 'stuck for a quarter hour'}).waitFor();
+  const paused = await page.evaluate(async () => (await (await fetch('/api/v1/orgs/acme/alert-rules')).json()).alert_rules);
+  assert.equal(paused.find((r) => r.name === 'stuck for a quarter hour').enabled, false);
   await ruleRow.getByRole('button', {name: 'Delete rule stuck for a quarter hour'}).click();
   await page.locator('#alert-rules tr[data-rule]', {hasText: 'stuck for a quarter hour'}).waitFor({state: 'detached'});
-  ok('the alerts page makes a rule the API then holds (stuck for 15 min to a webhook), shows a refusal\'s reason, and deletes it');
+  ok('the alerts page makes a rule the API then holds (stuck for 15 min to a webhook), shows a refusal\'s reason, pauses and deletes it');
 
   // --- sign out: the session is gone ---------------------------------------------------------------
   await page.getByRole('button', {name: 'Sign out'}).click();

@@ -10,10 +10,10 @@
 #include <utility>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "core/loopback.h"
 #include "core/quote.h"
-#include "crypto/ecdsa.h"
 #include "net/curl_global.h"
 
 namespace expanse::net {
@@ -21,6 +21,15 @@ namespace {
 
 bool HasLineBreakOrNul(std::string_view text) {
   return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
+}
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
 bool IsAscii(std::string_view text) {
@@ -62,7 +71,7 @@ std::string EncodeSubject(std::string_view subject) {
       --end;
     if (!out.empty())
       out += "\r\n ";
-    out += "=?UTF-8?B?" + crypto::Base64Encode(subject.substr(i, end - i)) + "?=";
+    out += "=?UTF-8?B?" + Base64(subject.substr(i, end - i)) + "?=";
     i = end;
   }
   return out;

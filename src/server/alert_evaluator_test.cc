@@ -42,6 +42,7 @@ class RecordingSender final : public AlertSender {
     return OkStatus();
   }
   bool can_email() const override { return true; }
+  bool loopback_webhooks() const override { return false; }
   std::vector<Sent> sent;
   std::vector<Status> failures;  // returned, in order, before anything is sent
 };
@@ -154,7 +155,7 @@ TEST_F(AlertEvaluatorTest, AVerdictRuleFiresOncePerJobWithItsEvidence) {
   MakeRule({{"name", "too many GPUs"},
             {"verdict", "over_allocated"},
             {"channel", "webhook"},
-            {"target", "http://127.0.0.1:9/hook"}});
+            {"target", "https://hooks.example.org/hook"}});
   clock_.Set(kStart + kTenMinutes + 60'000);
   AlertEvaluatorOptions options;
   options.console_url = "https://expanse.example.org";
@@ -164,7 +165,7 @@ TEST_F(AlertEvaluatorTest, AVerdictRuleFiresOncePerJobWithItsEvidence) {
   ASSERT_EQ(sender_.sent.size(), 1u);
   const Sent& s = sender_.sent[0];
   EXPECT_EQ(s.channel, "webhook");
-  EXPECT_EQ(s.target, "http://127.0.0.1:9/hook");
+  EXPECT_EQ(s.target, "https://hooks.example.org/hook");
   EXPECT_EQ(s.alert.subject, "[Expanse] job 77 (ana): over_allocated for 10 min on worker2");
   EXPECT_THAT(s.alert.text, HasSubstr("Suggestion: ask for 1 GPU, not 2 (--gres=gpu:1)"));
   EXPECT_THAT(s.alert.text, HasSubstr("\"gpus_active\":1"));
@@ -384,6 +385,11 @@ TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
   bad["target"] = "http://hooks.example.org/x";  // clear text to another machine
   EXPECT_THAT(refused(bad), HasSubstr("target:"));
   bad = base;
+  bad["target"] = "http://127.0.0.1:8080/admin";  // this machine: not without the server's flag
+  EXPECT_THAT(refused(bad), HasSubstr("--alert-loopback-webhooks"));
+  bad["target"] = "https://[::1]/x";
+  EXPECT_THAT(refused(bad), HasSubstr("webhooks to this machine (\"::1\")"));
+  bad = base;
   bad["channel"] = "email";
   bad["target"] = "ops@example.org";  // this server has no SMTP server
   EXPECT_THAT(refused(bad), HasSubstr("email_not_configured"));
@@ -401,8 +407,13 @@ TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
   EXPECT_EQ(listed.body["alert_rules"][0]["target"], "https://hooks.example.org/x");
   EXPECT_EQ(listed.body["alert_rules"][0]["action"], nullptr);
   EXPECT_EQ(listed.body["email"], false);
-  Reply deleted =
-      Call("DELETE", "/api/v1/orgs/acme/alert-rules/" + std::to_string(id), "", Bearer(token_));
+  const std::string rule_path = "/api/v1/orgs/acme/alert-rules/" + std::to_string(id);
+  Reply paused = Call("PATCH", rule_path, R"({"enabled":false})", Bearer(token_));
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(paused.body["enabled"], false);
+  EXPECT_EQ(Call("PATCH", rule_path, R"({"name":"x"})", Bearer(token_)).status, 400);
+  EXPECT_EQ(Call("PATCH", rule_path + "9", R"({"enabled":true})", Bearer(token_)).status, 404);
+  Reply deleted = Call("DELETE", rule_path, "", Bearer(token_));
   EXPECT_EQ(deleted.status, 200) << deleted.body;
   EXPECT_EQ(
       Call("DELETE", "/api/v1/orgs/acme/alert-rules/" + std::to_string(id), "", Bearer(token_))

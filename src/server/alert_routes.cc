@@ -117,6 +117,22 @@ int64_t IdParam(const http::Request& req) {
   return text.empty() || *end != '\0' || id <= 0 ? 0 : id;
 }
 
+// A request about rule :id: the caller authenticated, the id parsed (an id that is not a
+// positive integer is no rule: 404), then 200 with what fn(principal, id) gives.
+template <typename Fn>
+http::Response AnswerForRule(RouteContext& ctx, const http::Request& req, Fn fn) {
+  Result<Principal> p = AuthenticateConsoleRequest(ctx, req);
+  if (!p.ok())
+    return http::ErrorResponse(p.status());
+  const int64_t id = IdParam(req);
+  if (id == 0)
+    return http::ErrorResponse(NotFoundError("no such alert rule").WithReason("not_found"));
+  Result<json> answer = fn(*p, id);
+  if (!answer.ok())
+    return http::ErrorResponse(answer.status());
+  return Json(200, *answer);
+}
+
 }  // namespace
 
 void RegisterAlertRoutes(http::Listener& listener, RouteContext& context) {
@@ -143,25 +159,39 @@ void RegisterAlertRoutes(http::Listener& listener, RouteContext& context) {
     Result<store::AlertRule> rule = RuleFromJson(*body);
     if (!rule.ok())
       return http::ErrorResponse(rule.status());
-    const bool can_email = ctx->alert_sender != nullptr && ctx->alert_sender->can_email();
+    if (ctx->alert_sender == nullptr)
+      return http::ErrorResponse(FailedPreconditionError("this server delivers no alerts"));
     Result<store::AlertRule> created = ctx->control.CreateAlertRule(
-        *p, req.PathParam("org"), std::move(*rule), can_email, req.remote_addr);
+        *p, req.PathParam("org"), std::move(*rule), *ctx->alert_sender, req.remote_addr);
     if (!created.ok())
       return http::ErrorResponse(created.status());
     return Json(201, RuleJson(*created, true));
   });
 
   listener.Delete("/api/v1/orgs/:org/alert-rules/:id", [ctx](const http::Request& req) {
-    Result<Principal> p = AuthenticateConsoleRequest(*ctx, req);
-    if (!p.ok())
-      return http::ErrorResponse(p.status());
-    const int64_t id = IdParam(req);
-    if (id == 0)
-      return http::ErrorResponse(NotFoundError("no such alert rule").WithReason("not_found"));
-    Status s = ctx->control.DeleteAlertRule(*p, req.PathParam("org"), id, req.remote_addr);
-    if (!s.ok())
-      return http::ErrorResponse(s);
-    return Json(200, {{"id", id}, {"deleted", true}});
+    return AnswerForRule(*ctx, req, [&](const Principal& p, int64_t id) -> Result<json> {
+      EXPANSE_RETURN_IF_ERROR(
+          ctx->control.DeleteAlertRule(p, req.PathParam("org"), id, req.remote_addr));
+      return json{{"id", id}, {"deleted", true}};
+    });
+  });
+
+  // {"enabled": false} pauses a rule, true resumes it; nothing else of a rule changes (make a
+  // new rule instead: its deliveries would otherwise mean something else).
+  listener.Patch("/api/v1/orgs/:org/alert-rules/:id", [ctx](const http::Request& req) {
+    return AnswerForRule(*ctx, req, [&](const Principal& p, int64_t id) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(const json body, JsonObjectBody(req));
+      const auto enabled = body.find("enabled");
+      if (body.size() != 1 || enabled == body.end() || !enabled->is_boolean()) {
+        return InvalidArgumentError("the body must be {\"enabled\": true} or {\"enabled\": false}")
+            .WithReason("invalid_argument");
+      }
+      EXPANSE_ASSIGN_OR_RETURN(
+          const store::AlertRule rule,
+          ctx->control.SetAlertRuleEnabled(p, req.PathParam("org"), id, enabled->get<bool>(),
+                                           req.remote_addr));
+      return RuleJson(rule, true);
+    });
   });
 
   listener.Get("/api/v1/orgs/:org/alert-deliveries", [ctx](const http::Request& req) {

@@ -3,10 +3,24 @@
 #include <chrono>
 #include <utility>
 
+#include "core/loopback.h"
 #include "core/quote.h"
 #include "net/url_policy.h"
 
 namespace expanse::server {
+
+Status CheckWebhookUrl(std::string_view url, bool loopback) {
+  EXPANSE_RETURN_IF_ERROR(net::CheckUrlAllowed(url));
+  net::UrlParts parts;
+  EXPANSE_RETURN_IF_ERROR(net::SplitUrl(url, &parts));
+  if (IsLoopbackHost(parts.host) && !loopback) {
+    return InvalidArgumentError("webhooks to this machine (" + QuoteForMessage(parts.host, 64) +
+                                ") are refused unless the server runs with "
+                                "--alert-loopback-webhooks")
+        .WithReason("loopback_webhook");
+  }
+  return OkStatus();
+}
 
 Result<std::unique_ptr<ChannelAlertSender>> ChannelAlertSender::Create(AlertSenderOptions options,
                                                                        Clock& clock) {
@@ -54,6 +68,9 @@ Status ChannelAlertSender::Send(std::string_view channel, std::string_view targe
 }
 
 Status ChannelAlertSender::SendWebhook(std::string_view url, const AlertText& alert) {
+  // Checked again here: the rule may predate a restart without --alert-loopback-webhooks.
+  if (Status allowed = CheckWebhookUrl(url, options_.loopback_webhooks); !allowed.ok())
+    return FailedPreconditionError(allowed.message()).WithReason(allowed.reason());
   net::HttpRequest request;
   request.method = "POST";
   request.url = std::string(url);

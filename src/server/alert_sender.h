@@ -27,7 +27,16 @@ class AlertSender {
                       const AlertText& alert) = 0;
   // Whether "email" rules can be delivered (an SMTP server is configured).
   virtual bool can_email() const = 0;
+  // Whether webhooks may go to this machine (--alert-loopback-webhooks): off by default, so
+  // that an organisation's admin cannot make the server post to services listening on its
+  // loopback.
+  virtual bool loopback_webhooks() const = 0;
 };
+
+// A webhook target the server will post to: https (or, with `loopback`, http to a loopback
+// address), and never a loopback host unless `loopback`. kInvalidArgument saying why.
+// Host names are not resolved for this check.
+Status CheckWebhookUrl(std::string_view url, bool loopback);
 
 struct AlertSenderOptions {
   // The SMTP server (smtp:// or smtps://); "" = no email delivery.
@@ -37,6 +46,8 @@ struct AlertSenderOptions {
   std::string mail_from = "expanse@localhost";
   // Trust store for https webhooks and TLS to the SMTP server; "" = libcurl's default.
   std::string ca_file;
+  // Webhooks to loopback addresses (a receiver on the server's own machine; tests).
+  bool loopback_webhooks = false;
 };
 
 class ChannelAlertSender final : public AlertSender {
@@ -45,6 +56,7 @@ class ChannelAlertSender final : public AlertSender {
                                                             Clock& clock);
   Status Send(std::string_view channel, std::string_view target, const AlertText& alert) override;
   bool can_email() const override { return smtp_ != nullptr; }
+  bool loopback_webhooks() const override { return options_.loopback_webhooks; }
 
  private:
   ChannelAlertSender(AlertSenderOptions options, Clock& clock)

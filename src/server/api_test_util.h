@@ -63,9 +63,10 @@ class ApiTest : public ::testing::Test {
 
   Reply Call(const std::string& method, const std::string& path, const std::string& body = "",
              httplib::Headers headers = {}) {
-    httplib::Result r = method == "GET" ? client_->Get(path, headers)
-                        : method == "POST"
-                            ? client_->Post(path, headers, body, "application/json")
+    httplib::Result r = method == "GET"    ? client_->Get(path, headers)
+                        : method == "POST" ? client_->Post(path, headers, body, "application/json")
+                        : method == "PATCH"
+                            ? client_->Patch(path, headers, body, "application/json")
                             : client_->Delete(path, headers, body, "application/json");
     Reply reply;
     if (!r) {

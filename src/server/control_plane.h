@@ -26,6 +26,8 @@
 
 namespace expanse::server {
 
+class AlertSender;  // alert_sender.h
+
 struct ControlPlaneOptions {
   int64_t install_token_ttl_ms = 60 * 60 * 1000;  // the spec's "short-lived" token: 1 h
   int64_t session_ttl_ms = 12 * 60 * 60 * 1000;
@@ -91,9 +93,10 @@ class ControlPlane {
   // --- alert rules (control_plane_alerts.cc, docs/formats/alerts.md) ----------------------------
   // Admins create and delete rules; anyone who may view the organisation lists them (webhook
   // URLs shown to admins only: such a URL is itself a credential) and their deliveries.
-  // `can_email`: whether this server can send mail (an "email" rule is refused otherwise).
+  // `sender` says what this server can deliver: an "email" rule needs an SMTP server, a webhook
+  // to this machine --alert-loopback-webhooks.
   Result<store::AlertRule> CreateAlertRule(const Principal& principal, std::string_view org_slug,
-                                           store::AlertRule rule, bool can_email,
+                                           store::AlertRule rule, const AlertSender& sender,
                                            std::string_view remote_addr);
   struct AlertRules {
     std::vector<store::AlertRule> rules;
@@ -102,6 +105,10 @@ class ControlPlane {
   Result<AlertRules> ListAlertRules(const Principal& principal, std::string_view org_slug);
   Status DeleteAlertRule(const Principal& principal, std::string_view org_slug, int64_t rule_id,
                          std::string_view remote_addr);
+  // Pauses or resumes a rule (admins).
+  Result<store::AlertRule> SetAlertRuleEnabled(const Principal& principal,
+                                               std::string_view org_slug, int64_t rule_id,
+                                               bool enabled, std::string_view remote_addr);
   Result<std::vector<store::AlertDelivery>> ListAlertDeliveries(const Principal& principal,
                                                                 std::string_view org_slug,
                                                                 int64_t rule_id,

@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "net/smtp_client.h"
-#include "net/url_policy.h"
 #include "server/alert_evaluator.h"
 #include "server/alert_messages.h"
+#include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/validate.h"
 
@@ -23,7 +23,7 @@ Status Invalid(const std::string& message) {
   return InvalidArgumentError(message).WithReason("invalid_argument");
 }
 
-Status CheckRule(const store::AlertRule& rule, bool can_email) {
+Status CheckRule(const store::AlertRule& rule, const AlertSender& sender) {
   EXPANSE_RETURN_IF_ERROR(ValidateText("rule name", rule.name, 64));
   if (rule.kind == "verdict") {
     if (!IsVerdictCode(rule.verdict)) {
@@ -51,10 +51,10 @@ Status CheckRule(const store::AlertRule& rule, bool can_email) {
   if (rule.channel == "webhook") {
     if (rule.target.size() > 2048)
       return Invalid("the webhook URL is longer than 2048 bytes");
-    if (Status url = net::CheckUrlAllowed(rule.target); !url.ok())
+    if (Status url = CheckWebhookUrl(rule.target, sender.loopback_webhooks()); !url.ok())
       return Invalid("target: " + url.message());
   } else if (rule.channel == "email") {
-    if (!can_email) {
+    if (!sender.can_email()) {
       return FailedPreconditionError(
                  "this server sends no mail: start expanse-server serve with --smtp-url")
           .WithReason("email_not_configured");
@@ -78,11 +78,12 @@ Status CheckRule(const store::AlertRule& rule, bool can_email) {
 
 Result<store::AlertRule> ControlPlane::CreateAlertRule(const Principal& principal,
                                                        std::string_view org_slug,
-                                                       store::AlertRule rule, bool can_email,
+                                                       store::AlertRule rule,
+                                                       const AlertSender& sender,
                                                        std::string_view remote_addr) {
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kAdmin).status());
-  EXPANSE_RETURN_IF_ERROR(CheckRule(rule, can_email));
+  EXPANSE_RETURN_IF_ERROR(CheckRule(rule, sender));
   EXPANSE_ASSIGN_OR_RETURN(std::vector<store::AlertRule> existing, store_.ListAlertRules(org.id));
   if (existing.size() >= kMaxRulesPerOrg) {
     return ResourceExhaustedError("an organisation has at most " + std::to_string(kMaxRulesPerOrg) +
@@ -124,6 +125,21 @@ Status ControlPlane::DeleteAlertRule(const Principal& principal, std::string_vie
   RecordAudit(org.id, principal.Actor(), "alert_rule.deleted",
               "alert_rule:" + std::to_string(rule_id), "", remote_addr);
   return OkStatus();
+}
+
+Result<store::AlertRule> ControlPlane::SetAlertRuleEnabled(const Principal& principal,
+                                                           std::string_view org_slug,
+                                                           int64_t rule_id, bool enabled,
+                                                           std::string_view remote_addr) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
+  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kAdmin).status());
+  Result<store::AlertRule> rule = store_.SetAlertRuleEnabled(org.id, rule_id, enabled);
+  if (!rule.ok() && rule.status().code() == StatusCode::kNotFound)
+    return NotFoundError("no such alert rule").WithReason("not_found");
+  EXPANSE_RETURN_IF_ERROR(rule.status());
+  RecordAudit(org.id, principal.Actor(), enabled ? "alert_rule.enabled" : "alert_rule.disabled",
+              "alert_rule:" + std::to_string(rule_id), "", remote_addr);
+  return rule;
 }
 
 Result<std::vector<store::AlertDelivery>> ControlPlane::ListAlertDeliveries(

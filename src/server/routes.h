@@ -60,7 +60,7 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
 // Verdicts: GET /api/v1/computes/{id}/jobs/{job}/verdicts.
 void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context);
-// Alerts: /api/v1/orgs/{org}/alert-rules (GET, POST), .../alert-rules/{id} (DELETE) and
+// Alerts: /api/v1/orgs/{org}/alert-rules (GET, POST), .../alert-rules/{id} (PATCH, DELETE) and
 // /api/v1/orgs/{org}/alert-deliveries.
 void RegisterAlertRoutes(http::Listener& listener, RouteContext& context);
 

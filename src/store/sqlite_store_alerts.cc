@@ -129,6 +129,19 @@ Status SqliteStore::DeleteAlertRule(int64_t org_id, int64_t rule_id) {
   });
 }
 
+Result<AlertRule> SqliteStore::SetAlertRuleEnabled(int64_t org_id, int64_t rule_id, bool enabled) {
+  return Transact(Access::kWrite, [&]() -> Result<AlertRule> {
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute("UPDATE alert_rules SET enabled = ?3 WHERE id = ?1 AND org_id = ?2", rule_id,
+                    org_id, int64_t{enabled ? 1 : 0}));
+    if (db_.Changes() == 0)
+      return NotFoundError("alert rule " + std::to_string(rule_id) + " not found");
+    return QueryOneLocked<AlertRule>(
+        ReadAlertRule, NotFoundError("alert rule " + std::to_string(rule_id) + " not found"),
+        SelectSql(kAlertRuleColumns, "alert_rules WHERE id = ?1"), rule_id);
+  });
+}
+
 Result<AlertDelivery> SqliteStore::ClaimAlertDelivery(const AlertDelivery& delivery) {
   return Transact(Access::kWrite, [&]() -> Result<AlertDelivery> {
     const Status inserted = db_.Execute(

@@ -149,6 +149,14 @@ TEST_P(AlertStoreTest, DeletingARuleTakesItsDeliveries) {
   const AlertRule rule = *store().CreateAlertRule(Rule(acme.id));
   ASSERT_TRUE(store().ClaimAlertDelivery(Delivery(rule, "cmp_a/42", kNow)).ok());
   EXPECT_EQ(store().DeleteAlertRule(other.id, rule.id).code(), StatusCode::kNotFound);
+  Result<AlertRule> paused = store().SetAlertRuleEnabled(acme.id, rule.id, false);
+  ASSERT_TRUE(paused.ok()) << paused.status();
+  EXPECT_FALSE(paused->enabled);
+  EXPECT_TRUE(store().ListAlertRules(0)->empty());  // the evaluator skips it
+  EXPECT_EQ(store().ListAlertRules(acme.id)->size(), 1u);
+  EXPECT_EQ(store().SetAlertRuleEnabled(other.id, rule.id, true).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(store().SetAlertRuleEnabled(acme.id, rule.id, true)->enabled);
   ASSERT_TRUE(store().DeleteAlertRule(acme.id, rule.id).ok());
   EXPECT_TRUE(store().ListAlertRules(acme.id)->empty());
   EXPECT_TRUE(store().ListAlertDeliveries(acme.id, 0, "", 10)->empty());

@@ -71,6 +71,7 @@ class SqliteStore final : public Store, public JobStore {
   Result<AlertRule> CreateAlertRule(const AlertRule& rule) override;
   Result<std::vector<AlertRule>> ListAlertRules(int64_t org_id) override;
   Status DeleteAlertRule(int64_t org_id, int64_t rule_id) override;
+  Result<AlertRule> SetAlertRuleEnabled(int64_t org_id, int64_t rule_id, bool enabled) override;
   Result<AlertDelivery> ClaimAlertDelivery(const AlertDelivery& delivery) override;
   Result<AlertDelivery> GetAlertDelivery(int64_t rule_id, std::string_view subject) override;
   Status UpdateAlertDelivery(const AlertDelivery& delivery) override;

@@ -298,6 +298,8 @@ class Store {
   virtual Result<std::vector<AlertRule>> ListAlertRules(int64_t org_id) = 0;
   // kNotFound unless the rule exists in that organisation. Its deliveries go with it.
   virtual Status DeleteAlertRule(int64_t org_id, int64_t rule_id) = 0;
+  // Pauses or resumes a rule (its deliveries stay); the rule as it is now. kNotFound as above.
+  virtual Result<AlertRule> SetAlertRuleEnabled(int64_t org_id, int64_t rule_id, bool enabled) = 0;
   // Claims (rule, subject) for one message: inserts a delivery in state "pending" and returns
   // it, or kAlreadyExists when one exists (another evaluation, or another replica, has it).
   virtual Result<AlertDelivery> ClaimAlertDelivery(const AlertDelivery& delivery) = 0;

@@ -15,7 +15,19 @@ function ruleTable(org, rules, onChange) {
   if (rules.length === 0) return h('p', {class: 'muted', id: 'alert-rules'}, 'No alert rules: nothing is sent.');
   const rows = rules.map((r) => {
     let remove = null;
+    let toggle = null;
     if (isAdmin()) {
+      toggle = h('button', {type: 'button', class: 'small', 'aria-label': `${r.enabled ? 'Pause' : 'Resume'} rule ${r.name}`},
+        r.enabled ? 'Pause' : 'Resume');
+      toggle.addEventListener('click', async () => {
+        toggle.disabled = true;
+        try {
+          await api.patch(path`/api/v1/orgs/${org}/alert-rules/${r.id}`, {enabled: !r.enabled});
+          onChange();
+        } catch (err) {
+          if (!handleError(err)) toggle.replaceWith(errorBox(err));
+        }
+      });
       remove = h('button', {type: 'button', class: 'small', 'aria-label': `Delete rule ${r.name}`}, 'Delete');
       remove.addEventListener('click', async () => {
         remove.disabled = true;
@@ -27,14 +39,14 @@ function ruleTable(org, rules, onChange) {
         }
       });
     }
-    return h('tr', {'data-rule': r.id},
+    return h('tr', {'data-rule': r.id, 'data-enabled': String(r.enabled)},
       h('td', {}, r.name),
       h('td', {}, ruleTrigger(r)),
       h('td', {}, h('code', {}, r.channel), ' ', h('span', {class: 'target'}, r.target)),
       h('td', {class: 'num'}, String(r.max_per_hour)),
       h('td', {}, ruleAction(r) || '—'),
-      h('td', {}, r.enabled ? 'on' : 'off'),
-      h('td', {}, remove));
+      h('td', {}, r.enabled ? 'on' : 'paused'),
+      h('td', {}, toggle, ' ', remove));
   });
   return h('table', {class: 'data', id: 'alert-rules'},
     h('caption', {}, `${rules.length} alert rule${rules.length === 1 ? '' : 's'}`),

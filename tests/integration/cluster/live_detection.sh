@@ -7,11 +7,13 @@
 # the ranks wait in, and the job is flagged once.
 # Then an alert rule with a scancel action (dry run off) ends the hung job: the server warns
 # (webhook to a local receiver), asks the controller through its heartbeat answer, the
-# controller runs the real scancel, and its report is audited (docs/formats/alerts.md).
+# controller runs the real scancel, and its report is audited (docs/formats/alerts.md). The
+# job's verdicts: communication_wait from the hang on (stuck with a 30 s threshold), none while
+# it trained.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
-SERVER_EXTRA_ARGS="--alert-interval 2s"
+SERVER_EXTRA_ARGS="--alert-interval 2s --alert-loopback-webhooks"
 dc_setup
 # Short bursts and a larger CPU budget (the sanitizer build reads stacks slowly); the
 # controller's threshold at its minimum, so the test waits seconds, not ten minutes.
@@ -99,7 +101,9 @@ python3 "$REPO_ROOT/tests/integration/server/webhook_receiver.py" "$DIR/webhook.
 receiver=$!
 trap 'kill $receiver 2>/dev/null || true; for w in $EXPANSE_TC_WORKERS; do "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/daemon.env || true; done; dc_cleanup' EXIT
 wait_until 10 "the webhook receiver" test -s "$DIR/webhook.port"
-rule="$(api POST /api/v1/orgs/acme/alert-rules "{\"name\":\"end hung jobs\",\"verdict\":\"communication_wait\",\"channel\":\"webhook\",\"target\":\"http://127.0.0.1:$(cat "$DIR/webhook.port")/hook\",\"action\":\"scancel\",\"action_grace_s\":0,\"action_dry_run\":false}")"
+# 80 s of spinning (the verdict itself needs 60 s): the job's whole hang stays a verdict
+# whatever the cells' boundaries once it has ended.
+rule="$(api POST /api/v1/orgs/acme/alert-rules "{\"name\":\"end hung jobs\",\"verdict\":\"communication_wait\",\"min_duration_s\":80,\"channel\":\"webhook\",\"target\":\"http://127.0.0.1:$(cat "$DIR/webhook.port")/hook\",\"action\":\"scancel\",\"action_grace_s\":0,\"action_dry_run\":false}")"
 [[ "$(jq -r .action_dry_run <<<"$rule")" == false ]] || fail "rule: $rule"
 wait_job_done "$job" 150
 assert_eq CANCELLED "$(job_state "$job")" "state of job $job after the rule's scancel"
@@ -110,4 +114,24 @@ wait_until 30 "the controller's report of the scancel" bash -c "curl -sS --cacer
 grep -q "server request [0-9]*: scancel $job: cancelled" "$DIR/controller.log" ||
   fail "the controller's log: $(grep 'server request' "$DIR/controller.log")"
 pass "the rule warned, the controller ran scancel $job when its heartbeat answer asked, and its report is audited"
+
+# The job's verdicts: communication_wait from the hang on (within a cell or two), and nothing
+# about its healthy training before (the whole-job memory_oversized may stand: it held no memory).
+# Read once the server has the job's end: until then its grid runs to now.
+dc_wait_job 60 "$job" '.end_ms > 0' "the end of job $job on the server"
+verdicts="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job/verdicts")"
+cell="$(jq .cell_ms <<<"$verdicts")"
+hang_from="$(jq '[.verdicts[] | select(.code == "communication_wait") | .from_ms] | min // 0' <<<"$verdicts")"
+((hang_from >= hung_at - 2 * cell && hang_from <= hung_at + 2 * cell)) ||
+  fail "communication_wait of job $job from $hang_from, its GPUs hung at $hung_at (cells of $cell ms): $(jq -c .verdicts <<<"$verdicts")"
+others="$(jq -r '[.verdicts[] | select(.code != "communication_wait" and .code != "memory_oversized") | "\(.code) \(.from_ms)"] | join(", ")' <<<"$verdicts")"
+assert_eq "" "$others" "verdicts of job $job besides communication_wait (none while it trained)"
+pass "job $job: communication_wait from $(((hang_from - hung_at) / 1000)) s after its GPUs hung, no verdict while it trained"
+# The same minute of spinning with the stuck threshold at 30 s (the API's stuck_after_s; the
+# default is 10 min) is the server's stuck verdict, over the same interval.
+stuck="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job/verdicts?stuck_after_s=30")"
+assert_eq "$hang_from" "$(jq '[.verdicts[] | select(.code == "stuck") | .from_ms] | min // 0' <<<"$stuck")" \
+  "the start of job $job's stuck verdict at a 30 s threshold"
+assert_eq "" "$(jq -r '[.verdicts[] | select(.code == "communication_wait") | .code] | join(",")' <<<"$stuck")" \
+  "communication_wait left beside stuck at a 30 s threshold"
 rm -rf "$DIR"

@@ -59,7 +59,7 @@ HOOK="http://127.0.0.1:$(cat "$DIR/webhook.port")"
 : >"$DIR/webhooks.jsonl"
 
 # --- the server, with mail, evaluating every 2 s ---------------------------------------------
-SERVER_EXTRA_ARGS="--alert-interval 2s --smtp-url smtp://127.0.0.1:$SMTP_PORT --smtp-from alerts@expanse.test"
+SERVER_EXTRA_ARGS="--alert-interval 2s --alert-loopback-webhooks --smtp-url smtp://127.0.0.1:$SMTP_PORT --smtp-from alerts@expanse.test"
 server_start || fail "server did not start"
 prefix="$DIR/shared"
 mkdir -p "$prefix" "$DIR/worker1" "$DIR/ctl"
