@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -87,23 +86,17 @@ Result<AlertRound> AlertEvaluator::RunOnce() {
   const int64_t now_ms = clock_.NowMs();
   EXPANSE_ASSIGN_OR_RETURN(const std::vector<store::AlertRule> rules, store_.ListAlertRules(0));
   round.rules = static_cast<int64_t>(rules.size());
-  std::map<int64_t, std::vector<store::AlertRule>> verdict_rules;  // by organisation
-  std::set<int64_t> orgs;
+  // By organisation: every rule (for the retries), and the verdict rules.
+  std::map<int64_t, std::vector<store::AlertRule>> of_org, verdict_rules;
   for (const store::AlertRule& rule : rules) {
-    orgs.insert(rule.org_id);
+    of_org[rule.org_id].push_back(rule);
     if (rule.kind == "verdict")
       verdict_rules[rule.org_id].push_back(rule);
   }
-  for (int64_t org_id : orgs) {
-    std::vector<store::AlertRule> of_org;
-    for (const store::AlertRule& rule : rules) {
-      if (rule.org_id == org_id)
-        of_org.push_back(rule);
-    }
-    RetryDeliveries(org_id, of_org, now_ms, round);
-  }
-  for (const auto& [org_id, of_org] : verdict_rules)
-    EvaluateVerdictRules(org_id, of_org, now_ms, round);
+  for (const auto& [org_id, org_rules] : of_org)
+    RetryDeliveries(org_id, org_rules, now_ms, round);
+  for (const auto& [org_id, org_rules] : verdict_rules)
+    EvaluateVerdictRules(org_id, org_rules, now_ms, round);
   for (const store::AlertRule& rule : rules) {
     if (rule.kind == "digest")
       EvaluateDigest(rule, now_ms, round);

@@ -58,17 +58,7 @@ std::string JobBatch(const std::string& job, int64_t start, bool running, int se
                                                                  {a, "gpu.processes", 1},
                                                                  {b, "gpu.sm_util", 0},
                                                                  {b, "gpu.processes", 0}}) {
-    json dt = json::array(), v = json::array();
-    for (int i = 0; i < 600; ++i) {
-      dt.push_back(i == 0 ? 0 : 1000);
-      v.push_back(value);
-    }
-    series.push_back({{"host", "worker2"},
-                      {"device", device},
-                      {"metric", metric},
-                      {"t0", start},
-                      {"dt", dt},
-                      {"v", v}});
+    series.push_back(api_testing::TenMinuteSeries(device, metric, value, start));
   }
   json allocations = json::array();
   int index = 0;

@@ -22,6 +22,18 @@ namespace expanse::server::api_testing {
 using nlohmann::json;
 
 inline constexpr int64_t kStart = 1'800'000'000'000;
+// An ingest batch's series of ten minutes on worker2 from t0, one sample a second at `value`.
+inline json TenMinuteSeries(const std::string& device, const std::string& metric, double value,
+                            int64_t t0 = kStart) {
+  json dt = json::array(), v = json::array();
+  for (int i = 0; i < 600; ++i) {
+    dt.push_back(i == 0 ? 0 : 1000);
+    v.push_back(value);
+  }
+  return {{"host", "worker2"}, {"device", device}, {"metric", metric},
+          {"t0", t0},          {"dt", dt},         {"v", v}};
+}
+
 inline constexpr char kHeartbeat[] =
     R"({"version":1,"daemon_version":"0.1.0","controller_host":"ctl"})";
 

@@ -18,15 +18,8 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kEnd = kStart + 600'000;
 
-// A series of ten minutes on worker2, one sample a second at `value`.
 json Minutes10(const std::string& device, const std::string& metric, double value) {
-  json dt = json::array(), v = json::array();
-  for (int i = 0; i < 600; ++i) {
-    dt.push_back(i == 0 ? 0 : 1000);
-    v.push_back(value);
-  }
-  return {{"host", "worker2"}, {"device", device}, {"metric", metric},
-          {"t0", kStart},      {"dt", dt},         {"v", v}};
+  return api_testing::TenMinuteSeries(device, metric, value);
 }
 
 // Job 77 on two GPUs of worker2 for ten minutes, one sample a second: GPU-busy at 95 % with
@@ -34,17 +27,7 @@ json Minutes10(const std::string& device, const std::string& metric, double valu
 std::string JobBatch() {
   json series = json::array();
   const auto add = [&](const std::string& device, const std::string& metric, double value) {
-    json dt = json::array(), v = json::array();
-    for (int i = 0; i < 600; ++i) {
-      dt.push_back(i == 0 ? 0 : 1000);
-      v.push_back(value);
-    }
-    series.push_back({{"host", "worker2"},
-                      {"device", device},
-                      {"metric", metric},
-                      {"t0", kStart},
-                      {"dt", dt},
-                      {"v", v}});
+    series.push_back(Minutes10(device, metric, value));
   };
   add("GPU-busy", "gpu.sm_util", 95);
   add("GPU-busy", "gpu.processes", 1);
