@@ -134,6 +134,16 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     add_user->add_flag("--can-register-compute", admin.can_register_compute,
                        "Grant a member the permission to register computes");
+    add_user->add_option("--slurm-user", admin.slurm_user,
+                         "The SLURM user the member's jobs run under (what their jobs:own API "
+                         "tokens read); kept when omitted");
+    CLI::App* set_slurm_user = admin_cmd->add_subcommand(
+        "set-slurm-user",
+        "Set the SLURM user a member's jobs run under (\"\" removes it); no password needed");
+    set_slurm_user->add_option("--db", admin.db_path, "SQLite database file")->required();
+    set_slurm_user->add_option("--org", admin.org_slug, "Organisation slug, e.g. acme")->required();
+    set_slurm_user->add_option("--email", admin.email, "The member's email")->required();
+    set_slurm_user->add_option("--slurm-user", admin.slurm_user, "The SLURM user name")->required();
 
     CLI11_PARSE(app, argc, argv);
 
@@ -144,6 +154,8 @@ int main(int argc, char** argv) {
       std::fputs("expanse-server: name a command: serve or admin\n", stderr);
       return 2;
     }
+    if (set_slurm_user->parsed())
+      return expanse::server::RunSetSlurmUser(admin);
     expanse::Result<std::string> password = ReadPassword(password_env, password_stdin);
     if (!password.ok())
       return Fail(password.status());

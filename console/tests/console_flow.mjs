@@ -358,9 +358,11 @@ try {
   ok('a viewer is shown neither Add compute, Re-issue nor Deprovision');
   await page.getByRole('link', {name: 'API tokens', exact: true}).click();
   await page.getByRole('button', {name: 'Make API token'}).waitFor();
-  assert.deepEqual(await page.locator('input[name="scope"]').evaluateAll((els) => els.map((e) => e.value)), ['read'],
-    'a viewer may only make read tokens');
-  ok('a viewer\'s token form offers only the read scope');
+  // The operator mapped the viewer to SLURM user viewer1: a token for their own jobs is on offer.
+  assert.deepEqual(await page.locator('input[name="scope"]').evaluateAll((els) => els.map((e) => e.value)),
+    ['read', 'jobs:own'], 'a viewer may only make read and own-jobs tokens');
+  await page.getByText('jobs:own: only your own jobs (SLURM user viewer1)').waitFor();
+  ok('a viewer\'s token form offers only the read and jobs:own scopes, the latter naming their SLURM user');
   await page.getByRole('link', {name: 'Alerts', exact: true}).click();
   await page.getByText('Only the organisation\'s admins make and delete rules.').waitFor();
   assert.equal(await page.getByRole('button', {name: 'Make alert rule'}).count(), 0);

@@ -73,7 +73,8 @@ Status ReportClient::AnswerError(int status, const std::string& body, const Subj
     return PermissionDeniedError(
         "the token lacks view on " +
         (subject.job_id.empty() ? "organisation " + org : "compute " + compute) + details +
-        ": it needs a user with any role in the organisation and the read scope");
+        ": it needs a user with any role in the organisation and the read scope (or jobs:own, "
+        "for the jobs of the SLURM user the operator set for them)");
   }
   if (status == 404) {
     if (subject.job_id.empty()) {

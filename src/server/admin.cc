@@ -49,7 +49,27 @@ int RunAddUser(const AdminFlags& flags) {
                               flags.can_register_compute);
   if (!user.ok())
     return Fail(user.status());
+  if (flags.slurm_user) {
+    if (Status set = control.SetSlurmUser(flags.org_slug, flags.email, *flags.slurm_user);
+        !set.ok())
+      return Fail(set);
+  }
   std::printf("%s\n", nlohmann::json({{"id", user->id}, {"email", user->email}}).dump().c_str());
+  return 0;
+}
+
+int RunSetSlurmUser(const AdminFlags& flags) {
+  auto store = store::OpenSqliteStore({.path = flags.db_path});
+  if (!store.ok())
+    return Fail(store.status());
+  SystemClock clock;
+  ControlPlane control(**store, clock, ControlPlaneOptions{});
+  if (Status set = control.SetSlurmUser(flags.org_slug, flags.email, flags.slurm_user.value_or(""));
+      !set.ok())
+    return Fail(set);
+  std::printf(
+      "%s\n",
+      nlohmann::json({{"email", flags.email}, {"slurm_user", *flags.slurm_user}}).dump().c_str());
   return 0;
 }
 

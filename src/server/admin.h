@@ -1,6 +1,7 @@
 #ifndef EXPANSE_SERVER_ADMIN_H_
 #define EXPANSE_SERVER_ADMIN_H_
 
+#include <optional>
 #include <string>
 
 namespace expanse::server {
@@ -14,11 +15,14 @@ struct AdminFlags {
   std::string token_name = "admin";
   std::string role = "member";
   bool can_register_compute = false;
+  std::optional<std::string> slurm_user;  // add-user --slurm-user; required by set-slurm-user
 };
 
 // Prints {"organization":…, "user":…, "api_token":"exp_at_…"} on stdout. Exit code.
 int RunBootstrap(const AdminFlags& flags);
 int RunAddUser(const AdminFlags& flags);
+// Sets (or with "" removes) a member's SLURM user, without their password.
+int RunSetSlurmUser(const AdminFlags& flags);
 
 }  // namespace expanse::server
 

@@ -129,6 +129,7 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
         o["role"] = std::string(store::RoleName(m.role));
         o["can_register_compute"] = RoleAllows(m, Permission::kRegisterCompute);
         o["can_manage_compute"] = RoleAllows(m, Permission::kManageCompute);
+        o["slurm_user"] = m.slurm_user.empty() ? json(nullptr) : json(m.slurm_user);
         list.push_back(std::move(o));
       }
       auto user = ctx->control.GetUser(p.user_id);

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,9 +65,17 @@ class ControlPlane {
   Result<Bootstrapped> Bootstrap(std::string_view org_slug, std::string_view org_name,
                                  std::string_view email, std::string_view password,
                                  std::string_view token_name);
+  // Adds the user (or checks the password of an existing one) and sets their membership; a
+  // membership's SLURM user is kept.
   Result<store::User> AddUser(std::string_view org_slug, std::string_view email,
                               std::string_view password, store::Role role,
                               bool can_register_compute);
+  // The operator's mapping of a member to the SLURM user their jobs run under ("" removes it):
+  // what their jobs:own tokens read. A name as SLURM and the system's user database take it
+  // (letters, digits, . _ - @, at most 64, not starting with -); audited as
+  // membership.slurm_user_set.
+  Status SetSlurmUser(std::string_view org_slug, std::string_view email,
+                      std::string_view slurm_user);
 
   // --- console sessions and API tokens -----------------------------------------------------------
   struct LoginResult {
@@ -121,6 +130,20 @@ class ControlPlane {
   Result<std::vector<store::Compute>> ListComputes(const Principal& principal,
                                                    std::string_view org_slug);
   Result<store::Compute> GetCompute(const Principal& principal, std::string_view compute_id);
+
+  // Whose jobs a caller may read: every job of the organisation (`only_user` none), or, for an
+  // API token whose scopes grant no more than jobs:own, the jobs of its member's SLURM user
+  // (Membership::slurm_user, read at each request, so the operator's change applies at once).
+  // The compute (or the organisation's computes) for the job routes, checked like GetCompute
+  // but at kViewOwnJobs. kPermissionDenied when such a token's member has no SLURM user set.
+  struct JobReader {
+    std::optional<std::string> only_user;
+  };
+  Result<store::Compute> GetComputeForJobs(const Principal& principal, std::string_view compute_id,
+                                           JobReader* reader);
+  Result<std::vector<store::Compute>> ListComputesForJobs(const Principal& principal,
+                                                          std::string_view org_slug,
+                                                          JobReader* reader);
 
   struct IssuedToken {
     std::string token;  // shown once
@@ -230,6 +253,7 @@ class ControlPlane {
   ControlPlaneOptions& mutable_options() { return options_; }
 
  private:
+  Result<JobReader> JobReaderIn(const Principal& principal, int64_t org_id);
   Result<store::Membership> RequirePermission(const Principal& principal, int64_t org_id,
                                               Permission permission);
   void RecordAudit(int64_t org_id, std::string actor, std::string action, std::string target,

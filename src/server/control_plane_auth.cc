@@ -1,8 +1,11 @@
 // ControlPlane: bootstrap, users, console sessions, API tokens and permission checks.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <mutex>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "crypto/hash.h"
 #include "crypto/password.h"
@@ -101,9 +104,36 @@ Result<store::User> ControlPlane::AddUser(std::string_view org_slug, std::string
   } else {
     return user.status();
   }
-  store::Membership membership{org.id, user->id, role, can_register_compute};
+  store::Membership membership{org.id, user->id, role, can_register_compute, ""};
+  if (Result<store::Membership> held = store_.GetMembership(org.id, user->id); held.ok())
+    membership.slurm_user = held->slurm_user;
+  else if (held.status().code() != StatusCode::kNotFound)
+    return held.status();
   EXPANSE_RETURN_IF_ERROR(store_.PutMembership(membership));
   return *user;
+}
+
+Status ControlPlane::SetSlurmUser(std::string_view org_slug, std::string_view email,
+                                  std::string_view slurm_user) {
+  const bool valid = slurm_user.size() <= 64 && (slurm_user.empty() || slurm_user.front() != '-') &&
+                     std::all_of(slurm_user.begin(), slurm_user.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                              c == '-' || c == '@';
+                     });
+  if (!valid) {
+    return InvalidArgumentError(
+               "--slurm-user must be a user name: letters, digits, . _ - @, at most 64, not "
+               "starting with -")
+        .WithReason("invalid_argument");
+  }
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, store_.GetOrganizationBySlug(org_slug));
+  EXPANSE_ASSIGN_OR_RETURN(store::User user, store_.GetUserByEmail(store::NormalizeEmail(email)));
+  EXPANSE_ASSIGN_OR_RETURN(store::Membership membership, store_.GetMembership(org.id, user.id));
+  membership.slurm_user = std::string(slurm_user);
+  EXPANSE_RETURN_IF_ERROR(store_.PutMembership(membership));
+  RecordAudit(org.id, "operator", "membership.slurm_user_set", "user:" + std::to_string(user.id),
+              nlohmann::json{{"slurm_user", membership.slurm_user}}.dump(), "");
+  return OkStatus();
 }
 
 Result<ControlPlane::LoginResult> ControlPlane::Login(std::string_view typed_email,

@@ -87,6 +87,41 @@ Result<store::Compute> ControlPlane::GetCompute(const Principal& principal,
   return c;
 }
 
+Result<ControlPlane::JobReader> ControlPlane::JobReaderIn(const Principal& principal,
+                                                          int64_t org_id) {
+  EXPANSE_ASSIGN_OR_RETURN(const store::Membership membership,
+                           RequirePermission(principal, org_id, Permission::kViewOwnJobs));
+  JobReader reader;
+  if (principal.kind != Principal::Kind::kApiToken ||
+      ScopesAllow(principal.scopes, Permission::kView)) {
+    return reader;
+  }
+  if (membership.slurm_user.empty()) {
+    return PermissionDeniedError(
+               "this token reads only its owner's jobs, and no SLURM user is set for them in "
+               "this organization")
+        .WithReason("forbidden");
+  }
+  reader.only_user = membership.slurm_user;
+  return reader;
+}
+
+Result<store::Compute> ControlPlane::GetComputeForJobs(const Principal& principal,
+                                                       std::string_view compute_id,
+                                                       JobReader* reader) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute c, LookUpCompute(store_, compute_id));
+  EXPANSE_ASSIGN_OR_RETURN(*reader, JobReaderIn(principal, c.org_id));
+  return c;
+}
+
+Result<std::vector<store::Compute>> ControlPlane::ListComputesForJobs(const Principal& principal,
+                                                                      std::string_view org_slug,
+                                                                      JobReader* reader) {
+  EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
+  EXPANSE_ASSIGN_OR_RETURN(*reader, JobReaderIn(principal, org.id));
+  return store_.ListComputes(org.id);
+}
+
 Result<ControlPlane::IssuedToken> ControlPlane::IssueInstallToken(const Principal& principal,
                                                                   std::string_view compute_id,
                                                                   std::string_view remote_addr) {

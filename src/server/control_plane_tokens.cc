@@ -26,6 +26,8 @@ Permission PermissionOf(const std::string& scope) {
     return Permission::kAdmin;
   if (scope == "compute:register")
     return Permission::kRegisterCompute;
+  if (scope == "jobs:own")
+    return Permission::kViewOwnJobs;
   return Permission::kView;
 }
 
@@ -36,7 +38,8 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
     const std::vector<std::string>& scopes, int64_t expires_in_days, std::string_view remote_addr) {
   EXPANSE_RETURN_IF_ERROR(ValidateText("token name", name, 64));
   if (scopes.empty() || scopes.size() > 3) {
-    return InvalidArgumentError("scopes must name one to three of read, compute:register, admin")
+    return InvalidArgumentError(
+               "scopes must name one to three of read, jobs:own, compute:register, admin")
         .WithReason("invalid_argument");
   }
   for (size_t i = 0; i < scopes.size(); ++i) {
@@ -48,7 +51,7 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
     }
     if (!IsKnownScope(scope)) {
       return InvalidArgumentError("unknown scope \"" + scope.substr(0, 32) +
-                                  "\": use read, compute:register or admin")
+                                  "\": use read, jobs:own, compute:register or admin")
           .WithReason("invalid_argument");
     }
   }
@@ -59,7 +62,8 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
         .WithReason("invalid_argument");
   }
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
-  EXPANSE_RETURN_IF_ERROR(RequirePermission(principal, org.id, Permission::kView).status());
+  EXPANSE_ASSIGN_OR_RETURN(const store::Membership maker,
+                           RequirePermission(principal, org.id, Permission::kViewOwnJobs));
   // Tokens are made by people: a leaked token, of any scope, cannot make itself a successor
   // that outlives its revocation.
   if (principal.kind == Principal::Kind::kApiToken) {
@@ -75,6 +79,15 @@ Result<ControlPlane::IssuedApiToken> ControlPlane::IssueApiToken(
                                    scope)
           .WithReason("forbidden");
     }
+  }
+  // A jobs:own token reads the jobs of its maker's SLURM user, which the operator sets.
+  if (std::find(scopes.begin(), scopes.end(), "jobs:own") != scopes.end() &&
+      maker.slurm_user.empty()) {
+    return FailedPreconditionError(
+               "no SLURM user is set for you in this organization, so a jobs:own token would "
+               "read nothing: ask the server's operator to set it (expanse-server admin "
+               "add-user --slurm-user)")
+        .WithReason("no_slurm_user");
   }
   const int64_t now = clock_.NowMs();
   EXPANSE_ASSIGN_OR_RETURN(std::vector<store::ApiToken> held,

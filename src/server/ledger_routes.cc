@@ -189,8 +189,9 @@ void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context) {
 
   listener.Get("/api/v1/computes/:id/jobs/:job/ledger", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
-      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
+      const store::Compute& compute = readable.compute;
+      const store::JobRecord& job = readable.job;
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       const int64_t now_ms = ctx->clock.NowMs();
       EXPANSE_ASSIGN_OR_RETURN(auto ledgers, ComputeJobLedgers(*ctx->tsdb, {{job, allocations}},

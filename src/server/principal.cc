@@ -15,10 +15,10 @@ bool RoleAllows(const store::Membership& membership, Permission permission) {
     case store::Role::kAdmin:
       return true;
     case store::Role::kMember:
-      return permission == Permission::kView ||
+      return permission == Permission::kView || permission == Permission::kViewOwnJobs ||
              (permission == Permission::kRegisterCompute && membership.can_register_compute);
     case store::Role::kViewer:
-      return permission == Permission::kView;
+      return permission == Permission::kView || permission == Permission::kViewOwnJobs;
   }
   return false;
 }
@@ -30,6 +30,8 @@ bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission) 
   if (has("admin"))
     return true;
   switch (permission) {
+    case Permission::kViewOwnJobs:
+      return has("jobs:own") || has("read") || has("compute:register");
     case Permission::kView:
       return has("read") || has("compute:register");
     case Permission::kRegisterCompute:
@@ -42,7 +44,7 @@ bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission) 
 }
 
 bool IsKnownScope(const std::string& scope) {
-  return scope == "read" || scope == "compute:register" || scope == "admin";
+  return scope == "read" || scope == "jobs:own" || scope == "compute:register" || scope == "admin";
 }
 
 Status NoSuchOrganizationOrCompute() {

@@ -14,6 +14,7 @@
 namespace expanse::server {
 
 enum class Permission {
+  kViewOwnJobs,      // the jobs (series, stacks, verdicts, ledger) of one's own SLURM user
   kView,             // computes, nodes, jobs, telemetry of the organisation
   kRegisterCompute,  // create computes and issue their install tokens (explicit for members)
   kManageCompute,    // re-issue tokens of any compute, deprovision
@@ -35,8 +36,8 @@ struct Principal {
 
 // What a membership allows, before any token scope narrows it.
 bool RoleAllows(const store::Membership& membership, Permission permission);
-// What a token scope set allows: "read" -> kView; "compute:register" -> kView, kRegisterCompute;
-// "admin" -> everything.
+// What a token scope set allows: "jobs:own" -> kViewOwnJobs; "read" -> kView (and so
+// kViewOwnJobs); "compute:register" -> kView, kRegisterCompute; "admin" -> everything.
 bool ScopesAllow(const std::vector<std::string>& scopes, Permission permission);
 bool IsKnownScope(const std::string& scope);
 

@@ -68,7 +68,9 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
 
   listener.Get("/api/v1/orgs/:org/jobs", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      EXPANSE_ASSIGN_OR_RETURN(auto computes, ctx->control.ListComputes(p, req.PathParam("org")));
+      ControlPlane::JobReader reader;
+      EXPANSE_ASSIGN_OR_RETURN(auto computes,
+                               ctx->control.ListComputesForJobs(p, req.PathParam("org"), &reader));
       store::JobFilter f;
       auto wanted = req.QueryParam("compute");
       for (const auto& c : computes) {
@@ -81,6 +83,15 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
                                std::pair{"partition", &f.partition}}) {
         if (auto v = req.QueryParam(name))
           *dst = std::string(*v);
+      }
+      if (reader.only_user) {
+        // A jobs:own token: its user's jobs, and a clear refusal when it asks for another's.
+        if (!f.user.empty() && f.user != *reader.only_user) {
+          return PermissionDeniedError("this token reads only the jobs of SLURM user " +
+                                       *reader.only_user)
+              .WithReason("forbidden");
+        }
+        f.user = *reader.only_user;
       }
       if (auto v = req.QueryParam("state"))
         f.states.push_back(std::string(*v));
@@ -102,8 +113,9 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
 
   listener.Get("/api/v1/computes/:id/jobs/:job", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
-      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
+      const store::Compute& compute = readable.compute;
+      const store::JobRecord& job = readable.job;
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
       JobWithUsage details{JobHosts(allocations, events), {}};
@@ -132,8 +144,9 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   // Per-GPU series of one metric over the job's lifetime, downsampled by the server.
   listener.Get("/api/v1/computes/:id/jobs/:job/timeline", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
-      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
+      const store::Compute& compute = readable.compute;
+      const store::JobRecord& job = readable.job;
       std::string metric(req.QueryParam("metric").value_or("gpu.sm_util"));
       EXPANSE_ASSIGN_OR_RETURN(int64_t points,
                                IntQueryParam(req, "points", kDefaultTimelinePoints, 1, 10'000));

@@ -68,6 +68,16 @@ void RegisterAlertRoutes(http::Listener& listener, RouteContext& context);
 // session cookie plus X-CSRF-Token on state-changing requests; rate-limited per caller.
 Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req);
 
+// The job a job route's :id and :job name, if the caller may read it
+// (ControlPlane::GetComputeForJobs); to a jobs:own token, another SLURM user's job answers 404
+// as an unknown job does.
+struct ReadableJob {
+  store::Compute compute;
+  store::JobRecord job;
+};
+Result<ReadableJob> LookUpReadableJob(RouteContext& ctx, const Principal& principal,
+                                      const http::Request& req);
+
 // A console/script GET: authenticates the caller, then answers 200 with what fn(principal)
 // returns (a Result<nlohmann::json>), or the JSON error of whichever step failed.
 template <typename Fn>

@@ -21,10 +21,15 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
   // Stacks may arrive before the job record, so an unknown job of a visible compute is not an
-  // error: it has no stacks yet.
+  // error: it has no stacks yet. Except to a jobs:own token, which may read only jobs known to
+  // be its user's.
   listener.Get("/api/v1/computes/:id/jobs/:job/stacks", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
+      ControlPlane::JobReader reader;
+      EXPANSE_ASSIGN_OR_RETURN(auto compute,
+                               ctx->control.GetComputeForJobs(p, req.PathParam("id"), &reader));
+      if (reader.only_user)
+        EXPANSE_RETURN_IF_ERROR(LookUpReadableJob(*ctx, p, req).status());
       EXPANSE_ASSIGN_OR_RETURN(int64_t from, IntQueryParam(req, "from", 0, 0, INT64_MAX));
       EXPANSE_ASSIGN_OR_RETURN(int64_t to, IntQueryParam(req, "to", 0, 0, INT64_MAX));
       EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntQueryParam(req, "limit", kDefaultStacksLimit, 1,

@@ -11,9 +11,9 @@ namespace {
 enum GpuSeries { kUtil, kPower, kMem, kProcesses, kSmActive, kDcgmSmActive, kGpuSeriesCount };
 constexpr const char* kGpuMetrics[] = {"gpu.sm_util",   "gpu.power_w",   "gpu.mem_used_mib",
                                        "gpu.processes", "gpu.sm_active", "gpu.dcgm.sm_active"};
-enum HostSeries { kCpu, kJobGpuProcesses, kIoSome, kHostSeriesCount };
-constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.gpu_processes",
-                                        "job.io_pressure_some"};
+enum HostSeries { kCpu, kCpuWait, kJobGpuProcesses, kIoSome, kHostSeriesCount };
+constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.cpu_wait_cores",
+                                        "job.gpu_processes", "job.io_pressure_some"};
 
 size_t CellOf(const JobCells& cells, int64_t t_ms) {
   if (t_ms <= cells.start_ms)
@@ -26,6 +26,29 @@ size_t CellEnd(const JobCells& cells, int64_t t_ms) {
     return 0;
   const int64_t span = t_ms - cells.start_ms;
   return std::min(cells.cells, static_cast<size_t>((span + cells.cell_ms - 1) / cells.cell_ms));
+}
+
+// Process counts are a state read once per flush (every 10 s by default), so a cell as short
+// as a flush may hold none: a count holds until the next one, for at most kCountHoldMs, so
+// that such a cell is not "processes unknown" between two that say none ran.
+constexpr int64_t kCountHoldMs = 60'000;
+
+// `count(i)` is cell i's count, -1 when none was read in it.
+template <typename CountOf>
+void HoldCounts(size_t cells, int64_t cell_ms, CountOf count) {
+  double last = -1;
+  int64_t since_ms = 0;
+  for (size_t i = 0; i < cells; ++i) {
+    double& v = count(i);
+    if (v >= 0) {
+      last = v;
+      since_ms = 0;
+      continue;
+    }
+    since_ms += cell_ms;
+    if (last >= 0 && since_ms <= kCountHoldMs)
+      v = last;
+  }
 }
 
 }  // namespace
@@ -112,6 +135,7 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
     track.host = host;
     track.cores_allocated = cores_per_host;
     track.cpu_cores.assign(cells.cells, -1);
+    track.cpu_wait.assign(cells.cells, -1);
     track.gpu_processes.assign(cells.cells, -1);
     track.io_some.assign(cells.cells, -1);
     cells.hosts.push_back(std::move(track));
@@ -164,6 +188,9 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
           case kCpu:
             host.cpu_cores[i] = b.mean;
             break;
+          case kCpuWait:
+            host.cpu_wait[i] = b.mean;
+            break;
           case kJobGpuProcesses:
             host.gpu_processes[i] = b.max;
             break;
@@ -173,6 +200,14 @@ Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
         }
       }
     }
+  }
+  for (GpuTrack& gpu : cells.gpus) {
+    HoldCounts(gpu.cells.size(), cells.cell_ms,
+               [&](size_t i) -> double& { return gpu.cells[i].processes; });
+  }
+  for (HostTrack& host : cells.hosts) {
+    HoldCounts(host.gpu_processes.size(), cells.cell_ms,
+               [&](size_t i) -> double& { return host.gpu_processes[i]; });
   }
   return cells;
 }

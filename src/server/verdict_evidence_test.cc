@@ -78,6 +78,41 @@ TEST_F(VerdictEvidenceTest, AJobsSeriesAndStacksGiveItsVerdicts) {
   EXPECT_THAT(input.suggestion, HasSubstr("torch/utils/data/dataloader.py:__next__:631"));
 }
 
+TEST_F(VerdictEvidenceTest, ProcessCountsReadOncePerFlushHoldUntilTheNext) {
+  // Counts come at each flush, here every 15 s, so some 10 s cells hold none: each holds until
+  // the next, and the idle GPU is no_process throughout, not "processes unknown" (underused).
+  const int64_t start = kM, end = kM + 2 * kMinute;
+  store::JobRecord job = Job("43", start, end, 1);
+  Allocate("43", "GPU-a", 0, start, end);
+  Series("GPU-a", "gpu.sm_util", start, end, 0);
+  std::vector<tsdb::Sample> counts;
+  for (int64_t t = start + 5 * kSecond; t < end; t += 15 * kSecond)
+    counts.push_back({t, 0});
+  ASSERT_TRUE(
+      tsdb_->Append("flushes", {{{kCompute, "w1", "GPU-a", "gpu.processes"}, counts}}).ok());
+  auto cells = GatherJobCells(*tsdb_, job, AllocationsOf("43"), {"w1"}, {}, end);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->cell_ms, 10 * kSecond);
+  for (size_t i = 0; i < cells->cells; ++i)
+    EXPECT_EQ(cells->gpus[0].cells[i].processes, 0) << "cell " << i;
+  auto verdicts = JobVerdicts(jobs(), job, *cells, {});
+  ASSERT_TRUE(verdicts.ok()) << verdicts.status();
+  ASSERT_EQ(verdicts->size(), 1u);
+  EXPECT_EQ(verdicts->front().code, "no_process");
+  EXPECT_EQ(verdicts->front().to_ms - verdicts->front().from_ms, 2 * kMinute);
+
+  // A count holds a minute at most: after a longer silence the cells are unknown again.
+  store::JobRecord longer = Job("44", start, start + 5 * kMinute, 1);
+  Allocate("44", "GPU-b", 1, start, start + 5 * kMinute);
+  Series("GPU-b", "gpu.sm_util", start, start + 5 * kMinute, 0);
+  ASSERT_TRUE(
+      tsdb_->Append("once", {{{kCompute, "w1", "GPU-b", "gpu.processes"}, {{start, 0}}}}).ok());
+  cells = GatherJobCells(*tsdb_, longer, AllocationsOf("44"), {"w1"}, {}, start + 5 * kMinute);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  EXPECT_EQ(cells->gpus[0].cells[6].processes, 0);
+  EXPECT_EQ(cells->gpus[0].cells[7].processes, -1);
+}
+
 TEST_F(VerdictEvidenceTest, ModelsComeFromTheHeartbeatAndAJobNotStartedHasNoCells) {
   const auto models = GpuModelsFromHeartbeat(
       R"({"nodes":[{"name":"w1","gpus":[{"uuid":"GPU-a","model":"NVIDIA H200",)"

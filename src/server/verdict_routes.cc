@@ -34,8 +34,9 @@ void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context) {
           IntQueryParam(req, "min_interval_s", t.min_interval_ms / 1000, 10, 86'400));
       t.stuck_after_ms = stuck_s * 1000;
       t.min_interval_ms = min_s * 1000;
-      EXPANSE_ASSIGN_OR_RETURN(auto compute, ctx->control.GetCompute(p, req.PathParam("id")));
-      EXPANSE_ASSIGN_OR_RETURN(auto job, ctx->jobs->GetJob(compute.id, req.PathParam("job")));
+      EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
+      const store::Compute& compute = readable.compute;
+      const store::JobRecord& job = readable.job;
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
       std::map<std::string, GpuModel> models;

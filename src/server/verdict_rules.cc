@@ -123,13 +123,21 @@ json RunFigures(const GpuTrack& gpu, const Run& run) {
   return out;
 }
 
-// The job's CPU on the host over a run: mean cores used, and whether every sampled cell was
-// saturated (at least half the run sampled).
-std::pair<double, bool> CpuOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
+// The job's CPU on the host over a run: mean cores used, mean cores' worth of time its
+// runnable threads waited for a CPU (-1 without job.cpu_wait_cores), and whether every sampled
+// cell was saturated (at least half the run sampled). A cell is saturated when the job used, or
+// wanted (used + waited), its allocation: on an oversubscribed host a job that wants its CPUs
+// gets less than them, and is no less held back by the CPU.
+struct CpuFigures {
+  double cores = -1;
+  double waiting = -1;
+  bool saturated = false;
+};
+CpuFigures CpuOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
   if (host == nullptr || host->cores_allocated <= 0)
-    return {-1, false};
-  double sum = 0;
-  size_t n = 0;
+    return {};
+  double sum = 0, wait_sum = 0;
+  size_t n = 0, wait_n = 0;
   bool saturated = true;
   for (size_t i = run.first; i < run.end; ++i) {
     const double cores = At(host->cpu_cores, i);
@@ -137,12 +145,18 @@ std::pair<double, bool> CpuOver(const HostTrack* host, const Run& run, const Ver
       continue;
     sum += cores;
     ++n;
-    if (cores < t.cpu_saturated_share * host->cores_allocated)
+    const double waiting = host->cpu_wait.empty() ? -1 : At(host->cpu_wait, i);
+    if (waiting >= 0) {
+      wait_sum += waiting;
+      ++wait_n;
+    }
+    if (cores + std::max(0.0, waiting) < t.cpu_saturated_share * host->cores_allocated)
       saturated = false;
   }
   if (n == 0)
-    return {-1, false};
-  return {sum / static_cast<double>(n), saturated && 2 * n >= run.end - run.first};
+    return {};
+  return {sum / static_cast<double>(n), wait_n > 0 ? wait_sum / static_cast<double>(wait_n) : -1,
+          saturated && 2 * n >= run.end - run.first};
 }
 
 // The job's I/O pressure on the host over a run: the mean share of time some task was stalled
@@ -294,13 +308,15 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
     for (const Run& run : RunsOf(states, CellState::kUnderused)) {
       if (static_cast<int64_t>(run.end - run.first) < min_cells)
         continue;
-      const auto [cores, saturated] = CpuOver(host, run, t);
+      const CpuFigures cpu = CpuOver(host, run, t);
       json figures = RunFigures(gpu, run);
       json evidence = {{"gpus", json::array({figures})}};
-      if (cores >= 0) {
+      if (cpu.cores >= 0) {
         evidence["cpu"] = {{"host", gpu.host},
-                           {"cores_used_mean", Round(cores, 0.01)},
+                           {"cores_used_mean", Round(cpu.cores, 0.01)},
                            {"cores_allocated", host->cores_allocated}};
+        if (cpu.waiting >= 0)
+          evidence["cpu"]["cores_waiting_mean"] = Round(cpu.waiting, 0.01);
       }
       const auto [io_share, io_stalled] = IoOver(host, run, t);
       if (io_share >= 0)
@@ -309,7 +325,7 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
                            cell_from(run.end),
                            {gpu.uuid},
                            {gpu.host},
-                           saturated,
+                           cpu.saturated,
                            io_stalled,
                            evidence});
     }

@@ -72,6 +72,7 @@ struct HostTrack {
   std::string host;
   double cores_allocated = -1;        // the job's CPUs on this host
   std::vector<double> cpu_cores;      // job.cpu_used_cores mean per cell
+  std::vector<double> cpu_wait;       // job.cpu_wait_cores mean per cell (empty: none)
   std::vector<double> gpu_processes;  // job.gpu_processes peak per cell
   std::vector<double> io_some;        // job.io_pressure_some mean per cell (empty: none)
 };

@@ -243,6 +243,38 @@ TEST(VerdictRulesTest, UnderusedIntervalsAreLeftToTheStacksWithTheirCpu) {
   EXPECT_FALSE(ExplainUnderused(spare, busy_cpu, {}));
 }
 
+TEST(VerdictRulesTest, AJobWaitingForCpuOnAnOversubscribedHostIsSaturated) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  GpuCell waiting = Busy();
+  waiting.util_mean = 12;
+  waiting.util_max = 40;
+  for (size_t i = 4; i < 12; ++i)
+    gpu.cells[i] = waiting;
+  // 1 CPU allocated, 0.6 of it got: the job's thread waited 0.4 of a core for a CPU.
+  HostTrack& host = b.Host("w1", 1, 0.6, 1);
+  host.cpu_wait.assign(b.job.cells, 0.4);
+  SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_TRUE(v.underused[0].cpu_saturated);
+  EXPECT_NEAR(v.underused[0].evidence["cpu"]["cores_waiting_mean"].get<double>(), 0.4, 1e-9);
+  const auto verdict = ExplainUnderused(v.underused[0], {}, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "host_bound");
+
+  // Neither used nor wanted: the GPU waited on something else.
+  b.job.hosts[0].cpu_wait.assign(b.job.cells, 0.05);
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].cpu_saturated);
+  // Without the wait series (an older daemon), used CPU alone decides, as before.
+  b.job.hosts[0].cpu_wait.clear();
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].cpu_saturated);
+  EXPECT_FALSE(v.underused[0].evidence["cpu"].contains("cores_waiting_mean"));
+}
+
 TEST(VerdictRulesTest, UnderusedWhileTheJobsTasksStallOnIoIsIoWait) {
   JobBuilder b(20);
   GpuTrack& gpu = b.Gpu("GPU-a", Busy());

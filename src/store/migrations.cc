@@ -286,13 +286,21 @@ CREATE TABLE compute_requests (
 CREATE INDEX compute_requests_by_state ON compute_requests (compute_id, state, id);
 )sql";
 
-constexpr std::array<Migration, 6> kMigrations = {{
+// v7: the SLURM user name a member's jobs run under, for API tokens limited to their own jobs
+// (scope jobs:own); '' = none set.
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE memberships ADD COLUMN slurm_user TEXT NOT NULL DEFAULT ''
+  CHECK (length(slurm_user) <= 64);
+)sql";
+
+constexpr std::array<Migration, 7> kMigrations = {{
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
     {4, kSchemaV4},
     {5, kSchemaV5},
     {6, kSchemaV6},
+    {7, kSchemaV7},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

@@ -51,6 +51,7 @@ Result<Membership> ReadMembership(const Statement& row) {
   }
   membership.role = *role;
   membership.can_register_compute = row.ColumnInt(3) != 0;
+  membership.slurm_user = row.ColumnText(4);
   return membership;
 }
 

@@ -20,7 +20,7 @@ inline constexpr std::string_view kOrganizationColumns = "id, slug, name, create
 inline constexpr std::string_view kUserColumns =
     "id, email, display_name, password_hash, created_at_ms, disabled";
 inline constexpr std::string_view kMembershipColumns =
-    "org_id, user_id, role, can_register_compute";
+    "org_id, user_id, role, can_register_compute, slurm_user";
 inline constexpr std::string_view kSessionColumns =
     "id_hash, user_id, csrf_token, created_at_ms, expires_at_ms";
 inline constexpr std::string_view kApiTokenColumns =

@@ -139,12 +139,13 @@ Status SqliteStore::PutMembership(const Membership& membership) {
     EXPANSE_RETURN_IF_ERROR(OrganizationByIdLocked(membership.org_id));
     EXPANSE_RETURN_IF_ERROR(UserByIdLocked(membership.user_id));
     return db_.Execute(
-        "INSERT INTO memberships (org_id, user_id, role, can_register_compute) "
-        "VALUES (?1, ?2, ?3, ?4) "
+        "INSERT INTO memberships (org_id, user_id, role, can_register_compute, slurm_user) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) "
         "ON CONFLICT (org_id, user_id) DO UPDATE "
-        "SET role = excluded.role, can_register_compute = excluded.can_register_compute",
+        "SET role = excluded.role, can_register_compute = excluded.can_register_compute, "
+        "slurm_user = excluded.slurm_user",
         membership.org_id, membership.user_id, RoleName(membership.role),
-        int64_t{membership.can_register_compute});
+        int64_t{membership.can_register_compute}, membership.slurm_user);
   });
 }
 

@@ -147,20 +147,24 @@ TEST_P(AccountsTest, SetUserPasswordReplacesTheHash) {
 TEST_P(AccountsTest, PutMembershipInsertsThenReplaces) {
   const Organization organization = MakeOrganization();
   const User user = MakeUser();
-  Membership membership{organization.id, user.id, Role::kMember, true};
+  Membership membership{organization.id, user.id, Role::kMember, true, ""};
   ASSERT_TRUE(store().PutMembership(membership).ok());
   Result<Membership> stored = store().GetMembership(organization.id, user.id);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->role, Role::kMember);
   EXPECT_TRUE(stored->can_register_compute);
+  EXPECT_EQ(stored->slurm_user, "");
 
   membership.role = Role::kAdmin;
   membership.can_register_compute = false;
+  membership.slurm_user = "alice";
   ASSERT_TRUE(store().PutMembership(membership).ok());
   stored = store().GetMembership(organization.id, user.id);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->role, Role::kAdmin);
   EXPECT_FALSE(stored->can_register_compute);
+  EXPECT_EQ(stored->slurm_user, "alice");
+  EXPECT_EQ(store().ListMembershipsOfUser(user.id)->front().slurm_user, "alice");
   EXPECT_EQ(store().ListMembershipsOfUser(user.id)->size(), 1U);
 }
 
@@ -169,7 +173,7 @@ TEST_P(AccountsTest, EveryRoleRoundTrips) {
   const std::vector<Role> roles = {Role::kOwner, Role::kAdmin, Role::kMember, Role::kViewer};
   for (std::size_t i = 0; i < roles.size(); ++i) {
     const Organization organization = MakeOrganization("org" + std::to_string(i));
-    ASSERT_TRUE(store().PutMembership({organization.id, user.id, roles[i], false}).ok());
+    ASSERT_TRUE(store().PutMembership({organization.id, user.id, roles[i], false, ""}).ok());
     EXPECT_EQ(store().GetMembership(organization.id, user.id)->role, roles[i]);
   }
 }
@@ -180,9 +184,9 @@ TEST_P(AccountsTest, ListMembershipsOfUserIsOrderedByOrganization) {
   const Organization third = MakeOrganization("third");
   const User alice = MakeUser("alice@example.com");
   const User bob = MakeUser("bob@example.com");
-  ASSERT_TRUE(store().PutMembership({third.id, alice.id, Role::kViewer, false}).ok());
-  ASSERT_TRUE(store().PutMembership({first.id, alice.id, Role::kOwner, false}).ok());
-  ASSERT_TRUE(store().PutMembership({second.id, bob.id, Role::kOwner, false}).ok());
+  ASSERT_TRUE(store().PutMembership({third.id, alice.id, Role::kViewer, false, ""}).ok());
+  ASSERT_TRUE(store().PutMembership({first.id, alice.id, Role::kOwner, false, ""}).ok());
+  ASSERT_TRUE(store().PutMembership({second.id, bob.id, Role::kOwner, false, ""}).ok());
 
   const Result<std::vector<Membership>> listed = store().ListMembershipsOfUser(alice.id);
   ASSERT_TRUE(listed.ok()) << listed.status();
@@ -199,13 +203,13 @@ TEST_P(AccountsTest, MembershipErrorsNameWhatIsMissing) {
   EXPECT_EQ(store().GetMembership(organization.id, user.id).status(),
             NotFoundError("user " + std::to_string(user.id) + " is not a member of organization " +
                           std::to_string(organization.id)));
-  EXPECT_EQ(store().PutMembership({organization.id + 50, user.id, Role::kOwner, false}),
+  EXPECT_EQ(store().PutMembership({organization.id + 50, user.id, Role::kOwner, false, ""}),
             NotFoundError("organization " + std::to_string(organization.id + 50) + " not found"));
-  EXPECT_EQ(store().PutMembership({organization.id, user.id + 50, Role::kOwner, false}),
+  EXPECT_EQ(store().PutMembership({organization.id, user.id + 50, Role::kOwner, false, ""}),
             NotFoundError("user " + std::to_string(user.id + 50) + " not found"));
   // An enum value outside the known roles is caught by the table's CHECK.
   const Status bad_role =
-      store().PutMembership({organization.id, user.id, static_cast<Role>(17), false});
+      store().PutMembership({organization.id, user.id, static_cast<Role>(17), false, ""});
   EXPECT_EQ(bad_role.code(), StatusCode::kInvalidArgument) << bad_role;
   EXPECT_THAT(bad_role.message(), HasSubstr("CHECK constraint failed"));
 }

@@ -172,20 +172,22 @@ TEST(MigrationsTest, DatabaseFromANewerServerIsRefusedAndLeftAlone) {
   const TempDir dir;
   const std::string path = dir.path() + "/store.db";
   ASSERT_TRUE(Open(path).ok());
+  const std::string newer = std::to_string(LatestSchemaVersion() + 1);
   {
     Connection db = RawConnection(path);
-    ASSERT_TRUE(
-        db.Execute("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (7, 1)").ok());
+    ASSERT_TRUE(db.Execute("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (" +
+                           newer + ", 1)")
+                    .ok());
   }
   const Status status = Open(path).status();
-  EXPECT_EQ(status, FailedPreconditionError("SQLite store \"" + path +
-                                            "\": database schema version 7 is newer than "
-                                            "this expanse-server supports (" +
-                                            std::to_string(LatestSchemaVersion()) +
-                                            "); upgrade expanse-server"))
+  EXPECT_EQ(status, FailedPreconditionError(
+                        "SQLite store \"" + path + "\": database schema version " + newer +
+                        " is newer than "
+                        "this expanse-server supports (" +
+                        std::to_string(LatestSchemaVersion()) + "); upgrade expanse-server"))
       << "(paths over 80 characters are cut in the message; TMPDIR is long?)";
   Connection db = RawConnection(path);
-  EXPECT_EQ(QueryText(db, "SELECT max(version) FROM schema_migrations"), "7");
+  EXPECT_EQ(QueryText(db, "SELECT max(version) FROM schema_migrations"), newer);
 }
 
 TEST(MigrationsTest, ConcurrentFirstOpensMigrateOnce) {
@@ -215,7 +217,7 @@ TEST(StoredDataTest, NameOutsideTheEnumsIsDataLoss) {
   const Result<Organization> organization = (*store)->CreateOrganization("acme", "Acme", kNow);
   const Result<User> user = (*store)->CreateUser("a@example.com", "A", "h", kNow);
   ASSERT_TRUE(organization.ok() && user.ok());
-  ASSERT_TRUE((*store)->PutMembership({organization->id, user->id, Role::kOwner, false}).ok());
+  ASSERT_TRUE((*store)->PutMembership({organization->id, user->id, Role::kOwner, false, ""}).ok());
   {
     // The CHECK constraint keeps such names out; a hand edit that bypasses it is what is
     // left to guard against.

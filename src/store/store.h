@@ -50,6 +50,10 @@ struct Membership {
   // Registering a compute is an explicit permission (owners and admins hold it by role;
   // a member holds it only when granted here).
   bool can_register_compute = false;
+  // The SLURM user the member's jobs run under ("" = none): what an API token with the scope
+  // jobs:own may read. Set by the server's operator (expanse-server admin add-user
+  // --slurm-user), never by the member: it decides whose jobs they see.
+  std::string slurm_user;
 };
 
 struct Session {

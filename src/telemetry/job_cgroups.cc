@@ -110,27 +110,29 @@ void JobCgroups::SampleIoPressure(uint32_t job, const std::string& dir, int64_t 
   next[job] = {now_ms, totals->first, totals->second};
 }
 
-std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
-  std::vector<int> pids;
+std::vector<int> JobCgroups::Ids(uint32_t job, const char* v1_file, const char* v2_file,
+                                 size_t max_ids) const {
+  std::vector<int> ids;
   auto it = jobs_.find(job);
   if (it == jobs_.end())
-    return pids;
+    return ids;
   const std::string& root = it->second.cpu.empty() ? it->second.memory : it->second.cpu;
   if (root.empty())
-    return pids;
+    return ids;
+  const std::string file = std::string("/") + (it->second.v2 ? v2_file : v1_file);
   std::set<int> seen;
   // Steps and tasks sit a few levels below the job (v2: job_N/step_0/user/task_0).
   std::vector<std::pair<std::string, int>> stack{{root, 0}};
   size_t visited = 0;
-  while (!stack.empty() && visited < 4096 && pids.size() < max_pids) {
+  while (!stack.empty() && visited < 4096 && ids.size() < max_ids) {
     auto [dir_path, depth] = std::move(stack.back());
     stack.pop_back();
     ++visited;
-    if (std::FILE* f = std::fopen((dir_path + "/cgroup.procs").c_str(), "re")) {
-      long pid = 0;
-      while (pids.size() < max_pids && std::fscanf(f, "%ld", &pid) == 1) {
-        if (pid > 0 && pid <= INT32_MAX && seen.insert(static_cast<int>(pid)).second)
-          pids.push_back(static_cast<int>(pid));
+    if (std::FILE* f = std::fopen((dir_path + file).c_str(), "re")) {
+      long id = 0;
+      while (ids.size() < max_ids && std::fscanf(f, "%ld", &id) == 1) {
+        if (id > 0 && id <= INT32_MAX && seen.insert(static_cast<int>(id)).second)
+          ids.push_back(static_cast<int>(id));
       }
       std::fclose(f);
     }
@@ -147,7 +149,42 @@ std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
     }
     closedir(dir);
   }
-  return pids;
+  return ids;
+}
+
+std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
+  return Ids(job, "cgroup.procs", "cgroup.procs", max_pids);
+}
+
+void JobCgroups::SampleCpuWait(uint32_t job, int64_t now_ms, const std::string& host,
+                               SeriesBuffer& buffer, std::map<uint32_t, LastWait>& next) {
+  // v1 lists a cgroup's threads in `tasks`, v2 in `cgroup.threads`.
+  const std::vector<int> threads = Ids(job, "tasks", "cgroup.threads", options_.max_threads);
+  if (threads.empty())
+    return;
+  LastWait now{now_ms, {}};
+  for (int tid : threads) {
+    // /proc/<tid>/schedstat: time on a CPU, time waiting on a run queue (both ns), timeslices.
+    std::ifstream in(options_.proc_root + "/" + std::to_string(tid) + "/schedstat");
+    uint64_t on_cpu_ns = 0, waiting_ns = 0;
+    if (in >> on_cpu_ns >> waiting_ns)
+      now.waiting_ns[tid] = waiting_ns;
+  }
+  const auto last = last_wait_.find(job);
+  if (last != last_wait_.end() && now_ms > last->second.at_ms && !now.waiting_ns.empty()) {
+    // Threads in both readings only: one that started or ended between them has no interval.
+    uint64_t waited_ns = 0;
+    for (const auto& [tid, ns] : now.waiting_ns) {
+      const auto then = last->second.waiting_ns.find(tid);
+      if (then != last->second.waiting_ns.end() && ns >= then->second)
+        waited_ns += ns - then->second;
+    }
+    const double cores =
+        static_cast<double>(waited_ns) / 1e6 / static_cast<double>(now_ms - last->second.at_ms);
+    buffer.Add({host, "job/" + std::to_string(job), "job.cpu_wait_cores"}, now_ms, cores);
+  }
+  if (!now.waiting_ns.empty())
+    next[job] = std::move(now);
 }
 
 void JobCgroups::Rescan() {
@@ -224,9 +261,12 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   bool vanished = false;
   std::map<uint32_t, Last> next;
   std::map<uint32_t, LastIo> next_io;
+  std::map<uint32_t, LastWait> next_wait;
   for (const auto& [job, dirs] : jobs_) {
     if (dirs.v2)
       SampleIoPressure(job, dirs.cpu, now_ms, host, buffer, next_io);
+    if (options_.cpu_wait)
+      SampleCpuWait(job, now_ms, host, buffer, next_wait);
     const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =
@@ -252,6 +292,7 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   }
   last_ = std::move(next);
   last_io_ = std::move(next_io);
+  last_wait_ = std::move(next_wait);
   if (vanished)
     Rescan();
 

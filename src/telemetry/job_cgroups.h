@@ -5,6 +5,10 @@
 // also `job.io_pressure_some` and `job.io_pressure_full`: the share of each interval in which
 // some (all) of the job's runnable tasks were stalled on I/O, from io.pressure's totals. v1 has
 // no per-cgroup pressure, and a kernel without PSI has no io.pressure file: no such series.
+// Under both, `job.cpu_wait_cores`: how many cores' worth of time the job's threads spent
+// runnable but waiting for a CPU (the run_delay of each thread's /proc/<tid>/schedstat), so a
+// job that wants more CPU than it gets shows it even where the host is oversubscribed and its
+// `job.cpu_used_cores` stays below its allocation.
 //
 // Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
@@ -28,6 +32,9 @@ namespace expanse::telemetry {
 struct JobCgroupOptions {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_stat = "/proc/stat";
+  std::string proc_root = "/proc";  // for /proc/<tid>/schedstat
+  bool cpu_wait = true;             // job.cpu_wait_cores
+  size_t max_threads = 4096;        // threads of one job read per sample for job.cpu_wait_cores
   int max_depth = 9;
   size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
   int rescan_every = 30;
@@ -77,6 +84,17 @@ class JobCgroups {
     uint64_t some_us = 0;
     uint64_t full_us = 0;
   };
+  // Each thread's run-queue wait (ns) at the last reading, by thread id.
+  struct LastWait {
+    int64_t at_ms = 0;
+    std::map<int, uint64_t> waiting_ns;
+  };
+  // The ids listed in `v1_file` (`v2_file` under v2) of the job's directory and of every
+  // directory below it, at most `max_ids`, without duplicates.
+  std::vector<int> Ids(uint32_t job, const char* v1_file, const char* v2_file,
+                       size_t max_ids) const;
+  void SampleCpuWait(uint32_t job, int64_t now_ms, const std::string& host, SeriesBuffer& buffer,
+                     std::map<uint32_t, LastWait>& next);
   void SampleIoPressure(uint32_t job, const std::string& dir, int64_t now_ms,
                         const std::string& host, SeriesBuffer& buffer,
                         std::map<uint32_t, LastIo>& next);
@@ -84,6 +102,7 @@ class JobCgroups {
   std::map<uint32_t, JobDirs> jobs_;
   std::map<uint32_t, Last> last_;
   std::map<uint32_t, LastIo> last_io_;
+  std::map<uint32_t, LastWait> last_wait_;
   // Jobs announced by ExpectJob and not yet found: job id -> samples left to look for it.
   std::map<uint32_t, int> expected_;
   int samples_since_scan_ = 0;

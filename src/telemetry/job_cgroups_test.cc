@@ -18,6 +18,7 @@ class JobCgroupsTest : public ::testing::Test {
     root_ = mkdtemp(dir);
     options_.cgroup_root = root_;
     options_.proc_stat = root_ + "/stat";
+    options_.proc_root = root_ + "/proc";
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
   void Write(const std::string& path, const std::string& text) {
@@ -138,6 +139,61 @@ TEST_F(JobCgroupsTest, CgroupV2IoPressureIsTheShareOfEachIntervalStalledOnIo) {
   cgroups.Sample(40'000, "gpu07", buffer);
   cgroups.Sample(50'000, "gpu07", buffer);
   EXPECT_EQ(Find(buffer.Take(), "job/42", "job.io_pressure_some"), nullptr);
+}
+
+TEST_F(JobCgroupsTest, CpuWaitIsTheRunQueueTimeOfTheJobsThreads) {
+  // v1: the threads of the job and of its steps are in `tasks`.
+  const std::string job = "/cpuacct/slurm/uid_0/job_9";
+  Write(job + "/cpuacct.usage", "1000\n");
+  Write("/memory/slurm/uid_0/job_9/memory.usage_in_bytes", "1\n");
+  Write(job + "/tasks", "100\n");
+  Write(job + "/step_0/tasks", "101\n102\n");
+  Write("/proc/100/schedstat", "5000000000 1000000000 10\n");
+  Write("/proc/101/schedstat", "5000000000 2000000000 10\n");
+  Write("/proc/102/schedstat", "5000000000 9000000000 10\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(10'000, "gpu07", buffer);  // the first reading: no rate yet
+  EXPECT_EQ(Find(buffer.Take(), "job/9", "job.cpu_wait_cores"), nullptr);
+  // 2 s later: thread 100 waited 1 s, 101 waited 2 s; 102's counter went back (another thread
+  // under a reused id) and 103 is new: neither counts.
+  Write(job + "/step_0/tasks", "101\n102\n103\n");
+  Write("/proc/100/schedstat", "6000000000 2000000000 12\n");
+  Write("/proc/101/schedstat", "6000000000 4000000000 12\n");
+  Write("/proc/102/schedstat", "6000000000 1 12\n");
+  Write("/proc/103/schedstat", "6000000000 7000000000 12\n");
+  cgroups.Sample(12'000, "gpu07", buffer);
+  std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* wait = Find(series, "job/9", "job.cpu_wait_cores");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->v, (std::vector<double>{1.5}));
+  // A thread whose schedstat is unreadable (it ended) is left out, not read as zero.
+  std::filesystem::remove(root_ + "/proc/101/schedstat");
+  Write("/proc/100/schedstat", "7000000000 2500000000 13\n");
+  cgroups.Sample(13'000, "gpu07", buffer);
+  wait = Find(series = buffer.Take(), "job/9", "job.cpu_wait_cores");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->v, (std::vector<double>{0.5}));
+}
+
+TEST_F(JobCgroupsTest, CpuWaitUnderV2ReadsCgroupThreads) {
+  const std::string job = "/system.slice/slurmstepd.scope/job_42";
+  Write(job + "/cpu.stat", "usage_usec 1\n");
+  Write(job + "/memory.current", "1\n");
+  Write(job + "/tasks", "999\n");  // not a v2 file: ignored
+  Write(job + "/step_0/user/task_0/cgroup.threads", "200\n");
+  Write("/proc/200/schedstat", "1 0 1\n");
+  Write("/proc/999/schedstat", "1 0 1\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);
+  Write("/proc/200/schedstat", "1 250000000 2\n");
+  Write("/proc/999/schedstat", "1 900000000 2\n");
+  cgroups.Sample(2000, "gpu07", buffer);
+  const std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* wait = Find(series, "job/42", "job.cpu_wait_cores");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->v, (std::vector<double>{0.25}));
 }
 
 TEST_F(JobCgroupsTest, CgroupV1HasNoIoPressureSeries) {

@@ -13,6 +13,7 @@ function scopeChoices(org) {
   const admin = org.role === 'owner' || org.role === 'admin';
   return [
     ['read', 'read: computes, jobs, reports and verdicts', true],
+    ['jobs:own', `jobs:own: only your own jobs (SLURM user ${org.slurm_user}), for expanse job report`, Boolean(org.slurm_user)],
     ['compute:register', 'compute:register: register computes and issue install tokens', org.can_register_compute],
     ['admin', 'admin: everything, including revoking others\' tokens', admin],
   ].filter(([, , allowed]) => allowed);

@@ -60,7 +60,7 @@ SERVER_EXTRA_ARGS="--releases-dir $DIR/releases --daemon-version 1.0.0" server_s
 publish_release "$DIR" || fail "release manifest"
 viewer_password="viewer-$RANDOM-$RANDOM"
 EXPANSE_ADMIN_PASSWORD="$viewer_password" "$SERVER" admin add-user --db "$DIR/db.sqlite" \
-  --org acme --email viewer@acme.example --role viewer >/dev/null || fail "viewer user"
+  --org acme --email viewer@acme.example --role viewer --slurm-user viewer1 >/dev/null || fail "viewer user"
 # A second organisation where the owner of the first is only a viewer: the switcher and the
 # actions follow the organisation.
 EXPANSE_ADMIN_PASSWORD="beta-$RANDOM-$RANDOM" "$SERVER" admin bootstrap --db "$DIR/db.sqlite" \

@@ -104,6 +104,24 @@ listed="$("$EXPANSE" jobs --user "$user" --since 1d --org acme --server "$CP_URL
 assert_eq "$(jq .used.allocated_gpu_hours <<<"$api_job")" \
   "$(jq --arg j "$job" '.jobs[] | select(.job_id == $j) | .allocated_gpu_hours' <<<"$listed")" "expanse jobs --json allocated GPU-hours of $job ($alloc)"
 
+# A member's own-jobs token (scope jobs:own): the operator maps the member to the SLURM user the
+# job ran as; the token then reads that user's jobs through the same commands, and once the
+# mapping names someone else, the job is as unknown as one that never ran (docs/report.md).
+EXPANSE_ADMIN_PASSWORD='member pass 1' "$SERVER" admin add-user --db "$DIR/db.sqlite" --org acme \
+  --email member@acme.example --role member --slurm-user "$user" >/dev/null
+csrf="$(curl -sS --cacert "$CA_FILE" -c "$DIR/cookies" -H 'Content-Type: application/json' \
+  --data '{"email":"member@acme.example","password":"member pass 1"}' "$CP_URL/api/v1/session" | jq -r .csrf_token)"
+own="$(curl -sS --cacert "$CA_FILE" -b "$DIR/cookies" -H "X-CSRF-Token: $csrf" -H 'Content-Type: application/json' \
+  --data '{"name":"my jobs","scopes":["jobs:own"]}' "$CP_URL/api/v1/orgs/acme/api-tokens" | jq -r .token)"
+[[ "$own" == exp_at_* ]] || fail "no jobs:own token for the member"
+own_text="$(EXPANSE_API_TOKEN="$own" "$EXPANSE" job report "$job" --server "$CP_URL" --cacert "$CA_FILE" --compute "$COMPUTE")" ||
+  fail "expanse job report $job with the member's jobs:own token exited $?"
+assert_match "^Job $job (\\([^)]*\\) )?on compute $COMPUTE" "$(head -1 <<<"$own_text")" "the report with a jobs:own token"
+own_list="$(EXPANSE_API_TOKEN="$own" "$EXPANSE" jobs --user "$user" --since 1d --org acme --server "$CP_URL" --cacert "$CA_FILE")" ||
+  fail "expanse jobs with the jobs:own token exited $?"
+grep -qE "^$job " <<<"$own_list" || fail "expanse jobs with the jobs:own token does not list job $job: $own_list"
+pass "a jobs:own token of SLURM user $user reports on and lists job $job"
+"$SERVER" admin set-slurm-user --db "$DIR/db.sqlite" --org acme --email member@acme.example --slurm-user someone-else >/dev/null
 # Failures: one line each, the documented exit statuses.
 expect_exit() { # status what command...
   local want="$1" what="$2" out rc=0
@@ -115,6 +133,10 @@ expect_exit() { # status what command...
   printf '     %s\n' "$out"
 }
 expect_exit 3 "unknown job" report job report 999999
+EXPANSE_API_TOKEN="$own" expect_exit 3 "another user's job, to a jobs:own token" "$EXPANSE" job report "$job" \
+  --server "$CP_URL" --cacert "$CA_FILE" --compute "$COMPUTE"
+EXPANSE_API_TOKEN="$own" expect_exit 4 "another user's job list, to a jobs:own token" "$EXPANSE" jobs --user "$user" \
+  --since 1d --org acme --server "$CP_URL" --cacert "$CA_FILE"
 EXPANSE_API_TOKEN=exp_at_wrong expect_exit 4 "refused token" "$EXPANSE" job report "$job" \
   --server "$CP_URL" --cacert "$CA_FILE" --compute "$COMPUTE"
 chmod 644 "$DIR/token"

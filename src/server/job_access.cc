@@ -1,0 +1,21 @@
+// The job routes' shared lookup: which job a request names, and whether its caller may read it.
+#include <string>
+
+#include "server/routes.h"
+
+namespace expanse::server {
+
+Result<ReadableJob> LookUpReadableJob(RouteContext& ctx, const Principal& principal,
+                                      const http::Request& req) {
+  ControlPlane::JobReader reader;
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute,
+                           ctx.control.GetComputeForJobs(principal, req.PathParam("id"), &reader));
+  EXPANSE_ASSIGN_OR_RETURN(store::JobRecord job,
+                           ctx.jobs->GetJob(compute.id, req.PathParam("job")));
+  // Another user's job answers as an unknown one: a jobs:own token learns nothing of it.
+  if (reader.only_user && job.user != *reader.only_user)
+    return NotFoundError("job " + job.job_id + " of compute " + compute.id + " not found");
+  return ReadableJob{std::move(compute), std::move(job)};
+}
+
+}  // namespace expanse::server
