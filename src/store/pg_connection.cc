@@ -1,0 +1,253 @@
+#include "store/pg_connection.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+namespace expanse::store::pg_internal {
+namespace {
+
+// PostgreSQL's type ids for the two parameter types the store binds (pg_type.dat).
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kTextOid = 25;
+constexpr size_t kMaxTranslated = 512;
+
+// The first line of libpq's message, without its "ERROR:  " prefix.
+std::string ServerText(const char* message) {
+  std::string text = message != nullptr ? message : "";
+  if (text.starts_with("ERROR:  "))
+    text.erase(0, 8);
+  if (const size_t end = text.find('\n'); end != std::string::npos)
+    text.resize(end);
+  return text;
+}
+
+// A failed statement's status, by its SQLSTATE (PostgreSQL's appendix A): the same codes the
+// SQLite store gives for the same failures (sqlite_error.cc).
+Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view doing) {
+  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string code = state != nullptr ? state : "";
+  const std::string message =
+      std::string(doing) + ": " +
+      ServerText(result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(conn));
+  if (code == "23505")  // unique_violation
+    return AlreadyExistsError(message);
+  if (code == "23503")  // foreign_key_violation
+    return NotFoundError(message + " (a referenced row does not exist)");
+  if (code == "23514" || code == "23502" || code == "22001" || code == "22021" ||
+      code == "22P02")  // check, not null, too long, bad encoding, bad text for the type
+    return InvalidArgumentError(message);
+  if (code == "40001" || code == "40P01")  // serialization failure, deadlock
+    return UnavailableError(message + " (a concurrent transaction conflicted; retry)")
+        .WithReason("conflict");
+  if (code == "53100")  // disk_full
+    return ResourceExhaustedError(message);
+  if (code.starts_with("08") || code == "57P01" || code == "57P02" || code == "57P03" ||
+      PQstatus(conn) != CONNECTION_OK)
+    return UnavailableError(message + " (the database server went away; retry later)");
+  return InternalError(message);
+}
+
+}  // namespace
+
+void PgRows::Clear::operator()(pg_result* result) const { PQclear(result); }
+
+PgRows::PgRows(pg_result* result) : result_(result), rows_(PQntuples(result)) {}
+
+Result<bool> PgRows::Step() {
+  if (row_ + 1 >= rows_) {
+    row_ = rows_;
+    return false;
+  }
+  ++row_;
+  return true;
+}
+
+int64_t PgRows::ColumnInt(int column) const {
+  if (!result_ || row_ < 0 || row_ >= rows_ || PQgetisnull(result_.get(), row_, column))
+    return 0;
+  const char* text = PQgetvalue(result_.get(), row_, column);
+  const char* end = text + PQgetlength(result_.get(), row_, column);
+  int64_t value = 0;
+  const auto [at, error] = std::from_chars(text, end, value);
+  return error == std::errc() && at == end ? value : 0;
+}
+
+std::string PgRows::ColumnText(int column) const {
+  if (!result_ || row_ < 0 || row_ >= rows_ || PQgetisnull(result_.get(), row_, column))
+    return "";
+  return std::string(PQgetvalue(result_.get(), row_, column),
+                     static_cast<size_t>(PQgetlength(result_.get(), row_, column)));
+}
+
+int64_t PgRows::Changes() const {
+  if (!result_)
+    return 0;
+  const char* tuples = PQcmdTuples(result_.get());
+  int64_t value = 0;
+  std::from_chars(tuples, tuples + std::char_traits<char>::length(tuples), value);
+  return value;
+}
+
+Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
+  pg_conn* conn = PQconnectdb(conninfo.c_str());
+  if (conn == nullptr)
+    return ResourceExhaustedError("PostgreSQL: out of memory connecting");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    // libpq's reason names the host and port, never the password.
+    const std::string why = ServerText(PQerrorMessage(conn));
+    PQfinish(conn);
+    return UnavailableError("PostgreSQL: cannot connect: " + why).WithReason("unreachable");
+  }
+  // The store's text is UTF-8; timestamps are integers, so the time zone never matters.
+  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'");
+  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  PQclear(set);
+  if (!ok) {
+    const std::string why = ServerText(PQerrorMessage(conn));
+    PQfinish(conn);
+    return UnavailableError("PostgreSQL: setting up the connection: " + why);
+  }
+  return PgConnection(conn);
+}
+
+PgConnection::PgConnection(PgConnection&& other) noexcept
+    : conn_(other.conn_),
+      translated_(std::move(other.translated_)),
+      changes_(other.changes_) {
+  other.conn_ = nullptr;
+}
+
+PgConnection& PgConnection::operator=(PgConnection&& other) noexcept {
+  if (this != &other) {
+    if (conn_ != nullptr)
+      PQfinish(conn_);
+    conn_ = other.conn_;
+    translated_ = std::move(other.translated_);
+    changes_ = other.changes_;
+    other.conn_ = nullptr;
+  }
+  return *this;
+}
+
+PgConnection::~PgConnection() {
+  if (conn_ != nullptr)
+    PQfinish(conn_);
+}
+
+std::string PgConnection::TranslateParameters(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  int next = 0;  // the last parameter number given or implied
+  char quote = 0;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    if (quote != 0) {
+      out += c;
+      if (c == quote)
+        quote = 0;  // a doubled quote re-enters at once: same result
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      out += c;
+      continue;
+    }
+    if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {  // a comment, to its line's end
+      const size_t end = sql.find('\n', i);
+      const size_t stop = end == std::string_view::npos ? sql.size() : end;
+      out.append(sql.substr(i, stop - i));
+      i = stop - 1;
+      continue;
+    }
+    if (c != '?') {
+      out += c;
+      continue;
+    }
+    size_t j = i + 1;
+    int number = 0;
+    while (j < sql.size() && sql[j] >= '0' && sql[j] <= '9' && number < 100000)
+      number = number * 10 + (sql[j++] - '0');
+    if (j == i + 1)
+      number = next + 1;  // a bare ?: the next one, as SQLite numbers them
+    next = std::max(next, number);
+    out += '$';
+    out += std::to_string(number);
+    i = j - 1;
+  }
+  return out;
+}
+
+const std::string& PgConnection::Translated(std::string_view sql) {
+  auto it = translated_.find(std::string(sql));
+  if (it != translated_.end())
+    return it->second;
+  if (translated_.size() >= kMaxTranslated)
+    translated_.clear();
+  return translated_.emplace(std::string(sql), TranslateParameters(sql)).first->second;
+}
+
+Result<PgRows> PgConnection::Run(std::string_view sql, const std::vector<PgParam>& params) {
+  if (conn_ == nullptr)
+    return FailedPreconditionError("PostgreSQL: the connection was moved away");
+  std::vector<Oid> types;
+  std::vector<std::string> ints;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  ints.reserve(params.size());
+  for (const PgParam& p : params) {
+    if (p.is_int) {
+      types.push_back(kInt8Oid);
+      ints.push_back(std::to_string(p.int_value));
+      values.push_back(ints.back().c_str());
+      lengths.push_back(static_cast<int>(ints.back().size()));
+    } else {
+      if (p.text.find('\0') != std::string::npos) {
+        return InvalidArgumentError(
+            "PostgreSQL cannot store text with a NUL byte; the value was refused");
+      }
+      types.push_back(kTextOid);
+      values.push_back(p.text.c_str());
+      lengths.push_back(static_cast<int>(p.text.size()));
+    }
+  }
+  const std::string& text = Translated(sql);
+  PGresult* result = PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()),
+                                  types.data(), values.data(), lengths.data(),
+                                  /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    Status error = StatementStatus(result, conn_, "PostgreSQL");
+    PQclear(result);
+    return error;
+  }
+  return PgRows(result);
+}
+
+Status PgConnection::ExecuteScript(const std::string& sql) {
+  if (conn_ == nullptr)
+    return FailedPreconditionError("PostgreSQL: the connection was moved away");
+  PGresult* result = PQexec(conn_, sql.c_str());
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  Status out = OkStatus();
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
+    out = StatementStatus(result, conn_, "PostgreSQL");
+  PQclear(result);
+  return out;
+}
+
+bool PgConnection::InTransaction() const {
+  if (conn_ == nullptr)
+    return false;
+  const PGTransactionStatusType t = PQtransactionStatus(conn_);
+  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+void PgConnection::RollbackIfActive() {
+  if (InTransaction())
+    PQclear(PQexec(conn_, "ROLLBACK"));
+}
+
+}  // namespace expanse::store::pg_internal
