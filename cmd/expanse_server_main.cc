@@ -48,7 +48,13 @@ int main(int argc, char** argv) {
 
     expanse::server::ServeFlags serve;
     CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the planes until SIGINT/SIGTERM");
-    serve_cmd->add_option("--db", serve.options.db_path, "SQLite database file")->required();
+    serve_cmd
+        ->add_option("--db,--database", serve.options.db_path,
+                     "SQLite database file, or a postgresql:// URI that replicas share")
+        ->required();
+    serve_cmd->add_option("--tsdb-dir", serve.options.tsdb_dir,
+                          "The telemetry store's directory (default: the --db file + .tsdb; "
+                          "required with a PostgreSQL --db)");
     serve_cmd
         ->add_option("--control-listen", serve.options.control_listen,
                      "host:port of the control plane")
@@ -114,7 +120,8 @@ int main(int argc, char** argv) {
     std::string password_env = "EXPANSE_ADMIN_PASSWORD";
     bool password_stdin = false;
     auto common = [&](CLI::App* cmd) {
-      cmd->add_option("--db", admin.db_path, "SQLite database file")->required();
+      cmd->add_option("--db,--database", admin.db_path, "SQLite database file or postgresql:// URI")
+          ->required();
       cmd->add_option("--org", admin.org_slug, "Organisation slug, e.g. acme")->required();
       cmd->add_option("--email", admin.email, "The user's email")->required();
       cmd->add_option("--password-env", password_env, "Environment variable holding the password")
@@ -140,7 +147,9 @@ int main(int argc, char** argv) {
     CLI::App* set_slurm_user = admin_cmd->add_subcommand(
         "set-slurm-user",
         "Set the SLURM user a member's jobs run under (\"\" removes it); no password needed");
-    set_slurm_user->add_option("--db", admin.db_path, "SQLite database file")->required();
+    set_slurm_user
+        ->add_option("--db,--database", admin.db_path, "SQLite database file or postgresql:// URI")
+        ->required();
     set_slurm_user->add_option("--org", admin.org_slug, "Organisation slug, e.g. acme")->required();
     set_slurm_user->add_option("--email", admin.email, "The member's email")->required();
     set_slurm_user->add_option("--slurm-user", admin.slurm_user, "The SLURM user name")->required();

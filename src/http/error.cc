@@ -52,7 +52,11 @@ Response ErrorResponse(const Status& status) {
     std::transform(code.begin(), code.end(), code.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   }
-  return ErrorResponse(HttpStatusFor(status.code()), code, status.message());
+  Response response = ErrorResponse(HttpStatusFor(status.code()), code, status.message());
+  // Transient by definition (a database away, a lock held): say when to come back.
+  if (status.code() == StatusCode::kUnavailable)
+    response.headers.emplace_back("Retry-After", "5");
+  return response;
 }
 
 Response TooManyRequestsResponse(std::chrono::seconds retry_after) {

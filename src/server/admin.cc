@@ -7,7 +7,7 @@
 #include "core/clock.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
-#include "store/sqlite_store.h"
+#include "store/open_store.h"
 
 namespace expanse::server {
 namespace {
@@ -20,7 +20,7 @@ int Fail(const Status& status) {
 }  // namespace
 
 int RunBootstrap(const AdminFlags& flags) {
-  auto store = store::OpenSqliteStore({.path = flags.db_path});
+  auto store = store::OpenStore(flags.db_path);
   if (!store.ok())
     return Fail(store.status());
   SystemClock clock;
@@ -40,7 +40,7 @@ int RunAddUser(const AdminFlags& flags) {
   auto role = store::ParseRole(flags.role);
   if (!role.ok())
     return Fail(role.status());
-  auto store = store::OpenSqliteStore({.path = flags.db_path});
+  auto store = store::OpenStore(flags.db_path);
   if (!store.ok())
     return Fail(store.status());
   SystemClock clock;
@@ -59,7 +59,7 @@ int RunAddUser(const AdminFlags& flags) {
 }
 
 int RunSetSlurmUser(const AdminFlags& flags) {
-  auto store = store::OpenSqliteStore({.path = flags.db_path});
+  auto store = store::OpenStore(flags.db_path);
   if (!store.ok())
     return Fail(store.status());
   SystemClock clock;

@@ -5,7 +5,8 @@
 
 #include "http/self_signed.h"
 #include "server/route_util.h"
-#include "store/sqlite_store.h"
+#include "store/open_store.h"
+#include "store/pg_store.h"
 
 namespace expanse::server {
 
@@ -36,6 +37,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->options_ = std::move(options);
   if (app->options_.db_path.empty())
     return InvalidArgumentError("--db is required");
+  if (store::IsPostgresUri(app->options_.db_path) && app->options_.tsdb_dir.empty()) {
+    return InvalidArgumentError(
+        "--tsdb-dir is required with a PostgreSQL --db: the telemetry store is a directory of "
+        "this machine's");
+  }
 
   if (!app->options_.tls_self_signed_dir.empty()) {
     if (!app->options_.tls_cert.empty()) {
@@ -54,7 +60,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
     app->key_file_ = app->options_.tls_key;
   }
 
-  EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenSqliteStore({.path = app->options_.db_path}));
+  EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenStore(app->options_.db_path));
   app->control_ = std::make_unique<ControlPlane>(*app->store_, clock, app->options_.control);
   tsdb::TsdbOptions to;
   to.directory =

@@ -18,6 +18,7 @@
 namespace expanse::server {
 
 struct ServerOptions {
+  // The store: a SQLite file, or a postgresql:// URI that replicas share (store/open_store.h).
   std::string db_path;
   // The telemetry store's directory; "" = db_path + ".tsdb".
   std::string tsdb_dir;

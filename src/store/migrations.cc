@@ -293,14 +293,27 @@ ALTER TABLE memberships ADD COLUMN slurm_user TEXT NOT NULL DEFAULT ''
   CHECK (length(slurm_user) <= 64);
 )sql";
 
-constexpr std::array<Migration, 7> kMigrations = {{
-    {1, kSchemaV1},
-    {2, kSchemaV2},
-    {3, kSchemaV3},
-    {4, kSchemaV4},
-    {5, kSchemaV5},
-    {6, kSchemaV6},
-    {7, kSchemaV7},
+}  // namespace
+
+// pg_migrations.cc
+extern const char* const kPgSchemaV1;
+extern const char* const kPgSchemaV2;
+extern const char* const kPgSchemaV3;
+extern const char* const kPgSchemaV4;
+extern const char* const kPgSchemaV5;
+extern const char* const kPgSchemaV6;
+extern const char* const kPgSchemaV7;
+
+namespace {
+
+const std::array<Migration, 7> kMigrations = {{
+    {1, kSchemaV1, kPgSchemaV1},
+    {2, kSchemaV2, kPgSchemaV2},
+    {3, kSchemaV3, kPgSchemaV3},
+    {4, kSchemaV4, kPgSchemaV4},
+    {5, kSchemaV5, kPgSchemaV5},
+    {6, kSchemaV6, kPgSchemaV6},
+    {7, kSchemaV7, kPgSchemaV7},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for
@@ -311,10 +324,19 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
   applied_at_ms INTEGER NOT NULL
 ) STRICT;
 )sql";
+constexpr const char* kPgCreateMigrationsTable = R"sql(
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version       BIGINT PRIMARY KEY,
+  applied_at_ms BIGINT NOT NULL
+);
+)sql";
 
 constexpr std::string_view kRecordMigration =
     "INSERT INTO schema_migrations (version, applied_at_ms) "
     "VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))";
+constexpr std::string_view kPgRecordMigration =
+    "INSERT INTO schema_migrations (version, applied_at_ms) "
+    "VALUES (?1, CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT))";
 
 Status CheckNotNewer(int version) {
   if (version > LatestSchemaVersion()) {
@@ -338,11 +360,13 @@ Status ApplyOneLocked(Connection& db, const Migration& migration) {
                          " cannot be followed by migration " + std::to_string(migration.version) +
                          "; the schema_migrations table is damaged");
   }
-  if (Status applied = db.ExecuteScript(migration.sql); !applied.ok()) {
+  const bool sqlite = db.engine() == Engine::kSqlite;
+  if (Status applied = db.ExecuteScript(sqlite ? migration.sql : migration.postgres_sql);
+      !applied.ok()) {
     return Status(applied.code(), "schema migration " + std::to_string(migration.version) +
                                       " failed: " + applied.message());
   }
-  return db.Execute(kRecordMigration, int64_t{migration.version});
+  return db.Execute(sqlite ? kRecordMigration : kPgRecordMigration, int64_t{migration.version});
 }
 
 }  // namespace
@@ -354,7 +378,10 @@ int LatestSchemaVersion() { return kMigrations.back().version; }
 Result<int> SchemaVersion(Connection& db) {
   EXPANSE_ASSIGN_OR_RETURN(
       Statement exists,
-      db.Query("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+      db.Query(db.engine() == Engine::kSqlite
+                   ? "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1"
+                   : "SELECT count(*) FROM information_schema.tables "
+                     "WHERE table_schema = current_schema() AND table_name = ?1",
                std::string_view("schema_migrations")));
   EXPANSE_ASSIGN_OR_RETURN(const bool has_row, exists.Step());
   if (!has_row || exists.ColumnInt(0) == 0) {
@@ -375,8 +402,10 @@ Status ApplyMigrations(Connection& db) {
     if (migration.version <= initial_version) {
       continue;
     }
-    EXPANSE_RETURN_IF_ERROR(db.ExecuteScript("BEGIN IMMEDIATE"));
-    Status status = db.ExecuteScript(kCreateMigrationsTable);
+    // The store's writer lock: two servers starting at once apply each migration once.
+    EXPANSE_RETURN_IF_ERROR(db.ExecuteScript(BeginSql(db.engine(), /*write=*/true)));
+    Status status = db.ExecuteScript(db.engine() == Engine::kSqlite ? kCreateMigrationsTable
+                                                                    : kPgCreateMigrationsTable);
     if (status.ok()) {
       status = ApplyOneLocked(db, migration);
     }

@@ -1,6 +1,6 @@
-// Internal to the store module: the versioned schema of the SQLite store and the code that
-// brings a database up to it. docs/formats/store-sqlite.md describes the schema and how
-// to add a migration.
+// Internal to the store module: the versioned schema of the store, on SQLite and on PostgreSQL
+// (one version number for both), and the code that brings a database up to it.
+// docs/formats/store-sqlite.md describes the schema and how to add a migration.
 #ifndef EXPANSE_STORE_MIGRATIONS_H_
 #define EXPANSE_STORE_MIGRATIONS_H_
 
@@ -9,13 +9,14 @@
 
 #include "core/result.h"
 #include "core/status.h"
-#include "store/sqlite_connection.h"
+#include "store/sql_connection.h"
 
 namespace expanse::store::sqlite_internal {
 
 struct Migration {
-  int version = 0;    // 1, 2, 3, ... without gaps; recorded in schema_migrations
-  const char* sql{};  // constant DDL, run as one script inside the migration's transaction
+  int version = 0;             // 1, 2, 3, ... without gaps; recorded in schema_migrations
+  const char* sql{};           // constant DDL, run as one script inside the migration's transaction
+  const char* postgres_sql{};  // the same version on PostgreSQL (pg_migrations.cc)
 };
 
 // Every migration this binary knows, oldest first. Append only: a released migration is

@@ -1,10 +1,10 @@
 #include "store/pg_connection.h"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <charconv>
 #include <string>
+
+#include <libpq-fe.h>
 
 namespace expanse::store::pg_internal {
 namespace {
@@ -52,11 +52,75 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
 
 }  // namespace
 
-void PgRows::Clear::operator()(pg_result* result) const { PQclear(result); }
+void PgStatement::Clear::operator()(pg_result* result) const { PQclear(result); }
 
-PgRows::PgRows(pg_result* result) : result_(result), rows_(PQntuples(result)) {}
+Status PgStatement::Bind(int index, int64_t value) {
+  if (index < 1 || index > 65535)
+    return InvalidArgumentError("PostgreSQL: parameter " + std::to_string(index) + " out of range");
+  if (params_.size() < static_cast<size_t>(index))
+    params_.resize(static_cast<size_t>(index));
+  params_[static_cast<size_t>(index) - 1] = {true, value, {}};
+  return OkStatus();
+}
 
-Result<bool> PgRows::Step() {
+Status PgStatement::Bind(int index, std::string_view value) {
+  if (index < 1 || index > 65535)
+    return InvalidArgumentError("PostgreSQL: parameter " + std::to_string(index) + " out of range");
+  if (value.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError(
+        "PostgreSQL cannot store text with a NUL byte; the value was refused");
+  }
+  if (params_.size() < static_cast<size_t>(index))
+    params_.resize(static_cast<size_t>(index));
+  params_[static_cast<size_t>(index) - 1] = {false, 0, std::string(value)};
+  return OkStatus();
+}
+
+Status PgStatement::Execute() {
+  if (connection_ == nullptr)
+    return FailedPreconditionError("PostgreSQL: the statement has no connection");
+  EXPANSE_RETURN_IF_ERROR(connection_->EnsureConnected());
+  pg_conn* conn = connection_->conn_;
+  std::vector<Oid> types;
+  std::vector<std::string> ints;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  ints.reserve(params_.size());
+  for (const PgParam& p : params_) {
+    if (p.is_int) {
+      types.push_back(kInt8Oid);
+      ints.push_back(std::to_string(p.int_value));
+      values.push_back(ints.back().c_str());
+      lengths.push_back(static_cast<int>(ints.back().size()));
+    } else {
+      types.push_back(kTextOid);
+      values.push_back(p.text.c_str());
+      lengths.push_back(static_cast<int>(p.text.size()));
+    }
+  }
+  PGresult* result = PQexecParams(conn, sql_.c_str(), static_cast<int>(params_.size()),
+                                  types.data(), values.data(), lengths.data(),
+                                  /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    Status error = StatementStatus(result, conn, "PostgreSQL");
+    PQclear(result);
+    return error;
+  }
+  result_.reset(result);
+  executed_ = true;
+  row_ = -1;
+  rows_ = PQntuples(result);
+  int64_t changed = 0;
+  const char* tuples = PQcmdTuples(result);
+  std::from_chars(tuples, tuples + std::char_traits<char>::length(tuples), changed);
+  connection_->changes_ = changed;
+  return OkStatus();
+}
+
+Result<bool> PgStatement::Step() {
+  if (!executed_)
+    EXPANSE_RETURN_IF_ERROR(Execute());
   if (row_ + 1 >= rows_) {
     row_ = rows_;
     return false;
@@ -65,7 +129,20 @@ Result<bool> PgRows::Step() {
   return true;
 }
 
-int64_t PgRows::ColumnInt(int column) const {
+Status PgStatement::Run() {
+  if (!executed_)
+    return Execute();
+  return OkStatus();
+}
+
+void PgStatement::Reset() {
+  result_.reset();
+  executed_ = false;
+  row_ = -1;
+  rows_ = 0;
+}
+
+int64_t PgStatement::ColumnInt(int column) const {
   if (!result_ || row_ < 0 || row_ >= rows_ || PQgetisnull(result_.get(), row_, column))
     return 0;
   const char* text = PQgetvalue(result_.get(), row_, column);
@@ -75,21 +152,25 @@ int64_t PgRows::ColumnInt(int column) const {
   return error == std::errc() && at == end ? value : 0;
 }
 
-std::string PgRows::ColumnText(int column) const {
+std::string PgStatement::ColumnText(int column) const {
   if (!result_ || row_ < 0 || row_ >= rows_ || PQgetisnull(result_.get(), row_, column))
     return "";
   return std::string(PQgetvalue(result_.get(), row_, column),
                      static_cast<size_t>(PQgetlength(result_.get(), row_, column)));
 }
 
-int64_t PgRows::Changes() const {
-  if (!result_)
-    return 0;
-  const char* tuples = PQcmdTuples(result_.get());
-  int64_t value = 0;
-  std::from_chars(tuples, tuples + std::char_traits<char>::length(tuples), value);
-  return value;
+namespace {
+
+// What every session of the store sets: UTF-8 text (the store's), and no NOTICEs (CREATE TABLE
+// IF NOT EXISTS of a table that is there is not the store's error).
+bool SetUpSession(pg_conn* conn) {
+  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'; SET client_min_messages = warning");
+  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  PQclear(set);
+  return ok;
 }
+
+}  // namespace
 
 Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
   pg_conn* conn = PQconnectdb(conninfo.c_str());
@@ -101,11 +182,7 @@ Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
     PQfinish(conn);
     return UnavailableError("PostgreSQL: cannot connect: " + why).WithReason("unreachable");
   }
-  // The store's text is UTF-8; timestamps are integers, so the time zone never matters.
-  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'");
-  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
-  PQclear(set);
-  if (!ok) {
+  if (!SetUpSession(conn)) {
     const std::string why = ServerText(PQerrorMessage(conn));
     PQfinish(conn);
     return UnavailableError("PostgreSQL: setting up the connection: " + why);
@@ -113,10 +190,24 @@ Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
   return PgConnection(conn);
 }
 
+Status PgConnection::EnsureConnected() {
+  if (conn_ == nullptr)
+    return FailedPreconditionError("PostgreSQL: the connection was moved away");
+  if (PQstatus(conn_) == CONNECTION_OK)
+    return OkStatus();
+  // The server restarted or the network dropped: connect again, once per call, so a database
+  // that is back serves the next request and one still down fails it fast (503).
+  PQreset(conn_);
+  if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_)) {
+    return UnavailableError("PostgreSQL: the database is unreachable: " +
+                            ServerText(PQerrorMessage(conn_)))
+        .WithReason("unreachable");
+  }
+  return OkStatus();
+}
+
 PgConnection::PgConnection(PgConnection&& other) noexcept
-    : conn_(other.conn_),
-      translated_(std::move(other.translated_)),
-      changes_(other.changes_) {
+    : conn_(other.conn_), translated_(std::move(other.translated_)), changes_(other.changes_) {
   other.conn_ = nullptr;
 }
 
@@ -189,46 +280,8 @@ const std::string& PgConnection::Translated(std::string_view sql) {
   return translated_.emplace(std::string(sql), TranslateParameters(sql)).first->second;
 }
 
-Result<PgRows> PgConnection::Run(std::string_view sql, const std::vector<PgParam>& params) {
-  if (conn_ == nullptr)
-    return FailedPreconditionError("PostgreSQL: the connection was moved away");
-  std::vector<Oid> types;
-  std::vector<std::string> ints;
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  ints.reserve(params.size());
-  for (const PgParam& p : params) {
-    if (p.is_int) {
-      types.push_back(kInt8Oid);
-      ints.push_back(std::to_string(p.int_value));
-      values.push_back(ints.back().c_str());
-      lengths.push_back(static_cast<int>(ints.back().size()));
-    } else {
-      if (p.text.find('\0') != std::string::npos) {
-        return InvalidArgumentError(
-            "PostgreSQL cannot store text with a NUL byte; the value was refused");
-      }
-      types.push_back(kTextOid);
-      values.push_back(p.text.c_str());
-      lengths.push_back(static_cast<int>(p.text.size()));
-    }
-  }
-  const std::string& text = Translated(sql);
-  PGresult* result = PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()),
-                                  types.data(), values.data(), lengths.data(),
-                                  /*paramFormats=*/nullptr, /*resultFormat=*/0);
-  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    Status error = StatementStatus(result, conn_, "PostgreSQL");
-    PQclear(result);
-    return error;
-  }
-  return PgRows(result);
-}
-
 Status PgConnection::ExecuteScript(const std::string& sql) {
-  if (conn_ == nullptr)
-    return FailedPreconditionError("PostgreSQL: the connection was moved away");
+  EXPANSE_RETURN_IF_ERROR(EnsureConnected());
   PGresult* result = PQexec(conn_, sql.c_str());
   const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   Status out = OkStatus();

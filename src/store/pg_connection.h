@@ -36,32 +36,59 @@ struct PgParam {
   std::string text;
 };
 
-// The rows of one executed statement, read in order. PostgreSQL sends them all at once, so
-// Step only moves a cursor.
-class PgRows {
- public:
-  PgRows() = default;
-  explicit PgRows(pg_result* result);
-  PgRows(PgRows&&) noexcept = default;
-  PgRows& operator=(PgRows&&) noexcept = default;
+class PgConnection;
 
-  // true: a row is ready for the Column accessors; false: no more rows.
+// One statement: its parameters are bound (Bind, BindAll), it runs at the first Step or Run,
+// and its rows (PostgreSQL sends them all at once) are then read in order. Reset makes it
+// ready to run again with new values, as a batch does with SQLite's prepared statements.
+class PgStatement {
+ public:
+  PgStatement(PgConnection* connection, std::string sql)
+      : connection_(connection), sql_(std::move(sql)) {}
+  PgStatement(PgStatement&&) noexcept = default;
+  PgStatement& operator=(PgStatement&&) noexcept = default;
+
+  // Binds the arguments to ?1, ?2, ... in order.
+  template <typename... Args>
+  Status BindAll(const Args&... args) {
+    int index = 0;
+    Status status;
+    ((status = status.ok() ? Bind(++index, args) : status), ...);
+    return status;
+  }
+  Status Bind(int index, int64_t value);
+  Status Bind(int index, std::string_view value);
+  template <typename T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, int64_t>) Status
+      Bind(int index, T value) {
+    return Bind(index, static_cast<int64_t>(value));
+  }
+  Status Bind(int index, const std::string& value) { return Bind(index, std::string_view(value)); }
+  Status Bind(int index, const char* value) { return Bind(index, std::string_view(value)); }
+
+  // Runs the statement if it has not run; true: a row is ready for the Column accessors.
   Result<bool> Step();
-  // For statements without rows: already run, so always ok (the SQLite shape's Run).
-  Status Run() { return OkStatus(); }
+  // Runs a statement that returns no rows.
+  Status Run();
+  // Ready to run again; the bound values stay until bound anew.
+  void Reset();
   // The column as an integer; 0 for NULL or text that is not one (PostgreSQL's bigint, and
   // the 0/1 the schema keeps booleans as, always are).
   int64_t ColumnInt(int column) const;
   // The column's text; "" for NULL.
   std::string ColumnText(int column) const;
-  // Rows the statement inserted, updated or deleted (its command tag's count).
-  int64_t Changes() const;
 
  private:
   struct Clear {
     void operator()(pg_result* result) const;
   };
+  Status Execute();
+
+  PgConnection* connection_;
+  std::string sql_;  // translated to PostgreSQL's parameters
+  std::vector<PgParam> params_;
   std::unique_ptr<pg_result, Clear> result_;
+  bool executed_ = false;
   int row_ = -1;
   int rows_ = 0;
 };
@@ -79,27 +106,25 @@ class PgConnection {
   PgConnection& operator=(const PgConnection&) = delete;
   ~PgConnection();
 
-  // Runs `sql` with `args` bound to ?1, ?2, ... in order; step the result for its rows.
+  // A statement for `sql`, to bind and run.
+  PgStatement Prepare(std::string_view sql) { return PgStatement(this, Translated(sql)); }
+  // Prepares `sql` and binds `args` to ?1, ?2, ...; step the result for its rows.
   template <typename... Args>
-  Result<PgRows> Query(std::string_view sql, const Args&... args) {
-    std::vector<PgParam> params;
-    params.reserve(sizeof...(args));
-    (params.push_back(ToParam(args)), ...);
-    return Run(sql, params);
+  Result<PgStatement> Query(std::string_view sql, const Args&... args) {
+    PgStatement statement = Prepare(sql);
+    EXPANSE_RETURN_IF_ERROR(statement.BindAll(args...));
+    return statement;
   }
   // Runs a statement that returns no rows.
   template <typename... Args>
   Status Execute(std::string_view sql, const Args&... args) {
-    Result<PgRows> rows = Query(sql, args...);
-    if (!rows.ok())
-      return rows.status();
-    changes_ = rows->Changes();
-    return OkStatus();
+    EXPANSE_ASSIGN_OR_RETURN(PgStatement statement, Query(sql, args...));
+    return statement.Run();
   }
   // Runs constant SQL that may hold several statements (migrations, BEGIN/COMMIT). Never
   // pass text that contains a value: it is not parameterised.
   Status ExecuteScript(const std::string& sql);
-  // Rows changed by the last Execute.
+  // Rows inserted, updated or deleted by the last statement run.
   int64_t Changes() const { return changes_; }
   // True inside BEGIN ... COMMIT/ROLLBACK (also after a failed statement in one).
   bool InTransaction() const;
@@ -111,16 +136,11 @@ class PgConnection {
   static std::string TranslateParameters(std::string_view sql);
 
  private:
+  friend class PgStatement;
   explicit PgConnection(pg_conn* conn) : conn_(conn) {}
-  static PgParam ToParam(int64_t value) { return {true, value, {}}; }
-  static PgParam ToParam(std::string_view value) { return {false, 0, std::string(value)}; }
-  template <typename T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  static PgParam ToParam(T value) {
-    return ToParam(static_cast<int64_t>(value));
-  }
-  Result<PgRows> Run(std::string_view sql, const std::vector<PgParam>& params);
   const std::string& Translated(std::string_view sql);
+  // Connects again when the connection broke; kUnavailable when the server is still away.
+  Status EnsureConnected();
 
   pg_conn* conn_ = nullptr;  // null only after a move
   // Translated SQL by its SQLite text (a store's statements are constant text; bounded like

@@ -38,9 +38,9 @@ TEST(PgParametersTest, SqliteNumberedParametersBecomePostgresOnesOutsideQuotes) 
 
 TEST_F(PgConnectionTest, ValuesRoundTripExactly) {
   const std::string odd = "quote ' double \" backslash \\ semicolon; -- é 漢 \x01";
-  ASSERT_TRUE(db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", int64_t{9'007'199'254'740'993},
-                           odd)
-                  .ok());
+  ASSERT_TRUE(
+      db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", int64_t{9'007'199'254'740'993}, odd)
+          .ok());
   EXPECT_EQ(db_->Changes(), 1);
   auto rows = db_->Query("SELECT id, n, s, NULL FROM t WHERE s = ?1", odd);
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -66,10 +66,9 @@ TEST_F(PgConnectionTest, FailuresHaveTheSqliteStoresCodes) {
             StatusCode::kAlreadyExists);
   EXPECT_EQ(db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", -1, "c").code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(db_->Execute("INSERT INTO child (t_id) VALUES (?1)", 99).code(),
-            StatusCode::kNotFound);
-  const Status nul = db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 3,
-                                  std::string_view("a\0b", 3));
+  EXPECT_EQ(db_->Execute("INSERT INTO child (t_id) VALUES (?1)", 99).code(), StatusCode::kNotFound);
+  const Status nul =
+      db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 3, std::string_view("a\0b", 3));
   EXPECT_EQ(nul.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(nul.message().find("NUL"), std::string::npos);
   EXPECT_EQ(db_->Execute("SELECT * FROM no_such_table").code(), StatusCode::kInternal);
@@ -86,6 +85,20 @@ TEST_F(PgConnectionTest, TransactionsRollBackWhole) {
   auto rows = db_->Query("SELECT count(*) FROM t");
   ASSERT_TRUE(rows.ok() && *rows->Step());
   EXPECT_EQ(rows->ColumnInt(0), 0);
+}
+
+TEST_F(PgConnectionTest, ARestartedServerIsUnavailableThenServesAgain) {
+  ASSERT_TRUE(db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 1, "kept").ok());
+  testing::PgTestServer::Shared().Stop();
+  const Status down = db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 2, "lost");
+  EXPECT_EQ(down.code(), StatusCode::kUnavailable) << down;
+  EXPECT_EQ(db_->Execute("SELECT 1").code(), StatusCode::kUnavailable);  // still away
+  testing::PgTestServer::Shared().Start();
+  auto rows = db_->Query("SELECT s FROM t ORDER BY id");  // connected again by itself
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(*rows->Step());
+  EXPECT_EQ(rows->ColumnText(0), "kept");
+  EXPECT_FALSE(*rows->Step());
 }
 
 TEST(PgConnectionOpenTest, AnUnreachableServerIsUnavailableWithoutThePassword) {

@@ -49,9 +49,18 @@ class PgTestServer {
     return ConnInfo(name);
   }
 
+  // Stops the server (fast shutdown: every connection is cut) and starts it again, keeping its
+  // databases: what a database restart looks like to the store.
+  void Stop() { Run({Bin("pg_ctl"), "stop", "-D", dir_ + "/data", "-m", "fast", "-w"}, true); }
+  void Start() {
+    Run({Bin("pg_ctl"), "start", "-w", "-t", "60", "-D", dir_ + "/data", "-l", dir_ + "/log", "-o",
+         "-c listen_addresses='' -k " + dir_ + " -p " + std::to_string(kPort) +
+             " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"},
+        true);
+  }
+
   std::string ConnInfo(const std::string& database) const {
-    return "host=" + dir_ + " port=" + std::to_string(kPort) + " user=postgres dbname=" +
-           database;
+    return "host=" + dir_ + " port=" + std::to_string(kPort) + " user=postgres dbname=" + database;
   }
   const std::string& directory() const { return dir_; }
 
@@ -78,8 +87,9 @@ class PgTestServer {
     if (geteuid() == 0) {
       const passwd* pw = getpwnam("postgres");
       if (pw == nullptr)
-        throw std::runtime_error("PostgreSQL test server: no postgres account (scripts/setup "
-                                 "installs Debian's postgresql package)");
+        throw std::runtime_error(
+            "PostgreSQL test server: no postgres account (scripts/setup "
+            "installs Debian's postgresql package)");
       if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
         throw std::system_error(errno, std::generic_category(), "chown " + dir_);
       as_postgres_ = true;
@@ -95,8 +105,7 @@ class PgTestServer {
     Run({Bin("initdb"), "-D", dir_ + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
          "--locale=C", "--no-sync"},
         true);
-    Run({Bin("pg_ctl"), "start", "-w", "-t", "60", "-D", dir_ + "/data", "-l", dir_ + "/log",
-         "-o",
+    Run({Bin("pg_ctl"), "start", "-w", "-t", "60", "-D", dir_ + "/data", "-l", dir_ + "/log", "-o",
          "-c listen_addresses='' -k " + dir_ + " -p " + std::to_string(kPort) +
              " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"},
         true);
@@ -106,9 +115,8 @@ class PgTestServer {
 
   void Run(std::vector<std::string> argv, bool must) {
     if (as_postgres_) {
-      argv.insert(argv.begin(),
-                  {"/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
-                   "--"});
+      argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres",
+                                 "--init-groups", "--"});
     }
     SubprocessOptions options;
     options.argv = argv;

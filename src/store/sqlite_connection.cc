@@ -42,14 +42,14 @@ Status CreatePrivateDatabaseFile(const std::string& path) {
 
 }  // namespace
 
-Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms) {
+Result<SqliteConnection> SqliteConnection::Open(const std::string& path, int busy_timeout_ms) {
   EXPANSE_RETURN_IF_ERROR(CreatePrivateDatabaseFile(path));
   sqlite3* db = nullptr;
   // No SQLITE_OPEN_URI: the path is a file name, never "file:...?mode=..." options.
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
-  // sqlite3_open_v2 hands out a handle even when it fails; the Connection closes it.
-  Connection connection(db);
+  // sqlite3_open_v2 hands out a handle even when it fails; the SqliteConnection closes it.
+  SqliteConnection connection(db);
   if (rc != SQLITE_OK) {
     return SqliteStatus(db, rc, "opening the database");
   }
@@ -58,10 +58,10 @@ Result<Connection> Connection::Open(const std::string& path, int busy_timeout_ms
   return connection;
 }
 
-Connection::Connection(Connection&& other) noexcept
+SqliteConnection::SqliteConnection(SqliteConnection&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)), cache_(std::move(other.cache_)), uses_(other.uses_) {}
 
-Connection& Connection::operator=(Connection&& other) noexcept {
+SqliteConnection& SqliteConnection::operator=(SqliteConnection&& other) noexcept {
   if (this != &other) {
     FinalizeCache();
     sqlite3_close_v2(db_);
@@ -73,12 +73,12 @@ Connection& Connection::operator=(Connection&& other) noexcept {
 }
 
 // sqlite3_close_v2 copes with statements still open: it closes once they are finalized.
-Connection::~Connection() {
+SqliteConnection::~SqliteConnection() {
   FinalizeCache();
   sqlite3_close_v2(db_);
 }
 
-void Connection::FinalizeCache() {
+void SqliteConnection::FinalizeCache() {
   for (auto& [sql, cached] : cache_) {
     if (cached->in_use) {
       cached->orphaned = true;
@@ -89,7 +89,7 @@ void Connection::FinalizeCache() {
   cache_.clear();
 }
 
-bool Connection::EvictLeastRecentlyUsed() {
+bool SqliteConnection::EvictLeastRecentlyUsed() {
   auto oldest = cache_.end();
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
     if (!it->second->in_use &&
@@ -104,13 +104,13 @@ bool Connection::EvictLeastRecentlyUsed() {
   return true;
 }
 
-Result<Statement> Connection::Prepare(std::string_view sql) {
+Result<SqliteStatement> SqliteConnection::Prepare(std::string_view sql) {
   std::string key(sql);
   const auto found = cache_.find(key);
   if (found != cache_.end() && !found->second->in_use) {
     found->second->in_use = true;
     found->second->last_used = ++uses_;
-    return Statement(found->second);
+    return SqliteStatement(found->second);
   }
   // A text already cached but in use (a nested query) gets a statement of its own.
   const bool cache_it =
@@ -126,14 +126,14 @@ Result<Statement> Connection::Prepare(std::string_view sql) {
     return InternalError("SQL text holds no statement: \"" + key + "\"");
   }
   if (!cache_it)
-    return Statement(statement);
+    return SqliteStatement(statement);
   auto cached = std::make_shared<CachedStatement>(
       CachedStatement{.statement = statement, .in_use = true, .last_used = ++uses_});
   cache_.emplace(std::move(key), cached);
-  return Statement(std::move(cached));
+  return SqliteStatement(std::move(cached));
 }
 
-Status Connection::ExecuteScript(const std::string& sql) {
+Status SqliteConnection::ExecuteScript(const std::string& sql) {
   char* error = nullptr;
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
   sqlite3_free(error);  // sqlite3_errmsg() below carries the same text
@@ -144,13 +144,13 @@ Status Connection::ExecuteScript(const std::string& sql) {
   return OkStatus();
 }
 
-int64_t Connection::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+int64_t SqliteConnection::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 
-int64_t Connection::Changes() const { return sqlite3_changes64(db_); }
+int64_t SqliteConnection::Changes() const { return sqlite3_changes64(db_); }
 
-bool Connection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+bool SqliteConnection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
-void Connection::RollbackIfActive() {
+void SqliteConnection::RollbackIfActive() {
   if (InTransaction()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }

@@ -4,7 +4,7 @@
 // binding and stepping, not for parsing: preparing was half of authenticating an ingest
 // request.
 //
-// A Connection is not thread-safe (it is opened with SQLITE_OPEN_NOMUTEX); SqliteStore
+// A SqliteConnection is not thread-safe (it is opened with SQLITE_OPEN_NOMUTEX); SqliteStore
 // serialises all use of its connection with a mutex.
 #ifndef EXPANSE_STORE_SQLITE_CONNECTION_H_
 #define EXPANSE_STORE_SQLITE_CONNECTION_H_
@@ -23,28 +23,28 @@ struct sqlite3;
 
 namespace expanse::store::sqlite_internal {
 
-class Connection {
+class SqliteConnection {
  public:
   // Opens (creating when absent) the database at `path`; ":memory:" gives a private
   // in-memory database. Extended result codes are on and SQLite retries a locked
   // database for up to busy_timeout_ms before reporting SQLITE_BUSY.
-  static Result<Connection> Open(const std::string& path, int busy_timeout_ms);
+  static Result<SqliteConnection> Open(const std::string& path, int busy_timeout_ms);
 
-  Connection(Connection&& other) noexcept;
-  Connection& operator=(Connection&& other) noexcept;
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection();
+  SqliteConnection(SqliteConnection&& other) noexcept;
+  SqliteConnection& operator=(SqliteConnection&& other) noexcept;
+  SqliteConnection(const SqliteConnection&) = delete;
+  SqliteConnection& operator=(const SqliteConnection&) = delete;
+  ~SqliteConnection();
 
   // The cached statement for `sql` when it is not in use (one prepared at the first call),
   // else a freshly prepared one: a statement may be prepared again while an earlier one
   // for the same text is still being stepped.
-  Result<Statement> Prepare(std::string_view sql);
+  Result<SqliteStatement> Prepare(std::string_view sql);
 
   // Prepares `sql` and binds `args` to ?1, ?2, ...; step the result for its rows.
   template <typename... Args>
-  Result<Statement> Query(std::string_view sql, const Args&... args) {
-    EXPANSE_ASSIGN_OR_RETURN(Statement statement, Prepare(sql));
+  Result<SqliteStatement> Query(std::string_view sql, const Args&... args) {
+    EXPANSE_ASSIGN_OR_RETURN(SqliteStatement statement, Prepare(sql));
     EXPANSE_RETURN_IF_ERROR(statement.BindAll(args...));
     return statement;
   }
@@ -52,7 +52,7 @@ class Connection {
   // Prepares, binds and runs a statement that returns no rows.
   template <typename... Args>
   Status Execute(std::string_view sql, const Args&... args) {
-    EXPANSE_ASSIGN_OR_RETURN(Statement statement, Query(sql, args...));
+    EXPANSE_ASSIGN_OR_RETURN(SqliteStatement statement, Query(sql, args...));
     return statement.Run();
   }
 
@@ -78,7 +78,7 @@ class Connection {
   // (texts built with a variable number of parameters, such as IN lists, come and go).
   static constexpr size_t kMaxCachedStatements = 128;
 
-  explicit Connection(sqlite3* db) : db_(db) {}
+  explicit SqliteConnection(sqlite3* db) : db_(db) {}
   // Finalizes every cached statement; one still borrowed is left to its borrower.
   void FinalizeCache();
   // Makes room for one more cached statement; false when every one is in use.

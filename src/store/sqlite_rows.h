@@ -11,7 +11,7 @@
 
 #include "core/result.h"
 #include "store/job_store.h"
-#include "store/sqlite_statement.h"
+#include "store/sql_connection.h"
 #include "store/store.h"
 
 namespace expanse::store::sqlite_internal {
@@ -40,7 +40,7 @@ inline constexpr std::string_view kHeartbeatColumns =
 inline constexpr std::string_view kAuditEventColumns =
     "id, at_ms, org_id, actor, action, target, detail_json, remote_addr";
 inline constexpr std::string_view kJobColumns =
-    "compute_id, job_id, name, user, account, partition, state, nodes, submit_ms, start_ms, "
+    "compute_id, job_id, name, \"user\", account, partition, state, nodes, submit_ms, start_ms, "
     "end_ms, req_nodes, req_cpus, req_gpus, req_mem_mib, time_limit_s, observed_ms";
 inline constexpr std::string_view kJobNodeEventColumns = "compute_id, job_id, host, kind, at_ms";
 inline constexpr std::string_view kGpuAllocationColumns =

@@ -14,10 +14,10 @@ constexpr std::size_t kMaxSqlInMessage = 60;
 
 }  // namespace
 
-Statement::Statement(Statement&& other) noexcept
+SqliteStatement::SqliteStatement(SqliteStatement&& other) noexcept
     : statement_(std::exchange(other.statement_, nullptr)), cached_(std::move(other.cached_)) {}
 
-Statement& Statement::operator=(Statement&& other) noexcept {
+SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
   if (this != &other) {
     Release();
     statement_ = std::exchange(other.statement_, nullptr);
@@ -26,9 +26,9 @@ Statement& Statement::operator=(Statement&& other) noexcept {
   return *this;
 }
 
-Statement::~Statement() { Release(); }
+SqliteStatement::~SqliteStatement() { Release(); }
 
-void Statement::Release() {
+void SqliteStatement::Release() {
   if (!cached_ || cached_->orphaned) {
     sqlite3_finalize(statement_);
   } else {
@@ -42,12 +42,12 @@ void Statement::Release() {
   cached_.reset();
 }
 
-Status Statement::Bind(int index, int64_t value) {
+Status SqliteStatement::Bind(int index, int64_t value) {
   const int rc = sqlite3_bind_int64(statement_, index, value);
   return rc == SQLITE_OK ? OkStatus() : Error(rc, "binding parameter " + std::to_string(index));
 }
 
-Status Statement::Bind(int index, std::string_view value) {
+Status SqliteStatement::Bind(int index, std::string_view value) {
   // A default-constructed string_view has a null data(), which SQLite would bind as NULL;
   // an empty string is what the caller meant.
   const char* data = value.data() != nullptr ? value.data() : "";
@@ -56,7 +56,7 @@ Status Statement::Bind(int index, std::string_view value) {
   return rc == SQLITE_OK ? OkStatus() : Error(rc, "binding parameter " + std::to_string(index));
 }
 
-Result<bool> Statement::Step() {
+Result<bool> SqliteStatement::Step() {
   const int rc = sqlite3_step(statement_);
   if (rc == SQLITE_ROW) {
     return true;
@@ -67,7 +67,7 @@ Result<bool> Statement::Step() {
   return Error(rc, "running");
 }
 
-Status Statement::Run() {
+Status SqliteStatement::Run() {
   EXPANSE_ASSIGN_OR_RETURN(const bool has_row, Step());
   if (has_row) {
     return InternalError("SQL statement \"" + SqlForMessage() + "\" returned a row; none expected");
@@ -75,14 +75,16 @@ Status Statement::Run() {
   return OkStatus();
 }
 
-void Statement::Reset() {
+void SqliteStatement::Reset() {
   // sqlite3_reset repeats the error of the last failed step, which Step() already reported.
   sqlite3_reset(statement_);
 }
 
-int64_t Statement::ColumnInt(int column) const { return sqlite3_column_int64(statement_, column); }
+int64_t SqliteStatement::ColumnInt(int column) const {
+  return sqlite3_column_int64(statement_, column);
+}
 
-std::string Statement::ColumnText(int column) const {
+std::string SqliteStatement::ColumnText(int column) const {
   // sqlite3_column_text before sqlite3_column_bytes: the documented order for a correct
   // length of the UTF-8 text.
   const unsigned char* text = sqlite3_column_text(statement_, column);
@@ -93,7 +95,7 @@ std::string Statement::ColumnText(int column) const {
   return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(size)};
 }
 
-std::string Statement::SqlForMessage() const {
+std::string SqliteStatement::SqlForMessage() const {
   // The SQL is our own constant text (values are bound, never spliced in), so it is safe
   // to show; runs of blanks and line breaks become one space.
   std::string sql;
@@ -108,7 +110,7 @@ std::string Statement::SqlForMessage() const {
   return sql.size() < kMaxSqlInMessage ? sql : sql + "...";
 }
 
-Status Statement::Error(int rc, std::string_view doing) const {
+Status SqliteStatement::Error(int rc, std::string_view doing) const {
   return SqliteStatus(sqlite3_db_handle(statement_), rc,
                       std::string(doing) + " SQL statement \"" + SqlForMessage() + "\"");
 }

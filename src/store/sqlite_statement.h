@@ -19,8 +19,8 @@ struct sqlite3_stmt;
 
 namespace expanse::store::sqlite_internal {
 
-// A prepared statement a Connection keeps for reuse (sqlite_connection.h), shared with the
-// Statement that borrows it.
+// A prepared statement a SqliteConnection keeps for reuse (sqlite_connection.h), shared with the
+// SqliteStatement that borrows it.
 struct CachedStatement {
   sqlite3_stmt* statement = nullptr;
   bool in_use = false;
@@ -29,19 +29,19 @@ struct CachedStatement {
   uint64_t last_used = 0;  // the connection's use count at the last borrow
 };
 
-class Statement {
+class SqliteStatement {
  public:
   // Takes ownership of a statement from sqlite3_prepare_v2; must not be null.
-  explicit Statement(sqlite3_stmt* statement) : statement_(statement) {}
+  explicit SqliteStatement(sqlite3_stmt* statement) : statement_(statement) {}
   // Borrows a cached statement (marked in use by the caller): the destructor resets it,
   // clears its bindings and hands it back instead of finalizing it.
-  explicit Statement(std::shared_ptr<CachedStatement> cached)
+  explicit SqliteStatement(std::shared_ptr<CachedStatement> cached)
       : statement_(cached->statement), cached_(std::move(cached)) {}
-  Statement(Statement&& other) noexcept;
-  Statement& operator=(Statement&& other) noexcept;
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  ~Statement();
+  SqliteStatement(SqliteStatement&& other) noexcept;
+  SqliteStatement& operator=(SqliteStatement&& other) noexcept;
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+  ~SqliteStatement();
 
   // Binds the arguments to ?1, ?2, ... in order; stops at the first failure.
   template <typename... Args>

@@ -5,23 +5,23 @@
 
 #include "store/message_text.h"
 #include "store/migrations.h"
-#include "store/sqlite_connection.h"
+#include "store/sql_connection.h"
 #include "store/sqlite_store_impl.h"
 
 namespace expanse::store {
 namespace {
 
-using sqlite_internal::Connection;
-using sqlite_internal::Statement;
+using sqlite_internal::SqliteConnection;
+using sqlite_internal::SqliteStatement;
 
 // Runs a PRAGMA that reports its new value (journal_mode does) and returns that value.
-Result<std::string> QueryPragma(Connection& db, std::string_view pragma) {
-  EXPANSE_ASSIGN_OR_RETURN(Statement statement, db.Prepare(pragma));
+Result<std::string> QueryPragma(SqliteConnection& db, std::string_view pragma) {
+  EXPANSE_ASSIGN_OR_RETURN(SqliteStatement statement, db.Prepare(pragma));
   EXPANSE_ASSIGN_OR_RETURN(const bool has_row, statement.Step());
   return has_row ? statement.ColumnText(0) : std::string();
 }
 
-Status Configure(Connection& db, const SqliteStoreOptions& options) {
+Status Configure(SqliteConnection& db, const SqliteStoreOptions& options) {
   // WAL lets readers run while one writer commits; an in-memory database has no journal
   // file and reports "memory" instead.
   EXPANSE_ASSIGN_OR_RETURN(const std::string journal_mode,
@@ -45,8 +45,10 @@ Status Configure(Connection& db, const SqliteStoreOptions& options) {
 }
 
 Result<std::unique_ptr<Store>> Open(const SqliteStoreOptions& options) {
-  EXPANSE_ASSIGN_OR_RETURN(Connection db, Connection::Open(options.path, options.busy_timeout_ms));
-  EXPANSE_RETURN_IF_ERROR(Configure(db, options));
+  EXPANSE_ASSIGN_OR_RETURN(SqliteConnection sqlite,
+                           SqliteConnection::Open(options.path, options.busy_timeout_ms));
+  EXPANSE_RETURN_IF_ERROR(Configure(sqlite, options));
+  sqlite_internal::Connection db(std::move(sqlite));
   EXPANSE_RETURN_IF_ERROR(sqlite_internal::ApplyMigrations(db));
   return std::unique_ptr<Store>(std::make_unique<sqlite_internal::SqliteStore>(std::move(db)));
 }

@@ -65,14 +65,14 @@ Result<Organization> SqliteStore::CreateOrganization(std::string_view slug, std:
                                                      int64_t now_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateSlug(slug));
   return Transact(Access::kWrite, [&]() -> Result<Organization> {
-    const Status inserted =
-        db_.Execute("INSERT INTO organizations (slug, name, created_at_ms) VALUES (?1, ?2, ?3)",
-                    slug, name, now_ms);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    const Result<int64_t> inserted =
+        InsertLocked("INSERT INTO organizations (slug, name, created_at_ms) VALUES (?1, ?2, ?3)",
+                     slug, name, now_ms);
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("organization slug " + QuoteForMessage(slug) + " already exists");
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
-    return OrganizationByIdLocked(db_.LastInsertRowId());
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
+    return OrganizationByIdLocked(*inserted);
   });
 }
 
@@ -96,16 +96,16 @@ Result<User> SqliteStore::CreateUser(std::string_view email, std::string_view di
     return InvalidArgumentError("user e-mail address is empty");
   }
   return Transact(Access::kWrite, [&]() -> Result<User> {
-    const Status inserted = db_.Execute(
+    const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO users (email, display_name, password_hash, created_at_ms) "
         "VALUES (?1, ?2, ?3, ?4)",
         normalized, display_name, password_hash, now_ms);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("user with e-mail " + QuoteForMessage(normalized) +
                                 " already exists");
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
-    return UserByIdLocked(db_.LastInsertRowId());
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
+    return UserByIdLocked(*inserted);
   });
 }
 
@@ -227,17 +227,17 @@ Result<ApiToken> SqliteStore::CreateApiToken(const ApiToken& token) {
   return Transact(Access::kWrite, [&]() -> Result<ApiToken> {
     EXPANSE_RETURN_IF_ERROR(OrganizationByIdLocked(token.org_id));
     EXPANSE_RETURN_IF_ERROR(UserByIdLocked(token.user_id));
-    const Status inserted = db_.Execute(
+    const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO api_tokens (user_id, org_id, name, token_hash, scopes, created_at_ms, "
         "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         token.user_id, token.org_id, token.name, token.token_hash, JoinScopes(token.scopes),
         token.created_at_ms, token.expires_at_ms, token.revoked_at_ms);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("an API token with this hash already exists");
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
     ApiToken stored = token;
-    stored.id = db_.LastInsertRowId();
+    stored.id = *inserted;
     return stored;
   });
 }

@@ -34,7 +34,7 @@ AlertRule ReadAlertRule(const Statement& row) {
 }
 
 constexpr std::string_view kAlertDeliveryColumns =
-    "id, rule_id, org_id, subject, compute_id, job_id, user, state, attempts, last_error, "
+    "id, rule_id, org_id, subject, compute_id, job_id, \"user\", state, attempts, last_error, "
     "summary, message, created_at_ms, updated_at_ms";
 
 AlertDelivery ReadAlertDelivery(const Statement& row) {
@@ -92,17 +92,19 @@ Result<std::vector<T>> ReadAll(Statement& rows, T (*read)(const Statement&)) {
 Result<AlertRule> SqliteStore::CreateAlertRule(const AlertRule& rule) {
   return Transact(Access::kWrite, [&]() -> Result<AlertRule> {
     EXPANSE_RETURN_IF_ERROR(OrganizationByIdLocked(rule.org_id));
-    EXPANSE_RETURN_IF_ERROR(db_.Execute(
-        "INSERT INTO alert_rules (org_id, name, kind, verdict, min_duration_s, period_s, "
-        "channel, target, max_per_hour, action, action_grace_s, action_dry_run, enabled, "
-        "created_by, created_at_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        rule.org_id, rule.name, rule.kind, rule.verdict, rule.min_duration_s, rule.period_s,
-        rule.channel, rule.target, rule.max_per_hour, rule.action, rule.action_grace_s,
-        int64_t{rule.action_dry_run ? 1 : 0}, int64_t{rule.enabled ? 1 : 0}, rule.created_by,
-        rule.created_at_ms));
+    EXPANSE_ASSIGN_OR_RETURN(
+        const int64_t id,
+        InsertLocked(
+            "INSERT INTO alert_rules (org_id, name, kind, verdict, min_duration_s, period_s, "
+            "channel, target, max_per_hour, action, action_grace_s, action_dry_run, enabled, "
+            "created_by, created_at_ms) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            rule.org_id, rule.name, rule.kind, rule.verdict, rule.min_duration_s, rule.period_s,
+            rule.channel, rule.target, rule.max_per_hour, rule.action, rule.action_grace_s,
+            int64_t{rule.action_dry_run ? 1 : 0}, int64_t{rule.enabled ? 1 : 0}, rule.created_by,
+            rule.created_at_ms));
     AlertRule stored = rule;
-    stored.id = db_.LastInsertRowId();
+    stored.id = id;
     return stored;
   });
 }
@@ -144,19 +146,20 @@ Result<AlertRule> SqliteStore::SetAlertRuleEnabled(int64_t org_id, int64_t rule_
 
 Result<AlertDelivery> SqliteStore::ClaimAlertDelivery(const AlertDelivery& delivery) {
   return Transact(Access::kWrite, [&]() -> Result<AlertDelivery> {
-    const Status inserted = db_.Execute(
-        "INSERT INTO alert_deliveries (rule_id, org_id, subject, compute_id, job_id, user, state, "
+    const Result<int64_t> inserted = InsertLocked(
+        "INSERT INTO alert_deliveries (rule_id, org_id, subject, compute_id, job_id, \"user\", "
+        "state, "
         "attempts, last_error, summary, message, created_at_ms, updated_at_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 0, '', ?7, ?8, ?9, ?9)",
         delivery.rule_id, delivery.org_id, delivery.subject, delivery.compute_id, delivery.job_id,
         delivery.user, delivery.summary, delivery.message, delivery.created_at_ms);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("alert rule " + std::to_string(delivery.rule_id) +
                                 " already has a delivery about " + delivery.subject);
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
     AlertDelivery stored = delivery;
-    stored.id = db_.LastInsertRowId();
+    stored.id = *inserted;
     stored.state = "pending";
     stored.attempts = 0;
     stored.last_error.clear();
@@ -220,19 +223,19 @@ Result<std::vector<AlertDelivery>> SqliteStore::ListAlertDeliveries(int64_t org_
 
 Result<ComputeRequest> SqliteStore::CreateComputeRequest(const ComputeRequest& request) {
   return Transact(Access::kWrite, [&]() -> Result<ComputeRequest> {
-    const Status inserted = db_.Execute(
+    const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO compute_requests (compute_id, org_id, kind, job_id, reason, rule_id, state, "
         "result, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', '', ?7, "
         "?7)",
         request.compute_id, request.org_id, request.kind, request.job_id, request.reason,
         request.rule_id, request.created_at_ms);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("compute " + request.compute_id + " already has a " + request.kind +
                                 " request for job " + request.job_id);
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
     ComputeRequest stored = request;
-    stored.id = db_.LastInsertRowId();
+    stored.id = *inserted;
     stored.state = "pending";
     stored.result.clear();
     stored.updated_at_ms = request.created_at_ms;

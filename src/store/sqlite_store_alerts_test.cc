@@ -54,7 +54,8 @@ TEST_P(AlertStoreTest, RulesRoundTripPerOrganisation) {
   digest.period_s = 7 * 86'400;
   digest.channel = "email";
   digest.target = "{user}@example.com";
-  digest.name = kOddText.substr(0, 60);
+  // Cut where a character ends: PostgreSQL refuses text that is not UTF-8.
+  digest.name = kOddText.substr(0, 58);
   digest.enabled = false;
   Result<AlertRule> a = store().CreateAlertRule(Rule(acme.id));
   Result<AlertRule> b = store().CreateAlertRule(digest);
@@ -204,8 +205,11 @@ TEST_P(AlertStoreTest, ComputeRequestsArePendingUntilTheirComputeReports) {
   EXPECT_EQ(store().FinishComputeRequest(a.id, made->id, false, "again", kNow).status().code(),
             StatusCode::kNotFound);
   EXPECT_EQ(store().ListComputeRequests(a.id, "pending", 10)->size(), 1u);
+  // The other pending request (its id need not follow: PostgreSQL's identities skip the ids of
+  // refused inserts).
+  const int64_t other_id = store().ListComputeRequests(a.id, "pending", 10)->front().id;
   EXPECT_EQ(store()
-                .FinishComputeRequest(a.id, made->id + 1, false, std::string(600, 'x'), kNow)
+                .FinishComputeRequest(a.id, other_id, false, std::string(600, 'x'), kNow)
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);

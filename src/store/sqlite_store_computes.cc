@@ -124,17 +124,17 @@ Result<InstallToken> SqliteStore::IssueInstallToken(const InstallToken& token) {
                     "WHERE compute_id = ?1 AND used_at_ms = 0 AND invalidated_at_ms = 0",
                     token.compute_id, token.created_at_ms));
     // A new token starts unused whatever the caller's struct says.
-    const Status inserted = db_.Execute(
+    const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO install_tokens (compute_id, token_hash, created_at_ms, expires_at_ms, "
         "created_by_user) VALUES (?1, ?2, ?3, ?4, ?5)",
         token.compute_id, token.token_hash, token.created_at_ms, token.expires_at_ms,
         token.created_by_user);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("an install token with this hash already exists");
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
     InstallToken stored = token;
-    stored.id = db_.LastInsertRowId();
+    stored.id = *inserted;
     stored.used_at_ms = 0;
     stored.invalidated_at_ms = 0;
     return stored;
@@ -187,16 +187,16 @@ Result<Credential> SqliteStore::ExchangeInstallToken(std::string_view token_hash
     stored.revoked_at_ms = 0;
     stored.revoke_reason.clear();
     stored.first_heartbeat_ms = 0;
-    const Status inserted = db_.Execute(
+    const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO credentials (compute_id, secret_hash, created_at_ms, hostname, "
         "daemon_version, slurm_version, role) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         stored.compute_id, stored.secret_hash, stored.created_at_ms, stored.hostname,
         stored.daemon_version, stored.slurm_version, stored.role);
-    if (inserted.code() == StatusCode::kAlreadyExists) {
+    if (inserted.status().code() == StatusCode::kAlreadyExists) {
       return AlreadyExistsError("a credential with this secret hash already exists");
     }
-    EXPANSE_RETURN_IF_ERROR(inserted);
-    stored.id = db_.LastInsertRowId();
+    EXPANSE_RETURN_IF_ERROR(inserted.status());
+    stored.id = *inserted;
     return stored;
   });
 }

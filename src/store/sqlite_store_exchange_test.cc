@@ -202,12 +202,13 @@ TEST_P(ExchangeTest, ConcurrentExchangesOnOneStoreSucceedOnce) {
   ExpectExactlyOneSuccess(statuses);
 }
 
-// Eight stores on one file are eight SQLite connections, as separate server processes
-// would have: here BEGIN IMMEDIATE, not the store's mutex, decides the race.
-// In-memory databases are private to one connection, so this runs on a file only.
+// Eight stores on one database are eight connections, as separate server processes (replicas
+// on one PostgreSQL) would have: here the database's writer lock (BEGIN IMMEDIATE, or
+// PostgreSQL's advisory lock), not the store's mutex, decides the race. In-memory databases
+// are private to one connection, so this runs on a file and on PostgreSQL.
 class ExchangeAcrossConnectionsTest : public store_testing::SqliteStoreTest {};
-INSTANTIATE_TEST_SUITE_P(Backings, ExchangeAcrossConnectionsTest, ::testing::Values(Backing::kFile),
-                         BackingName);
+INSTANTIATE_TEST_SUITE_P(Backings, ExchangeAcrossConnectionsTest,
+                         ::testing::Values(Backing::kFile, Backing::kPostgres), BackingName);
 
 TEST_P(ExchangeAcrossConnectionsTest, ConcurrentExchangesSucceedOnce) {
   MakeCompute("cmp_a");
@@ -215,7 +216,7 @@ TEST_P(ExchangeAcrossConnectionsTest, ConcurrentExchangesSucceedOnce) {
   constexpr int kThreads = 8;
   std::vector<std::unique_ptr<Store>> stores;
   for (int i = 0; i < kThreads; ++i) {
-    Result<std::unique_ptr<Store>> opened = OpenSqliteStore(Options());
+    Result<std::unique_ptr<Store>> opened = OpenAnother();
     ASSERT_TRUE(opened.ok()) << opened.status();
     stores.push_back(std::move(opened).value());
   }

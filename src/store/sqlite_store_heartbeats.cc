@@ -45,7 +45,7 @@ Status SqliteStore::RecordHeartbeat(const Heartbeat& heartbeat) {
         "state = CASE WHEN state IN ('registered', 'stale') THEN 'active' ELSE state END, "
         "controller_host = CASE WHEN ?2 >= last_heartbeat_ms THEN ?3 ELSE controller_host END, "
         "daemon_version = CASE WHEN ?2 >= last_heartbeat_ms THEN ?4 ELSE daemon_version END, "
-        "last_heartbeat_ms = max(last_heartbeat_ms, ?2) "
+        "last_heartbeat_ms = CASE WHEN ?2 > last_heartbeat_ms THEN ?2 ELSE last_heartbeat_ms END "
         "WHERE id = ?1",
         heartbeat.compute_id, heartbeat.received_at_ms, heartbeat.controller_host,
         heartbeat.daemon_version));

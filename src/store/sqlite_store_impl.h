@@ -3,9 +3,11 @@
 // own JobStore, so jobs share the connection, the mutex and the transaction discipline.
 //
 // Concurrency: one connection, guarded by mu_. Every public method runs as one
-// transaction through Transact(); writers use BEGIN IMMEDIATE, so they take SQLite's
-// write lock before reading anything they decide on, which is what makes checks such as
-// "this install token is unused" race-free also between processes sharing the file.
+// transaction through Transact(); writers take the database's write lock before reading
+// anything they decide on (SQLite: BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory
+// lock every writer takes, BeginSql), which is what makes checks such as "this install token
+// is unused" race-free also between processes sharing the database: replicas of the server on
+// one PostgreSQL serialise their writes as processes on one SQLite file do.
 // Methods whose names end in Locked run inside an open transaction and do not lock.
 #ifndef EXPANSE_STORE_SQLITE_STORE_IMPL_H_
 #define EXPANSE_STORE_SQLITE_STORE_IMPL_H_
@@ -20,7 +22,7 @@
 #include "core/result.h"
 #include "core/status.h"
 #include "store/job_store.h"
-#include "store/sqlite_connection.h"
+#include "store/sql_connection.h"
 #include "store/store.h"
 
 namespace expanse::store::sqlite_internal {
@@ -117,7 +119,7 @@ class SqliteStore final : public Store, public JobStore {
   template <typename Body>
   std::invoke_result_t<Body&> Transact(Access access, Body&& body) {
     std::lock_guard<std::mutex> lock(mu_);
-    EXPANSE_RETURN_IF_ERROR(db_.Execute(access == Access::kWrite ? "BEGIN IMMEDIATE" : "BEGIN"));
+    EXPANSE_RETURN_IF_ERROR(db_.ExecuteScript(BeginSql(db_.engine(), access == Access::kWrite)));
     std::invoke_result_t<Body&> result = body();
     if (!::expanse::internal::StatusOf(result).ok()) {
       db_.RollbackIfActive();
@@ -140,6 +142,18 @@ class SqliteStore final : public Store, public JobStore {
     if (!found)
       return not_found;
     return read(row);
+  }
+
+  // Runs an INSERT into a table with an `id` column and gives the new row's id (RETURNING,
+  // which both engines have). Call inside a Transact body.
+  template <typename... Args>
+  Result<int64_t> InsertLocked(std::string_view insert_sql, const Args&... args) {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row,
+                             db_.Query(std::string(insert_sql) + " RETURNING id", args...));
+    EXPANSE_ASSIGN_OR_RETURN(const bool has_row, row.Step());
+    if (!has_row)
+      return InternalError("an INSERT ... RETURNING id gave no row");
+    return row.ColumnInt(0);
   }
 
   // Lookups shared by several methods; kNotFound names the missing thing.

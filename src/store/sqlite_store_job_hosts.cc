@@ -135,8 +135,9 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
   return Transact(Access::kWrite, [&]() -> Status {
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
     // Reports of one allocation arrive in any order: the interval only ever widens (earliest
-    // from_ms, latest to_ms, and max() keeps a non-zero to_ms over a late 0), and a known GPU
-    // index or minor is never replaced by -1.
+    // from_ms, latest to_ms, so a non-zero to_ms stays over a late 0), and a known GPU index
+    // or minor is never replaced by -1. CASE rather than min()/max(), which PostgreSQL calls
+    // LEAST/GREATEST.
     EXPANSE_ASSIGN_OR_RETURN(
         Statement upsert,
         db_.Prepare("INSERT INTO gpu_allocations (" + std::string(kGpuAllocationColumns) +
@@ -146,8 +147,10 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
                     "ELSE gpu_allocations.gpu_index END, "
                     "gpu_minor = CASE WHEN excluded.gpu_minor >= 0 THEN excluded.gpu_minor "
                     "ELSE gpu_allocations.gpu_minor END, "
-                    "from_ms = min(gpu_allocations.from_ms, excluded.from_ms), "
-                    "to_ms = max(gpu_allocations.to_ms, excluded.to_ms)"));
+                    "from_ms = CASE WHEN excluded.from_ms < gpu_allocations.from_ms "
+                    "THEN excluded.from_ms ELSE gpu_allocations.from_ms END, "
+                    "to_ms = CASE WHEN excluded.to_ms > gpu_allocations.to_ms "
+                    "THEN excluded.to_ms ELSE gpu_allocations.to_ms END"));
     for (const GpuAllocation& allocation : allocations) {
       EXPANSE_RETURN_IF_ERROR(upsert.BindAll(
           allocation.compute_id, allocation.job_id, allocation.host, allocation.gpu_uuid,

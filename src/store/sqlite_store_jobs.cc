@@ -67,7 +67,7 @@ std::string FilterConditions(const JobFilter& filter, BoundValues& values) {
     sql += " AND state IN (" + values.AddList(filter.states) + ")";
   }
   if (!filter.user.empty()) {
-    sql += " AND user = " + values.Add(std::string_view(filter.user));
+    sql += " AND \"user\" = " + values.Add(std::string_view(filter.user));
   }
   if (!filter.account.empty()) {
     sql += " AND account = " + values.Add(std::string_view(filter.account));
@@ -100,14 +100,17 @@ constexpr std::size_t kMaxMergedComputes = 32;
 constexpr std::string_view kListOrder = " ORDER BY sort_ms DESC, job_id, compute_id";
 
 // The FROM/WHERE/ORDER part of ListJobs, with its values added to `values`. Two steps in one
-// statement: the rowids of the page, cut from the jobs' keys in list order, then those rows.
+// statement: the row ids of the page, cut from the jobs' keys in list order, then those rows.
 // Each compute's keys come in order from jobs_by_compute_sort and SQLite merges them (MERGE
 // (UNION ALL)), so neither step sorts more than the page, and the jobs skipped by the offset
 // cost an index entry each (plus their row only when a filter needs it).
-std::string ListJobsSql(const JobFilter& filter, BoundValues& values) {
+std::string ListJobsSql(const JobFilter& filter, BoundValues& values, Engine engine) {
+  // A row's physical id: SQLite's rowid, PostgreSQL's ctid (stable within the statement).
+  const std::string row_id = engine == Engine::kSqlite ? "rowid" : "ctid";
   const std::set<std::string_view> computes(filter.compute_ids.begin(), filter.compute_ids.end());
   const std::string conditions = FilterConditions(filter, values);
-  const std::string keys = "SELECT rowid AS row_id, sort_ms, job_id, compute_id FROM jobs WHERE ";
+  const std::string keys =
+      "SELECT " + row_id + " AS row_id, sort_ms, job_id, compute_id FROM jobs WHERE ";
   std::string page;
   if (computes.size() > kMaxMergedComputes) {
     page = keys + "compute_id IN (" + values.AddList(filter.compute_ids) + ")" + conditions;
@@ -120,7 +123,8 @@ std::string ListJobsSql(const JobFilter& filter, BoundValues& values) {
   page += kListOrder;
   page += " LIMIT " + values.Add(int64_t{filter.limit});
   page += " OFFSET " + values.Add(int64_t{filter.offset});
-  return "jobs WHERE rowid IN (SELECT row_id FROM (" + page + "))" + std::string(kListOrder);
+  return "jobs WHERE " + row_id + " IN (SELECT row_id FROM (" + page + ") AS page)" +
+         std::string(kListOrder);
 }
 
 std::string JobName(std::string_view compute_id, std::string_view job_id) {
@@ -153,19 +157,20 @@ Status SqliteStore::UpsertJobs(const std::vector<JobRecord>& jobs) {
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
     EXPANSE_ASSIGN_OR_RETURN(
         Statement upsert,
-        db_.Prepare("INSERT INTO jobs (" + std::string(kJobColumns) +
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                    "?16, ?17) ON CONFLICT (compute_id, job_id) DO UPDATE SET "
-                    "name = excluded.name, user = excluded.user, account = excluded.account, "
-                    "partition = excluded.partition, state = excluded.state, "
-                    "nodes = excluded.nodes, submit_ms = excluded.submit_ms, "
-                    "start_ms = excluded.start_ms, end_ms = excluded.end_ms, "
-                    "req_nodes = excluded.req_nodes, req_cpus = excluded.req_cpus, "
-                    "req_gpus = excluded.req_gpus, req_mem_mib = excluded.req_mem_mib, "
-                    "time_limit_s = excluded.time_limit_s, observed_ms = excluded.observed_ms "
-                    // Decided per row by SQL, so a batch holding two versions of one job, or
-                    // a redelivered old batch, still ends with the newest observation.
-                    "WHERE excluded.observed_ms >= jobs.observed_ms"));
+        db_.Prepare(
+            "INSERT INTO jobs (" + std::string(kJobColumns) +
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+            "?16, ?17) ON CONFLICT (compute_id, job_id) DO UPDATE SET "
+            "name = excluded.name, \"user\" = excluded.\"user\", account = excluded.account, "
+            "partition = excluded.partition, state = excluded.state, "
+            "nodes = excluded.nodes, submit_ms = excluded.submit_ms, "
+            "start_ms = excluded.start_ms, end_ms = excluded.end_ms, "
+            "req_nodes = excluded.req_nodes, req_cpus = excluded.req_cpus, "
+            "req_gpus = excluded.req_gpus, req_mem_mib = excluded.req_mem_mib, "
+            "time_limit_s = excluded.time_limit_s, observed_ms = excluded.observed_ms "
+            // Decided per row by SQL, so a batch holding two versions of one job, or
+            // a redelivered old batch, still ends with the newest observation.
+            "WHERE excluded.observed_ms >= jobs.observed_ms"));
     for (const JobRecord& job : jobs) {
       EXPANSE_RETURN_IF_ERROR(upsert.BindAll(
           job.compute_id, job.job_id, job.name, job.user, job.account, job.partition, job.state,
@@ -194,8 +199,9 @@ Result<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(
         std::vector<std::string_view>(filter.compute_ids.begin(), filter.compute_ids.end())));
     BoundValues values;
-    EXPANSE_ASSIGN_OR_RETURN(Statement rows,
-                             db_.Prepare(SelectSql(kJobColumns, ListJobsSql(filter, values))));
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        db_.Prepare(SelectSql(kJobColumns, ListJobsSql(filter, values, db_.engine()))));
     EXPANSE_RETURN_IF_ERROR(values.Bind(rows));
     std::vector<JobRecord> jobs;
     while (true) {

@@ -425,7 +425,8 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   const store_testing::TempDir dir;
   const std::string path = dir.path() + "/store.db";
   {
-    Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+    Result<sqlite_internal::SqliteConnection> db =
+        sqlite_internal::SqliteConnection::Open(path, 5000);
     ASSERT_TRUE(db.ok()) << db.status();
     ASSERT_TRUE(db->ExecuteScript(sqlite_internal::Migrations()[0].sql).ok());
     ASSERT_TRUE(db->ExecuteScript(
@@ -450,9 +451,10 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   ASSERT_TRUE((*store)->Jobs().UpsertJobs({Job("cmp_old", "1", kNow)}).ok());
   EXPECT_EQ((*store)->Jobs().GetJob("cmp_old", "1")->start_ms, kNow);
 
-  Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+  Result<sqlite_internal::SqliteConnection> db =
+      sqlite_internal::SqliteConnection::Open(path, 5000);
   ASSERT_TRUE(db.ok()) << db.status();
-  Result<sqlite_internal::Statement> versions = db->Query(
+  Result<sqlite_internal::SqliteStatement> versions = db->Query(
       "SELECT group_concat(version, ',') FROM "
       "(SELECT version FROM schema_migrations ORDER BY version)");
   ASSERT_TRUE(versions.ok()) << versions.status();
@@ -467,7 +469,8 @@ TEST(JobsMigrationTest, VersionThreeJobsAreListedInOrderAfterTheUpgrade) {
   const store_testing::TempDir dir;
   const std::string path = dir.path() + "/store.db";
   {
-    Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+    Result<sqlite_internal::SqliteConnection> db =
+        sqlite_internal::SqliteConnection::Open(path, 5000);
     ASSERT_TRUE(db.ok()) << db.status();
     for (int i = 0; i < 3; ++i)
       ASSERT_TRUE(db->ExecuteScript(sqlite_internal::Migrations()[i].sql).ok());
@@ -515,9 +518,10 @@ TEST(JobsMigrationTest, VersionThreeJobsAreListedInOrderAfterTheUpgrade) {
   ASSERT_TRUE((*store)->Jobs().UpsertJobs({started}).ok());
   EXPECT_THAT(listed_ids(), ElementsAre("started", "pending", "early"));
 
-  Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+  Result<sqlite_internal::SqliteConnection> db =
+      sqlite_internal::SqliteConnection::Open(path, 5000);
   ASSERT_TRUE(db.ok()) << db.status();
-  Result<sqlite_internal::Statement> plan = db->Query(
+  Result<sqlite_internal::SqliteStatement> plan = db->Query(
       "EXPLAIN QUERY PLAN SELECT rowid FROM jobs WHERE compute_id = ?1 "
       "ORDER BY sort_ms DESC, job_id, compute_id LIMIT 10",
       std::string_view("cmp_old"));

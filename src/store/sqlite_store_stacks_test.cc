@@ -206,7 +206,8 @@ TEST(StacksMigrationTest, VersionTwoDatabaseIsMigratedKeepingItsData) {
   const store_testing::TempDir dir;
   const std::string path = dir.path() + "/store.db";
   {
-    Result<sqlite_internal::Connection> db = sqlite_internal::Connection::Open(path, 5000);
+    Result<sqlite_internal::SqliteConnection> db =
+        sqlite_internal::SqliteConnection::Open(path, 5000);
     ASSERT_TRUE(db.ok()) << db.status();
     ASSERT_TRUE(db->ExecuteScript(sqlite_internal::Migrations()[0].sql).ok());
     ASSERT_TRUE(db->ExecuteScript(sqlite_internal::Migrations()[1].sql).ok());

@@ -19,10 +19,10 @@
 namespace expanse::store {
 namespace {
 
-using sqlite_internal::Connection;
+using Connection = sqlite_internal::SqliteConnection;
 using sqlite_internal::LatestSchemaVersion;
 using sqlite_internal::Migrations;
-using sqlite_internal::Statement;
+using Statement = sqlite_internal::SqliteStatement;
 using store_testing::kNow;
 using store_testing::TempDir;
 using ::testing::HasSubstr;

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "core/test_temp_dir.h"
+#include "store/pg_store.h"
+#include "store/pg_test_server.h"
 #include "store/sqlite_store.h"
 #include "store/store.h"
 
@@ -34,33 +36,52 @@ inline constexpr int64_t kHour = 3'600'000;
 
 using TempDir = ::expanse::testing::TempDir;
 
-enum class Backing { kFile, kMemory };
+// The store's engines: SQLite on a file and in memory, and a real PostgreSQL server started
+// for the test binary (pg_test_server.h), a new database per test.
+enum class Backing { kFile, kMemory, kPostgres };
 
-// Readable test names and parameters in GoogleTest output ("File", not a byte dump).
-inline void PrintTo(Backing backing, std::ostream* out) {
-  *out << (backing == Backing::kFile ? "File" : "Memory");
+inline const char* BackingText(Backing backing) {
+  switch (backing) {
+    case Backing::kFile:
+      return "File";
+    case Backing::kMemory:
+      return "Memory";
+    case Backing::kPostgres:
+      return "Postgres";
+  }
+  return "?";
 }
 
+// Readable test names and parameters in GoogleTest output ("File", not a byte dump).
+inline void PrintTo(Backing backing, std::ostream* out) { *out << BackingText(backing); }
+
 inline std::string BackingName(const ::testing::TestParamInfo<Backing>& info) {
-  return info.param == Backing::kFile ? "File" : "Memory";
+  return BackingText(info.param);
 }
 
 // Instantiate with INSTANTIATE_TEST_SUITE_P(Backings, <Suite>, kBackings, BackingName).
-inline const auto kBackings = ::testing::Values(Backing::kFile, Backing::kMemory);
+inline const auto kBackings =
+    ::testing::Values(Backing::kFile, Backing::kMemory, Backing::kPostgres);
 
 // Each test gets a new, empty, migrated store.
 class SqliteStoreTest : public ::testing::TestWithParam<Backing> {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<Store>> opened = OpenSqliteStore(Options());
+    if (GetParam() == Backing::kPostgres)
+      postgres_ = ::expanse::testing::PgTestServer::Shared().NewDatabase();
+    Result<std::unique_ptr<Store>> opened = OpenAnother();
     ASSERT_TRUE(opened.ok()) << opened.status();
     store_ = std::move(opened).value();
   }
 
-  SqliteStoreOptions Options() const {
+  // Another store on the test's database, as another server process would open it (an
+  // in-memory SQLite database is private to its connection: a new, empty one).
+  Result<std::unique_ptr<Store>> OpenAnother() const {
+    if (GetParam() == Backing::kPostgres)
+      return OpenPostgresStore(postgres_);
     SqliteStoreOptions options;
     options.path = GetParam() == Backing::kFile ? db_path() : ":memory:";
-    return options;
+    return OpenSqliteStore(options);
   }
 
   std::string db_path() const { return dir_.path() + "/store.db"; }
@@ -155,6 +176,7 @@ class SqliteStoreTest : public ::testing::TestWithParam<Backing> {
 
   TempDir dir_;
   std::unique_ptr<Store> store_;
+  std::string postgres_;  // the test's PostgreSQL database (Backing::kPostgres)
 };
 
 }  // namespace expanse::store::store_testing
