@@ -54,9 +54,15 @@ std::optional<ControlPlane::ComputeIdentity> AuthenticateCompute(RouteContext& c
   return *std::move(id);
 }
 
-void RegisterHealthRoute(http::Listener& listener, std::string_view plane) {
+void RegisterHealthRoute(http::Listener& listener, std::string_view plane, store::Store& store) {
   std::string body = json{{"status", "ok"}, {"plane", std::string(plane)}}.dump();
   listener.Get("/healthz", [body](const http::Request&) { return http::JsonResponse(200, body); });
+  listener.Get("/readyz", [body, &store](const http::Request&) {
+    if (Status ping = store.Ping(); !ping.ok())
+      return http::ErrorResponse(UnavailableError("the store is unavailable: " + ping.message())
+                                     .WithReason("store_unavailable"));
+    return http::JsonResponse(200, body);
+  });
 }
 
 void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context) {

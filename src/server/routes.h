@@ -90,7 +90,9 @@ http::Response AnswerConsoleJson(RouteContext& ctx, const http::Request& req, Fn
     return http::ErrorResponse(body.status());
   return Json(200, *body);
 }
-void RegisterHealthRoute(http::Listener& listener, std::string_view plane);
+// GET /healthz (the process answers) and GET /readyz (it can serve: its store answers; 503
+// with Retry-After otherwise), for a load balancer's checks.
+void RegisterHealthRoute(http::Listener& listener, std::string_view plane, store::Store& store);
 // GET / and GET /assets/<path>: the web console's page and assets, compiled into the binary.
 void RegisterConsolePageRoutes(http::Listener& listener);
 // GET /releases/<name>: the regular files directly inside `releases_dir`, read-only (a

@@ -106,7 +106,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
       planes += planes.empty() ? "data" : "+data";
     if (listener.get() == app->console_listener_)
       planes += planes.empty() ? "console" : "+console";
-    RegisterHealthRoute(*listener, planes);
+    RegisterHealthRoute(*listener, planes, *app->store_);
   }
   return app;
 }

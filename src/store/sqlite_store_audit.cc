@@ -6,6 +6,13 @@
 
 namespace expanse::store::sqlite_internal {
 
+Status SqliteStore::Ping() {
+  return Transact(Access::kRead, [&]() -> Status {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row, db_.Query("SELECT 1"));
+    return row.Step().status();
+  });
+}
+
 Status SqliteStore::AppendAudit(const AuditEvent& event) {
   return Transact(Access::kWrite, [&]() -> Status {
     return db_.Execute(

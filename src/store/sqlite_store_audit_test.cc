@@ -43,6 +43,10 @@ class AuditTest : public store_testing::SqliteStoreTest {
 };
 INSTANTIATE_TEST_SUITE_P(Backings, AuditTest, kBackings, BackingName);
 
+// The readiness check's read (GET /readyz); a database that is away is tested in
+// pg_connection_test.cc and server.replicas_postgres.
+TEST_P(AuditTest, PingAnswersWhileTheDatabaseDoes) { EXPECT_TRUE(store().Ping().ok()); }
+
 TEST_P(AuditTest, NewestFirstWithTiesInReverseInsertionOrder) {
   Append(kNow + 2, 1, "b");
   Append(kNow + 1, 1, "a");

@@ -67,6 +67,7 @@ class SqliteStore final : public Store, public JobStore {
   Result<int> MarkStaleComputes(int64_t cutoff_ms) override;
   Status DeprovisionCompute(std::string_view compute_id, int64_t now_ms) override;
 
+  Status Ping() override;
   Status AppendAudit(const AuditEvent& event) override;
   Result<std::vector<AuditEvent>> ListAudit(int64_t org_id, int limit) override;
 

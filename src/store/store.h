@@ -290,6 +290,11 @@ class Store {
   // install token invalidated. History (heartbeats, audit) stays. Idempotent.
   virtual Status DeprovisionCompute(std::string_view compute_id, int64_t now_ms) = 0;
 
+  // --- health ------------------------------------------------------------------------------------
+  // One trivial read of the database: OK when it answers; kUnavailable when it is away (a
+  // PostgreSQL server stopped), for the load balancer's readiness check.
+  virtual Status Ping() = 0;
+
   // --- audit log ---------------------------------------------------------------------------------
   virtual Status AppendAudit(const AuditEvent& event) = 0;
   // Newest first (ties: last appended first). org_id 0 = all organisations. limit >= 1.

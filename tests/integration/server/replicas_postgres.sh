@@ -9,6 +9,9 @@
 #     ends it on the first;
 #   - a job ingested through one replica is listed by the other;
 #   - the database stopped: 503 with Retry-After; started again: served again, no restart;
+#   - HAProxy from Debian in front (TLS passed through, /readyz as its check): every request
+#     answered while one replica is killed -9 and when it is back; a token exchanged twice
+#     through it gives one credential;
 #   - the database's schema version is the store's newest, the same one SQLite's would have.
 # Usage: replicas_postgres.sh BUILD_DIR
 set -euo pipefail
@@ -40,22 +43,58 @@ EXPANSE_ADMIN_PASSWORD='test pass' "$SERVER" admin bootstrap --db "$PG_URI" --or
 API_TOKEN="$(jq -r .api_token "$DIR/boot.json")"
 [[ "$API_TOKEN" == exp_at_* ]] || fail "bootstrap on PostgreSQL: $(cat "$DIR/boot.json")"
 
-# Replica N: its own ports and telemetry directory, the shared database.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Replica N: its own ports and telemetry directory, the shared database. Ports are fixed so a
+# restarted replica comes back where the balancer expects it.
+declare -A cp_port dp_port replica_pid
 start_replica() {
   local n="$1" log="$DIR/serve$1.log"
-  "$SERVER" serve --database "$PG_URI" --tsdb-dir "$DIR/tsdb$n" --control-listen 127.0.0.1:0 \
-    --data-listen 127.0.0.1:0 --tls-self-signed "$DIR/tls" --credential-rate 1000 >>"$log" 2>&1 &
+  : >"$log"
+  "$SERVER" serve --database "$PG_URI" --tsdb-dir "$DIR/tsdb$n" --control-listen "127.0.0.1:${cp_port[$n]}" \
+    --data-listen "127.0.0.1:${dp_port[$n]}" --tls-self-signed "$DIR/tls" --credential-rate 1000 >>"$log" 2>&1 &
+  replica_pid[$n]=$!
   pids+=($!)
   local i
-  for i in $(seq 1 150); do grep -q 'console API' "$log" && break; sleep 0.1; done
-  grep -oP 'control plane \K\S+' "$log" | tail -1
+  for i in $(seq 1 150); do grep -q 'console API' "$log" && return 0; sleep 0.1; done
+  fail "replica $n did not start: $(cat "$log")"
 }
-A="$(start_replica 1)"
-B="$(start_replica 2)"
-[[ -n "$A" && -n "$B" ]] || fail "replicas did not start: $(cat "$DIR"/serve*.log)"
+for n in 1 2; do
+  cp_port[$n]="$(free_port)"
+  dp_port[$n]="$(free_port)"
+  start_replica "$n"
+done
+A="https://127.0.0.1:${cp_port[1]}"
+B="https://127.0.0.1:${cp_port[2]}"
+DP_A="https://127.0.0.1:${dp_port[1]}"
 CA="$DIR/tls/ca.pem"
-DP_A="$(grep -oP 'data plane +\K\S+' "$DIR/serve1.log" | tail -1)"
 pass "replicas at $A and $B"
+
+# HAProxy from Debian in front of both control planes: TLS passes through (the replicas' own
+# certificate), and a replica is in rotation while its /readyz answers 200.
+lb_port="$(free_port)"
+cat >"$DIR/haproxy.cfg" <<CFG
+global
+  maxconn 256
+defaults
+  mode tcp
+  retries 3
+  option redispatch
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+frontend control
+  bind 127.0.0.1:$lb_port
+  default_backend replicas
+backend replicas
+  balance roundrobin
+  option httpchk GET /readyz
+  http-check expect status 200
+  server a 127.0.0.1:${cp_port[1]} check check-ssl verify none inter 300 fall 2 rise 1
+  server b 127.0.0.1:${cp_port[2]} check check-ssl verify none inter 300 fall 2 rise 1
+CFG
+haproxy -db -f "$DIR/haproxy.cfg" >"$DIR/haproxy.log" 2>&1 &
+pids+=($!)
+LB="https://127.0.0.1:$lb_port"
 k=(curl -sS --max-time 20 --cacert "$CA")
 api() { # URL METHOD PATH [BODY]
   local url="$1" method="$2" path="$3" body="${4:-}"
@@ -139,12 +178,44 @@ headers="$("${k[@]}" -o /dev/null -D - -H "Authorization: Bearer $credential2" \
 [[ "$headers" =~ HTTP/[0-9.]+\ 503 ]] || fail "ingest with the database down: $headers"
 grep -qi '^retry-after: [0-9]' <<<"$headers" || fail "no Retry-After on the 503: $headers"
 [[ "$(heartbeat "$B" "$credential2")" == 503 ]] || fail "heartbeat with the database down"
+[[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/readyz")" == 503 ]] || fail "/readyz with the database down"
+[[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/healthz")" == 200 ]] || fail "/healthz with the database down"
 pg_resume
 status="$("${k[@]}" -o "$DIR/ingest.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
   -H 'Content-Type: application/json' --data "${batch/\"sequence\":1/\"sequence\":2}" "$DP_A/dp/v1/ingest")"
 [[ "$status" == 200 ]] || fail "ingest once the database is back: $status $(cat "$DIR/ingest.json")"
 [[ "$(heartbeat "$B" "$credential2")" == 200 ]] || fail "heartbeat once the database is back"
-pass "database stopped: 503 with Retry-After from both replicas; back: both serve again"
+[[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/readyz")" == 200 ]] || fail "/readyz once the database is back"
+pass "database stopped: 503 with Retry-After from both replicas, /readyz 503 (/healthz 200); back: both serve again"
+
+# Through the balancer: every request answered while one replica is killed (-9) and brought
+# back; the balancer's readiness check takes it out and puts it back.
+me_through_lb() { "${k[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $API_TOKEN" "$LB/api/v1/me"; }
+wait_until_ok() { local i; for i in $(seq 1 100); do [[ "$(me_through_lb)" == 200 ]] && return 0; sleep 0.1; done; return 1; }
+wait_until_ok || fail "nothing answers through HAProxy: $(cat "$DIR/haproxy.log")"
+kill -9 "${replica_pid[1]}"
+wait "${replica_pid[1]}" 2>/dev/null || true
+answered=0
+for i in $(seq 1 20); do [[ "$(me_through_lb)" == 200 ]] && answered=$((answered + 1)); done
+[[ "$answered" == 20 ]] || fail "with replica A killed, $answered of 20 requests answered through HAProxy"
+# An install token exchanged twice through the balancer: one credential.
+token3="$(api "$LB" POST "/api/v1/computes/$compute/install-tokens" | jq -r .token)"
+body3="{\"token\":\"$token3\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}"
+start_replica 1
+for i in $(seq 1 100); do grep -q 'replicas/a is UP' "$DIR/haproxy.log" && break; sleep 0.1; done
+grep -q 'replicas/a is DOWN' "$DIR/haproxy.log" || fail "HAProxy never took replica A out: $(cat "$DIR/haproxy.log")"
+grep -q 'replicas/a is UP' "$DIR/haproxy.log" || fail "HAProxy never put replica A back: $(cat "$DIR/haproxy.log")"
+"${k[@]}" -d "$body3" "$LB/cp/v1/install-tokens/exchange" >"$DIR/y1.json" &
+y1=$!
+"${k[@]}" -d "$body3" "$LB/cp/v1/install-tokens/exchange" >"$DIR/y2.json" &
+y2=$!
+wait "$y1" "$y2"
+[[ "$(cat "$DIR/y1.json" "$DIR/y2.json" | jq -r '.credential // empty' | grep -c '^exp_cc_' || true)" == 1 ]] ||
+  fail "one token exchanged twice through HAProxy: $(cat "$DIR"/y*.json)"
+answered=0
+for i in $(seq 1 20); do [[ "$(me_through_lb)" == 200 ]] && answered=$((answered + 1)); done
+[[ "$answered" == 20 ]] || fail "after replica A came back, $answered of 20 answered through HAProxy"
+pass "through HAProxy: 20 of 20 answered with replica A killed, again once it was back; a token exchanged twice through it gives one credential"
 
 # One schema, the store's newest, applied once though two replicas and the bootstrap opened it.
 versions="$(pg_as "$PG_BIN/psql" -h "$PG_DIR" -U postgres -d expanse -Atc \
