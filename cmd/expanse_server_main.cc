@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
                         "Allow alert webhooks to this machine's loopback addresses (a local "
                         "receiver); off, an organisation's admin cannot make the server post to "
                         "local services");
+    serve_cmd->add_option("--metrics-token-file", serve.metrics_token_file,
+                          "File (mode 600) holding the bearer token Prometheus sends to GET "
+                          "/metrics on the control plane; unset = no /metrics");
     serve_cmd->add_option("--alert-ca-file", serve.options.alerts.ca_file,
                           "CA bundle for https webhooks and the SMTP server's TLS (default: "
                           "the system's)");

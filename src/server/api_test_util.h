@@ -52,6 +52,7 @@ class ApiTest : public ::testing::Test {
     o.control.control_plane_url = "http://127.0.0.1:1";
     o.control.data_plane_url = "http://127.0.0.1:2";
     o.control.daemon_version = "0.1.0";
+    Customize(o);
     auto app = ServerApp::Create(o, clock_);
     ASSERT_TRUE(app.ok()) << app.status();
     app_ = std::move(*app);
@@ -61,6 +62,9 @@ class ApiTest : public ::testing::Test {
     ASSERT_TRUE(boot.ok()) << boot.status();
     token_ = boot->api_token;
   }
+
+  // A test suite's own server options, set before the server is made.
+  virtual void Customize(ServerOptions& /*options*/) {}
 
   void TearDown() override {
     app_->Stop();

@@ -121,6 +121,8 @@ void RegisterControlPlaneRoutes(http::Listener& listener, RouteContext& context)
       Status s = ctx->control.RecordHeartbeat(id, req.body);
       if (!s.ok())
         return http::ErrorResponse(s);
+      if (ctx->counters != nullptr)
+        ctx->counters->heartbeats.fetch_add(1, std::memory_order_relaxed);
       // The server's pending requests ride on the answer until the controller reports them.
       nlohmann::json requests = nlohmann::json::array();
       if (auto pending = ctx->control.PendingRequests(id.compute.id); pending.ok()) {

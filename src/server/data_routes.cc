@@ -84,6 +84,12 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
       return TsdbErrorResponse(appended.status());
+    if (ctx->counters != nullptr) {
+      (appended->duplicate ? ctx->counters->ingest_duplicate : ctx->counters->ingest_stored)
+          .fetch_add(1, std::memory_order_relaxed);
+      if (!appended->duplicate)
+        ctx->counters->ingest_samples.fetch_add(appended->samples, std::memory_order_relaxed);
+    }
     return Json(200, wire::Encode(wire::IngestAnswer{.batch_id = batch->BatchId(id->compute.id),
                                                      .duplicate = appended->duplicate,
                                                      .samples = appended->samples,
@@ -93,7 +99,16 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
                                                      .mark = appended->mark,
                                                      .durable_mark = appended->durable_mark}));
   };
-  listener.Post("/dp/v1/ingest", std::move(ingest), {.max_body_bytes = kIngestBodyBytes});
+  // Refusals and failures counted for /metrics by the status they were answered with.
+  http::Handler counted = [ctx, ingest = std::move(ingest)](const http::Request& req) {
+    http::Response response = ingest(req);
+    if (ctx->counters != nullptr && response.status >= 400) {
+      (response.status >= 500 ? ctx->counters->ingest_failed : ctx->counters->ingest_refused)
+          .fetch_add(1, std::memory_order_relaxed);
+    }
+    return response;
+  };
+  listener.Post("/dp/v1/ingest", std::move(counted), {.max_body_bytes = kIngestBodyBytes});
 
   // For senders that take answers on receipt: returns once everything the store received
   // before this request is durable, with the mark that says so.

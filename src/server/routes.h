@@ -13,6 +13,7 @@
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
+#include "server/server_metrics.h"
 #include "store/job_store.h"
 #include "tsdb/tsdb.h"
 
@@ -43,6 +44,7 @@ struct RouteContext {
   store::JobStore* jobs = nullptr;
   std::string releases_dir;             // --releases-dir; "" when the server serves no mirror
   AlertSender* alert_sender = nullptr;  // says whether email rules can be delivered
+  ServerCounters* counters = nullptr;   // what /metrics reports; null: not counted
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal
@@ -58,6 +60,10 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
 void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 // The idle ledger: GET /api/v1/computes/{id}/jobs/{job}/ledger and /api/v1/orgs/{org}/efficiency.
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
+// GET /metrics for Prometheus (server_metrics.h), answered only to `Authorization: Bearer
+// <token>`; 404 for everything else, so it cannot be probed. `start_ms`: the replica's start.
+void RegisterMetricsRoute(http::Listener& listener, RouteContext& context, store::Store& store,
+                          std::string token, int64_t start_ms);
 // Verdicts: GET /api/v1/computes/{id}/jobs/{job}/verdicts.
 void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context);
 // Alerts: /api/v1/orgs/{org}/alert-rules (GET, POST), .../alert-rules/{id} (PATCH, DELETE) and

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -51,6 +52,30 @@ Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) 
   }
   alerts.smtp_username = line.substr(0, colon);
   alerts.smtp_password = line.substr(colon + 1);
+  return OkStatus();
+}
+
+// The /metrics token: the first line of a file only its owner may read, 16 to 256 printable
+// characters.
+Status ReadMetricsToken(const std::string& path, std::string& token) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return InvalidArgumentError("--metrics-token-file " + path + " cannot be read");
+  if ((st.st_mode & 0077) != 0)
+    return InvalidArgumentError("--metrics-token-file " + path +
+                                " may be read by others: chmod 600 it");
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, fs::ReadSmallFile(path, 4096));
+  if (!text)
+    return InvalidArgumentError("--metrics-token-file " + path + " does not exist");
+  token = text->substr(0, text->find('\n'));
+  if (!token.empty() && token.back() == '\r')
+    token.pop_back();
+  const bool printable =
+      std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (token.size() < 16 || token.size() > 256 || !printable) {
+    return InvalidArgumentError("--metrics-token-file " + path +
+                                " must hold a token of 16 to 256 printable characters, no blanks");
+  }
   return OkStatus();
 }
 
@@ -116,6 +141,10 @@ int RunServe(ServeFlags flags) {
     return Fail(alert_interval.status());
   if (alert_interval->count() < 1000)
     return Fail(InvalidArgumentError("--alert-interval must be at least 1s"));
+  if (!flags.metrics_token_file.empty()) {
+    if (Status s = ReadMetricsToken(flags.metrics_token_file, flags.options.metrics_token); !s.ok())
+      return Fail(s);
+  }
   if (!flags.smtp_credentials_file.empty()) {
     if (Status s = ReadSmtpCredentials(flags.smtp_credentials_file, flags.options.alerts); !s.ok())
       return Fail(s);

@@ -17,6 +17,7 @@ struct ServeFlags {
   std::string alert_interval = "1m";
   // "username:password" on one line, for the SMTP server; "" = no login.
   std::string smtp_credentials_file;
+  std::string metrics_token_file;  // --metrics-token-file: the token GET /metrics answers to
 };
 
 // Serves until SIGINT or SIGTERM, then shuts down gracefully. Returns the process exit code.

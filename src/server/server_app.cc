@@ -73,7 +73,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
                            ChannelAlertSender::Create(app->options_.alerts, clock));
   app->context_ = std::unique_ptr<RouteContext>(new RouteContext{
       *app->control_, clock, app->limits_, !app->cert_file_.empty(), app->tsdb_.get(),
-      &app->store_->Jobs(), app->options_.releases_dir, app->alert_sender_.get()});
+      &app->store_->Jobs(), app->options_.releases_dir, app->alert_sender_.get(), &app->counters_});
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -94,6 +94,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterVerdictRoutes(*app->console_listener_, *app->context_);
   RegisterAlertRoutes(*app->console_listener_, *app->context_);
   RegisterConsolePageRoutes(*app->console_listener_);
+  RegisterMetricsRoute(*app->control_listener_, *app->context_, *app->store_,
+                       app->options_.metrics_token, clock.NowMs());
   if (!app->options_.releases_dir.empty()) {
     EXPANSE_RETURN_IF_ERROR(RegisterReleaseMirrorRoutes(
         *app->control_listener_, app->options_.releases_dir, *app->control_));

@@ -43,6 +43,8 @@ struct ServerOptions {
   ControlPlaneOptions control;
   // How alerts leave the server (webhooks always; email with an SMTP URL).
   AlertSenderOptions alerts;
+  // The bearer token /metrics answers to (--metrics-token-file); "" = no /metrics.
+  std::string metrics_token;
 };
 
 class ServerApp {
@@ -77,6 +79,7 @@ class ServerApp {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<tsdb::Tsdb> tsdb_;
   std::unique_ptr<AlertSender> alert_sender_;
+  ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;
   std::unique_ptr<RouteContext> context_;
   std::vector<std::pair<std::string, std::unique_ptr<http::Listener>>> listeners_;

@@ -87,6 +87,22 @@ Result<Compute> SqliteStore::GetCompute(std::string_view id) {
   return Transact(Access::kRead, [&] { return ComputeByIdLocked(id); });
 }
 
+Result<std::vector<Compute>> SqliteStore::ListAllComputes(int limit) {
+  return Transact(Access::kRead, [&]() -> Result<std::vector<Compute>> {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement rows,
+        db_.Query(SelectSql(kComputeColumns, "computes ORDER BY id LIMIT ?1"), int64_t{limit}));
+    std::vector<Compute> computes;
+    while (true) {
+      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+      if (!has_row)
+        return computes;
+      EXPANSE_ASSIGN_OR_RETURN(Compute compute, ReadCompute(rows));
+      computes.push_back(std::move(compute));
+    }
+  });
+}
+
 Result<std::vector<Compute>> SqliteStore::ListComputes(int64_t org_id) {
   return Transact(Access::kRead, [&]() -> Result<std::vector<Compute>> {
     EXPANSE_ASSIGN_OR_RETURN(

@@ -68,6 +68,21 @@ TEST_P(ComputesTest, EveryFieldRoundTripsVerbatim) {
   EXPECT_EQ(found->deprovisioned_at_ms, 0);
 }
 
+TEST_P(ComputesTest, ListAllComputesSpansOrganisationsByIdUpToTheLimit) {
+  const Organization acme = MakeOrganization("acme");
+  const Organization beta = MakeOrganization("beta");
+  MakeCompute("cmp_c", acme.id);
+  MakeCompute("cmp_a", beta.id);
+  MakeCompute("cmp_b", acme.id);
+  Result<std::vector<Compute>> all = store().ListAllComputes(10);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id, "cmp_a");
+  EXPECT_EQ((*all)[1].id, "cmp_b");
+  EXPECT_EQ((*all)[2].id, "cmp_c");
+  EXPECT_EQ(store().ListAllComputes(2)->size(), 2u);
+}
+
 TEST_P(ComputesTest, NewComputeIsRegistered) {
   const Compute compute = MakeCompute("cmp_a");
   EXPECT_EQ(compute.state, ComputeState::kRegistered);

@@ -55,6 +55,7 @@ class SqliteStore final : public Store, public JobStore {
   Result<Compute> CreateCompute(const Compute& compute) override;
   Result<Compute> GetCompute(std::string_view id) override;
   Result<std::vector<Compute>> ListComputes(int64_t org_id) override;
+  Result<std::vector<Compute>> ListAllComputes(int limit) override;
   Result<InstallToken> IssueInstallToken(const InstallToken& token) override;
   Result<InstallToken> GetInstallTokenByHash(std::string_view token_hash) override;
   Result<Credential> ExchangeInstallToken(std::string_view token_hash, const Credential& credential,

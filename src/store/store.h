@@ -252,6 +252,8 @@ class Store {
   virtual Result<Compute> CreateCompute(const Compute& compute) = 0;
   virtual Result<Compute> GetCompute(std::string_view id) = 0;
   virtual Result<std::vector<Compute>> ListComputes(int64_t org_id) = 0;
+  // Every organisation's computes by id, at most `limit` (the server's /metrics).
+  virtual Result<std::vector<Compute>> ListAllComputes(int limit) = 0;
 
   // Stores a new install token and, in the same transaction, invalidates every earlier token of
   // the same compute that is still unused (invalidated_at_ms = token.created_at_ms). Returns the

@@ -51,13 +51,15 @@ start_replica() {
   local n="$1" log="$DIR/serve$1.log"
   : >"$log"
   "$SERVER" serve --database "$PG_URI" --tsdb-dir "$DIR/tsdb$n" --control-listen "127.0.0.1:${cp_port[$n]}" \
-    --data-listen "127.0.0.1:${dp_port[$n]}" --tls-self-signed "$DIR/tls" --credential-rate 1000 >>"$log" 2>&1 &
+    --data-listen "127.0.0.1:${dp_port[$n]}" --tls-self-signed "$DIR/tls" --credential-rate 1000 \
+    --metrics-token-file "$DIR/metrics.token" >>"$log" 2>&1 &
   replica_pid[$n]=$!
   pids+=($!)
   local i
   for i in $(seq 1 150); do grep -q 'console API' "$log" && return 0; sleep 0.1; done
   fail "replica $n did not start: $(cat "$log")"
 }
+(umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$DIR/metrics.token")
 for n in 1 2; do
   cp_port[$n]="$(free_port)"
   dp_port[$n]="$(free_port)"
@@ -180,13 +182,20 @@ grep -qi '^retry-after: [0-9]' <<<"$headers" || fail "no Retry-After on the 503:
 [[ "$(heartbeat "$B" "$credential2")" == 503 ]] || fail "heartbeat with the database down"
 [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/readyz")" == 503 ]] || fail "/readyz with the database down"
 [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/healthz")" == 200 ]] || fail "/healthz with the database down"
+scrape() { "${k[@]}" -H "Authorization: Bearer $(cat "$DIR/metrics.token")" "$1/metrics"; }
+grep -qx 'expanse_store_up 0' <<<"$(scrape "$B")" || fail "/metrics with the database down: $(scrape "$B" | head -20)"
 pg_resume
 status="$("${k[@]}" -o "$DIR/ingest.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
   -H 'Content-Type: application/json' --data "${batch/\"sequence\":1/\"sequence\":2}" "$DP_A/dp/v1/ingest")"
 [[ "$status" == 200 ]] || fail "ingest once the database is back: $status $(cat "$DIR/ingest.json")"
 [[ "$(heartbeat "$B" "$credential2")" == 200 ]] || fail "heartbeat once the database is back"
 [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/readyz")" == 200 ]] || fail "/readyz once the database is back"
-pass "database stopped: 503 with Retry-After from both replicas, /readyz 503 (/healthz 200); back: both serve again"
+metrics="$(scrape "$B")"
+grep -qx 'expanse_store_up 1' <<<"$metrics" || fail "/metrics once the database is back: $metrics"
+grep -q "^expanse_compute_up{compute=\"$compute\",state=\"active\"} 1$" <<<"$metrics" ||
+  fail "/metrics lacks the compute: $metrics"
+grep -qE '^expanse_heartbeats_total [1-9]' <<<"$metrics" || fail "/metrics counted no heartbeat on B: $metrics"
+pass "database stopped: 503 with Retry-After from both replicas, /readyz 503 (/healthz 200), /metrics expanse_store_up 0; back: both serve again"
 
 # Through the balancer: every request answered while one replica is killed (-9) and brought
 # back; the balancer's readiness check takes it out and puts it back.

@@ -1,0 +1,115 @@
+// GET /metrics against a real ServerApp on loopback: absent without its token, and with it the
+// replica's counters and its computes' latest heartbeats in Prometheus' text format.
+#include <sstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_test_util.h"
+#include "server/server_metrics.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kMetricsToken[] = "scrape-token-0123456789";
+
+class ApiMetricsTest : public api_testing::ApiTest {
+ protected:
+  void Customize(ServerOptions& options) override { options.metrics_token = kMetricsToken; }
+
+  httplib::Result Scrape(const std::string& token) {
+    return client_->Get("/metrics", {{"Authorization", "Bearer " + token}});
+  }
+};
+
+TEST_F(ApiMetricsTest, WithoutItsTokenTheRouteIsAbsent) {
+  // The listener's answer to a route it does not have, with this route's name in it.
+  auto unknown = client_->Get("/metricz");
+  ASSERT_TRUE(unknown);
+  std::string expected = unknown->body;
+  expected.replace(expected.find("metricz"), 7, "metrics");
+  for (const std::string& token : {std::string("wrong-token-0123456789"), token_, std::string()}) {
+    auto r = Scrape(token);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(r->body, expected);
+  }
+}
+
+TEST_F(ApiMetricsTest, CountsWhatTheReplicaTookInAndWhatEachComputeHolds) {
+  const std::string compute = NewCompute(token_);
+  const std::string credential = Exchange(IssueToken(compute)).body.value("credential", "");
+  // A heartbeat whose node holds GPUs in several use states, and one without a use view
+  // (an older daemon). The heartbeat's own check refuses states no daemon sends.
+  json gpus = json::array();
+  for (const char* state : {"busy", "busy", "allocated_idle", "free"}) {
+    gpus.push_back({{"uuid", std::string("GPU-") + std::to_string(gpus.size())},
+                    {"use", {{"state", state}, {"jobs", json::array({"77"})}}}});
+  }
+  gpus.push_back({{"uuid", "GPU-4"}});
+  json heartbeat = {{"version", 1},
+                    {"daemon_version", "0.1.0"},
+                    {"controller_host", "ctl"},
+                    {"nodes", {{{"name", "w1"}, {"gpus", gpus}}}}};
+  ASSERT_EQ(Call("POST", "/cp/v1/heartbeat", heartbeat.dump(), Bearer(credential)).status, 200);
+  const std::string batch =
+      R"({"version":1,"stream":"telemetry","sequence":1,"series":[{"host":"w1","device":"GPU-0",)"
+      R"("metric":"gpu.sm_util","t0":)" +
+      std::to_string(api_testing::kStart) + R"(,"dt":[0,1000],"v":[1,2]}]})";
+  ASSERT_EQ(Call("POST", "/dp/v1/ingest", batch, Bearer(credential)).status, 200);
+  ASSERT_EQ(Call("POST", "/dp/v1/ingest", batch, Bearer(credential)).status, 200);  // a retry
+  EXPECT_EQ(Call("POST", "/dp/v1/ingest", R"({"version":2})", Bearer(credential)).status, 400);
+  clock_.Advance(30'000);
+
+  auto r = Scrape(kMetricsToken);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  const std::string& text = r->body;
+  EXPECT_THAT(text, HasSubstr("# TYPE expanse_ingest_batches_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_ingest_batches_total{outcome=\"stored\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_ingest_batches_total{outcome=\"duplicate\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_ingest_batches_total{outcome=\"refused\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_ingest_samples_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_heartbeats_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_store_up 1\n"));
+  const std::string c = "compute=\"" + compute + "\"";
+  EXPECT_THAT(text, HasSubstr("expanse_compute_up{" + c + ",state=\"active\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_heartbeat_age_seconds{" + c + "} 30\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_gpus{" + c + ",state=\"busy\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_gpus{" + c + ",state=\"allocated_idle\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_gpus{" + c + ",state=\"free\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_gpus{" + c + ",state=\"unknown\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_gpu_jobs{" + c + "} 1\n"));
+}
+
+TEST(ServerMetricsTest, LabelValuesAreEscapedAndEveryFamilyIsTyped) {
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  MetricsSnapshot s;
+  s.version = "1.2.3";
+  s.computes.push_back({"cmp_\"x", "stale", -1, {}, 0});
+  const std::string text = RenderMetrics(s);
+  EXPECT_THAT(text, HasSubstr("expanse_build_info{version=\"1.2.3\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_compute_up{compute=\"cmp_\\\"x\",state=\"stale\"} 0\n"));
+  // Never heard from: no age rather than a made-up one.
+  EXPECT_THAT(text, Not(HasSubstr("expanse_compute_heartbeat_age_seconds{")));
+  // Every sample line's family has a TYPE line before it.
+  std::istringstream lines(text);
+  std::string line, typed;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      typed = line.substr(7, line.find(' ', 7) - 7);
+    } else if (line.rfind("#", 0) != 0) {
+      EXPECT_EQ(line.rfind(typed, 0), 0u) << line << " after TYPE " << typed;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace expanse::server

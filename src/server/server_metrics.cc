@@ -1,0 +1,114 @@
+#include "server/server_metrics.h"
+
+#include <cstdio>
+#include <string>
+
+namespace expanse::server {
+namespace {
+
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
+}
+
+class Writer {
+ public:
+  void Family(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ += name;
+    if (!labels.empty())
+      out_ += "{" + labels + "}";
+    out_ += " " + Number(value) + "\n";
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::string Label(const char* name, const std::string& value) {
+  return std::string(name) + "=\"" + EscapeLabelValue(value) + "\"";
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string RenderMetrics(const MetricsSnapshot& s) {
+  Writer w;
+  w.Family("expanse_build_info", "gauge", "The expanse-server version this replica runs.");
+  w.Sample("expanse_build_info", Label("version", s.version), 1);
+  w.Family("expanse_process_start_time_seconds", "gauge",
+           "When this replica started, in seconds since the Unix epoch.");
+  w.Sample("expanse_process_start_time_seconds", "", s.start_time_s);
+  w.Family("expanse_store_up", "gauge", "Whether this replica's store answered the scrape's read.");
+  w.Sample("expanse_store_up", "", s.store_up ? 1 : 0);
+  w.Family("expanse_store_ping_seconds", "gauge", "How long the store took to answer that read.");
+  w.Sample("expanse_store_ping_seconds", "", s.store_ping_s);
+  w.Family("expanse_ingest_batches_total", "counter",
+           "Ingest batches this replica answered, by outcome: stored, duplicate (already "
+           "stored), refused (4xx) and failed (5xx).");
+  w.Sample("expanse_ingest_batches_total", Label("outcome", "stored"),
+           static_cast<double>(s.ingest_stored));
+  w.Sample("expanse_ingest_batches_total", Label("outcome", "duplicate"),
+           static_cast<double>(s.ingest_duplicate));
+  w.Sample("expanse_ingest_batches_total", Label("outcome", "refused"),
+           static_cast<double>(s.ingest_refused));
+  w.Sample("expanse_ingest_batches_total", Label("outcome", "failed"),
+           static_cast<double>(s.ingest_failed));
+  w.Family("expanse_ingest_samples_total", "counter",
+           "Samples of the batches this replica stored.");
+  w.Sample("expanse_ingest_samples_total", "", static_cast<double>(s.ingest_samples));
+  w.Family("expanse_heartbeats_total", "counter", "Heartbeats this replica recorded.");
+  w.Sample("expanse_heartbeats_total", "", static_cast<double>(s.heartbeats));
+
+  w.Family("expanse_compute_up", "gauge",
+           "Per compute: 1 while its state is active (heartbeats arrive), else 0.");
+  for (const ComputeMetrics& c : s.computes) {
+    w.Sample("expanse_compute_up", Label("compute", c.id) + "," + Label("state", c.state),
+             c.state == "active" ? 1 : 0);
+  }
+  w.Family("expanse_compute_heartbeat_age_seconds", "gauge",
+           "Per compute: seconds since its latest heartbeat (absent when never heard from).");
+  for (const ComputeMetrics& c : s.computes) {
+    if (c.heartbeat_age_s >= 0)
+      w.Sample("expanse_compute_heartbeat_age_seconds", Label("compute", c.id), c.heartbeat_age_s);
+  }
+  w.Family("expanse_compute_gpus", "gauge",
+           "Per compute: its GPUs by use at the latest heartbeat (free, busy, allocated_idle: "
+           "allocated with nothing of its job on it, unallocated_in_use, unknown).");
+  for (const ComputeMetrics& c : s.computes) {
+    for (const auto& [state, count] : c.gpus_by_state) {
+      w.Sample("expanse_compute_gpus", Label("compute", c.id) + "," + Label("state", state),
+               static_cast<double>(count));
+    }
+  }
+  w.Family("expanse_compute_gpu_jobs", "gauge",
+           "Per compute: distinct jobs holding GPUs at the latest heartbeat.");
+  for (const ComputeMetrics& c : s.computes)
+    w.Sample("expanse_compute_gpu_jobs", Label("compute", c.id),
+             static_cast<double>(c.jobs_holding_gpus));
+  w.Family("expanse_metrics_computes_left_out", "gauge",
+           "Computes beyond the per-scrape cap, left out of the per-compute families.");
+  w.Sample("expanse_metrics_computes_left_out", "", static_cast<double>(s.computes_left_out));
+  return w.Take();
+}
+
+}  // namespace expanse::server
