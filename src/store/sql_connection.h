@@ -26,8 +26,11 @@ enum class Engine { kSqlite, kPostgres };
 // PostgreSQL one advisory lock, held to the transaction's end, that every writer of the store
 // takes (the key is the store's own: "expanse" in ASCII).
 inline std::string BeginSql(Engine engine, bool write) {
+  // A reader sees one snapshot throughout, as in SQLite's deferred transaction (PostgreSQL's
+  // default, READ COMMITTED, would give each statement its own); read-only, it never has to
+  // be retried.
   if (!write)
-    return "BEGIN";
+    return engine == Engine::kSqlite ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
   return engine == Engine::kSqlite ? "BEGIN IMMEDIATE"
                                    : "BEGIN; SELECT pg_advisory_xact_lock(28561396714074981)";
 }

@@ -37,7 +37,7 @@ inline constexpr int64_t kHour = 3'600'000;
 using TempDir = ::expanse::testing::TempDir;
 
 // The store's engines: SQLite on a file and in memory, and a real PostgreSQL server started
-// for the test binary (pg_test_server.h), a new database per test.
+// for the test binary (pg_test_server.h), its store database emptied for each test.
 enum class Backing { kFile, kMemory, kPostgres };
 
 inline const char* BackingText(Backing backing) {
@@ -67,8 +67,10 @@ inline const auto kBackings =
 class SqliteStoreTest : public ::testing::TestWithParam<Backing> {
  protected:
   void SetUp() override {
-    if (GetParam() == Backing::kPostgres)
-      postgres_ = ::expanse::testing::PgTestServer::Shared().NewDatabase();
+    if (GetParam() == Backing::kPostgres) {
+      postgres_ = ::expanse::testing::PgTestServer::Shared().EmptiedStoreDatabase(
+          [](const std::string& conninfo) { return OpenPostgresStore(conninfo).ok(); });
+    }
     Result<std::unique_ptr<Store>> opened = OpenAnother();
     ASSERT_TRUE(opened.ok()) << opened.status();
     store_ = std::move(opened).value();
