@@ -29,22 +29,27 @@ int Fail(const Status& status) {
   return 1;
 }
 
-// --smtp-credentials-file: "username:password" on its first line. Refused when others may read
-// it (the password would be theirs too).
-Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) {
+// The first line (without its line break) of a secret's file named by `flag`. Refused when
+// others may read the file: the secret would be theirs too.
+Result<std::string> ReadPrivateFirstLine(const std::string& flag, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    return InvalidArgumentError("--smtp-credentials-file " + path + " cannot be read");
-  if ((st.st_mode & 0077) != 0) {
-    return InvalidArgumentError("--smtp-credentials-file " + path +
-                                " may be read by others: chmod 600 it");
-  }
+    return InvalidArgumentError(flag + " " + path + " cannot be read");
+  if ((st.st_mode & 0077) != 0)
+    return InvalidArgumentError(flag + " " + path + " may be read by others: chmod 600 it");
   EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, fs::ReadSmallFile(path, 4096));
   if (!text)
-    return InvalidArgumentError("--smtp-credentials-file " + path + " does not exist");
+    return InvalidArgumentError(flag + " " + path + " does not exist");
   std::string line = text->substr(0, text->find('\n'));
   if (!line.empty() && line.back() == '\r')
     line.pop_back();
+  return line;
+}
+
+// --smtp-credentials-file: "username:password" on its first line.
+Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::string line,
+                           ReadPrivateFirstLine("--smtp-credentials-file", path));
   const size_t colon = line.find(':');
   if (colon == std::string::npos || colon == 0) {
     return InvalidArgumentError("--smtp-credentials-file " + path +
@@ -55,21 +60,9 @@ Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) 
   return OkStatus();
 }
 
-// The /metrics token: the first line of a file only its owner may read, 16 to 256 printable
-// characters.
+// --metrics-token-file: the /metrics token, 16 to 256 printable characters, on its first line.
 Status ReadMetricsToken(const std::string& path, std::string& token) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return InvalidArgumentError("--metrics-token-file " + path + " cannot be read");
-  if ((st.st_mode & 0077) != 0)
-    return InvalidArgumentError("--metrics-token-file " + path +
-                                " may be read by others: chmod 600 it");
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> text, fs::ReadSmallFile(path, 4096));
-  if (!text)
-    return InvalidArgumentError("--metrics-token-file " + path + " does not exist");
-  token = text->substr(0, text->find('\n'));
-  if (!token.empty() && token.back() == '\r')
-    token.pop_back();
+  EXPANSE_ASSIGN_OR_RETURN(token, ReadPrivateFirstLine("--metrics-token-file", path));
   const bool printable =
       std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 0x7f; });
   if (token.size() < 16 || token.size() > 256 || !printable) {

@@ -50,6 +50,15 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
   return InternalError(message);
 }
 
+// What every session of the store sets: UTF-8 text (the store's), and no NOTICEs (CREATE TABLE
+// IF NOT EXISTS of a table that is there is not the store's error).
+bool SetUpSession(pg_conn* conn) {
+  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'; SET client_min_messages = warning");
+  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  PQclear(set);
+  return ok;
+}
+
 }  // namespace
 
 void PgStatement::Clear::operator()(pg_result* result) const { PQclear(result); }
@@ -158,19 +167,6 @@ std::string PgStatement::ColumnText(int column) const {
   return std::string(PQgetvalue(result_.get(), row_, column),
                      static_cast<size_t>(PQgetlength(result_.get(), row_, column)));
 }
-
-namespace {
-
-// What every session of the store sets: UTF-8 text (the store's), and no NOTICEs (CREATE TABLE
-// IF NOT EXISTS of a table that is there is not the store's error).
-bool SetUpSession(pg_conn* conn) {
-  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'; SET client_min_messages = warning");
-  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
-  PQclear(set);
-  return ok;
-}
-
-}  // namespace
 
 Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
   pg_conn* conn = PQconnectdb(conninfo.c_str());

@@ -87,19 +87,28 @@ Result<Compute> SqliteStore::GetCompute(std::string_view id) {
   return Transact(Access::kRead, [&] { return ComputeByIdLocked(id); });
 }
 
+namespace {
+
+// Every row of a computes query, in its order.
+Result<std::vector<Compute>> ReadComputes(Statement& rows) {
+  std::vector<Compute> computes;
+  while (true) {
+    EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+    if (!has_row)
+      return computes;
+    EXPANSE_ASSIGN_OR_RETURN(Compute compute, ReadCompute(rows));
+    computes.push_back(std::move(compute));
+  }
+}
+
+}  // namespace
+
 Result<std::vector<Compute>> SqliteStore::ListAllComputes(int limit) {
   return Transact(Access::kRead, [&]() -> Result<std::vector<Compute>> {
     EXPANSE_ASSIGN_OR_RETURN(
         Statement rows,
         db_.Query(SelectSql(kComputeColumns, "computes ORDER BY id LIMIT ?1"), int64_t{limit}));
-    std::vector<Compute> computes;
-    while (true) {
-      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
-      if (!has_row)
-        return computes;
-      EXPANSE_ASSIGN_OR_RETURN(Compute compute, ReadCompute(rows));
-      computes.push_back(std::move(compute));
-    }
+    return ReadComputes(rows);
   });
 }
 
@@ -110,15 +119,7 @@ Result<std::vector<Compute>> SqliteStore::ListComputes(int64_t org_id) {
         db_.Query(
             SelectSql(kComputeColumns, "computes WHERE org_id = ?1 ORDER BY created_at_ms, id"),
             org_id));
-    std::vector<Compute> computes;
-    while (true) {
-      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
-      if (!has_row) {
-        return computes;
-      }
-      EXPANSE_ASSIGN_OR_RETURN(Compute compute, ReadCompute(rows));
-      computes.push_back(std::move(compute));
-    }
+    return ReadComputes(rows);
   });
 }
 
