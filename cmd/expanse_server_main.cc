@@ -53,8 +53,25 @@ int main(int argc, char** argv) {
                      "SQLite database file, or a postgresql:// URI that replicas share")
         ->required();
     serve_cmd->add_option("--tsdb-dir", serve.options.tsdb_dir,
-                          "The telemetry store's directory (default: the --db file + .tsdb; "
-                          "required with a PostgreSQL --db)");
+                          "The embedded telemetry store's directory (default: the --db file + "
+                          ".tsdb; required with a PostgreSQL --db)");
+    serve_cmd
+        ->add_option("--telemetry-store", serve.options.telemetry_store,
+                     "Where samples live: embedded (this machine's --tsdb-dir) or remote (a "
+                     "Prometheus remote-write and PromQL store that replicas share)")
+        ->check(CLI::IsMember({"embedded", "remote"}))
+        ->capture_default_str();
+    serve_cmd->add_option("--telemetry-url", serve.telemetry_url,
+                          "The remote store's root, e.g. http://127.0.0.1:8428 (VictoriaMetrics): "
+                          "writes go to <url>/api/v1/write, queries to <url>/api/v1/query_range");
+    serve_cmd->add_option("--telemetry-write-url", serve.options.remote_telemetry.write_url,
+                          "The remote-write URL, when not <--telemetry-url>/api/v1/write");
+    serve_cmd->add_option("--telemetry-query-url", serve.options.remote_telemetry.query_url,
+                          "The Prometheus query API's root, when not --telemetry-url");
+    serve_cmd->add_option("--telemetry-token-file", serve.telemetry_token_file,
+                          "File (mode 600) holding the bearer token the remote store wants");
+    serve_cmd->add_option("--telemetry-ca-file", serve.options.remote_telemetry.ca_file,
+                          "CA bundle for the remote store's TLS (default: the system's)");
     serve_cmd
         ->add_option("--control-listen", serve.options.control_listen,
                      "host:port of the control plane")

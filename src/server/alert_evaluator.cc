@@ -77,7 +77,7 @@ bool IsVerdictCode(std::string_view code) {
   return std::find(kVerdictCodes.begin(), kVerdictCodes.end(), code) != kVerdictCodes.end();
 }
 
-AlertEvaluator::AlertEvaluator(store::Store& store, tsdb::Tsdb& tsdb, Clock& clock,
+AlertEvaluator::AlertEvaluator(store::Store& store, tsdb::TelemetryStore& tsdb, Clock& clock,
                                AlertSender& sender, AlertEvaluatorOptions options)
     : store_(store), tsdb_(tsdb), clock_(clock), sender_(sender), options_(std::move(options)) {}
 

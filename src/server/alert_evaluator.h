@@ -26,7 +26,7 @@
 #include "server/alert_sender.h"
 #include "server/verdict_rules.h"
 #include "store/store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -57,7 +57,7 @@ struct AlertRound {
 
 class AlertEvaluator {
  public:
-  AlertEvaluator(store::Store& store, tsdb::Tsdb& tsdb, Clock& clock, AlertSender& sender,
+  AlertEvaluator(store::Store& store, tsdb::TelemetryStore& tsdb, Clock& clock, AlertSender& sender,
                  AlertEvaluatorOptions options);
 
   // One round over every enabled rule. Fails only when the rules cannot be read.
@@ -83,7 +83,7 @@ class AlertEvaluator {
              const std::string& action, int64_t now_ms);
 
   store::Store& store_;
-  tsdb::Tsdb& tsdb_;
+  tsdb::TelemetryStore& tsdb_;
   Clock& clock_;
   AlertSender& sender_;
   AlertEvaluatorOptions options_;

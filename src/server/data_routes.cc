@@ -15,12 +15,12 @@ namespace {
 constexpr size_t kTrimHeapAfterDecodedBytes = 1 << 20;
 
 // The Expanse-Ack request header: when the answer may come (docs/formats/ingest-batch.md).
-Result<tsdb::Tsdb::Ack> AckMode(const http::Request& req) {
+Result<tsdb::TelemetryStore::Ack> AckMode(const http::Request& req) {
   const std::optional<std::string_view> value = req.Header("Expanse-Ack");
   if (!value || *value == "durable")
-    return tsdb::Tsdb::Ack::kDurable;
+    return tsdb::TelemetryStore::Ack::kDurable;
   if (*value == "received")
-    return tsdb::Tsdb::Ack::kReceived;
+    return tsdb::TelemetryStore::Ack::kReceived;
   return InvalidArgumentError("Expanse-Ack must be \"durable\" or \"received\"")
       .WithReason("invalid_header");
 }
@@ -47,7 +47,7 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     auto id = AuthenticateCompute(*ctx, req, &refused);
     if (!id)
       return refused;
-    Result<tsdb::Tsdb::Ack> ack = AckMode(req);
+    Result<tsdb::TelemetryStore::Ack> ack = AckMode(req);
     if (!ack.ok())
       return http::ErrorResponse(ack.status());
     Result<std::string> text = DecodeIngestBody(req.Header("Content-Type").value_or(""), req.body);
@@ -116,7 +116,7 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     http::Response refused;
     if (!AuthenticateCompute(*ctx, req, &refused))
       return refused;
-    Result<tsdb::Tsdb::Durability> synced = ctx->tsdb->SyncAll();
+    Result<tsdb::TelemetryStore::Durability> synced = ctx->tsdb->SyncAll();
     if (!synced.ok())
       return http::ErrorResponse(synced.status());
     wire::IngestAnswer answer;

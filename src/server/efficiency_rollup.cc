@@ -27,7 +27,7 @@ const std::string& GroupKey(const store::JobRecord& job, LedgerGroupBy group_by)
 }
 
 // Adds the ledgers of one page of jobs to `groups`.
-Status AddPage(store::JobStore& store, tsdb::Tsdb& tsdb, const RollupOptions& options,
+Status AddPage(store::JobStore& store, tsdb::TelemetryStore& tsdb, const RollupOptions& options,
                const std::vector<store::JobRecord>& page,
                std::map<std::string, RollupGroup, std::less<>>& groups, Rollup& rollup) {
   std::map<std::string, std::vector<std::string>, std::less<>> ids_by_compute;
@@ -86,7 +86,7 @@ std::string_view LedgerGroupByName(LedgerGroupBy group_by) {
   return "user";
 }
 
-Result<Rollup> RollUpLedgers(store::JobStore& jobs, tsdb::Tsdb& tsdb,
+Result<Rollup> RollUpLedgers(store::JobStore& jobs, tsdb::TelemetryStore& tsdb,
                              const RollupOptions& options) {
   if (options.max_jobs < 1 || options.max_jobs > kMaxRollupJobs) {
     return InvalidArgumentError("a rollup reads 1 to " + std::to_string(kMaxRollupJobs) +

@@ -13,7 +13,7 @@
 #include "core/result.h"
 #include "server/idle_ledger.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -55,7 +55,8 @@ struct Rollup {
 
 // Reads the jobs a page of at most 1,000 at a time (allocations per compute, gpu.sm_util in
 // bounded rounds), so memory stays bounded whatever the window.
-Result<Rollup> RollUpLedgers(store::JobStore& jobs, tsdb::Tsdb& tsdb, const RollupOptions& options);
+Result<Rollup> RollUpLedgers(store::JobStore& jobs, tsdb::TelemetryStore& tsdb,
+                             const RollupOptions& options);
 
 // RFC 4180 CSV, CRLF line ends: a header row naming the group (user, account or partition),
 // then one row per group. GPU-seconds with three decimals (exact milliseconds); idle_share

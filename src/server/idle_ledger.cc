@@ -71,7 +71,7 @@ struct PendingGpu {
 };
 
 // Asks the store the queries of `pending` and folds the answers into their ledgers.
-Status ReadRound(tsdb::Tsdb& tsdb, std::vector<tsdb::SeriesQuery>& queries,
+Status ReadRound(tsdb::TelemetryStore& tsdb, std::vector<tsdb::SeriesQuery>& queries,
                  std::vector<PendingGpu>& pending) {
   if (queries.empty())
     return OkStatus();
@@ -113,7 +113,7 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &product) ? kMax : product;
 }
 
-Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::Tsdb& tsdb,
+Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::TelemetryStore& tsdb,
                                                  const std::vector<LedgerJobInput>& jobs,
                                                  const LedgerWindow& window, int64_t now_ms,
                                                  size_t max_cells_per_read) {

@@ -20,7 +20,7 @@
 
 #include "core/result.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -84,7 +84,7 @@ struct LedgerJobInput {
 // The ledger of each job, in order, inside `window`, as of `now_ms`. Reads the telemetry store
 // in rounds of at most `max_cells_per_read` grid cells (one QueryMany each), so memory stays
 // bounded however many jobs are asked about; an allocation longer than that is read alone.
-Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::Tsdb& tsdb,
+Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::TelemetryStore& tsdb,
                                                  const std::vector<LedgerJobInput>& jobs,
                                                  const LedgerWindow& window, int64_t now_ms,
                                                  size_t max_cells_per_read = 250'000);

@@ -14,7 +14,7 @@
 
 #include "core/result.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/sample.h"
 
 namespace expanse::server {
 

@@ -193,7 +193,7 @@ const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& 
 
 }  // namespace
 
-Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+Result<JobUsage> ComputeJobUsage(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                  const std::vector<store::GpuAllocation>& allocations,
                                  const std::vector<std::string>& hosts, int64_t now_ms,
                                  int buckets) {
@@ -208,7 +208,7 @@ Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
   return FoldJobUsage(in, plan, answers);
 }
 
-Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::Tsdb& tsdb,
+Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::TelemetryStore& tsdb,
                                                const std::vector<JobUsageInput>& jobs,
                                                int64_t now_ms, int buckets) {
   std::vector<tsdb::SeriesQuery> queries;
@@ -234,7 +234,7 @@ std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& alloc
   return std::vector<std::string>(hosts.begin(), hosts.end());
 }
 
-Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::Tsdb& tsdb,
+Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::TelemetryStore& tsdb,
                                                 const std::vector<store::JobRecord>& page,
                                                 int64_t now_ms) {
   // A page may hold jobs of several computes: the batch reads are per compute.

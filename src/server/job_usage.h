@@ -10,7 +10,7 @@
 
 #include "core/result.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -48,7 +48,7 @@ struct JobUsage {
 // `hosts`: where the job ran (from its node events and allocations). `now_ms` closes the
 // window of a running job. `buckets` bounds the work per series. Asks the telemetry store one
 // question at a time; for many jobs at once, ComputeJobUsages.
-Result<JobUsage> ComputeJobUsage(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+Result<JobUsage> ComputeJobUsage(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                  const std::vector<store::GpuAllocation>& allocations,
                                  const std::vector<std::string>& hosts, int64_t now_ms,
                                  int buckets = 120);
@@ -62,7 +62,7 @@ struct JobUsageInput {
 
 // ComputeJobUsage of each job, the same values, from one Tsdb::QueryMany: a page of the job list
 // asks two questions per GPU and two per host, hundreds in all.
-Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::Tsdb& tsdb,
+Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::TelemetryStore& tsdb,
                                                const std::vector<JobUsageInput>& jobs,
                                                int64_t now_ms, int buckets = 120);
 
@@ -80,7 +80,7 @@ struct JobWithUsage {
 // JobHosts and usage of each job of a page (of any computes), in page order: two store reads
 // per compute of the page and one QueryMany, where a read of each per job and four telemetry
 // queries per GPU and host added up to hundreds of lock acquisitions and SQLite statements.
-Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::Tsdb& tsdb,
+Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::TelemetryStore& tsdb,
                                                 const std::vector<store::JobRecord>& page,
                                                 int64_t now_ms);
 

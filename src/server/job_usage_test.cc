@@ -15,6 +15,7 @@
 #include "core/test_temp_dir.h"
 #include "store/sqlite_store.h"
 #include "store/store.h"
+#include "tsdb/tsdb.h"
 
 namespace expanse::server {
 namespace {

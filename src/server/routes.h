@@ -15,7 +15,7 @@
 #include "server/route_util.h"
 #include "server/server_metrics.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -40,7 +40,7 @@ struct RouteContext {
   Clock& clock;
   RateLimits& limits;
   bool secure_cookies = true;  // false only when the console is plain HTTP on loopback
-  tsdb::Tsdb* tsdb = nullptr;
+  tsdb::TelemetryStore* tsdb = nullptr;
   store::JobStore* jobs = nullptr;
   std::string releases_dir;             // --releases-dir; "" when the server serves no mirror
   AlertSender* alert_sender = nullptr;  // says whether email rules can be delivered

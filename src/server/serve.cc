@@ -72,6 +72,41 @@ Status ReadMetricsToken(const std::string& path, std::string& token) {
   return OkStatus();
 }
 
+// The remote telemetry store's URLs and token from --telemetry-url and friends.
+Status ResolveRemoteTelemetry(ServeFlags& flags) {
+  promstore::RemoteTelemetryOptions& remote = flags.options.remote_telemetry;
+  const bool given = !flags.telemetry_url.empty() || !remote.write_url.empty() ||
+                     !remote.query_url.empty() || !flags.telemetry_token_file.empty();
+  if (flags.options.telemetry_store != "remote") {
+    if (given) {
+      return InvalidArgumentError(
+          "--telemetry-url, --telemetry-write-url, --telemetry-query-url and "
+          "--telemetry-token-file need --telemetry-store remote");
+    }
+    return OkStatus();
+  }
+  std::string root = flags.telemetry_url;
+  while (!root.empty() && root.back() == '/')
+    root.pop_back();
+  if (remote.write_url.empty() && !root.empty())
+    remote.write_url = root + "/api/v1/write";
+  if (remote.query_url.empty())
+    remote.query_url = root;
+  if (remote.write_url.empty() || remote.query_url.empty()) {
+    return InvalidArgumentError(
+        "--telemetry-store remote needs --telemetry-url (or --telemetry-write-url and "
+        "--telemetry-query-url)");
+  }
+  if (!flags.telemetry_token_file.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(remote.bearer_token, ReadPrivateFirstLine("--telemetry-token-file",
+                                                                       flags.telemetry_token_file));
+    if (remote.bearer_token.empty())
+      return InvalidArgumentError("--telemetry-token-file " + flags.telemetry_token_file +
+                                  " is empty");
+  }
+  return OkStatus();
+}
+
 // Runs the alert evaluator every `interval` until `stop`; a round's problems go to stderr.
 void RunAlerts(AlertEvaluator& evaluator, std::chrono::milliseconds interval,
                const std::atomic<bool>& stop) {
@@ -138,6 +173,8 @@ int RunServe(ServeFlags flags) {
     if (Status s = ReadMetricsToken(flags.metrics_token_file, flags.options.metrics_token); !s.ok())
       return Fail(s);
   }
+  if (Status s = ResolveRemoteTelemetry(flags); !s.ok())
+    return Fail(s);
   if (!flags.smtp_credentials_file.empty()) {
     if (Status s = ReadSmtpCredentials(flags.smtp_credentials_file, flags.options.alerts); !s.ok())
       return Fail(s);

@@ -18,6 +18,10 @@ struct ServeFlags {
   // "username:password" on one line, for the SMTP server; "" = no login.
   std::string smtp_credentials_file;
   std::string metrics_token_file;  // --metrics-token-file: the token GET /metrics answers to
+  // --telemetry-url: the remote store's root (VictoriaMetrics single-node), giving the write
+  // and query URLs that --telemetry-write-url and --telemetry-query-url do not.
+  std::string telemetry_url;
+  std::string telemetry_token_file;  // its bearer token, mode 600
 };
 
 // Serves until SIGINT or SIGTERM, then shuts down gracefully. Returns the process exit code.

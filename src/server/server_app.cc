@@ -7,6 +7,7 @@
 #include "server/route_util.h"
 #include "store/open_store.h"
 #include "store/pg_store.h"
+#include "tsdb/tsdb.h"
 
 namespace expanse::server {
 
@@ -37,11 +38,19 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->options_ = std::move(options);
   if (app->options_.db_path.empty())
     return InvalidArgumentError("--db is required");
-  if (store::IsPostgresUri(app->options_.db_path) && app->options_.tsdb_dir.empty()) {
-    return InvalidArgumentError(
-        "--tsdb-dir is required with a PostgreSQL --db: the telemetry store is a directory of "
-        "this machine's");
+  const bool remote_telemetry = app->options_.telemetry_store == "remote";
+  if (!remote_telemetry && app->options_.telemetry_store != "embedded") {
+    return InvalidArgumentError("--telemetry-store must be embedded or remote, not \"" +
+                                app->options_.telemetry_store + "\"");
   }
+  if (!remote_telemetry && store::IsPostgresUri(app->options_.db_path) &&
+      app->options_.tsdb_dir.empty()) {
+    return InvalidArgumentError(
+        "--tsdb-dir is required with a PostgreSQL --db and the embedded telemetry store: it is "
+        "a directory of this machine's (replicas share telemetry with --telemetry-store remote)");
+  }
+  if (remote_telemetry && !app->options_.tsdb_dir.empty())
+    return InvalidArgumentError("--tsdb-dir is for the embedded telemetry store, not remote");
 
   if (!app->options_.tls_self_signed_dir.empty()) {
     if (!app->options_.tls_cert.empty()) {
@@ -62,11 +71,17 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
 
   EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenStore(app->options_.db_path));
   app->control_ = std::make_unique<ControlPlane>(*app->store_, clock, app->options_.control);
-  tsdb::TsdbOptions to;
-  to.directory =
-      app->options_.tsdb_dir.empty() ? app->options_.db_path + ".tsdb" : app->options_.tsdb_dir;
-  to.retention_ms = app->options_.retention_ms;
-  EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
+  if (remote_telemetry) {
+    EXPANSE_ASSIGN_OR_RETURN(app->tsdb_,
+                             promstore::RemoteTelemetryStore::Open(app->options_.remote_telemetry,
+                                                                   app->store_->Jobs(), clock));
+  } else {
+    tsdb::TsdbOptions to;
+    to.directory =
+        app->options_.tsdb_dir.empty() ? app->options_.db_path + ".tsdb" : app->options_.tsdb_dir;
+    to.retention_ms = app->options_.retention_ms;
+    EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
+  }
   EXPANSE_ASSIGN_OR_RETURN(
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
   EXPANSE_ASSIGN_OR_RETURN(app->alert_sender_,

@@ -9,19 +9,24 @@
 
 #include "core/clock.h"
 #include "http/listener.h"
+#include "promstore/remote_telemetry_store.h"
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/routes.h"
 #include "store/store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
 struct ServerOptions {
   // The store: a SQLite file, or a postgresql:// URI that replicas share (store/open_store.h).
   std::string db_path;
-  // The telemetry store's directory; "" = db_path + ".tsdb".
+  // Where the samples live: "embedded" (the default; tsdb_dir on this machine) or "remote",
+  // a Prometheus-compatible store every replica shares (remote_telemetry below).
+  std::string telemetry_store = "embedded";
+  // The embedded telemetry store's directory; "" = db_path + ".tsdb".
   std::string tsdb_dir;
+  promstore::RemoteTelemetryOptions remote_telemetry;
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
@@ -66,7 +71,7 @@ class ServerApp {
   bool tls() const;
   const std::string& ca_file() const { return ca_file_; }
   ControlPlane& control() { return *control_; }
-  tsdb::Tsdb& telemetry() { return *tsdb_; }
+  tsdb::TelemetryStore& telemetry() { return *tsdb_; }
   store::Store& store() { return *store_; }
   AlertSender& alert_sender() { return *alert_sender_; }
 
@@ -77,7 +82,7 @@ class ServerApp {
   ServerOptions options_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<ControlPlane> control_;
-  std::unique_ptr<tsdb::Tsdb> tsdb_;
+  std::unique_ptr<tsdb::TelemetryStore> tsdb_;
   std::unique_ptr<AlertSender> alert_sender_;
   ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;

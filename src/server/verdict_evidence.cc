@@ -75,7 +75,7 @@ std::map<std::string, GpuModel> GpuModelsFromHeartbeat(std::string_view heartbea
   return out;
 }
 
-Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                 const std::vector<store::GpuAllocation>& allocations,
                                 const std::vector<std::string>& hosts,
                                 const std::map<std::string, GpuModel>& models, int64_t now_ms) {

@@ -13,7 +13,7 @@
 #include "core/result.h"
 #include "server/verdict_rules.h"
 #include "store/job_store.h"
-#include "tsdb/tsdb.h"
+#include "tsdb/telemetry_store.h"
 
 namespace expanse::server {
 
@@ -37,7 +37,7 @@ std::map<std::string, GpuModel> GpuModelsFromHeartbeat(std::string_view heartbea
 // runs, in equal cells of about kMinVerdictCellMs or more ending exactly at the job's end, at
 // most kMaxVerdictCells (fewer for jobs with many GPUs, see kMaxVerdictGpuCells).
 // A job that has not started has no cells.
-Result<JobCells> GatherJobCells(tsdb::Tsdb& tsdb, const store::JobRecord& job,
+Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                 const std::vector<store::GpuAllocation>& allocations,
                                 const std::vector<std::string>& hosts,
                                 const std::map<std::string, GpuModel>& models, int64_t now_ms);

@@ -170,6 +170,26 @@ class JobStore {
   virtual Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id,
                                                     std::string_view job_id, int64_t from_ms,
                                                     int64_t to_ms, int limit) = 0;
+
+  // The exactly-once record of ingest batches whose samples go to a remote telemetry store
+  // (--telemetry-store remote), shared by every replica on the database (docs/scaling.md).
+  // ClaimIngestBatch says what the caller must do with batch_id (the batch's idempotency
+  // key, which names its compute): kClaimed, write the samples and then
+  // MarkIngestBatchStored; kStored, nothing (a repeat); kInFlight, another replica holds a
+  // claim younger than lease_ms and is writing it (ask the sender to retry). A claim older
+  // than lease_ms is taken over: its holder died or gave up between claim and mark.
+  enum class BatchClaim { kClaimed, kStored, kInFlight };
+  virtual Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id,
+                                              std::string_view batch_id, int64_t now_ms,
+                                              int64_t lease_ms) = 0;
+  // kNotFound when batch_id was never claimed.
+  virtual Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) = 0;
+  // Gives up a claim whose write failed, so that the sender's retry need not wait out the
+  // lease; a stored batch stays stored.
+  virtual Status ReleaseIngestBatch(std::string_view batch_id) = 0;
+  // Drops the records of batches claimed before before_ms (a sender's retries stop long
+  // before); returns how many.
+  virtual Result<int64_t> ForgetIngestBatches(int64_t before_ms) = 0;
 };
 
 }  // namespace expanse::store

@@ -293,6 +293,18 @@ ALTER TABLE memberships ADD COLUMN slurm_user TEXT NOT NULL DEFAULT ''
   CHECK (length(slurm_user) <= 64);
 )sql";
 
+// v8: ingest batches whose samples went to a remote telemetry store, so that every replica
+// stores each batch once (JobStore::ClaimIngestBatch). stored_at_ms 0: claimed, not stored.
+constexpr const char* kSchemaV8 = R"sql(
+CREATE TABLE ingest_batches (
+  batch_id      TEXT PRIMARY KEY CHECK (batch_id <> '' AND length(batch_id) <= 256),
+  compute_id    TEXT NOT NULL,
+  claimed_at_ms INTEGER NOT NULL,
+  stored_at_ms  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX ingest_batches_by_claim ON ingest_batches (claimed_at_ms);
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -303,10 +315,11 @@ extern const char* const kPgSchemaV4;
 extern const char* const kPgSchemaV5;
 extern const char* const kPgSchemaV6;
 extern const char* const kPgSchemaV7;
+extern const char* const kPgSchemaV8;
 
 namespace {
 
-const std::array<Migration, 7> kMigrations = {{
+const std::array<Migration, 8> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -314,6 +327,7 @@ const std::array<Migration, 7> kMigrations = {{
     {5, kSchemaV5, kPgSchemaV5},
     {6, kSchemaV6, kPgSchemaV6},
     {7, kSchemaV7, kPgSchemaV7},
+    {8, kSchemaV8, kPgSchemaV8},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

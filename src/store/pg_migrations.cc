@@ -271,4 +271,14 @@ ALTER TABLE memberships ADD COLUMN slurm_user TEXT NOT NULL DEFAULT ''
   CHECK (length(slurm_user) <= 64);
 )sql";
 
+extern const char* const kPgSchemaV8 = R"sql(
+CREATE TABLE ingest_batches (
+  batch_id      TEXT PRIMARY KEY CHECK (batch_id <> '' AND length(batch_id) <= 256),
+  compute_id    TEXT NOT NULL,
+  claimed_at_ms BIGINT NOT NULL,
+  stored_at_ms  BIGINT NOT NULL
+);
+CREATE INDEX ingest_batches_by_claim ON ingest_batches (claimed_at_ms);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal

@@ -109,6 +109,11 @@ class SqliteStore final : public Store, public JobStore {
   Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                         std::string_view host, int64_t from_ms,
                                                         int64_t to_ms) override;
+  Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id, std::string_view batch_id,
+                                      int64_t now_ms, int64_t lease_ms) override;
+  Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) override;
+  Status ReleaseIngestBatch(std::string_view batch_id) override;
+  Result<int64_t> ForgetIngestBatches(int64_t before_ms) override;
   Status PutStacks(const std::vector<StackSample>& stacks) override;
   Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,
                                             int64_t from_ms, int64_t to_ms, int limit) override;

@@ -34,6 +34,7 @@
 #include "tsdb/chunk_store.h"
 #include "tsdb/downsample.h"
 #include "tsdb/sample.h"
+#include "tsdb/telemetry_store.h"
 #include "tsdb/wal.h"
 #include "tsdb/wal_record.h"
 
@@ -41,14 +42,6 @@ namespace expanse::tsdb {
 
 inline constexpr int64_t kHourMs = 3'600'000;
 inline constexpr size_t kMaxBatchIdBytes = 256;
-
-// One question of Tsdb::QueryMany: Query's arguments.
-struct SeriesQuery {
-  SeriesKey key;
-  int64_t from_ms = 0;
-  int64_t to_ms = 0;
-  int points = 1;
-};
 
 struct TsdbOptions {
   std::string directory;  // created if missing; holds wal.log and chunks.sqlite
@@ -71,30 +64,14 @@ struct TsdbOptions {
   std::function<void(std::string_view)> log = nullptr;
 };
 
-class Tsdb {
+class Tsdb final : public TelemetryStore {
  public:
   using Bucket = tsdb::Bucket;
-  // When Append returns. kDurable: after the fdatasync that covers the batch. kReceived:
-  // once the batch is in the WAL and in memory; a background sync makes it durable
-  // shortly after, and the sender keeps the batch until durable_mark reaches its mark
-  // (docs/formats/ingest-batch.md). A crash loses at most what was not yet durable, which
-  // its senders still hold and send again (batch ids make that harmless).
-  enum class Ack { kDurable, kReceived };
-  struct AppendResult {
-    bool duplicate = false;
-    size_t samples = 0;  // accepted (not dropped) samples
-    // The batch's place in the WAL since Open (its record number; for a duplicate still
-    // waiting for its sync, every record written so far), 0 for a batch stored earlier.
-    uint64_t mark = 0;
-    bool durable = false;       // mark <= durable_mark
-    uint64_t durable_mark = 0;  // every record up to here is durable
-  };
-  // Marks count records since Open and restart at every Open, which draws a new epoch: a
-  // mark only means something with its epoch.
-  struct Durability {
-    std::string epoch;
-    uint64_t durable_mark = 0;
-  };
+  // kReceived: once the batch is in the WAL and in memory; a background sync makes it
+  // durable shortly after. Marks are WAL record numbers since Open.
+  using Ack = TelemetryStore::Ack;
+  using AppendResult = TelemetryStore::AppendResult;
+  using Durability = TelemetryStore::Durability;
   struct Stats {
     uint64_t series = 0, chunks = 0, samples = 0, bytes_on_disk = 0;
     uint64_t dropped_samples = 0;  // out of order, since Open
@@ -107,34 +84,35 @@ class Tsdb {
   // Durable when OK with kDurable (the batch is in the fsynced WAL). Idempotent by
   // batch_id: a batch id seen before returns OK with duplicate=true and stores nothing.
   Result<AppendResult> Append(std::string_view batch_id, const Batch& batch,
-                              Ack ack = Ack::kDurable);
+                              Ack ack = Ack::kDurable) override;
   // What Append would say about max_series_per_compute now: lets a caller refuse a batch
   // before it stores anything else of it. Append checks again.
-  Status CheckSeriesLimit(const Batch& batch);
+  Status CheckSeriesLimit(const Batch& batch) override;
   // Waits until every record written before the call is durable.
-  Result<Durability> SyncAll();
-  Durability durability();
-  const std::string& epoch() const { return epoch_; }
+  Result<Durability> SyncAll() override;
+  Durability durability() override;
+  const std::string& epoch() const override { return epoch_; }
   // Downsampled read of [from_ms, to_ms) into at most `points` buckets (downsample.h).
   Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
-                                    int points);
+                                    int points) override;
   // Query for each of `queries`: answer i is what Query(queries[i]) returns, bucket for
   // bucket. For callers with many small questions (a page of the job list asks hundreds): one
   // acquisition of the lock, one prepared statement for every chunk read, each series' chunks
   // read once for all its queries and each chunk decoded once. The first invalid query fails
   // the call with Query's error.
-  Result<std::vector<std::vector<Bucket>>> QueryMany(const std::vector<SeriesQuery>& queries);
+  Result<std::vector<std::vector<Bucket>>> QueryMany(
+      const std::vector<SeriesQuery>& queries) override;
   // Series of one compute whose host starts with host_prefix ("" matches all), sorted.
   Result<std::vector<SeriesKey>> ListSeries(std::string_view compute_id,
                                             std::string_view host_prefix);
   // Persists sealed chunks, every open chunk (without sealing it) and the batch ids in
   // one chunk-store transaction, then empties the WAL.
-  Status Flush();
+  Status Flush() override;
   // Drops chunks whose newest sample is older than retention_ms, and old batch ids; then
   // forgets series left with no data at all (not written for longer than retention_ms), in
   // memory and on disk, so that they no longer cost memory or count against
   // max_series_per_compute. A series written again later starts anew.
-  Status ApplyRetention();
+  Status ApplyRetention() override;
   Stats GetStats();
 
  private:

@@ -181,18 +181,23 @@ printf 'Prolog=%s\nEpilog=%s\n' "$DIR/prolog" "$DIR/epilog" >>"$SLURM_CONF"
 # drain, and the worker's real files keep flowing.
 spool_w1="$prefix/spool/workers/$w1"
 name() { printf '%020d-hostile-boot.spool' "$1"; }
+# Each file is made beside the spool directory and moved in whole: the controller must judge
+# the file the test meant, not an empty one caught between creation and its first write
+# (which it rightly calls truncated).
 "$TESTCLUSTER" exec "$w1" -- bash -c "
   set -e
   cd '$spool_w1'
+  staged() { echo '$prefix/spool/.hostile-staged-'\$1; }
   ln -s /etc/passwd $(name 1)
-  head -c 100 /dev/urandom >$(name 2) && ln $(name 2) '$prefix/spool/.hostile-second-link'
+  head -c 100 /dev/urandom >\$(staged 2) && ln \$(staged 2) '$prefix/spool/.hostile-second-link'
   mkfifo $(name 3)
-  truncate -s 40M $(name 4)
-  head -c 300 /dev/urandom >$(name 5) && chown 65534:65534 $(name 5)
-  head -c 300 /dev/urandom >$(name 6)
+  truncate -s 40M \$(staged 4)
+  head -c 300 /dev/urandom >\$(staged 5) && chown 65534:65534 \$(staged 5)
+  head -c 300 /dev/urandom >\$(staged 6)
   real=\$(ls -1 [0-9]*-*.spool | grep -v hostile | head -1)
   # A real file's first bytes; the controller may have drained it meanwhile: then the magic.
-  head -c 20 \"\$real\" >$(name 7) 2>/dev/null || printf EXSP >$(name 7)"
+  head -c 20 \"\$real\" >\$(staged 7) 2>/dev/null || printf EXSP >\$(staged 7)
+  for n in 2 4 5 6 7; do mv \$(staged \$n) \$(printf '%020d-hostile-boot.spool' \$n); done"
 wait_until 60 "seven hostile files quarantined" bash -c "[[ \$(ls '$prefix/spool/workers/.quarantine' | grep -c hostile-boot) -ge 7 ]]"
 quarantined="$(ls "$prefix/spool/workers/.quarantine" | grep hostile-boot)"
 for reason in symlink hardlink not_regular too_large wrong_owner bad_magic truncated; do

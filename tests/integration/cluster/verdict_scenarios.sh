@@ -26,14 +26,14 @@ dc_gpu_scenario "$w2" "[
   {\"uuid\": \"GPU-$w2-minor$hi2\", \"minor\": $hi2, \"sm_util\": 95, \"memory_used_mib\": 120000, \"power_mw\": 600000}]"
 dc_controller_start
 
-# Two minutes each: the first job's Prolog starts the samplers, which may find it late; each
-# interval verdict needs a minute of its state.
-idle_job="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 120')"
+# 90 s each: the first job's Prolog starts the samplers, which may find it up to ~10 s late
+# (no_process then lasts ~80 s); each interval verdict needs a minute of its state.
+idle_job="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 90')"
 wait_until 60 "job $idle_job to run" bash -c "[[ \$(squeue -h -j $idle_job -o %t) == R ]]"
 # As many spinning processes as CPUs the job got on the node.
 cpu_job="$(submit -w "$w1" --gres=gpu:1 -o /dev/null \
-  --wrap 'for i in $(seq "$SLURM_CPUS_ON_NODE"); do timeout 120 sh -c "while :; do :; done" & done; wait; true')"
-busy_job="$(submit -w "$w2" --gres=gpu:2 -o /dev/null --wrap 'sleep 120')"
+  --wrap 'for i in $(seq "$SLURM_CPUS_ON_NODE"); do timeout 90 sh -c "while :; do :; done" & done; wait; true')"
+busy_job="$(submit -w "$w2" --gres=gpu:2 -o /dev/null --wrap 'sleep 90')"
 
 wait_until 120 "the controller to flag job $idle_job no_process" \
   grep -q "live detection: job $idle_job no_process" "$DIR/controller.log"

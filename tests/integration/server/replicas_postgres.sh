@@ -8,6 +8,12 @@
 #   - a console session made on one replica works on the other, and signing out on the other
 #     ends it on the first;
 #   - a job ingested through one replica is listed by the other;
+#   - telemetry in a real VictoriaMetrics (--telemetry-store remote): a batch sent to both
+#     replicas is stored once; two streams of batches sent while a replica is killed -9 (each
+#     retried on the other, as a daemon behind the balancer does) arrive exactly once, counted
+#     through the API and through VictoriaMetrics itself; VictoriaMetrics down: 503 with
+#     Retry-After, the batch stored once it is back; every query of the Grafana dashboard
+#     (packaging/grafana) answers with data;
 #   - the database stopped: 503 with Retry-After; started again: served again, no restart;
 #   - HAProxy from Debian in front (TLS passed through, /readyz as its check): every request
 #     answered while one replica is killed -9 and when it is back; a token exchanged twice
@@ -20,6 +26,7 @@ SERVER="$BUILD/bin/expanse-server"
 TEST_NAME=server_replicas_postgres
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib/postgres.sh"
+source "$here/../lib/victoriametrics.sh"
 fail() {
   printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*" >&2
   exit 1
@@ -32,25 +39,42 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pg_stop
+  vm_stop
   rm -rf "$DIR"
 }
 trap cleanup EXIT
 pg_start
 pass "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') at $PG_URI"
+vm_start
+pass "VictoriaMetrics $(dpkg-query -W -f='${Version}' victoria-metrics) at $VM_URL"
 
 EXPANSE_ADMIN_PASSWORD='test pass' "$SERVER" admin bootstrap --db "$PG_URI" --org acme \
   --org-name Acme --email ops@acme.example >"$DIR/boot.json"
 API_TOKEN="$(jq -r .api_token "$DIR/boot.json")"
 [[ "$API_TOKEN" == exp_at_* ]] || fail "bootstrap on PostgreSQL: $(cat "$DIR/boot.json")"
 
+# Telemetry flags that cannot work are refused at start, each with what to do.
+refused() { # WANT_TEXT ARGS...
+  local want="$1" out rc=0
+  shift
+  out="$("$SERVER" serve --database "$PG_URI" --control-listen 127.0.0.1:0 "$@" 2>&1)" || rc=$?
+  [[ "$rc" == 1 && "$out" == *"$want"* ]] || fail "serve $* exited $rc: $out (expected: $want)"
+}
+refused "need --telemetry-store remote" --telemetry-url "$VM_URL"
+refused "needs --telemetry-url" --telemetry-store remote
+refused "plain http" --telemetry-store remote --telemetry-url http://vm.example:8428
+refused "--tsdb-dir is for the embedded telemetry store" --telemetry-store remote --telemetry-url "$VM_URL" --tsdb-dir "$DIR/x"
+refused "--tsdb-dir is required with a PostgreSQL --db" --telemetry-store embedded
+pass "telemetry flags that cannot work are refused at start"
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# Replica N: its own ports and telemetry directory, the shared database. Ports are fixed so a
+# Replica N: its own ports; the shared database and telemetry store. Ports are fixed so a
 # restarted replica comes back where the balancer expects it.
 declare -A cp_port dp_port replica_pid
 start_replica() {
   local n="$1" log="$DIR/serve$1.log"
   : >"$log"
-  "$SERVER" serve --database "$PG_URI" --tsdb-dir "$DIR/tsdb$n" --control-listen "127.0.0.1:${cp_port[$n]}" \
+  "$SERVER" serve --database "$PG_URI" --telemetry-store remote --telemetry-url "$VM_URL" --control-listen "127.0.0.1:${cp_port[$n]}" \
     --data-listen "127.0.0.1:${dp_port[$n]}" --tls-self-signed "$DIR/tls" --credential-rate 1000 \
     --metrics-token-file "$DIR/metrics.token" >>"$log" 2>&1 &
   replica_pid[$n]=$!
@@ -68,6 +92,7 @@ done
 A="https://127.0.0.1:${cp_port[1]}"
 B="https://127.0.0.1:${cp_port[2]}"
 DP_A="https://127.0.0.1:${dp_port[1]}"
+DP_B="https://127.0.0.1:${dp_port[2]}"
 CA="$DIR/tls/ca.pem"
 pass "replicas at $A and $B"
 
@@ -164,13 +189,138 @@ pass "a session made on A works on B, and signing out on B ends it on A"
 now_ms=$(($(date +%s) * 1000))
 batch="{\"version\":1,\"stream\":\"telemetry\",\"sequence\":1,\"series\":[],
   \"jobs\":[{\"job_id\":\"77\",\"state\":\"RUNNING\",\"user\":\"ana\",\"account\":\"ml\",\"partition\":\"gpu\",
-             \"req_gpus\":1,\"start_ms\":$((now_ms - 60000)),\"end_ms\":0,\"observed_ms\":$now_ms}]}"
+             \"req_gpus\":1,\"start_ms\":$((now_ms - 900000)),\"end_ms\":0,\"observed_ms\":$now_ms}]}"
 status="$("${k[@]}" -o "$DIR/ingest.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
   -H 'Content-Type: application/json' --data "$batch" "$DP_A/dp/v1/ingest")"
 [[ "$status" == 200 ]] || fail "ingest through A: $status $(cat "$DIR/ingest.json")"
 [[ "$(api "$B" GET "/api/v1/orgs/acme/jobs" | jq -r '[.jobs[].job_id] | join(",")')" == 77 ]] ||
   fail "job 77 ingested through A is not listed by B"
 pass "a job ingested through A is listed by B"
+
+# --- Telemetry in VictoriaMetrics, shared by both replicas ---------------------------------------
+# Batch SEQ: GPU-a and GPU-b of node01 in job 77's GPUs, ten one-second samples each, at
+# t0 + SEQ*10 s; so every batch adds 20 samples and no two batches share a timestamp.
+t0=$((now_ms / 1000 - 900))
+allocations='"gpu_allocations":[{"job_id":"77","host":"node01","gpu_uuid":"GPU-a","gpu_index":0,"gpu_minor":0,"from_ms":'"$((t0 * 1000))"',"to_ms":0},{"job_id":"77","host":"node01","gpu_uuid":"GPU-b","gpu_index":1,"gpu_minor":1,"from_ms":'"$((t0 * 1000))"',"to_ms":0}]'
+telemetry_batch() { # SEQ
+  local start=$(((t0 + $1 * 10) * 1000))
+  printf '{"version":1,"stream":"gpu","sequence":%d,%s,"series":[' "$1" "$allocations"
+  printf '{"host":"node01","device":"GPU-a","metric":"gpu.sm_util","t0":%d,"dt":[0,1000,1000,1000,1000,1000,1000,1000,1000,1000],"v":[1,2,3,4,5,6,7,8,9,10]},' "$start"
+  printf '{"host":"node01","device":"GPU-b","metric":"gpu.sm_util","t0":%d,"dt":[0,1000,1000,1000,1000,1000,1000,1000,1000,1000],"v":[50,50,50,50,50,50,50,50,50,50]}]}' "$start"
+}
+send_batch() { # DATA_PLANE_URL SEQ -> HTTP status; the answer in $DIR/answer.json, headers in $DIR/answer.h
+  "${k[@]}" -o "$DIR/answer.json" -D "$DIR/answer.h" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
+    -H 'Content-Type: application/json' --data "$(telemetry_batch "$2")" "$1/dp/v1/ingest" || echo 000
+}
+[[ "$(send_batch "$DP_A" 1)" == 200 ]] || fail "telemetry through A: $(cat "$DIR/answer.json")"
+jq -e '.duplicate == false and .samples == 20 and .durable == true' "$DIR/answer.json" >/dev/null ||
+  fail "batch 1 through A: $(cat "$DIR/answer.json")"
+[[ "$(send_batch "$DP_B" 1)" == 200 ]] || fail "the same batch through B: $(cat "$DIR/answer.json")"
+jq -e '.duplicate == true and .samples == 0' "$DIR/answer.json" >/dev/null ||
+  fail "batch 1 again through B is not a duplicate: $(cat "$DIR/answer.json")"
+in_vm() { vm_count '{__name__="expanse_gpu_sm_util",compute="'"$compute"'",host="node01"}' "$t0" "$((t0 + 899))"; }
+[[ "$(in_vm)" == 20 ]] || fail "VictoriaMetrics holds $(in_vm) samples after batch 1 sent to both replicas, not 20"
+pass "a batch sent to both replicas is stored once in VictoriaMetrics (20 samples; B answered duplicate)"
+
+# Two streams of batches, one starting at each replica, while replica A is killed -9 and
+# restarted: a request in flight on A when it dies gets no answer, and the batch goes to the
+# other replica, as a daemon's outbox behind the balancer retries it (for up to 90 s: a batch
+# A had claimed when it died is "in flight" until the claim lapses, a minute). Every batch ends
+# up stored exactly once.
+send_stream() { # FIRST_URL OTHER_URL SEQ... ; prints one line per batch delivered
+  local first="$1" other="$2" seq attempt target
+  shift 2
+  for seq in "$@"; do
+    for attempt in $(seq 1 180); do
+      target="$first"
+      ((attempt % 2 == 0)) && target="$other"
+      if [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $credential2" \
+        -H 'Content-Type: application/json' --data "$(telemetry_batch "$seq")" "$target/dp/v1/ingest" 2>/dev/null)" == 200 ]]; then
+        echo "$seq"
+        continue 2
+      fi
+      sleep 0.5
+    done
+    echo "batch $seq reached neither replica in 90 s" >&2
+  done
+}
+: >"$DIR/stream1"
+: >"$DIR/stream2"
+send_stream "$DP_A" "$DP_B" $(seq 2 2 41) >"$DIR/stream1" &
+stream1=$!
+send_stream "$DP_B" "$DP_A" $(seq 3 2 41) >"$DIR/stream2" &
+stream2=$!
+# A dies once each stream is under way, while requests are in flight on it.
+for i in $(seq 1 200); do (($(cat "$DIR/stream1" "$DIR/stream2" | wc -l) >= 6)) && break; sleep 0.05; done
+kill -9 "${replica_pid[1]}"
+wait "${replica_pid[1]}" 2>/dev/null || true
+sleep 1
+start_replica 1
+wait "$stream1" "$stream2"
+sent="$(cat "$DIR/stream1" "$DIR/stream2" | sort -un | wc -l)"
+[[ "$sent" == 40 ]] || fail "$sent of 40 batches delivered with replica A killed mid-stream"
+[[ "$(in_vm)" == $((20 * (sent + 1))) ]] ||
+  fail "VictoriaMetrics holds $(in_vm) samples after $((sent + 1)) batches of 20 (replica A killed mid-stream)"
+# The same through the API of each replica: job 77's timeline (it started at t0), in buckets
+# well under a second, so that each sample is a point.
+timeline_samples() { # URL
+  api "$1" GET "/api/v1/computes/$compute/jobs/77/timeline?metric=gpu.sm_util&points=10000" |
+    jq '[.series[].points[]] | length'
+}
+for url in "$A" "$B"; do
+  n="$(timeline_samples "$url")"
+  [[ "$n" == $((20 * (sent + 1))) ]] || fail "job 77's timeline through $url has $n points, not $((20 * (sent + 1)))"
+done
+pass "$((sent + 1)) batches, replica A killed -9 and restarted mid-stream: $((20 * (sent + 1))) samples, each once, in VictoriaMetrics and in both replicas' timelines"
+
+# VictoriaMetrics away: the batch is refused with 503 and Retry-After (the sender keeps it);
+# back: the same batch is stored, once.
+vm_pause
+[[ "$(send_batch "$DP_B" 50)" == 503 ]] || fail "ingest with VictoriaMetrics down: $(cat "$DIR/answer.json")"
+grep -qi '^retry-after: [0-9]' "$DIR/answer.h" || fail "no Retry-After with VictoriaMetrics down: $(cat "$DIR/answer.h")"
+vm_resume
+[[ "$(send_batch "$DP_A" 50)" == 200 ]] || fail "the batch once VictoriaMetrics is back: $(cat "$DIR/answer.json")"
+jq -e '.duplicate == false and .samples == 20' "$DIR/answer.json" >/dev/null ||
+  fail "the batch once VictoriaMetrics is back: $(cat "$DIR/answer.json")"
+[[ "$(in_vm)" == $((20 * (sent + 2))) ]] || fail "VictoriaMetrics holds $(in_vm) samples after it came back"
+pass "VictoriaMetrics down: 503 with Retry-After; back: the batch stored once"
+
+# The Grafana dashboard (packaging/grafana/expanse-gpus.json): each variable's label_values and
+# each panel's query run against this VictoriaMetrics, on what the replicas wrote, must answer
+# with data. A batch of the other metrics its panels show comes first.
+other="{\"version\":1,\"stream\":\"gpu\",\"sequence\":60,\"series\":["
+for gpu in GPU-a GPU-b; do
+  for m in gpu.sm_active:0.5 gpu.mem_used_mib:2048 gpu.power_w:300; do
+    other+="{\"host\":\"node01\",\"device\":\"$gpu\",\"metric\":\"${m%%:*}\",\"t0\":$(((t0 + 600) * 1000)),\"dt\":[0,1000],\"v\":[${m##*:},${m##*:}]},"
+  done
+done
+other+="{\"host\":\"node01\",\"device\":\"job/77\",\"metric\":\"job.cpu_used_cores\",\"t0\":$(((t0 + 600) * 1000)),\"dt\":[0,1000],\"v\":[3,3]}]}"
+status="$("${k[@]}" -o "$DIR/answer.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
+  -H 'Content-Type: application/json' --data "$other" "$DP_B/dp/v1/ingest")"
+[[ "$status" == 200 ]] || fail "the dashboard's batch: $status $(cat "$DIR/answer.json")"
+curl -fsS "$VM_URL/internal/force_flush" >/dev/null
+dashboard="$here/../../../packaging/grafana/expanse-gpus.json"
+substitute() { sed -e "s/\\\$compute/$compute/g" -e 's/\$host/.*/g' -e 's/\$__interval/10m/g'; }
+checked=0
+while IFS= read -r q; do
+  [[ "$q" =~ ^label_values\((.*),\ *([a-z_]+)\)$ ]] || fail "a dashboard variable's query is not label_values(SELECTOR, LABEL): $q"
+  sel="$(substitute <<<"${BASH_REMATCH[1]}")" label="${BASH_REMATCH[2]}"
+  values="$(curl -fsS "$VM_URL/api/v1/label/$label/values" --data-urlencode "match[]=$sel" \
+    --data-urlencode "start=$t0" --data-urlencode "end=$((t0 + 900))" | jq -r '.data[]')"
+  want="$compute"
+  [[ "$label" == host ]] && want=node01
+  grep -qx "$want" <<<"$values" || fail "dashboard variable $q gives [$values], without $want"
+  checked=$((checked + 1))
+done < <(jq -r '.templating.list[] | select(.type == "query") | .query' "$dashboard")
+while IFS=$'\t' read -r title expr; do
+  q="$(substitute <<<"$expr")"
+  answer="$(curl -sS "$VM_URL/api/v1/query_range" --data-urlencode "query=$q" --data-urlencode "start=$t0" \
+    --data-urlencode "end=$((t0 + 900))" --data-urlencode step=60 --data-urlencode nocache=1)"
+  jq -e '.status == "success" and (.data.result | length) >= 1' <<<"$answer" >/dev/null ||
+    fail "dashboard panel \"$title\": $q answered $answer"
+  checked=$((checked + 1))
+done < <(jq -r '.panels[] | .title as $t | .targets[] | [$t, .expr] | @tsv' "$dashboard")
+pass "the Grafana dashboard: $checked queries run against VictoriaMetrics, each with data"
 
 # The database away: the replicas answer 503 with Retry-After (a daemon's outbox keeps the
 # batch and sends it again), and serve again once it is back, without a restart of their own.

@@ -1,0 +1,378 @@
+#include "promstore/remote_telemetry_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "net/url_policy.h"
+#include "promstore/promql.h"
+#include "promstore/remote_write.h"
+#include "tsdb/downsample.h"
+
+namespace expanse::promstore {
+
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    if (!out.empty())
+      out.push_back('&');
+    for (const std::string* part : {&name, &value}) {
+      for (const char c : *part) {
+        const auto u = static_cast<unsigned char>(c);
+        if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~') {
+          out.push_back(c);
+        } else {
+          out.push_back('%');
+          out.push_back(kHex[u >> 4]);
+          out.push_back(kHex[u & 15]);
+        }
+      }
+      if (part == &name)
+        out.push_back('=');
+    }
+  }
+  return out;
+}
+
+class RemoteTelemetryStore::Lease {
+ public:
+  Lease(RemoteTelemetryStore& owner, std::unique_ptr<net::HttpClient> client)
+      : owner_(&owner), client_(std::move(client)) {}
+  Lease(Lease&& other) noexcept = default;
+  Lease& operator=(Lease&&) = delete;
+  ~Lease() {
+    if (client_ == nullptr)
+      return;
+    {
+      std::lock_guard lock(owner_->pool_mu_);
+      owner_->idle_.push_back(std::move(client_));
+    }
+    owner_->pool_cv_.notify_one();
+  }
+  net::HttpClient& client() { return *client_; }
+
+ private:
+  RemoteTelemetryStore* owner_;
+  std::unique_ptr<net::HttpClient> client_;
+};
+
+Result<std::unique_ptr<RemoteTelemetryStore>> RemoteTelemetryStore::Open(
+    RemoteTelemetryOptions options, store::JobStore& batches, Clock& clock) {
+  if (options.write_url.empty() || options.query_url.empty()) {
+    return InvalidArgumentError(
+        "the remote telemetry store needs a write URL and a query URL (--telemetry-url)");
+  }
+  while (!options.query_url.empty() && options.query_url.back() == '/')
+    options.query_url.pop_back();
+  for (const std::string* url : {&options.write_url, &options.query_url}) {
+    if (Status allowed = net::CheckUrlAllowed(*url + (url == &options.query_url ? "/" : ""));
+        !allowed.ok()) {
+      return InvalidArgumentError("remote telemetry store URL " + *url + ": " + allowed.message());
+    }
+  }
+  if (options.connections < 1 || options.connections > 64)
+    return InvalidArgumentError("remote telemetry store connections must be 1 to 64");
+  if (options.claim_lease_ms <= 0 || options.max_points_per_request < 1)
+    return InvalidArgumentError("remote telemetry store limits must be positive");
+  std::unique_ptr<RemoteTelemetryStore> store(
+      new RemoteTelemetryStore(std::move(options), batches, clock));
+  net::HttpClientOptions client_options;
+  client_options.ca_file = store->options_.ca_file;
+  client_options.total_timeout = store->options_.timeout;
+  client_options.connect_timeout =
+      std::min(store->options_.timeout, client_options.connect_timeout);
+  // A query's answer holds every bucket of every series asked for.
+  client_options.max_response_bytes = 256u << 20;
+  client_options.user_agent = "expanse-server";
+  for (int i = 0; i < store->options_.connections; ++i) {
+    EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> client,
+                             net::HttpClient::Create(client_options));
+    store->idle_.push_back(std::move(client));
+  }
+  return store;
+}
+
+RemoteTelemetryStore::Lease RemoteTelemetryStore::Borrow() {
+  std::unique_lock lock(pool_mu_);
+  pool_cv_.wait(lock, [&] { return !idle_.empty(); });
+  std::unique_ptr<net::HttpClient> client = std::move(idle_.back());
+  idle_.pop_back();
+  return Lease(*this, std::move(client));
+}
+
+Result<net::HttpResponse> RemoteTelemetryStore::Send(net::HttpRequest request) {
+  if (!options_.bearer_token.empty())
+    request.headers.emplace_back("Authorization", "Bearer " + options_.bearer_token);
+  Lease lease = Borrow();
+  Result<net::HttpResponse> response = lease.client().Send(request);
+  if (!response.ok()) {
+    // The client's message names the method and URL, never a header.
+    return Status(response.status().code(),
+                  "the telemetry store cannot be reached: " + response.status().message());
+  }
+  return response;
+}
+
+namespace {
+
+// What an answer's status means for the caller: the store's 5xx and 429 pass (the sender
+// retries); any other refusal is this server's problem (a wrong URL, a store that does not
+// speak the protocol), said with the start of the store's message.
+Status AnswerStatus(const net::HttpResponse& response, std::string_view what) {
+  if (response.status >= 200 && response.status < 300)
+    return OkStatus();
+  std::string message = "the telemetry store answered " + std::to_string(response.status) + " to " +
+                        std::string(what);
+  if (!response.body.empty())
+    message += ": " + response.body.substr(0, 300);
+  if (response.status == 429 || response.status >= 500)
+    return UnavailableError(message);
+  return InternalError(message);
+}
+
+}  // namespace
+
+Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::string_view batch_id,
+                                                                        const tsdb::Batch& batch,
+                                                                        Ack /*ack*/) {
+  // Answers are always durable: the store's acceptance is the only mark there is.
+  AppendResult result;
+  result.durable = true;
+  size_t samples = 0;
+  for (const auto& [key, series] : batch)
+    samples += series.size();
+  if (samples == 0)
+    return result;
+  const std::string& compute_id = batch.front().first.compute_id;
+  EXPANSE_ASSIGN_OR_RETURN(
+      const store::JobStore::BatchClaim claim,
+      batches_.ClaimIngestBatch(compute_id, batch_id, clock_.NowMs(), options_.claim_lease_ms));
+  if (claim == store::JobStore::BatchClaim::kStored) {
+    result.duplicate = true;
+    return result;
+  }
+  if (claim == store::JobStore::BatchClaim::kInFlight) {
+    return UnavailableError("batch " + std::string(batch_id) +
+                            " is being stored by another replica; send it again shortly")
+        .WithReason("batch_in_flight");
+  }
+  net::HttpRequest request;
+  request.method = "POST";
+  request.url = options_.write_url;
+  request.headers = {{"Content-Type", kContentType},
+                     {"Content-Encoding", kContentEncoding},
+                     {"X-Prometheus-Remote-Write-Version", kProtocolVersion}};
+  request.body = EncodeWriteRequest(batch);
+  Result<net::HttpResponse> response = Send(std::move(request));
+  Status written = response.ok() ? AnswerStatus(*response, "a remote write") : response.status();
+  if (!written.ok()) {
+    // Let the retry in at once rather than after the lease; it may reach a healthy store.
+    (void)batches_.ReleaseIngestBatch(batch_id);
+    return written;
+  }
+  EXPANSE_RETURN_IF_ERROR(batches_.MarkIngestBatchStored(batch_id, clock_.NowMs()));
+  result.samples = samples;
+  return result;
+}
+
+Status RemoteTelemetryStore::CheckSeriesLimit(const tsdb::Batch& /*batch*/) {
+  return OkStatus();  // the remote store's own limit applies (see the header)
+}
+
+Result<tsdb::TelemetryStore::Durability> RemoteTelemetryStore::SyncAll() { return durability(); }
+
+tsdb::TelemetryStore::Durability RemoteTelemetryStore::durability() {
+  return Durability{.epoch = epoch_, .durable_mark = 0};
+}
+
+Status RemoteTelemetryStore::Flush() { return OkStatus(); }
+
+Status RemoteTelemetryStore::ApplyRetention() {
+  return batches_.ForgetIngestBatches(clock_.NowMs() - options_.batch_record_retention_ms).status();
+}
+
+Result<std::string> RemoteTelemetryStore::Get(
+    const std::string& path, const std::vector<std::pair<std::string, std::string>>& form) {
+  net::HttpRequest request;
+  request.method = "POST";
+  request.url = options_.query_url + path;
+  request.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
+  request.body = FormEncode(form);
+  EXPANSE_ASSIGN_OR_RETURN(net::HttpResponse response, Send(std::move(request)));
+  // The query API answers its refusals (a bad query: 400, 422) with a JSON error document.
+  if (response.status != 200 && response.status != 400 && response.status != 422)
+    EXPANSE_RETURN_IF_ERROR(AnswerStatus(response, "a query"));
+  return std::move(response.body);
+}
+
+Result<std::vector<tsdb::Bucket>> RemoteTelemetryStore::Query(const tsdb::SeriesKey& key,
+                                                              int64_t from_ms, int64_t to_ms,
+                                                              int points) {
+  EXPANSE_ASSIGN_OR_RETURN(auto answers,
+                           QueryMany({tsdb::SeriesQuery{key, from_ms, to_ms, points}}));
+  return std::move(answers.front());
+}
+
+Result<std::vector<std::vector<tsdb::Bucket>>> RemoteTelemetryStore::QueryMany(
+    const std::vector<tsdb::SeriesQuery>& queries) {
+  // Queries that share compute, range and points share requests: a job's GPUs and metrics
+  // are one question to the store.
+  std::map<std::tuple<std::string, int64_t, int64_t, int>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const tsdb::SeriesQuery& q = queries[i];
+    EXPANSE_RETURN_IF_ERROR(tsdb::Downsampler::Create(q.from_ms, q.to_ms, q.points).status());
+    if (q.from_ms < 0)
+      return InvalidArgumentError("query range starts before 1970: " + std::to_string(q.from_ms));
+    groups[{q.key.compute_id, q.from_ms, q.to_ms, q.points}].push_back(i);
+  }
+  std::vector<std::vector<tsdb::Bucket>> answers(queries.size());
+  for (const auto& [group, members] : groups)
+    EXPANSE_RETURN_IF_ERROR(QueryGroup(queries, members, answers));
+  return answers;
+}
+
+namespace {
+
+// The figures of one bucket as they arrive, one aggregate at a time.
+struct PartialBucket {
+  double min = NAN, max = NAN, mean = NAN, last = NAN;
+  double count = 0;
+};
+
+// Where each answer series goes: the queries of the group with its metric, host and GPU.
+using SeriesIndex =
+    std::map<std::tuple<std::string, std::string, std::string>, std::vector<size_t>>;
+
+std::string Label(const AnswerSeries& series, const char* name) {
+  const auto it = series.labels.find(name);
+  return it == series.labels.end() ? std::string() : it->second;
+}
+
+// Files the points of `answer` into `grid` (per query of the group, per bucket). A point at
+// time t is the bucket whose window ends at t: index (t + 1 - first_end) / width, for
+// points of a range query; `fixed_index` for the one point of an instant query.
+Status FileAnswer(const std::vector<AnswerSeries>& answer, const SeriesIndex& index,
+                  int64_t first_end_ms, int64_t width_ms, int64_t fixed_index, size_t buckets,
+                  std::map<size_t, std::vector<PartialBucket>>& grid) {
+  for (const AnswerSeries& series : answer) {
+    const auto to = index.find(
+        {Label(series, "__name__"), Label(series, kHostLabel), Label(series, kDeviceLabel)});
+    if (to == index.end())
+      continue;  // of the selector's product, not asked for
+    const std::string aggregate = Label(series, kAggregateLabel);
+    for (const auto& [t_ms, value] : series.points) {
+      int64_t i = fixed_index;
+      if (i < 0) {
+        const int64_t offset = t_ms - first_end_ms;
+        if (offset < 0 || offset % width_ms != 0)
+          return InternalError("the telemetry store answered a point off the buckets' grid");
+        i = offset / width_ms;
+      }
+      if (i < 0 || static_cast<size_t>(i) >= buckets)
+        return InternalError("the telemetry store answered a point outside the query");
+      for (const size_t q : to->second) {
+        PartialBucket& b = grid[q][static_cast<size_t>(i)];
+        if (aggregate == "min")
+          b.min = value;
+        else if (aggregate == "max")
+          b.max = value;
+        else if (aggregate == "mean")
+          b.mean = value;
+        else if (aggregate == "last")
+          b.last = value;
+        else if (aggregate == "count")
+          b.count = value;
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status RemoteTelemetryStore::QueryGroup(const std::vector<tsdb::SeriesQuery>& queries,
+                                        const std::vector<size_t>& members,
+                                        std::vector<std::vector<tsdb::Bucket>>& answers) {
+  const tsdb::SeriesQuery& first = queries[members.front()];
+  const int64_t from = first.from_ms, to = first.to_ms;
+  // downsample.h's grid: width ceil(span / points), as many buckets as it takes to reach to.
+  const auto span = static_cast<uint64_t>(to - from);
+  const auto width = static_cast<int64_t>(span / static_cast<uint64_t>(first.points) +
+                                          (span % static_cast<uint64_t>(first.points) != 0));
+  const auto buckets =
+      static_cast<size_t>((span + static_cast<uint64_t>(width) - 1) / static_cast<uint64_t>(width));
+  const bool last_partial = from + static_cast<int64_t>(buckets) * width > to;
+  const size_t full = buckets - (last_partial ? 1 : 0);
+
+  std::vector<tsdb::SeriesKey> keys;
+  SeriesIndex index;
+  for (const size_t q : members) {
+    const tsdb::SeriesKey& key = queries[q].key;
+    auto& targets = index[{MetricName(key.metric), key.host, key.device}];
+    if (targets.empty())
+      keys.push_back(key);
+    targets.push_back(q);
+  }
+  const std::string selector = SeriesSelector(keys);
+  std::map<size_t, std::vector<PartialBucket>> grid;
+  for (const size_t q : members)
+    grid[q].resize(buckets);
+
+  // The full buckets, in range queries of at most max_points_per_request evaluation times.
+  // Bucket i is [from + i*w, from + (i+1)*w): the window of w ms ending at from + (i+1)*w - 1
+  // (a PromQL window includes its end and not its start).
+  const std::string full_query = BucketAggregatesQuery(selector, width);
+  const auto step = static_cast<size_t>(options_.max_points_per_request);
+  for (size_t begin = 0; begin < full; begin += step) {
+    const size_t end = std::min(full, begin + step);
+    const int64_t first_end = from + static_cast<int64_t>(begin + 1) * width - 1;
+    const int64_t last_end = from + static_cast<int64_t>(end) * width - 1;
+    EXPANSE_ASSIGN_OR_RETURN(const std::string body,
+                             Get("/api/v1/query_range", {{"query", full_query},
+                                                         {"start", ApiTime(first_end)},
+                                                         {"end", ApiTime(last_end)},
+                                                         {"step", std::to_string(width) + "ms"},
+                                                         {"nocache", "1"}}));
+    EXPANSE_ASSIGN_OR_RETURN(const std::vector<AnswerSeries> answer, ParseQueryAnswer(body));
+    // Grid index of the chunk's first point: `begin`; FileAnswer counts from first_end of 0.
+    EXPANSE_RETURN_IF_ERROR(FileAnswer(answer, index, from + width - 1, width, -1, buckets, grid));
+  }
+  // The last bucket, cut short by `to`: one instant query over [its start, to).
+  if (last_partial) {
+    const int64_t start = from + static_cast<int64_t>(buckets - 1) * width;
+    EXPANSE_ASSIGN_OR_RETURN(
+        const std::string body,
+        Get("/api/v1/query", {{"query", BucketAggregatesQuery(selector, to - start)},
+                              {"time", ApiTime(to - 1)},
+                              {"nocache", "1"}}));
+    EXPANSE_ASSIGN_OR_RETURN(const std::vector<AnswerSeries> answer, ParseQueryAnswer(body));
+    EXPANSE_RETURN_IF_ERROR(
+        FileAnswer(answer, index, 0, 1, static_cast<int64_t>(buckets - 1), buckets, grid));
+  }
+
+  for (const size_t q : members) {
+    std::vector<tsdb::Bucket>& out = answers[q];
+    const std::vector<PartialBucket>& cells = grid[q];
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const PartialBucket& b = cells[i];
+      if (!(b.count >= 1))
+        continue;  // no samples: no bucket, as downsample.h
+      const int64_t start = from + static_cast<int64_t>(i) * width;
+      out.push_back(
+          tsdb::Bucket{.start_ms = start,
+                       .end_ms = std::min(start + width, to),
+                       .min = b.min,
+                       .max = b.max,
+                       .mean = b.mean,
+                       .last = b.last,
+                       .count = static_cast<uint32_t>(std::min(b.count, 4'294'967'295.0))});
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace expanse::promstore

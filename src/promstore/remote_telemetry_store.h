@@ -1,0 +1,113 @@
+// RemoteTelemetryStore: the telemetry in a Prometheus-compatible cluster store
+// (--telemetry-store remote): VictoriaMetrics single-node or cluster, Mimir, Thanos receive.
+// Every replica of expanse-server writes there and reads from there, so they all see the same
+// samples (docs/scaling.md).
+//
+// - Append sends the batch's samples with the remote-write protocol (remote_write.h) and
+//   answers only once the store accepted them (2xx): the batch is then durable as far as
+//   Expanse can know, and its sender may drop it. Exactly once across replicas: the batch's
+//   id is claimed in the shared relational store first (JobStore::ClaimIngestBatch), so a
+//   repeat is answered as a duplicate without being sent, and a batch another replica is
+//   writing right now is answered kUnavailable (the sender retries shortly). A claim whose
+//   holder died is taken over after the lease; the store must then keep one sample per
+//   series and timestamp (VictoriaMetrics: -dedup.minScrapeInterval=1ms), which also makes
+//   the rare double write of that case harmless.
+// - Query and QueryMany compute downsample.h's buckets in the store with PromQL
+//   (promql.h): min/max/avg/last/count_over_time over windows that are exactly the buckets,
+//   so the answers are the embedded store's for the same samples.
+// - The series limit is the remote store's own (VictoriaMetrics: -storage.maxHourlySeries);
+//   retention too. Flush has nothing to do; ApplyRetention forgets old batch records.
+#ifndef EXPANSE_PROMSTORE_REMOTE_TELEMETRY_STORE_H_
+#define EXPANSE_PROMSTORE_REMOTE_TELEMETRY_STORE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/result.h"
+#include "net/http_client.h"
+#include "store/job_store.h"
+#include "tsdb/telemetry_store.h"
+
+namespace expanse::promstore {
+
+struct RemoteTelemetryOptions {
+  // Where remote-write requests go, e.g. http://127.0.0.1:8428/api/v1/write (VictoriaMetrics
+  // single-node), https://vminsert:8480/insert/0/prometheus/api/v1/write (cluster).
+  std::string write_url;
+  // The Prometheus query API's root, to which /api/v1/query_range and /api/v1/query are
+  // appended: http://127.0.0.1:8428, https://vmselect:8481/select/0/prometheus.
+  std::string query_url;
+  // Sent as "Authorization: Bearer <token>" to both when not empty.
+  std::string bearer_token;
+  // PEM bundle the store's certificate is checked against; "" = the system's.
+  std::string ca_file;
+  // Requests in flight at once (one HTTP connection each).
+  int connections = 4;
+  // How long a replica's claim on a batch holds before another replica may take it over.
+  int64_t claim_lease_ms = 60'000;
+  // Batch records are kept this long: far past any sender's retries.
+  int64_t batch_record_retention_ms = 7LL * 24 * 3'600'000;
+  // Buckets asked for in one range query (VictoriaMetrics refuses more than
+  // -search.maxPointsPerTimeseries, 30,000 by default).
+  int max_points_per_request = 10'000;
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+};
+
+class RemoteTelemetryStore final : public tsdb::TelemetryStore {
+ public:
+  // kInvalidArgument for a missing or refused URL (plain http only to loopback, as every
+  // client of Expanse) or unusable limits. Nothing is sent until the first call.
+  static Result<std::unique_ptr<RemoteTelemetryStore>> Open(RemoteTelemetryOptions options,
+                                                            store::JobStore& batches, Clock& clock);
+
+  Result<AppendResult> Append(std::string_view batch_id, const tsdb::Batch& batch,
+                              Ack ack = Ack::kDurable) override;
+  Status CheckSeriesLimit(const tsdb::Batch& batch) override;
+  Result<Durability> SyncAll() override;
+  Durability durability() override;
+  const std::string& epoch() const override { return epoch_; }
+  Result<std::vector<tsdb::Bucket>> Query(const tsdb::SeriesKey& key, int64_t from_ms,
+                                          int64_t to_ms, int points) override;
+  Result<std::vector<std::vector<tsdb::Bucket>>> QueryMany(
+      const std::vector<tsdb::SeriesQuery>& queries) override;
+  Status Flush() override;
+  Status ApplyRetention() override;
+
+  // Sends a PromQL query to query_url + path with the form fields given (name, value) and
+  // parses the answer (promql.h). For the tests and the dashboard check.
+  Result<std::string> Get(const std::string& path,
+                          const std::vector<std::pair<std::string, std::string>>& form);
+
+ private:
+  RemoteTelemetryStore(RemoteTelemetryOptions options, store::JobStore& batches, Clock& clock)
+      : options_(std::move(options)), batches_(batches), clock_(clock) {}
+
+  // One of the pooled clients, returned to the pool when the lease ends.
+  class Lease;
+  Lease Borrow();
+  Result<net::HttpResponse> Send(net::HttpRequest request);
+  // Buckets of every query of one group: same compute, range and points.
+  Status QueryGroup(const std::vector<tsdb::SeriesQuery>& queries,
+                    const std::vector<size_t>& members,
+                    std::vector<std::vector<tsdb::Bucket>>& answers);
+
+  const RemoteTelemetryOptions options_;
+  store::JobStore& batches_;
+  Clock& clock_;
+  const std::string epoch_ = "remote";
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<net::HttpClient>> idle_;
+};
+
+// application/x-www-form-urlencoded text of the fields (RFC 3986 unreserved kept as is).
+std::string FormEncode(const std::vector<std::pair<std::string, std::string>>& fields);
+
+}  // namespace expanse::promstore
+
+#endif  // EXPANSE_PROMSTORE_REMOTE_TELEMETRY_STORE_H_

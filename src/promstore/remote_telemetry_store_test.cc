@@ -1,0 +1,238 @@
+// RemoteTelemetryStore against a real VictoriaMetrics (vm_test_server.h): the same samples
+// written to it and to the embedded store give the same buckets, query for query; a batch is
+// stored once however often it comes and whichever replica it reaches; a store that is down or
+// answers wrongly is said so, and a failed write leaves the batch free for its retry.
+#include "promstore/remote_telemetry_store.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core/test_temp_dir.h"
+#include "promstore/vm_test_server.h"
+#include "store/sqlite_store.h"
+#include "tsdb/tsdb.h"
+
+namespace expanse::promstore {
+namespace {
+
+using testing::VictoriaMetricsTestServer;
+
+// Two hours ago on a whole second: inside the store's retention, never in its future.
+int64_t Base() {
+  static const int64_t base = [] {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    return (now - 2 * 3'600'000) / 1000 * 1000;
+  }();
+  return base;
+}
+
+const tsdb::SeriesKey kBusy{"cmp_a", "node01.example", "GPU-1", "gpu.sm_util"};
+const tsdb::SeriesKey kSparse{"cmp_a", "node01.example", "GPU-2", "gpu.sm_util"};
+const tsdb::SeriesKey kHost{"cmp_a", "node01.example", "", "host.cpu_used_cores"};
+const tsdb::SeriesKey kOther{"cmp_b", "node01.example", "GPU-1", "gpu.sm_util"};
+
+// Ten minutes of each series: one a second, one every ten seconds with a hole, one every five;
+// and the other compute's series with the same host and GPU names.
+tsdb::Batch TenMinutes() {
+  tsdb::Batch batch;
+  std::vector<tsdb::Sample> busy, sparse, host, other;
+  for (int i = 0; i < 600; ++i) {
+    const int64_t t = Base() + i * 1000;
+    busy.push_back({t, (i % 7) * 10.5 + (i % 3) * 0.25});
+    if (i % 10 == 3 && (i < 200 || i > 400))
+      sparse.push_back({t, i * 1.0});
+    if (i % 5 == 0)
+      host.push_back({t + 17, 2.0 + (i % 11)});
+    other.push_back({t, 1000.0 + i});
+  }
+  batch.push_back({kBusy, busy});
+  batch.push_back({kSparse, sparse});
+  batch.push_back({kHost, host});
+  batch.push_back({kOther, other});
+  return batch;
+}
+
+class RemoteTelemetryStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto jobs = store::OpenSqliteStore({.path = ":memory:"});
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    db_ = std::move(*jobs);
+    remote_ = Open(vm().url() + "/api/v1/write", vm().url());
+  }
+
+  static VictoriaMetricsTestServer& vm() { return VictoriaMetricsTestServer::Shared(); }
+
+  std::unique_ptr<RemoteTelemetryStore> Open(const std::string& write_url,
+                                             const std::string& query_url) {
+    RemoteTelemetryOptions options;
+    options.write_url = write_url;
+    options.query_url = query_url;
+    options.timeout = std::chrono::seconds(5);
+    auto store = RemoteTelemetryStore::Open(options, db_->Jobs(), clock_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  ManualClock clock_{Base() + 3'600'000};
+  std::unique_ptr<store::Store> db_;
+  std::unique_ptr<RemoteTelemetryStore> remote_;
+};
+
+// The ten minutes, written once per test binary (VictoriaMetrics keeps them across tests).
+void WriteTenMinutesOnce(RemoteTelemetryStore& remote) {
+  static bool written = false;
+  if (written)
+    return;
+  const auto appended = remote.Append("cmp_a/main/ten-minutes", TenMinutes());
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  VictoriaMetricsTestServer::Shared().ForceFlush();
+  written = true;
+}
+
+void ExpectSameBuckets(const std::vector<tsdb::Bucket>& want, const std::vector<tsdb::Bucket>& got,
+                       const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(what + ", bucket " + std::to_string(i));
+    EXPECT_EQ(want[i].start_ms, got[i].start_ms);
+    EXPECT_EQ(want[i].end_ms, got[i].end_ms);
+    EXPECT_EQ(want[i].count, got[i].count);
+    EXPECT_EQ(want[i].min, got[i].min);
+    EXPECT_EQ(want[i].max, got[i].max);
+    EXPECT_EQ(want[i].last, got[i].last);
+    EXPECT_NEAR(want[i].mean, got[i].mean, 1e-9 * std::max(1.0, std::fabs(want[i].mean)));
+  }
+}
+
+TEST_F(RemoteTelemetryStoreTest, AnswersAsTheEmbeddedStoreDoesForTheSameSamples) {
+  ASSERT_NO_FATAL_FAILURE(WriteTenMinutesOnce(*remote_));
+  expanse::testing::TempDir dir("remote_vs_embedded");
+  auto embedded = tsdb::Tsdb::Open(tsdb::TsdbOptions{.directory = dir.path()}, clock_);
+  ASSERT_TRUE(embedded.ok()) << embedded.status();
+  ASSERT_TRUE((*embedded)->Append("b", TenMinutes()).ok());
+
+  const int64_t b = Base();
+  const std::vector<tsdb::SeriesQuery> queries = {
+      {kBusy, b, b + 600'000, 60},          // whole buckets of 10 s
+      {kSparse, b, b + 600'000, 60},        // the same range: asked together
+      {kHost, b, b + 600'000, 60},          // a host-level series among them
+      {kBusy, b + 123, b + 599'999, 7},     // an odd start, the last bucket cut short
+      {kSparse, b, b + 600'000, 600},       // 1 s buckets, most empty
+      {kHost, b - 60'000, b + 900'000, 1},  // one bucket round everything
+      {kOther, b, b + 600'000, 60},         // another compute's series of the same names
+      {{"cmp_a", "node01.example", "GPU-9", "gpu.sm_util"}, b, b + 600'000, 60},  // none
+      {kBusy, b + 599'000, b + 700'000, 5},  // past the data's end
+  };
+  const auto want = (*embedded)->QueryMany(queries);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const auto got = remote_->QueryMany(queries);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), queries.size());
+  for (size_t i = 0; i < queries.size(); ++i)
+    ExpectSameBuckets((*want)[i], (*got)[i], "query " + std::to_string(i));
+  // Not a vacuous match: the busy series has its ten-second buckets of ten samples.
+  ASSERT_EQ((*got)[0].size(), 60u);
+  EXPECT_EQ((*got)[0][0].count, 10u);
+  EXPECT_TRUE((*got)[7].empty());
+  EXPECT_EQ((*got)[6][0].min, 1000.0);
+
+  const auto one = remote_->Query(kBusy, b + 123, b + 599'999, 7);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ExpectSameBuckets((*want)[3], *one, "Query");
+}
+
+TEST_F(RemoteTelemetryStoreTest, RefusesWhatTheEmbeddedStoreRefuses) {
+  EXPECT_EQ(remote_->Query(kBusy, Base(), Base(), 10).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(remote_->Query(kBusy, Base(), Base() + 1000, 0).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(RemoteTelemetryStoreTest, ABatchIsStoredOnceHoweverOftenItComes) {
+  const tsdb::SeriesKey key{"cmp_a", "node02", "GPU-3", "gpu.sm_util"};
+  const tsdb::Batch batch = {{key, {{Base() + 1000, 1}, {Base() + 2000, 2}, {Base() + 3000, 3}}}};
+  const auto first = remote_->Append("cmp_a/main/1", batch);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_TRUE(first->durable);
+  EXPECT_EQ(first->samples, 3u);
+  // A second replica on the same database, as the sender's retry would reach.
+  auto replica = Open(vm().url() + "/api/v1/write", vm().url());
+  const auto again = replica->Append("cmp_a/main/1", batch);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->samples, 0u);
+  vm().ForceFlush();
+  const auto buckets = remote_->Query(key, Base(), Base() + 10'000, 1);
+  ASSERT_TRUE(buckets.ok()) << buckets.status();
+  ASSERT_EQ(buckets->size(), 1u);
+  EXPECT_EQ(buckets->front().count, 3u);
+  EXPECT_EQ(buckets->front().mean, 2.0);
+}
+
+TEST_F(RemoteTelemetryStoreTest, ABatchAnotherReplicaIsWritingIsToBeSentAgain) {
+  ASSERT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/main/2", clock_.NowMs(), 60'000),
+            store::JobStore::BatchClaim::kClaimed);
+  const tsdb::Batch batch = {{kBusy, {{Base() + 1000, 1}}}};
+  const auto appended = remote_->Append("cmp_a/main/2", batch);
+  EXPECT_EQ(appended.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(appended.status().reason(), "batch_in_flight");
+  // Once the other replica's claim lapses, this one stores it.
+  clock_.Advance(60'000);
+  const auto later = remote_->Append("cmp_a/main/2", batch);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_FALSE(later->duplicate);
+}
+
+TEST_F(RemoteTelemetryStoreTest, AStoreThatIsDownIsUnavailableAndTheBatchStaysFree) {
+  // Nothing listens on port 9 of loopback.
+  auto down = Open("http://127.0.0.1:9/api/v1/write", "http://127.0.0.1:9");
+  const tsdb::Batch batch = {{kBusy, {{Base() + 1000, 1}}}};
+  const auto appended = down->Append("cmp_a/main/3", batch);
+  EXPECT_EQ(appended.status().code(), StatusCode::kUnavailable) << appended.status();
+  EXPECT_NE(appended.status().message().find("cannot be reached"), std::string::npos)
+      << appended.status();
+  EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/main/3", clock_.NowMs(), 60'000),
+            store::JobStore::BatchClaim::kClaimed);
+  EXPECT_EQ(down->Query(kBusy, Base(), Base() + 1000, 1).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(RemoteTelemetryStoreTest, AStoreThatRefusesTheProtocolIsAnInternalError) {
+  auto wrong = Open(vm().url() + "/api/v1/no-such-endpoint", vm().url());
+  const auto appended = wrong->Append("cmp_a/main/4", {{kBusy, {{Base() + 1000, 1}}}});
+  EXPECT_EQ(appended.status().code(), StatusCode::kInternal) << appended.status();
+  EXPECT_NE(appended.status().message().find("answered 4"), std::string::npos) << appended.status();
+}
+
+TEST_F(RemoteTelemetryStoreTest, OpenRefusesPlainHttpBeyondLoopbackAndMissingUrls) {
+  RemoteTelemetryOptions options;
+  options.write_url = "http://vm.example:8428/api/v1/write";
+  options.query_url = "http://vm.example:8428";
+  EXPECT_EQ(RemoteTelemetryStore::Open(options, db_->Jobs(), clock_).status().code(),
+            StatusCode::kInvalidArgument);
+  options.write_url.clear();
+  EXPECT_EQ(RemoteTelemetryStore::Open(options, db_->Jobs(), clock_).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(RemoteTelemetryStoreTest, RetentionForgetsOldBatchRecords) {
+  const tsdb::Batch batch = {{kBusy, {{Base() + 5000, 5}}}};
+  ASSERT_TRUE(remote_->Append("cmp_a/main/5", batch).ok());
+  clock_.Advance(8LL * 24 * 3'600'000);
+  ASSERT_TRUE(remote_->ApplyRetention().ok());
+  EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/main/5", clock_.NowMs(), 60'000),
+            store::JobStore::BatchClaim::kClaimed);
+}
+
+TEST(FormEncode, KeepsUnreservedAndEscapesTheRest) {
+  EXPECT_EQ(FormEncode({{"query", "a{b=\"c\"} or d"}, {"step", "10ms"}}),
+            "query=a%7Bb%3D%22c%22%7D%20or%20d&step=10ms");
+}
+
+}  // namespace
+}  // namespace expanse::promstore

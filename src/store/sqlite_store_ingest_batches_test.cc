@@ -1,0 +1,88 @@
+// The store's record of ingest batches sent to a remote telemetry store: claimed once, marked
+// stored, a lapsed claim taken over, old records forgotten; on every backing.
+#include <gtest/gtest.h>
+
+#include "store/sqlite_store_test_util.h"
+
+namespace expanse::store {
+namespace {
+
+using store_testing::BackingName;
+using store_testing::kBackings;
+using store_testing::kNow;
+using Claim = JobStore::BatchClaim;
+
+constexpr int64_t kLease = 60'000;
+
+class IngestBatchesTest : public store_testing::SqliteStoreTest {
+ protected:
+  JobStore& jobs() { return store().Jobs(); }
+
+  Claim MustClaim(std::string_view batch_id, int64_t now_ms) {
+    const Result<Claim> claim = jobs().ClaimIngestBatch("cmp_a", batch_id, now_ms, kLease);
+    EXPECT_TRUE(claim.ok()) << claim.status();
+    return claim.ok() ? *claim : Claim::kInFlight;
+  }
+};
+
+TEST_P(IngestBatchesTest, FirstClaimWinsAndAStoredBatchIsARepeat) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  // Another replica, while the first writes the samples.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 1000), Claim::kInFlight);
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow + 2000).ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 3000), Claim::kStored);
+  // Long after too: a stored batch never becomes claimable again until forgotten.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 10 * kLease), Claim::kStored);
+  // Other batches are their own.
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 3000), Claim::kClaimed);
+}
+
+TEST_P(IngestBatchesTest, ALapsedClaimIsTakenOverOnce) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease - 1), Claim::kInFlight);
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease), Claim::kClaimed);
+  // The takeover renewed the claim: a third replica waits for it.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease + 1), Claim::kInFlight);
+}
+
+TEST_P(IngestBatchesTest, AReleasedClaimIsFreeAtOnceButAStoredBatchStaysStored) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1").ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 1), Claim::kClaimed);
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow + 2).ok());
+  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1").ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 3), Claim::kStored);
+}
+
+TEST_P(IngestBatchesTest, MarkingAnUnclaimedBatchIsNotFound) {
+  const Status status = jobs().MarkIngestBatchStored("cmp_a/main/9", kNow);
+  EXPECT_EQ(status.code(), StatusCode::kNotFound) << status;
+}
+
+TEST_P(IngestBatchesTest, RefusesEmptyAndOversizedIds) {
+  EXPECT_EQ(jobs().ClaimIngestBatch("cmp_a", "", kNow, kLease).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ClaimIngestBatch("cmp_a", std::string(257, 'x'), kNow, kLease).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ClaimIngestBatch("", "cmp_a/main/1", kNow, kLease).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ClaimIngestBatch("cmp_a", "cmp_a/main/1", kNow, 0).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(IngestBatchesTest, ForgetsRecordsClaimedBeforeTheCutoff) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow).ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 5000), Claim::kClaimed);
+  const Result<int64_t> forgotten = jobs().ForgetIngestBatches(kNow + 1);
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status();
+  EXPECT_EQ(*forgotten, 1);
+  // The forgotten one is new again; the kept one still in flight.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 6000), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 6000), Claim::kInFlight);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backings, IngestBatchesTest, kBackings, BackingName);
+
+}  // namespace
+}  // namespace expanse::store

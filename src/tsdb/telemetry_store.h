@@ -1,0 +1,83 @@
+// TelemetryStore: what expanse-server asks of wherever the samples live. Two implementations:
+// the embedded store on the server's disk (tsdb.h, the default) and a Prometheus-compatible
+// cluster store spoken to over remote-write and PromQL (promstore/remote_telemetry_store.h,
+// --telemetry-store remote), for replicas that must share one telemetry store.
+//
+// Both keep the same promises: an appended batch is stored once however often it is sent
+// (batch ids), an acknowledged-durable batch survives the store's crash, and a query answers
+// in the buckets of downsample.h whichever store holds the samples.
+#ifndef EXPANSE_TSDB_TELEMETRY_STORE_H_
+#define EXPANSE_TSDB_TELEMETRY_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "tsdb/downsample.h"
+#include "tsdb/sample.h"
+
+namespace expanse::tsdb {
+
+// One question of QueryMany: Query's arguments.
+struct SeriesQuery {
+  SeriesKey key;
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+  int points = 1;
+};
+
+class TelemetryStore {
+ public:
+  // When Append returns. kDurable: once the batch is durable. kReceived: once the store has
+  // it; durability follows shortly, and the sender keeps the batch until durable_mark reaches
+  // its mark (docs/formats/ingest-batch.md). A crash loses at most what was not yet durable,
+  // which its senders still hold and send again (batch ids make that harmless).
+  enum class Ack { kDurable, kReceived };
+  struct AppendResult {
+    bool duplicate = false;
+    size_t samples = 0;  // accepted (not dropped) samples
+    // The batch's place among the records since the store opened, 0 for a batch stored
+    // earlier (and always 0 for a store that acknowledges only durable batches).
+    uint64_t mark = 0;
+    bool durable = false;       // mark <= durable_mark
+    uint64_t durable_mark = 0;  // every record up to here is durable
+  };
+  // Marks count records since the store opened and restart at every open, which draws a new
+  // epoch: a mark only means something with its epoch.
+  struct Durability {
+    std::string epoch;
+    uint64_t durable_mark = 0;
+  };
+
+  virtual ~TelemetryStore() = default;
+
+  // Idempotent by batch_id: a batch id seen before returns OK with duplicate=true and stores
+  // nothing. kResourceExhausted with reason "series_limit" for a batch over the store's
+  // series limit (nothing of it stored); kUnavailable when the store cannot take it now.
+  virtual Result<AppendResult> Append(std::string_view batch_id, const Batch& batch,
+                                      Ack ack = Ack::kDurable) = 0;
+  // What Append would say about the series limit now: lets a caller refuse a batch before it
+  // stores anything else of it.
+  virtual Status CheckSeriesLimit(const Batch& batch) = 0;
+  // Waits until every batch appended before the call is durable.
+  virtual Result<Durability> SyncAll() = 0;
+  virtual Durability durability() = 0;
+  virtual const std::string& epoch() const = 0;
+  // Downsampled read of [from_ms, to_ms) into at most `points` buckets (downsample.h).
+  virtual Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
+                                            int points) = 0;
+  // Query for each of `queries`: answer i is what Query(queries[i]) returns, bucket for
+  // bucket, in fewer reads than one per query. The first invalid query fails the call.
+  virtual Result<std::vector<std::vector<Bucket>>> QueryMany(
+      const std::vector<SeriesQuery>& queries) = 0;
+  // Periodic upkeep, called by the server about once a minute: persisting what is held in
+  // memory, and dropping what retention no longer keeps.
+  virtual Status Flush() = 0;
+  virtual Status ApplyRetention() = 0;
+};
+
+}  // namespace expanse::tsdb
+
+#endif  // EXPANSE_TSDB_TELEMETRY_STORE_H_
