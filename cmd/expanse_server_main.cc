@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
                           "File (mode 600) holding the bearer token the remote store wants");
     serve_cmd->add_option("--telemetry-ca-file", serve.options.remote_telemetry.ca_file,
                           "CA bundle for the remote store's TLS (default: the system's)");
+    serve_cmd->add_option("--forward-remote-write", serve.options.forward.url,
+                          "Also send every stored batch's samples to this remote-write URL (the "
+                          "site's Prometheus stack), best effort");
+    serve_cmd->add_option("--forward-token-file", serve.forward_token_file,
+                          "File (mode 600) holding the bearer token the forwarding receiver wants");
+    serve_cmd->add_option("--forward-ca-file", serve.options.forward.ca_file,
+                          "CA bundle for the forwarding receiver's TLS (default: the system's)");
     serve_cmd
         ->add_option("--control-listen", serve.options.control_listen,
                      "host:port of the control plane")

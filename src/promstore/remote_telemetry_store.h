@@ -38,14 +38,14 @@ namespace expanse::promstore {
 struct RemoteTelemetryOptions {
   // Where remote-write requests go, e.g. http://127.0.0.1:8428/api/v1/write (VictoriaMetrics
   // single-node), https://vminsert:8480/insert/0/prometheus/api/v1/write (cluster).
-  std::string write_url;
+  std::string write_url{};
   // The Prometheus query API's root, to which /api/v1/query_range and /api/v1/query are
   // appended: http://127.0.0.1:8428, https://vmselect:8481/select/0/prometheus.
-  std::string query_url;
+  std::string query_url{};
   // Sent as "Authorization: Bearer <token>" to both when not empty.
-  std::string bearer_token;
+  std::string bearer_token{};
   // PEM bundle the store's certificate is checked against; "" = the system's.
-  std::string ca_file;
+  std::string ca_file{};
   // Requests in flight at once (one HTTP connection each).
   int connections = 4;
   // How long a replica's claim on a batch holds before another replica may take it over.

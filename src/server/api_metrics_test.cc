@@ -111,5 +111,22 @@ TEST(ServerMetricsTest, LabelValuesAreEscapedAndEveryFamilyIsTyped) {
   }
 }
 
+TEST(ServerMetricsTest, ForwardingFamiliesOnlyWhenForwarding) {
+  MetricsSnapshot s;
+  EXPECT_THAT(RenderMetrics(s), Not(HasSubstr("expanse_forward_")));
+  s.forwarding = true;
+  s.forward_sent = 7;
+  s.forward_dropped = 2;
+  s.forward_sent_samples = 700;
+  s.forward_failed_attempts = 3;
+  s.forward_queued = 1;
+  const std::string text = RenderMetrics(s);
+  EXPECT_THAT(text, HasSubstr("expanse_forward_batches_total{outcome=\"sent\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_forward_batches_total{outcome=\"dropped\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_forward_samples_total 700\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_forward_failed_attempts_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_forward_queue_batches 1\n"));
+}
+
 }  // namespace
 }  // namespace expanse::server

@@ -84,6 +84,9 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
       return TsdbErrorResponse(appended.status());
+    // The site's copy, sent later by the forwarder's own thread (it never holds ingest up).
+    if (ctx->forwarder != nullptr && !appended->duplicate)
+      ctx->forwarder->Enqueue(batch->series);
     if (ctx->counters != nullptr) {
       (appended->duplicate ? ctx->counters->ingest_duplicate : ctx->counters->ingest_stored)
           .fetch_add(1, std::memory_order_relaxed);

@@ -58,6 +58,15 @@ MetricsSnapshot Gather(RouteContext& ctx, store::Store& store, int64_t start_ms)
     s.ingest_samples = ctx.counters->ingest_samples.load(std::memory_order_relaxed);
     s.heartbeats = ctx.counters->heartbeats.load(std::memory_order_relaxed);
   }
+  if (ctx.forwarder != nullptr) {
+    const promstore::RemoteWriteForwarder::Stats f = ctx.forwarder->stats();
+    s.forwarding = true;
+    s.forward_sent = f.sent_batches;
+    s.forward_sent_samples = f.sent_samples;
+    s.forward_dropped = f.dropped_batches;
+    s.forward_failed_attempts = f.failed_attempts;
+    s.forward_queued = f.queued_batches;
+  }
   if (!s.store_up)
     return s;
   // One more than the cap tells whether some were left out.

@@ -10,6 +10,7 @@
 #include "http/error.h"
 #include "http/listener.h"
 #include "http/rate_limiter.h"
+#include "promstore/forwarder.h"
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
@@ -45,6 +46,8 @@ struct RouteContext {
   std::string releases_dir;             // --releases-dir; "" when the server serves no mirror
   AlertSender* alert_sender = nullptr;  // says whether email rules can be delivered
   ServerCounters* counters = nullptr;   // what /metrics reports; null: not counted
+  // --forward-remote-write: gets a copy of every stored batch's samples; null: none.
+  promstore::RemoteWriteForwarder* forwarder = nullptr;
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal

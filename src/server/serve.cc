@@ -72,6 +72,17 @@ Status ReadMetricsToken(const std::string& path, std::string& token) {
   return OkStatus();
 }
 
+// The forwarding receiver's token (--forward-token-file).
+Status ResolveForwarding(ServeFlags& flags) {
+  if (flags.forward_token_file.empty())
+    return OkStatus();
+  if (flags.options.forward.url.empty())
+    return InvalidArgumentError("--forward-token-file needs --forward-remote-write");
+  EXPANSE_ASSIGN_OR_RETURN(flags.options.forward.bearer_token,
+                           ReadPrivateFirstLine("--forward-token-file", flags.forward_token_file));
+  return OkStatus();
+}
+
 // The remote telemetry store's URLs and token from --telemetry-url and friends.
 Status ResolveRemoteTelemetry(ServeFlags& flags) {
   promstore::RemoteTelemetryOptions& remote = flags.options.remote_telemetry;
@@ -174,6 +185,8 @@ int RunServe(ServeFlags flags) {
       return Fail(s);
   }
   if (Status s = ResolveRemoteTelemetry(flags); !s.ok())
+    return Fail(s);
+  if (Status s = ResolveForwarding(flags); !s.ok())
     return Fail(s);
   if (!flags.smtp_credentials_file.empty()) {
     if (Status s = ReadSmtpCredentials(flags.smtp_credentials_file, flags.options.alerts); !s.ok())

@@ -22,6 +22,7 @@ struct ServeFlags {
   // and query URLs that --telemetry-write-url and --telemetry-query-url do not.
   std::string telemetry_url;
   std::string telemetry_token_file;  // its bearer token, mode 600
+  std::string forward_token_file;    // --forward-token-file: the forwarding receiver's token
 };
 
 // Serves until SIGINT or SIGTERM, then shuts down gracefully. Returns the process exit code.

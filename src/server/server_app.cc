@@ -89,6 +89,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->context_ = std::unique_ptr<RouteContext>(new RouteContext{
       *app->control_, clock, app->limits_, !app->cert_file_.empty(), app->tsdb_.get(),
       &app->store_->Jobs(), app->options_.releases_dir, app->alert_sender_.get(), &app->counters_});
+  if (!app->options_.forward.url.empty()) {
+    EXPANSE_ASSIGN_OR_RETURN(app->forwarder_,
+                             promstore::RemoteWriteForwarder::Start(app->options_.forward));
+    app->context_->forwarder = app->forwarder_.get();
+  }
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;

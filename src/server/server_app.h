@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "http/listener.h"
+#include "promstore/forwarder.h"
 #include "promstore/remote_telemetry_store.h"
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
@@ -27,6 +28,8 @@ struct ServerOptions {
   // The embedded telemetry store's directory; "" = db_path + ".tsdb".
   std::string tsdb_dir;
   promstore::RemoteTelemetryOptions remote_telemetry;
+  // A copy of the stored samples to a site's own remote-write receiver; url "" = none.
+  promstore::ForwarderOptions forward;
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
@@ -84,6 +87,7 @@ class ServerApp {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<tsdb::TelemetryStore> tsdb_;
   std::unique_ptr<AlertSender> alert_sender_;
+  std::unique_ptr<promstore::RemoteWriteForwarder> forwarder_;
   ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;
   std::unique_ptr<RouteContext> context_;

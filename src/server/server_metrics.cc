@@ -78,6 +78,23 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   w.Sample("expanse_ingest_samples_total", "", static_cast<double>(s.ingest_samples));
   w.Family("expanse_heartbeats_total", "counter", "Heartbeats this replica recorded.");
   w.Sample("expanse_heartbeats_total", "", static_cast<double>(s.heartbeats));
+  if (s.forwarding) {
+    w.Family("expanse_forward_batches_total", "counter",
+             "Stored batches forwarded to the site's remote-write receiver, by outcome: sent, "
+             "or dropped (refused by it, or pushed out of the full queue).");
+    w.Sample("expanse_forward_batches_total", Label("outcome", "sent"),
+             static_cast<double>(s.forward_sent));
+    w.Sample("expanse_forward_batches_total", Label("outcome", "dropped"),
+             static_cast<double>(s.forward_dropped));
+    w.Family("expanse_forward_samples_total", "counter", "Samples of the forwarded batches.");
+    w.Sample("expanse_forward_samples_total", "", static_cast<double>(s.forward_sent_samples));
+    w.Family("expanse_forward_failed_attempts_total", "counter",
+             "Forwarding sends that failed and will be tried again (receiver down, 5xx, 429).");
+    w.Sample("expanse_forward_failed_attempts_total", "",
+             static_cast<double>(s.forward_failed_attempts));
+    w.Family("expanse_forward_queue_batches", "gauge", "Batches waiting to be forwarded.");
+    w.Sample("expanse_forward_queue_batches", "", static_cast<double>(s.forward_queued));
+  }
 
   w.Family("expanse_compute_up", "gauge",
            "Per compute: 1 while its state is active (heartbeats arrive), else 0.");

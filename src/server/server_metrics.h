@@ -42,6 +42,10 @@ struct MetricsSnapshot {
   double store_ping_s = 0;
   uint64_t ingest_stored = 0, ingest_duplicate = 0, ingest_refused = 0, ingest_failed = 0;
   uint64_t ingest_samples = 0, heartbeats = 0;
+  // --forward-remote-write, when on.
+  bool forwarding = false;
+  uint64_t forward_sent = 0, forward_dropped = 0, forward_failed_attempts = 0;
+  uint64_t forward_sent_samples = 0, forward_queued = 0;
   std::vector<ComputeMetrics> computes;  // at most kMaxMetricComputes, by id
   size_t computes_left_out = 0;          // beyond the cap
 };

@@ -33,9 +33,11 @@ wait_job_done "$job" 180
 wait_job_done "$cpu_job" 180
 assert_eq COMPLETED "$(job_state "$job")" "state of job $job"
 assert_eq COMPLETED "$(job_state "$cpu_job")" "state of job $cpu_job"
-# The job's end as the server knows it: until then its ledger grows with the server's clock and two
-# reads would disagree.
-dc_wait_job 90 "$job" '.end_ms > 0' "the end of job $job on the server"
+# The job's end as the server knows it, and its GPUs' allocations closed: until then its ledger
+# grows with the server's clock, or shrinks when an allocation's end arrives, and two reads
+# would disagree.
+dc_wait_job 90 "$job" '.end_ms > 0 and (.gpus | length) == 2 and all(.gpus[]; .to_ms > 0)' \
+  "the end of job $job and of its GPU allocations on the server"
 verdicts() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/verdicts"; }
 wait_until 90 "the over_allocated verdict of job $job" \
   bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/verdicts' | jq -e '[.verdicts[].code] | index(\"over_allocated\") != null'"

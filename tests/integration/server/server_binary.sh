@@ -2,7 +2,8 @@
 # The real expanse-server binary: admin bootstrap, HTTPS with a self-signed CA that clients must
 # trust explicitly, the install-token flow to an enrolled compute over curl, plain HTTP refused
 # off loopback, and a graceful exit on SIGTERM; hostile input (byte ranges, duplicate
-# Content-Length, state file modes, sign-in limits, nesting and decompression bombs).
+# Content-Length, state file modes, sign-in limits, nesting and decompression bombs); a copy of
+# the stored samples forwarded to a real VictoriaMetrics (--forward-remote-write), once.
 # Usage: server_binary.sh /path/to/expanse-server
 set -euo pipefail
 SERVER="${1:?path to expanse-server}"
@@ -10,10 +11,13 @@ TEST_NAME=server_binary
 fail() { printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*" >&2; exit 1; }
 pass() { printf 'ok   [%s]: %s\n' "$TEST_NAME" "$*"; }
 
+source "$(dirname "$0")/../lib/victoriametrics.sh"
 dir="$(mktemp -d)"
 pid=""
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
+cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; vm_stop; rm -rf "$dir"; }
 trap cleanup EXIT
+vm_start
+(umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$dir/metrics.token")
 
 EXPANSE_ADMIN_PASSWORD='s3cret pass' "$SERVER" admin bootstrap --db "$dir/db.sqlite" --org acme \
   --org-name "Acme Research" --email ops@acme.example >"$dir/boot.json"
@@ -33,7 +37,8 @@ pass "plain HTTP off loopback is refused"
 mkdir "$dir/releases"
 head -c 1048576 /dev/urandom >"$dir/releases/daemon.tar.gz"
 (umask 022 && exec "$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 \
-  --data-listen 127.0.0.1:0 --tls-self-signed "$dir/tls" --releases-dir "$dir/releases") \
+  --data-listen 127.0.0.1:0 --tls-self-signed "$dir/tls" --releases-dir "$dir/releases" \
+  --forward-remote-write "$VM_URL/api/v1/write" --metrics-token-file "$dir/metrics.token") \
   >"$dir/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve.log" && break; sleep 0.1; done
@@ -87,6 +92,19 @@ job="$("${k[@]}" -H "Authorization: Bearer $api_token" "$cp_url/api/v1/orgs/acme
 [[ "$(jq -r .used.sm_peak <<<"$job")" == 70 && "$(jq -r .used.gpus_active <<<"$job")" == 1 ]] ||
   fail "job usage after ingest: $job"
 pass "a batch ingested on the data plane (once, though sent twice) shows in the job's usage"
+# The site's copy: the batch's three samples in VictoriaMetrics once, and counted in /metrics.
+forwarded=0
+for _ in $(seq 1 100); do
+  forwarded="$(vm_count '{__name__="expanse_gpu_sm_util",compute="'"$compute"'",host="worker1",device="GPU-1"}' \
+    $((now_ms / 1000 - 10)) $((now_ms / 1000 + 10)))"
+  [[ "$forwarded" == 3 ]] && break
+  sleep 0.1
+done
+[[ "$forwarded" == 3 ]] || fail "VictoriaMetrics got $forwarded forwarded samples, not 3"
+metrics="$("${k[@]}" -H "Authorization: Bearer $(cat "$dir/metrics.token")" "$cp_url/metrics")"
+grep -qx 'expanse_forward_batches_total{outcome="sent"} 1' <<<"$metrics" ||
+  fail "/metrics does not count one forwarded batch: $(grep forward <<<"$metrics")"
+pass "--forward-remote-write: the stored batch's 3 samples in VictoriaMetrics, once; /metrics counts it"
 
 # Hostile input (issue 16). Many byte ranges get the content once, not once per range.
 ranges="bytes=0-$(printf ',0-%.0s' $(seq 1 1999))"
