@@ -194,12 +194,15 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Sends bodies[c] on connection c, all connections at once; returns the wall seconds.
-double SendAll(int port, const std::vector<std::vector<std::string>>& bodies,
+// Connection c goes to ports[c % ports.size()] (several replicas behind one load).
+double SendAll(const std::vector<int>& ports, const std::vector<std::vector<std::string>>& bodies,
                const std::string& target, const std::vector<std::string>& headers,
                int expect_status) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (const auto& list : bodies) {
+  for (size_t c = 0; c < bodies.size(); ++c) {
+    const std::vector<std::string>& list = bodies[c];
+    const int port = ports[c % ports.size()];
     threads.emplace_back([&, port] {
       HttpConnection conn("127.0.0.1", port);
       for (const std::string& body : list) {
@@ -303,12 +306,16 @@ void RunHttpLoad(const Flags& flags, bool expanse) {
   if (ack != "durable" && ack != "received")
     Die("--ack must be durable or received");
   uint64_t resent = 0;
+  // --port2: every other connection goes there (a second replica).
+  std::vector<int> ports = {flags.Int("port", 0)};
+  if (flags.Int("port2", 0) != 0)
+    ports.push_back(flags.Int("port2", 0));
   const double seconds =
-      !expanse ? SendAll(flags.Int("port", 0), bodies, "/api/v1/import",
+      !expanse ? SendAll(ports, bodies, "/api/v1/import",
                          {"Content-Encoding: gzip", "Content-Type: application/json"}, 204)
       : ack == "received"
           ? SendAllOnReceipt(flags.Int("port", 0), bodies, flags.Get("credential"), &resent)
-          : SendAll(flags.Int("port", 0), bodies, "/dp/v1/ingest",
+          : SendAll(ports, bodies, "/dp/v1/ingest",
                     {"Authorization: Bearer " + flags.Get("credential"),
                      "Content-Type: application/zstd"},
                     200);

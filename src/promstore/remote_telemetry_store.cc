@@ -1,8 +1,11 @@
 #include "promstore/remote_telemetry_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -203,9 +206,15 @@ Result<std::string> RemoteTelemetryStore::Get(
   request.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
   request.body = FormEncode(form);
   EXPANSE_ASSIGN_OR_RETURN(net::HttpResponse response, Send(std::move(request)));
-  // The query API answers its refusals (a bad query: 400, 422) with a JSON error document.
-  if (response.status != 200 && response.status != 400 && response.status != 422)
-    EXPANSE_RETURN_IF_ERROR(AnswerStatus(response, "a query"));
+  // The query API answers a query it will not run (400, 422: over its limits, or a query it
+  // does not understand) with a JSON error document: not something a retry mends.
+  if (response.status == 400 || response.status == 422) {
+    const Result<std::vector<AnswerSeries>> refused = ParseQueryAnswer(response.body);
+    return InternalError(refused.ok() ? "the telemetry store refused a query with " +
+                                            std::to_string(response.status)
+                                      : refused.status().message());
+  }
+  EXPANSE_RETURN_IF_ERROR(AnswerStatus(response, "a query"));
   return std::move(response.body);
 }
 
@@ -230,8 +239,37 @@ Result<std::vector<std::vector<tsdb::Bucket>>> RemoteTelemetryStore::QueryMany(
     groups[{q.key.compute_id, q.from_ms, q.to_ms, q.points}].push_back(i);
   }
   std::vector<std::vector<tsdb::Bucket>> answers(queries.size());
+  std::vector<const std::vector<size_t>*> work;
   for (const auto& [group, members] : groups)
-    EXPANSE_RETURN_IF_ERROR(QueryGroup(queries, members, answers));
+    work.push_back(&members);
+  // A page of the job list is a group per job: the groups go out over the pool's connections
+  // at once. Each group writes only its own queries' answers.
+  const size_t threads = std::min(work.size(), static_cast<size_t>(options_.connections));
+  if (threads <= 1) {
+    for (const std::vector<size_t>* members : work)
+      EXPANSE_RETURN_IF_ERROR(QueryGroup(queries, *members, answers));
+    return answers;
+  }
+  std::atomic<size_t> next{0};
+  std::mutex error_mu;
+  Status error;
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < work.size(); i = next++) {
+        Status s = QueryGroup(queries, *work[i], answers);
+        if (!s.ok()) {
+          std::lock_guard lock(error_mu);
+          if (error.ok())
+            error = std::move(s);
+          next = work.size();  // the others stop at their next group
+        }
+      }
+    });
+  }
+  for (std::thread& t : pool)
+    t.join();
+  EXPANSE_RETURN_IF_ERROR(error);
   return answers;
 }
 

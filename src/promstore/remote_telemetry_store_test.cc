@@ -209,6 +209,13 @@ TEST_F(RemoteTelemetryStoreTest, AStoreThatRefusesTheProtocolIsAnInternalError) 
   EXPECT_NE(appended.status().message().find("answered 4"), std::string::npos) << appended.status();
 }
 
+TEST_F(RemoteTelemetryStoreTest, AQueryTheStoreRefusesIsAnInternalErrorWithItsMessage) {
+  const auto answer = remote_->Get("/api/v1/query", {{"query", "sum(("}, {"time", "1"}});
+  EXPECT_EQ(answer.status().code(), StatusCode::kInternal) << answer.status();
+  EXPECT_NE(answer.status().message().find("refused the query"), std::string::npos)
+      << answer.status();
+}
+
 TEST_F(RemoteTelemetryStoreTest, OpenRefusesPlainHttpBeyondLoopbackAndMissingUrls) {
   RemoteTelemetryOptions options;
   options.write_url = "http://vm.example:8428/api/v1/write";

@@ -91,10 +91,14 @@ export DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # Every path of the system, to compare after the purge, but for dpkg's and apt's own records,
 # logs and caches, and what the rest of the suite may change meanwhile on the machine's root
 # (the overlay's lower layer): the cluster harness's state under /var/tmp, the Ansible test's
-# CLIs in /usr/local/bin, byte-compiled Python. None of them is anything the packages touch.
+# CLIs in /usr/local/bin, byte-compiled Python, and what the installer tests' real
+# `expanse compute install` runs on the controller write (its journal and state in
+# /var/lib/expanse-install, SLURM's state directory's .expanse). None of them is anything the
+# packages touch: installing a package runs no install.
 listing() {
   find /etc /usr /lib /opt /srv /var -xdev \( -path /var/lib/dpkg -o -path /var/log \
     -o -path /var/cache -o -path /var/lib/apt -o -path /var/tmp -o -path /usr/local \
+    -o -path /var/lib/expanse-install -o -path /var/lib/slurm \
     -o -name __pycache__ \) -prune -o -print | sort
 }
 listing >/tmp/listing.before

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The scale-out tier's budgets (docs/scaling.md), measured side by side in one run on one
+# machine against the real peer:
+#   1. ingest through two `expanse-server serve` replicas on one PostgreSQL into
+#      VictoriaMetrics (--telemetry-store remote: authentication, the batch claim in
+#      PostgreSQL, relabelling, remote-write), against VictoriaMetrics' own /api/v1/import of
+#      the same samples into a second, fresh VictoriaMetrics; the budget is a ratio >= 0.8;
+#   2. the timeline of a 24 h, 8-GPU job (1,000 points) through a replica, read from
+#      VictoriaMetrics with PromQL; budget 200 ms;
+#   3. the job list (1,000 jobs) with 1,000,000 jobs in PostgreSQL: the store's query as
+#      PostgreSQL runs it (EXPLAIN ANALYZE, with the index it used) and the API end to end;
+#      budget 100 ms.
+# Prints one table. The loads come from bench/ingest_load.cc.
+#
+#   bench/replicas_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
+#   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
+#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 environment knobs.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+build="${1:-build/h-bench}"
+server="$build/bin/expanse-server"
+load="$build/bin/ingest_load"
+hours="${HOURS:-1}" nodes="${NODES:-8}" conns="${CONNS:-4}" jobs="${JOBS:-1000000}"
+for f in "$server" "$load"; do
+  [[ -x "$f" ]] || { echo "missing $f: ninja -C $build expanse-server ingest_load" >&2; exit 1; }
+done
+source "$here/../tests/integration/lib/postgres.sh"
+source "$here/../tests/integration/lib/victoriametrics.sh"
+
+dir="$(mktemp -d /tmp/replicas_vs_vm.XXXXXX)"
+pids=()
+vm_dirs=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pg_stop
+  for d in "${vm_dirs[@]}"; do VM_DIR="$d" vm_stop; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
+
+pg_start
+vm_start
+vm_dirs+=("$VM_DIR")
+vm_url="$VM_URL" vm_pid="$VM_PID"
+
+now_ms=$(($(date +%s) * 1000))
+start_ms=$(((now_ms - hours * 3600000 - 3 * 86400000) / 7200000 * 7200000 + 2 * 86400000))
+
+boot="$(EXPANSE_ADMIN_PASSWORD='bench pass' "$server" admin bootstrap --db "$PG_URI" --org bench \
+  --org-name Bench --email bench@example.com)"
+api_token="$(jq -r .api_token <<<"$boot")"
+declare -a port replica_pid
+for n in 0 1; do
+  "$server" serve --db "$PG_URI" --telemetry-store remote --telemetry-url "$vm_url" \
+    --control-listen 127.0.0.1:0 --credential-rate 100000 >"$dir/serve$n.log" 2>&1 &
+  replica_pid[$n]=$!
+  pids+=($!)
+  for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve$n.log" && break; sleep 0.1; done
+  url="$(grep -oP 'control plane \K\S+' "$dir/serve$n.log")"
+  port[$n]="${url##*:}"
+done
+url="http://127.0.0.1:${port[0]}"
+auth=(-H "Authorization: Bearer $api_token")
+compute="$(curl -sS "${auth[@]}" -d '{"name":"bench","type":"slurm"}' "$url/api/v1/orgs/bench/computes" | jq -r .id)"
+install_token="$(curl -sS "${auth[@]}" -H 'Content-Length: 0' -X POST \
+  "$url/api/v1/computes/$compute/install-tokens" | jq -r .token)"
+credential="$(curl -sS -d "{\"token\":\"$install_token\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}" \
+  "$url/cp/v1/install-tokens/exchange" | jq -r .credential)"
+[[ "$credential" == exp_cc_* ]] || { echo "no credential: $credential" >&2; exit 1; }
+
+common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms" --conns "$conns")
+echo "two replicas -> VictoriaMetrics: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
+c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$vm_pid")"
+rep_out="$("$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
+rep_cpu="$(awk -v a="$c0" -v b="$c1" -v x="$(cpu_s "${replica_pid[0]}")" -v y="$(cpu_s "${replica_pid[1]}")" 'BEGIN { print x - a + y - b }')"
+rep_vm_cpu="$(awk -v a="$cv" -v b="$(cpu_s "$vm_pid")" 'BEGIN { print b - a }')"
+# The same samples must be in VictoriaMetrics, once each.
+curl -fsS "$vm_url/internal/force_flush" >/dev/null
+stored="$(curl -fsS "$vm_url/api/v1/query" --data-urlencode \
+  "query=sum(count_over_time({compute=\"$compute\"}[$((hours * 3600 + 60))s]))" \
+  --data-urlencode "time=$(((start_ms + hours * 3600000) / 1000))" --data-urlencode nocache=1 |
+  jq -r '.data.result[0].value[1]')"
+[[ "$stored" == "$(kv samples "$rep_out")" ]] ||
+  { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
+
+# VictoriaMetrics' own import of the same samples, into a fresh one.
+vm_start
+vm_dirs+=("$VM_DIR")
+echo "VictoriaMetrics /api/v1/import: the same samples ..." >&2
+cv2="$(cpu_s "$VM_PID")"
+vm_out="$("$load" vm --port "${VM_URL##*:}" "${common[@]}")"
+vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
+
+# The 24 h job through replica 0, its timeline read through replica 1.
+"$load" job --port "${port[0]}" --credential "$credential" --start-ms "$start_ms" >/dev/null
+curl -fsS "$vm_url/internal/force_flush" >/dev/null
+query_out="$("$load" query --port "${port[1]}" --api-token "$api_token" --compute "$compute" \
+  --start-ms "$start_ms")"
+
+# A million jobs in PostgreSQL (straight into the table: the API would take hours), then the
+# first page of 1,000 as the store asks for it and as the API answers it.
+echo "PostgreSQL: $jobs jobs ..." >&2
+psql_q() { pg_as "$PG_BIN/psql" -h "$PG_DIR" -U postgres -d expanse -Atqc "$1"; }
+psql_q "INSERT INTO jobs (compute_id, job_id, name, \"user\", account, partition, state, nodes,
+  submit_ms, start_ms, end_ms, req_nodes, req_cpus, req_gpus, req_mem_mib, time_limit_s, observed_ms)
+  SELECT '$compute', 'b' || i, 'train', 'u' || (i % 500), 'acct' || (i % 50), 'gpu', 'COMPLETED', 'n1',
+    $start_ms - i * 1000, $start_ms - i * 1000, $start_ms - i * 1000 + 600000, 1, 8, 1, 1000, 3600,
+    $start_ms FROM generate_series(1, $jobs) AS i; ANALYZE jobs"
+# The store's list query (src/store/sqlite_store_jobs.cc) for one compute, newest first.
+plan="$(psql_q "EXPLAIN (ANALYZE, FORMAT JSON) SELECT compute_id, job_id FROM jobs
+  WHERE compute_id = '$compute' ORDER BY sort_ms DESC, job_id LIMIT 1000 OFFSET 0")"
+store_ms="$(jq '.[0]["Execution Time"]' <<<"$plan")"
+index="$(jq -r '[.. | objects | select(has("Index Name")) | .["Index Name"]] | first // "none"' <<<"$plan")"
+api_ms=()
+for _ in 1 2 3 4 5; do
+  t="$(curl -sS -o "$dir/list.json" -w '%{time_total}' "${auth[@]}" "$url/api/v1/orgs/bench/jobs?limit=1000")"
+  api_ms+=("$(awk -v t="$t" 'BEGIN { printf "%.1f", t * 1000 }')")
+done
+listed="$(jq '.jobs | length' "$dir/list.json")"
+api_median="$(printf '%s\n' "${api_ms[@]}" | sort -n | sed -n 3p)"
+
+awk -v r="$(kv samples_per_s "$rep_out")" -v v="$(kv samples_per_s "$vm_out")" \
+  -v n="$(kv samples "$rep_out")" -v rc="$rep_cpu" -v rvc="$rep_vm_cpu" -v vc="$vm_cpu" \
+  -v qf="$(kv query_first_ms "$query_out")" -v qm="$(kv query_median_ms "$query_out")" \
+  -v pts="$(kv points "$query_out")" -v ser="$(kv series "$query_out")" \
+  -v sm="$store_ms" -v idx="$index" -v am="$api_median" -v listed="$listed" -v jobs="$jobs" 'BEGIN {
+  printf "%-44s %14s\n", "", "samples/s"
+  printf "%-44s %14.0f\n", "2 replicas -> VictoriaMetrics (remote-write)", r
+  printf "%-44s %14.0f\n", "VictoriaMetrics /api/v1/import", v
+  printf "ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples\n", r / v, n
+  printf "CPU s per million samples: replicas %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
+         rc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
+  printf "timeline of a 24 h 8-GPU job through a replica from VictoriaMetrics: first %.1f ms, median %.1f ms (budget 200 ms); %d series x %d points\n",
+         qf, qm, ser, pts
+  printf "PostgreSQL job list, 1000 of %d jobs: store query %.1f ms (index %s), API end to end median %.1f ms (%d listed; budget 100 ms)\n",
+         jobs, sm, idx, am, listed
+}'
