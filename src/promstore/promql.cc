@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/quote.h"
 #include "promstore/remote_write.h"
 #include "wire/json_parse.h"
 
@@ -160,7 +161,7 @@ Result<std::vector<AnswerSeries>> ParseQueryAnswer(std::string_view body) {
   Result<nlohmann::json> parsed = wire::ParseJson(body, limits);
   if (!parsed.ok()) {
     return InvalidArgumentError("the telemetry store's answer is not usable JSON: " +
-                                parsed.status().message());
+                                parsed.status().message().substr(0, 200));
   }
   const nlohmann::json& doc = *parsed;
   if (!doc.is_object())
@@ -203,7 +204,8 @@ Result<std::vector<AnswerSeries>> ParseQueryAnswer(std::string_view body) {
       return InvalidArgumentError(where + " has no metric object");
     for (const auto& [name, value] : metric->items()) {
       if (!value.is_string())
-        return InvalidArgumentError(where + ".metric." + name + " is not a string");
+        return InvalidArgumentError(where + ".metric." + QuoteForMessage(name) +
+                                    " is not a string");
       series.labels.emplace(name, value.get<std::string>());
     }
     if (matrix) {

@@ -83,6 +83,17 @@ TEST(ParseQueryAnswer, AnErrorAnswerIsUnavailableWithTheStoresMessage) {
   EXPECT_NE(answer.status().message().find("cannot parse query"), std::string::npos);
 }
 
+// The refusal names what is wrong without repeating the answer's text at length: a label name
+// of 10,000 bytes (found by fuzz_promql_answer) is cut.
+TEST(ParseQueryAnswer, ARefusalsMessageStaysShort) {
+  const std::string body =
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{")" +
+      std::string(10'000, 'x') + R"(":1},"value":[1,"1"]}]}})";
+  const auto answer = ParseQueryAnswer(body);
+  EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_LT(answer.status().message().size(), 200u) << answer.status().message().size();
+}
+
 TEST(ParseQueryAnswer, RefusesWhatIsNotAnAnswer) {
   const char* const bad[] = {
       "",
