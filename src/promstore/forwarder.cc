@@ -73,15 +73,8 @@ void RemoteWriteForwarder::Run() {
     if (stopping_)
       return;
     // The front stays queued (and its bytes counted) while it is sent; Enqueue drops behind it.
-    net::HttpRequest request;
-    request.method = "POST";
-    request.url = options_.url;
-    request.headers = {{"Content-Type", kContentType},
-                       {"Content-Encoding", kContentEncoding},
-                       {"X-Prometheus-Remote-Write-Version", kProtocolVersion}};
-    if (!options_.bearer_token.empty())
-      request.headers.emplace_back("Authorization", "Bearer " + options_.bearer_token);
-    request.body = queue_.front().body;
+    const net::HttpRequest request =
+        RemoteWriteRequest(options_.url, queue_.front().body, options_.bearer_token);
     const size_t samples = queue_.front().samples;
     lock.unlock();
     const Result<net::HttpResponse> response = client_->Send(request);

@@ -163,14 +163,9 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::str
                             " is being stored by another replica; send it again shortly")
         .WithReason("batch_in_flight");
   }
-  net::HttpRequest request;
-  request.method = "POST";
-  request.url = options_.write_url;
-  request.headers = {{"Content-Type", kContentType},
-                     {"Content-Encoding", kContentEncoding},
-                     {"X-Prometheus-Remote-Write-Version", kProtocolVersion}};
-  request.body = EncodeWriteRequest(batch);
-  Result<net::HttpResponse> response = Send(std::move(request));
+  // Send adds the token, as to every request of the store.
+  Result<net::HttpResponse> response =
+      Send(RemoteWriteRequest(options_.write_url, EncodeWriteRequest(batch), ""));
   Status written = response.ok() ? AnswerStatus(*response, "a remote write") : response.status();
   if (!written.ok()) {
     // Let the retry in at once rather than after the lease; it may reach a healthy store.

@@ -49,4 +49,18 @@ std::string EncodeWriteRequest(const tsdb::Batch& batch) {
   return compressed;
 }
 
+net::HttpRequest RemoteWriteRequest(std::string url, std::string body,
+                                    const std::string& bearer_token) {
+  net::HttpRequest request;
+  request.method = "POST";
+  request.url = std::move(url);
+  request.headers = {{"Content-Type", "application/x-protobuf"},
+                     {"Content-Encoding", "snappy"},
+                     {"X-Prometheus-Remote-Write-Version", "0.1.0"}};
+  if (!bearer_token.empty())
+    request.headers.emplace_back("Authorization", "Bearer " + bearer_token);
+  request.body = std::move(body);
+  return request;
+}
+
 }  // namespace expanse::promstore

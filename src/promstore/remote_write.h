@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/http_client.h"
 #include "tsdb/sample.h"
 
 namespace expanse::promstore {
@@ -31,10 +32,10 @@ std::string MetricName(std::string_view metric);
 // The compressed request body. Series with no samples are left out.
 std::string EncodeWriteRequest(const tsdb::Batch& batch);
 
-// The headers a remote-write 1.0 receiver expects with such a body.
-inline constexpr char kContentType[] = "application/x-protobuf";
-inline constexpr char kContentEncoding[] = "snappy";
-inline constexpr char kProtocolVersion[] = "0.1.0";
+// The POST of `body` to `url` with the headers a remote-write 1.0 receiver expects, and
+// "Authorization: Bearer <bearer_token>" when the token is not empty.
+net::HttpRequest RemoteWriteRequest(std::string url, std::string body,
+                                    const std::string& bearer_token);
 
 }  // namespace expanse::promstore
 
