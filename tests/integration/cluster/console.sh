@@ -147,7 +147,7 @@ console_job() { # COMPUTE
   # (over_allocated) for its ribbon.
   job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:2 -J train -o "$DIR/job-%j.out" --wrap "srun /usr/bin/python3 $DIR/train.py $DIR/stop")"
   if ! (wait_until 150 "Python stacks of job $job at the server" bash -c \
-    "api GET /api/v1/computes/$1/jobs/$job/stacks | jq -e '.total_count >= 5' >/dev/null" >&2); then
+    "api GET /api/v1/computes/$1/jobs/$job/stacks | jq_holds '.total_count >= 5' >/dev/null" >&2); then
     api GET "/api/v1/computes/$1" | jq -c '.heartbeat.workers' >&2
     touch "$DIR/stop"
     return 1
@@ -155,14 +155,14 @@ console_job() { # COMPUTE
   touch "$DIR/stop"
   wait_job_done "$job" 120 >&2
   wait_until 90 "GPU samples of job $job at the server" bash -c \
-    "api GET /api/v1/computes/$1/jobs/$job/timeline | jq -e '[.series[].points | length] | length >= 2 and min > 0' >/dev/null" >&2
+    "api GET /api/v1/computes/$1/jobs/$job/timeline | jq_holds '[.series[].points | length] | length >= 2 and min > 0' >/dev/null" >&2
   # Until the server has the job's end (Epilog, or sacct once a minute) its verdicts reach to now,
   # and over_allocated fades once the GPUs' samples cover less than half of that: wait for the end,
   # so that the page and the API the browser compares it with answer alike.
   wait_until 150 "the end of job $job at the server" bash -c \
-    "api GET /api/v1/computes/$1/jobs/$job | jq -e '.end_ms > 0' >/dev/null" >&2
+    "api GET /api/v1/computes/$1/jobs/$job | jq_holds '.end_ms > 0' >/dev/null" >&2
   wait_until 60 "the over_allocated verdict of job $job" bash -c \
-    "api GET /api/v1/computes/$1/jobs/$job/verdicts | jq -e '[.verdicts[].code] | index(\"over_allocated\") != null' >/dev/null" >&2
+    "api GET /api/v1/computes/$1/jobs/$job/verdicts | jq_holds '[.verdicts[].code] | index(\"over_allocated\") != null' >/dev/null" >&2
   echo "$job"
 }
 console_hook() {

@@ -18,7 +18,7 @@ dc_controller_start
 job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
   --wrap "timeout 120 sh -c 'while [ ! -e $DIR/cpu.seen ]; do :; done'; sleep 2; true")"
 api_job() { api GET "/api/v1/computes/$COMPUTE/jobs/$job"; }
-cpu_and_memory_known() { api_job | jq -e '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null; }
+cpu_and_memory_known() { api_job | jq_holds '.used.cpu_efficiency > 0 and .used.mem_efficiency != null' >/dev/null; }
 for _ in $(seq 1 90); do cpu_and_memory_known && break; sleep 1; done
 cpu_and_memory_known || fail "CPU and memory of job $job from its cgroups, not there after 90 s: $(api_job | jq -c '.used') $(api_job | jq -c '[.events[]? | {kind, host, at_ms}]'); memory samples: $(api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=job.mem_used_mib" | head -c 1500)"
 pass "job $job: CPU and memory used, read from the job's cgroups on its hosts ($(api_job | jq -c '.used | {cpu_efficiency, mem_efficiency}'))"
@@ -54,7 +54,7 @@ array="$(submit --array=0-1 -w "$w1" --gres=gpu:1 -o /dev/null \
 wait_until 90 "both tasks of array $array to run" bash -c "[[ \$(squeue -h -j $array -t R | wc -l) == 2 ]]"
 touch "$DIR/array.go"
 for task in 0 1; do
-  wait_until 90 "task ${array}_$task of the array with its GPU" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/${array}_$task' | jq -e '(.gpus | length) == 1 and ([.events[]?.kind] | index(\"end\")) != null' >/dev/null"
+  wait_until 90 "task ${array}_$task of the array with its GPU" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/${array}_$task' | jq_holds '(.gpus | length) == 1 and ([.events[]?.kind] | index(\"end\")) != null' >/dev/null"
 done
 gpu0="$(api GET "/api/v1/computes/$COMPUTE/jobs/${array}_0" | jq -r '.gpus[0].gpu_uuid')"
 gpu1="$(api GET "/api/v1/computes/$COMPUTE/jobs/${array}_1" | jq -r '.gpus[0].gpu_uuid')"

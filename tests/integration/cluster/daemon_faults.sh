@@ -44,7 +44,7 @@ dc_gpu_scenario "$w1" "[
   {\"uuid\": \"$gpu_lo\", \"minor\": $lo, \"sm_util\": 0, \"memory_used_mib\": 0,
    \"processes\": [$( [[ $gpu_a == "$gpu_lo" ]] && echo "{\"pid\": $apid, \"used_memory_mib\": 1000}" || echo "{\"pid\": $opid, \"used_memory_mib\": 300}" )]}]"
 view_ready() {
-  nodes | jq -e --arg a "$gpu_a" --arg b "$gpu_b" --arg h "$w1" \
+  nodes | jq_holds --arg a "$gpu_a" --arg b "$gpu_b" --arg h "$w1" \
     '[.nodes[] | select(.name == $h) | .gpus[] | select(.uuid == $a or .uuid == $b) | .use.processes | length] == [1, 1]' >/dev/null
 }
 for i in $(seq 1 60); do view_ready && break; sleep 1; done
@@ -64,7 +64,7 @@ wait_job_done "$job_a" 60
 wait_job_done "$job_b" 60
 dc_wait_job 60 "$job_b" '[.events[]?.kind] | index("end") != null' "end of job $job_b"
 timeline="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job_a/timeline?metric=job.gpu_memory_mib&points=100")"
-jq -e '[.series[] | select(.host == "'"$w1"'") | .points[][2]] | max >= 1300' <<<"$timeline" >/dev/null ||
+jq_holds '[.series[] | select(.host == "'"$w1"'") | .points[][2]] | max >= 1300' <<<"$timeline" >/dev/null ||
   fail "job $job_a's GPU memory (its process and the one outside its cgroup) not in job.gpu_memory_mib: $(head -c 600 <<<"$timeline")"
 pass "job.gpu_memory_mib of job $job_a counts the process outside its cgroup"
 dc_gpu_scenario "$w1" "[
@@ -147,7 +147,7 @@ pass "controller killed 6 times during uploads: every event once, no gap in the 
 # A crash loop must show: each start counts the runs that ended without a clean stop, and the
 # heartbeat carries it (a restart otherwise looks like a fresh, healthy compute).
 runs_seen() {
-  api GET "/api/v1/computes/$COMPUTE" | jq -e '.heartbeat.diagnostics.runs | .unclean_exits >= 6 and .starts >= 7' >/dev/null
+  api GET "/api/v1/computes/$COMPUTE" | jq_holds '.heartbeat.diagnostics.runs | .unclean_exits >= 6 and .starts >= 7' >/dev/null
 }
 wait_until 30 "the heartbeat to report the controller's unclean exits" runs_seen ||
   fail "heartbeat runs: $(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics.runs')"
@@ -238,7 +238,7 @@ pass "a file none of whose records could be taken is quarantined as bad_records"
 kill -0 "$ctl_pid_before" 2>/dev/null || fail "the controller died on hostile records: $(tail -20 "$DIR/controller.log")"
 pass "the controller (pid $ctl_pid_before) is still running"
 refused_ok() {
-  api GET "/api/v1/computes/$COMPUTE" | jq -e --arg h "$w1" \
+  api GET "/api/v1/computes/$COMPUTE" | jq_holds --arg h "$w1" \
     '.heartbeat.diagnostics.bad_worker_records_by_host[$h].records >= 9' >/dev/null
 }
 wait_until 30 "the heartbeat to count the refused records of $w1" refused_ok ||

@@ -101,13 +101,13 @@ assert_eq 2 "$(jq '[.series[].gpu_uuid] | unique | length' <<<"$timeline")" "dis
 # Both GPUs reach a busy phase (the simulated training computes at 84-97 % SM).
 busy_on_both() {
   q "/api/v1/computes/$compute/jobs/$train/timeline?metric=gpu.sm_util" |
-    jq -e '[.series[] | select([.points[] | .[2]] | max >= 80)] | length == 2'
+    jq_holds '[.series[] | select([.points[] | .[2]] | max >= 80)] | length == 2'
 }
 wait_until 90 "busy phases on both GPUs of job $train" busy_on_both
 pass "job $train: both GPUs' sm_util reached a busy phase (>= 80 %)"
 # The idle job's GPU: allocated, never used.
 idle_gpu() {
-  q "/api/v1/computes/$compute/nodes" | jq -e --arg j "$idle" \
+  q "/api/v1/computes/$compute/nodes" | jq_holds --arg j "$idle" \
     '[.. | objects | select(.use?.state == "allocated_idle" and (.use.jobs | index($j)))] | length == 1'
 }
 wait_until 90 "job $idle's GPU reported allocated_idle" idle_gpu

@@ -155,7 +155,7 @@ doctor_until() {
   shift 3
   for ((i = 0; i < seconds; i += 5)); do
     doctor "$@" --json
-    jq -e "$expr" <<<"$OUT" >/dev/null 2>&1 && return 0
+    jq_holds "$expr" <<<"$OUT" 2>/dev/null && return 0
     sleep 5
   done
   fail "timed out after ${seconds}s waiting for: $what; the doctor said: $OUT"

@@ -99,7 +99,7 @@ assert_eq 0 "$(timeline gpu.sm_active | jq --arg h "$w2" '[.series[] | select(.h
 pass "EXPANSE_CUPTI_ENABLE=0 on $w2 removes its counters only"
 
 caps() { api GET "/api/v1/computes/$COMPUTE" | jq -c --arg h "$1" '.heartbeat.workers.reports[]? | select(.host == $h) | .capabilities.cupti'; }
-wait_until 60 "$w1's cupti capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -e --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.state == \"ok\"' >/dev/null"
+wait_until 60 "$w1's cupti capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq_holds --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.state == \"ok\"' >/dev/null"
 assert_match 'PM sampling on 2 GPUs' "$(caps "$w1")" "cupti capability of $w1"
 assert_eq 'disabled EXPANSE_CUPTI_ENABLE=0' "$(caps "$w2" | jq -r '"\(.state) \(.reason)"')" "cupti capability of $w2"
 pass "heartbeat: cupti ok on $w1, disabled on $w2"
@@ -121,7 +121,7 @@ assert_eq 0.620 "$(mean_on gpu.dcgm.sm_active "$w2" | xargs printf '%.3f')" "DCG
 assert_eq 0.410 "$(mean_on gpu.dcgm.tensor_active "$w2" | xargs printf '%.3f')" "DCGM tensor activity on $w2"
 assert_eq 0 "$(points_on gpu.dcgm.sm_active "$w1")" "gpu.dcgm.sm_active points on $w1, where CUPTI holds the counters"
 dcgm_caps() { api GET "/api/v1/computes/$COMPUTE" | jq -r --arg h "$1" '.heartbeat.workers.reports[]? | select(.host == $h) | .capabilities.dcgm | "\(.state) \(.reason)"'; }
-wait_until 60 "$w2's dcgm capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -e --arg h '$w2' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.dcgm.state == \"ok\"' >/dev/null"
+wait_until 60 "$w2's dcgm capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq_holds --arg h '$w2' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.dcgm.state == \"ok\"' >/dev/null"
 assert_match '^ok dcgmi dmon on 2 GPUs' "$(dcgm_caps "$w1")" "dcgm capability of $w1"
 assert_match 'profiling fields off: expanse-cupti-helper holds the counters' "$(dcgm_caps "$w1")" "dcgm capability of $w1"
 assert_match 'health fail, GPU 0 memory: Detected 2 volatile double-bit ECC' "$(dcgm_caps "$w2")" "dcgm capability of $w2"

@@ -134,8 +134,8 @@ for w in "$w1" "$w2"; do
   wait_until 20 "site Epilog on $w" test -e "$DIR/ran/epilog-$w-$job"
 done
 assert_file_contains "$DIR/job-$job.out" "var=from-site" "the site TaskProlog's export reached the task"
-wait_until 60 "node events of job $job at the server" bash -c \
-  "api GET /api/v1/computes/$COMPUTE/jobs/$job | jq -e '[.events[]?] | length >= 2' >/dev/null"
+node_events_arrived() { api GET "/api/v1/computes/$COMPUTE/jobs/$job" | jq_holds '[.events[]?] | length >= 2'; }
+wait_until 60 "node events of job $job at the server" node_events_arrived
 pass "Expanse Prolog/Epilog events of job $job arrived through the daemon"
 for w in $EXPANSE_TC_WORKERS; do
   assert_match '^idle' "$(sinfo -h -n "$w" -o '%t')" "state of $w after the job"

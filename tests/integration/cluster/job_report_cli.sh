@@ -40,7 +40,7 @@ dc_wait_job 90 "$job" '.end_ms > 0 and (.gpus | length) == 2 and all(.gpus[]; .t
   "the end of job $job and of its GPU allocations on the server"
 verdicts() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/verdicts"; }
 wait_until 90 "the over_allocated verdict of job $job" \
-  bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/verdicts' | jq -e '[.verdicts[].code] | index(\"over_allocated\") != null'"
+  bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/verdicts' | jq_holds '[.verdicts[].code] | index(\"over_allocated\") != null'"
 api_job="$(dc_job "$job")"
 api_verdicts="$(verdicts)"
 api_ledger="$(api GET "/api/v1/computes/$COMPUTE/jobs/$job/ledger")"

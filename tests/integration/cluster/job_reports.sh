@@ -37,7 +37,7 @@ assert_eq COMPLETED "$(job_state "$job")" "state of $job after it ran"
 if [[ "$(scontrol show config | grep -oP '^AccountingStorageType\s*=\s*\K\S+')" == accounting_storage/slurmdbd ]]; then
   # slurmdbd receives the job record asynchronously.
   wait_until 60 "sacct to report job $job" bash -c \
-    "sacct --json -j $job | jq -e '.jobs[] | select(.job_id == $job and .state.current == \"COMPLETED\")'"
+    "sacct --json -j $job | jq_holds '.jobs[] | select(.job_id == $job and .state.current == \"COMPLETED\")'"
   acct="$(sacct --json -j "$job" | jq -c --argjson id "$job" '.jobs[] | select(.job_id == $id)')"
   assert_eq "$(scontrol show hostnames "$w1,$w2" | paste -sd,)" \
     "$(scontrol show hostnames "$(jq -r .nodes <<<"$acct")" | paste -sd,)" "sacct --json node list of $job"

@@ -110,7 +110,7 @@ assert_eq CANCELLED "$(job_state "$job")" "state of job $job after the rule's sc
 posts="$(jq -s -c '[.[] | .body | fromjson | .text | split("\n")[0]]' "$DIR/webhooks.jsonl")"
 assert_match "job $job \\([^)]*\\): communication_wait for .*job $job \\([^)]*\\): cancellation requested" "$posts" \
   "the warning, then the notice, at the webhook"
-wait_until 30 "the controller's report of the scancel" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/orgs/acme/audit?limit=200' | jq -e '.events[] | select(.action == \"compute_request.done\" and .target == \"$COMPUTE/$job\")' >/dev/null"
+wait_until 30 "the controller's report of the scancel" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/orgs/acme/audit?limit=200' | jq_holds '.events[] | select(.action == \"compute_request.done\" and .target == \"$COMPUTE/$job\")' >/dev/null"
 grep -q "server request [0-9]*: scancel $job: cancelled" "$DIR/controller.log" ||
   fail "the controller's log: $(grep 'server request' "$DIR/controller.log")"
 pass "the rule warned, the controller ran scancel $job when its heartbeat answer asked, and its report is audited"

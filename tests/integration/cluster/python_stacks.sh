@@ -114,16 +114,16 @@ scenario_job[sync_bound]="$(submit -w "$w2" --gres=gpu:1 -o /dev/null --wrap "py
 # Both workers' CPUs are taken by the jobs above: the non-Python job runs on the controller.
 other="$(submit -w "$EXPANSE_TC_CONTROLLER" -o /dev/null --wrap 'sleep 20')"
 stacks() { api GET "/api/v1/computes/$COMPUTE/jobs/$1/stacks"; }
-wait_until 150 "10 stack samples of job $job while it runs" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/stacks' | jq -e '.total_count >= 10' "
+wait_until 150 "10 stack samples of job $job while it runs" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job/stacks' | jq_holds '.total_count >= 10' "
 touch "$DIR/stop"
 wait_job_done "$job" 60
 assert_eq COMPLETED "$(job_state "$job")" "state of Python job $job"
 wait_job_done "$other" 60
 result="$(stacks "$job")"
 echo "$result" | jq -c '{total_count, distinct_stacks, top: .stacks[0:3]}'
-jq -e --arg f "train.py:load_batch:$hot_line" '[.stacks[].folded | select(endswith($f))] | length > 0' <<<"$result" >/dev/null ||
+jq_holds --arg f "train.py:load_batch:$hot_line" '[.stacks[].folded | select(endswith($f))] | length > 0' <<<"$result" >/dev/null ||
   fail "no stack of job $job ends in train.py:load_batch:$hot_line: $(head -c 1500 <<<"$result")"
-jq -e '[.stacks[].folded | select(contains("train.py:<module>:") and contains("train.py:train:"))] | length > 0' <<<"$result" >/dev/null ||
+jq_holds '[.stacks[].folded | select(contains("train.py:<module>:") and contains("train.py:train:"))] | length > 0' <<<"$result" >/dev/null ||
   fail "job $job's stacks lack the <module> -> train path: $(head -c 1500 <<<"$result")"
 pass "job $job: $(jq .total_count <<<"$result") stack samples, leaf train.py:load_batch:$hot_line under <module> and train"
 assert_eq 0 "$(stacks "$other" | jq .total_count)" "stack samples of the non-Python job $other"

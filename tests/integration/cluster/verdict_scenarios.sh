@@ -71,7 +71,7 @@ pass "job $idle_job: no_process over $length_s s"
 cpu="$(verdicts "$cpu_job")"
 assert_eq "host_bound" "$(codes "$cpu")" "the verdicts of job $cpu_job, whose CPUs were saturated"
 evidence="$(jq -c '.verdicts[0].evidence.cpu' <<<"$cpu")"
-jq -e '.cores_allocated >= 1 and .cores_used_mean > 0 and .cores_waiting_mean >= 0 and
+jq_holds '.cores_allocated >= 1 and .cores_used_mean > 0 and .cores_waiting_mean >= 0 and
        (.cores_used_mean + .cores_waiting_mean) >= 0.9 * .cores_allocated' <<<"$evidence" >/dev/null ||
   fail "host_bound's CPU evidence does not show the job's CPUs saturated: $evidence"
 assert_match "CPUs on $w1 were saturated" "$(jq -r '.verdicts[0].suggestion' <<<"$cpu")" "host_bound's suggestion"

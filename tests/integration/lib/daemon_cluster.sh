@@ -70,7 +70,7 @@ dc_job() {
 
 dc_wait_job() {
   local seconds="$1" job="$2" expr="$3" what="$4"
-  wait_until "$seconds" "$what" bash -c "curl -sS --max-time 20 --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq -e '$expr' >/dev/null"
+  wait_until "$seconds" "$what" bash -c "curl -sS --max-time 20 --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE/jobs/$job' | jq_holds '$expr' >/dev/null"
 }
 
 dc_setup() {

@@ -29,6 +29,17 @@ assert_file_contains() { # file fixed-string what
   pass "$3"
 }
 
+# jq_holds FILTER [jq options...] — `jq -e`, except that no input at all fails too: jq 1.6 exits
+# 0 on empty input, so a `curl … | jq -e` whose curl got nothing would pass. Exported, so a
+# `bash -c` condition of wait_until can use it.
+jq_holds() {
+  local input
+  input="$(cat)"
+  [[ -n "$input" ]] || return 1
+  jq -e "$@" >/dev/null <<<"$input"
+}
+export -f jq_holds
+
 # wait_until SECONDS WHAT CMD... — polls CMD every 0.2 s.
 wait_until() {
   local seconds="$1" what="$2" i
