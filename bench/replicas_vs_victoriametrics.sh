@@ -32,7 +32,7 @@ pids=()
 vm_dirs=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pg_stop
   for d in "${vm_dirs[@]}"; do VM_DIR="$d" vm_stop; done
   rm -rf "$dir"
@@ -42,9 +42,6 @@ cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
 
 pg_start
-vm_start
-vm_dirs+=("$VM_DIR")
-vm_url="$VM_URL" vm_pid="$VM_PID"
 
 now_ms=$(($(date +%s) * 1000))
 start_ms=$(((now_ms - hours * 3600000 - 3 * 86400000) / 7200000 * 7200000 + 2 * 86400000))
@@ -52,47 +49,92 @@ start_ms=$(((now_ms - hours * 3600000 - 3 * 86400000) / 7200000 * 7200000 + 2 * 
 boot="$(EXPANSE_ADMIN_PASSWORD='bench pass' "$server" admin bootstrap --db "$PG_URI" --org bench \
   --org-name Bench --email bench@example.com)"
 api_token="$(jq -r .api_token <<<"$boot")"
-declare -a port replica_pid
-for n in 0 1; do
-  "$server" serve --db "$PG_URI" --telemetry-store remote --telemetry-url "$vm_url" \
-    --control-listen 127.0.0.1:0 --credential-rate 100000 >"$dir/serve$n.log" 2>&1 &
-  replica_pid[$n]=$!
-  pids+=($!)
-  for _ in $(seq 1 100); do grep -q 'console API' "$dir/serve$n.log" && break; sleep 0.1; done
-  url="$(grep -oP 'control plane \K\S+' "$dir/serve$n.log")"
-  port[$n]="${url##*:}"
-done
-url="http://127.0.0.1:${port[0]}"
 auth=(-H "Authorization: Bearer $api_token")
-compute="$(curl -sS "${auth[@]}" -d '{"name":"bench","type":"slurm"}' "$url/api/v1/orgs/bench/computes" | jq -r .id)"
-install_token="$(curl -sS "${auth[@]}" -H 'Content-Length: 0' -X POST \
-  "$url/api/v1/computes/$compute/install-tokens" | jq -r .token)"
-credential="$(curl -sS -d "{\"token\":\"$install_token\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}" \
-  "$url/cp/v1/install-tokens/exchange" | jq -r .credential)"
-[[ "$credential" == exp_cc_* ]] || { echo "no credential: $credential" >&2; exit 1; }
-
 common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms" --conns "$conns")
-echo "two replicas -> VictoriaMetrics: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
-c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$vm_pid")"
-rep_out="$("$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
-rep_cpu="$(awk -v a="$c0" -v b="$c1" -v x="$(cpu_s "${replica_pid[0]}")" -v y="$(cpu_s "${replica_pid[1]}")" 'BEGIN { print x - a + y - b }')"
-rep_vm_cpu="$(awk -v a="$cv" -v b="$(cpu_s "$vm_pid")" 'BEGIN { print b - a }')"
-# The same samples must be in VictoriaMetrics, once each.
-curl -fsS "$vm_url/internal/force_flush" >/dev/null
-stored="$(curl -fsS "$vm_url/api/v1/query" --data-urlencode \
-  "query=sum(count_over_time({compute=\"$compute\"}[$((hours * 3600 + 60))s]))" \
-  --data-urlencode "time=$(((start_ms + hours * 3600000) / 1000))" --data-urlencode nocache=1 |
-  jq -r '.data.result[0].value[1]')"
-[[ "$stored" == "$(kv samples "$rep_out")" ]] ||
-  { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
 
-# VictoriaMetrics' own import of the same samples, into a fresh one.
-vm_start
-vm_dirs+=("$VM_DIR")
-echo "VictoriaMetrics /api/v1/import: the same samples ..." >&2
-cv2="$(cpu_s "$VM_PID")"
-vm_out="$("$load" vm --port "${VM_URL##*:}" "${common[@]}")"
-vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
+# pin CPUS PID: every thread of PID on CPUS ("" leaves it be).
+pin() { [[ -z "$1" ]] || taskset -a -pc "$1" "$2" >/dev/null; }
+on_cpus() { if [[ -n "$1" ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
+
+# start_replicas TELEMETRY_URL CPUS: two replicas on the one PostgreSQL; sets port[] and
+# replica_pid[] (replica 0 and 1).
+declare -a port replica_pid
+start_replicas() {
+  local n log
+  for n in 0 1; do
+    log="$dir/serve$n.$RANDOM.log"
+    "$server" serve --db "$PG_URI" --telemetry-store remote --telemetry-url "$1" \
+      --control-listen 127.0.0.1:0 --credential-rate 100000 >"$log" 2>&1 &
+    replica_pid[$n]=$!
+    pids+=($!)
+    for _ in $(seq 1 100); do grep -q 'console API' "$log" && break; sleep 0.1; done
+    url="$(grep -oP 'control plane \K\S+' "$log")"
+    port[$n]="${url##*:}"
+    pin "$2" "${replica_pid[$n]}"
+  done
+  url="http://127.0.0.1:${port[0]}"
+}
+
+# new_credential NAME: a compute registered through replica 0 and its daemon credential.
+new_credential() {
+  compute="$(curl -sS "${auth[@]}" -d "{\"name\":\"$1\",\"type\":\"slurm\"}" "$url/api/v1/orgs/bench/computes" | jq -r .id)"
+  local install_token
+  install_token="$(curl -sS "${auth[@]}" -H 'Content-Length: 0' -X POST \
+    "$url/api/v1/computes/$compute/install-tokens" | jq -r .token)"
+  credential="$(curl -sS -d "{\"token\":\"$install_token\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}" \
+    "$url/cp/v1/install-tokens/exchange" | jq -r .credential)"
+  [[ "$credential" == exp_cc_* ]] || { echo "no credential: $credential" >&2; exit 1; }
+}
+
+# ingest_pair LAYOUT VM_CPUS TIER_CPUS: the same samples through two replicas into a fresh
+# VictoriaMetrics, then by VictoriaMetrics' own import into another fresh one; VictoriaMetrics
+# on VM_CPUS, the replicas and the load on TIER_CPUS ("" = anywhere). Appends one line of
+# figures to $dir/ingest.
+ingest_pair() {
+  local layout="$1" vm_cpus="$2" tier_cpus="$3"
+  vm_start
+  vm_dirs+=("$VM_DIR")
+  pin "$vm_cpus" "$VM_PID"
+  local tier_vm_url="$VM_URL" tier_vm_pid="$VM_PID"
+  start_replicas "$tier_vm_url" "$tier_cpus"
+  new_credential "bench-$layout"
+  echo "[$layout] two replicas -> VictoriaMetrics: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
+  local c0 c1 cv rep_out rep_cpu rep_vm_cpu stored
+  c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$tier_vm_pid")"
+  rep_out="$(on_cpus "$tier_cpus" "$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
+  rep_cpu="$(awk -v a="$c0" -v b="$c1" -v x="$(cpu_s "${replica_pid[0]}")" -v y="$(cpu_s "${replica_pid[1]}")" 'BEGIN { print x - a + y - b }')"
+  rep_vm_cpu="$(awk -v a="$cv" -v b="$(cpu_s "$tier_vm_pid")" 'BEGIN { print b - a }')"
+  # The same samples must be in VictoriaMetrics, once each.
+  curl -fsS "$tier_vm_url/internal/force_flush" >/dev/null
+  stored="$(curl -fsS "$tier_vm_url/api/v1/query" --data-urlencode \
+    "query=sum(count_over_time({compute=\"$compute\"}[$((hours * 3600 + 60))s]))" \
+    --data-urlencode "time=$(((start_ms + hours * 3600000) / 1000))" --data-urlencode nocache=1 |
+    jq -r '.data.result[0].value[1]')"
+  [[ "$stored" == "$(kv samples "$rep_out")" ]] ||
+    { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
+
+  vm_start
+  vm_dirs+=("$VM_DIR")
+  pin "$vm_cpus" "$VM_PID"
+  echo "[$layout] VictoriaMetrics /api/v1/import: the same samples ..." >&2
+  local cv2 vm_out vm_cpu
+  cv2="$(cpu_s "$VM_PID")"
+  vm_out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
+  vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
+  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu" >>"$dir/ingest"
+  vm_url="$tier_vm_url" vm_pid="$tier_vm_pid"  # the later parts read from the last tier's store
+}
+
+# Everything on every CPU (how two programs share one machine), then VictoriaMetrics given CPU 0
+# alone in both runs and the replicas and the load the rest (whether the tier in front keeps
+# VictoriaMetrics as busy as its own import does). The split is measured last, so the job and
+# list queries below run on its replicas (re-pinned to every CPU first).
+: >"$dir/ingest"
+ingest_pair shared "" ""
+if (($(nproc) >= 2)); then
+  ingest_pair split 0 "1-$(($(nproc) - 1))"
+  for p in "${replica_pid[@]}" "$vm_pid"; do pin "0-$(($(nproc) - 1))" "$p"; done
+fi
 
 # The 24 h job through replica 0, its timeline read through replica 1.
 "$load" job --port "${port[0]}" --credential "$credential" --start-ms "$start_ms" >/dev/null
@@ -122,17 +164,20 @@ done
 listed="$(jq '.jobs | length' "$dir/list.json")"
 api_median="$(printf '%s\n' "${api_ms[@]}" | sort -n | sed -n 3p)"
 
-awk -v r="$(kv samples_per_s "$rep_out")" -v v="$(kv samples_per_s "$vm_out")" \
-  -v n="$(kv samples "$rep_out")" -v rc="$rep_cpu" -v rvc="$rep_vm_cpu" -v vc="$vm_cpu" \
-  -v qf="$(kv query_first_ms "$query_out")" -v qm="$(kv query_median_ms "$query_out")" \
+while read -r layout r v n rc rvc vc; do
+  awk -v l="$layout" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" 'BEGIN {
+    what = l == "shared" ? "all on every CPU" : "VictoriaMetrics on CPU 0 alone in both runs, replicas and load on the rest"
+    printf "ingest, %s:\n", what
+    printf "  %-44s %14.0f samples/s\n", "2 replicas -> VictoriaMetrics (remote-write)", r
+    printf "  %-44s %14.0f samples/s\n", "VictoriaMetrics /api/v1/import", v
+    printf "  ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples\n", r / v, n
+    printf "  CPU s per million samples: replicas %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
+           rc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
+  }'
+done <"$dir/ingest"
+awk -v qf="$(kv query_first_ms "$query_out")" -v qm="$(kv query_median_ms "$query_out")" \
   -v pts="$(kv points "$query_out")" -v ser="$(kv series "$query_out")" \
   -v sm="$store_ms" -v idx="$index" -v am="$api_median" -v listed="$listed" -v jobs="$jobs" 'BEGIN {
-  printf "%-44s %14s\n", "", "samples/s"
-  printf "%-44s %14.0f\n", "2 replicas -> VictoriaMetrics (remote-write)", r
-  printf "%-44s %14.0f\n", "VictoriaMetrics /api/v1/import", v
-  printf "ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples\n", r / v, n
-  printf "CPU s per million samples: replicas %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
-         rc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
   printf "timeline of a 24 h 8-GPU job through a replica from VictoriaMetrics: first %.1f ms, median %.1f ms (budget 200 ms); %d series x %d points\n",
          qf, qm, ser, pts
   printf "PostgreSQL job list, 1000 of %d jobs: store query %.1f ms (index %s), API end to end median %.1f ms (%d listed; budget 100 ms)\n",

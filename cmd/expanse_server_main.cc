@@ -1,6 +1,8 @@
 // expanse-server: control plane, data plane and console API (`serve`), and the non-interactive
 // bootstrap of the first organisation, user and API token (`admin`).
 
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,17 @@ expanse::Result<std::string> ReadPassword(const std::string& env_name, bool from
                                          " or pass --password-stdin");
   }
   return std::string(value);
+}
+
+// glibc's defaults hand memory back to the kernel as soon as 128 KiB lie free at the top of a
+// thread's arena, and map each block over 128 KiB by itself. A replica decodes, re-encodes and
+// sends a batch of tens or hundreds of KiB on every request thread, so with the defaults it
+// faulted the same pages in, zeroed them and gave them back for every batch: 40 % of its CPU
+// in bench/replicas_vs_victoriametrics.sh (docs/performance.md). Keep up to 64 MiB free per
+// arena, and take blocks up to 32 MiB (a large batch) from the arenas.
+void KeepFreedMemoryForReuse() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 int Fail(const expanse::Status& status) {
@@ -183,8 +196,10 @@ int main(int argc, char** argv) {
 
     CLI11_PARSE(app, argc, argv);
 
-    if (serve_cmd->parsed())
+    if (serve_cmd->parsed()) {
+      KeepFreedMemoryForReuse();
       return expanse::server::RunServe(serve);
+    }
     if (!admin_cmd->parsed()) {
       std::fputs(app.help().c_str(), stderr);
       std::fputs("expanse-server: name a command: serve or admin\n", stderr);

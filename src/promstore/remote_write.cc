@@ -2,6 +2,8 @@
 
 #include <snappy.h>
 
+#include <google/protobuf/arena.h>
+
 #include "remote_write.pb.h"
 
 namespace expanse::promstore {
@@ -25,7 +27,11 @@ void AddLabel(wire::TimeSeries& series, std::string_view name, std::string_view 
 }  // namespace
 
 std::string EncodeWriteRequest(const tsdb::Batch& batch) {
-  wire::WriteRequest request;
+  // Every sample is a message of its own in remote-write's schema: on the heap that was one
+  // allocation and one free per sample, a sixth of a replica's CPU. An arena allocates them in
+  // a few blocks and frees them at once.
+  google::protobuf::Arena arena;
+  wire::WriteRequest& request = *google::protobuf::Arena::CreateMessage<wire::WriteRequest>(&arena);
   for (const auto& [key, samples] : batch) {
     if (samples.empty())
       continue;

@@ -84,7 +84,7 @@ Result<Compute> SqliteStore::CreateCompute(const Compute& compute) {
 }
 
 Result<Compute> SqliteStore::GetCompute(std::string_view id) {
-  return Transact(Access::kRead, [&] { return ComputeByIdLocked(id); });
+  return OneStatement([&] { return ComputeByIdLocked(id); });
 }
 
 namespace {
@@ -219,7 +219,7 @@ Result<Credential> SqliteStore::ExchangeInstallToken(std::string_view token_hash
 }
 
 Result<Credential> SqliteStore::GetCredentialByHash(std::string_view secret_hash) {
-  return Transact(Access::kRead, [&]() -> Result<Credential> {
+  return OneStatement([&]() -> Result<Credential> {
     return QueryOneLocked<Credential>(
         ReadCredential, NotFoundError("credential not found"),
         SelectSql(kCredentialColumns, "credentials WHERE secret_hash = ?1"), secret_hash);

@@ -139,6 +139,18 @@ class SqliteStore final : public Store, public JobStore {
     return result;
   }
 
+  // Runs body(), which issues exactly one SQL statement, under mu_ without BEGIN/COMMIT
+  // around it. A lone statement is its own transaction and snapshot in both engines, so this
+  // is Transact's guarantee for one statement, at one round trip to PostgreSQL instead of
+  // three (BEGIN, the statement, COMMIT): every ingest batch authenticates with two reads and
+  // is claimed and marked with two writes. A write through here must be atomic by itself
+  // (an UPSERT, a conditional UPDATE), since it does not take the writers' lock.
+  template <typename Body>
+  std::invoke_result_t<Body&> OneStatement(Body&& body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return body();
+  }
+
   // The one row `sql` selects, read by `read` (returning T or Result<T>), or `not_found` when
   // there is none. Call inside a Transact body.
   template <typename T, typename Reader, typename... Args>

@@ -31,36 +31,39 @@ Result<JobStore::BatchClaim> SqliteStore::ClaimIngestBatch(std::string_view comp
     return InvalidArgumentError("compute_id must not be empty");
   if (now_ms < 0 || lease_ms <= 0)
     return InvalidArgumentError("now_ms must be >= 0 and lease_ms > 0");
-  return Transact(Access::kWrite, [&]() -> Result<BatchClaim> {
+  // One atomic statement in both engines (an UPSERT): a new batch id is claimed; a known
+  // one is taken over only when it was never stored and its holder's claim has lapsed (the
+  // holder died: this caller writes the samples again, and the remote store keeps one sample
+  // per series and timestamp, so a half-written first attempt does no harm).
+  EXPANSE_ASSIGN_OR_RETURN(
+      const bool claimed, OneStatement([&]() -> Result<bool> {
+        EXPANSE_ASSIGN_OR_RETURN(
+            Statement row,
+            db_.Query(
+                "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
+                "stored_at_ms) VALUES (?1, ?2, ?3, 0) ON CONFLICT (batch_id) DO UPDATE SET "
+                "claimed_at_ms = excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 "
+                "AND excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?4 "
+                "RETURNING claimed_at_ms",
+                batch_id, compute_id, now_ms, lease_ms));
+        return row.Step();
+      }));
+  if (claimed)
+    return BatchClaim::kClaimed;
+  // Not claimed: stored already, or held by a live claim (also when the holder released it
+  // between the two statements: the sender asks again later).
+  return OneStatement([&]() -> Result<BatchClaim> {
     EXPANSE_ASSIGN_OR_RETURN(
         Statement row,
-        db_.Query("SELECT stored_at_ms, claimed_at_ms FROM ingest_batches WHERE batch_id = ?1",
-                  batch_id));
+        db_.Query("SELECT stored_at_ms FROM ingest_batches WHERE batch_id = ?1", batch_id));
     EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    if (!found) {
-      EXPANSE_RETURN_IF_ERROR(
-          db_.Execute("INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
-                      "stored_at_ms) VALUES (?1, ?2, ?3, 0)",
-                      batch_id, compute_id, now_ms));
-      return BatchClaim::kClaimed;
-    }
-    const int64_t stored_at_ms = row.ColumnInt(0);
-    const int64_t claimed_at_ms = row.ColumnInt(1);
-    if (stored_at_ms > 0)
-      return BatchClaim::kStored;
-    if (now_ms - claimed_at_ms < lease_ms)
-      return BatchClaim::kInFlight;
-    // The holder's claim lapsed: this caller writes the samples again (the remote store keeps
-    // one sample per series and timestamp, so a half-written first attempt does no harm).
-    EXPANSE_RETURN_IF_ERROR(db_.Execute(
-        "UPDATE ingest_batches SET claimed_at_ms = ?2 WHERE batch_id = ?1", batch_id, now_ms));
-    return BatchClaim::kClaimed;
+    return found && row.ColumnInt(0) > 0 ? BatchClaim::kStored : BatchClaim::kInFlight;
   });
 }
 
 Status SqliteStore::MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchId(batch_id));
-  return Transact(Access::kWrite, [&]() -> Status {
+  return OneStatement([&]() -> Status {
     // At least 1: 0 means "not stored yet" in the table.
     EXPANSE_RETURN_IF_ERROR(
         db_.Execute("UPDATE ingest_batches SET stored_at_ms = ?2 WHERE batch_id = ?1", batch_id,
