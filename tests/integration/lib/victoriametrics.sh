@@ -3,7 +3,9 @@
 # sample per series and timestamp; queries see the newest samples). Stopped and removed by
 # vm_stop.
 #
-#   vm_start    sets VM_DIR, VM_URL (http://127.0.0.1:PORT) and VM_PID
+#   vm_start    sets VM_DIR, VM_URL (http://127.0.0.1:PORT) and VM_PID; with VM_CPUS set (a
+#               taskset CPU list) it runs on those CPUs only, from its start (it sizes its
+#               worker pools by the CPUs it may use)
 #   vm_pause    stops it (SIGTERM: it saves what it holds in memory), keeping its data, until
 #               vm_resume starts it again on the port. Not -9: what VictoriaMetrics loses in a
 #               crash (its last second or so) is its own durability, not what the test checks
@@ -18,7 +20,7 @@ vm_start() {
 }
 
 vm_resume() {
-  victoria-metrics -storageDataPath="$VM_DIR/data" -httpListenAddr="127.0.0.1:$VM_PORT" \
+  ${VM_CPUS:+taskset -c "$VM_CPUS"} victoria-metrics -storageDataPath="$VM_DIR/data" -httpListenAddr="127.0.0.1:$VM_PORT" \
     -retentionPeriod=100y -dedup.minScrapeInterval=1ms -search.latencyOffset=0s \
     -loggerLevel=ERROR >>"$VM_DIR/log" 2>&1 &
   VM_PID=$!
