@@ -211,15 +211,19 @@ SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
   if (!options.user.empty())
     account = host.LookupUser(options.user);
   // The sampler runs as the daemon account, by the unit or by us; state a sampler left while
-  // running as another account (root) would keep it from taking the node's lock for ever.
+  // running as another account (root) would keep it from taking the node's lock for ever, or
+  // from reopening its spool writer's sequence state (then it waited for ever, and the node's
+  // samples and job events were lost). So the directory and everything in it (the entries
+  // themselves: SetOwner never follows a link) go to the account.
   auto give_state_to_account = [&] {
-    if (!account)
+    if (!account || !host.Stat(options.state_dir))
       return;
-    for (const std::string& path : {options.state_dir, options.state_dir + "/" + kLockName,
-                                    options.state_dir + "/" + kPidName}) {
-      if (host.Stat(path))
-        (void)host.SetOwner(path, account->uid, account->gid);
-    }
+    (void)host.SetOwner(options.state_dir, account->uid, account->gid);
+    Result<std::vector<std::string>> names = host.ListDirectory(options.state_dir);
+    if (!names.ok())
+      return;
+    for (const std::string& name : *names)
+      (void)host.SetOwner(options.state_dir + "/" + name, account->uid, account->gid);
   };
   if (SystemdRuns(host) && EnsureSamplerUnit(options.binary, host)) {
     give_state_to_account();

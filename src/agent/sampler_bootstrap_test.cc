@@ -47,6 +47,7 @@ TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount)
   // Left by a sampler that ran as root: the account's sampler could not open them.
   host_.Put(options_.state_dir + "/sampler.lock", "", 0644);
   host_.Put(options_.state_dir + "/sampler.pid", "30961 1:2:3:4\n", 0644);
+  host_.Put(options_.state_dir + "/spool-writer.state", "7\n", 0600);
   const SamplerStartPlan plan = StartSampler(options_, host_);
   EXPECT_EQ(plan.how, SamplerStart::kExec);
   ASSERT_TRUE(plan.account.has_value());
@@ -58,7 +59,7 @@ TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount)
   EXPECT_EQ(state->mode, 0755u);
   EXPECT_EQ(state->uid, 990u);
   EXPECT_EQ(state->gid, 991u);
-  for (const char* name : {"/sampler.lock", "/sampler.pid"}) {
+  for (const char* name : {"/sampler.lock", "/sampler.pid", "/spool-writer.state"}) {
     EXPECT_EQ(host_.Stat(options_.state_dir + name)->uid, 990u) << name;
     EXPECT_EQ(host_.Stat(options_.state_dir + name)->gid, 991u) << name;
   }

@@ -135,7 +135,12 @@ for w in "$w1" "$w2"; do
 done
 assert_file_contains "$DIR/job-$job.out" "var=from-site" "the site TaskProlog's export reached the task"
 node_events_arrived() { api GET "/api/v1/computes/$COMPUTE/jobs/$job" | jq_holds '[.events[]?] | length >= 2'; }
-wait_until 60 "node events of job $job at the server" node_events_arrived
+if ! (wait_until 60 "node events of job $job at the server" node_events_arrived); then
+  fail "job $job at the server: $(api GET "/api/v1/computes/$COMPUTE/jobs/$job" | head -c 800);" \
+    "workers' samplers: $(for w in $EXPANSE_TC_WORKERS; do "$TESTCLUSTER" exec "$w" -- tail -4 /var/lib/expanse/sampler.log 2>&1; done | tr '\n' ';');" \
+    "events dirs: $(for w in $EXPANSE_TC_WORKERS; do "$TESTCLUSTER" exec "$w" -- ls -la /var/lib/expanse/events 2>&1; done | tr '\n' ';');" \
+    "controller: $("$TESTCLUSTER" exec "$ctl" -- journalctl -u expanse-daemon | tail -8 | tr '\n' ';')"
+fi
 pass "Expanse Prolog/Epilog events of job $job arrived through the daemon"
 for w in $EXPANSE_TC_WORKERS; do
   assert_match '^idle' "$(sinfo -h -n "$w" -o '%t')" "state of $w after the job"
