@@ -320,10 +320,12 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   unit.shared_prefix = prefix;
   EXPANSE_ASSIGN_OR_RETURN(unit.cupti_mode, ParseCuptiMode(o.cupti_mode));
   unit.profiling_agent = o.profiling_agent;
+  unit.slurm_conf = o.slurm_conf;
   EXPANSE_ASSIGN_OR_RETURN(plan.unit_text, RenderUnit(unit));
   UnitOptions sampler_unit = unit;
   sampler_unit.role = UnitRole::kSampler;
   sampler_unit.config_path.clear();
+  sampler_unit.slurm_conf.clear();
   EXPANSE_ASSIGN_OR_RETURN(std::string sampler_text, RenderUnit(sampler_unit));
   EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/lib/systemd", 0755));
   EXPANSE_RETURN_IF_ERROR(

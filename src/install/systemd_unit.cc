@@ -124,6 +124,8 @@ Status CheckOptions(const UnitOptions& o) {
   if (!o.shared_prefix.empty()) {
     EXPANSE_RETURN_IF_ERROR(CheckUnitPath("--shared-prefix", o.shared_prefix));
   }
+  if (!o.slurm_conf.empty())
+    EXPANSE_RETURN_IF_ERROR(CheckUnitPath("--slurm-conf", o.slurm_conf));
   if (o.role == UnitRole::kController) {
     if (o.config_path.empty())
       return BadOption("--config is required for the controller unit (EXPANSE_DAEMON_CONFIG)");
@@ -239,6 +241,8 @@ Result<std::string> RenderUnit(const UnitOptions& options) {
   out += "\n";
   if (controller)
     out += EnvironmentLine("EXPANSE_DAEMON_CONFIG", options.config_path);
+  if (controller && !options.slurm_conf.empty())
+    out += EnvironmentLine("SLURM_CONF", options.slurm_conf);
   // The node's own CUPTI helper, named so `systemctl cat` shows which one runs: %l is the
   // short host name, the <host> of lib/cupti-nodes/<host>/ (the unit is shared by workers).
   // daemon.env, read after, may point elsewhere. A prefix that needs quoting is left to the

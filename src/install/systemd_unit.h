@@ -49,6 +49,10 @@ struct UnitOptions {
   CuptiMode cupti_mode = CuptiMode::kPerfmon;
   // --profiling-agent=false is recorded in the unit as EXPANSE_PROFILING_AGENT_ENABLE=0.
   bool profiling_agent = true;
+  // Controller only: the slurm.conf the operator named with --slurm-conf, pinned in SLURM_CONF
+  // so the daemon's squeue and sacct find that cluster too (a site whose slurm.conf is not
+  // where SLURM looks by default); empty: SLURM's own discovery. daemon.env may override it.
+  std::string slurm_conf{};
   std::chrono::seconds restart_delay{10};
   // Loaded by systemd (EnvironmentFile=-) and named to the daemon when not the default. Only
   // tests change it; it must be written bare: letters, digits and / _ . : , @ + = -.

@@ -123,6 +123,21 @@ TEST(RenderUnitTest, ProfilingAgentOffIsRecordedInTheUnit) {
   }
 }
 
+TEST(RenderUnitTest, ANamedSlurmConfIsPinnedForTheControllerOnly) {
+  UnitOptions controller = Controller();
+  EXPECT_THAT(Render(controller), Not(HasSubstr("SLURM_CONF")));  // SLURM's own discovery
+  controller.slurm_conf = "/opt/slurm/etc/slurm.conf";
+  const std::string unit = Render(controller);
+  EXPECT_THAT(unit, HasSubstr("\nEnvironment=SLURM_CONF=/opt/slurm/etc/slurm.conf\n"));
+  // Before daemon.env, so an operator's setting there still wins.
+  EXPECT_LT(unit.find("SLURM_CONF="), unit.find("EnvironmentFile="));
+  UnitOptions sampler = Sampler();
+  sampler.slurm_conf = "/opt/slurm/etc/slurm.conf";
+  EXPECT_THAT(Render(sampler), Not(HasSubstr("SLURM_CONF")));
+  controller.slurm_conf = "etc/slurm.conf";
+  EXPECT_THAT(RenderError(controller), HasSubstr("--slurm-conf"));
+}
+
 TEST(RenderUnitTest, ControllerWithoutSharedPrefixOmitsTheFlag) {
   UnitOptions options = Controller();
   options.shared_prefix.clear();

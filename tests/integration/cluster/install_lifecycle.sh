@@ -31,13 +31,6 @@ cleanup() {
     "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
   done
   server_stop || true
-  if [[ -e "$DIR/daemon.env.written" ]]; then
-    if [[ -s "$DIR/daemon.env.saved" ]]; then
-      "$TESTCLUSTER" exec "$ctl" -- bash -c 'cat >/etc/expanse/daemon.env' <"$DIR/daemon.env.saved" || true
-    else
-      "$TESTCLUSTER" exec "$ctl" -- rm -f /etc/expanse/daemon.env || true
-    fi
-  fi
   restore_slurm_conf
 }
 save_slurm_conf
@@ -89,11 +82,6 @@ site_conf_sum="$(sha256sum <"$SLURM_CONF")"
 cp "$SLURM_CONF" "$DIR/site-slurm.conf"
 
 host_systemd_on "$ctl"
-# The controller's daemon.env, as an operator sets it where slurm.conf is not in /etc/slurm:
-# without SLURM_CONF its squeue finds no cluster, and the server never learns of a job.
-"$TESTCLUSTER" exec "$ctl" -- bash -c "mkdir -p /etc/expanse && { cat /etc/expanse/daemon.env 2>/dev/null || true; }" >"$DIR/daemon.env.saved"
-touch "$DIR/daemon.env.written"
-"$TESTCLUSTER" exec "$ctl" -- bash -c 'umask 027 && cat >/etc/expanse/daemon.env && chgrp slurm /etc/expanse/daemon.env' <<<"SLURM_CONF=$SLURM_CONF"
 mkdir -p "$prefix"
 install_args=(--type slurm --shared-prefix "$prefix" --releases-url "$CP_URL/releases"
   --cosign-key "$DIR/release.pub" --control-plane "$CP_URL" --data-plane "$DP_URL"
@@ -118,6 +106,10 @@ ctl_host="$("$TESTCLUSTER" exec "$ctl" -- hostname -s)"
 pass "CUPTI cuda1300 installed under lib/cupti-nodes/$ctl_host"
 state="$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)"
 assert_eq active "$state" "compute state after install"
+# The slurm.conf named with --slurm-conf is the daemon's too (not where SLURM looks by default
+# here): without it the controller's squeue finds no cluster and no job reaches the server.
+assert_match "Environment=SLURM_CONF=$SLURM_CONF" "$("$TESTCLUSTER" exec "$ctl" -- cat /etc/systemd/system/expanse-daemon.service)" \
+  "the controller unit pins the slurm.conf named at install"
 user_line="$("$TESTCLUSTER" exec "$ctl" -- systemctl show expanse-daemon -p User)"
 assert_eq "User=slurm" "$user_line" "the daemon service runs as"
 daemon_pid="$("$TESTCLUSTER" exec "$ctl" -- systemctl show expanse-daemon -p MainPID | cut -d= -f2)"
