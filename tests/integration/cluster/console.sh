@@ -35,14 +35,7 @@ cleanup() {
     "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
     "$TESTCLUSTER" exec "$w" -- rm -f /etc/expanse/fake-nvml.json 2>/dev/null || true
   done
-  for host in $ctl $EXPANSE_TC_WORKERS; do
-    [[ -e "$DIR/daemon.env.$host.written" ]] || continue
-    if [[ -s "$DIR/daemon.env.$host.saved" ]]; then
-      "$TESTCLUSTER" exec "$host" -- bash -c 'cat >/etc/expanse/daemon.env' <"$DIR/daemon.env.$host.saved" || true
-    else
-      "$TESTCLUSTER" exec "$host" -- rm -f /etc/expanse/daemon.env || true
-    fi
-  done
+  for host in $ctl $EXPANSE_TC_WORKERS; do host_daemon_env_restore "$host"; done
   server_stop || true
   restore_slurm_conf
 }
@@ -103,9 +96,7 @@ mkdir -p "$DIR/fake-nvml" "$prefix"  # the shared prefix exists before an instal
 cp "$FAKE_NVML" "$DIR/fake-nvml/"
 chmod -R a+rX "$DIR/fake-nvml"
 for host in $ctl $EXPANSE_TC_WORKERS; do
-  "$TESTCLUSTER" exec "$host" -- bash -c "mkdir -p /etc/expanse && { cat /etc/expanse/daemon.env 2>/dev/null || true; }" >"$DIR/daemon.env.$host.saved"
-  touch "$DIR/daemon.env.$host.written"
-  "$TESTCLUSTER" exec "$host" -- bash -c 'umask 027 && cat >/etc/expanse/daemon.env && chgrp slurm /etc/expanse/daemon.env' <<ENV
+  host_daemon_env_write "$host" <<ENV
 SLURM_CONF=$SLURM_CONF
 EXPANSE_NVML_LIBRARY=$DIR/fake-nvml/libnvidia-ml.so.1
 EXPANSE_PYSTACKS_WINDOW_SECONDS=10

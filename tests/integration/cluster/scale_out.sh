@@ -44,14 +44,7 @@ cleanup() {
     "$TESTCLUSTER" exec "$host" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
     "$TESTCLUSTER" exec "$host" -- rm -f /etc/expanse/fake-nvml.json 2>/dev/null || true
   done
-  for host in $ctl $EXPANSE_TC_WORKERS; do
-    [[ -e "$DIR/daemon.env.$host.written" ]] || continue
-    if [[ -s "$DIR/daemon.env.$host.saved" ]]; then
-      "$TESTCLUSTER" exec "$host" -- bash -c 'cat >/etc/expanse/daemon.env' <"$DIR/daemon.env.$host.saved" || true
-    else
-      "$TESTCLUSTER" exec "$host" -- rm -f /etc/expanse/daemon.env || true
-    fi
-  done
+  for host in $ctl $EXPANSE_TC_WORKERS; do host_daemon_env_restore "$host"; done
   [[ -z "$haproxy_pid" ]] || { kill "$haproxy_pid" 2>/dev/null; wait "$haproxy_pid" 2>/dev/null; } || true
   for n in "${!replica_pid[@]}"; do kill "${replica_pid[$n]}" 2>/dev/null || true; done
   for n in "${!replica_pid[@]}"; do wait "${replica_pid[$n]}" 2>/dev/null || true; done
@@ -137,9 +130,7 @@ JSON
   "$TESTCLUSTER" exec "$w" -- pkill -f '[e]xpanse-daemon.*--role sampler' 2>/dev/null || true
 done
 for host in $ctl $EXPANSE_TC_WORKERS; do
-  "$TESTCLUSTER" exec "$host" -- bash -c "mkdir -p /etc/expanse && { cat /etc/expanse/daemon.env 2>/dev/null || true; }" >"$DIR/daemon.env.$host.saved"
-  touch "$DIR/daemon.env.$host.written"
-  "$TESTCLUSTER" exec "$host" -- bash -c 'umask 027 && cat >/etc/expanse/daemon.env && chgrp slurm /etc/expanse/daemon.env' <<ENV
+  host_daemon_env_write "$host" <<ENV
 SLURM_CONF=$SLURM_CONF
 SSL_CERT_FILE=$CA_FILE
 EXPANSE_NVML_LIBRARY=$DIR/fake-nvml/libnvidia-ml.so.1

@@ -39,6 +39,29 @@ host_systemd_off() {
     true"
 }
 
+# host_daemon_env_write HOST — HOST's /etc/expanse/daemon.env becomes stdin (group slurm, mode
+# 640), as an operator writes it; what was there is kept in $DIR for host_daemon_env_restore.
+host_daemon_env_write() {
+  local host="$1"
+  if [[ ! -e "$DIR/daemon.env.$host.written" ]]; then
+    "$TESTCLUSTER" exec "$host" -- bash -c "mkdir -p /etc/expanse && { cat /etc/expanse/daemon.env 2>/dev/null || true; }" >"$DIR/daemon.env.$host.saved"
+    touch "$DIR/daemon.env.$host.written"
+  fi
+  "$TESTCLUSTER" exec "$host" -- bash -c 'umask 027 && cat >/etc/expanse/daemon.env && chgrp slurm /etc/expanse/daemon.env'
+}
+
+# host_daemon_env_restore HOST — puts back what host_daemon_env_write found (or removes the file
+# it made); nothing when the test never wrote one there. Safe in an EXIT trap.
+host_daemon_env_restore() {
+  local host="$1"
+  [[ -e "$DIR/daemon.env.$host.written" ]] || return 0
+  if [[ -s "$DIR/daemon.env.$host.saved" ]]; then
+    "$TESTCLUSTER" exec "$host" -- bash -c 'cat >/etc/expanse/daemon.env' <"$DIR/daemon.env.$host.saved" || true
+  else
+    "$TESTCLUSTER" exec "$host" -- rm -f /etc/expanse/daemon.env || true
+  fi
+}
+
 # Prints one line per file under the given paths: path, mode, owner and checksum (symlinks by
 # target), so two snapshots compare byte for byte what an install changed. The worker spool is
 # left out: samplers write their health reports there all the time.
