@@ -14,10 +14,12 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -29,6 +31,32 @@ using expanse_fake_cupti::Call;
 using expanse_fake_cupti::Device;
 
 bool g_initialised = false;  // under the Call lock
+bool g_injected = false;     // under the Call lock: CUDA_INJECTION64_PATH handled
+
+// What the driver does with CUDA_INJECTION64_PATH at the first successful cuInit of a process:
+// load the library and call its InitializeInjection. A library that does not load, or has no
+// such function, is passed over (traced as cuInit.injection with the reason).
+void LoadInjection() {
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  if (path == nullptr || *path == '\0')
+    return;
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  using Initialize = int (*)();
+  Initialize initialize = handle != nullptr
+                              ? reinterpret_cast<Initialize>(dlsym(handle, "InitializeInjection"))
+                              : nullptr;
+  std::string detail;
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    detail = std::string("load_failed=") + (why != nullptr ? why : "?");
+  } else if (initialize == nullptr) {
+    detail = "no_InitializeInjection";
+  } else {
+    detail = "returned=" + std::to_string(initialize());
+  }
+  Call call("cuInit.injection");
+  call.AddDetail(detail);
+}
 
 // The checks every device call makes, in the driver's order: initialised, then a valid ordinal.
 CUresult CheckDevice(Call& call, CUdevice dev, const Device** device) {
@@ -157,15 +185,22 @@ FAKE_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags) {
-  Call call("cuInit");
-  call.ForceRefresh();
-  if (Flags != 0)
-    return call.Return(CUDA_ERROR_INVALID_VALUE);
-  const int error = call.scenario().init_error;
-  if (error != 0)
-    return call.Return(static_cast<CUresult>(error));
-  g_initialised = true;
-  return call.Return(CUDA_SUCCESS);
+  {
+    Call call("cuInit");
+    call.ForceRefresh();
+    if (Flags != 0)
+      return call.Return(CUDA_ERROR_INVALID_VALUE);
+    const int error = call.scenario().init_error;
+    if (error != 0)
+      return call.Return(static_cast<CUresult>(error));
+    g_initialised = true;
+    if (g_injected)
+      return call.Return(CUDA_SUCCESS);
+    g_injected = true;
+  }
+  // Outside the lock: the injected library may call back into the driver.
+  LoadInjection();
+  return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {

@@ -71,6 +71,39 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
   return device;
 }
 
+ActivityScenario ParseActivity(const nlohmann::json& a) {
+  ActivityScenario activity;
+  activity.register_error = a.value("register_error", 0);
+  if (a.contains("enable_errors") && a["enable_errors"].is_object()) {
+    for (const auto& [kind, code] : a["enable_errors"].items())
+      activity.enable_errors[std::stoi(kind)] = code.get<int>();
+  }
+  activity.loop_ns = a.value("loop_ms", uint64_t{100}) * 1000000;
+  if (activity.loop_ns == 0)
+    activity.loop_ns = 1000000;
+  activity.dropped_per_flush = a.value("dropped_per_flush", uint64_t{0});
+  if (a.contains("loop") && a["loop"].is_array()) {
+    for (const auto& i : a["loop"]) {
+      ActivityItem item;
+      item.kind = i.value("kind", std::string("kernel"));
+      item.name = i.value("name", std::string());
+      item.detail = i.value("copy", i.value("type", std::string()));
+      item.device = i.value("device", 0u);
+      item.stream = i.value("stream", 7u);
+      item.duration_ns = i.value("duration_us", uint64_t{0}) * 1000;
+      item.bytes = i.value("bytes", uint64_t{0});
+      for (int d = 0; d < 3; ++d) {
+        if (i.contains("grid") && i["grid"].is_array() && i["grid"].size() == 3)
+          item.grid[d] = i["grid"][d].get<int>();
+        if (i.contains("block") && i["block"].is_array() && i["block"].size() == 3)
+          item.block[d] = i["block"][d].get<int>();
+      }
+      activity.loop.push_back(item);
+    }
+  }
+  return activity;
+}
+
 Scenario ParseDocument(const nlohmann::json& doc) {
   Scenario s;
   if (!doc.is_object())
@@ -86,6 +119,8 @@ Scenario ParseDocument(const nlohmann::json& doc) {
     for (const auto& metric : doc["known_metrics"])
       s.known_metrics.push_back(metric.get<std::string>());
   }
+  if (doc.contains("activity") && doc["activity"].is_object())
+    s.activity = ParseActivity(doc["activity"]);
   if (doc.contains("devices") && doc["devices"].is_array()) {
     unsigned index = 0;
     for (const auto& d : doc["devices"])
@@ -142,8 +177,8 @@ Scenario Parse(const std::string& text) {
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   try {
     return ParseDocument(doc);
-  } catch (const nlohmann::json::exception&) {
-    return Scenario{};  // a field of the wrong type: as bad JSON
+  } catch (const std::exception&) {
+    return Scenario{};  // a field of the wrong type (or a key that is not a number): as bad JSON
   }
 }
 
@@ -160,6 +195,13 @@ uint64_t NowNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t CuptiNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1000000000000ULL + static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL +
+         static_cast<uint64_t>(ts.tv_nsec);
 }
 
 Call::Call(const char* name) : lock_(g_mu), name_(name) {

@@ -44,6 +44,27 @@ struct Device {
   std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
 };
 
+// One activity of the fake job's repeating loop (the Activity API half of the fake libcupti).
+struct ActivityItem {
+  std::string kind;    // "kernel", "memcpy", "memset", "sync", "nvtx_range", "nvtx_mark"
+  std::string name;    // kernel or NVTX name
+  std::string detail;  // memcpy "htod"/"dtoh"/"dtod"/"htoh"/"ptop"; sync "device"/"stream"/"event"
+  uint32_t device = 0;
+  uint32_t stream = 7;
+  uint64_t duration_ns = 0;
+  uint64_t bytes = 0;
+  int grid[3] = {1, 1, 1};
+  int block[3] = {1, 1, 1};
+};
+
+struct ActivityScenario {
+  int register_error = 0;            // CUptiResult of cuptiActivityRegisterCallbacks
+  std::map<int, int> enable_errors;  // CUpti_ActivityKind -> CUptiResult of cuptiActivityEnable
+  uint64_t loop_ns = 100000000;      // one loop iteration starts every loop_ms
+  std::vector<ActivityItem> loop;    // laid back to back from each iteration's start
+  uint64_t dropped_per_flush = 0;    // records each flush reports as dropped
+};
+
 struct Scenario {
   int driver_version = 13000;
   uint32_t cupti_version = 130001;
@@ -51,6 +72,7 @@ struct Scenario {
   std::map<std::string, unsigned> hang_ms;
   std::vector<Device> devices;
   std::vector<std::string> known_metrics;  // valid on every chip, besides the devices' own
+  ActivityScenario activity;
 };
 
 // Parses a scenario file's text; bad JSON or a field of the wrong type gives the defaults with
@@ -63,6 +85,10 @@ bool MetricKnown(const Scenario& scenario, const std::string& chip, const std::s
 
 // CLOCK_REALTIME in nanoseconds (PM sampling timestamps).
 uint64_t NowNs();
+
+// cuptiGetTimestamp's clock: CLOCK_MONOTONIC plus a fixed 10^12 ns, on purpose not Unix time,
+// so a caller that forgets to convert CUPTI's timestamps is caught.
+uint64_t CuptiNowNs();
 
 // One visit to an entry point. The constructor takes the state lock (one mutex for the whole
 // library), reloads the scenario if its file changed and applies any configured hang (with the

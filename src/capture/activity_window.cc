@@ -1,0 +1,109 @@
+#include "capture/activity_window.h"
+
+#include <algorithm>
+
+namespace expanse::capture {
+namespace {
+
+// Longest first; equal times by name so the order is stable from run to run.
+std::vector<NamedTotal> SortedByTime(const std::map<std::string, NamedTotal>& totals) {
+  std::vector<NamedTotal> sorted;
+  sorted.reserve(totals.size());
+  for (const auto& [name, total] : totals)
+    sorted.push_back(total);
+  std::sort(sorted.begin(), sorted.end(), [](const NamedTotal& a, const NamedTotal& b) {
+    return a.ns != b.ns ? a.ns > b.ns : a.name < b.name;
+  });
+  return sorted;
+}
+
+}  // namespace
+
+std::string BoundedName(std::string_view name) {
+  if (name.size() <= kMaxNameBytes)
+    return std::string(name);
+  size_t cut = kMaxNameBytes;
+  // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string(name.substr(0, cut));
+}
+
+void ActivityWindow::AddNamed(std::map<std::string, NamedTotal>& totals, std::string_view name,
+                              uint64_t ns) {
+  std::string key = BoundedName(name.empty() ? std::string_view("(unnamed)") : name);
+  auto it = totals.find(key);
+  if (it == totals.end()) {
+    if (totals.size() >= kMaxDistinctNames)
+      key = kOtherName;
+    it = totals.try_emplace(key, NamedTotal{key}).first;
+  }
+  it->second.count += 1;
+  it->second.ns += ns;
+}
+
+void ActivityWindow::Add(const Activity& a) {
+  ++activities_;
+  const uint64_t ns = a.duration_ns();
+  switch (a.kind) {
+    case ActivityKind::kKernel:
+      devices_.insert(a.device);
+      ++kernel_count_;
+      kernel_ns_ += ns;
+      AddNamed(kernels_, a.name, ns);
+      break;
+    case ActivityKind::kMemcpy: {
+      devices_.insert(a.device);
+      ByteTotal& t = memcpy_[a.detail.empty() ? "other" : std::string(a.detail)];
+      t.count += 1;
+      t.bytes += a.bytes;
+      t.ns += ns;
+      break;
+    }
+    case ActivityKind::kMemset:
+      devices_.insert(a.device);
+      memset_.count += 1;
+      memset_.bytes += a.bytes;
+      memset_.ns += ns;
+      break;
+    case ActivityKind::kSync:
+      AddNamed(sync_, a.detail.empty() ? "other" : a.detail, ns);
+      break;
+    case ActivityKind::kNvtxRange:
+      AddNamed(nvtx_, a.name, ns);
+      break;
+    case ActivityKind::kNvtxMark:
+      ++nvtx_marks_;
+      break;
+  }
+}
+
+WindowSummary ActivityWindow::Close(uint64_t end_ms) {
+  WindowSummary s;
+  s.start_ms = start_ms_;
+  s.end_ms = end_ms;
+  s.kernel_count = kernel_count_;
+  s.kernel_ns = kernel_ns_;
+  std::vector<NamedTotal> kernels = SortedByTime(kernels_);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (i < kTopKernels && kernels[i].name != kOtherName) {
+      s.top_kernels.push_back(kernels[i]);
+    } else {
+      s.other_kernels.count += kernels[i].count;
+      s.other_kernels.ns += kernels[i].ns;
+    }
+  }
+  s.memcpy = memcpy_;
+  s.memset = memset_;
+  s.sync = sync_;
+  s.nvtx_ranges = SortedByTime(nvtx_);
+  if (s.nvtx_ranges.size() > kTopNvtxRanges)
+    s.nvtx_ranges.resize(kTopNvtxRanges);
+  s.nvtx_marks = nvtx_marks_;
+  s.devices = devices_;
+  s.dropped_records = dropped_;
+  *this = ActivityWindow(end_ms);
+  return s;
+}
+
+}  // namespace expanse::capture

@@ -1,0 +1,244 @@
+// libexpanse-agent.so's entry point. The CUDA driver loads the library named by
+// CUDA_INJECTION64_PATH (TaskProlog exports it) into every process that initialises CUDA and
+// calls InitializeInjection once. The agent then subscribes to CUPTI's Activity API and runs a
+// thread of its own that flushes CUPTI's buffers once a second into the CaptureAgent (aggregates
+// every window, a trace segment on a Phase B trigger). docs/capture-agent.md.
+//
+// The agent never alters the job: every failure is swallowed (and noted once in the spool), it
+// never calls exit or abort, its thread blocks every signal, its buffers are bounded, and at exit
+// it waits at most two seconds for its last flush. A forked child (which cannot use CUDA) is not
+// captured; an exec'd child is injected afresh by the driver.
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "capture/capture_agent.h"
+#include "capture/cuda/cupti_activity.h"
+#include "capture/process_identity.h"
+#include "capture/spool_files.h"
+
+namespace expanse::capture {
+namespace {
+
+constexpr size_t kBufferBytes = 1 << 20;
+constexpr int kMaxBuffers = 16;  // at most 16 MiB of CUPTI buffers; beyond, CUPTI drops (counted)
+constexpr char kDefaultControlDir[] = "/var/lib/expanse/control";
+
+uint64_t UnixNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t UnixMs() { return UnixNs() / 1000000; }
+
+uint64_t EnvMs(const char* name, uint64_t fallback, uint64_t low, uint64_t high) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0')
+    return fallback;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (end == nullptr || *end != '\0' || value < low || value > high)
+    return fallback;
+  return value;
+}
+
+// Everything the agent keeps for the life of the process. Never destroyed: CUPTI's buffer
+// thread and the exit handler may use it while static destructors run.
+struct AgentState {
+  CuptiActivityApi api;
+  CaptureAgent* agent = nullptr;
+  int64_t offset_ns = 0;
+  pid_t owner = 0;
+  std::chrono::milliseconds tick{1000};  // a window or trace never ends more than a tick late
+  std::mutex decode_mu;  // NvtxRanges; CUPTI may complete buffers on more than one thread
+  NvtxRanges nvtx;
+  std::atomic<int> buffers{0};
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;  // under mu
+  bool stopped = false;   // under mu
+};
+
+AgentState* g_state = nullptr;
+std::atomic<bool> g_initialised{false};
+
+bool InOwnerProcess() { return g_state != nullptr && getpid() == g_state->owner; }
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;
+  *buffer = nullptr;
+  *size = 0;
+  if (g_state == nullptr || g_state->buffers.fetch_add(1) >= kMaxBuffers) {
+    if (g_state != nullptr)
+      g_state->buffers.fetch_sub(1);
+    return;  // CUPTI drops the records it cannot store, and reports how many
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  if (*buffer == nullptr) {
+    g_state->buffers.fetch_sub(1);
+    return;
+  }
+  *size = kBufferBytes;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
+                              size_t valid) {
+  if (buffer == nullptr)
+    return;
+  if (InOwnerProcess()) {
+    std::lock_guard<std::mutex> lock(g_state->decode_mu);
+    DecodeActivityBuffer(g_state->api, buffer, valid, g_state->offset_ns, g_state->nvtx,
+                         [](const Activity& a) { g_state->agent->OnActivity(a); });
+    size_t dropped = 0;
+    if (g_state->api.GetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS &&
+        dropped > 0)
+      g_state->agent->OnDropped(dropped);
+  }
+  std::free(buffer);
+  if (g_state != nullptr)
+    g_state->buffers.fetch_sub(1);
+}
+
+void* WorkerMain(void*) {
+  AgentState& s = *g_state;
+  std::unique_lock<std::mutex> lock(s.mu);
+  while (!s.stopping) {
+    s.wake.wait_for(lock, s.tick);
+    lock.unlock();
+    if (const CUptiResult r = s.api.FlushAll(0); r != CUPTI_SUCCESS)
+      s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
+    s.agent->Tick();
+    lock.lock();
+  }
+  lock.unlock();
+  s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  s.agent->Finish();
+  lock.lock();
+  s.stopped = true;
+  s.wake.notify_all();
+  return nullptr;
+}
+
+// At exit: the worker's last flush and spool, waited for at most two seconds.
+void AtExit() {
+  if (!InOwnerProcess())
+    return;
+  std::unique_lock<std::mutex> lock(g_state->mu);
+  g_state->stopping = true;
+  g_state->wake.notify_all();
+  g_state->wake.wait_for(lock, std::chrono::seconds(2), [] { return g_state->stopped; });
+}
+
+// The directory this library was loaded from: libcupti of the same CUPTI archive sits beside it.
+std::string OwnDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&OwnDirectory), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+void Start() {
+  const char* control_env = std::getenv("EXPANSE_CONTROL_DIR");
+  const std::string control =
+      control_env != nullptr && *control_env == '/' ? control_env : kDefaultControlDir;
+  struct stat st {};
+  if (stat((control + "/disabled").c_str(), &st) == 0)
+    return;  // the node's operator turned in-process capture off
+  AgentOptions options;
+  options.control_dir = control;
+  options.spool_dir = control + "/" + kCaptureDirName;
+  options.window_ms = EnvMs("EXPANSE_CAPTURE_WINDOW_MS", 10000, 100, 600000);
+  options.trace_window_ms = EnvMs("EXPANSE_CAPTURE_TRACE_MS", 10000, 100, 60000);
+  ProcessIdentity process = CurrentProcess([](const char* name) { return std::getenv(name); });
+  if (!SafeJobId(process.job_id))
+    return;  // not a SLURM task: nothing would ever collect what it wrote
+  auto* agent = new CaptureAgent(options, process, UnixMs);
+
+  const char* override_path = std::getenv("EXPANSE_AGENT_CUPTI");
+  const std::string major = std::to_string(CUDA_VERSION / 1000);
+  std::string error;
+  std::optional<CuptiActivityApi> api =
+      LoadCuptiActivityApi({override_path != nullptr ? override_path : "",
+                            OwnDirectory() + "/libcupti.so." + major, "libcupti.so." + major},
+                           &error);
+  if (!api) {
+    agent->Note("load", "capture off: no usable libcupti (" + error + ")");
+    return;
+  }
+  auto* state = new AgentState();
+  state->api = *api;
+  state->agent = agent;
+  state->owner = getpid();
+  state->tick = std::chrono::milliseconds(
+      std::min<uint64_t>({1000, options.window_ms, options.trace_window_ms}));
+  uint64_t cupti_now = 0;
+  if (api->GetTimestamp(&cupti_now) == CUPTI_SUCCESS)
+    state->offset_ns = static_cast<int64_t>(UnixNs()) - static_cast<int64_t>(cupti_now);
+  g_state = state;
+
+  if (const CUptiResult r = api->RegisterCallbacks(BufferRequested, BufferCompleted);
+      r != CUPTI_SUCCESS) {
+    agent->Note("register", "capture off: cuptiActivityRegisterCallbacks: " + api->ResultName(r));
+    return;
+  }
+  // NVTX reaches CUPTI only through NVTX's own injection variable; a job's profiler that set
+  // it already keeps it.
+  setenv("NVTX_INJECTION64_PATH", api->path.c_str(), /*overwrite=*/0);
+  for (const auto& [kind, name] :
+       {std::pair{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},
+        std::pair{CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy"},
+        std::pair{CUPTI_ACTIVITY_KIND_MEMSET, "memset"},
+        std::pair{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization"},
+        std::pair{CUPTI_ACTIVITY_KIND_MARKER, "nvtx"}}) {
+    if (const CUptiResult r = api->Enable(kind); r != CUPTI_SUCCESS)
+      agent->Note(std::string("enable ") + name,
+                  std::string(name) + " not captured: cuptiActivityEnable: " + api->ResultName(r));
+  }
+
+  // The worker blocks every signal, so the job's signal handling is exactly what it was.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t worker;
+  const int created = pthread_create(&worker, nullptr, WorkerMain, nullptr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (created != 0) {
+    agent->Note("thread", "capture off: no worker thread");
+    return;
+  }
+  pthread_detach(worker);
+  std::atexit(AtExit);
+}
+
+}  // namespace
+}  // namespace expanse::capture
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void);
+
+// Called by the CUDA driver, once per process. Always reports success: what the agent could not
+// do is its own business, never the job's.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  if (expanse::capture::g_initialised.exchange(true))
+    return 1;
+  try {
+    expanse::capture::Start();
+  } catch (...) {
+  }
+  return 1;
+}
