@@ -98,7 +98,11 @@ std::variant<DaemonCommandLine, ExitNow> ParseDaemonCommandLine(int argc, char**
       ->required()
       ->check(CLI::IsMember({"prolog", "epilog", "taskprolog"}));
   hook->add_option("--agent-library", line.hook.agent_library,
-                   "TaskProlog: the in-process agent library to inject (unset = no injection)");
+                   "TaskProlog: an in-process agent library to inject (overrides --inject-agent)");
+  hook->add_flag(
+      "--inject-agent", line.hook.inject_node_agent,
+      "TaskProlog: inject this node's own capture agent, <shared-prefix>/lib/cupti-nodes/"
+      "<hostname>/lib/libexpanse-agent.so, when the node has one");
   hook->add_option("--sampler-bootstrap", bootstrap,
                    "Prolog: prolog = start or update this node's sampler; off = do not")
       ->check(CLI::IsMember({"prolog", "off"}))

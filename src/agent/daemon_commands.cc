@@ -12,6 +12,7 @@
 #include "agent/controller_role.h"
 #include "agent/gpu_report.h"
 #include "agent/hook.h"
+#include "agent/phase_b_triggers.h"
 #include "agent/run_history.h"
 #include "agent/sampler_bootstrap.h"
 #include "agent/sampler_role.h"
@@ -89,6 +90,15 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
   stacks.path_env = host.GetEnv("PATH").value_or("/usr/bin:/bin");
   stacks.log = Log;
   node.py_stacks = stacks;
+  if (settings->profiling_agent_enable) {
+    // Where capture agents spool and find their Phase B triggers; a failure costs only Phase B
+    // and the aggregates, never the daemon.
+    if (Status dirs = PrepareCaptureDirectories(flags.control_dir); !dirs.ok())
+      Log("in-process capture: " + dirs.message());
+    else if (settings->profiling_enable)
+      node.phase_b_control_dir = flags.control_dir;
+    node.phase_b_log = Log;
+  }
   if (settings->cupti_enable) {
     CounterHelperOptions counters;
     counters.helper = FindCuptiHelper(*settings, flags.shared_prefix, node.hostname);
@@ -173,6 +183,8 @@ int RunHookCommand(const HookCommandOptions& hook, const DaemonOptions& flags, H
   options.events_dir = flags.events_dir;
   options.control_dir = flags.control_dir;
   options.agent_library = hook.agent_library;
+  if (options.agent_library.empty() && hook.inject_node_agent && !flags.shared_prefix.empty())
+    options.agent_library = NodeAgentLibrary(flags.shared_prefix, flags.hostname);
   options.hostname = flags.hostname;
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (kind == "prolog" && hook.sampler_bootstrap && !flags.shared_prefix.empty()) {

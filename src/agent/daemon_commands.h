@@ -42,8 +42,9 @@ struct DaemonOptions {
 
 // `expanse-daemon hook <kind>`.
 struct HookCommandOptions {
-  std::string kind;           // prolog | epilog | taskprolog
-  std::string agent_library;  // "" = no injection
+  std::string kind;                // prolog | epilog | taskprolog
+  std::string agent_library;       // an explicit agent path; "" = none
+  bool inject_node_agent = false;  // this node's own agent under the shared prefix
   bool sampler_bootstrap = false;
   // The hook's deadline; nullopt = 5 s (taskprolog 2 s).
   std::optional<std::chrono::milliseconds> timeout;

@@ -2,9 +2,9 @@
 
 namespace expanse::agent {
 
-std::vector<std::string> EscalationPolicy::Observe(int64_t now_ms,
-                                                   const std::map<std::string, double>& sm_util) {
-  std::vector<std::string> escalate;
+std::vector<Escalation> EscalationPolicy::Observe(int64_t now_ms,
+                                                  const std::map<std::string, double>& sm_util) {
+  std::vector<Escalation> escalate;
   std::map<std::string, Gpu> seen;
   for (const auto& [uuid, util] : sm_util) {
     Gpu gpu = gpus_.count(uuid) != 0 ? gpus_[uuid] : Gpu{};
@@ -12,7 +12,7 @@ std::vector<std::string> EscalationPolicy::Observe(int64_t now_ms,
       const bool went_idle = gpu.last >= options_.idle_percent && util < options_.idle_percent;
       const bool slowed = gpu.average > options_.meaningful_percent && util < gpu.average / 2;
       if (went_idle || slowed) {
-        escalate.push_back(uuid);
+        escalate.push_back({uuid, went_idle ? "gpu_idle" : "throughput_drop"});
         gpu.quiet_until_ms =
             now_ms + std::chrono::duration_cast<std::chrono::milliseconds>(options_.window).count();
       }

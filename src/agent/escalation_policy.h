@@ -23,13 +23,18 @@ struct EscalationPolicyOptions {
   std::chrono::seconds window{60};   // how long the Rich set runs
 };
 
+struct Escalation {
+  std::string uuid;
+  std::string reason;  // "gpu_idle" or "throughput_drop"
+};
+
 class EscalationPolicy {
  public:
   explicit EscalationPolicy(EscalationPolicyOptions options) : options_(options) {}
 
   // One reading per GPU allocated to a job now (NVML utilisation, percent); GPUs not listed
-  // are forgotten. Returns the GPUs to escalate.
-  std::vector<std::string> Observe(int64_t now_ms, const std::map<std::string, double>& sm_util);
+  // are forgotten. Returns the GPUs to escalate, and why.
+  std::vector<Escalation> Observe(int64_t now_ms, const std::map<std::string, double>& sm_util);
 
   std::chrono::seconds window() const { return options_.window; }
 

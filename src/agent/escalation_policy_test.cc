@@ -12,7 +12,8 @@ TEST(EscalationPolicyTest, AGpuGoingIdleTriggersOnceUntilItsWindowPasses) {
   EXPECT_TRUE(policy.Observe(0, {{"GPU-a", 90}, {"GPU-b", 80}}).empty());
   const auto first = policy.Observe(1000, {{"GPU-a", 1}, {"GPU-b", 80}});
   ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0], "GPU-a");
+  EXPECT_EQ(first[0].uuid, "GPU-a");
+  EXPECT_EQ(first[0].reason, "gpu_idle");
   // Busy again and idle again inside the window: quiet.
   EXPECT_TRUE(policy.Observe(2000, {{"GPU-a", 90}}).empty());
   EXPECT_TRUE(policy.Observe(3000, {{"GPU-a", 0}}).empty());
@@ -33,7 +34,8 @@ TEST(EscalationPolicyTest, AThroughputDropTriggersOnlyFromAMeaningfulLevel) {
   // 90 -> 40: less than half the recent level. 15 -> 6: too low a level to matter.
   const auto hits = policy.Observe(21'000, {{"GPU-a", 40}, {"GPU-b", 6}});
   ASSERT_EQ(hits.size(), 1u);
-  EXPECT_EQ(hits[0], "GPU-a");
+  EXPECT_EQ(hits[0].uuid, "GPU-a");
+  EXPECT_EQ(hits[0].reason, "throughput_drop");
   // A GPU that leaves the job's allocation is forgotten: no stale history on its return.
   policy.Observe(22'000, {});
   EXPECT_TRUE(policy.Observe(23'000, {{"GPU-a", 0}}).empty());

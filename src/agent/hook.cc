@@ -33,6 +33,10 @@ void ArmHookDeadline(std::chrono::milliseconds deadline) {
   setitimer(ITIMER_REAL, &timer, nullptr);
 }
 
+std::string NodeAgentLibrary(const std::string& shared_prefix, const std::string& hostname) {
+  return shared_prefix + "/lib/cupti-nodes/" + hostname + "/lib/libexpanse-agent.so";
+}
+
 std::map<std::string, std::string> EnvironmentMap(char** environ_entries) {
   std::map<std::string, std::string> env;
   for (char** e = environ_entries; e != nullptr && *e != nullptr; ++e) {
@@ -72,9 +76,11 @@ std::string RunHook(const HookOptions& options, const std::map<std::string, std:
       return "";  // disabled on this node
     if (stat(options.agent_library.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       return "";
-    if (!SafeExportValue(options.agent_library))
+    if (!SafeExportValue(options.agent_library) || !SafeExportValue(options.control_dir))
       return "";
-    return "export CUDA_INJECTION64_PATH=" + options.agent_library + "\n";
+    // The agent finds its triggers and spool under the node's control directory.
+    return "export CUDA_INJECTION64_PATH=" + options.agent_library +
+           "\nexport EXPANSE_CONTROL_DIR=" + options.control_dir + "\n";
   }
   log("unknown hook kind '" + options.kind + "'");
   return "";

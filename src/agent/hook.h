@@ -35,6 +35,10 @@ struct HookOptions {
   std::function<void(const std::string&)> log;
 };
 
+// <shared prefix>/lib/cupti-nodes/<hostname>/lib/libexpanse-agent.so: the agent of the CUPTI
+// build the node's sampler unpacked for its own driver.
+std::string NodeAgentLibrary(const std::string& shared_prefix, const std::string& hostname);
+
 // Runs the hook and returns what it prints on stdout (TaskProlog's export lines). Never fails.
 std::string RunHook(const HookOptions& options, const std::map<std::string, std::string>& env,
                     Clock& clock);

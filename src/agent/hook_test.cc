@@ -99,7 +99,8 @@ TEST_F(HookTest, TaskPrologExportsOnlyWhenEnabledAndPresent) {
   EXPECT_EQ(RunHook(options_, {}, clock_), "");  // library missing
   std::ofstream(options_.agent_library) << "elf";
   EXPECT_EQ(RunHook(options_, {}, clock_),
-            "export CUDA_INJECTION64_PATH=" + options_.agent_library + "\n");
+            "export CUDA_INJECTION64_PATH=" + options_.agent_library +
+                "\nexport EXPANSE_CONTROL_DIR=" + options_.control_dir + "\n");
   std::filesystem::create_directories(options_.control_dir);
   std::ofstream(options_.control_dir + "/disabled") << "";
   EXPECT_EQ(RunHook(options_, {}, clock_), "");  // node-local opt-out

@@ -8,6 +8,7 @@
 
 #include "agent/gpu_use.h"
 #include "agent/job_devices_check.h"
+#include "agent/phase_b_triggers.h"
 #include "attribution/allocation.h"
 #include "core/file_util.h"
 #include "gpu/guarded_backend.h"
@@ -67,6 +68,8 @@ void NodeCollector::TickFast() {
     PublishJobsForStacks();
   if (counters_)
     TickCounters();
+  if (counters_ || !options_.phase_b_control_dir.empty())
+    Escalate();
   if (dcgm_) {
     std::vector<std::string> uuids;
     for (const gpu::GpuInfo& gpu : sink_.inventory().gpus)
@@ -75,23 +78,46 @@ void NodeCollector::TickFast() {
   }
 }
 
-// The helper samples every GPU NVML lists; GPUs of running jobs that go idle or slow down get
-// the Rich set for a while.
+// The helper samples every GPU NVML lists.
 void NodeCollector::TickCounters() {
   std::vector<std::string> uuids;
   for (const gpu::GpuInfo& gpu : sink_.inventory().gpus)
     uuids.push_back(gpu.uuid);
   counters_->Tick(uuids, buffer_, buffer_mu_);
+}
+
+// GPUs of running jobs that go idle or slow down get the helper's Rich set for a while, and
+// their jobs' capture agents record a trace window (Phase B).
+void NodeCollector::Escalate() {
   const std::map<std::string, double> sm = sink_.latest_sm_util();
   std::map<std::string, double> allocated;
+  std::map<std::string, std::vector<std::string>> jobs_of;
   for (const attribution::JobAllocation& a : AllocationsFromOpen(open_allocations_)) {
     for (const std::string& uuid : a.gpu_uuids) {
-      if (auto it = sm.find(uuid); it != sm.end())
+      if (auto it = sm.find(uuid); it != sm.end()) {
         allocated[uuid] = it->second;
+        jobs_of[uuid].push_back(std::to_string(a.job.job_id));
+      }
     }
   }
-  for (const std::string& uuid : escalation_.Observe(clock_.NowMs(), allocated))
-    counters_->Escalate(uuid, escalation_.window());
+  const int64_t now = clock_.NowMs();
+  for (const Escalation& e : escalation_.Observe(now, allocated)) {
+    if (counters_)
+      counters_->Escalate(e.uuid, escalation_.window());
+    if (options_.phase_b_control_dir.empty())
+      continue;
+    for (const std::string& job : jobs_of[e.uuid]) {
+      const Status written = WritePhaseBTrigger(
+          options_.phase_b_control_dir, job, e.reason, e.uuid, now,
+          std::chrono::duration_cast<std::chrono::milliseconds>(escalation_.window()));
+      if (written.ok()) {
+        ++phase_b_triggers_;
+      } else if (options_.phase_b_log && phase_b_errors_.insert(written.message()).second) {
+        options_.phase_b_log("phase B trigger for job " + job +
+                             " not written: " + written.message());
+      }
+    }
+  }
 }
 
 std::optional<Capability> NodeCollector::CuptiCapability() const {

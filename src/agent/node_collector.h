@@ -6,6 +6,7 @@
 #ifndef EXPANSE_AGENT_NODE_COLLECTOR_H_
 #define EXPANSE_AGENT_NODE_COLLECTOR_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,11 @@ struct NodeCollectorOptions {
   // Health and interconnect telemetry (and DCP fields) through the operator's dcgmi; unset: not
   // collected (no dcgmi found, hooks, tests).
   std::optional<DcgmEnricherOptions> dcgm;
+  // Phase B: escalations also ask the job's capture agents for a trace window, through
+  // <phase_b_control_dir>/phase-b/<job id> (phase_b_triggers.h); "" = not (the agent or
+  // escalation is off). A trigger that cannot be written goes to `phase_b_log`, once per cause.
+  std::string phase_b_control_dir;
+  std::function<void(const std::string&)> phase_b_log;
 };
 
 // One collection, ready to hand on.
@@ -91,6 +97,8 @@ class NodeCollector {
   // The cupti capability and the helper's counts, when counters are collected.
   std::optional<Capability> CuptiCapability() const;
   nlohmann::json CuptiStats() const;
+  // Phase B trace windows asked of capture agents so far.
+  uint64_t PhaseBTriggers() const { return phase_b_triggers_; }
   // The dcgm capability and the enrichment's counts, when dcgmi is used.
   std::optional<Capability> DcgmCapability() const;
   nlohmann::json DcgmStats() const;
@@ -141,6 +149,9 @@ class NodeCollector {
   std::unique_ptr<CounterHelper> counters_;
   std::unique_ptr<DcgmEnricher> dcgm_;
   EscalationPolicy escalation_;
+  void Escalate();
+  uint64_t phase_b_triggers_ = 0;
+  std::set<std::string> phase_b_errors_;  // causes already logged
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;

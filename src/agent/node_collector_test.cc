@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agent/phase_b_triggers.h"
+
 namespace expanse::agent {
 namespace {
 
@@ -65,6 +67,37 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
   EXPECT_TRUE(collector.Collect().events.empty());
   collector.Commit(c);
   EXPECT_TRUE(std::filesystem::is_empty(options_.events_dir));
+}
+
+// Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
+// window, through the node-local control directory (no counter helper needed).
+TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
+  const std::string control = dir_ + "/control";
+  ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
+  options_.phase_b_control_dir = control;
+  std::vector<std::string> logged;
+  options_.phase_b_log = [&](const std::string& line) { logged.push_back(line); };
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", clock_.NowMs(), "1");  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
+  collector.Commit(collector.Collect());
+  clock_.Advance(1000);
+  collector.TickFast();  // busy
+  EXPECT_FALSE(std::filesystem::exists(control + "/phase-b/7"));
+  std::ofstream(dir_ + "/scenario.json.tmp")
+      << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
+  std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
+  clock_.Advance(1000);
+  collector.TickFast();  // idle: escalate
+  std::ifstream in(control + "/phase-b/7");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::HasSubstr(R"("reason":"gpu_idle")"));
+  EXPECT_THAT(text, ::testing::HasSubstr(R"("gpus":["GPU-a"])"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(R"("until_ms":)" + std::to_string(clock_.NowMs() + 60000)));
+  EXPECT_EQ(collector.PhaseBTriggers(), 1u);
+  EXPECT_TRUE(logged.empty());
 }
 
 TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {

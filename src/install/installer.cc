@@ -62,15 +62,7 @@ struct ControllerPlan {
   std::string control_plane;
   std::string data_plane;
   std::string unit_text;
-  std::string node_cupti_dir;  // this node's CUPTI build, once unpacked
 };
-
-std::string AgentLibraryPath(const ControllerPlan& plan) {
-  // The in-process agent ships with the CUPTI build of this node, when there is one.
-  if (plan.node_cupti_dir.empty())
-    return "";
-  return plan.prefix + "/lib/cupti-nodes/" + plan.hostname + "/lib/libexpanse-agent.so";
-}
 
 // Removes what an earlier install put on the host, except the credential config (reinstall
 // keeps the identity), through the install's journal: if the new install then fails, its
@@ -234,8 +226,6 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     release::NodeCupti cupti = release::EnsureNodeCupti(prefix, plan.hostname, driver,
                                                         o.cupti_variant, plan.release.key_pem);
     out.progress(cupti.note + (driver ? "" : " (" + why + ")"));
-    if (!cupti.variant.empty())
-      plan.node_cupti_dir = cupti.dir;
     state.trees.push_back(artifacts);
     state.trees.push_back(nodes);
   } else {
@@ -252,7 +242,9 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     spec.shared_prefix = prefix;
     spec.user = o.user;
     spec.sampler_bootstrap = o.sampler_bootstrap;
-    spec.agent_library = kind == "taskprolog" ? AgentLibraryPath(plan) : "";
+    // Each node injects the agent of its own CUPTI build (chosen for its own driver), found by
+    // TaskProlog at run time: whether the controller has a GPU says nothing about the workers.
+    spec.inject_node_agent = kind == "taskprolog";
     const std::string gres =
         plan.wiring->slurm_conf.substr(0, plan.wiring->slurm_conf.rfind('/')) + "/gres.conf";
     if (Exists(host, gres))

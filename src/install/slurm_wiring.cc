@@ -102,7 +102,7 @@ Result<std::string> RenderHookWrapper(const HookScriptSpec& spec) {
   options.shared_prefix = spec.shared_prefix;
   options.user = spec.user;
   options.sampler_bootstrap = spec.sampler_bootstrap == "prolog";
-  options.agent_library = spec.agent_library;
+  options.inject_node_agent = spec.inject_node_agent;
   options.extra_daemon_args = spec.extra_args;
   options.site_hook = spec.site_hook;
   // TaskProlog has no SLURM time limit at all and delays every task; keep it short.

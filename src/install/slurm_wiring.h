@@ -52,7 +52,7 @@ struct HookScriptSpec {
   std::string shared_prefix;
   std::string user;
   std::string sampler_bootstrap;
-  std::string agent_library;  // taskprolog, "" = no injection
+  bool inject_node_agent = false;  // taskprolog: each node injects its own agent
   std::string site_hook;
   std::vector<std::string> extra_args;  // appended to the daemon's command line
 };

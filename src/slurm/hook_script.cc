@@ -59,6 +59,8 @@ std::vector<std::string> DaemonArgs(const HookScriptOptions& options) {
   }
   if (options.kind == HookKind::kTaskProlog && !options.agent_library.empty())
     args.insert(args.end(), {"--agent-library", options.agent_library});
+  if (options.kind == HookKind::kTaskProlog && options.inject_node_agent)
+    args.emplace_back("--inject-agent");
   args.insert(args.end(), options.extra_daemon_args.begin(), options.extra_daemon_args.end());
   return args;
 }

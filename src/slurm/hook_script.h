@@ -28,7 +28,10 @@ struct HookScriptOptions {
   std::string shared_prefix;      // --shared-prefix; "" = not passed
   std::string user;               // --user (the daemon account); "" = not passed
   bool sampler_bootstrap = true;  // Prolog: --sampler-bootstrap prolog, else off
-  std::string agent_library;      // TaskProlog: --agent-library; "" = no agent injection
+  std::string agent_library;      // TaskProlog: --agent-library, an explicit agent path
+  // TaskProlog: --inject-agent, each node injects its own CUPTI build's agent
+  // (<shared prefix>/lib/cupti-nodes/<host>/lib/libexpanse-agent.so) when it has one.
+  bool inject_node_agent = false;
   std::vector<std::string> extra_daemon_args;  // appended as they are
   // The site's hook to run first; "" = none. For Prolog and Epilog a glob pattern as SLURM
   // allows; TaskProlog's is one literal path.

@@ -43,6 +43,7 @@ make_signed_release "$DIR" 1.0.0 1.1.0
 # driver the helper stops at libcuda anyway (the daemon then reports why and retries).
 mkdir -p "$DIR/cupti-stage/bin" "$DIR/cupti-stage/lib" "$DIR/fakebin"
 cp "$(ls "$BUILD"/cupti/*/bin/expanse-cupti-helper | head -1)" "$DIR/cupti-stage/bin/"
+cp "$(ls "$BUILD"/cupti/*/lib/libexpanse-agent.so | head -1)" "$DIR/cupti-stage/lib/"
 echo "not a real library" >"$DIR/cupti-stage/lib/libcupti.so"
 for version in 1.0.0 1.1.0; do
   for variant in cuda1280:570.124.06 cuda1300:580.65.06; do
@@ -226,6 +227,12 @@ out="$("$TESTCLUSTER" exec "$w1" -- env PATH="$DIR/fakebin-575:$PATH" "$EXPANSE"
 assert_match 'CUPTI cuda1280' "$out" "CUPTI variant chosen for $w1's driver 575.51.03"
 assert_match '"variant": *"cuda1280"' "$(cat "$prefix/lib/cupti-nodes/$w1/release.json")" \
   "CUPTI build unpacked for $w1"
+# TaskProlog on a worker injects the capture agent of that worker's own CUPTI build (not the
+# controller's cuda1300 one), and tells it the node's control directory.
+job="$(submit -N 1 -w "$w1" -o "$DIR/inject-%j.out" --wrap 'echo "inject=$CUDA_INJECTION64_PATH control=$EXPANSE_CONTROL_DIR"')"
+wait_job_done "$job" 60
+assert_match "inject=$prefix/lib/cupti-nodes/$w1/lib/libexpanse-agent.so control=/" \
+  "$(cat "$DIR/inject-$job.out")" "TaskProlog on $w1 exports $w1's own agent"
 state="$("$TESTCLUSTER" exec "$w1" -- systemctl is-active expanse-sampler)" ||
   fail "expanse-sampler on $w1 is $state: $("$TESTCLUSTER" exec "$w1" -- journalctl -u expanse-sampler | tail -5)"
 pass "expanse-sampler active on $w1"
