@@ -1,0 +1,89 @@
+// CaptureIntake: the sampler's reading of the node-local capture spool (<control>/capture,
+// docs/formats/capture-spool.md). Every file there was written by a job's process as the job's
+// user, so everything is hostile input:
+//   - only plain, single-linked files, opened without following links or blocking, no larger
+//     than their kind's cap, are read;
+//   - a file must be owned by the account it says wrote it, that account must be the user of
+//     the job it names (`job_uid`), and it must name this host: no job can speak for another;
+//   - aggregates are decoded with wire::DecodeCaptureAggregate; a trace segment must parse as
+//     JSON within limits and carry the segment header (otherData) of this format.
+// A refused file is moved to <control>/capture-quarantine (bounded; past the bound, deleted)
+// and counted with its reason. Accepted aggregates are deleted by Commit once the caller has
+// handed them on; accepted segments are moved into `segment_dir` (bounded by bytes, oldest
+// dropped and counted), where the upload takes them (segments are dropped before telemetry).
+// An agent's temporary file left by a killed process is removed once it is old.
+#ifndef EXPANSE_AGENT_CAPTURE_INTAKE_H_
+#define EXPANSE_AGENT_CAPTURE_INTAKE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wire/capture_records.h"
+
+namespace expanse::agent {
+
+struct CaptureIntakeOptions {
+  std::string control_dir;
+  std::string hostname;
+  std::string segment_dir;  // node-local, the daemon account's
+  // The user (uid) of a job running, or recently run, on this node; nullopt when unknown.
+  std::function<std::optional<uid_t>(const std::string& job_id)> job_uid;
+  uint64_t max_aggregate_bytes = 256 << 10;
+  uint64_t max_segment_bytes = 64 << 20;
+  uint64_t max_ready_segment_bytes = 1ull << 30;
+  size_t max_files_per_scan = 2000;
+  uint32_t max_quarantine_entries = 200;
+  int64_t stale_temporary_ms = 10 * 60 * 1000;
+};
+
+struct ReadySegment {
+  std::string path;  // in segment_dir
+  std::string job_id;
+  int64_t pid = 0;
+  int64_t window_start_ms = 0;
+  int64_t window_end_ms = 0;
+  std::string trigger_id;
+  uint64_t bytes = 0;
+};
+
+struct CaptureScan {
+  std::vector<wire::CaptureAggregateRecord> aggregates;
+  std::vector<std::string> aggregate_files;  // deleted by Commit
+  std::vector<ReadySegment> segments;        // moved into segment_dir
+};
+
+class CaptureIntake {
+ public:
+  explicit CaptureIntake(CaptureIntakeOptions options) : options_(std::move(options)) {}
+
+  CaptureScan Scan(int64_t now_ms);
+  // The scan's aggregates were handed on: their files go.
+  void Commit(const CaptureScan& scan);
+
+  // Refusals so far by reason ("symlink", "too_large", "wrong_owner", "not_the_jobs_user",
+  // "wrong_host", "bad_aggregate", "bad_segment", …), and segments dropped for space.
+  const std::map<std::string, uint64_t>& refused() const { return refused_; }
+  uint64_t segments_dropped() const { return segments_dropped_; }
+  // The latest refusals, "<file>: <reason>: <detail>", at most 10.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  void Refuse(const std::string& name, const std::string& reason, const std::string& detail);
+  void Quarantine(const std::string& name, const std::string& reason);
+  void BoundReadySegments();
+
+  CaptureIntakeOptions options_;
+  std::map<std::string, uint64_t> refused_;
+  uint64_t segments_dropped_ = 0;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_CAPTURE_INTAKE_H_

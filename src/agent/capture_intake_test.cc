@@ -1,0 +1,209 @@
+#include "agent/capture_intake.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "capture/aggregate_json.h"
+#include "capture/trace_segment.h"
+#include "core/test_temp_dir.h"
+
+namespace expanse::agent {
+namespace {
+
+using ::expanse::testing::TempDir;
+
+class CaptureIntakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_ / "control/capture");
+    options_.control_dir = dir_ / "control";
+    options_.hostname = "gpu7";
+    options_.segment_dir = dir_ / "control/capture-ready";
+    options_.job_uid = [this](const std::string& job) -> std::optional<uid_t> {
+      auto it = job_users_.find(job);
+      return it == job_users_.end() ? std::nullopt : std::optional<uid_t>(it->second);
+    };
+    process_.job_id = "4242";
+    process_.host = "gpu7";
+    process_.pid = 777;
+    process_.uid = getuid();
+    job_users_["4242"] = getuid();
+  }
+
+  std::string Spool(const std::string& name, const std::string& content) {
+    const std::string path = dir_ / ("control/capture/" + name);
+    std::ofstream(path) << content;
+    return path;
+  }
+  std::string Aggregate(uint64_t end_ms = 1796000010000) {
+    capture::WindowSummary w;
+    w.start_ms = end_ms - 10000;
+    w.end_ms = end_ms;
+    w.kernel_count = 3;
+    w.kernel_ns = 3000;
+    w.top_kernels = {{"gemm", 3, 3000}};
+    w.devices = {0};
+    return capture::AggregateJson(process_, w);
+  }
+  std::string Segment() {
+    capture::TraceSegment segment(process_, {"t-1", 1796000060000, "gpu_idle", {"GPU-a"}},
+                                  1796000000000);
+    capture::Activity kernel;
+    kernel.name = "gemm";
+    kernel.start_ns = 1796000000100000000;
+    kernel.end_ns = 1796000000200000000;
+    segment.Add(kernel);
+    return segment.ToJson(1796000010000);
+  }
+  std::vector<std::string> Quarantined() {
+    std::vector<std::string> names;
+    if (!std::filesystem::exists(dir_ / "control/capture-quarantine"))
+      return names;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ / "control/capture-quarantine"))
+      names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  bool InSpool(const std::string& name) {
+    return std::filesystem::exists(dir_ / ("control/capture/" + name));
+  }
+
+  TempDir dir_;
+  CaptureIntakeOptions options_;
+  capture::ProcessIdentity process_;
+  std::map<std::string, uid_t> job_users_;
+  const int64_t now_ms_ = 1796000020000;
+};
+
+TEST_F(CaptureIntakeTest, TakesTheAgentsAggregatesAndDeletesThemOnCommit) {
+  Spool("agg-4242-gpu7-777-1796000010000.json", Aggregate());
+  Spool("agent-4242-gpu7-777.log", "1796000000000 a note\n");
+  CaptureIntake intake(options_);
+  CaptureScan scan = intake.Scan(now_ms_);
+  ASSERT_EQ(scan.aggregates.size(), 1u) << (intake.problems().empty() ? "" : intake.problems()[0]);
+  EXPECT_EQ(scan.aggregates[0].job_id, "4242");
+  EXPECT_EQ(scan.aggregates[0].top_kernels[0].name, "gemm");
+  EXPECT_TRUE(InSpool("agg-4242-gpu7-777-1796000010000.json"));  // until handed on
+  intake.Commit(scan);
+  EXPECT_FALSE(InSpool("agg-4242-gpu7-777-1796000010000.json"));
+  EXPECT_TRUE(InSpool("agent-4242-gpu7-777.log"));
+  EXPECT_TRUE(intake.refused().empty());
+}
+
+TEST_F(CaptureIntakeTest, NoJobSpeaksForAnotherJobOrHost) {
+  Spool("agg-1.json", Aggregate());
+  job_users_["4242"] = getuid() + 1;  // the job belongs to someone else
+  CaptureIntake intake(options_);
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 1u);
+
+  job_users_.erase("4242");  // a job this node never ran
+  Spool("agg-2.json", Aggregate());
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 2u);
+
+  job_users_["4242"] = getuid();
+  process_.host = "gpu8";
+  Spool("agg-3.json", Aggregate());
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("wrong_host"), 1u);
+
+  process_.host = "gpu7";
+  process_.uid = getuid() + 5;  // claims another account than the file's owner
+  Spool("agg-4.json", Aggregate());
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("wrong_owner"), 1u);
+  EXPECT_EQ(Quarantined(), (std::vector<std::string>{
+                               "agg-1.json.not_the_jobs_user", "agg-2.json.not_the_jobs_user",
+                               "agg-3.json.wrong_host", "agg-4.json.wrong_owner"}));
+}
+
+TEST_F(CaptureIntakeTest, RefusesWhatIsNotAPlainFileOfItsSize) {
+  const std::string real = Spool("agg-real.json", Aggregate());
+  ASSERT_EQ(symlink(real.c_str(), (dir_ / "control/capture/agg-link.json").c_str()), 0);
+  ASSERT_EQ(link(real.c_str(), (dir_ / "control/capture/agg-hard.json").c_str()), 0);
+  ASSERT_EQ(mkfifo((dir_ / "control/capture/agg-fifo.json").c_str(), 0644), 0);
+  Spool("agg-big.json", std::string(options_.max_aggregate_bytes + 1, ' '));
+  Spool("agg-bad.json", "{\"format\": \"expanse-capture-aggregate/1\"");
+  Spool("core.1234", "x");
+  CaptureIntake intake(options_);
+  const CaptureScan scan = intake.Scan(now_ms_);
+  EXPECT_TRUE(scan.aggregates.empty());  // agg-real has two links too
+  const auto& refused = intake.refused();
+  EXPECT_EQ(refused.at("symlink"), 1u);
+  EXPECT_EQ(refused.at("hardlink"), 2u);
+  EXPECT_EQ(refused.at("not_regular"), 1u);
+  EXPECT_EQ(refused.at("too_large"), 1u);
+  EXPECT_EQ(refused.at("bad_aggregate"), 1u);
+  EXPECT_EQ(refused.at("unknown_name"), 1u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "control/capture"));
+  // The link was moved, not followed: the file it pointed at went its own way.
+  EXPECT_EQ(
+      std::filesystem::symlink_status(dir_ / "control/capture-quarantine/agg-link.json.symlink")
+          .type(),
+      std::filesystem::file_type::symlink);
+}
+
+TEST_F(CaptureIntakeTest, SegmentsAreCheckedAndMovedForUpload) {
+  Spool("seg-4242-gpu7-777-1796000000000.json", Segment());
+  Spool("seg-4242-gpu7-777-1.json", "{\"traceEvents\": []}");
+  Spool("seg-4242-gpu7-777-2.json", std::string(options_.max_segment_bytes + 1, '['));
+  CaptureIntake intake(options_);
+  const CaptureScan scan = intake.Scan(now_ms_);
+  ASSERT_EQ(scan.segments.size(), 1u) << intake.problems().front();
+  const ReadySegment& s = scan.segments[0];
+  EXPECT_EQ(s.job_id, "4242");
+  EXPECT_EQ(s.pid, 777);
+  EXPECT_EQ(s.trigger_id, "t-1");
+  EXPECT_EQ(s.window_start_ms, 1796000000000);
+  EXPECT_EQ(s.window_end_ms, 1796000010000);
+  EXPECT_EQ(s.path, options_.segment_dir + "/seg-4242-gpu7-777-1796000000000.json");
+  EXPECT_TRUE(std::filesystem::exists(s.path));
+  EXPECT_EQ(intake.refused().at("bad_segment"), 1u);
+  EXPECT_EQ(intake.refused().at("too_large"), 1u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "control/capture"));
+}
+
+TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
+  options_.max_quarantine_entries = 1;
+  const std::string segment = Segment();
+  options_.max_ready_segment_bytes = segment.size() + 10;  // room for one
+  Spool("seg-4242-gpu7-777-1.json", segment);
+  Spool("agg-x.json", "not json");
+  Spool("agg-y.json", "not json");
+  CaptureIntake intake(options_);
+  intake.Scan(now_ms_);
+  Spool("seg-4242-gpu7-777-2.json", segment);
+  intake.Scan(now_ms_);
+  EXPECT_EQ(intake.segments_dropped(), 1u);
+  size_t ready = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(options_.segment_dir))
+    ++ready;
+  EXPECT_EQ(ready, 1u);
+  EXPECT_EQ(Quarantined().size(), 1u);  // the second refusal was deleted
+  EXPECT_EQ(intake.refused().at("bad_aggregate"), 2u);
+}
+
+TEST_F(CaptureIntakeTest, AKilledAgentsTemporaryGoesOnceOld) {
+  const std::string old_tmp = Spool(".agg-1.json.tmp", "{");
+  Spool(".agg-2.json.tmp", "{");
+  const utimbuf long_ago{1000, 1000};
+  ASSERT_EQ(utime(old_tmp.c_str(), &long_ago), 0);
+  CaptureIntake intake(options_);
+  const int64_t real_now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  intake.Scan(real_now);
+  EXPECT_FALSE(InSpool(".agg-1.json.tmp"));
+  EXPECT_TRUE(InSpool(".agg-2.json.tmp"));
+  EXPECT_TRUE(intake.refused().empty());
+}
+
+}  // namespace
+}  // namespace expanse::agent
