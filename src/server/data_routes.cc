@@ -81,6 +81,10 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       if (Status s = ctx->jobs->PutStacks(batch->stacks); !s.ok())
         return http::ErrorResponse(s);
     }
+    if (!batch->capture_windows.empty()) {
+      if (Status s = ctx->jobs->PutCaptureWindows(batch->capture_windows); !s.ok())
+        return http::ErrorResponse(s);
+    }
     auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
     if (!appended.ok())
       return TsdbErrorResponse(appended.status());

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/ingest_capture.h"
 #include "server/ingest_stacks.h"
 #include "server/route_util.h"
 #include "wire/field_reader.h"
@@ -520,6 +521,10 @@ Result<IngestBatch> ParseIngestBatchWithoutFastPath(std::string_view text,
       {"stacks", kMaxRecords,
        [](const json& list, std::string_view compute, IngestBatch* batch_out) {
          return ParseStacks(list, compute, &batch_out->stacks);
+       }},
+      {"capture_aggregates", kMaxRecords,
+       [](const json& list, std::string_view compute, IngestBatch* batch_out) {
+         return ParseCaptureAggregates(list, compute, &batch_out->capture_windows);
        }},
   };
   for (const Section& section : kSections) {

@@ -30,6 +30,7 @@ struct IngestBatch {
   std::vector<store::JobNodeEvent> job_events;
   std::vector<store::GpuAllocation> gpu_allocations;
   std::vector<store::StackSample> stacks;
+  std::vector<store::CaptureWindow> capture_windows;
 
   // The idempotency key: compute, stream and sequence.
   std::string BatchId(std::string_view compute_id) const;

@@ -61,6 +61,8 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context);
 void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context);
 void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
 void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
+// GET /api/v1/computes/:id/jobs/:job/capture: the capture agent's evidence (capture_routes.cc).
+void RegisterCaptureRoutes(http::Listener& listener, RouteContext& context);
 // The idle ledger: GET /api/v1/computes/{id}/jobs/{job}/ledger and /api/v1/orgs/{org}/efficiency.
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
 // GET /metrics for Prometheus (server_metrics.h), answered only to `Authorization: Bearer

@@ -110,6 +110,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterDataPlaneRoutes(*app->data_listener_, *app->context_);
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
   RegisterStackRoutes(*app->console_listener_, *app->context_);
+  RegisterCaptureRoutes(*app->console_listener_, *app->context_);
   RegisterLedgerRoutes(*app->console_listener_, *app->context_);
   RegisterVerdictRoutes(*app->console_listener_, *app->context_);
   RegisterAlertRoutes(*app->console_listener_, *app->context_);

@@ -89,6 +89,21 @@ struct StackSample {
   bool gpu_idle = false;  // sampled while the job's GPUs were idle (burst mode)
 };
 
+// One window of one process's CUDA activity from the capture agent (docs/capture-agent.md): the
+// aggregate document as the daemon sent it (wire/capture_records.h), which the store keeps
+// whole; the server reads it back to sum a job's kernels, copies and synchronisation.
+inline constexpr std::size_t kMaxCaptureWindowBytes = 128 * 1024;
+inline constexpr int kMaxJobCaptureWindows = 100'000;
+struct CaptureWindow {
+  std::string compute_id;
+  std::string job_id;
+  std::string host;
+  int64_t pid = 0;              // > 0
+  int64_t window_start_ms = 0;  // > 0
+  int64_t window_end_ms = 0;    // > window_start_ms
+  std::string doc;              // a JSON object, 2..kMaxCaptureWindowBytes bytes
+};
+
 // One folded stack summed over the hosts and windows of a query.
 struct StackTotal {
   std::string folded;
@@ -140,6 +155,10 @@ class JobStore {
   // non-positive or oversized count, a thread_state outside the set, or a folded stack that
   // is empty, too long, not UTF-8, holds a control character or an empty frame.
   virtual Status PutStacks(const std::vector<StackSample>& stacks) = 0;
+  // Idempotent on (compute_id, job_id, host, pid, window_start_ms): a repeat replaces the
+  // window. kInvalidArgument for an empty key, a pid or window out of range, or a doc that is
+  // not 2..kMaxCaptureWindowBytes bytes; kNotFound for an unknown compute.
+  virtual Status PutCaptureWindows(const std::vector<CaptureWindow>& windows) = 0;
 
   virtual Result<JobRecord> GetJob(std::string_view compute_id, std::string_view job_id) = 0;
   // Newest start first (pending jobs by submit time), then job id. Text filters match exactly.
@@ -170,6 +189,13 @@ class JobStore {
   virtual Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id,
                                                     std::string_view job_id, int64_t from_ms,
                                                     int64_t to_ms, int limit) = 0;
+  // The job's capture windows overlapping [from_ms, to_ms) (0 = open bound), oldest first
+  // (then host, pid), at most `limit` (1..kMaxJobCaptureWindows). Empty when none were
+  // reported; the job record need not exist.
+  virtual Result<std::vector<CaptureWindow>> JobCaptureWindows(std::string_view compute_id,
+                                                               std::string_view job_id,
+                                                               int64_t from_ms, int64_t to_ms,
+                                                               int limit) = 0;
 
   // The exactly-once record of ingest batches whose samples go to a remote telemetry store
   // (--telemetry-store remote), shared by every replica on the database (docs/scaling.md).

@@ -305,6 +305,22 @@ CREATE TABLE ingest_batches (
 CREATE INDEX ingest_batches_by_claim ON ingest_batches (claimed_at_ms);
 )sql";
 
+// The capture agent's per-process window aggregates (job_store.h, CaptureWindow): the document
+// as the daemon sent it, keyed by its process and window, so a redelivery replaces it.
+constexpr const char* kSchemaV9 = R"sql(
+CREATE TABLE capture_windows (
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  job_id          TEXT NOT NULL CHECK (job_id <> ''),
+  host            TEXT NOT NULL CHECK (host <> ''),
+  pid             INTEGER NOT NULL CHECK (pid > 0),
+  window_start_ms INTEGER NOT NULL CHECK (window_start_ms > 0),
+  window_end_ms   INTEGER NOT NULL CHECK (window_end_ms > window_start_ms),
+  doc             TEXT NOT NULL CHECK (length(CAST(doc AS BLOB)) BETWEEN 2 AND 131072),
+  UNIQUE (compute_id, job_id, host, pid, window_start_ms)
+) STRICT;
+CREATE INDEX capture_windows_by_job ON capture_windows (compute_id, job_id, window_start_ms);
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -316,10 +332,11 @@ extern const char* const kPgSchemaV5;
 extern const char* const kPgSchemaV6;
 extern const char* const kPgSchemaV7;
 extern const char* const kPgSchemaV8;
+extern const char* const kPgSchemaV9;
 
 namespace {
 
-const std::array<Migration, 8> kMigrations = {{
+const std::array<Migration, 9> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -328,6 +345,7 @@ const std::array<Migration, 8> kMigrations = {{
     {6, kSchemaV6, kPgSchemaV6},
     {7, kSchemaV7, kPgSchemaV7},
     {8, kSchemaV8, kPgSchemaV8},
+    {9, kSchemaV9, kPgSchemaV9},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

@@ -281,4 +281,18 @@ CREATE TABLE ingest_batches (
 CREATE INDEX ingest_batches_by_claim ON ingest_batches (claimed_at_ms);
 )sql";
 
+extern const char* const kPgSchemaV9 = R"sql(
+CREATE TABLE capture_windows (
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  job_id          TEXT NOT NULL CHECK (job_id <> ''),
+  host            TEXT NOT NULL CHECK (host <> ''),
+  pid             BIGINT NOT NULL CHECK (pid > 0),
+  window_start_ms BIGINT NOT NULL CHECK (window_start_ms > 0),
+  window_end_ms   BIGINT NOT NULL CHECK (window_end_ms > window_start_ms),
+  doc             TEXT NOT NULL CHECK (octet_length(doc) BETWEEN 2 AND 131072),
+  UNIQUE (compute_id, job_id, host, pid, window_start_ms)
+);
+CREATE INDEX capture_windows_by_job ON capture_windows (compute_id, job_id, window_start_ms);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal

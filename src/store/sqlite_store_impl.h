@@ -117,6 +117,10 @@ class SqliteStore final : public Store, public JobStore {
   Status PutStacks(const std::vector<StackSample>& stacks) override;
   Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,
                                             int64_t from_ms, int64_t to_ms, int limit) override;
+  Status PutCaptureWindows(const std::vector<CaptureWindow>& windows) override;
+  Result<std::vector<CaptureWindow>> JobCaptureWindows(std::string_view compute_id,
+                                                       std::string_view job_id, int64_t from_ms,
+                                                       int64_t to_ms, int limit) override;
 
  private:
   enum class Access { kRead, kWrite };

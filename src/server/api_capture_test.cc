@@ -1,0 +1,120 @@
+// The capture agent's aggregates of a job end to end: ingested in a batch from the compute's
+// daemon, summed through the console API.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_test_util.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kWindow = 10'000;
+
+json Aggregate(const std::string& host, int pid, int index, int gemms, int64_t copied) {
+  return {{"format", "expanse-capture-aggregate/1"},
+          {"job_id", "77"},
+          {"rank", std::to_string(pid % 10)},
+          {"host", host},
+          {"pid", pid},
+          {"uid", 1001},
+          {"window_start_ms", api_testing::kStart + index * kWindow},
+          {"window_end_ms", api_testing::kStart + (index + 1) * kWindow},
+          {"devices", {0}},
+          {"kernels",
+           {{"count", gemms + 1},
+            {"gpu_ns", gemms * 2'000'000 + 500'000},
+            {"top",
+             {{{"name", "gemm"}, {"count", gemms}, {"gpu_ns", gemms * 2'000'000}},
+              {{"name", "relu"}, {"count", 1}, {"gpu_ns", 500'000}}}},
+            {"other", {{"count", 0}, {"gpu_ns", 0}}}}},
+          {"memcpy", {{"htod", {{"count", 1}, {"bytes", copied}, {"gpu_ns", 1000}}}}},
+          {"sync", {{"device", {{"count", 2}, {"wall_ns", 3'000'000}}}}},
+          {"nvtx",
+           {{"ranges", {{{"name", "step"}, {"count", 1}, {"wall_ns", 9'000'000}}}}, {"marks", 1}}},
+          {"dropped_records", 0}};
+}
+
+class ApiCaptureTest : public api_testing::ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    compute_ = NewCompute(token_);
+    credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
+  }
+  Reply Ingest(int sequence, const json& aggregates) {
+    const json batch = {{"version", 1},
+                        {"stream", "capture"},
+                        {"sequence", sequence},
+                        {"capture_aggregates", aggregates}};
+    return Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential_));
+  }
+  Reply Capture(const std::string& query = "") {
+    return Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/capture" + query, "",
+                Bearer(token_));
+  }
+  std::string compute_;
+  std::string credential_;
+};
+
+TEST_F(ApiCaptureTest, AJobsWindowsAreSummedAcrossProcessesAndTime) {
+  Reply ingested = Ingest(
+      1, {Aggregate("worker1", 101, 0, 10, 1 << 20), Aggregate("worker1", 101, 1, 20, 1 << 20),
+          Aggregate("worker2", 202, 0, 30, 2 << 20)});
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  // A redelivery of a window (a new batch after a lost answer) replaces it: counted once.
+  Reply again = Ingest(2, json::array({Aggregate("worker1", 101, 1, 20, 1 << 20)}));
+  ASSERT_EQ(again.status, 200) << again.body;
+
+  Reply r = Capture();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["windows"], 3);
+  EXPECT_EQ(r.body["truncated"], false);
+  EXPECT_EQ(r.body["kernels"]["count"], 63);
+  EXPECT_EQ(r.body["kernels"]["top"][0],
+            (json{{"name", "gemm"}, {"count", 60}, {"gpu_ns", 120'000'000}}));
+  EXPECT_EQ(r.body["kernels"]["top"][1]["name"], "relu");
+  EXPECT_EQ(r.body["memcpy"]["htod"]["bytes"], 4 << 20);
+  EXPECT_EQ(r.body["sync"]["device"], (json{{"count", 6}, {"wall_ns", 9'000'000}}));
+  EXPECT_EQ(r.body["nvtx"]["ranges"][0]["count"], 3);
+  EXPECT_EQ(r.body["nvtx"]["marks"], 3);
+  ASSERT_EQ(r.body["processes"].size(), 2u);
+  EXPECT_EQ(r.body["processes"][0]["host"], "worker1");
+  EXPECT_EQ(r.body["processes"][0]["windows"], 2);
+  EXPECT_EQ(r.body["processes"][0]["rank"], "1");
+  ASSERT_EQ(r.body["timeline"].size(), 3u);
+  EXPECT_EQ(r.body["timeline"][0]["start_ms"], api_testing::kStart);
+
+  // A time range keeps the windows overlapping it.
+  Reply later = Capture("?from=" + std::to_string(api_testing::kStart + kWindow));
+  ASSERT_EQ(later.status, 200) << later.body;
+  EXPECT_EQ(later.body["windows"], 1);
+  EXPECT_EQ(later.body["kernels"]["top"][0]["count"], 20);
+  EXPECT_EQ(Capture("?from=5&to=5").status, 400);
+}
+
+TEST_F(ApiCaptureTest, ABadAggregateRefusesTheBatchNamingTheField) {
+  json bad = Aggregate("worker1", 101, 0, 10, 1);
+  bad["kernels"]["count"] = 1;  // fewer than it lists
+  Reply r = Ingest(1, {Aggregate("worker1", 101, 1, 10, 1), bad});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.dump().find("batch.capture_aggregates[1].kernels.count"), std::string::npos)
+      << r.body;
+  Reply none = Capture();
+  ASSERT_EQ(none.status, 200);
+  EXPECT_EQ(none.body["windows"], 0);
+}
+
+TEST_F(ApiCaptureTest, AJobWithoutCaptureHasAnEmptySummary) {
+  Reply r = Capture();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["windows"], 0);
+  EXPECT_EQ(r.body["kernels"]["top"], json::array());
+  EXPECT_EQ(Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/capture", "", {}).status, 401);
+}
+
+}  // namespace
+}  // namespace expanse::server

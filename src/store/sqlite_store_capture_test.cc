@@ -1,0 +1,103 @@
+// SqliteStore as a JobStore: the capture agent's window aggregates, on SQLite and PostgreSQL.
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/sqlite_store_test_util.h"
+
+namespace expanse::store {
+namespace {
+
+using store_testing::BackingName;
+using store_testing::kBackings;
+using store_testing::kNow;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr int64_t kWindow = 10'000;
+
+CaptureWindow Window(int64_t pid, int64_t index, const std::string& doc = R"({"k":1})",
+                     const std::string& host = "gpu01") {
+  CaptureWindow w;
+  w.compute_id = "cmp_a";
+  w.job_id = "7";
+  w.host = host;
+  w.pid = pid;
+  w.window_start_ms = kNow + index * kWindow;
+  w.window_end_ms = w.window_start_ms + kWindow;
+  w.doc = doc;
+  return w;
+}
+
+class CaptureWindowsTest : public store_testing::SqliteStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteStoreTest::SetUp();
+    MakeCompute("cmp_a");
+  }
+  JobStore& jobs() { return store().Jobs(); }
+  // "host/pid@index=doc" of each window returned, in order.
+  std::vector<std::string> Windows(int64_t from_ms = 0, int64_t to_ms = 0, int limit = 100) {
+    const auto windows = jobs().JobCaptureWindows("cmp_a", "7", from_ms, to_ms, limit);
+    EXPECT_TRUE(windows.ok()) << windows.status();
+    std::vector<std::string> out;
+    for (const CaptureWindow& w : windows.ok() ? *windows : std::vector<CaptureWindow>{})
+      out.push_back(w.host + "/" + std::to_string(w.pid) + "@" +
+                    std::to_string((w.window_start_ms - kNow) / kWindow) + "=" + w.doc);
+    return out;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backings, CaptureWindowsTest, kBackings, BackingName);
+
+TEST_P(CaptureWindowsTest, WindowsComeBackOldestFirstAndARepeatReplaces) {
+  ASSERT_TRUE(jobs().PutCaptureWindows({Window(20, 1), Window(10, 1), Window(10, 0)}).ok());
+  ASSERT_TRUE(jobs().PutCaptureWindows({Window(10, 1, R"({"k":2})")}).ok());  // redelivered
+  CaptureWindow other = Window(10, 0, R"({"other":1})", "gpu02");
+  other.job_id = "8";
+  ASSERT_TRUE(jobs().PutCaptureWindows({other}).ok());
+  EXPECT_THAT(Windows(),
+              ElementsAre("gpu01/10@0={\"k\":1}", "gpu01/10@1={\"k\":2}", "gpu01/20@1={\"k\":1}"));
+  // Windows overlapping [from, to); a limit keeps the oldest.
+  EXPECT_THAT(Windows(kNow + kWindow, 0),
+              ElementsAre("gpu01/10@1={\"k\":2}", "gpu01/20@1={\"k\":1}"));
+  EXPECT_THAT(Windows(0, kNow + kWindow), ElementsAre("gpu01/10@0={\"k\":1}"));
+  EXPECT_THAT(Windows(0, 0, 1), ElementsAre("gpu01/10@0={\"k\":1}"));
+  EXPECT_THAT(*jobs().JobCaptureWindows("cmp_a", "9", 0, 0, 10), IsEmpty());
+}
+
+TEST_P(CaptureWindowsTest, BadWindowsAreRefusedAndNothingOfTheCallIsStored) {
+  CaptureWindow bad = Window(10, 0);
+  bad.window_end_ms = bad.window_start_ms;
+  EXPECT_EQ(jobs().PutCaptureWindows({Window(11, 0), bad}).code(), StatusCode::kInvalidArgument);
+  bad = Window(0, 0);
+  EXPECT_EQ(jobs().PutCaptureWindows({bad}).code(), StatusCode::kInvalidArgument);
+  bad = Window(10, 0, std::string(kMaxCaptureWindowBytes + 1, 'x'));
+  EXPECT_EQ(jobs().PutCaptureWindows({bad}).code(), StatusCode::kInvalidArgument);
+  bad = Window(10, 0, "");
+  EXPECT_EQ(jobs().PutCaptureWindows({bad}).code(), StatusCode::kInvalidArgument);
+  bad = Window(10, 0);
+  bad.compute_id = "cmp_zz";
+  EXPECT_EQ(jobs().PutCaptureWindows({Window(12, 0), bad}),
+            NotFoundError("compute cmp_zz not found"));
+  EXPECT_THAT(Windows(), IsEmpty());
+  EXPECT_EQ(jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().JobCaptureWindows("cmp_zz", "7", 0, 0, 10).status(),
+            NotFoundError("compute cmp_zz not found"));
+}
+
+TEST_P(CaptureWindowsTest, TextIsStoredVerbatim) {
+  CaptureWindow w = Window(10, 0, R"({"name":"'; DROP TABLE capture_windows;--","é":"\u0000"})");
+  w.job_id = "7'; --";
+  ASSERT_TRUE(jobs().PutCaptureWindows({w}).ok());
+  const auto back = jobs().JobCaptureWindows("cmp_a", w.job_id, 0, 0, 10);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].doc, w.doc);
+}
+
+}  // namespace
+}  // namespace expanse::store
