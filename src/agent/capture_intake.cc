@@ -79,6 +79,21 @@ std::optional<HostileFile> ReadHostile(const std::string& path, uint64_t max_byt
 }
 
 bool HasPrefix(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
+
+// The job a spool file's name claims: agg-<job>-… or seg-<job>-… (job ids hold no '-').
+std::string JobOfName(const std::string& name) {
+  const size_t start = name.find('-');
+  const size_t end = start == std::string::npos ? start : name.find('-', start + 1);
+  return end == std::string::npos ? "" : name.substr(start + 1, end - start - 1);
+}
+
+// Seconds since the inode last changed (which its owner cannot set back), or -1.
+int64_t AgeSeconds(const std::string& path, int64_t now_ms) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0)
+    return -1;
+  return now_ms / 1000 - static_cast<int64_t>(st.st_ctime);
+}
 bool HasSuffix(const std::string& name, const char* suffix) {
   const size_t n = std::strlen(suffix);
   return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
@@ -116,28 +131,29 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     return scan;
   std::sort(names->begin(), names->end());
   size_t seen = 0;
+  uint64_t bytes_read = 0;
   for (const std::string& name : *names) {
-    if (++seen > options_.max_files_per_scan)
-      break;
     const std::string path = spool + "/" + name;
-    if (HasPrefix(name, ".")) {
-      // An agent's temporary: renamed into place when complete; one left by a killed process
-      // goes once it is old.
-      struct stat st {};
-      if (lstat(path.c_str(), &st) == 0 &&
-          static_cast<int64_t>(st.st_mtime) * 1000 + options_.stale_temporary_ms < now_ms)
+    const bool aggregate = HasPrefix(name, "agg-") && HasSuffix(name, ".json");
+    const bool segment = HasPrefix(name, "seg-") && HasSuffix(name, ".json");
+    const bool temporary = HasPrefix(name, ".");
+    const bool log = HasPrefix(name, "agent-") && HasSuffix(name, ".log");
+    if (temporary || log) {
+      // An agent's temporary is renamed into place when complete; one a killed process left
+      // goes once old. Agents' logs are kept a day for an operator. Ages are the inode's
+      // change time, which a job cannot set back.
+      const int64_t age = AgeSeconds(path, now_ms);
+      if (age > (temporary ? options_.stale_temporary_ms / 1000 : 86'400))
         unlink(path.c_str());
       continue;
     }
-    const bool aggregate = HasPrefix(name, "agg-") && HasSuffix(name, ".json");
-    const bool segment = HasPrefix(name, "seg-") && HasSuffix(name, ".json");
-    const bool log = HasPrefix(name, "agent-") && HasSuffix(name, ".log");
-    if (log)
-      continue;  // the agent's own notes; read by an operator, removed with their job's files
     if (!aggregate && !segment) {
       Refuse(name, "unknown_name", "");
       continue;
     }
+    // Bounded work per scan, whatever a job leaves: the rest waits for the next one.
+    if (++seen > options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan)
+      break;
     std::string reason, detail;
     std::optional<HostileFile> file =
         ReadHostile(path, aggregate ? options_.max_aggregate_bytes : options_.max_segment_bytes,
@@ -147,6 +163,18 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
         continue;  // try again next round
       if (!reason.empty())
         Refuse(name, reason, detail);
+      continue;
+    }
+    bytes_read += file->bytes.size();
+    // Only a user running the job the name claims may spool for it: checked before anything
+    // is parsed, so no one else can make the daemon parse their files.
+    const std::string claimed_job = JobOfName(name);
+    const std::optional<uid_t> claimed_user =
+        options_.job_uid && !claimed_job.empty() ? options_.job_uid(claimed_job) : std::nullopt;
+    if (!claimed_user || *claimed_user != file->owner) {
+      Refuse(name, "not_the_jobs_user",
+             "owner " + std::to_string(file->owner) + ", job " + claimed_job +
+                 (claimed_user ? " of uid " + std::to_string(*claimed_user) : " unknown here"));
       continue;
     }
     wire::JsonLimits limits;
@@ -231,31 +259,34 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       Refuse(name, "wrong_host", "names host " + host);
       continue;
     }
-    const std::optional<uid_t> job_user =
-        options_.job_uid ? options_.job_uid(job_id) : std::nullopt;
-    const char* who = nullptr;
-    if (static_cast<int64_t>(file->owner) != uid)
-      who = "wrong_owner";
-    else if (!job_user || *job_user != file->owner)
-      who = "not_the_jobs_user";
-    if (who != nullptr) {
+    if (static_cast<int64_t>(file->owner) != uid || job_id != claimed_job) {
       if (aggregate)
         scan.aggregates.pop_back();
-      Refuse(name, who,
+      Refuse(name, "wrong_owner",
              "owner " + std::to_string(file->owner) + ", says uid " + std::to_string(uid) +
-                 ", job " + job_id +
-                 (job_user ? " of uid " + std::to_string(*job_user) : " unknown here"));
+                 " and job " + job_id);
       continue;
     }
     if (aggregate) {
       scan.aggregate_files.push_back(path);
       continue;
     }
-    if (!fs::MakeDirectories(options_.segment_dir, 0700).ok())
+    // The segment goes on as the bytes that were checked, in a file of the daemon's own under
+    // its canonical name: nothing the job does to its spool entry afterwards reaches it.
+    const std::string ready_name = "seg-" + job_id + "-" + host + "-" + std::to_string(ready.pid) +
+                                   "-" + std::to_string(ready.window_start_ms) + ".json";
+    ready.path = options_.segment_dir + "/" + ready_name;
+    struct stat existing {};
+    if (lstat(ready.path.c_str(), &existing) == 0) {
+      ++refused_["duplicate_segment"];
+      unlink(path.c_str());
+      continue;
+    }
+    if (!fs::MakeDirectories(options_.segment_dir, 0700).ok() ||
+        !fs::WriteFileAtomically(options_.segment_dir, ready_name, file->bytes, 0600).ok())
       continue;  // leave it for the next round
-    ready.path = options_.segment_dir + "/" + name;
-    if (rename(path.c_str(), ready.path.c_str()) == 0)
-      scan.segments.push_back(std::move(ready));
+    unlink(path.c_str());
+    scan.segments.push_back(std::move(ready));
   }
   BoundReadySegments();
   return scan;

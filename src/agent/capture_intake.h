@@ -38,6 +38,7 @@ struct CaptureIntakeOptions {
   uint64_t max_segment_bytes = 64 << 20;
   uint64_t max_ready_segment_bytes = 1ull << 30;
   size_t max_files_per_scan = 2000;
+  uint64_t max_bytes_per_scan = 256ull << 20;
   uint32_t max_quarantine_entries = 200;
   int64_t stale_temporary_ms = 10 * 60 * 1000;
 };
@@ -67,7 +68,8 @@ class CaptureIntake {
   void Commit(const CaptureScan& scan);
 
   // Refusals so far by reason ("symlink", "too_large", "wrong_owner", "not_the_jobs_user",
-  // "wrong_host", "bad_aggregate", "bad_segment", …), and segments dropped for space.
+  // "wrong_host", "bad_aggregate", "bad_segment", "duplicate_segment", …), and segments
+  // dropped for space.
   const std::map<std::string, uint64_t>& refused() const { return refused_; }
   uint64_t segments_dropped() const { return segments_dropped_; }
   // The latest refusals, "<file>: <reason>: <detail>", at most 10.

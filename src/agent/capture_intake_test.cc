@@ -51,15 +51,15 @@ class CaptureIntakeTest : public ::testing::Test {
     w.devices = {0};
     return capture::AggregateJson(process_, w);
   }
-  std::string Segment() {
+  std::string Segment(uint64_t start_ms = 1796000000000) {
     capture::TraceSegment segment(process_, {"t-1", 1796000060000, "gpu_idle", {"GPU-a"}},
-                                  1796000000000);
+                                  start_ms);
     capture::Activity kernel;
     kernel.name = "gemm";
     kernel.start_ns = 1796000000100000000;
     kernel.end_ns = 1796000000200000000;
     segment.Add(kernel);
-    return segment.ToJson(1796000010000);
+    return segment.ToJson(start_ms + 10000);
   }
   std::vector<std::string> Quarantined() {
     std::vector<std::string> names;
@@ -97,40 +97,48 @@ TEST_F(CaptureIntakeTest, TakesTheAgentsAggregatesAndDeletesThemOnCommit) {
 }
 
 TEST_F(CaptureIntakeTest, NoJobSpeaksForAnotherJobOrHost) {
-  Spool("agg-1.json", Aggregate());
+  Spool("agg-4242-gpu7-777-1.json", Aggregate());
   job_users_["4242"] = getuid() + 1;  // the job belongs to someone else
   CaptureIntake intake(options_);
   EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
   EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 1u);
 
   job_users_.erase("4242");  // a job this node never ran
-  Spool("agg-2.json", Aggregate());
+  Spool("agg-4242-gpu7-777-2.json", Aggregate());
   EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
   EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 2u);
 
   job_users_["4242"] = getuid();
   process_.host = "gpu8";
-  Spool("agg-3.json", Aggregate());
+  Spool("agg-4242-gpu8-777-3.json", Aggregate());
   EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
   EXPECT_EQ(intake.refused().at("wrong_host"), 1u);
 
   process_.host = "gpu7";
   process_.uid = getuid() + 5;  // claims another account than the file's owner
-  Spool("agg-4.json", Aggregate());
+  Spool("agg-4242-gpu7-777-4.json", Aggregate());
   EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
   EXPECT_EQ(intake.refused().at("wrong_owner"), 1u);
-  EXPECT_EQ(Quarantined(), (std::vector<std::string>{
-                               "agg-1.json.not_the_jobs_user", "agg-2.json.not_the_jobs_user",
-                               "agg-3.json.wrong_host", "agg-4.json.wrong_owner"}));
+  EXPECT_EQ(Quarantined(), (std::vector<std::string>{"agg-4242-gpu7-777-1.json.not_the_jobs_user",
+                                                     "agg-4242-gpu7-777-2.json.not_the_jobs_user",
+                                                     "agg-4242-gpu7-777-4.json.wrong_owner",
+                                                     "agg-4242-gpu8-777-3.json.wrong_host"}));
+
+  // A file named for another job than it holds.
+  Spool("agg-4243-gpu7-777-5.json", Aggregate());
+  job_users_["4243"] = getuid();
+  process_.uid = getuid();
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("wrong_owner"), 2u);
 }
 
 TEST_F(CaptureIntakeTest, RefusesWhatIsNotAPlainFileOfItsSize) {
-  const std::string real = Spool("agg-real.json", Aggregate());
-  ASSERT_EQ(symlink(real.c_str(), (dir_ / "control/capture/agg-link.json").c_str()), 0);
-  ASSERT_EQ(link(real.c_str(), (dir_ / "control/capture/agg-hard.json").c_str()), 0);
-  ASSERT_EQ(mkfifo((dir_ / "control/capture/agg-fifo.json").c_str(), 0644), 0);
-  Spool("agg-big.json", std::string(options_.max_aggregate_bytes + 1, ' '));
-  Spool("agg-bad.json", "{\"format\": \"expanse-capture-aggregate/1\"");
+  const std::string real = Spool("agg-4242-real.json", Aggregate());
+  ASSERT_EQ(symlink(real.c_str(), (dir_ / "control/capture/agg-4242-link.json").c_str()), 0);
+  ASSERT_EQ(link(real.c_str(), (dir_ / "control/capture/agg-4242-hard.json").c_str()), 0);
+  ASSERT_EQ(mkfifo((dir_ / "control/capture/agg-4242-fifo.json").c_str(), 0644), 0);
+  Spool("agg-4242-big.json", std::string(options_.max_aggregate_bytes + 1, ' '));
+  Spool("agg-4242-bad.json", "{\"format\": \"expanse-capture-aggregate/1\"");
   Spool("core.1234", "x");
   CaptureIntake intake(options_);
   const CaptureScan scan = intake.Scan(now_ms_);
@@ -144,10 +152,10 @@ TEST_F(CaptureIntakeTest, RefusesWhatIsNotAPlainFileOfItsSize) {
   EXPECT_EQ(refused.at("unknown_name"), 1u);
   EXPECT_TRUE(std::filesystem::is_empty(dir_ / "control/capture"));
   // The link was moved, not followed: the file it pointed at went its own way.
-  EXPECT_EQ(
-      std::filesystem::symlink_status(dir_ / "control/capture-quarantine/agg-link.json.symlink")
-          .type(),
-      std::filesystem::file_type::symlink);
+  EXPECT_EQ(std::filesystem::symlink_status(dir_ /
+                                            "control/capture-quarantine/agg-4242-link.json.symlink")
+                .type(),
+            std::filesystem::file_type::symlink);
 }
 
 TEST_F(CaptureIntakeTest, SegmentsAreCheckedAndMovedForUpload) {
@@ -172,16 +180,20 @@ TEST_F(CaptureIntakeTest, SegmentsAreCheckedAndMovedForUpload) {
 
 TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
   options_.max_quarantine_entries = 1;
-  const std::string segment = Segment();
+  const std::string segment = Segment(1796000000000);
   options_.max_ready_segment_bytes = segment.size() + 10;  // room for one
-  Spool("seg-4242-gpu7-777-1.json", segment);
-  Spool("agg-x.json", "not json");
-  Spool("agg-y.json", "not json");
+  Spool("seg-4242-gpu7-777-1796000000000.json", segment);
+  Spool("agg-4242-x.json", "not json");
+  Spool("agg-4242-y.json", "not json");
   CaptureIntake intake(options_);
   intake.Scan(now_ms_);
-  Spool("seg-4242-gpu7-777-2.json", segment);
+  Spool("seg-4242-gpu7-777-1796000020000.json", Segment(1796000020000));
   intake.Scan(now_ms_);
   EXPECT_EQ(intake.segments_dropped(), 1u);
+  // The same segment again (a job re-spooling one) is taken once.
+  Spool("seg-4242-gpu7-777-1796000020000.json", Segment(1796000020000));
+  intake.Scan(now_ms_);
+  EXPECT_EQ(intake.refused().at("duplicate_segment"), 1u);
   size_t ready = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(options_.segment_dir))
     ++ready;
@@ -190,19 +202,37 @@ TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
   EXPECT_EQ(intake.refused().at("bad_aggregate"), 2u);
 }
 
-TEST_F(CaptureIntakeTest, AKilledAgentsTemporaryGoesOnceOld) {
-  const std::string old_tmp = Spool(".agg-1.json.tmp", "{");
-  Spool(".agg-2.json.tmp", "{");
-  const utimbuf long_ago{1000, 1000};
-  ASSERT_EQ(utime(old_tmp.c_str(), &long_ago), 0);
+TEST_F(CaptureIntakeTest, AKilledAgentsTemporaryGoesOnceOldAndLogsAfterADay) {
+  Spool(".agg-1.json.tmp", "{");
+  Spool("agent-4242-gpu7-777.log", "1 a note\n");
+  const utimbuf future{4'000'000'000, 4'000'000'000};  // a job cannot make its files look new
+  ASSERT_EQ(utime((dir_ / "control/capture/.agg-1.json.tmp").c_str(), &future), 0);
   CaptureIntake intake(options_);
   const int64_t real_now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
   intake.Scan(real_now);
+  EXPECT_TRUE(InSpool(".agg-1.json.tmp"));
+  intake.Scan(real_now + options_.stale_temporary_ms + 2000);
   EXPECT_FALSE(InSpool(".agg-1.json.tmp"));
-  EXPECT_TRUE(InSpool(".agg-2.json.tmp"));
+  EXPECT_TRUE(InSpool("agent-4242-gpu7-777.log"));
+  intake.Scan(real_now + 86'402'000);
+  EXPECT_FALSE(InSpool("agent-4242-gpu7-777.log"));
   EXPECT_TRUE(intake.refused().empty());
+}
+
+TEST_F(CaptureIntakeTest, WorkPerScanIsBounded) {
+  options_.max_files_per_scan = 2;
+  for (int i = 0; i < 5; ++i)
+    Spool("agg-4242-gpu7-777-" + std::to_string(1796000010000 + i) + ".json",
+          Aggregate(1796000010000 + i));
+  for (int i = 0; i < 3000; ++i)
+    Spool(".tmp-" + std::to_string(i), "x");  // never count against the bound
+  CaptureIntake intake(options_);
+  CaptureScan first = intake.Scan(now_ms_);
+  EXPECT_EQ(first.aggregates.size(), 2u);
+  intake.Commit(first);
+  EXPECT_EQ(intake.Scan(now_ms_).aggregates.size(), 2u);
 }
 
 }  // namespace

@@ -17,16 +17,44 @@ std::vector<NamedTotal> SortedByTime(const std::map<std::string, NamedTotal>& to
   return sorted;
 }
 
+// The length of the valid UTF-8 sequence at `s[i]`, or 0 when it is not one.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  const size_t n = b < 0x80             ? 1
+                   : (b & 0xE0) == 0xC0 ? 2
+                   : (b & 0xF0) == 0xE0 ? 3
+                   : (b & 0xF8) == 0xF0 ? 4
+                                        : 0;
+  if (n == 0 || i + n > s.size() || (n == 2 && b < 0xC2))
+    return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+      return 0;
+  }
+  return n;
+}
+
 }  // namespace
 
 std::string BoundedName(std::string_view name) {
-  if (name.size() <= kMaxNameBytes)
-    return std::string(name);
-  size_t cut = kMaxNameBytes;
-  // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
-    --cut;
-  return std::string(name.substr(0, cut));
+  // Control characters and bytes that are not UTF-8 become '?', so the name is clean text of
+  // at most kMaxNameBytes whatever the job called its kernel or range.
+  std::string out;
+  out.reserve(std::min(name.size(), kMaxNameBytes));
+  for (size_t i = 0; i < name.size();) {
+    const size_t n = Utf8Length(name, i);
+    const auto b = static_cast<unsigned char>(name[i]);
+    const bool control = n == 1 && (b < 0x20 || b == 0x7F);
+    const size_t take = (n == 0 || control) ? 1 : n;
+    if (out.size() + take > kMaxNameBytes)
+      break;
+    if (n == 0 || control)
+      out += '?';
+    else
+      out.append(name.substr(i, n));
+    i += take;
+  }
+  return out;
 }
 
 void ActivityWindow::AddNamed(std::map<std::string, NamedTotal>& totals, std::string_view name,

@@ -22,6 +22,8 @@ inline constexpr size_t kTopNvtxRanges = 20;
 inline constexpr size_t kMaxDistinctNames = 4096;
 inline constexpr size_t kMaxNameBytes = 512;
 inline constexpr char kOtherName[] = "(other)";
+// The longest window an aggregate reports (the wire's bound, wire/capture_records.h).
+inline constexpr uint64_t kMaxWindowMs = 3'600'000;
 
 struct NamedTotal {
   std::string name;

@@ -123,6 +123,14 @@ TEST(ActivityWindow, ReversedTimestampsCountAsZeroLength) {
   EXPECT_EQ(w.Close(1).kernel_ns, 0u);
 }
 
+TEST(BoundedName, ControlCharactersAndBadUtf8BecomeQuestionMarks) {
+  EXPECT_EQ(BoundedName("a\tb\xff"
+                        "c\x7f"
+                        "d\xc3\xa9"),
+            "a?b?c?d\xc3\xa9");
+  EXPECT_EQ(BoundedName("\xe2\x82"), "??");  // a truncated sequence
+}
+
 TEST(BoundedName, CutsLongNamesOnACharacterBoundary) {
   EXPECT_EQ(BoundedName("short"), "short");
   std::string name(kMaxNameBytes - 1, 'a');

@@ -1,6 +1,7 @@
 #include "capture/capture_agent.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "capture/aggregate_json.h"
@@ -30,10 +31,23 @@ void CaptureAgent::OnDropped(uint64_t records) {
     segment_->AddDropped(records);
 }
 
+namespace {
+
+// A window ends after it starts and spans at most an hour (the wire's bound): after the process
+// was stopped for longer (a suspended job), it is reported as the last hour before its end.
+WindowSummary CloseWindow(ActivityWindow& window, uint64_t now) {
+  const uint64_t end = std::max(now, window.start_ms() + 1);
+  WindowSummary summary = window.Close(end);
+  summary.start_ms = std::max(summary.start_ms, end - std::min<uint64_t>(end - 1, kMaxWindowMs));
+  return summary;
+}
+
+}  // namespace
+
 void CaptureAgent::Tick() {
   const uint64_t now = now_ms_();
   std::optional<std::pair<std::string, std::string>> aggregate;
-  std::optional<std::pair<std::string, std::string>> finished;
+  std::optional<TraceSegment> finished;
   std::string trigger_error;
   std::optional<CaptureTrigger> trigger;
   {
@@ -45,12 +59,13 @@ void CaptureAgent::Tick() {
       segment_until_ms_ = std::min(trigger->until_ms, now + options_.trace_window_ms);
       segment_.emplace(process_, *trigger, now, options_.segment_limits);
     } else if (segment_ && now >= segment_until_ms_) {
-      finished.emplace(segment_->FileName(), segment_->ToJson(now));
+      // Taken out whole: it is serialised below, without the lock CUPTI's thread needs.
+      finished.emplace(std::move(*segment_));
       segment_.reset();
     }
     if (now >= window_.start_ms() + options_.window_ms) {
       const bool empty = window_.empty();
-      WindowSummary summary = window_.Close(now);
+      WindowSummary summary = CloseWindow(window_, now);
       if (!empty)
         aggregate.emplace(AggregateFileName(process_, summary), AggregateJson(process_, summary));
     }
@@ -58,7 +73,7 @@ void CaptureAgent::Tick() {
   if (!trigger_error.empty())
     Note("trigger", "phase B trigger ignored: " + trigger_error);
   if (finished)
-    Spool(finished->first, finished->second, "trace segment");
+    Spool(finished->FileName(), finished->ToJson(now), "trace segment");
   if (aggregate)
     Spool(aggregate->first, aggregate->second, "aggregate");
 }
@@ -66,30 +81,22 @@ void CaptureAgent::Tick() {
 void CaptureAgent::Finish() {
   const uint64_t now = now_ms_();
   std::optional<std::pair<std::string, std::string>> aggregate;
-  std::optional<std::pair<std::string, std::string>> finished;
+  std::optional<TraceSegment> finished;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (segment_) {
-      finished.emplace(segment_->FileName(), segment_->ToJson(now));
+      finished.emplace(std::move(*segment_));
       segment_.reset();
     }
     if (!window_.empty()) {
-      WindowSummary summary = window_.Close(now);
+      WindowSummary summary = CloseWindow(window_, now);
       aggregate.emplace(AggregateFileName(process_, summary), AggregateJson(process_, summary));
     }
   }
   if (finished)
-    Spool(finished->first, finished->second, "trace segment");
+    Spool(finished->FileName(), finished->ToJson(now), "trace segment");
   if (aggregate)
     Spool(aggregate->first, aggregate->second, "aggregate");
-}
-
-void CaptureAgent::ResetAfterFork(ProcessIdentity process) {
-  std::lock_guard<std::mutex> lock(mu_);
-  process_ = std::move(process);
-  window_ = ActivityWindow(now_ms_());
-  segment_.reset();
-  noted_.clear();
 }
 
 std::string CaptureAgent::LogFileName() const {

@@ -47,9 +47,6 @@ class CaptureAgent {
   // Writes `line` to the agent's log the first time `key` is noted (at most 32 keys).
   void Note(const std::string& key, const std::string& line);
 
-  // A forked child is a new process: new identity, empty window, no trace in progress.
-  void ResetAfterFork(ProcessIdentity process);
-
   const ProcessIdentity& process() const { return process_; }
   std::string LogFileName() const;
 

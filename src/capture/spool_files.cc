@@ -61,9 +61,17 @@ std::string WriteSpoolFile(const std::string& dir, const std::string& name,
 
 void AppendSpoolLine(const std::string& dir, const std::string& name, const std::string& line) {
   const std::string path = dir + "/" + name;
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // O_NONBLOCK: someone else's FIFO under this name must not hang the job; then only a
+  // regular file of our own is written to.
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0)
     return;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    close(fd);
+    return;
+  }
   [[maybe_unused]] const int mode_set = fchmod(fd, 0644);
   WriteAll(fd, line + "\n");
   close(fd);

@@ -25,7 +25,9 @@ namespace expanse::capture {
 inline constexpr char kSegmentFormat[] = "expanse-trace-segment/1";
 
 struct SegmentLimits {
-  size_t max_events = 100000;
+  // About 35 MB of JSON at most (events of ~700 bytes with the longest names), within the
+  // sampler's 64 MiB cap, and a few tens of MB of memory in the process while it is written.
+  size_t max_events = 50000;
 };
 
 class TraceSegment {

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include "capture/activity_window.h"
+
 namespace expanse::capture {
 namespace {
 
@@ -17,8 +19,9 @@ bool Resolve(void* handle, const char* name, F& out, std::string& missing) {
   return true;
 }
 
+// Unsigned: wraps instead of overflowing whatever CUPTI reports.
 uint64_t Shift(uint64_t cupti_ns, int64_t offset_ns) {
-  return static_cast<uint64_t>(static_cast<int64_t>(cupti_ns) + offset_ns);
+  return cupti_ns + static_cast<uint64_t>(offset_ns);
 }
 
 const char* CopyDirection(uint8_t kind) {
@@ -105,9 +108,21 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
 }
 
 void NvtxRanges::Start(uint32_t id, std::string name, uint64_t start_ns) {
-  if (open_.size() >= kMaxOpenRanges)
-    open_.erase(open_.begin());
-  open_[id] = {std::move(name), start_ns};
+  while (open_.size() >= kMaxOpenRanges && !order_.empty()) {
+    open_.erase(order_.front());  // the oldest still open (a no-op when it has ended)
+    order_.pop_front();
+  }
+  open_[id] = {BoundedName(name), start_ns};
+  order_.push_back(id);
+  if (order_.size() > 2 * kMaxOpenRanges) {
+    // Ended ranges leave their ids behind in order_; drop the ones no longer open.
+    std::deque<uint32_t> live;
+    for (uint32_t open_id : order_) {
+      if (open_.count(open_id) != 0)
+        live.push_back(open_id);
+    }
+    order_ = std::move(live);
+  }
 }
 
 std::optional<std::pair<std::string, uint64_t>> NvtxRanges::End(uint32_t id) {

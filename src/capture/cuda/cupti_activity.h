@@ -8,6 +8,7 @@
 #include <cupti_activity.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -39,7 +40,8 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
                                                      std::string* error);
 
 // Pairs NVTX range starts with their ends (CUPTI reports them as two marker records sharing an
-// id). Bounded: past kMaxOpenRanges open ranges, the oldest are forgotten.
+// id). Bounded: past kMaxOpenRanges open ranges, the oldest are forgotten; names are cut to
+// kMaxNameBytes.
 class NvtxRanges {
  public:
   static constexpr size_t kMaxOpenRanges = 4096;
@@ -49,6 +51,7 @@ class NvtxRanges {
 
  private:
   std::map<uint32_t, std::pair<std::string, uint64_t>> open_;
+  std::deque<uint32_t> order_;  // ids in the order they started
 };
 
 // Decodes every record of one completed buffer, shifting CUPTI's timestamps by `offset_ns` to

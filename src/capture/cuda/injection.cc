@@ -61,7 +61,7 @@ uint64_t EnvMs(const char* name, uint64_t fallback, uint64_t low, uint64_t high)
 struct AgentState {
   CuptiActivityApi api;
   CaptureAgent* agent = nullptr;
-  int64_t offset_ns = 0;
+  std::atomic<int64_t> offset_ns{0};  // Unix ns - CUPTI ns, re-measured every tick
   pid_t owner = 0;
   std::chrono::milliseconds tick{1000};  // a window or trace never ends more than a tick late
   std::mutex decode_mu;  // NvtxRanges; CUPTI may complete buffers on more than one thread
@@ -71,6 +71,9 @@ struct AgentState {
   std::condition_variable wake;
   bool stopping = false;  // under mu
   bool stopped = false;   // under mu
+  // Set when the exit handler stopped waiting: the worker then makes no further call, since
+  // CUDA and CUPTI are being torn down around it.
+  std::atomic<bool> abandoned{false};
 };
 
 AgentState* g_state = nullptr;
@@ -99,18 +102,32 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffe
                               size_t valid) {
   if (buffer == nullptr)
     return;
-  if (InOwnerProcess()) {
-    std::lock_guard<std::mutex> lock(g_state->decode_mu);
-    DecodeActivityBuffer(g_state->api, buffer, valid, g_state->offset_ns, g_state->nvtx,
-                         [](const Activity& a) { g_state->agent->OnActivity(a); });
-    size_t dropped = 0;
-    if (g_state->api.GetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS &&
-        dropped > 0)
-      g_state->agent->OnDropped(dropped);
+  // Nothing may leave a CUPTI callback by exception (it would unwind through C, or terminate).
+  if (InOwnerProcess() && !g_state->abandoned.load()) {
+    try {
+      std::lock_guard<std::mutex> lock(g_state->decode_mu);
+      DecodeActivityBuffer(g_state->api, buffer, valid, g_state->offset_ns.load(), g_state->nvtx,
+                           [](const Activity& a) { g_state->agent->OnActivity(a); });
+      size_t dropped = 0;
+      if (g_state->api.GetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS &&
+          dropped > 0)
+        g_state->agent->OnDropped(dropped);
+    } catch (...) {
+    }
   }
   std::free(buffer);
   if (g_state != nullptr)
     g_state->buffers.fetch_sub(1);
+}
+
+// Unix time minus CUPTI's clock, so the agent's timestamps follow the wall clock as NTP moves
+// it. Returns false when CUPTI cannot say (the previous offset stays).
+bool MeasureOffset(AgentState& s) {
+  uint64_t cupti_now = 0;
+  if (s.api.GetTimestamp(&cupti_now) != CUPTI_SUCCESS)
+    return false;
+  s.offset_ns.store(static_cast<int64_t>(UnixNs()) - static_cast<int64_t>(cupti_now));
+  return true;
 }
 
 void* WorkerMain(void*) {
@@ -118,15 +135,28 @@ void* WorkerMain(void*) {
   std::unique_lock<std::mutex> lock(s.mu);
   while (!s.stopping) {
     s.wake.wait_for(lock, s.tick);
+    if (s.stopping)
+      break;
     lock.unlock();
-    if (const CUptiResult r = s.api.FlushAll(0); r != CUPTI_SUCCESS)
-      s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
-    s.agent->Tick();
+    try {
+      if (!MeasureOffset(s))
+        s.agent->Note("timestamp", "cuptiGetTimestamp failed: timestamps may drift");
+      if (const CUptiResult r = s.api.FlushAll(0); r != CUPTI_SUCCESS)
+        s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
+      s.agent->Tick();
+    } catch (...) {
+      // Out of memory, most likely: this window is lost, the job goes on.
+    }
     lock.lock();
   }
   lock.unlock();
-  s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  s.agent->Finish();
+  try {
+    if (!s.abandoned.load())
+      s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (!s.abandoned.load())
+      s.agent->Finish();
+  } catch (...) {
+  }
   lock.lock();
   s.stopped = true;
   s.wake.notify_all();
@@ -140,7 +170,8 @@ void AtExit() {
   std::unique_lock<std::mutex> lock(g_state->mu);
   g_state->stopping = true;
   g_state->wake.notify_all();
-  g_state->wake.wait_for(lock, std::chrono::seconds(2), [] { return g_state->stopped; });
+  if (!g_state->wake.wait_for(lock, std::chrono::seconds(2), [] { return g_state->stopped; }))
+    g_state->abandoned.store(true);
 }
 
 // The directory this library was loaded from: libcupti of the same CUPTI archive sits beside it.
@@ -187,9 +218,8 @@ void Start() {
   state->owner = getpid();
   state->tick = std::chrono::milliseconds(
       std::min<uint64_t>({1000, options.window_ms, options.trace_window_ms}));
-  uint64_t cupti_now = 0;
-  if (api->GetTimestamp(&cupti_now) == CUPTI_SUCCESS)
-    state->offset_ns = static_cast<int64_t>(UnixNs()) - static_cast<int64_t>(cupti_now);
+  if (!MeasureOffset(*state))
+    agent->Note("timestamp", "cuptiGetTimestamp failed: timestamps may be wrong");
   g_state = state;
 
   if (const CUptiResult r = api->RegisterCallbacks(BufferRequested, BufferCompleted);

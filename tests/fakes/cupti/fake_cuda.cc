@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "fake_cupti_scenario.h"
@@ -31,7 +32,7 @@ using expanse_fake_cupti::Call;
 using expanse_fake_cupti::Device;
 
 bool g_initialised = false;  // under the Call lock
-bool g_injected = false;     // under the Call lock: CUDA_INJECTION64_PATH handled
+bool g_injected = false;     // CUDA_INJECTION64_PATH handled (under cuInit's injection lock)
 
 // What the driver does with CUDA_INJECTION64_PATH at the first successful cuInit of a process:
 // load the library and call its InitializeInjection. A library that does not load, or has no
@@ -194,12 +195,16 @@ FAKE_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags) {
     if (error != 0)
       return call.Return(static_cast<CUresult>(error));
     g_initialised = true;
-    if (g_injected)
-      return call.Return(CUDA_SUCCESS);
-    g_injected = true;
   }
-  // Outside the lock: the injected library may call back into the driver.
-  LoadInjection();
+  // Outside the call lock (the injected library may call back into the driver), under one of
+  // its own: like the driver, a cuInit racing the first one returns only once the injection
+  // has finished.
+  static std::mutex injection_mu;
+  std::lock_guard<std::mutex> injection_lock(injection_mu);
+  if (!g_injected) {
+    g_injected = true;
+    LoadInjection();
+  }
   return CUDA_SUCCESS;
 }
 
