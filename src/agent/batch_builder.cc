@@ -104,11 +104,16 @@ void BatchBuilder::AddStacks(std::vector<wire::StackRecord> stacks) {
     stacks_.push_back(std::move(entry));
 }
 
+void BatchBuilder::AddCaptureAggregates(std::vector<wire::CaptureAggregateRecord> aggregates) {
+  for (wire::CaptureAggregateRecord& entry : aggregates)
+    captures_.push_back(std::move(entry));
+}
+
 BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::string_view payload,
                                                   std::string_view only_host) {
   Intake intake;
   if (kind != "gpu_series" && kind != "job_event" && kind != "gpu_allocation" &&
-      kind != "py_stacks") {
+      kind != "py_stacks" && kind != "capture_aggregates") {
     return intake;  // from a newer sampler
   }
   Result<nlohmann::json> json = wire::ParseJson(payload, SpoolRecordLimits());
@@ -154,6 +159,16 @@ BatchBuilder::Intake BatchBuilder::AddSpoolRecord(std::string_view kind, std::st
       return intake;
     allocations_.push_back(*std::move(allocation));
     ++intake.accepted;
+  } else if (kind == "capture_aggregates") {
+    const auto decode = [only_host](
+                            const nlohmann::json& value, const std::string& path,
+                            std::string_view reason) -> Result<wire::CaptureAggregateRecord> {
+      EXPANSE_ASSIGN_OR_RETURN(wire::CaptureAggregateRecord r,
+                               wire::DecodeCaptureAggregate(value, path, reason));
+      EXPANSE_RETURN_IF_ERROR(CheckHost(only_host, r.host, path));
+      return r;
+    };
+    TakeEach(*json, kind, decode, wire::kMaxBatchRecords, captures_, intake);
   } else {
     const auto decode = [only_host](const nlohmann::json& value, const std::string& path,
                                     std::string_view reason) -> Result<wire::StackRecord> {
@@ -178,6 +193,8 @@ void BatchBuilder::RenameJobs(
     apply(a.job_id);
   for (wire::StackRecord& s : stacks_)
     apply(s.job_id);
+  for (wire::CaptureAggregateRecord& c : captures_)
+    apply(c.job_id);
   for (wire::SeriesRecord& s : series_) {
     if (!s.device.starts_with("job/"))
       continue;
@@ -188,7 +205,7 @@ void BatchBuilder::RenameJobs(
 
 bool BatchBuilder::empty() const {
   return series_.empty() && jobs_.empty() && job_events_.empty() && allocations_.empty() &&
-         stacks_.empty();
+         stacks_.empty() && captures_.empty();
 }
 
 nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream) const {
@@ -202,6 +219,8 @@ nlohmann::json BatchBuilder::Render(uint64_t sequence, const std::string& stream
     doc["gpu_allocations"] = EncodeAll(allocations_);
   if (!stacks_.empty())
     doc["stacks"] = EncodeAll(stacks_);
+  if (!captures_.empty())
+    doc["capture_aggregates"] = EncodeAll(captures_);
   return doc;
 }
 

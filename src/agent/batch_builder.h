@@ -19,6 +19,7 @@
 
 #include "agent/job_events.h"
 #include "core/result.h"
+#include "wire/capture_records.h"
 #include "wire/records.h"
 
 namespace expanse::agent {
@@ -34,6 +35,8 @@ class BatchBuilder {
   void AddJob(wire::JobRecord job);
   // Folded Python stacks per job and window.
   void AddStacks(std::vector<wire::StackRecord> stacks);
+  // The capture agents' per-process windows (this host's sampler already checked them).
+  void AddCaptureAggregates(std::vector<wire::CaptureAggregateRecord> aggregates);
   // What AddSpoolRecord took of one record.
   struct Intake {
     uint64_t accepted = 0;  // elements added
@@ -44,10 +47,10 @@ class BatchBuilder {
     Status first_refusal;
   };
   // Adds what is valid of a worker's spool record, by kind ("gpu_series", "job_event",
-  // "gpu_allocation", "py_stacks"); kinds from a newer sampler are ignored (workers can be
-  // upgraded first). `only_host`, when not empty, is the host whose spool directory the record
-  // came from: a series or stack naming any other host is refused (reason "wrong_host"), so a
-  // worker cannot report GPUs or stacks for another node. Job events and allocations are not
+  // "gpu_allocation", "py_stacks", "capture_aggregates"); kinds from a newer sampler are ignored
+  // (workers can be upgraded first). `only_host`, when not empty, is the host whose spool directory
+  // the record came from: a series or stack naming any other host is refused (reason "wrong_host"),
+  // so a worker cannot report GPUs or stacks for another node. Job events and allocations are not
   // checked: they carry SLURM's NodeName (SLURMD_NODENAME), which a site may set apart from
   // the host's name. Never throws.
   Intake AddSpoolRecord(std::string_view kind, std::string_view payload,
@@ -72,6 +75,7 @@ class BatchBuilder {
   std::vector<wire::JobEventRecord> job_events_;
   std::vector<wire::GpuAllocationRecord> allocations_;
   std::vector<wire::StackRecord> stacks_;
+  std::vector<wire::CaptureAggregateRecord> captures_;
   size_t samples_ = 0;
 };
 

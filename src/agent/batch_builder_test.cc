@@ -174,6 +174,36 @@ TEST(BatchBuilderTest, RendersSectionsAndRenamesArrayTasks) {
   EXPECT_FALSE(doc.contains("jobs"));
 }
 
+// The capture agents' windows a worker's sampler spooled: taken by the wire's rules, refused
+// by path when bad or another host's, renamed like every other job id, rendered as their own
+// section.
+TEST(BatchBuilderTest, CaptureAggregatesAreCheckedAndRendered) {
+  const std::string aggregate = R"({"format":"expanse-capture-aggregate/1","job_id":"8",
+      "host":"w1","pid":77,"uid":1000,"window_start_ms":1000,"window_end_ms":11000,
+      "kernels":{"count":2,"gpu_ns":500,"top":[{"name":"gemm","count":2,"gpu_ns":500}]}})";
+  BatchBuilder batch;
+  EXPECT_EQ(Taken(batch.AddSpoolRecord("capture_aggregates", "[" + aggregate + "]", "w1")), 1u);
+  EXPECT_FALSE(batch.empty());
+  const BatchBuilder::Intake other_host =
+      batch.AddSpoolRecord("capture_aggregates", "[" + aggregate + "]", "w2");
+  EXPECT_EQ(other_host.refused, 1u);
+  EXPECT_EQ(other_host.first_refusal.reason(), "wrong_host");
+  json bad = json::parse(aggregate);
+  bad["kernels"]["count"] = 1;
+  const BatchBuilder::Intake refused =
+      batch.AddSpoolRecord("capture_aggregates", json::array({bad}).dump(), "w1");
+  EXPECT_EQ(refused.refused, 1u);
+  EXPECT_NE(refused.first_refusal.message().find("kernels.count"), std::string::npos)
+      << refused.first_refusal;
+  batch.RenameJobs([](const std::string& id) -> std::optional<std::string> {
+    return id == "8" ? std::optional<std::string>("7_1") : std::nullopt;
+  });
+  const json doc = batch.Render(1, "telemetry");
+  ASSERT_EQ(doc["capture_aggregates"].size(), 1u);
+  EXPECT_EQ(doc["capture_aggregates"][0]["job_id"], "7_1");
+  EXPECT_EQ(doc["capture_aggregates"][0]["kernels"]["top"][0]["name"], "gemm");
+}
+
 // The bytes of a batch with one element of every section, pinned: daemons already installed
 // send exactly this shape, and the server must keep reading it (docs/formats/ingest-batch.md).
 // A change here is a format change: version it, and keep the server reading both.

@@ -117,6 +117,7 @@ RoundReport ControllerRound::Round(bool final) {
   for (const auto& a : local.allocations)
     batch.AddAllocation(a);
   batch.AddStacks(local.stacks);
+  batch.AddCaptureAggregates(local.captures);
   Result<std::vector<slurm::JobInfo>> jobs =
       final ? Result<std::vector<slurm::JobInfo>>(std::vector<slurm::JobInfo>{})
             : slurm_.ListJobs();

@@ -95,8 +95,11 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
     // and the aggregates, never the daemon.
     if (Status dirs = PrepareCaptureDirectories(flags.control_dir); !dirs.ok())
       Log("in-process capture: " + dirs.message());
-    else if (settings->profiling_enable)
-      node.phase_b_control_dir = flags.control_dir;
+    else {
+      node.capture_control_dir = flags.control_dir;
+      if (settings->profiling_enable)
+        node.phase_b_control_dir = flags.control_dir;
+    }
     node.phase_b_log = Log;
   }
   if (settings->cupti_enable) {

@@ -1,5 +1,6 @@
 #include "agent/node_collector.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,14 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
     counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_, monotonic_);
   if (options_.dcgm)
     dcgm_ = std::make_unique<DcgmEnricher>(*options_.dcgm, clock_, monotonic_);
+  if (!options_.capture_control_dir.empty()) {
+    CaptureIntakeOptions capture;
+    capture.control_dir = options_.capture_control_dir;
+    capture.hostname = options_.hostname;
+    capture.segment_dir = options_.capture_control_dir + "/capture-ready";
+    capture.job_uid = [this](const std::string& job) { return JobUid(job); };
+    capture_ = std::make_unique<CaptureIntake>(std::move(capture));
+  }
   if (options_.py_stacks) {
     py_stacks_ = std::make_unique<PyStacksCollector>(*options_.py_stacks, clock_);
     py_stacks_->Start();
@@ -326,6 +335,12 @@ NodeCollection NodeCollector::Collect(bool final) {
       continue;
     for (auto& allocation : AllocationsFor(event))
       c.allocations.push_back(std::move(allocation));
+    if (event.kind == "start" && event.slurm_job_id != 0 && !event.user.empty()) {
+      // Kept after the job ends: its processes' last windows arrive after the Epilog.
+      if (job_users_.size() >= 10'000)
+        job_users_.erase(job_users_.begin());
+      job_users_[std::to_string(event.slurm_job_id)] = event.user;
+    }
     if (event.kind == "start") {
       std::lock_guard lock(buffer_mu_);
       // The new job's cgroup: read it from the next sample on, or as soon as slurmstepd makes it.
@@ -338,6 +353,11 @@ NodeCollection NodeCollector::Collect(bool final) {
     c.events.push_back(std::move(event));
   }
   bad_event_files_ = std::move(pending.bad);
+  if (capture_) {
+    CaptureScan scan = capture_->Scan(clock_.NowMs());
+    c.captures = std::move(scan.aggregates);
+    c.capture_files = std::move(scan.aggregate_files);
+  }
 
   // After the events, so a job that started since the last collection is already allocated.
   const GpuUseResult use =
@@ -370,7 +390,32 @@ NodeCollection NodeCollector::Collect(bool final) {
   return c;
 }
 
+nlohmann::json NodeCollector::CaptureStats() const {
+  if (!capture_)
+    return nullptr;
+  return {{"phase_b_triggers", phase_b_triggers_},
+          {"refused", capture_->refused()},
+          {"segments_dropped", capture_->segments_dropped()},
+          {"problems", capture_->problems()}};
+}
+
+std::optional<uid_t> NodeCollector::JobUid(const std::string& job_number) const {
+  auto it = job_users_.find(job_number);
+  if (it == job_users_.end())
+    return std::nullopt;
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getpwnam_r(it->second.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+      found == nullptr)
+    return std::nullopt;
+  return found->pw_uid;
+}
+
 void NodeCollector::Commit(const NodeCollection& collection) {
+  if (capture_)
+    capture_->Commit(
+        CaptureScan{.aggregates = {}, .aggregate_files = collection.capture_files, .segments = {}});
   for (const std::string& file : collection.event_files) {
     unlink((options_.events_dir + "/" + file).c_str());
     in_flight_.erase(file);

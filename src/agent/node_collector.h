@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/capture_intake.h"
 #include "agent/counter_helper.h"
 #include "agent/dcgm_enricher.h"
 #include "agent/escalation_policy.h"
@@ -62,18 +63,24 @@ struct NodeCollectorOptions {
   // escalation is off). A trigger that cannot be written goes to `phase_b_log`, once per cause.
   std::string phase_b_control_dir;
   std::function<void(const std::string&)> phase_b_log;
+  // The capture agents' spool (<capture_control_dir>/capture, capture_intake.h), read at each
+  // collection; "" = not (in-process capture off).
+  std::string capture_control_dir;
 };
 
 // One collection, ready to hand on.
 struct NodeCollection {
   std::vector<wire::SeriesRecord> series;
-  std::vector<wire::StackRecord> stacks;  // closed windows
+  std::vector<wire::StackRecord> stacks;               // closed windows
+  std::vector<wire::CaptureAggregateRecord> captures;  // the capture agents' windows
+  std::vector<std::string> capture_files;              // to delete on Commit
   std::vector<JobEvent> events;
   std::vector<wire::GpuAllocationRecord> allocations;
   std::vector<std::string> event_files;  // to delete on Commit
   size_t samples = 0;
   bool empty() const {
-    return series.empty() && events.empty() && allocations.empty() && stacks.empty();
+    return series.empty() && events.empty() && allocations.empty() && stacks.empty() &&
+           captures.empty();
   }
 };
 
@@ -99,6 +106,9 @@ class NodeCollector {
   nlohmann::json CuptiStats() const;
   // Phase B trace windows asked of capture agents so far.
   uint64_t PhaseBTriggers() const { return phase_b_triggers_; }
+  // The capture spool's intake, when in-process capture is on: Phase B triggers written,
+  // refusals by reason, segments dropped for space, the latest problems; null when off.
+  nlohmann::json CaptureStats() const;
   // The dcgm capability and the enrichment's counts, when dcgmi is used.
   std::optional<Capability> DcgmCapability() const;
   nlohmann::json DcgmStats() const;
@@ -151,6 +161,10 @@ class NodeCollector {
   EscalationPolicy escalation_;
   void Escalate();
   uint64_t phase_b_triggers_ = 0;
+  std::unique_ptr<CaptureIntake> capture_;
+  // SLURM's job number -> the job's user, from start events (bounded): who may spool for it.
+  std::map<std::string, std::string> job_users_;
+  std::optional<uid_t> JobUid(const std::string& job_number) const;
   std::set<std::string> phase_b_errors_;  // causes already logged
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).

@@ -1,6 +1,8 @@
 #include "agent/node_collector.h"
 
+#include <pwd.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -98,6 +100,48 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
               ::testing::HasSubstr(R"("until_ms":)" + std::to_string(clock_.NowMs() + 60000)));
   EXPECT_EQ(collector.PhaseBTriggers(), 1u);
   EXPECT_TRUE(logged.empty());
+}
+
+// The capture agents' spool is read at each collection: a window of a job this node runs, by
+// that job's user, is collected and deleted on commit; one of a job the node never started is
+// refused.
+TEST_F(NodeCollectorTest, CaptureAgentWindowsAreCollectedForTheJobsUser) {
+  const std::string control = dir_ + "/control";
+  ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
+  options_.capture_control_dir = control;
+  struct passwd* me = getpwuid(getuid());
+  ASSERT_NE(me, nullptr);
+  auto aggregate = [&](const std::string& job) {
+    const std::string name = "agg-" + job + "-n1-77-1800000010000.json";
+    std::ofstream(control + "/capture/" + name)
+        << R"({"format":"expanse-capture-aggregate/1","job_id":")" << job
+        << R"(","host":"n1","pid":77,"uid":)" << getuid()
+        << R"(,"window_start_ms":1800000000000,"window_end_ms":1800000010000,)"
+        << R"("kernels":{"count":1,"gpu_ns":9,"top":[{"name":"gemm","count":1,"gpu_ns":9}]}})";
+    return control + "/capture/" + name;
+  };
+  NodeCollector collector(options_, clock_);
+  JobEvent start;
+  start.kind = "start";
+  start.job_id = "7";
+  start.slurm_job_id = 7;
+  start.host = "n1";
+  start.at_ms = clock_.NowMs();
+  start.user = me->pw_name;
+  ASSERT_TRUE(WriteJobEvent(options_.events_dir, start).ok());
+  collector.Commit(collector.Collect());  // the start event: job 7 is this user's
+  const std::string mine = aggregate("7");
+  const std::string stranger = aggregate("9");
+  NodeCollection c = collector.Collect();
+  ASSERT_EQ(c.captures.size(), 1u);
+  EXPECT_EQ(c.captures[0].job_id, "7");
+  EXPECT_EQ(c.captures[0].top_kernels[0].name, "gemm");
+  EXPECT_FALSE(c.empty());
+  EXPECT_TRUE(std::filesystem::exists(mine));  // until committed
+  collector.Commit(c);
+  EXPECT_FALSE(std::filesystem::exists(mine));
+  EXPECT_FALSE(std::filesystem::exists(stranger));  // quarantined
+  EXPECT_EQ(collector.CaptureStats()["refused"]["not_the_jobs_user"], 1);
 }
 
 TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {

@@ -77,6 +77,22 @@ class SamplerLoop {
     for (const wire::GpuAllocationRecord& a : c.allocations)
       Add("gpu_allocation", DumpJson(wire::Encode(a)));
     AddStacks(c.stacks);
+    // The capture agents' windows, a few KiB each: one record of at most ~4 MiB per chunk.
+    nlohmann::json captures = nlohmann::json::array();
+    size_t capture_bytes = 0;
+    for (const wire::CaptureAggregateRecord& r : c.captures) {
+      nlohmann::json entry = wire::Encode(r);
+      const size_t size = DumpJson(entry).size() + 1;
+      if (!captures.empty() && capture_bytes + size > kStacksRecordBytes) {
+        Add("capture_aggregates", DumpJson(captures));
+        captures = nlohmann::json::array();
+        capture_bytes = 0;
+      }
+      captures.push_back(std::move(entry));
+      capture_bytes += size;
+    }
+    if (!captures.empty())
+      Add("capture_aggregates", DumpJson(captures));
     pending_.push_back(std::move(c));
 
     const Status flushed = writer_->Flush(force);
@@ -132,6 +148,7 @@ class SamplerLoop {
                              {"py_stacks", collector_.PyStacksStats()},
                              {"cupti", collector_.CuptiStats()},
                              {"dcgm", collector_.DcgmStats()},
+                             {"capture", collector_.CaptureStats()},
                              {"live_bursts", bursts_.Stats()},
                              {"spool",
                               {{"records_written", counters.records_written},
