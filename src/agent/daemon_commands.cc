@@ -205,6 +205,7 @@ int RunHookCommand(const HookCommandOptions& hook, const DaemonOptions& flags, H
         b.sampler_args.insert(b.sampler_args.end(), {"--nvml-library", flags.backend.nvml_library});
       }
       b.state_dir = flags.state_dir + "/sampler";
+      b.control_dir = flags.control_dir;
       b.user = flags.user;
       b.log_file = flags.state_dir + "/sampler.log";
       b.shared_prefix = flags.shared_prefix;

@@ -68,18 +68,30 @@ std::string RunHook(const HookOptions& options, const std::map<std::string, std:
     return "";
   }
   if (options.kind == "taskprolog") {
-    if (options.agent_library.empty())
-      return "";
+    // A task inherits its launcher's environment: srun in a batch script passes on what the
+    // batch step's TaskProlog exported on the first node, which names that node's agent (and
+    // its libcupti for NVTX). Ours is replaced or withdrawn here; a job's own tool is left be.
+    const auto inherited = env.find("CUDA_INJECTION64_PATH");
+    const bool inherited_ours =
+        inherited != env.end() && inherited->second.ends_with("/libexpanse-agent.so");
+    if (inherited != env.end() && !inherited->second.empty() && !inherited_ours)
+      return "";  // the job's own profiler (Nsight, compute-sanitizer) wins
+    const std::string unset_cuda = inherited_ours ? "unset CUDA_INJECTION64_PATH\n" : "";
+    const auto nvtx = env.find("NVTX_INJECTION64_PATH");
+    const std::string unset_nvtx =
+        nvtx != env.end() && nvtx->second.find("/lib/cupti-nodes/") != std::string::npos
+            ? "unset NVTX_INJECTION64_PATH\n"
+            : "";
     struct stat st {};
-    const std::string marker = options.control_dir + "/" + kDisableMarkerName;
-    if (stat(marker.c_str(), &st) == 0)
-      return "";  // disabled on this node
-    if (stat(options.agent_library.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      return "";
-    if (!SafeExportValue(options.agent_library) || !SafeExportValue(options.control_dir))
-      return "";
+    const bool inject = !options.agent_library.empty() &&
+                        stat((options.control_dir + "/" + kDisableMarkerName).c_str(), &st) != 0 &&
+                        stat(options.agent_library.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                        SafeExportValue(options.agent_library) &&
+                        SafeExportValue(options.control_dir);
+    if (!inject)
+      return unset_cuda + unset_nvtx;  // off, disabled on this node, or no agent here
     // The agent finds its triggers and spool under the node's control directory.
-    return "export CUDA_INJECTION64_PATH=" + options.agent_library +
+    return unset_nvtx + "export CUDA_INJECTION64_PATH=" + options.agent_library +
            "\nexport EXPANSE_CONTROL_DIR=" + options.control_dir + "\n";
   }
   log("unknown hook kind '" + options.kind + "'");

@@ -106,6 +106,30 @@ TEST_F(HookTest, TaskPrologExportsOnlyWhenEnabledAndPresent) {
   EXPECT_EQ(RunHook(options_, {}, clock_), "");  // node-local opt-out
 }
 
+// srun passes the batch step's environment on to tasks on other nodes: an agent path exported
+// on the first node is replaced by this node's, or withdrawn where this node injects none; a
+// job's own injection tool is never touched.
+TEST_F(HookTest, TaskPrologReplacesAnInheritedAgentAndLeavesAJobsOwnToolAlone) {
+  options_.kind = "taskprolog";
+  options_.agent_library = dir_ + "/cupti-nodes/n2/lib/libexpanse-agent.so";
+  std::filesystem::create_directories(dir_ + "/cupti-nodes/n2/lib");
+  std::ofstream(options_.agent_library) << "elf";
+  const std::map<std::string, std::string> from_n1 = {
+      {"CUDA_INJECTION64_PATH", "/srv/expanse/lib/cupti-nodes/n1/lib/libexpanse-agent.so"},
+      {"NVTX_INJECTION64_PATH", "/srv/expanse/lib/cupti-nodes/n1/lib/libcupti.so.13"}};
+  EXPECT_EQ(RunHook(options_, from_n1, clock_),
+            "unset NVTX_INJECTION64_PATH\nexport CUDA_INJECTION64_PATH=" + options_.agent_library +
+                "\nexport EXPANSE_CONTROL_DIR=" + options_.control_dir + "\n");
+  std::filesystem::create_directories(options_.control_dir);
+  std::ofstream(options_.control_dir + "/disabled") << "";
+  EXPECT_EQ(RunHook(options_, from_n1, clock_),
+            "unset CUDA_INJECTION64_PATH\nunset NVTX_INJECTION64_PATH\n");
+  std::filesystem::remove(options_.control_dir + "/disabled");
+  const std::map<std::string, std::string> nsight = {
+      {"CUDA_INJECTION64_PATH", "/opt/nvidia/nsight-systems/target/libToolsInjection64.so"}};
+  EXPECT_EQ(RunHook(options_, nsight, clock_), "");
+}
+
 TEST_F(HookTest, ReadJobEventsSkipsAndReportsBadFiles) {
   std::filesystem::create_directories(options_.events_dir);
   std::ofstream(options_.events_dir + "/1-garbage-start.json") << "{not json";

@@ -225,6 +225,16 @@ SamplerStartPlan StartSampler(const BootstrapOptions& options, Host& host) {
     for (const std::string& name : *names)
       (void)host.SetOwner(options.state_dir + "/" + name, account->uid, account->gid);
   };
+  // The control directory likewise: the account's sampler makes the capture spool and the
+  // Phase B triggers in it. A directory someone else than root owns is left as it is.
+  auto give_control_to_account = [&] {
+    if (options.control_dir.empty() || !host.MakeDirectories(options.control_dir, 0755).ok())
+      return;
+    const std::optional<FileInfo> control = host.LinkStat(options.control_dir);
+    if (account && control && control->uid == 0)
+      (void)host.SetOwner(options.control_dir, account->uid, account->gid);
+  };
+  give_control_to_account();
   if (SystemdRuns(host) && EnsureSamplerUnit(options.binary, host)) {
     give_state_to_account();
     SubprocessOptions restart;

@@ -31,8 +31,11 @@ struct BootstrapOptions {
   std::string binary;                     // <prefix>/bin/expanse-daemon
   std::vector<std::string> sampler_args;  // after the binary: --role sampler ...
   std::string state_dir;                  // node-local, e.g. /var/lib/expanse/sampler
-  std::string user;                       // run the sampler as this account ("" = as the caller)
-  std::string log_file;                   // the sampler's stdout/stderr when spawned directly
+  // The node-local control directory (disable marker, capture spool, Phase B triggers): made
+  // for the account when missing, or when root has it, so the sampler can prepare it.
+  std::string control_dir;
+  std::string user;      // run the sampler as this account ("" = as the caller)
+  std::string log_file;  // the sampler's stdout/stderr when spawned directly
   // When set, the node's CUPTI build is brought up to date from the shared mount first
   // (<prefix>/lib/cupti-artifacts → <prefix>/lib/cupti-nodes/<hostname>).
   std::string shared_prefix;

@@ -65,6 +65,24 @@ TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount)
   }
 }
 
+// The control directory is made for the account (its sampler makes the capture spool and the
+// Phase B triggers there); one an operator's account owns is left alone.
+TEST_F(SamplerBootstrapTest, TheControlDirectoryIsTheAccountsUnlessSomeoneElseHasIt) {
+  options_.control_dir = "/var/lib/expanse/control";
+  StartSampler(options_, host_);
+  std::optional<FileInfo> control = host_.Stat(options_.control_dir);
+  ASSERT_TRUE(control.has_value());
+  EXPECT_EQ(control->type, FileInfo::Type::kDirectory);
+  EXPECT_EQ(control->uid, 990u);
+
+  MemoryHost other;
+  other.AddUser({"expanse", 990, 991});
+  ASSERT_TRUE(other.MakeDirectories(options_.control_dir, 0755).ok());
+  ASSERT_TRUE(other.SetOwner(options_.control_dir, 1234, 1234).ok());
+  StartSampler(options_, other);
+  EXPECT_EQ(other.Stat(options_.control_dir)->uid, 1234u);
+}
+
 TEST_F(SamplerBootstrapTest, AnUnknownAccountStartsNothing) {
   options_.user = "nobody-here";
   EXPECT_EQ(StartSampler(options_, host_).how, SamplerStart::kNone);

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The in-process capture agent on the real SLURM cluster. TaskProlog (`hook taskprolog
+# --inject-agent`) exports each worker's own agent, <prefix>/lib/cupti-nodes/<host>/lib/
+# libexpanse-agent.so, to a real Python job; the job loads libcuda.so.1 (the fake driver, which
+# injects CUDA_INJECTION64_PATH at cuInit as the real one does) and the agent reads the fake
+# libcupti's Activity API (tests/fakes/cupti, a training loop per the node's scenario). Proves:
+#   - the agent's window aggregates reach the server from both workers, through each sampler's
+#     capture intake and the controller's batches: GET …/jobs/<job>/capture names the kernels;
+#   - a job GPU going idle (fake NVML 91 % -> 0 %) makes the sampler write a Phase B trigger and
+#     the agents on that node record a trace segment, which the intake accepts;
+#   - the disable marker on one worker stops injection for tasks started afterwards there only;
+#   - a job whose agent finds no usable libcupti runs to completion with the same output.
+source "$(dirname "$0")/../lib/testlib.sh"
+BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
+source "$(dirname "$0")/../lib/daemon_cluster.sh"
+agent="$(ls "$BUILD"/cupti/*/lib/libexpanse-agent.so | head -1)"
+[[ -f "$agent" ]] || fail "no libexpanse-agent.so in $BUILD/cupti (is a CUDA toolkit installed?)"
+dc_setup
+
+# Each worker's own CUPTI build, as its sampler bootstrap leaves it, holding the agent.
+for w in $EXPANSE_TC_WORKERS; do
+  mkdir -p "$prefix/lib/cupti-nodes/$w/lib"
+  cp "$agent" "$prefix/lib/cupti-nodes/$w/lib/libexpanse-agent.so"
+done
+cat >"$DIR/taskprolog" <<HOOK
+#!/bin/bash
+"$prefix/bin/expanse-daemon" hook taskprolog --shared-prefix $prefix --inject-agent || true
+exit 0
+HOOK
+chmod 755 "$DIR/taskprolog"
+printf 'TaskProlog=%s\n' "$DIR/taskprolog" >>"$SLURM_CONF"
+"$TESTCLUSTER" reconfigure
+
+uuid() { printf 'GPU-0000000%d-0000-4000-8000-0000000000%02x' "$1" "$2"; }
+n=0
+for w in $EXPANSE_TC_WORKERS; do
+  n=$((n + 1))
+  read -r lo hi < <(dc_minors "$w")
+  dc_gpu_scenario "$w" "[
+    {\"uuid\": \"$(uuid $n "$hi")\", \"minor\": $hi, \"sm_util\": 91},
+    {\"uuid\": \"$(uuid $n "$lo")\", \"minor\": $lo, \"sm_util\": 91}]"
+  # The GPU's work as CUPTI reports it: a GEMM, a copy in, a synchronisation, an NVTX step.
+  "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-cupti.json" <<JSON
+{"devices": [{"uuid": "$(uuid $n "$lo")"}],
+ "activity": {"loop_ms": 100, "loop": [
+   {"kind": "kernel", "name": "ampere_bf16_gemm_$w", "duration_us": 4000, "grid": [132, 1, 1], "block": [256, 1, 1]},
+   {"kind": "memcpy", "copy": "htod", "bytes": 1048576, "duration_us": 200},
+   {"kind": "sync", "type": "device", "duration_us": 5000},
+   {"kind": "nvtx_range", "name": "train_step", "duration_us": 9500}]}}
+JSON
+done
+cleanup_capture() {
+  for w in $EXPANSE_TC_WORKERS; do
+    "$TESTCLUSTER" exec "$w" -- bash -c 'rm -rf /etc/expanse/fake-cupti.json /var/lib/expanse/control/disabled \
+      /var/lib/expanse/control/capture-ready /var/lib/expanse/control/capture-quarantine \
+      /var/lib/expanse/control/phase-b/* /var/lib/expanse/control/capture/*' || true
+  done
+  dc_cleanup
+}
+trap cleanup_capture EXIT
+dc_controller_start
+
+# The job: real Python, as a CUDA framework starts (dlopen libcuda, cuInit), then "trains".
+cat >"$DIR/train.py" <<'PY'
+import ctypes, hashlib, os, sys, time
+seconds = float(sys.argv[1])
+stop = sys.argv[2] if len(sys.argv) > 2 else None  # ends early once this file exists
+cuda = ctypes.CDLL("libcuda.so.1")
+rc = cuda.cuInit(0)
+digest = hashlib.sha256()
+end = time.time() + seconds
+while time.time() < end and not (stop and os.path.exists(stop)):
+    digest.update(b"step")
+    time.sleep(0.05)
+print(f"rank {os.environ.get('SLURM_PROCID')} cuInit={rc} injected={'yes' if os.environ.get('CUDA_INJECTION64_PATH') else 'no'}", flush=True)
+PY
+job_env="LD_LIBRARY_PATH=$BUILD/fakes/cupti"
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o "$DIR/train-%j.out" \
+  --wrap "srun -N 2 --ntasks-per-node=1 env $job_env python3 $DIR/train.py 200 $DIR/train.stop")"
+
+# Aggregates from both workers reach the server's capture summary of the job.
+capture() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/capture"; }
+both_hosts() { capture | jq_holds '[.processes[].host] | unique | length == 2'; }
+if ! (wait_until 90 "capture windows of job $job from both workers" both_hosts); then
+  fail "capture of job $job: $(capture | head -c 600); samplers' health: $(for w in $EXPANSE_TC_WORKERS; do cat "$prefix/spool/$w/"*health* 2>/dev/null | jq -c .capture; done)"
+fi
+summary="$(capture)"
+for w in "$w1" "$w2"; do
+  assert_match "ampere_bf16_gemm_$w" "$(jq -r '[.kernels.top[].name] | join(",")' <<<"$summary")" \
+    "the kernel of $w's job process among the job's top kernels"
+done
+assert_eq 0 "$(jq '.kernels.top | map(select(.gpu_ns != .count * 4000000)) | length' <<<"$summary")" \
+  "every top kernel's GPU time is 4 ms per launch"
+assert_eq "$(jq '.kernels.count' <<<"$summary")" "$(jq '.memcpy.htod.count' <<<"$summary")" \
+  "one host-to-device copy per GEMM"
+assert_eq "$(jq '.memcpy.htod.count * 1048576' <<<"$summary")" "$(jq '.memcpy.htod.bytes' <<<"$summary")" \
+  "copied bytes"
+assert_eq "$(jq '.kernels.count' <<<"$summary")" "$(jq '.nvtx.ranges[] | select(.name == "train_step") | .count' <<<"$summary")" \
+  "one NVTX train_step per GEMM"
+pass "job $job: the agents' kernels, copies, syncs and NVTX ranges reach the server from both workers"
+
+# The job's GPU on w1 goes idle: w1's sampler escalates it and asks the job's agents there for
+# a trace window, which the intake accepts.
+read -r lo hi < <(dc_minors "$w1")
+dc_gpu_scenario "$w1" "[
+  {\"uuid\": \"$(uuid 1 "$hi")\", \"minor\": $hi, \"sm_util\": 91},
+  {\"uuid\": \"$(uuid 1 "$lo")\", \"minor\": $lo, \"sm_util\": 0}]"
+segment_ready() { "$TESTCLUSTER" exec "$w1" -- bash -c "ls /var/lib/expanse/control/capture-ready/seg-$1-* 2>/dev/null | head -1"; }
+segment_of_job() { [[ -n "$(segment_ready "$job")" ]]; }
+if ! (wait_until 60 "a Phase B segment of job $job on $w1" segment_of_job); then
+  fail "no segment on $w1: trigger $("$TESTCLUSTER" exec "$w1" -- cat "/var/lib/expanse/control/phase-b/$job" 2>&1); spool $("$TESTCLUSTER" exec "$w1" -- ls -la /var/lib/expanse/control/capture 2>&1 | tr '\n' ';')"
+fi
+trigger="$("$TESTCLUSTER" exec "$w1" -- cat "/var/lib/expanse/control/phase-b/$job")"
+assert_eq gpu_idle "$(jq -r .reason <<<"$trigger")" "the trigger's reason"
+assert_eq "$(uuid 1 "$lo")" "$(jq -r '.gpus[0]' <<<"$trigger")" "the trigger's GPU (the job's, gone idle)"
+seg="$(segment_ready "$job")"
+doc="$("$TESTCLUSTER" exec "$w1" -- cat "$seg")"
+assert_eq "$(jq -r .id <<<"$trigger")" "$(jq -r .otherData.trigger.id <<<"$doc")" "the segment's trigger"
+assert_match "ampere_bf16_gemm_$w1" "$(jq -r '[.traceEvents[] | select(.cat == "kernel") | .name] | unique | join(",")' <<<"$doc")" \
+  "kernels in the segment"
+assert_eq true "$(jq '[.traceEvents[] | select(.ph == "X")] | length > 10' <<<"$doc")" "events in the segment"
+pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment accepted by $w1's intake"
+touch "$DIR/train.stop"
+wait_job_done "$job" 120
+assert_eq COMPLETED "$(job_state "$job")" "job $job with the agent injected"
+assert_eq 2 "$(grep -c 'cuInit=0 injected=yes' "$DIR/train-$job.out")" "both ranks ran with the agent"
+
+# The disable marker on w2: a task started there afterwards gets no agent; w1's still does.
+"$TESTCLUSTER" exec "$w2" -- touch /var/lib/expanse/control/disabled
+job2="$(submit -N 2 -w "$w1,$w2" -o "$DIR/train-%j.out" \
+  --wrap "srun -N 2 --ntasks-per-node=1 -l env $job_env python3 $DIR/train.py 2")"
+wait_job_done "$job2" 90
+assert_eq COMPLETED "$(job_state "$job2")" "job $job2"
+assert_match '^0: rank 0 cuInit=0 injected=yes$' "$(grep '^0:' "$DIR/train-$job2.out")" "rank 0 on $w1 injected"
+assert_match '^1: rank 1 cuInit=0 injected=no$' "$(grep '^1:' "$DIR/train-$job2.out")" "rank 1 on $w2, disabled, not injected"
+"$TESTCLUSTER" exec "$w2" -- rm -f /var/lib/expanse/control/disabled
+pass "the disable marker stops injection on $w2 only, for tasks started after it"
+
+# An agent without a usable libcupti (only the fake libcuda on the library path, and an
+# override that is not a library): the job runs to completion with the output it has without
+# the agent.
+mkdir -p "$DIR/only-cuda"
+ln -sf "$BUILD/fakes/cupti/libcuda.so.1" "$DIR/only-cuda/libcuda.so.1"
+echo "not a library" >"$DIR/only-cuda/not-cupti.so"
+job3="$(submit -N 1 -w "$w1" -o "$DIR/train-%j.out" \
+  --wrap "srun env LD_LIBRARY_PATH=$DIR/only-cuda EXPANSE_AGENT_CUPTI=$DIR/only-cuda/not-cupti.so python3 $DIR/train.py 2")"
+wait_job_done "$job3" 90
+assert_eq COMPLETED "$(job_state "$job3")" "job $job3 whose agent cannot capture"
+assert_eq "rank 0 cuInit=0 injected=yes" "$(cat "$DIR/train-$job3.out")" "job $job3's output"
+log="$("$TESTCLUSTER" exec "$w1" -- bash -c "cat /var/lib/expanse/control/capture/agent-$job3-*.log 2>/dev/null")"
+assert_match 'capture off: no usable libcupti|not captured: cuptiActivityEnable' "$log" "the agent's note of why it captured nothing"
+dc_assert_no_drain
+pass "capture agent on the cluster: aggregates, Phase B, the disable marker, a job unaltered without libcupti"
