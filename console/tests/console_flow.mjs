@@ -216,6 +216,10 @@ try {
   assert.match(await page.locator('#top-frames').innerText(), /train\.py:load_batch/);
   assert.ok(await page.locator('.flame .flame-frame').count() >= 3, 'the flame graph has frames');
   ok('the job page shows the job\'s Python stacks: top frames and a flame graph');
+  // This job loads no CUDA: the capture agent's section answers, and says it has nothing.
+  await page.locator('#capture').waitFor();
+  assert.match(await page.locator('#capture').innerText(), /No CUDA activity was captured for this job/);
+  ok('the job page shows the capture agent\'s section (nothing captured for a job without CUDA)');
 
   await page.getByLabel('Metric').selectOption('gpu.mem_used_mib');
   await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
+import {bytes, captureRows, nanos, shortKernel} from '../src/capture.js';
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
@@ -287,4 +288,40 @@ test('alert rules are worded as the operator set them', () => {
   assert.equal(ruleAction({action: 'scancel', action_grace_s: 1800, action_dry_run: true}),
     'scancel after 30 min (dry run)');
   assert.equal(VERDICTS.length, 10);
+});
+
+test('capture summary rows: kernels with their share of GPU time, copies, syncs, NVTX', () => {
+  const summary = {
+    windows: 3, truncated: false, dropped_records: 0,
+    processes: [{host: 'w1', pid: 1}, {host: 'w2', pid: 2}],
+    kernels: {count: 63, gpu_ns: 150e6,
+      top: [{name: 'void gemm<float, 128>(float*)', count: 60, gpu_ns: 120e6}, {name: 'relu', count: 1, gpu_ns: 500e3}],
+      other: {count: 2, gpu_ns: 29.5e6}},
+    memcpy: {htod: {count: 4, bytes: 4 * 1048576, gpu_ns: 4000}},
+    memset: {count: 0, bytes: 0, gpu_ns: 0},
+    sync: {device: {count: 6, wall_ns: 9e6}},
+    nvtx: {ranges: [{name: 'step', count: 3, wall_ns: 27e6}], marks: 3},
+  };
+  const rows = captureRows(summary);
+  assert.equal(rows.empty, false);
+  assert.equal(rows.headline, '63 kernels, 150.0 ms of GPU time, from 2 processes on 2 hosts (3 windows)');
+  assert.deepEqual(rows.kernels[0], [{text: 'void gemm<…>', title: 'void gemm<float, 128>(float*)'}, '60', '120.0 ms', '80.0 %']);
+  assert.deepEqual(rows.kernels[1], [{text: 'relu', title: 'relu'}, '1', '500 µs', '0.3 %']);
+  assert.equal(rows.kernels[2][0].text, 'other kernels');
+  assert.deepEqual(rows.copies, [[{text: 'host → device', title: 'htod'}, '4', '4.0 MiB', '4 µs']]);
+  assert.deepEqual(rows.syncs, [[{text: 'cudaDeviceSynchronize', title: 'device'}, '6', '9.0 ms']]);
+  assert.deepEqual(rows.ranges, [[{text: 'step', title: 'step'}, '3', '27.0 ms']]);
+  assert.equal(captureRows({windows: 0}).empty, true);
+  assert.equal(captureRows({...summary, truncated: true, dropped_records: 5}).headline,
+    '63 kernels, 150.0 ms of GPU time, from 2 processes on 2 hosts (3 windows, the oldest only); 5 records dropped by CUPTI');
+});
+
+test('capture formats: durations from nanoseconds, byte sizes, kernel names', () => {
+  assert.equal(nanos(850e3), '850 µs');
+  assert.equal(nanos(3.2e9), '3.2 s');
+  assert.equal(nanos(3725e9), '1 h 2 min');
+  assert.equal(nanos(undefined), '—');
+  assert.equal(bytes(512), '512 B');
+  assert.equal(bytes(1536), '1.5 KiB');
+  assert.equal(shortKernel('x'.repeat(80)).length, 58);
 });

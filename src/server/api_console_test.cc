@@ -85,6 +85,7 @@ TEST_F(ConsoleTest, EveryLinkedAssetAndImportedModuleIsServed) {
   }
   EXPECT_TRUE(seen.contains("pages/job.js"));
   EXPECT_TRUE(seen.contains("verdict_ribbon.js"));
+  EXPECT_TRUE(seen.contains("capture.js"));
   EXPECT_TRUE(seen.contains("pages/efficiency.js"));
   EXPECT_TRUE(seen.contains("efficiency.js"));
   EXPECT_TRUE(seen.contains("vendor/uPlot.iife.min.js"));

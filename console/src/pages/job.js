@@ -1,11 +1,13 @@
 // One job: requested against used, its GPUs and hosts, its verdicts (a table, and a ribbon of
 // their intervals over the timeline), per-GPU timelines of a chosen metric (downsampled by the
-// server to about one point per pixel), its Prolog/Epilog events, and its Python stacks (top
-// frames and a flame graph) when it has any.
+// server to about one point per pixel), its Prolog/Epilog events, what its processes did on
+// their GPUs (the capture agent's kernels, copies, syncs and NVTX ranges), and its Python stacks
+// (top frames and a flame graph) when it has any.
 import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
+import {captureRows} from '../capture.js';
 import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
 import {drawRibbon} from '../verdict_ribbon.js';
@@ -108,6 +110,31 @@ async function stacksSection(compute, job) {
     h('h3', {}, 'Flame graph'), flameGraph(s.stacks));
 }
 
+function captureTable(id, caption, headings, rows) {
+  return h('table', {class: 'data compact', id},
+    h('caption', {}, caption),
+    h('thead', {}, h('tr', {}, headings.map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', {}, rows.map(([name, ...cells]) => h('tr', {},
+      h('td', {}, h('code', {title: name.title}, name.text)), ...cells.map((c) => h('td', {}, c))))));
+}
+
+// What the job's processes did on their GPUs, from the in-process capture agent: the kernels
+// that took the GPU time, copies, time waiting in synchronisation, NVTX ranges.
+async function captureSection(compute, job) {
+  const rows = captureRows(await api.get(path`/api/v1/computes/${compute}/jobs/${job}/capture`));
+  const heading = h('h2', {id: 'capture-heading'}, 'GPU activity (capture agent)');
+  if (rows.empty) {
+    return h('section', {id: 'capture', 'aria-labelledby': 'capture-heading'}, heading,
+      h('p', {class: 'muted'}, 'No CUDA activity was captured for this job.'));
+  }
+  return h('section', {id: 'capture', 'aria-labelledby': 'capture-heading'}, heading,
+    h('p', {}, rows.headline),
+    captureTable('capture-kernels', 'Top kernels', ['Kernel', 'Launches', 'GPU time', 'Share'], rows.kernels),
+    rows.copies.length ? captureTable('capture-copies', 'Copies', ['Direction', 'Count', 'Bytes', 'GPU time'], rows.copies) : null,
+    rows.syncs.length ? captureTable('capture-syncs', 'Synchronisation', ['Kind', 'Count', 'Time waited'], rows.syncs) : null,
+    rows.ranges.length ? captureTable('capture-nvtx', 'NVTX ranges', ['Range', 'Count', 'Time'], rows.ranges) : null);
+}
+
 // Why the GPUs were idle or not working, per interval, each with its evidence on demand. Row i
 // is verdict i of the answer (the ribbon's bands open them by that index).
 function verdictsSection(answer) {
@@ -133,6 +160,7 @@ export async function render({compute, job}) {
     .then((answer) => ({answer}), (error) => ({error}));
   const timeline = timelineSection(compute, job, j, verdictsReply);
   const stacksHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading stacks…'));
+  const captureHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading GPU activity…'));
   const verdictsHolder = h('div', {}, h('p', {class: 'muted'}, 'Loading verdicts…'));
   page(`Job ${j.job_id}${j.name ? ` · ${j.name}` : ''}`,
     h('p', {}, h('a', {href: orgHash(`jobs?compute=${encodeURIComponent(compute)}`)}, '← Jobs')),
@@ -145,10 +173,15 @@ export async function render({compute, job}) {
     requestedVsUsed(j), verdictsHolder, timeline.element,
     h('h2', {}, 'GPUs'), gpuTable(j.gpus || []),
     h('h2', {}, 'Events'), eventList(j.events || []),
-    stacksHolder);
+    captureHolder, stacksHolder);
   await timeline.load();
   const {answer, error} = await verdictsReply;
   verdictsHolder.replaceChildren(error ? errorBox(error) : verdictsSection(answer));
+  try {
+    captureHolder.replaceChildren(await captureSection(compute, job));
+  } catch (err) {
+    captureHolder.replaceChildren(errorBox(err));
+  }
   try {
     stacksHolder.replaceChildren(await stacksSection(compute, job));
   } catch (err) {

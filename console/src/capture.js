@@ -1,0 +1,64 @@
+// The capture agent's evidence for the job page (docs/capture-agent.md): the summary of
+// GET /api/v1/computes/{id}/jobs/{job}/capture turned into rows. Pure, so node's test runner
+// checks it; pages/job.js draws the rows.
+
+// Nanoseconds as a short duration: "850 µs", "12.5 ms", "3.2 s", "1 h 4 min".
+export function nanos(ns) {
+  if (ns === null || ns === undefined || ns < 0) return '—';
+  if (ns < 1e6) return `${Math.round(ns / 1e3)} µs`;
+  if (ns < 1e9) return `${(ns / 1e6).toFixed(1)} ms`;
+  const s = ns / 1e9;
+  if (s < 3600) return `${s.toFixed(1)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined || n < 0) return '—';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+// A CUDA kernel name shortened for a table cell: a template's arguments and a long mangled
+// name are cut; the cell's title keeps the whole name.
+export function shortKernel(name) {
+  const angle = name.indexOf('<');
+  const base = angle > 0 ? `${name.slice(0, angle)}<…>` : name;
+  return base.length > 60 ? `${base.slice(0, 57)}…` : base;
+}
+
+const DIRECTIONS = {htod: 'host → device', dtoh: 'device → host', dtod: 'device → device',
+  htoh: 'host → host', ptop: 'peer → peer', other: 'other'};
+const SYNCS = {device: 'cudaDeviceSynchronize', stream: 'stream synchronize',
+  event: 'event synchronize', stream_wait_event: 'stream wait event', other: 'other'};
+
+// {empty, headline, kernels, copies, syncs, ranges}: each a list of table rows (arrays of
+// cell texts, the first cell {text, title} for names); shares are of the kernels' GPU time.
+export function captureRows(s) {
+  if (!s || !s.windows) return {empty: true};
+  const gpu = s.kernels.gpu_ns || 0;
+  const share = (ns) => (gpu ? `${((100 * ns) / gpu).toFixed(1)} %` : '—');
+  const hosts = new Set((s.processes || []).map((p) => p.host));
+  const kernels = s.kernels.top.map((k) => [{text: shortKernel(k.name), title: k.name},
+    String(k.count), nanos(k.gpu_ns), share(k.gpu_ns)]);
+  if (s.kernels.other && s.kernels.other.count) {
+    kernels.push([{text: 'other kernels', title: 'kernels outside each window’s top 20'},
+      String(s.kernels.other.count), nanos(s.kernels.other.gpu_ns), share(s.kernels.other.gpu_ns)]);
+  }
+  const copies = Object.entries(s.memcpy || {}).map(([dir, c]) => [{text: DIRECTIONS[dir] || dir, title: dir},
+    String(c.count), bytes(c.bytes), nanos(c.gpu_ns)]);
+  if (s.memset && s.memset.count) copies.push([{text: 'memset', title: 'memset'}, String(s.memset.count), bytes(s.memset.bytes), nanos(s.memset.gpu_ns)]);
+  const syncs = Object.entries(s.sync || {}).map(([type, x]) => [{text: SYNCS[type] || type, title: type},
+    String(x.count), nanos(x.wall_ns)]);
+  const ranges = (s.nvtx && s.nvtx.ranges || []).map((r) => [{text: r.name, title: r.name}, String(r.count), nanos(r.wall_ns)]);
+  const headline = `${s.kernels.count} kernels, ${nanos(gpu)} of GPU time, from ${s.processes.length} ` +
+    `process${s.processes.length === 1 ? '' : 'es'} on ${hosts.size} host${hosts.size === 1 ? '' : 's'}` +
+    ` (${s.windows} windows${s.truncated ? ', the oldest only' : ''})` +
+    (s.dropped_records ? `; ${s.dropped_records} records dropped by CUPTI` : '');
+  return {empty: false, headline, kernels, copies, syncs, ranges};
+}
