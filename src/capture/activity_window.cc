@@ -6,7 +6,7 @@ namespace expanse::capture {
 namespace {
 
 // Longest first; equal times by name so the order is stable from run to run.
-std::vector<NamedTotal> SortedByTime(const std::map<std::string, NamedTotal>& totals) {
+std::vector<NamedTotal> SortedByTime(const NamedTotals& totals) {
   std::vector<NamedTotal> sorted;
   sorted.reserve(totals.size());
   for (const auto& [name, total] : totals)
@@ -57,14 +57,19 @@ std::string BoundedName(std::string_view name) {
   return out;
 }
 
-void ActivityWindow::AddNamed(std::map<std::string, NamedTotal>& totals, std::string_view name,
-                              uint64_t ns) {
-  std::string key = BoundedName(name.empty() ? std::string_view("(unnamed)") : name);
-  auto it = totals.find(key);
+void ActivityWindow::AddNamed(NamedTotals& totals, std::string_view name, uint64_t ns) {
+  if (name.empty())
+    name = "(unnamed)";
+  // The name as it came, first: a clean name of a kernel seen before costs one hash.
+  auto it = totals.find(name);
   if (it == totals.end()) {
-    if (totals.size() >= kMaxDistinctNames)
-      key = kOtherName;
-    it = totals.try_emplace(key, NamedTotal{key}).first;
+    std::string key = BoundedName(name);
+    it = totals.find(key);
+    if (it == totals.end()) {
+      if (totals.size() >= kMaxDistinctNames)
+        key = kOtherName;
+      it = totals.try_emplace(key, NamedTotal{key}).first;
+    }
   }
   it->second.count += 1;
   it->second.ns += ns;
@@ -123,7 +128,7 @@ WindowSummary ActivityWindow::Close(uint64_t end_ms) {
   }
   s.memcpy = memcpy_;
   s.memset = memset_;
-  s.sync = sync_;
+  s.sync = std::map<std::string, NamedTotal>(sync_.begin(), sync_.end());
   s.nvtx_ranges = SortedByTime(nvtx_);
   if (s.nvtx_ranges.size() > kTopNvtxRanges)
     s.nvtx_ranges.resize(kTopNvtxRanges);

@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "capture/activity.h"
@@ -54,6 +56,13 @@ struct WindowSummary {
   uint64_t dropped_records = 0;
 };
 
+// Names looked up by string_view without building a string per record (the agent's hot path).
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+};
+using NamedTotals = std::unordered_map<std::string, NamedTotal, NameHash, std::equal_to<>>;
+
 class ActivityWindow {
  public:
   explicit ActivityWindow(uint64_t start_ms) : start_ms_(start_ms) {}
@@ -67,19 +76,18 @@ class ActivityWindow {
   WindowSummary Close(uint64_t end_ms);
 
  private:
-  static void AddNamed(std::map<std::string, NamedTotal>& totals, std::string_view name,
-                       uint64_t ns);
+  static void AddNamed(NamedTotals& totals, std::string_view name, uint64_t ns);
 
   uint64_t start_ms_;
   uint64_t activities_ = 0;
   uint64_t dropped_ = 0;
   uint64_t kernel_count_ = 0;
   uint64_t kernel_ns_ = 0;
-  std::map<std::string, NamedTotal> kernels_;
+  NamedTotals kernels_;
   std::map<std::string, ByteTotal> memcpy_;
   ByteTotal memset_;
-  std::map<std::string, NamedTotal> sync_;
-  std::map<std::string, NamedTotal> nvtx_;
+  NamedTotals sync_;
+  NamedTotals nvtx_;
   uint64_t nvtx_marks_ = 0;
   std::set<uint32_t> devices_;
 };
