@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/file_util.h"
+#include "spool/hostile_read.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 
@@ -16,67 +17,6 @@ namespace expanse::agent {
 namespace {
 
 constexpr char kSegmentFormat[] = "expanse-trace-segment/1";
-
-struct HostileFile {
-  std::string bytes;
-  uid_t owner = 0;
-};
-
-// Reads `path` as hostile input; on refusal returns nullopt with `reason` and `detail` set
-// (reason "" when the file just vanished).
-std::optional<HostileFile> ReadHostile(const std::string& path, uint64_t max_bytes,
-                                       std::string* reason, std::string* detail) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
-    return std::nullopt;
-  }
-  if (S_ISLNK(st.st_mode)) {
-    *reason = "symlink";
-    return std::nullopt;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    *reason = "not_regular";
-    return std::nullopt;
-  }
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT) {
-      *reason = "unreadable";
-      *detail = std::strerror(errno);
-    }
-    return std::nullopt;
-  }
-  HostileFile file;
-  bool ok = fstat(fd, &st) == 0;
-  if (!ok || !S_ISREG(st.st_mode)) {
-    *reason = "not_regular";
-  } else if (st.st_nlink != 1) {
-    *reason = "hardlink";
-  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    *reason = "too_large";
-    *detail = std::to_string(st.st_size) + " bytes, at most " + std::to_string(max_bytes);
-  } else {
-    file.owner = st.st_uid;
-    file.bytes.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < file.bytes.size()) {
-      const ssize_t n = read(fd, file.bytes.data() + got, file.bytes.size() - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        break;
-      got += static_cast<size_t>(n);
-    }
-    if (got != file.bytes.size()) {
-      *reason = "unreadable";
-      *detail = "short read";
-    }
-  }
-  close(fd);
-  if (!reason->empty())
-    return std::nullopt;
-  return file;
-}
 
 bool HasPrefix(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
 
@@ -126,9 +66,13 @@ void CaptureIntake::Quarantine(const std::string& name, const std::string& reaso
 CaptureScan CaptureIntake::Scan(int64_t now_ms) {
   CaptureScan scan;
   const std::string spool = options_.control_dir + "/capture";
-  Result<std::vector<std::string>> names = fs::ListDirectory(spool);
+  fs::UniqueFd spool_fd(open(spool.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!spool_fd.valid())
+    return scan;
+  Result<std::vector<std::string>> names = fs::ListDirectoryAt(spool_fd.get(), spool);
   if (!names.ok())
     return scan;
+  std::string buffer;
   std::sort(names->begin(), names->end());
   size_t seen = 0;
   uint64_t bytes_read = 0;
@@ -154,26 +98,29 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     // Bounded work per scan, whatever a job leaves: the rest waits for the next one.
     if (++seen > options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan)
       break;
-    std::string reason, detail;
-    std::optional<HostileFile> file =
-        ReadHostile(path, aggregate ? options_.max_aggregate_bytes : options_.max_segment_bytes,
-                    &reason, &detail);
-    if (!file) {
-      if (reason == "unreadable")
-        continue;  // try again next round
-      if (!reason.empty())
-        Refuse(name, reason, detail);
+    // Plain, single-linked, within its cap; never opened when a link, FIFO or device.
+    spool::HostileReadLimits read_limits{
+        .max_bytes = aggregate ? options_.max_aggregate_bytes : options_.max_segment_bytes,
+        .any_owner = true};
+    uid_t owner = 0;
+    Result<std::string_view> bytes =
+        spool::ReadHostileFile(spool_fd.get(), spool, name, read_limits, buffer, &owner);
+    if (!bytes.ok()) {
+      // Vanished (a concurrent delete) or unreadable for now: the next scan sees it again.
+      if (bytes.status().code() == StatusCode::kDataLoss)
+        Refuse(name, bytes.status().reason(), bytes.status().message());
       continue;
     }
-    bytes_read += file->bytes.size();
+    const std::string_view content = *bytes;  // in `buffer`, until the next file is read
+    bytes_read += content.size();
     // Only a user running the job the name claims may spool for it: checked before anything
     // is parsed, so no one else can make the daemon parse their files.
     const std::string claimed_job = JobOfName(name);
     const std::optional<uid_t> claimed_user =
         options_.job_uid && !claimed_job.empty() ? options_.job_uid(claimed_job) : std::nullopt;
-    if (!claimed_user || *claimed_user != file->owner) {
+    if (!claimed_user || *claimed_user != owner) {
       Refuse(name, "not_the_jobs_user",
-             "owner " + std::to_string(file->owner) + ", job " + claimed_job +
+             "owner " + std::to_string(owner) + ", job " + claimed_job +
                  (claimed_user ? " of uid " + std::to_string(*claimed_user) : " unknown here"));
       continue;
     }
@@ -183,7 +130,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       limits.max_string_bytes = 4096;
       limits.max_depth = 8;
     }
-    Result<nlohmann::json> doc = wire::ParseJson(file->bytes, limits);
+    Result<nlohmann::json> doc = wire::ParseJson(content, limits);
     if (!doc.ok()) {
       Refuse(name, aggregate ? "bad_aggregate" : "bad_segment", doc.status().message());
       continue;
@@ -251,7 +198,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
         continue;
       }
       ready.job_id = job_id;
-      ready.bytes = file->bytes.size();
+      ready.bytes = content.size();
     }
     if (host != options_.hostname) {
       if (aggregate)
@@ -259,12 +206,12 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       Refuse(name, "wrong_host", "names host " + host);
       continue;
     }
-    if (static_cast<int64_t>(file->owner) != uid || job_id != claimed_job) {
+    if (static_cast<int64_t>(owner) != uid || job_id != claimed_job) {
       if (aggregate)
         scan.aggregates.pop_back();
       Refuse(name, "wrong_owner",
-             "owner " + std::to_string(file->owner) + ", says uid " + std::to_string(uid) +
-                 " and job " + job_id);
+             "owner " + std::to_string(owner) + ", says uid " + std::to_string(uid) + " and job " +
+                 job_id);
       continue;
     }
     if (aggregate) {
@@ -283,7 +230,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       continue;
     }
     if (!fs::MakeDirectories(options_.segment_dir, 0700).ok() ||
-        !fs::WriteFileAtomically(options_.segment_dir, ready_name, file->bytes, 0600).ok())
+        !fs::WriteFileAtomically(options_.segment_dir, ready_name, std::string(content), 0600).ok())
       continue;  // leave it for the next round
     unlink(path.c_str());
     scan.segments.push_back(std::move(ready));

@@ -145,22 +145,13 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
 
 void RegisterCaptureRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
-  // As for stacks: an unknown job of a visible compute has no capture yet; a jobs:own token
-  // reads only its user's jobs.
+  // An unknown job of a visible compute has no capture yet (ReadJobEvidenceQuery).
   listener.Get("/api/v1/computes/:id/jobs/:job/capture", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      ControlPlane::JobReader reader;
-      EXPANSE_ASSIGN_OR_RETURN(auto compute,
-                               ctx->control.GetComputeForJobs(p, req.PathParam("id"), &reader));
-      if (reader.only_user)
-        EXPANSE_RETURN_IF_ERROR(LookUpReadableJob(*ctx, p, req).status());
-      EXPANSE_ASSIGN_OR_RETURN(int64_t from, IntQueryParam(req, "from", 0, 0, INT64_MAX));
-      EXPANSE_ASSIGN_OR_RETURN(int64_t to, IntQueryParam(req, "to", 0, 0, INT64_MAX));
-      if (from != 0 && to != 0 && to <= from)
-        return InvalidArgumentError("to must be after from").WithReason("invalid_argument");
+      EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
       EXPANSE_ASSIGN_OR_RETURN(
-          auto windows, ctx->jobs->JobCaptureWindows(compute.id, req.PathParam("job"), from, to,
-                                                     kSummaryWindows + 1));
+          auto windows, ctx->jobs->JobCaptureWindows(q.compute.id, req.PathParam("job"), q.from_ms,
+                                                     q.to_ms, kSummaryWindows + 1));
       const bool truncated = windows.size() > static_cast<size_t>(kSummaryWindows);
       if (truncated)
         windows.pop_back();

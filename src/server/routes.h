@@ -89,6 +89,18 @@ struct ReadableJob {
 Result<ReadableJob> LookUpReadableJob(RouteContext& ctx, const Principal& principal,
                                       const http::Request& req);
 
+// The common part of a job's evidence routes (stacks, capture): the compute, if the caller may
+// read the job's (evidence may arrive before the job record, so an unknown job of a visible
+// compute is not an error, except to a jobs:own token, which reads only jobs known to be its
+// user's), and the ?from=&to= range in Unix ms (0 or absent = open; to after from).
+struct JobEvidenceQuery {
+  store::Compute compute;
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;
+};
+Result<JobEvidenceQuery> ReadJobEvidenceQuery(RouteContext& ctx, const Principal& principal,
+                                              const http::Request& req);
+
 // A console/script GET: authenticates the caller, then answers 200 with what fn(principal)
 // returns (a Result<nlohmann::json>), or the JSON error of whichever step failed.
 template <typename Fn>

@@ -20,28 +20,17 @@ constexpr size_t kTopFrames = 50;
 void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
-  // Stacks may arrive before the job record, so an unknown job of a visible compute is not an
-  // error: it has no stacks yet. Except to a jobs:own token, which may read only jobs known to
-  // be its user's.
+  // An unknown job of a visible compute has no stacks yet (ReadJobEvidenceQuery).
   listener.Get("/api/v1/computes/:id/jobs/:job/stacks", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
-      ControlPlane::JobReader reader;
-      EXPANSE_ASSIGN_OR_RETURN(auto compute,
-                               ctx->control.GetComputeForJobs(p, req.PathParam("id"), &reader));
-      if (reader.only_user)
-        EXPANSE_RETURN_IF_ERROR(LookUpReadableJob(*ctx, p, req).status());
-      EXPANSE_ASSIGN_OR_RETURN(int64_t from, IntQueryParam(req, "from", 0, 0, INT64_MAX));
-      EXPANSE_ASSIGN_OR_RETURN(int64_t to, IntQueryParam(req, "to", 0, 0, INT64_MAX));
+      EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
       EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntQueryParam(req, "limit", kDefaultStacksLimit, 1,
                                                             store::kMaxJobStacksLimit));
-      if (from != 0 && to != 0 && to <= from) {
-        return InvalidArgumentError("to must be after from").WithReason("invalid_argument");
-      }
       // The totals and top frames are over the most frequent kMaxJobStacksLimit stacks, not
       // only the `limit` returned, so a short list still sums to the whole window.
-      EXPANSE_ASSIGN_OR_RETURN(auto stacks,
-                               ctx->jobs->JobStacks(compute.id, req.PathParam("job"), from, to,
-                                                    store::kMaxJobStacksLimit));
+      EXPANSE_ASSIGN_OR_RETURN(
+          auto stacks, ctx->jobs->JobStacks(q.compute.id, req.PathParam("job"), q.from_ms, q.to_ms,
+                                            store::kMaxJobStacksLimit));
       int64_t total = 0;
       json list = json::array();
       for (const auto& s : stacks) {

@@ -34,7 +34,7 @@ Status OpenError(int err, std::string_view path) {
 
 Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
                                          std::string_view name, const HostileReadLimits& limits,
-                                         std::string& buffer) {
+                                         std::string& buffer, uid_t* owner) {
   const std::string path = fs::JoinPath(dir_path, name);
   const std::string name_string(name);
   struct stat st {};
@@ -55,7 +55,9 @@ Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
     return IoError(errno, "stat", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
   if (!S_ISREG(st.st_mode))
     return Refused(reason::kNotRegular, path, "is not a regular file");
-  if (st.st_uid != limits.expected_uid) {
+  if (owner != nullptr)
+    *owner = st.st_uid;
+  if (!limits.any_owner && st.st_uid != limits.expected_uid) {
     return Refused(reason::kWrongOwner, path,
                    "owned by uid " + std::to_string(st.st_uid) + ", expected uid " +
                        std::to_string(limits.expected_uid));

@@ -19,6 +19,9 @@ namespace expanse::spool {
 struct HostileReadLimits {
   uid_t expected_uid = 0;  // the daemon user the samplers write as
   uint64_t max_bytes = 0;
+  // Any owner is let through (the caller judges it from `*owner`): the capture spool, where
+  // each job's user writes its own files.
+  bool any_owner = false;
 };
 
 // Reads `name` in `dir_fd`. Failures, by code:
@@ -30,9 +33,10 @@ struct HostileReadLimits {
 // and FIFOs from being opened at all; the checks that decide run on the opened descriptor.
 // The bytes are read into `buffer`, which only grows so a caller reading file after file
 // reuses one allocation; the result views it and is valid until the buffer changes.
+// `owner`, when given, receives the opened file's owner.
 Result<std::string_view> ReadHostileFile(int dir_fd, std::string_view dir_path,
                                          std::string_view name, const HostileReadLimits& limits,
-                                         std::string& buffer);
+                                         std::string& buffer, uid_t* owner = nullptr);
 
 // A host directory `name` in `parent_fd`, with the same rules and codes: reason symlink,
 // not_directory or wrong_owner when refused.
