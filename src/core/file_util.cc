@@ -24,9 +24,10 @@ Result<std::optional<std::string>> ReadOpenFile(int fd, const std::string& path,
                                                 Pipes pipes = Pipes::kRefuse) {
   // Opened with O_NONBLOCK when pipes are refused, so a FIFO put where a file was expected
   // (between a caller's check and this open, say) neither blocks the open nor the read.
+  struct stat st {};
+  const bool stated = fstat(fd, &st) == 0;
   if (pipes == Pipes::kRefuse) {
-    struct stat st {};
-    if (fstat(fd, &st) != 0)
+    if (!stated)
       return ErrnoStatus(errno, "cannot stat " + path);
     if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
       return InvalidArgumentError(path + " is a FIFO or socket, not a file")
@@ -36,6 +37,10 @@ Result<std::optional<std::string>> ReadOpenFile(int fd, const std::string& path,
   std::string contents;
   // One byte past the cap tells an oversized file without reading all of it.
   const size_t limit = max_bytes == std::numeric_limits<size_t>::max() ? max_bytes : max_bytes + 1;
+  // A regular file's size is known: one allocation instead of a string grown (and copied)
+  // chunk by chunk. Only a hint: the file may still grow or shrink while it is read.
+  if (stated && S_ISREG(st.st_mode) && st.st_size > 0)
+    contents.reserve(std::min(static_cast<size_t>(st.st_size) + 1, limit));
   if (!ReadAll(fd, contents, limit))
     return ErrnoStatus(errno, "cannot read " + path);
   if (contents.size() > max_bytes) {
@@ -62,6 +67,47 @@ Status FillTemporary(UniqueFd fd, const std::string& temp_path, std::string_view
   if (close(fd.release()) != 0)
     return ErrnoStatus(errno, "cannot close " + temp_path);
   return OkStatus();
+}
+
+// Copies what is left of `from_fd` to `to_fd`, at most `max_bytes` (one more is an error):
+// copy_file_range, so the kernel moves the bytes (or shares the extents) without them passing
+// through this process; read and write where it cannot (another kind of file system, an old
+// kernel).
+Status CopyContents(int from_fd, int to_fd, const std::string& from, const std::string& to,
+                    size_t max_bytes) {
+  constexpr size_t kChunkBytes = size_t{8} << 20;
+  size_t copied = 0;
+  bool kernel_copy = true;
+  std::string buffer;
+  while (true) {
+    if (copied > max_bytes) {
+      return ResourceExhaustedError(from + " is larger than " + std::to_string(max_bytes) +
+                                    " bytes")
+          .WithReason(kFileTooLargeReason);
+    }
+    const size_t want = std::min(kChunkBytes, max_bytes + 1 - copied);
+    ssize_t n = -1;
+    if (kernel_copy) {
+      n = copy_file_range(from_fd, nullptr, to_fd, nullptr, want, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        kernel_copy = false;
+        continue;
+      }
+    } else {
+      buffer.resize(std::min(want, size_t{1} << 20));
+      n = read(from_fd, buffer.data(), buffer.size());
+      if (n > 0 && !WriteFully(to_fd, std::string_view(buffer.data(), static_cast<size_t>(n))))
+        return ErrnoStatus(errno, "cannot write " + to);
+    }
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return ErrnoStatus(errno, "cannot copy " + from + " to " + to);
+    }
+    if (n == 0)
+      return OkStatus();
+    copied += static_cast<size_t>(n);
+  }
 }
 
 // The names in the open directory `fd`, which this takes over and closes.
@@ -225,6 +271,37 @@ Status WriteFileAtomically(const std::string& directory, const std::string& name
     return status;
   }
   // The rename is durable only once the directory entry is.
+  return SyncDirectory(directory);
+}
+
+Status CopyFileAtomically(const std::string& from, const std::string& directory,
+                          const std::string& name, size_t max_bytes, mode_t mode, uid_t uid,
+                          gid_t gid) {
+  const UniqueFd source(open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!source.valid()) {
+    if (errno == ENOENT)
+      return NotFoundError(from + " vanished before it was copied");
+    return ErrnoStatus(errno, "cannot open " + from);
+  }
+  struct stat st {};
+  if (fstat(source.get(), &st) != 0)
+    return ErrnoStatus(errno, "cannot stat " + from);
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgumentError(from + " is not a regular file").WithReason("not_regular");
+  const std::string path = directory + "/" + name;
+  std::string temporary = directory + "/." + name + ".tmp.XXXXXX";
+  UniqueFd fd(mkostemp(temporary.data(), O_CLOEXEC));  // created 0600
+  if (!fd.valid())
+    return ErrnoStatus(errno, "cannot create a temporary file in " + directory);
+  Status status = CopyContents(source.get(), fd.get(), from, temporary, max_bytes);
+  if (status.ok())
+    status = FillTemporary(std::move(fd), temporary, {}, mode, uid, gid);
+  if (status.ok() && rename(temporary.c_str(), path.c_str()) != 0)
+    status = ErrnoStatus(errno, "cannot rename " + temporary + " to " + path);
+  if (!status.ok()) {
+    unlink(temporary.c_str());
+    return status;
+  }
   return SyncDirectory(directory);
 }
 

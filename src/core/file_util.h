@@ -109,6 +109,13 @@ Status WriteFileAtomically(const std::string& directory, const std::string& name
 Status WriteFileAtomically(const std::string& directory, const std::string& name,
                            const std::string& contents, mode_t mode, uid_t uid, gid_t gid);
 
+// The same replacement of `directory`/`name`, with the bytes of the regular file `from`
+// streamed (never whole in memory: release binaries are large). kResourceExhausted (reason
+// file_too_large) past `max_bytes`, kNotFound when `from` does not exist.
+Status CopyFileAtomically(const std::string& from, const std::string& directory,
+                          const std::string& name, size_t max_bytes, mode_t mode, uid_t uid,
+                          gid_t gid);
+
 // The same replacement in the directory open as `dir_fd`, through a temporary the caller
 // names (a format that documents it, or sweeps it after a crash): `temp_name` is created with
 // O_EXCL | O_NOFOLLOW (one left over by a crash is removed first and created afresh), written,

@@ -256,6 +256,48 @@ TEST(WriteFileAtomicallyTest, FailsInAMissingDirectory) {
   EXPECT_EQ(status.message().rfind("cannot create a temporary file in " + dir / "missing", 0), 0u);
 }
 
+TEST(CopyFileAtomicallyTest, ReplacesTheFileWithTheSourcesBytesAndExactMode) {
+  TempDir dir;
+  // Larger than one copy chunk, so the copy loops; every byte position distinct enough to
+  // show an offset mistake.
+  std::string big;
+  for (size_t i = 0; i < (size_t{9} << 20) + 5; ++i)
+    big.push_back(static_cast<char>((i * 31 + i / 4096) & 0xff));
+  WriteTestFile(dir / "staged", big);
+  ASSERT_EQ(mkdir((dir / "prefix").c_str(), 0755), 0);
+  WriteTestFile(dir / "prefix/daemon", "old");
+  const Status status = CopyFileAtomically(dir / "staged", dir / "prefix", "daemon", big.size(),
+                                           0755, static_cast<uid_t>(-1), static_cast<gid_t>(-1));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(*ReadSmallFile(dir / "prefix/daemon", big.size()), std::optional<std::string>(big));
+  EXPECT_EQ(ModeOf(dir / "prefix/daemon"), 0755u);
+  EXPECT_EQ(*ListDirectory(dir / "prefix"), std::vector<std::string>{"daemon"});
+}
+
+TEST(CopyFileAtomicallyTest, RefusesASourcePastTheCapAndLeavesTheTargetAsItWas) {
+  TempDir dir;
+  WriteTestFile(dir / "staged", "0123456789");
+  WriteTestFile(dir / "daemon", "old");
+  const Status status = CopyFileAtomically(dir / "staged", dir.path(), "daemon", 9, 0755,
+                                           static_cast<uid_t>(-1), static_cast<gid_t>(-1));
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.reason(), kFileTooLargeReason);
+  EXPECT_EQ(*ReadSmallFile(dir / "daemon", 100), std::optional<std::string>("old"));
+  EXPECT_EQ(Sorted(*ListDirectory(dir.path())), (std::vector<std::string>{"daemon", "staged"}));
+}
+
+TEST(CopyFileAtomicallyTest, SaysWhenTheSourceIsMissingOrNotAFile) {
+  TempDir dir;
+  Status status = CopyFileAtomically(dir / "gone", dir.path(), "daemon", 100, 0755,
+                                     static_cast<uid_t>(-1), static_cast<gid_t>(-1));
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_NE(status.message().find(dir / "gone"), std::string::npos) << status;
+  status = CopyFileAtomically(dir.path(), dir.path(), "daemon", 100, 0755, static_cast<uid_t>(-1),
+                              static_cast<gid_t>(-1));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ListDirectory(dir.path())->empty());
+}
+
 TEST(WriteFileAtomicallyAtTest, ReplacesThroughTheNamedTemporary) {
   TempDir dir;
   WriteTestFile(dir / "ack", "old");

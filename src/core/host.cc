@@ -69,6 +69,12 @@ Status RealHost::WriteFile(const std::string& path, std::string_view bytes, mode
   return fs::WriteFileAtomically(directory, name, std::string(bytes), mode, uid, gid);
 }
 
+Status RealHost::CopyLocalFile(const std::string& local_source, const std::string& path,
+                               size_t max_bytes, mode_t mode, uid_t uid, gid_t gid) {
+  const auto [directory, name] = SplitPath(path);
+  return fs::CopyFileAtomically(local_source, directory, name, max_bytes, mode, uid, gid);
+}
+
 Status RealHost::AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) {
   const bool created = !LinkStat(path).has_value();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, mode);

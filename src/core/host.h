@@ -58,6 +58,11 @@ class Host {
   // a crash), with `mode` and owner before it appears under its name. The directory must exist.
   virtual Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                            gid_t gid) = 0;
+  // As WriteFile, with the bytes of `local_source`: a regular file on this machine's own disk
+  // that is not one the Host manages (a release staged in a scratch directory), streamed,
+  // never whole in memory. kResourceExhausted past `max_bytes`; kNotFound without the source.
+  virtual Status CopyLocalFile(const std::string& local_source, const std::string& path,
+                               size_t max_bytes, mode_t mode, uid_t uid, gid_t gid) = 0;
   // Appends `bytes` to `path` and makes them durable before returning (a journal's record
   // must be on disk before the change it describes). Creates the file with `mode` when absent.
   virtual Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) = 0;
@@ -110,6 +115,8 @@ class RealHost final : public Host {
   Result<std::optional<std::string>> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                    gid_t gid) override;
+  Status CopyLocalFile(const std::string& local_source, const std::string& path, size_t max_bytes,
+                       mode_t mode, uid_t uid, gid_t gid) override;
   Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) override;
   Status RemoveFile(const std::string& path) override;
   Status SetOwner(const std::string& path, uid_t uid, gid_t gid) override;

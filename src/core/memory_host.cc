@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "core/file_util.h"
+
 namespace expanse {
 
 MemoryHost::MemoryHost(int64_t now_ms) : clock_(now_ms) {
@@ -103,6 +105,16 @@ Status MemoryHost::WriteFile(const std::string& path, std::string_view bytes, mo
                                                    .gid = gid,
                                                    .size = bytes.size()}};
   return OkStatus();
+}
+
+// The source is on the real disk (outside this host), as the seam's contract says.
+Status MemoryHost::CopyLocalFile(const std::string& local_source, const std::string& path,
+                                 size_t max_bytes, mode_t mode, uid_t uid, gid_t gid) {
+  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                           fs::ReadSmallFile(local_source, max_bytes));
+  if (!bytes)
+    return NotFoundError(local_source + " vanished before it was copied");
+  return WriteFile(path, *bytes, mode, uid, gid);
 }
 
 Status MemoryHost::AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) {

@@ -63,6 +63,8 @@ class MemoryHost final : public Host {
   Result<std::optional<std::string>> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
                    gid_t gid) override;
+  Status CopyLocalFile(const std::string& local_source, const std::string& path, size_t max_bytes,
+                       mode_t mode, uid_t uid, gid_t gid) override;
   Status AppendToFile(const std::string& path, std::string_view bytes, mode_t mode) override;
   Status RemoveFile(const std::string& path) override;
   Status SetOwner(const std::string& path, uid_t uid, gid_t gid) override;

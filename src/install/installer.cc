@@ -38,16 +38,6 @@ std::string ReadOrEmpty(Host& host, const std::string& path) {
 
 bool Exists(Host& host, const std::string& path) { return host.LinkStat(path).has_value(); }
 
-// The release is downloaded, verified and unpacked into a scratch directory on this machine's
-// own disk before anything is installed (install/release_source.h); what the install copies
-// from there is read here. Everything the install changes goes through the Host.
-Result<std::string> ReadStaged(const std::string& path, size_t max_bytes) {
-  EXPANSE_ASSIGN_OR_RETURN(std::optional<std::string> bytes, fs::ReadSmallFile(path, max_bytes));
-  if (!bytes)
-    return NotFoundError("the staged release file " + path + " vanished");
-  return std::move(*bytes);
-}
-
 // Everything a controller install decided before changing anything.
 struct ControllerPlan {
   Account account;
@@ -184,17 +174,18 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   state.files.push_back(sentinel);
 
   const std::string daemon = prefix + "/bin/expanse-daemon";
-  EXPANSE_ASSIGN_OR_RETURN(std::string binary,
-                           ReadStaged(plan.release.daemon_path, size_t{512} << 20));
-  EXPANSE_RETURN_IF_ERROR(journal.WriteFile(daemon, binary, 0755));
+  // The release is downloaded, verified and unpacked into a scratch directory on this machine's
+  // own disk before anything is installed (install/release_source.h); its files are streamed
+  // from there into place through the journal.
+  EXPANSE_RETURN_IF_ERROR(
+      journal.CopyLocalFile(plan.release.daemon_path, daemon, size_t{512} << 20, 0755));
   state.files.push_back(daemon);
   if (o.bundled_pyspy) {
     if (plan.release.pyspy_path.empty()) {
       out.progress("note: this release has no bundled py-spy; set EXPANSE_PYSPY to use your own");
     } else {
-      EXPANSE_ASSIGN_OR_RETURN(std::string pyspy,
-                               ReadStaged(plan.release.pyspy_path, size_t{256} << 20));
-      EXPANSE_RETURN_IF_ERROR(journal.WriteFile(prefix + "/bin/py-spy", pyspy, 0755));
+      EXPANSE_RETURN_IF_ERROR(journal.CopyLocalFile(plan.release.pyspy_path, prefix + "/bin/py-spy",
+                                                    size_t{256} << 20, 0755));
       state.files.push_back(prefix + "/bin/py-spy");
     }
   }
@@ -210,9 +201,8 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     for (const std::string& archive : plan.release.cupti_archives) {
       const std::string name = archive.substr(archive.rfind('/') + 1);
       for (const std::string& suffix : {std::string(), std::string(release::kSignatureSuffix)}) {
-        EXPANSE_ASSIGN_OR_RETURN(std::string bytes,
-                                 ReadStaged(archive + suffix, release::kMaxArchiveBytes));
-        EXPANSE_RETURN_IF_ERROR(journal.WriteFile(artifacts + "/" + name + suffix, bytes, 0644));
+        EXPANSE_RETURN_IF_ERROR(journal.CopyLocalFile(
+            archive + suffix, artifacts + "/" + name + suffix, release::kMaxArchiveBytes, 0644));
       }
     }
     EXPANSE_RETURN_IF_ERROR(journal.WriteFile(artifacts + "/" + release::kArtifactsKeyName,

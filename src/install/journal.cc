@@ -209,6 +209,17 @@ std::string Journal::NextBackupName() { return "backup-" + std::to_string(seq_);
 
 Status Journal::WriteFile(const std::string& path, const std::string& contents, mode_t mode,
                           uid_t uid, gid_t gid) {
+  EXPANSE_RETURN_IF_ERROR(RecordFileReplacement(path));
+  return host_.WriteFile(path, contents, mode, uid, gid);
+}
+
+Status Journal::CopyLocalFile(const std::string& local_source, const std::string& path,
+                              size_t max_bytes, mode_t mode, uid_t uid, gid_t gid) {
+  EXPANSE_RETURN_IF_ERROR(RecordFileReplacement(path));
+  return host_.CopyLocalFile(local_source, path, max_bytes, mode, uid, gid);
+}
+
+Status Journal::RecordFileReplacement(const std::string& path) {
   EXPANSE_RETURN_IF_ERROR(BeforeChange());
   ++seq_;
   json r = {{"seq", seq_}, {"op", "file"}, {"path", path}};
@@ -224,8 +235,7 @@ Status Journal::WriteFile(const std::string& path, const std::string& contents, 
   } else {
     r["existed"] = false;
   }
-  EXPANSE_RETURN_IF_ERROR(Append(r.dump()));
-  return host_.WriteFile(path, contents, mode, uid, gid);
+  return Append(r.dump());
 }
 
 Status Journal::RemoveFile(const std::string& path) {

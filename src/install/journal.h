@@ -56,6 +56,11 @@ class Journal {
   Status WriteFile(const std::string& path, const std::string& contents, mode_t mode, uid_t uid = 0,
                    gid_t gid = 0);
 
+  // The same change, with the bytes of `local_source` (a staged release file on this machine's
+  // own disk) streamed into place: Host::CopyLocalFile.
+  Status CopyLocalFile(const std::string& local_source, const std::string& path, size_t max_bytes,
+                       mode_t mode, uid_t uid = 0, gid_t gid = 0);
+
   // Creates `path` and its missing parents. Undo removes the directories this created (only
   // when empty: anything left inside was not ours).
   Status MakeDirectories(const std::string& path, mode_t mode, uid_t uid = 0, gid_t gid = 0);
@@ -92,6 +97,8 @@ class Journal {
   Status Append(const std::string& record_json);
   Status BeforeChange();  // fault injection point
   std::string NextBackupName();
+  // The undo record of a file about to be created or replaced (a backup of the old one).
+  Status RecordFileReplacement(const std::string& path);
 
   Host& host_;
   std::string dir_;  // journal.jsonl is appended to, one durable record per change

@@ -52,6 +52,10 @@ class JournalTest : public ::testing::Test {
   Status Changes(Journal& j) {
     EXPANSE_RETURN_IF_ERROR(j.MakeDirectories(host_ + "/srv/expanse/bin", 0755));
     EXPANSE_RETURN_IF_ERROR(j.WriteFile(host_ + "/srv/expanse/bin/daemon", "ELF", 0755));
+    // A staged release file outside the host, streamed into place.
+    std::ofstream(root_ + "/staged-py-spy") << "#!/bin/sh\n";
+    EXPANSE_RETURN_IF_ERROR(
+        j.CopyLocalFile(root_ + "/staged-py-spy", host_ + "/srv/expanse/bin/py-spy", 100, 0755));
     EXPANSE_RETURN_IF_ERROR(j.WriteFile(host_ + "/etc/slurm.conf", "ClusterName=tc\n", 0644));
     EXPANSE_RETURN_IF_ERROR(j.AdoptNewTree(host_ + "/srv/expanse/lib"));
     stdfs::create_directories(host_ + "/srv/expanse/lib/a/b");
@@ -88,12 +92,13 @@ TEST_F(JournalTest, CommitKeepsTheChangesAndForgetsTheJournal) {
   ASSERT_TRUE(j->Commit().ok());
   EXPECT_FALSE(Journal::Pending(RealHost::Get(), jdir_));
   EXPECT_TRUE(stdfs::exists(host_ + "/srv/expanse/bin/daemon"));
+  EXPECT_EQ(*fs::ReadSmallFile(host_ + "/srv/expanse/bin/py-spy", 100), std::string("#!/bin/sh\n"));
   EXPECT_EQ(*fs::ReadSmallFile(host_ + "/etc/slurm.conf", 100), std::string("ClusterName=tc\n"));
 }
 
 TEST_F(JournalTest, InjectedFailureAtEveryChangeRollsBackToTheSameHost) {
   auto before = Snapshot(host_);
-  for (int n = 0; n < 7; ++n) {
+  for (int n = 0; n < 8; ++n) {
     auto j = Journal::Begin(RealHost::Get(), jdir_, FaultInjection{.fail_after_changes = n});
     ASSERT_TRUE(j.ok()) << j.status();
     Status s = Changes(*j);
