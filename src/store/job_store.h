@@ -104,6 +104,26 @@ struct CaptureWindow {
   std::string doc;              // a JSON object, 2..kMaxCaptureWindowBytes bytes
 };
 
+// One trace segment of the capture agent (docs/formats/trace-segment.md) as the server lists
+// it: the facts of its otherData and the SHA-256 of its bytes, under which the segment store
+// (server/segment_store.h) keeps them. Keyed by (compute_id, sha256): the same bytes delivered
+// twice, by a retry or by both transports, are one segment.
+inline constexpr int kMaxJobTraceSegments = 10'000;
+struct TraceSegmentRecord {
+  std::string compute_id;
+  std::string sha256;  // 64 lowercase hex digits
+  std::string job_id;
+  std::string host;
+  int64_t pid = 0;              // 1..2^31
+  int64_t window_start_ms = 0;  // > 0
+  int64_t window_end_ms = 0;    // > window_start_ms
+  std::string trigger_id;       // 1..128 bytes
+  std::string trigger_reason;   // 1..64 bytes
+  int64_t bytes = 0;            // > 0
+  int64_t events = 0;           // >= 0
+  int64_t received_ms = 0;      // > 0, when the server first stored it
+};
+
 // One folded stack summed over the hosts and windows of a query.
 struct StackTotal {
   std::string folded;
@@ -196,6 +216,24 @@ class JobStore {
                                                                std::string_view job_id,
                                                                int64_t from_ms, int64_t to_ms,
                                                                int limit) = 0;
+
+  // Records a segment whose bytes the segment store holds. True when it is new; false when
+  // (compute_id, sha256) was there already (the first record stays). kInvalidArgument for a
+  // field out of range, kNotFound for an unknown compute.
+  virtual Result<bool> PutTraceSegment(const TraceSegmentRecord& segment) = 0;
+  // The job's segments whose windows overlap [from_ms, to_ms) (0 = open bound), oldest window
+  // first (then host, pid, sha256), at most `limit` (1..kMaxJobTraceSegments).
+  virtual Result<std::vector<TraceSegmentRecord>> JobTraceSegments(std::string_view compute_id,
+                                                                   std::string_view job_id,
+                                                                   int64_t from_ms, int64_t to_ms,
+                                                                   int limit) = 0;
+  // kNotFound when the compute has no segment with that sha256.
+  virtual Result<TraceSegmentRecord> GetTraceSegment(std::string_view compute_id,
+                                                     std::string_view sha256) = 0;
+  // Forgets up to `limit` segments received before `before_ms` (oldest first) and returns
+  // them, so that the caller removes their bytes (retention).
+  virtual Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(int64_t before_ms,
+                                                                      int limit) = 0;
 
   // The exactly-once record of ingest batches whose samples go to a remote telemetry store
   // (--telemetry-store remote), shared by every replica on the database (docs/scaling.md).

@@ -321,6 +321,28 @@ CREATE TABLE capture_windows (
 CREATE INDEX capture_windows_by_job ON capture_windows (compute_id, job_id, window_start_ms);
 )sql";
 
+// The capture agent's trace segments (job_store.h, TraceSegmentRecord): what the console lists;
+// the bytes are in the segment store under (compute_id, sha256).
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE trace_segments (
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  sha256          TEXT NOT NULL CHECK (length(sha256) = 64),
+  job_id          TEXT NOT NULL CHECK (job_id <> ''),
+  host            TEXT NOT NULL CHECK (host <> ''),
+  pid             INTEGER NOT NULL CHECK (pid > 0),
+  window_start_ms INTEGER NOT NULL CHECK (window_start_ms > 0),
+  window_end_ms   INTEGER NOT NULL CHECK (window_end_ms > window_start_ms),
+  trigger_id      TEXT NOT NULL CHECK (trigger_id <> ''),
+  trigger_reason  TEXT NOT NULL CHECK (trigger_reason <> ''),
+  bytes           INTEGER NOT NULL CHECK (bytes > 0),
+  events          INTEGER NOT NULL CHECK (events >= 0),
+  received_ms     INTEGER NOT NULL CHECK (received_ms > 0),
+  PRIMARY KEY (compute_id, sha256)
+) STRICT;
+CREATE INDEX trace_segments_by_job ON trace_segments (compute_id, job_id, window_start_ms);
+CREATE INDEX trace_segments_by_age ON trace_segments (received_ms);
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -333,10 +355,11 @@ extern const char* const kPgSchemaV6;
 extern const char* const kPgSchemaV7;
 extern const char* const kPgSchemaV8;
 extern const char* const kPgSchemaV9;
+extern const char* const kPgSchemaV10;
 
 namespace {
 
-const std::array<Migration, 9> kMigrations = {{
+const std::array<Migration, 10> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -346,6 +369,7 @@ const std::array<Migration, 9> kMigrations = {{
     {7, kSchemaV7, kPgSchemaV7},
     {8, kSchemaV8, kPgSchemaV8},
     {9, kSchemaV9, kPgSchemaV9},
+    {10, kSchemaV10, kPgSchemaV10},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

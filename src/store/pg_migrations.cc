@@ -295,4 +295,24 @@ CREATE TABLE capture_windows (
 CREATE INDEX capture_windows_by_job ON capture_windows (compute_id, job_id, window_start_ms);
 )sql";
 
+extern const char* const kPgSchemaV10 = R"sql(
+CREATE TABLE trace_segments (
+  compute_id      TEXT NOT NULL REFERENCES computes (id),
+  sha256          TEXT NOT NULL CHECK (length(sha256) = 64),
+  job_id          TEXT NOT NULL CHECK (job_id <> ''),
+  host            TEXT NOT NULL CHECK (host <> ''),
+  pid             BIGINT NOT NULL CHECK (pid > 0),
+  window_start_ms BIGINT NOT NULL CHECK (window_start_ms > 0),
+  window_end_ms   BIGINT NOT NULL CHECK (window_end_ms > window_start_ms),
+  trigger_id      TEXT NOT NULL CHECK (trigger_id <> ''),
+  trigger_reason  TEXT NOT NULL CHECK (trigger_reason <> ''),
+  bytes           BIGINT NOT NULL CHECK (bytes > 0),
+  events          BIGINT NOT NULL CHECK (events >= 0),
+  received_ms     BIGINT NOT NULL CHECK (received_ms > 0),
+  PRIMARY KEY (compute_id, sha256)
+);
+CREATE INDEX trace_segments_by_job ON trace_segments (compute_id, job_id, window_start_ms);
+CREATE INDEX trace_segments_by_age ON trace_segments (received_ms);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal
