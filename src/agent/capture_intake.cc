@@ -12,11 +12,10 @@
 #include "spool/hostile_read.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
+#include "wire/trace_segment_header.h"
 
 namespace expanse::agent {
 namespace {
-
-constexpr char kSegmentFormat[] = "expanse-trace-segment/1";
 
 bool HasPrefix(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
 
@@ -124,13 +123,8 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
                  (claimed_user ? " of uid " + std::to_string(*claimed_user) : " unknown here"));
       continue;
     }
-    wire::JsonLimits limits;
-    if (segment) {
-      limits.max_values = 8'000'000;
-      limits.max_string_bytes = 4096;
-      limits.max_depth = 8;
-    }
-    Result<nlohmann::json> doc = wire::ParseJson(content, limits);
+    Result<nlohmann::json> doc =
+        wire::ParseJson(content, segment ? wire::TraceSegmentJsonLimits() : wire::JsonLimits{});
     if (!doc.ok()) {
       Refuse(name, aggregate ? "bad_aggregate" : "bad_segment", doc.status().message());
       continue;
@@ -151,52 +145,19 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       uid = record->uid;
       scan.aggregates.push_back(std::move(*record));
     } else {
-      Result<wire::FieldReader> top = wire::FieldReader::Object(*doc, name, "bad_segment");
-      Result<wire::FieldReader> other =
-          top.ok() ? top->Member("otherData", wire::Need::kRequired) : top.status();
-      Status header = other.ok() ? OkStatus() : other.status();
-      if (header.ok() &&
-          (top->Find("traceEvents") == nullptr || !top->Find("traceEvents")->is_array()))
-        header = top->Bad("traceEvents", "must be an array");
-      auto text = [&](const char* key, size_t max, std::string* out) {
-        if (!header.ok())
-          return;
-        Result<std::string> v = other->Text(key, max, wire::Need::kRequired);
-        header = v.ok() ? OkStatus() : v.status();
-        if (v.ok())
-          *out = *v;
-      };
-      auto integer = [&](const char* key, int64_t min, int64_t max, int64_t* out) {
-        if (!header.ok())
-          return;
-        Result<int64_t> v = other->Int(key, min, max, wire::Need::kRequired);
-        header = v.ok() ? OkStatus() : v.status();
-        if (v.ok())
-          *out = *v;
-      };
-      std::string format;
-      text("format", 64, &format);
-      if (header.ok() && format != kSegmentFormat)
-        header = other->Bad("format", std::string("is not ") + kSegmentFormat);
-      text("job_id", 64, &job_id);
-      text("host", 253, &host);
-      integer("pid", 1, int64_t{1} << 31, &ready.pid);
-      integer("uid", 0, int64_t{1} << 32, &uid);
-      integer("window_start_ms", 1, wire::kMaxTimeMs - 1, &ready.window_start_ms);
-      integer("window_end_ms", ready.window_start_ms, ready.window_start_ms + 600'000,
-              &ready.window_end_ms);
-      if (header.ok()) {
-        Result<wire::FieldReader> trigger = other->Member("trigger", wire::Need::kRequired);
-        Result<std::string> id =
-            trigger.ok() ? trigger->Text("id", 128, wire::Need::kRequired) : trigger.status();
-        header = id.ok() ? OkStatus() : id.status();
-        if (id.ok())
-          ready.trigger_id = *id;
-      }
+      Result<wire::TraceSegmentHeader> header =
+          wire::DecodeTraceSegmentHeader(*doc, name, "bad_segment");
       if (!header.ok()) {
-        Refuse(name, "bad_segment", header.message());
+        Refuse(name, "bad_segment", header.status().message());
         continue;
       }
+      job_id = header->job_id;
+      host = header->host;
+      uid = header->uid;
+      ready.pid = header->pid;
+      ready.window_start_ms = header->window_start_ms;
+      ready.window_end_ms = header->window_end_ms;
+      ready.trigger_id = header->trigger_id;
       ready.job_id = job_id;
       ready.bytes = content.size();
     }
