@@ -120,9 +120,8 @@ class SqliteStore final : public Store, public JobStore {
   Status PutCaptureWindows(const std::vector<CaptureWindow>& windows) override;
   Result<bool> PutTraceSegment(const TraceSegmentRecord& segment) override;
   Result<std::vector<TraceSegmentRecord>> JobTraceSegments(std::string_view compute_id,
-                                                           std::string_view job_id,
-                                                           int64_t from_ms, int64_t to_ms,
-                                                           int limit) override;
+                                                           std::string_view job_id, int64_t from_ms,
+                                                           int64_t to_ms, int limit) override;
   Result<TraceSegmentRecord> GetTraceSegment(std::string_view compute_id,
                                              std::string_view sha256) override;
   Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(int64_t before_ms,

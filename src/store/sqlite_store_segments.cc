@@ -48,8 +48,9 @@ Status ValidateSegment(const TraceSegmentRecord& s) {
   if (s.trigger_reason.empty() || s.trigger_reason.size() > kMaxTriggerReasonBytes)
     return InvalidArgumentError(where + ": trigger_reason must be 1..64 bytes");
   if (s.bytes <= 0 || s.events < 0 || s.received_ms <= 0)
-    return InvalidArgumentError(where + ": bytes and received_ms must be positive, events not "
-                                        "negative");
+    return InvalidArgumentError(where +
+                                ": bytes and received_ms must be positive, events not "
+                                "negative");
   return OkStatus();
 }
 
@@ -128,10 +129,9 @@ Result<TraceSegmentRecord> SqliteStore::GetTraceSegment(std::string_view compute
   EXPANSE_RETURN_IF_ERROR(ValidateSha256("trace segment", sha256));
   return Transact(Access::kRead, [&]() -> Result<TraceSegmentRecord> {
     EXPANSE_ASSIGN_OR_RETURN(
-        Statement rows,
-        db_.Query(std::string("SELECT ") + kColumns +
-                      " FROM trace_segments WHERE compute_id = ?1 AND sha256 = ?2",
-                  compute_id, sha256));
+        Statement rows, db_.Query(std::string("SELECT ") + kColumns +
+                                      " FROM trace_segments WHERE compute_id = ?1 AND sha256 = ?2",
+                                  compute_id, sha256));
     EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
     if (!has_row)
       return NotFoundError("trace segment " + std::string(sha256) + " not found");
@@ -145,12 +145,11 @@ Result<std::vector<TraceSegmentRecord>> SqliteStore::ExpireTraceSegments(int64_t
     return InvalidArgumentError("expire trace segments: limit must be 1.." +
                                 std::to_string(kMaxJobTraceSegments));
   return Transact(Access::kWrite, [&]() -> Result<std::vector<TraceSegmentRecord>> {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement rows,
-        db_.Query(std::string("SELECT ") + kColumns +
-                      " FROM trace_segments WHERE received_ms < ?1 "
-                      "ORDER BY received_ms, compute_id, sha256 LIMIT ?2",
-                  before_ms, int64_t{limit}));
+    EXPANSE_ASSIGN_OR_RETURN(Statement rows,
+                             db_.Query(std::string("SELECT ") + kColumns +
+                                           " FROM trace_segments WHERE received_ms < ?1 "
+                                           "ORDER BY received_ms, compute_id, sha256 LIMIT ?2",
+                                       before_ms, int64_t{limit}));
     EXPANSE_ASSIGN_OR_RETURN(std::vector<TraceSegmentRecord> expired, AllSegments(rows));
     EXPANSE_ASSIGN_OR_RETURN(
         Statement remove,

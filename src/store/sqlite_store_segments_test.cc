@@ -20,7 +20,8 @@ constexpr int64_t kWindow = 10'000;
 
 std::string Sha(char c) { return std::string(64, c); }
 
-TraceSegmentRecord Segment(char sha, int64_t pid, int64_t index, const std::string& host = "gpu01") {
+TraceSegmentRecord Segment(char sha, int64_t pid, int64_t index,
+                           const std::string& host = "gpu01") {
   return TraceSegmentRecord{.compute_id = "cmp_a",
                             .sha256 = Sha(sha),
                             .job_id = "7",
@@ -53,7 +54,8 @@ class TraceSegmentsTest : public store_testing::SqliteStoreTest {
     const auto segments = jobs().JobTraceSegments("cmp_a", "7", from_ms, to_ms, limit);
     EXPECT_TRUE(segments.ok()) << segments.status();
     std::vector<std::string> out;
-    for (const TraceSegmentRecord& s : segments.ok() ? *segments : std::vector<TraceSegmentRecord>{})
+    for (const TraceSegmentRecord& s :
+         segments.ok() ? *segments : std::vector<TraceSegmentRecord>{})
       out.push_back(s.host + "/" + std::to_string(s.pid) + "@" +
                     std::to_string((s.window_start_ms - kNow) / kWindow) + ":" + s.sha256[0]);
     return out;
