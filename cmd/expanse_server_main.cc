@@ -130,6 +130,14 @@ int main(int argc, char** argv) {
         ->add_option("--stale-after", serve.stale_after,
                      "A compute without a heartbeat this long is stale")
         ->capture_default_str();
+    serve_cmd->add_option("--segment-dir", serve.options.segment_dir,
+                          "Where trace segments are kept (default: the --db file + .segments; "
+                          "with a PostgreSQL --db, a directory every replica shares, or none "
+                          "are kept)");
+    serve_cmd
+        ->add_option("--segment-retention", serve.segment_retention,
+                     "How long trace segments are kept after they arrive (0 = forever)")
+        ->capture_default_str();
 
     serve_cmd
         ->add_option("--alert-interval", serve.alert_interval,

@@ -14,6 +14,7 @@
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
+#include "server/segment_store.h"
 #include "server/server_metrics.h"
 #include "store/job_store.h"
 #include "tsdb/telemetry_store.h"
@@ -48,6 +49,8 @@ struct RouteContext {
   ServerCounters* counters = nullptr;   // what /metrics reports; null: not counted
   // --forward-remote-write: gets a copy of every stored batch's samples; null: none.
   promstore::RemoteWriteForwarder* forwarder = nullptr;
+  // Where trace segments' bytes are kept (segment_store.h); null: the server keeps none.
+  SegmentStore* segments = nullptr;
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal
@@ -63,6 +66,10 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context);
 void RegisterStackRoutes(http::Listener& listener, RouteContext& context);
 // GET /api/v1/computes/:id/jobs/:job/capture: the capture agent's evidence (capture_routes.cc).
 void RegisterCaptureRoutes(http::Listener& listener, RouteContext& context);
+// Trace segments: POST /dp/v1/segments on the data plane; GET
+// /api/v1/computes/{id}/jobs/{job}/segments and …/segments/{sha256} (segment_routes.cc).
+void RegisterSegmentRoutes(http::Listener& data_listener, http::Listener& console_listener,
+                           RouteContext& context);
 // The idle ledger: GET /api/v1/computes/{id}/jobs/{job}/ledger and /api/v1/orgs/{org}/efficiency.
 void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context);
 // GET /metrics for Prometheus (server_metrics.h), answered only to `Authorization: Bearer

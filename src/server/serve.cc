@@ -175,6 +175,11 @@ int RunServe(ServeFlags flags) {
   if (!retention.ok())
     return Fail(retention.status());
   flags.options.retention_ms = retention->count();
+  auto segment_retention = ParseDuration(flags.segment_retention);
+  if (!segment_retention.ok())
+    return Fail(Status(segment_retention.status().code(),
+                       "--segment-retention: " + segment_retention.status().message()));
+  flags.options.segment_retention_ms = segment_retention->count();
   auto alert_interval = ParseDuration(flags.alert_interval);
   if (!alert_interval.ok())
     return Fail(alert_interval.status());
@@ -248,6 +253,9 @@ int RunServe(ServeFlags flags) {
       }
       if (Status s = (*app)->telemetry().ApplyRetention(); !s.ok()) {
         std::fprintf(stderr, "expanse-server: telemetry retention: %s\n", s.ToString().c_str());
+      }
+      if (Status s = (*app)->ApplySegmentRetention(clock.NowMs()); !s.ok()) {
+        std::fprintf(stderr, "expanse-server: trace segment retention: %s\n", s.ToString().c_str());
       }
       next_flush += std::chrono::minutes(5);
     }

@@ -82,6 +82,13 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
     to.retention_ms = app->options_.retention_ms;
     EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
   }
+  // Beside a SQLite file by default; replicas on PostgreSQL keep segments only where told.
+  if (!app->options_.segment_dir.empty() || !store::IsPostgresUri(app->options_.db_path)) {
+    EXPANSE_ASSIGN_OR_RETURN(app->segments_,
+                             DirectorySegmentStore::Open(app->options_.segment_dir.empty()
+                                                             ? app->options_.db_path + ".segments"
+                                                             : app->options_.segment_dir));
+  }
   EXPANSE_ASSIGN_OR_RETURN(
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
   EXPANSE_ASSIGN_OR_RETURN(app->alert_sender_,
@@ -94,6 +101,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
                              promstore::RemoteWriteForwarder::Start(app->options_.forward));
     app->context_->forwarder = app->forwarder_.get();
   }
+  app->context_->segments = app->segments_.get();
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -111,6 +119,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   RegisterQueryRoutes(*app->console_listener_, *app->context_);
   RegisterStackRoutes(*app->console_listener_, *app->context_);
   RegisterCaptureRoutes(*app->console_listener_, *app->context_);
+  RegisterSegmentRoutes(*app->data_listener_, *app->console_listener_, *app->context_);
   RegisterLedgerRoutes(*app->console_listener_, *app->context_);
   RegisterVerdictRoutes(*app->console_listener_, *app->context_);
   RegisterAlertRoutes(*app->console_listener_, *app->context_);
@@ -132,6 +141,13 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
     RegisterHealthRoute(*listener, planes, *app->store_);
   }
   return app;
+}
+
+Status ServerApp::ApplySegmentRetention(int64_t now_ms) {
+  if (segments_ == nullptr || options_.segment_retention_ms <= 0)
+    return OkStatus();
+  return ExpireSegments(store_->Jobs(), *segments_, now_ms - options_.segment_retention_ms, 1000)
+      .status();
 }
 
 Result<http::Listener*> ServerApp::ListenerFor(const std::string& address) {

@@ -14,6 +14,7 @@
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/routes.h"
+#include "server/segment_store.h"
 #include "store/store.h"
 #include "tsdb/telemetry_store.h"
 
@@ -31,6 +32,10 @@ struct ServerOptions {
   // A copy of the stored samples to a site's own remote-write receiver; url "" = none.
   promstore::ForwarderOptions forward;
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
+  // The trace segments' directory (segment_store.h); "" = db_path + ".segments".
+  std::string segment_dir;
+  // Trace segments kept this long after they arrived; 0 = forever.
+  int64_t segment_retention_ms = int64_t{30} * 24 * 3600 * 1000;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
   double credential_requests_per_second = 20;
@@ -77,6 +82,9 @@ class ServerApp {
   tsdb::TelemetryStore& telemetry() { return *tsdb_; }
   store::Store& store() { return *store_; }
   AlertSender& alert_sender() { return *alert_sender_; }
+  SegmentStore* segments() { return segments_.get(); }  // null: none kept
+  // Forgets the trace segments older than the retention (a batch of them per call).
+  Status ApplySegmentRetention(int64_t now_ms);
 
  private:
   ServerApp() = default;
@@ -87,6 +95,7 @@ class ServerApp {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<tsdb::TelemetryStore> tsdb_;
   std::unique_ptr<AlertSender> alert_sender_;
+  std::unique_ptr<SegmentStore> segments_;
   std::unique_ptr<promstore::RemoteWriteForwarder> forwarder_;
   ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;

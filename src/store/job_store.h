@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -230,10 +231,13 @@ class JobStore {
   // kNotFound when the compute has no segment with that sha256.
   virtual Result<TraceSegmentRecord> GetTraceSegment(std::string_view compute_id,
                                                      std::string_view sha256) = 0;
-  // Forgets up to `limit` segments received before `before_ms` (oldest first) and returns
-  // them, so that the caller removes their bytes (retention).
-  virtual Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(int64_t before_ms,
-                                                                      int limit) = 0;
+  // Retention: forgets up to `limit` segments received before `before_ms` (oldest first),
+  // each once `remove_bytes` removed what the segment store keeps of it, and returns them. A
+  // failing `remove_bytes` fails the call and nothing is forgotten (bytes already removed are
+  // found gone, which is fine, next time).
+  virtual Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(
+      int64_t before_ms, int limit,
+      const std::function<Status(const TraceSegmentRecord&)>& remove_bytes) = 0;
 
   // The exactly-once record of ingest batches whose samples go to a remote telemetry store
   // (--telemetry-store remote), shared by every replica on the database (docs/scaling.md).

@@ -124,8 +124,9 @@ class SqliteStore final : public Store, public JobStore {
                                                            int64_t to_ms, int limit) override;
   Result<TraceSegmentRecord> GetTraceSegment(std::string_view compute_id,
                                              std::string_view sha256) override;
-  Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(int64_t before_ms,
-                                                              int limit) override;
+  Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(
+      int64_t before_ms, int limit,
+      const std::function<Status(const TraceSegmentRecord&)>& remove_bytes) override;
   Result<std::vector<CaptureWindow>> JobCaptureWindows(std::string_view compute_id,
                                                        std::string_view job_id, int64_t from_ms,
                                                        int64_t to_ms, int limit) override;

@@ -139,8 +139,9 @@ Result<TraceSegmentRecord> SqliteStore::GetTraceSegment(std::string_view compute
   });
 }
 
-Result<std::vector<TraceSegmentRecord>> SqliteStore::ExpireTraceSegments(int64_t before_ms,
-                                                                         int limit) {
+Result<std::vector<TraceSegmentRecord>> SqliteStore::ExpireTraceSegments(
+    int64_t before_ms, int limit,
+    const std::function<Status(const TraceSegmentRecord&)>& remove_bytes) {
   if (limit < 1 || limit > kMaxJobTraceSegments)
     return InvalidArgumentError("expire trace segments: limit must be 1.." +
                                 std::to_string(kMaxJobTraceSegments));
@@ -155,6 +156,7 @@ Result<std::vector<TraceSegmentRecord>> SqliteStore::ExpireTraceSegments(int64_t
         Statement remove,
         db_.Prepare("DELETE FROM trace_segments WHERE compute_id = ?1 AND sha256 = ?2"));
     for (const TraceSegmentRecord& s : expired) {
+      EXPANSE_RETURN_IF_ERROR(remove_bytes(s));
       EXPANSE_RETURN_IF_ERROR(remove.BindAll(s.compute_id, s.sha256));
       EXPANSE_RETURN_IF_ERROR(remove.Run());
       remove.Reset();

@@ -44,6 +44,11 @@ class TraceSegmentsTest : public store_testing::SqliteStoreTest {
     MakeCompute("cmp_b");
   }
   JobStore& jobs() { return store().Jobs(); }
+  std::vector<std::string> removed_;
+  Status Removed(const TraceSegmentRecord& s) {
+    removed_.push_back(s.sha256);
+    return OkStatus();
+  }
   // "true" (new), "false" (there already) or the error.
   std::string Put(const TraceSegmentRecord& s) {
     const Result<bool> put = jobs().PutTraceSegment(s);
@@ -107,16 +112,29 @@ TEST_P(TraceSegmentsTest, ExpiryForgetsTheOldestAndSaysWhich) {
   ASSERT_TRUE(jobs().PutTraceSegment(Segment('b', 10, 1)).ok());
   ASSERT_TRUE(jobs().PutTraceSegment(Segment('c', 10, 2)).ok());
   const int64_t before = Segment('c', 10, 2).received_ms;  // 'a' and 'b' are older
-  auto expired = jobs().ExpireTraceSegments(before, 1);
+  const auto remove = [&](const TraceSegmentRecord& r) { return Removed(r); };
+  auto expired = jobs().ExpireTraceSegments(before, 1, remove);
   ASSERT_TRUE(expired.ok()) << expired.status();
   ASSERT_EQ(expired->size(), 1u);
   EXPECT_EQ((*expired)[0].sha256, Sha('a'));
-  expired = jobs().ExpireTraceSegments(before, 10);
+  expired = jobs().ExpireTraceSegments(before, 10, remove);
   ASSERT_TRUE(expired.ok()) << expired.status();
   ASSERT_EQ(expired->size(), 1u);
   EXPECT_EQ((*expired)[0].sha256, Sha('b'));
-  EXPECT_THAT(*jobs().ExpireTraceSegments(before, 10), IsEmpty());
+  EXPECT_THAT(*jobs().ExpireTraceSegments(before, 10, remove), IsEmpty());
   EXPECT_THAT(Listed(), ElementsAre("gpu01/10@2:c"));
+  EXPECT_EQ(removed_, (std::vector<std::string>{Sha('a'), Sha('b')}));
+}
+
+TEST_P(TraceSegmentsTest, ARecordWhoseBytesCannotBeRemovedIsKept) {
+  ASSERT_TRUE(jobs().PutTraceSegment(Segment('a', 10, 0)).ok());
+  ASSERT_TRUE(jobs().PutTraceSegment(Segment('b', 10, 1)).ok());
+  const auto expired =
+      jobs().ExpireTraceSegments(kNow + 200 * kWindow, 10, [&](const TraceSegmentRecord& s) {
+        return s.sha256 == Sha('b') ? UnavailableError("disk away") : Removed(s);
+      });
+  EXPECT_EQ(expired.status(), UnavailableError("disk away"));
+  EXPECT_THAT(Listed(), ElementsAre("gpu01/10@0:a", "gpu01/10@1:b"));
 }
 
 TEST_P(TraceSegmentsTest, BadRecordsAreRefused) {

@@ -1,0 +1,168 @@
+// Trace segments end to end: sent by a compute's daemon to the data plane, listed and downloaded
+// through the console API, expired by retention.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "crypto/hash.h"
+#include "server/api_test_util.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+// As libexpanse-agent.so writes it (docs/formats/capture-spool.md, "Trace segments").
+json Segment(const std::string& job, const std::string& host, int pid, int64_t start_ms,
+             const std::string& kernel = "_Z4gemmv") {
+  return {{"displayTimeUnit", "ms"},
+          {"traceEvents",
+           {{{"ph", "X"},
+             {"cat", "kernel"},
+             {"name", kernel},
+             {"pid", pid},
+             {"tid", 1000007},
+             {"ts", start_ms * 1000.0 + 100},
+             {"dur", 2000.0}}}},
+          {"otherData",
+           {{"format", "expanse-trace-segment/1"},
+            {"job_id", job},
+            {"host", host},
+            {"pid", pid},
+            {"uid", 1001},
+            {"window_start_ms", start_ms},
+            {"window_end_ms", start_ms + 10'000},
+            {"trigger", {{"id", job + "-1-GPU-a"}, {"reason", "gpu_idle"}}},
+            {"events", 1},
+            {"dropped_events", 0}}}};
+}
+
+class ApiSegmentsTest : public api_testing::ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    compute_ = NewCompute(token_);
+    credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
+  }
+  Reply Send(const std::string& body) {
+    return Call("POST", "/dp/v1/segments", body, Bearer(credential_));
+  }
+  Reply List(const std::string& job = "77") {
+    return Call("GET", "/api/v1/computes/" + compute_ + "/jobs/" + job + "/segments", "",
+                Bearer(token_));
+  }
+  std::string SegmentFile(const std::string& sha) {
+    return (dir_ / "db.sqlite.segments" / compute_ / sha.substr(0, 2) / (sha + ".json")).string();
+  }
+  std::string compute_;
+  std::string credential_;
+};
+
+TEST_F(ApiSegmentsTest, ASegmentSentTwiceIsKeptOnceListedAndDownloadedAsSent) {
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  const std::string sha = crypto::Sha256Hex(text);
+  Reply sent = Send(text);
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  EXPECT_EQ(sent.body, (json{{"sha256", sha}, {"duplicate", false}, {"bytes", text.size()}}));
+  // A retry after a lost answer, or the same segment by the other transport.
+  clock_.Advance(1000);
+  Reply again = Send(text);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.body["duplicate"], true);
+  ASSERT_TRUE(Send(Segment("77", "worker2", 202, api_testing::kStart - 5000).dump()).status == 200);
+  ASSERT_TRUE(Send(Segment("78", "worker1", 101, api_testing::kStart).dump()).status == 200);
+
+  Reply listed = List();
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.body["segments"].size(), 2u) << listed.body;
+  EXPECT_EQ(listed.body["truncated"], false);
+  EXPECT_EQ(listed.body["segments"][0]["host"], "worker2");  // the older window first
+  const json& first = listed.body["segments"][1];
+  EXPECT_EQ(first["sha256"], sha);
+  EXPECT_EQ(first["pid"], 101);
+  EXPECT_EQ(first["window_start_ms"], api_testing::kStart);
+  EXPECT_EQ(first["window_end_ms"], api_testing::kStart + 10'000);
+  EXPECT_EQ(first["trigger_reason"], "gpu_idle");
+  EXPECT_EQ(first["trigger_id"], "77-1-GPU-a");
+  EXPECT_EQ(first["bytes"], text.size());
+  EXPECT_EQ(first["events"], 1);
+  EXPECT_EQ(first["received_ms"], api_testing::kStart);  // the first arrival's
+  const std::string download = first["download"];
+  EXPECT_EQ(download, "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + sha);
+
+  Reply got = Call("GET", download, "", Bearer(token_));
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body.dump(), text);
+  EXPECT_EQ(got.headers.find("Content-Disposition")->second,
+            "attachment; filename=\"seg-77-worker1-101-" + std::to_string(api_testing::kStart) +
+                ".json\"");
+  EXPECT_TRUE(std::filesystem::exists(SegmentFile(sha)));
+  EXPECT_EQ(std::filesystem::status(SegmentFile(sha)).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+TEST_F(ApiSegmentsTest, WhatIsNotASegmentIsRefusedAndNothingIsKept) {
+  json no_header = Segment("77", "worker1", 101, api_testing::kStart);
+  no_header.erase("otherData");
+  json wrong_format = Segment("77", "worker1", 101, api_testing::kStart);
+  wrong_format["otherData"]["format"] = "expanse-trace-segment/9";
+  json long_window = Segment("77", "worker1", 101, api_testing::kStart);
+  long_window["otherData"]["window_end_ms"] = api_testing::kStart + 600'001;
+  for (const std::string& body :
+       {std::string("not json"), no_header.dump(), wrong_format.dump(), long_window.dump()}) {
+    Reply r = Send(body);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(Code(r), "bad_segment") << r.body;
+  }
+  // Not the daemon's credential: refused before anything is read.
+  Reply anonymous = Call("POST", "/dp/v1/segments",
+                         Segment("77", "worker1", 101, api_testing::kStart).dump(), {});
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_EQ(List().body["segments"], json::array());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "db.sqlite.segments" / compute_));
+}
+
+TEST_F(ApiSegmentsTest, ASegmentIsReadOnlyThroughItsOwnJobAndCompute) {
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  const std::string sha = crypto::Sha256Hex(text);
+  ASSERT_EQ(Send(text).status, 200);
+  Reply other_job =
+      Call("GET", "/api/v1/computes/" + compute_ + "/jobs/78/segments/" + sha, "", Bearer(token_));
+  EXPECT_EQ(other_job.status, 404) << other_job.body;
+  Reply bad_name = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/not-a-sha", "",
+                        Bearer(token_));
+  EXPECT_EQ(bad_name.status, 400) << bad_name.body;
+  Reply unknown =
+      Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + std::string(64, 'a'), "",
+           Bearer(token_));
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  Reply anonymous =
+      Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + sha, "", {});
+  EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+  // Listed, but its bytes lost (a disk replaced): said so, not served empty.
+  std::filesystem::remove(SegmentFile(sha));
+  Reply gone =
+      Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + sha, "", Bearer(token_));
+  EXPECT_EQ(gone.status, 404) << gone.body;
+  EXPECT_EQ(Code(gone), "segment_bytes_missing") << gone.body;
+}
+
+TEST_F(ApiSegmentsTest, RetentionForgetsOldSegmentsAndRemovesTheirBytes) {
+  const std::string old_text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  ASSERT_EQ(Send(old_text).status, 200);
+  clock_.Advance(int64_t{20} * 24 * 3600 * 1000);
+  const std::string new_text = Segment("77", "worker1", 102, api_testing::kStart).dump();
+  ASSERT_EQ(Send(new_text).status, 200);
+  clock_.Advance(int64_t{11} * 24 * 3600 * 1000);  // the first is 31 days old, the second 11
+  ASSERT_TRUE(app_->ApplySegmentRetention(clock_.NowMs()).ok());
+  Reply listed = List();
+  ASSERT_EQ(listed.body["segments"].size(), 1u) << listed.body;
+  EXPECT_EQ(listed.body["segments"][0]["pid"], 102);
+  EXPECT_FALSE(std::filesystem::exists(SegmentFile(crypto::Sha256Hex(old_text))));
+  EXPECT_TRUE(std::filesystem::exists(SegmentFile(crypto::Sha256Hex(new_text))));
+}
+
+}  // namespace
+}  // namespace expanse::server

@@ -1,0 +1,144 @@
+// Trace segments (docs/api.md, "Trace segments"): the data plane takes a segment from a
+// compute's daemon, the console API lists a job's segments and hands one out as the Chrome
+// trace JSON file that Perfetto opens.
+#include <string>
+#include <utility>
+
+#include "crypto/hash.h"
+#include "server/ingest_batch.h"
+#include "server/route_util.h"
+#include "server/routes.h"
+#include "server/segment_store.h"
+#include "wire/trace_segment_header.h"
+
+namespace expanse::server {
+namespace {
+
+using nlohmann::json;
+
+// A compressed segment is much smaller; an uncompressed one is at most kMaxTraceSegmentBytes.
+constexpr size_t kSegmentBodyBytes = wire::kMaxTraceSegmentBytes + 4096;
+constexpr int kListedSegments = 1000;
+
+std::string SegmentPath(const std::string& compute_id, const std::string& job_id,
+                        const std::string& sha256) {
+  return "/api/v1/computes/" + compute_id + "/jobs/" + job_id + "/segments/" + sha256;
+}
+
+json SegmentJson(const store::TraceSegmentRecord& s) {
+  return {{"sha256", s.sha256},
+          {"host", s.host},
+          {"pid", s.pid},
+          {"window_start_ms", s.window_start_ms},
+          {"window_end_ms", s.window_end_ms},
+          {"trigger_id", s.trigger_id},
+          {"trigger_reason", s.trigger_reason},
+          {"bytes", s.bytes},
+          {"events", s.events},
+          {"received_ms", s.received_ms},
+          {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)}};
+}
+
+// What the daemon sends: the segment itself, as JSON or one zstd frame of it.
+http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
+  http::Response refused;
+  auto id = AuthenticateCompute(ctx, req, &refused);
+  if (!id)
+    return refused;
+  if (ctx.segments == nullptr)
+    return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
+  Result<std::string> bytes = DecodeIngestBody(req.Header("Content-Type").value_or(""), req.body);
+  if (!bytes.ok())
+    return RefusalResponse(bytes.status());
+  Result<wire::TraceSegmentHeader> header =
+      wire::ParseTraceSegmentHeader(*bytes, "segment", "bad_segment");
+  if (!header.ok())
+    return http::ErrorResponse(header.status());
+  const std::string sha256 = crypto::Sha256Hex(*bytes);
+  // The bytes first: a record names only a segment that is there.
+  if (Status s = ctx.segments->Put(id->compute.id, sha256, *bytes); !s.ok())
+    return http::ErrorResponse(s);
+  store::TraceSegmentRecord record{
+      .compute_id = id->compute.id,
+      .sha256 = sha256,
+      .job_id = header->job_id,
+      .host = header->host,
+      .pid = header->pid,
+      .window_start_ms = header->window_start_ms,
+      .window_end_ms = header->window_end_ms,
+      .trigger_id = header->trigger_id,
+      .trigger_reason = header->trigger_reason.empty() ? "unknown" : header->trigger_reason,
+      .bytes = static_cast<int64_t>(bytes->size()),
+      .events = header->events,
+      .received_ms = ctx.clock.NowMs()};
+  // An empty window (the agent closed it at once) is stored as one millisecond long.
+  if (record.window_end_ms <= record.window_start_ms)
+    record.window_end_ms = record.window_start_ms + 1;
+  Result<bool> added = ctx.jobs->PutTraceSegment(record);
+  if (!added.ok())
+    return http::ErrorResponse(added.status());
+  return Json(200, {{"sha256", sha256}, {"duplicate", !*added}, {"bytes", bytes->size()}});
+}
+
+http::Response DownloadSegment(RouteContext& ctx, const http::Request& req) {
+  Result<Principal> principal = AuthenticateConsoleRequest(ctx, req);
+  if (!principal.ok())
+    return http::ErrorResponse(principal.status());
+  Result<JobEvidenceQuery> q = ReadJobEvidenceQuery(ctx, *principal, req);
+  if (!q.ok())
+    return http::ErrorResponse(q.status());
+  const std::string sha256(req.PathParam("sha256"));
+  Result<store::TraceSegmentRecord> record = ctx.jobs->GetTraceSegment(q->compute.id, sha256);
+  if (!record.ok())
+    return http::ErrorResponse(record.status());
+  // Another job's segment is not found through this job's path.
+  if (record->job_id != req.PathParam("job"))
+    return http::ErrorResponse(NotFoundError("trace segment " + sha256 + " not found"));
+  if (ctx.segments == nullptr)
+    return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
+  Result<std::optional<std::string>> bytes = ctx.segments->Get(q->compute.id, sha256);
+  if (!bytes.ok())
+    return http::ErrorResponse(bytes.status());
+  if (!*bytes)
+    return http::ErrorResponse(
+        NotFoundError("trace segment " + sha256 + " is listed but its bytes are gone")
+            .WithReason("segment_bytes_missing"));
+  http::Response response;
+  response.content_type = "application/json";
+  response.body = std::move(**bytes);
+  response.headers = {
+      {"Content-Disposition", "attachment; filename=\"seg-" + record->job_id + "-" + record->host +
+                                  "-" + std::to_string(record->pid) + "-" +
+                                  std::to_string(record->window_start_ms) + ".json\""},
+      {"X-Content-Type-Options", "nosniff"}};
+  return response;
+}
+
+}  // namespace
+
+void RegisterSegmentRoutes(http::Listener& data_listener, http::Listener& console_listener,
+                           RouteContext& context) {
+  RouteContext* ctx = &context;
+  data_listener.Post("/dp/v1/segments",
+                     [ctx](const http::Request& req) { return IngestSegment(*ctx, req); },
+                     {.max_body_bytes = kSegmentBodyBytes});
+  console_listener.Get("/api/v1/computes/:id/jobs/:job/segments", [ctx](const http::Request& req) {
+    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+      EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
+      EXPANSE_ASSIGN_OR_RETURN(
+          auto segments, ctx->jobs->JobTraceSegments(q.compute.id, req.PathParam("job"), q.from_ms,
+                                                     q.to_ms, kListedSegments + 1));
+      const bool truncated = segments.size() > static_cast<size_t>(kListedSegments);
+      if (truncated)
+        segments.pop_back();
+      json listed = json::array();
+      for (const store::TraceSegmentRecord& s : segments)
+        listed.push_back(SegmentJson(s));
+      return json{{"segments", std::move(listed)}, {"truncated", truncated}};
+    });
+  });
+  console_listener.Get("/api/v1/computes/:id/jobs/:job/segments/:sha256",
+                       [ctx](const http::Request& req) { return DownloadSegment(*ctx, req); });
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,94 @@
+#include "server/segment_store.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/file_util.h"
+#include "wire/trace_segment_header.h"
+
+namespace expanse::server {
+namespace {
+
+// Compute ids are the server's own (cmp_…); anything else is refused before it names a path.
+bool IsSafeName(std::string_view s, size_t max_bytes) {
+  if (s.empty() || s.size() > max_bytes)
+    return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+bool IsSha256Hex(std::string_view s) {
+  if (s.size() != 64)
+    return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(std::string dir) {
+  if (dir.empty())
+    return InvalidArgumentError("the segment directory is empty");
+  if (Status s = fs::MakeDirectories(dir, 0700); !s.ok())
+    return Status(s.code(), "segment directory: " + s.message());
+  return std::unique_ptr<DirectorySegmentStore>(new DirectorySegmentStore(std::move(dir)));
+}
+
+Result<std::string> DirectorySegmentStore::PathOf(std::string_view compute_id,
+                                                  std::string_view sha256) const {
+  if (!IsSafeName(compute_id, 64))
+    return InvalidArgumentError("segment store: the compute id is not a name");
+  if (!IsSha256Hex(sha256))
+    return InvalidArgumentError("segment store: sha256 must be 64 lowercase hex digits");
+  return dir_ + "/" + std::string(compute_id) + "/" + std::string(sha256.substr(0, 2)) + "/" +
+         std::string(sha256) + ".json";
+}
+
+Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view sha256,
+                                  std::string_view bytes) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
+  const auto [directory, name] = fs::SplitPath(path);
+  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(directory, 0700));
+  // The name is the content's hash: a file there already holds these bytes (it was renamed
+  // into place whole), so a repeat writes nothing.
+  if (access(path.c_str(), F_OK) == 0)
+    return OkStatus();
+  return fs::WriteFileAtomically(directory, name, std::string(bytes), 0600);
+}
+
+Result<std::optional<std::string>> DirectorySegmentStore::Get(std::string_view compute_id,
+                                                              std::string_view sha256) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
+  return fs::ReadSmallFile(path, wire::kMaxTraceSegmentBytes, fs::Symlinks::kRefuse);
+}
+
+Status DirectorySegmentStore::Remove(std::string_view compute_id, std::string_view sha256) {
+  EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
+    return fs::ErrnoStatus(errno, "remove " + path);
+  return OkStatus();
+}
+
+Result<int64_t> ExpireSegments(store::JobStore& jobs, SegmentStore& segments, int64_t before_ms,
+                               int limit) {
+  EXPANSE_ASSIGN_OR_RETURN(
+      const std::vector<store::TraceSegmentRecord> expired,
+      jobs.ExpireTraceSegments(before_ms, limit, [&](const store::TraceSegmentRecord& s) {
+        return segments.Remove(s.compute_id, s.sha256);
+      }));
+  return static_cast<int64_t>(expired.size());
+}
+
+}  // namespace expanse::server

@@ -1,0 +1,67 @@
+// Where the server keeps the bytes of trace segments (docs/formats/segment-store.md). The list
+// of segments, with their facts, is in the database (store::TraceSegmentRecord); the bytes are
+// here, content-addressed under (compute id, SHA-256 of the bytes), so that the same segment
+// delivered twice (a retry, or by both transports) is one file, and a name says what it holds.
+//
+// The default is a directory on the server's disk. Replicas of the server need a store they
+// all reach: the same directory on a shared file system, or (planned) an S3-compatible bucket.
+#ifndef EXPANSE_SERVER_SEGMENT_STORE_H_
+#define EXPANSE_SERVER_SEGMENT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "store/job_store.h"
+
+namespace expanse::server {
+
+class SegmentStore {
+ public:
+  virtual ~SegmentStore() = default;
+
+  // Keeps `bytes` under (compute_id, sha256), the caller having computed sha256 from them.
+  // Writing what is there already is harmless; readers never see a partial segment.
+  virtual Status Put(std::string_view compute_id, std::string_view sha256,
+                     std::string_view bytes) = 0;
+  // The bytes, or nullopt when none are kept under that name.
+  virtual Result<std::optional<std::string>> Get(std::string_view compute_id,
+                                                 std::string_view sha256) = 0;
+  // OK when nothing is kept under that name.
+  virtual Status Remove(std::string_view compute_id, std::string_view sha256) = 0;
+};
+
+// <dir>/<compute id>/<first two hex digits>/<sha256>.json, each written atomically (a
+// temporary, fsync, rename), directories 0700 and files 0600: only the server reads them.
+class DirectorySegmentStore final : public SegmentStore {
+ public:
+  // Creates `dir` (0700) when missing.
+  static Result<std::unique_ptr<DirectorySegmentStore>> Open(std::string dir);
+
+  Status Put(std::string_view compute_id, std::string_view sha256, std::string_view bytes) override;
+  Result<std::optional<std::string>> Get(std::string_view compute_id,
+                                         std::string_view sha256) override;
+  Status Remove(std::string_view compute_id, std::string_view sha256) override;
+
+ private:
+  explicit DirectorySegmentStore(std::string dir) : dir_(std::move(dir)) {}
+  // The file of (compute_id, sha256); kInvalidArgument for a name that is not one.
+  Result<std::string> PathOf(std::string_view compute_id, std::string_view sha256) const;
+
+  std::string dir_;
+};
+
+// Retention: forgets the segments received before `before_ms` and removes their bytes, at most
+// `limit` per call; returns how many went. The bytes go first, each record only once its bytes
+// are gone, so a crash in between leaves records the next call finishes, never bytes no record
+// names.
+Result<int64_t> ExpireSegments(store::JobStore& jobs, SegmentStore& segments, int64_t before_ms,
+                               int limit);
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_SEGMENT_STORE_H_
