@@ -12,6 +12,8 @@
 #include "agent/heartbeat_builder.h"
 #include "agent/run_history.h"
 #include "agent/sampler_role.h"
+#include "agent/segment_relay.h"
+#include "agent/segment_upload.h"
 #include "agent/server_requests.h"
 #include "deploy/daemon_config.h"
 #include "net/http_client.h"
@@ -74,6 +76,24 @@ class Controller {
         uploader_, outbox::Uploader::Create(
                        up, *outbox_, *upload_client_, [this] { return Credential(); }, clock_));
 
+    // Trace segments: those the samplers relay, and this node's own when it runs jobs.
+    SegmentUploadOptions segments;
+    if (!shared_prefix_.empty()) {
+      segments.relay_root = SegmentRelayRoot(shared_prefix_);
+      if (Status made = host_.MakeDirectories(segments.relay_root, 0755); !made.ok())
+        Log("trace segments cannot be relayed: " + made.message());
+    }
+    if (!options_.node.capture_control_dir.empty()) {
+      segments.own_ready_dir = options_.node.capture_control_dir + "/capture-ready";
+      segments.own_host = options_.node.hostname;
+    }
+    segments.quarantine_dir = options_.state_dir + "/segment-quarantine";
+    segments.data_plane_url = config_.data_plane_url;
+    segments.expected_uid = geteuid();
+    segments.log = [this](std::string_view line) { Log(std::string(line)); };
+    segment_uploader_ = std::make_unique<SegmentUploader>(
+        std::move(segments), *upload_client_, [this] { return Credential(); }, clock_);
+
     if (!shared_prefix_.empty()) {
       const std::string root = WorkerSpoolRoot(shared_prefix_);
       EXPANSE_RETURN_IF_ERROR(host_.MakeDirectories(root, 0755));
@@ -123,7 +143,21 @@ class Controller {
   Status Run() {
     std::thread upload([this] {
       while (!Stopping()) {
-        Status status = uploader_->Run([this](int64_t wait_ms) { return Wait(wait_ms); });
+        Status status = uploader_->Run([this](int64_t wait_ms) {
+          // Segments only once the telemetry queue is empty: telemetry goes first.
+          if (outbox_->stats().depth_entries == 0) {
+            const Status s = segment_uploader_->RunOnce();
+            {
+              std::lock_guard lock(shared_.mu);
+              segment_stats_ = segment_uploader_->stats();
+            }
+            if (s.code() == StatusCode::kUnauthenticated) {
+              Revoke(s.reason());
+              return false;
+            }
+          }
+          return Wait(wait_ms);
+        });
         if (status.code() == StatusCode::kUnauthenticated) {
           Revoke(status.reason());
           return;
@@ -198,6 +232,14 @@ class Controller {
   }
 
   // The uploader's pause between runs; false ends its loop.
+  // What the segment uploader did, for the heartbeat's diagnostics (docs/formats/heartbeat.md).
+  nlohmann::json SegmentUploadStatsJson() {
+    std::lock_guard lock(shared_.mu);
+    return {{"uploaded", segment_stats_.uploaded}, {"duplicates", segment_stats_.duplicates},
+            {"bytes", segment_stats_.bytes},       {"retries", segment_stats_.retries},
+            {"refused", segment_stats_.refused},   {"last_error", segment_stats_.last_error}};
+  }
+
   bool Wait(int64_t wait_ms) {
     std::unique_lock lock(shared_.mu);
     if (StoppingLocked())
@@ -235,6 +277,7 @@ class Controller {
                                        {"last_error", up.last_error}};
     report->diagnostics["outbox_detail"] = {{"depth_bytes", box.depth_bytes},
                                             {"disk_bytes", box.disk_bytes}};
+    report->diagnostics["segments"] = SegmentUploadStatsJson();
     std::lock_guard lock(shared_.mu);
     shared_.inventory = std::move(report->inventory);
     shared_.gpu_use = std::move(report->gpu_use);
@@ -326,6 +369,8 @@ class Controller {
   std::unique_ptr<net::HttpClient> upload_client_;
   std::unique_ptr<net::HttpClient> heartbeat_client_;
   std::unique_ptr<outbox::Uploader> uploader_;
+  std::unique_ptr<SegmentUploader> segment_uploader_;
+  SegmentUploadStats segment_stats_;  // the upload thread's copy, under shared_.mu
   std::unique_ptr<spool::Aggregator> aggregator_;
   std::unique_ptr<ControllerRound> round_;
   RunHistory runs_;

@@ -8,6 +8,7 @@
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
 #include "agent/profiling_permissions.h"
+#include "agent/segment_relay.h"
 #include "spool/spool_writer.h"
 #include "wire/records.h"
 
@@ -45,7 +46,10 @@ class SamplerLoop {
                                   .hostname = options.node.hostname,
                                   .expected_uid = geteuid(),
                                   .log = options.log},
-                clock_) {}
+                clock_),
+        relay_(SegmentRelayOptions{
+            .ready_dir = options.node.capture_control_dir + "/capture-ready",
+            .relay_dir = SegmentRelayRoot(options.shared_prefix) + "/" + options.node.hostname}) {}
 
   // The controller's stack burst requests for this node, carried out at once.
   void PollBursts() {
@@ -120,6 +124,9 @@ class SamplerLoop {
       problem_ = flushed.message();
     else
       problem_.clear();
+    // Trace segments after the telemetry, and only with a capture spool to take them from.
+    if (!options_.node.capture_control_dir.empty())
+      relay_.Flush();
     WriteHealth();
   }
 
@@ -149,6 +156,11 @@ class SamplerLoop {
                              {"cupti", collector_.CuptiStats()},
                              {"dcgm", collector_.DcgmStats()},
                              {"capture", collector_.CaptureStats()},
+                             {"segment_relay",
+                              {{"relayed", relay_.stats().relayed},
+                               {"held_for_space", relay_.stats().held_for_space},
+                               {"failed", relay_.stats().failed},
+                               {"last_problem", relay_.stats().last_problem}}},
                              {"live_bursts", bursts_.Stats()},
                              {"spool",
                               {{"records_written", counters.records_written},
@@ -218,6 +230,7 @@ class SamplerLoop {
   std::string problem_;
   PermissionMonitor permissions_;
   BurstInbox bursts_;
+  SegmentRelay relay_;
 };
 
 }  // namespace

@@ -65,10 +65,9 @@ void SegmentRelay::Flush() {
     if (moved >= options_.max_files_per_flush)
       return;
     struct statvfs vfs {};
-    const bool room =
-        relayed_bytes + e.bytes <= options_.max_relay_bytes &&
-        statvfs(options_.relay_dir.c_str(), &vfs) == 0 &&
-        uint64_t{vfs.f_bavail} * vfs.f_frsize >= options_.min_free_bytes + e.bytes;
+    const bool room = relayed_bytes + e.bytes <= options_.max_relay_bytes &&
+                      statvfs(options_.relay_dir.c_str(), &vfs) == 0 &&
+                      uint64_t{vfs.f_bavail} * vfs.f_frsize >= options_.min_free_bytes + e.bytes;
     if (!room) {
       ++stats_.held_for_space;
       stats_.last_problem = "segments wait in " + options_.ready_dir +
@@ -76,9 +75,9 @@ void SegmentRelay::Flush() {
                             "short of space";
       return;
     }
-    Status s = fs::CopyFileAtomically(options_.ready_dir + "/" + e.name, options_.relay_dir,
-                                      e.name, wire::kMaxTraceSegmentBytes, 0640,
-                                      static_cast<uid_t>(-1), static_cast<gid_t>(-1));
+    Status s = fs::CopyFileAtomically(options_.ready_dir + "/" + e.name, options_.relay_dir, e.name,
+                                      wire::kMaxTraceSegmentBytes, 0640, static_cast<uid_t>(-1),
+                                      static_cast<gid_t>(-1));
     if (!s.ok()) {
       ++stats_.failed;
       stats_.last_problem = s.message();

@@ -19,8 +19,7 @@ namespace {
 
 bool IsSegmentName(const std::string& name) {
   return name.size() > 9 && name.rfind("seg-", 0) == 0 &&
-         name.compare(name.size() - 5, 5, ".json") == 0 &&
-         name.find('/') == std::string::npos;
+         name.compare(name.size() - 5, 5, ".json") == 0 && name.find('/') == std::string::npos;
 }
 
 // Host directory names as the telemetry spool has them (docs/formats/spool.md).
@@ -28,8 +27,8 @@ bool IsHostName(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-')
     return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -48,10 +47,9 @@ void AddSegments(const std::string& dir, const std::string& host, std::vector<Ca
     if (!IsSegmentName(name))
       continue;  // temporaries (dot files) and anything else are not segments
     struct stat st {};
-    const int64_t mtime =
-        lstat((dir + "/" + name).c_str(), &st) == 0
-            ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
-            : 0;
+    const int64_t mtime = lstat((dir + "/" + name).c_str(), &st) == 0
+                              ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
+                              : 0;
     out.push_back({dir, host, name, mtime});
   }
 }

@@ -48,9 +48,9 @@ struct SegmentUploadOptions {
 
 struct SegmentUploadStats {
   uint64_t uploaded = 0;
-  uint64_t duplicates = 0;  // ... of which the server had already
-  uint64_t bytes = 0;       // uncompressed bytes uploaded
-  uint64_t retries = 0;     // passes ended by a failed send, kept for later
+  uint64_t duplicates = 0;                  // ... of which the server had already
+  uint64_t bytes = 0;                       // uncompressed bytes uploaded
+  uint64_t retries = 0;                     // passes ended by a failed send, kept for later
   std::map<std::string, uint64_t> refused;  // by reason: symlink, too_large, bad_segment, …
   std::string last_error{};
   int64_t next_attempt_ms = 0;  // while backing off

@@ -33,18 +33,18 @@ namespace stdfs = std::filesystem;
 constexpr int64_t kStart = 1'800'000'000'000;
 
 std::string Segment(const std::string& host, int pid, const std::string& kernel = "gemm") {
-  return json{{"traceEvents",
-               {{{"ph", "X"}, {"name", kernel}, {"pid", pid}, {"ts", 1.0}, {"dur", 2.0}}}},
-              {"otherData",
-               {{"format", "expanse-trace-segment/1"},
-                {"job_id", "42"},
-                {"host", host},
-                {"pid", pid},
-                {"uid", 1001},
-                {"window_start_ms", kStart},
-                {"window_end_ms", kStart + 10'000},
-                {"trigger", {{"id", "42-1-GPU-a"}, {"reason", "gpu_idle"}}},
-                {"events", 1}}}}
+  return json{
+      {"traceEvents", {{{"ph", "X"}, {"name", kernel}, {"pid", pid}, {"ts", 1.0}, {"dur", 2.0}}}},
+      {"otherData",
+       {{"format", "expanse-trace-segment/1"},
+        {"job_id", "42"},
+        {"host", host},
+        {"pid", pid},
+        {"uid", 1001},
+        {"window_start_ms", kStart},
+        {"window_end_ms", kStart + 10'000},
+        {"trigger", {{"id", "42-1-GPU-a"}, {"reason", "gpu_idle"}}},
+        {"events", 1}}}}
       .dump();
 }
 
@@ -151,12 +151,13 @@ class SegmentUploadTest : public ::testing::Test {
     return r.ok() ? json::parse(r->body, nullptr, false) : json();
   }
   SegmentUploader Uploader() {
-    return SegmentUploader({.relay_root = relay_root_,
-                            .quarantine_dir = dir_.path() + "/state/segment-quarantine",
-                            .data_plane_url = base_url_,
-                            .expected_uid = geteuid(),
-                            .backoff_base_ms = 1000},
-                           *client_, [this] { return credential_; }, clock_);
+    return SegmentUploader(
+        {.relay_root = relay_root_,
+         .quarantine_dir = dir_.path() + "/state/segment-quarantine",
+         .data_plane_url = base_url_,
+         .expected_uid = geteuid(),
+         .backoff_base_ms = 1000},
+        *client_, [this] { return credential_; }, clock_);
   }
   std::vector<store::TraceSegmentRecord> Stored() {
     auto listed = app_->store().Jobs().JobTraceSegments(compute_, "42", 0, 0, 100);
@@ -181,8 +182,8 @@ TEST_F(SegmentUploadTest, RelayedSegmentsReachTheServerOnceAndHostileOnesAreQuar
   SegmentUploader uploader = Uploader();
   ASSERT_TRUE(uploader.RunOnce().ok());
   EXPECT_EQ(uploader.stats().uploaded, 1u);
-  EXPECT_EQ(uploader.stats().refused,
-            (std::map<std::string, uint64_t>{{"bad_segment", 1}, {"symlink", 1}, {"wrong_host", 1}}));
+  EXPECT_EQ(uploader.stats().refused, (std::map<std::string, uint64_t>{
+                                          {"bad_segment", 1}, {"symlink", 1}, {"wrong_host", 1}}));
   EXPECT_TRUE(Names(relay_root_ + "/worker1").empty());
   EXPECT_EQ(Names(relay_root_ + "/worker2"), std::vector<std::string>{"notes.txt"});
   EXPECT_EQ(Names(relay_root_ + "/.quarantine").size(), 3u);

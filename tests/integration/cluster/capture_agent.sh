@@ -7,7 +7,10 @@
 #   - the agent's window aggregates reach the server from both workers, through each sampler's
 #     capture intake and the controller's batches: GET …/jobs/<job>/capture names the kernels;
 #   - a job GPU going idle (fake NVML 91 % -> 0 %) makes the sampler write a Phase B trigger and
-#     the agents on that node record a trace segment, which the intake accepts;
+#     the agents on that node record a trace segment, which the intake accepts and the sampler
+#     relays into the shared spool while the controller is down (kill -9); the restarted
+#     controller uploads it: listed and downloaded byte for byte, kept once when sent again;
+#     a corrupt and an oversized relayed segment are quarantined;
 #   - the disable marker on one worker stops injection for tasks started afterwards there only;
 #   - a job whose agent finds no usable libcupti runs to completion with the same output.
 source "$(dirname "$0")/../lib/testlib.sh"
@@ -100,26 +103,64 @@ assert_eq "$(jq '.kernels.count' <<<"$summary")" "$(jq '.nvtx.ranges[] | select(
 pass "job $job: the agents' kernels, copies, syncs and NVTX ranges reach the server from both workers"
 
 # The job's GPU on w1 goes idle: w1's sampler escalates it and asks the job's agents there for
-# a trace window, which the intake accepts.
+# a trace window; the intake accepts the segment and the sampler relays it into the shared spool
+# (EXPANSE_SEGMENT_UPLOAD_MODE auto: relay). The controller is down meanwhile (kill -9), so the
+# segment waits there until it is back.
+dc_controller_kill9
 read -r lo hi < <(dc_minors "$w1")
 dc_gpu_scenario "$w1" "[
   {\"uuid\": \"$(uuid 1 "$hi")\", \"minor\": $hi, \"sm_util\": 91},
   {\"uuid\": \"$(uuid 1 "$lo")\", \"minor\": $lo, \"sm_util\": 0}]"
-segment_ready() { "$TESTCLUSTER" exec "$w1" -- bash -c "ls /var/lib/expanse/control/capture-ready/seg-$1-* 2>/dev/null | head -1"; }
-segment_of_job() { [[ -n "$(segment_ready "$job")" ]]; }
-if ! (wait_until 60 "a Phase B segment of job $job on $w1" segment_of_job); then
-  fail "no segment on $w1: trigger $("$TESTCLUSTER" exec "$w1" -- cat "/var/lib/expanse/control/phase-b/$job" 2>&1); spool $("$TESTCLUSTER" exec "$w1" -- ls -la /var/lib/expanse/control/capture 2>&1 | tr '\n' ';')"
+relay="$prefix/spool/segments"
+relayed() { ls "$relay/$w1/seg-$job-"* 2>/dev/null | head -1; }
+segment_relayed() { [[ -n "$(relayed)" ]]; }
+if ! (wait_until 60 "a Phase B segment of job $job relayed from $w1" segment_relayed); then
+  fail "no segment from $w1: trigger $("$TESTCLUSTER" exec "$w1" -- cat "/var/lib/expanse/control/phase-b/$job" 2>&1); spool $("$TESTCLUSTER" exec "$w1" -- ls -la /var/lib/expanse/control/capture /var/lib/expanse/control/capture-ready 2>&1 | tr '\n' ';')"
 fi
 trigger="$("$TESTCLUSTER" exec "$w1" -- cat "/var/lib/expanse/control/phase-b/$job")"
 assert_eq gpu_idle "$(jq -r .reason <<<"$trigger")" "the trigger's reason"
 assert_eq "$(uuid 1 "$lo")" "$(jq -r '.gpus[0]' <<<"$trigger")" "the trigger's GPU (the job's, gone idle)"
-seg="$(segment_ready "$job")"
-doc="$("$TESTCLUSTER" exec "$w1" -- cat "$seg")"
+seg="$(relayed)"
+cp "$seg" "$DIR/segment.json"
+doc="$(cat "$DIR/segment.json")"
 assert_eq "$(jq -r .id <<<"$trigger")" "$(jq -r .otherData.trigger.id <<<"$doc")" "the segment's trigger"
 assert_match "ampere_bf16_gemm_$w1" "$(jq -r '[.traceEvents[] | select(.cat == "kernel") | .name] | unique | join(",")' <<<"$doc")" \
   "kernels in the segment"
 assert_eq true "$(jq '[.traceEvents[] | select(.ph == "X")] | length > 10' <<<"$doc")" "events in the segment"
-pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment accepted by $w1's intake"
+pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment, relayed into the shared spool"
+
+# Hostile entries beside it, as a broken or malicious worker could leave them: a corrupt
+# segment and one past 64 MiB. The controller comes back and uploads.
+mkdir -p "$relay/$w2"
+printf '{"traceEvents": [' >"$relay/$w2/seg-$job-$w2-1-1.json"
+truncate -s 65M "$relay/$w2/seg-$job-$w2-2-1.json"
+dc_controller_start
+sha="$(sha256sum "$DIR/segment.json" | cut -d' ' -f1)"
+segments() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/segments"; }
+uploaded() { segments | jq_holds "[.segments[] | select(.sha256 == \"$sha\")] | length == 1"; }
+if ! (wait_until 60 "job $job's segment at the server" uploaded); then
+  fail "segments of job $job: $(segments); relay: $(ls -la "$relay"/* 2>&1 | tr '\n' ';'); controller: $(tail -5 "$DIR/controller.log")"
+fi
+listed="$(segments | jq -c ".segments[] | select(.sha256 == \"$sha\")")"
+assert_eq "$w1" "$(jq -r .host <<<"$listed")" "the listed segment's host"
+assert_eq gpu_idle "$(jq -r .trigger_reason <<<"$listed")" "the listed segment's trigger reason"
+api GET "$(jq -r .download <<<"$listed")" >"$DIR/segment.download"
+cmp -s "$DIR/segment.json" "$DIR/segment.download" || fail "the downloaded segment differs from the one relayed"
+gone() { [[ ! -e "$seg" ]]; }
+wait_until 30 "the uploaded segment to leave the shared spool" gone
+# A copy put back, as a controller killed between the upload and the removal leaves it: sent
+# again, kept once.
+cp "$DIR/segment.json" "$seg"
+wait_until 30 "the segment sent again to leave the shared spool" gone
+assert_eq 1 "$(segments | jq "[.segments[] | select(.sha256 == \"$sha\")] | length")" \
+  "job $job's segment at the server after it was sent twice"
+quarantined() { (($(ls "$relay/.quarantine" 2>/dev/null | grep -c "$w2-seg-$job-$w2-") == 2)); }
+if ! (wait_until 30 "the corrupt and the oversized segment quarantined" quarantined); then
+  fail "quarantine: $(ls "$relay/.quarantine" 2>&1); left: $(ls "$relay/$w2" 2>&1)"
+fi
+assert_match 'bad_segment' "$(ls "$relay/.quarantine")" "the corrupt segment's reason"
+assert_match 'too_large' "$(ls "$relay/.quarantine")" "the oversized segment's reason"
+pass "job $job's segment: uploaded by the restarted controller, downloaded byte for byte, kept once when sent twice; hostile entries quarantined"
 touch "$DIR/train.stop"
 wait_job_done "$job" 120
 assert_eq COMPLETED "$(job_state "$job")" "job $job with the agent injected"
