@@ -1,6 +1,7 @@
 // The capture agent's evidence for the job page (docs/capture-agent.md): the summary of
-// GET /api/v1/computes/{id}/jobs/{job}/capture turned into rows. Pure, so node's test runner
-// checks it; pages/job.js draws the rows.
+// GET /api/v1/computes/{id}/jobs/{job}/capture and the list of …/segments turned into rows.
+// Pure, so node's test runner checks it; pages/job.js draws the rows.
+import {duration, shortDateTime} from './format.js';
 
 // Nanoseconds as a short duration: "850 µs", "12.5 ms", "3.2 s", "1 h 4 min".
 export function nanos(ns) {
@@ -61,4 +62,22 @@ export function captureRows(s) {
     ` (${s.windows} windows${s.truncated ? ', the oldest only' : ''})` +
     (s.dropped_records ? `; ${s.dropped_records} records dropped by CUPTI` : '');
   return {empty: false, headline, kernels, copies, syncs, ranges};
+}
+
+const TRIGGERS = {gpu_idle: 'a GPU went idle', throughput_drop: 'throughput dropped'};
+
+// The job's trace segments (GET …/jobs/{job}/segments), one row each: where and when the window
+// was, why it was recorded, its size, and the link that downloads it as the Chrome trace file
+// Perfetto opens (the server's own name for it, which the link's download attribute keeps).
+export function segmentRows(answer) {
+  return ((answer && answer.segments) || []).map((s) => ({
+    host: s.host,
+    pid: String(s.pid),
+    window: `${shortDateTime(s.window_start_ms)}, ${duration(s.window_end_ms - s.window_start_ms)}`,
+    reason: TRIGGERS[s.trigger_reason] || s.trigger_reason,
+    size: bytes(s.bytes),
+    events: String(s.events),
+    href: s.download,
+    filename: `seg-${s.host}-${s.pid}-${s.window_start_ms}.json`,
+  }));
 }

@@ -219,7 +219,21 @@ try {
   // This job loads no CUDA: the capture agent's section answers, and says it has nothing.
   await page.locator('#capture').waitFor();
   assert.match(await page.locator('#capture').innerText(), /No CUDA activity was captured for this job/);
-  ok('the job page shows the capture agent\'s section (nothing captured for a job without CUDA)');
+  // The job's trace segment (the hook sent one as the controller would): listed, and its link
+  // downloads the very bytes the server keeps under its SHA-256.
+  const download = page.locator('#segment-list a.segment-download');
+  await download.waitFor();
+  assert.equal(await download.count(), 1);
+  assert.match(await page.locator('#segment-list tbody tr').innerText(), /a GPU went idle/);
+  const segmentsPath = `/api/v1/computes/${encodeURIComponent(computeId)}/jobs/${encodeURIComponent(jobId)}/segments`;
+  const listedSegments = await page.evaluate(async (p) => (await fetch(p)).json(), segmentsPath);
+  const downloadedSha = await page.evaluate(async (href) => {
+    const digest = await crypto.subtle.digest('SHA-256', await (await fetch(href)).arrayBuffer());
+    return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  }, await download.getAttribute('href'));
+  assert.equal(downloadedSha, listedSegments.segments[0].sha256);
+  assert.match(await download.getAttribute('download'), /^seg-.*\.json$/);
+  ok('the job page shows the capture agent\'s section (nothing captured for a job without CUDA) and its trace segment, downloaded byte for byte');
 
   await page.getByLabel('Metric').selectOption('gpu.mem_used_mib');
   await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));

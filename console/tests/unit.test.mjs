@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
-import {bytes, captureRows, nanos, shortKernel} from '../src/capture.js';
+import {bytes, captureRows, nanos, segmentRows, shortKernel} from '../src/capture.js';
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
@@ -324,4 +324,27 @@ test('capture formats: durations from nanoseconds, byte sizes, kernel names', ()
   assert.equal(bytes(512), '512 B');
   assert.equal(bytes(1536), '1.5 KiB');
   assert.equal(shortKernel('x'.repeat(80)).length, 58);
+});
+
+test('segment rows: where and when each window was, why, its size and its download link', () => {
+  const start = Date.UTC(2026, 11, 4, 6, 0, 0);
+  const rows = segmentRows({segments: [
+    {sha256: 'a'.repeat(64), host: 'w1', pid: 101, window_start_ms: start, window_end_ms: start + 10000,
+      trigger_reason: 'gpu_idle', bytes: 3 * 1048576, events: 1234,
+      download: '/api/v1/computes/c/jobs/77/segments/' + 'a'.repeat(64)},
+    {sha256: 'b'.repeat(64), host: 'w2', pid: 7, window_start_ms: start, window_end_ms: start + 90000,
+      trigger_reason: 'unknown', bytes: 512, events: 3, download: '/x'}]});
+  assert.equal(rows.length, 2);
+  assert.equal(rows[0].host, 'w1');
+  assert.equal(rows[0].pid, '101');
+  assert.match(rows[0].window, /, 10 s$/);
+  assert.equal(rows[0].reason, 'a GPU went idle');
+  assert.equal(rows[0].size, '3.0 MiB');
+  assert.equal(rows[0].events, '1234');
+  assert.equal(rows[0].href, '/api/v1/computes/c/jobs/77/segments/' + 'a'.repeat(64));
+  assert.equal(rows[0].filename, `seg-w1-101-${start}.json`);
+  assert.match(rows[1].window, /, 1 min 30 s$/);
+  assert.equal(rows[1].reason, 'unknown');
+  assert.deepEqual(segmentRows({segments: []}), []);
+  assert.deepEqual(segmentRows(null), []);
 });

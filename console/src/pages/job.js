@@ -7,7 +7,7 @@ import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
-import {captureRows} from '../capture.js';
+import {captureRows, segmentRows} from '../capture.js';
 import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
 import {drawRibbon} from '../verdict_ribbon.js';
@@ -118,17 +118,40 @@ function captureTable(id, caption, headings, rows) {
       h('td', {}, h('code', {title: name.title}, name.text)), ...cells.map((c) => h('td', {}, c))))));
 }
 
+// The trace windows the agent recorded when a GPU of the job went idle or slowed, each a file to
+// download and open in Perfetto.
+function segmentsBlock(rows) {
+  const heading = h('h3', {}, 'Trace segments');
+  if (!rows.length) {
+    return h('div', {id: 'capture-segments'}, heading, h('p', {class: 'muted'},
+      'No trace segments: the agent records one when a GPU of the job goes idle or its throughput drops.'));
+  }
+  return h('div', {id: 'capture-segments'}, heading,
+    h('p', {}, 'Each is a Chrome trace file: open it in ', h('a', {href: 'https://ui.perfetto.dev', rel: 'noopener', target: '_blank'}, 'ui.perfetto.dev'),
+      ' (Open trace file) or chrome://tracing.'),
+    h('table', {class: 'data compact', id: 'segment-list'},
+      h('thead', {}, h('tr', {}, ['Host', 'Process', 'Window', 'Why', 'Events', 'Size', ''].map((t) => h('th', {scope: 'col'}, t)))),
+      h('tbody', {}, rows.map((r) => h('tr', {},
+        h('td', {}, r.host), h('td', {}, r.pid), h('td', {}, r.window), h('td', {}, r.reason),
+        h('td', {}, r.events), h('td', {}, r.size),
+        h('td', {}, h('a', {href: r.href, download: r.filename, class: 'segment-download'}, 'Download')))))));
+}
+
 // What the job's processes did on their GPUs, from the in-process capture agent: the kernels
 // that took the GPU time, copies, time waiting in synchronisation, NVTX ranges.
 async function captureSection(compute, job) {
-  const rows = captureRows(await api.get(path`/api/v1/computes/${compute}/jobs/${job}/capture`));
+  const [summary, segments] = await Promise.all([
+    api.get(path`/api/v1/computes/${compute}/jobs/${job}/capture`),
+    api.get(path`/api/v1/computes/${compute}/jobs/${job}/segments`)]);
+  const rows = captureRows(summary);
   const heading = h('h2', {id: 'capture-heading'}, 'GPU activity (capture agent)');
+  const segmentList = segmentsBlock(segmentRows(segments));
   if (rows.empty) {
     return h('section', {id: 'capture', 'aria-labelledby': 'capture-heading'}, heading,
-      h('p', {class: 'muted'}, 'No CUDA activity was captured for this job.'));
+      h('p', {class: 'muted'}, 'No CUDA activity was captured for this job.'), segmentList);
   }
   return h('section', {id: 'capture', 'aria-labelledby': 'capture-heading'}, heading,
-    h('p', {}, rows.headline),
+    h('p', {}, rows.headline), segmentList,
     captureTable('capture-kernels', 'Top kernels', ['Kernel', 'Launches', 'GPU time', 'Share'], rows.kernels),
     rows.copies.length ? captureTable('capture-copies', 'Copies', ['Direction', 'Count', 'Bytes', 'GPU time'], rows.copies) : null,
     rows.syncs.length ? captureTable('capture-syncs', 'Synchronisation', ['Kind', 'Count', 'Time waited'], rows.syncs) : null,

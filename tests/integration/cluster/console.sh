@@ -154,6 +154,19 @@ console_job() { # COMPUTE
     "api GET /api/v1/computes/$1/jobs/$job | jq_holds '.end_ms > 0' >/dev/null" >&2
   wait_until 60 "the over_allocated verdict of job $job" bash -c \
     "api GET /api/v1/computes/$1/jobs/$job/verdicts | jq_holds '[.verdicts[].code] | index(\"over_allocated\") != null' >/dev/null" >&2
+  # A trace segment of the job, sent as the installed controller sends a relayed one (with its
+  # credential, to POST /dp/v1/segments): the job page lists it for download.
+  local credential
+  credential="$("$TESTCLUSTER" exec "$ctl" -- cat /var/lib/slurm/.expanse/config.json | jq -r .credential)"
+  jq -cn --arg job "$job" --arg host "$w1" --argjson start "$(($(date +%s%3N) - 10000))" \
+    '{traceEvents: [{ph: "X", cat: "kernel", name: "gemm", pid: 4242, tid: 1000000,
+    ts: ($start * 1000 + 100), dur: 2000}], otherData: {format: "expanse-trace-segment/1",
+    job_id: $job, host: $host, pid: 4242, uid: 0, window_start_ms: $start,
+    window_end_ms: ($start + 10000), trigger: {id: ($job + "-1-GPU-x"), reason: "gpu_idle"}, events: 1}}' \
+    >"$DIR/segment.json"
+  curl -sS --fail-with-body --cacert "$CA_FILE" -H "Authorization: Bearer $credential" \
+    -H 'Content-Type: application/json' --data-binary @"$DIR/segment.json" "$DP_URL/dp/v1/segments" >&2 ||
+    return 1
   echo "$job"
 }
 console_hook() {
@@ -164,7 +177,7 @@ console_hook() {
   esac
 }
 export -f console_hook console_install console_job submit wait_job_done job_state job_finished wait_until api fail
-export DIR CA_FILE CP_URL API_TOKEN TESTCLUSTER ctl w1 w2 SLURM_CONF EXPANSE prefix EXPANSE_TC_WORKERS TEST_NAME
+export DIR CA_FILE CP_URL DP_URL API_TOKEN TESTCLUSTER ctl w1 w2 SLURM_CONF EXPANSE prefix EXPANSE_TC_WORKERS TEST_NAME
 
 cd "$REPO_ROOT/console"
 EXPANSE_CONSOLE_URL="$CP_URL" EXPANSE_CONSOLE_EMAIL=ops@acme.example \
