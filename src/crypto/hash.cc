@@ -20,6 +20,21 @@ std::string Sha256Hex(std::string_view data) {
   return hex;
 }
 
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  crypto_internal::EnsureSodiumInitialized();
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(key.data()),
+                              key.size());
+  crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(data.data()),
+                                data.size());
+  std::array<unsigned char, crypto_auth_hmacsha256_BYTES> mac{};
+  crypto_auth_hmacsha256_final(&state, mac.data());
+  std::string hex(mac.size() * 2 + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), mac.data(), mac.size());
+  hex.resize(mac.size() * 2);
+  return hex;
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   crypto_internal::EnsureSodiumInitialized();
   if (a.size() != b.size()) {

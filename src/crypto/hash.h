@@ -11,6 +11,9 @@ namespace expanse::crypto {
 // SHA-256 of `data` as 64 lowercase hex digits.
 std::string Sha256Hex(std::string_view data);
 
+// HMAC-SHA-256 of `data` under `key`, as 64 lowercase hex digits.
+std::string HmacSha256Hex(std::string_view key, std::string_view data);
+
 // Compares secrets without leaking, through timing, how many leading bytes match.
 // Returns false at once when the lengths differ: lengths of our secrets are public.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

@@ -21,6 +21,13 @@ TEST(Sha256HexTest, HashesEmbeddedNulBytes) {
   EXPECT_NE(Sha256Hex(std::string("a\0b", 3)), Sha256Hex("a"));
 }
 
+TEST(HmacSha256HexTest, MatchesRfc4231TestCase2) {
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_NE(HmacSha256Hex("Jefe", "what do ya want for nothing!"),
+            HmacSha256Hex("Jefe", "what do ya want for nothing?"));
+}
+
 TEST(ConstantTimeEqualsTest, ComparesContent) {
   EXPECT_TRUE(ConstantTimeEquals("", ""));
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));

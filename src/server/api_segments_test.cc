@@ -164,5 +164,67 @@ TEST_F(ApiSegmentsTest, RetentionForgetsOldSegmentsAndRemovesTheirBytes) {
   EXPECT_TRUE(std::filesystem::exists(SegmentFile(crypto::Sha256Hex(new_text))));
 }
 
+TEST_F(ApiSegmentsTest, AGrantAdmitsExactlyTheSegmentItNamesFromTheWorkerWithoutACredential) {
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  const std::string sha = crypto::Sha256Hex(text);
+  const auto ask = [&](const std::string& host, const std::string& s, size_t size) {
+    return Call("POST", "/dp/v1/segment-grants",
+                json{{"host", host}, {"sha256", s}, {"bytes", size}}.dump(), Bearer(credential_));
+  };
+  Reply granted = ask("worker1", sha, text.size());
+  ASSERT_EQ(granted.status, 201) << granted.body;
+  const std::string grant = granted.body["grant"];
+  EXPECT_EQ(grant.rfind("exp_sg_", 0), 0u);
+  EXPECT_EQ(granted.body["expires_at_ms"], api_testing::kStart + 15 * 60 * 1000);
+  EXPECT_EQ(granted.body["upload_url"], "http://127.0.0.1:2/dp/v1/segments");
+
+  // Other bytes, or the same bytes naming another host, are not what the grant names.
+  Reply other = Call("POST", "/dp/v1/segments",
+                     Segment("77", "worker1", 102, api_testing::kStart).dump(), Bearer(grant));
+  EXPECT_EQ(other.status, 403) << other.body;
+  EXPECT_EQ(Code(other), "grant_mismatch");
+  Reply for_worker2 = ask("worker2", sha, text.size());
+  Reply wrong_host = Call("POST", "/dp/v1/segments", text, Bearer(for_worker2.body["grant"]));
+  EXPECT_EQ(wrong_host.status, 403) << wrong_host.body;
+  // A grant changed by a byte is no grant.
+  std::string tampered = grant;
+  tampered[10] = tampered[10] == '0' ? '1' : '0';
+  Reply forged = Call("POST", "/dp/v1/segments", text, Bearer(tampered));
+  EXPECT_EQ(forged.status, 401) << forged.body;
+  EXPECT_EQ(Code(forged), "grant_invalid");
+  EXPECT_EQ(List().body["segments"], json::array());
+
+  Reply sent = Call("POST", "/dp/v1/segments", text, Bearer(grant));
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  EXPECT_EQ(sent.body["sha256"], sha);
+  ASSERT_EQ(List().body["segments"].size(), 1u);
+  EXPECT_EQ(List().body["segments"][0]["host"], "worker1");
+
+  // Expired, then voided with the credential that asked for it.
+  clock_.Advance(15 * 60 * 1000);
+  Reply expired = Call("POST", "/dp/v1/segments", text, Bearer(grant));
+  EXPECT_EQ(expired.status, 401);
+  EXPECT_EQ(Code(expired), "grant_expired");
+  Reply fresh = ask("worker1", sha, text.size());
+  ASSERT_EQ(fresh.status, 201);
+  credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");  // replaces the old
+  Reply revoked = Call("POST", "/dp/v1/segments", text, Bearer(fresh.body["grant"]));
+  EXPECT_EQ(revoked.status, 401) << revoked.body;
+  EXPECT_EQ(Code(revoked), "grant_revoked");
+}
+
+TEST_F(ApiSegmentsTest, OnlyTheComputesControllerGetsAGrantAndOnlyForASegmentItCouldSend) {
+  const json request = {{"host", "worker1"}, {"sha256", std::string(64, 'a')}, {"bytes", 100}};
+  EXPECT_EQ(Call("POST", "/dp/v1/segment-grants", request.dump(), {}).status, 401);
+  EXPECT_EQ(Call("POST", "/dp/v1/segment-grants", request.dump(), Bearer(token_)).status, 401);
+  for (const json& bad :
+       {json{{"host", "worker1"}, {"sha256", "ABC"}, {"bytes", 100}},
+        json{{"host", "../x"}, {"sha256", std::string(64, 'a')}, {"bytes", 100}},
+        json{{"host", "worker1"}, {"sha256", std::string(64, 'a')}, {"bytes", int64_t{1} << 40}}}) {
+    Reply r = Call("POST", "/dp/v1/segment-grants", bad.dump(), Bearer(credential_));
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
+  }
+}
+
 }  // namespace
 }  // namespace expanse::server

@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "crypto/password.h"
 #include "server/principal.h"
+#include "server/segment_grant.h"
 #include "store/store.h"
 
 namespace expanse::server {
@@ -203,6 +204,18 @@ class ControlPlane {
   // kUnauthenticated with reason "credential_revoked" (the daemon stops itself) or
   // "credential_invalid".
   Result<ComputeIdentity> AuthenticateCredential(std::string_view bearer);
+  // A segment-scoped grant (segment_grant.h) that `identity`'s controller asked for: host,
+  // SHA-256 and length of one segment, for kSegmentGrantTtlMs from now.
+  std::string IssueSegmentGrant(const ComputeIdentity& identity, const std::string& host,
+                                const std::string& sha256, int64_t bytes, int64_t* expires_ms);
+  // What a grant admits, once its signature, credential and expiry hold: kUnauthenticated with
+  // reason grant_invalid, grant_revoked (its credential was revoked or replaced) or
+  // grant_expired.
+  struct GrantedSegment {
+    SegmentGrant grant;
+    store::Compute compute;
+  };
+  Result<GrantedSegment> AuthenticateSegmentGrant(std::string_view token);
   // Validates and stores a heartbeat document (docs/formats/heartbeat.md), and records the
   // outcomes it reports of the server's requests (audited as compute_request.done/failed).
   Status RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json);

@@ -242,6 +242,38 @@ Result<ControlPlane::ComputeIdentity> ControlPlane::AuthenticateCredential(
   return ComputeIdentity{*std::move(c), std::move(compute)};
 }
 
+std::string ControlPlane::IssueSegmentGrant(const ComputeIdentity& identity,
+                                            const std::string& host, const std::string& sha256,
+                                            int64_t bytes, int64_t* expires_ms) {
+  SegmentGrant grant{.credential_id = identity.credential.id,
+                     .compute_id = identity.compute.id,
+                     .host = host,
+                     .sha256 = sha256,
+                     .bytes = bytes,
+                     .expires_ms = clock_.NowMs() + kSegmentGrantTtlMs};
+  *expires_ms = grant.expires_ms;
+  return EncodeSegmentGrant(grant, identity.credential.secret_hash);
+}
+
+Result<ControlPlane::GrantedSegment> ControlPlane::AuthenticateSegmentGrant(
+    std::string_view token) {
+  EXPANSE_ASSIGN_OR_RETURN(SegmentGrant grant, DecodeSegmentGrant(token));
+  const Status invalid = UnauthenticatedError("unknown segment grant").WithReason("grant_invalid");
+  Result<store::Credential> c = store_.GetCredential(grant.credential_id);
+  if (!c.ok())
+    return c.status().code() == StatusCode::kNotFound ? invalid : c.status();
+  if (c->compute_id != grant.compute_id || !SegmentGrantSignedBy(token, c->secret_hash))
+    return invalid;
+  if (c->revoked_at_ms != 0) {
+    return UnauthenticatedError("the credential that asked for this segment grant was revoked")
+        .WithReason("grant_revoked");
+  }
+  if (grant.expires_ms <= clock_.NowMs())
+    return UnauthenticatedError("this segment grant has expired").WithReason("grant_expired");
+  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(c->compute_id));
+  return GrantedSegment{std::move(grant), std::move(compute)};
+}
+
 Status ControlPlane::RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json) {
   EXPANSE_ASSIGN_OR_RETURN(HeartbeatSummary summary, ValidateHeartbeat(body_json));
   store::Heartbeat hb;

@@ -8,7 +8,9 @@
 #include "server/ingest_batch.h"
 #include "server/route_util.h"
 #include "server/routes.h"
+#include "server/segment_grant.h"
 #include "server/segment_store.h"
+#include "wire/field_reader.h"
 #include "wire/trace_segment_header.h"
 
 namespace expanse::server {
@@ -39,11 +41,41 @@ json SegmentJson(const store::TraceSegmentRecord& s) {
           {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)}};
 }
 
+// Who sends a segment: the compute's controller with its credential, or a worker with a
+// segment-scoped grant (segment_grant.h), which admits only the segment it names.
+struct Sender {
+  std::string compute_id;
+  std::optional<SegmentGrant> grant;
+};
+
+std::optional<Sender> AuthenticateSender(RouteContext& ctx, const http::Request& req,
+                                         http::Response* refused) {
+  const std::string_view bearer = BearerToken(req);
+  if (bearer.substr(0, std::string_view(kSegmentGrantPrefix).size()) != kSegmentGrantPrefix) {
+    auto id = AuthenticateCompute(ctx, req, refused);
+    if (!id)
+      return std::nullopt;
+    return Sender{id->compute.id, std::nullopt};
+  }
+  Result<ControlPlane::GrantedSegment> granted = ctx.control.AuthenticateSegmentGrant(bearer);
+  if (!granted.ok()) {
+    *refused = http::ErrorResponse(granted.status());
+    return std::nullopt;
+  }
+  // Grants count against the credential that asked for them.
+  const std::string key = "grant:" + std::to_string(granted->grant.credential_id);
+  if (!ctx.limits.per_credential->Allow(key)) {
+    *refused = http::TooManyRequestsResponse(ctx.limits.per_credential->RetryAfter(key));
+    return std::nullopt;
+  }
+  return Sender{granted->compute.id, std::move(granted->grant)};
+}
+
 // What the daemon sends: the segment itself, as JSON or one zstd frame of it.
 http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
   http::Response refused;
-  auto id = AuthenticateCompute(ctx, req, &refused);
-  if (!id)
+  std::optional<Sender> sender = AuthenticateSender(ctx, req, &refused);
+  if (!sender)
     return refused;
   if (ctx.segments == nullptr)
     return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
@@ -55,11 +87,18 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
   if (!header.ok())
     return http::ErrorResponse(header.status());
   const std::string sha256 = crypto::Sha256Hex(*bytes);
+  if (sender->grant && (sha256 != sender->grant->sha256 ||
+                        static_cast<int64_t>(bytes->size()) != sender->grant->bytes ||
+                        header->host != sender->grant->host)) {
+    return http::ErrorResponse(403, "grant_mismatch",
+                               "this segment is not the one the grant names (its SHA-256, length "
+                               "or host differ)");
+  }
   // The bytes first: a record names only a segment that is there.
-  if (Status s = ctx.segments->Put(id->compute.id, sha256, *bytes); !s.ok())
+  if (Status s = ctx.segments->Put(sender->compute_id, sha256, *bytes); !s.ok())
     return http::ErrorResponse(s);
   store::TraceSegmentRecord record{
-      .compute_id = id->compute.id,
+      .compute_id = sender->compute_id,
       .sha256 = sha256,
       .job_id = header->job_id,
       .host = header->host,
@@ -114,11 +153,46 @@ http::Response DownloadSegment(RouteContext& ctx, const http::Request& req) {
   return response;
 }
 
+// A controller asks for a grant for one of its workers' segments: {"host","sha256","bytes"}.
+http::Response GrantSegment(RouteContext& ctx, const http::Request& req) {
+  http::Response refused;
+  auto id = AuthenticateCompute(ctx, req, &refused);
+  if (!id)
+    return refused;
+  if (ctx.segments == nullptr)
+    return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
+  Result<json> body = JsonObjectBody(req);
+  if (!body.ok())
+    return http::ErrorResponse(body.status());
+  Result<wire::FieldReader> r = wire::FieldReader::Object(*body, "", "invalid_argument");
+  if (!r.ok())
+    return http::ErrorResponse(r.status());
+  Result<std::string> host = r->Name("host", 64, ".-_", true, wire::Need::kRequired);
+  Result<std::string> sha = r->Name("sha256", 64, "", false, wire::Need::kRequired);
+  Result<int64_t> size =
+      r->Int("bytes", 1, static_cast<int64_t>(wire::kMaxTraceSegmentBytes), wire::Need::kRequired);
+  for (const Status& s : {host.status(), sha.status(), size.status()}) {
+    if (!s.ok())
+      return http::ErrorResponse(s);
+  }
+  if (sha->size() != 64) {
+    return http::ErrorResponse(InvalidArgumentError("sha256 must be 64 lowercase hex digits")
+                                   .WithReason("invalid_argument"));
+  }
+  int64_t expires_ms = 0;
+  const std::string grant = ctx.control.IssueSegmentGrant(*id, *host, *sha, *size, &expires_ms);
+  return Json(201, {{"grant", grant},
+                    {"expires_at_ms", expires_ms},
+                    {"upload_url", ctx.control.options().data_plane_url + "/dp/v1/segments"}});
+}
+
 }  // namespace
 
 void RegisterSegmentRoutes(http::Listener& data_listener, http::Listener& console_listener,
                            RouteContext& context) {
   RouteContext* ctx = &context;
+  data_listener.Post("/dp/v1/segment-grants",
+                     [ctx](const http::Request& req) { return GrantSegment(*ctx, req); });
   data_listener.Post("/dp/v1/segments",
                      [ctx](const http::Request& req) { return IngestSegment(*ctx, req); },
                      {.max_body_bytes = kSegmentBodyBytes});
