@@ -2,12 +2,22 @@
 # shellcheck shell=bash
 
 # Everything below is derived from these settings; tests may override them through the environment.
-TC_STATE="${EXPANSE_TC_STATE:-/var/tmp/expanse-testcluster}"
-TC_SUBNET="${EXPANSE_TC_SUBNET:-10.77.0}" # a /24; the controller is .1, workerN is .(10+N)
-TC_PORT_BASE="${EXPANSE_TC_PORT_BASE:-16817}"
-TC_BRIDGE="${EXPANSE_TC_BRIDGE:-exptc0}"
-TC_NETNS_PREFIX="exptc-"
-TC_CGROUP_NAME="expanse-testcluster"
+# EXPANSE_TC_INSTANCE (1..9, default 1) lets several clusters run on one machine at once (the
+# suite runs two): each instance has its own state, subnet, ports, bridge, network namespaces
+# and cgroup tree, and `stop` of one never touches another. Instance 1 keeps the plain names.
+TC_INSTANCE="${EXPANSE_TC_INSTANCE:-1}"
+[[ "$TC_INSTANCE" =~ ^[1-9]$ ]] || {
+  printf 'testcluster: error: EXPANSE_TC_INSTANCE must be 1..9, not "%s"\n' "$TC_INSTANCE" >&2
+  exit 1
+}
+TC_TAG="$( ((TC_INSTANCE == 1)) || echo "$TC_INSTANCE")"
+TC_STATE="${EXPANSE_TC_STATE:-/var/tmp/expanse-testcluster$TC_TAG}"
+TC_SUBNET="${EXPANSE_TC_SUBNET:-10.$((76 + TC_INSTANCE)).0}" # a /24; the controller is .1, workerN .(10+N)
+TC_PORT_BASE="${EXPANSE_TC_PORT_BASE:-$((16817 + 100 * (TC_INSTANCE - 1)))}"
+TC_BRIDGE="${EXPANSE_TC_BRIDGE:-exptc${TC_TAG}0}"
+# Neither may be a prefix of another instance's: `stop` deletes every namespace with the prefix.
+TC_NETNS_PREFIX="exptc$TC_TAG-"
+TC_CGROUP_NAME="expanse-testcluster$TC_TAG"
 TC_CLUSTER_NAME="expansetc"
 TC_SLURM_USER="${EXPANSE_TC_SLURM_USER:-slurm}"
 TC_GPUS_PER_HOST=2
@@ -131,8 +141,9 @@ net_setup() {
     host="$(worker_name "$n")"
     ns="$TC_NETNS_PREFIX$host"
     ip netns add "$ns"
-    ip link add "exptc-$host" type veth peer name eth0 netns "$ns"
-    ip link set "exptc-$host" master "$TC_BRIDGE" up
+    # The host's end of the pair is named like its namespace (at most 15 characters).
+    ip link add "$ns" type veth peer name eth0 netns "$ns"
+    ip link set "$ns" master "$TC_BRIDGE" up
     ip -n "$ns" addr add "$(worker_addr "$n")/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up

@@ -196,7 +196,11 @@ tc_status() {
 tc_env() {
   load_cluster_env
   echo "export SLURM_CONF=$TC_STATE/etc/slurm.conf"
+  echo "export EXPANSE_TC_INSTANCE=$TC_INSTANCE"
   echo "export EXPANSE_TC_STATE=$TC_STATE"
+  echo "export EXPANSE_TC_SUBNET=$TC_SUBNET EXPANSE_TC_PORT_BASE=$TC_PORT_BASE"
+  echo "export EXPANSE_TC_BRIDGE=$TC_BRIDGE EXPANSE_TC_NETNS_PREFIX=$TC_NETNS_PREFIX"
+  echo "export EXPANSE_TC_CGROUP=$TC_CGROUP_NAME"
   echo "export EXPANSE_TC_SHARED=$TC_STATE/shared"
   echo "export EXPANSE_TC_CONTROLLER=$(controller_name)"
   echo "export EXPANSE_TC_ACCOUNTING=$TC_ACCOUNTING"

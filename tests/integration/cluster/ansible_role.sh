@@ -82,7 +82,7 @@ for h in "${HOSTS[@]}"; do
   host_systemd_on "$h"
 done
 # The workers' GPUs through the fake NVML: NVML's index order is the reverse of the minor
-# numbers SLURM allocates by, as in cluster.daemon_attribution.
+# numbers SLURM allocates by, as in cluster2.daemon_attribution.
 mkdir -p "$DIR/fake-nvml"
 install -m 644 "$BUILD/fakes/nvml/libnvidia-ml.so.1" "$DIR/fake-nvml/libnvidia-ml.so.1"
 gres_conf="$(dirname "$SLURM_CONF")/gres.conf"

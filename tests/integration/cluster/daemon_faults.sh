@@ -118,13 +118,18 @@ dc_wait_job 90 "$job_ro" '([.events[]?] | length) == 2' "job $job_ro's events af
 pass "read-only shared mount on $w2: job $job_ro completed, no node drained, its events arrived later"
 
 # --- kill -9 of the controller, again and again, while it uploads -------------------------------
-job_k="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 20')"
+job_k="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null --wrap 'sleep 30')"
 wait_until 60 "job $job_k to start" bash -c "[[ \$(squeue -h -j $job_k -o %t) == R ]]"
+# Each kill lands on a controller that has recorded its start (on a loaded machine an ASan
+# build may take longer than the pause to get there), at a random point of its uploads.
+starts() { grep -c 'controller for compute' "$DIR/controller.log" || true; }
 for i in 1 2 3 4 5 6; do
   sleep "0.$((RANDOM % 9 + 1))"
   sleep 1
   dc_controller_kill9
+  before="$(starts)"
   dc_controller_start
+  wait_until 30 "restart $i of the controller to be recorded" bash -c "(( \$(grep -c 'controller for compute' '$DIR/controller.log' || true) > $before ))"
 done
 wait_job_done "$job_k" 90
 dc_wait_job 90 "$job_k" '([.events[]?] | length) >= 4 and .used.has_gpu_samples == true' "job $job_k's events and samples"

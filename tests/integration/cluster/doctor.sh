@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `expanse doctor` on the real SLURM cluster, after a real `expanse compute install` from a
-# signed release on the controller and `--role sampler` on both workers (as cluster.console does
+# signed release on the controller and `--role sampler` on both workers (as cluster2.console does
 # it), with fake NVML GPUs on the workers whose minors match gres.conf:
 #   - a healthy deployment: exit 0, no finding that needs action, also in --json;
 #   - the Prolog line removed from slurm.conf: HOOK_MISSING with its fix, exit 1;

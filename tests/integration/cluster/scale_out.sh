@@ -127,7 +127,9 @@ for w in $EXPANSE_TC_WORKERS; do
           {"uuid": "GPU-$w-minor$hi", "minor": $hi, "sm_util": 3, "memory_used_mib": 0}]}
 JSON
   # No sampler of an earlier test may hold the node's lock: this test counts its sampler's ticks.
-  "$TESTCLUSTER" exec "$w" -- pkill -f '[e]xpanse-daemon.*--role sampler' 2>/dev/null || true
+  # Only this host's (its network namespace): another test cluster may run beside this one.
+  # shellcheck disable=SC2016
+  "$TESTCLUSTER" exec "$w" -- bash -c 'pkill --ns $$ --nslist net -f "[e]xpanse-daemon.*--role sampler"' 2>/dev/null || true
 done
 for host in $ctl $EXPANSE_TC_WORKERS; do
   host_daemon_env_write "$host" <<ENV

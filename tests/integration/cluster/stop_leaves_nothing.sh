@@ -3,14 +3,16 @@
 # namespaces, bridge, cgroups and state directory; nothing of the cluster is left behind.
 source "$(dirname "$0")/../lib/testlib.sh"
 
-# Every process the harness started, and every job process, lives in its cgroup tree.
-started="$(cat /sys/fs/cgroup/pids/expanse-testcluster/*/cgroup.procs /sys/fs/cgroup/pids/expanse-testcluster/*/*/cgroup.procs 2>/dev/null | sort -u || true)"
+# Every process the harness started, and every job process, lives in its cgroup tree (this
+# instance's only: another cluster may be running beside it and must be left alone).
+cg="/sys/fs/cgroup/pids/$EXPANSE_TC_CGROUP"
+started="$(cat "$cg"/*/cgroup.procs "$cg"/*/*/cgroup.procs 2>/dev/null | sort -u || true)"
 [[ -n "$started" ]] || fail "no processes found in the cluster's cgroups before stop (is it running?)"
 pass "$(wc -l <<<"$started") processes of the cluster before stop"
 
 "$TESTCLUSTER" stop
 
-bridge="${EXPANSE_TC_BRIDGE:-exptc0}"
+bridge="$EXPANSE_TC_BRIDGE"
 # Processes still alive (not zombies), with their command lines. A process may exit between any
 # two of these reads, so each read tolerates its file vanishing.
 still_running() {
@@ -31,10 +33,10 @@ for _ in $(seq 1 25); do
   left="$(still_running)"
 done
 assert_eq "" "$left" "processes of the cluster left running"
-assert_eq "" "$(ip netns list | grep '^exptc-' || true)" "network namespaces left"
+assert_eq "" "$(ip netns list | grep "^$EXPANSE_TC_NETNS_PREFIX" || true)" "network namespaces left"
 ip link show "$bridge" >/dev/null 2>&1 && fail "bridge $bridge still exists"
 pass "bridge $bridge removed"
-assert_eq "" "$(ls -d /sys/fs/cgroup/*/expanse-testcluster 2>/dev/null || true)" "cgroups left"
+assert_eq "" "$(ls -d /sys/fs/cgroup/*/"$EXPANSE_TC_CGROUP" 2>/dev/null || true)" "cgroups left"
 [[ -e "$EXPANSE_TC_STATE" ]] && fail "state directory $EXPANSE_TC_STATE still exists"
 pass "state directory removed"
 out="$("$TESTCLUSTER" stop 2>&1)" || fail "a second stop failed: $out"
