@@ -12,6 +12,8 @@
 #include "agent/heartbeat_builder.h"
 #include "agent/run_history.h"
 #include "agent/sampler_role.h"
+#include "agent/segment_grant_files.h"
+#include "agent/segment_grant_issuer.h"
 #include "agent/segment_relay.h"
 #include "agent/segment_upload.h"
 #include "agent/server_requests.h"
@@ -93,6 +95,18 @@ class Controller {
     segments.log = [this](std::string_view line) { Log(std::string(line)); };
     segment_uploader_ = std::make_unique<SegmentUploader>(
         std::move(segments), *upload_client_, [this] { return Credential(); }, clock_);
+    // Grants for the workers that send their segments themselves (direct, auto).
+    SegmentGrantIssuerOptions grants;
+    if (!shared_prefix_.empty()) {
+      grants.grant_root = SegmentGrantRoot(shared_prefix_);
+      if (Status made = host_.MakeDirectories(grants.grant_root, 0755); !made.ok())
+        Log("segment grants cannot be handed to workers: " + made.message());
+    }
+    grants.data_plane_url = config_.data_plane_url;
+    grants.expected_uid = geteuid();
+    grants.log = [this](std::string_view line) { Log(std::string(line)); };
+    grant_issuer_ = std::make_unique<SegmentGrantIssuer>(
+        std::move(grants), *upload_client_, [this] { return Credential(); }, clock_);
 
     if (!shared_prefix_.empty()) {
       const std::string root = WorkerSpoolRoot(shared_prefix_);
@@ -144,6 +158,17 @@ class Controller {
     std::thread upload([this] {
       while (!Stopping()) {
         Status status = uploader_->Run([this](int64_t wait_ms) {
+          // Grants whatever the queue holds: small, and the segments they admit do not come
+          // through here.
+          const Status granted = grant_issuer_->RunOnce();
+          {
+            std::lock_guard lock(shared_.mu);
+            grant_stats_ = grant_issuer_->stats();
+          }
+          if (granted.code() == StatusCode::kUnauthenticated) {
+            Revoke(granted.reason());
+            return false;
+          }
           // Segments only once the telemetry queue is empty: telemetry goes first.
           if (outbox_->stats().depth_entries == 0) {
             const Status s = segment_uploader_->RunOnce();
@@ -235,9 +260,18 @@ class Controller {
   // What the segment uploader did, for the heartbeat's diagnostics (docs/formats/heartbeat.md).
   nlohmann::json SegmentUploadStatsJson() {
     std::lock_guard lock(shared_.mu);
-    return {{"uploaded", segment_stats_.uploaded}, {"duplicates", segment_stats_.duplicates},
-            {"bytes", segment_stats_.bytes},       {"retries", segment_stats_.retries},
-            {"refused", segment_stats_.refused},   {"last_error", segment_stats_.last_error}};
+    return {{"uploaded", segment_stats_.uploaded},
+            {"duplicates", segment_stats_.duplicates},
+            {"bytes", segment_stats_.bytes},
+            {"retries", segment_stats_.retries},
+            {"refused", segment_stats_.refused},
+            {"last_error", segment_stats_.last_error},
+            {"grants",
+             {{"issued", grant_stats_.issued},
+              {"retries", grant_stats_.retries},
+              {"refused", grant_stats_.refused},
+              {"stale_removed", grant_stats_.stale_removed},
+              {"last_error", grant_stats_.last_error}}}};
   }
 
   bool Wait(int64_t wait_ms) {
@@ -371,6 +405,8 @@ class Controller {
   std::unique_ptr<outbox::Uploader> uploader_;
   std::unique_ptr<SegmentUploader> segment_uploader_;
   SegmentUploadStats segment_stats_;  // the upload thread's copy, under shared_.mu
+  std::unique_ptr<SegmentGrantIssuer> grant_issuer_;
+  SegmentGrantIssuerStats grant_stats_;  // the upload thread's copy, under shared_.mu
   std::unique_ptr<spool::Aggregator> aggregator_;
   std::unique_ptr<ControllerRound> round_;
   RunHistory runs_;

@@ -91,9 +91,9 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
       }
       settings.dcgm_host = value;
     } else if (key == "EXPANSE_SEGMENT_UPLOAD_MODE") {
-      if (value != "auto" && value != "relay") {
+      if (value != "auto" && value != "direct" && value != "relay") {
         return InvalidArgumentError("EXPANSE_SEGMENT_UPLOAD_MODE=\"" + value +
-                                    "\": expected auto or relay")
+                                    "\": expected auto, direct or relay")
             .WithReason("invalid_setting");
       }
       settings.segment_upload_mode = value;

@@ -28,7 +28,7 @@ struct RuntimeSettings {
   std::string pyspy;                         // EXPANSE_PYSPY ("" = bundled, then PATH)
   std::string dcgmi;                         // EXPANSE_DCGMI ("" = PATH)
   std::string dcgm_host = "localhost:5555";  // EXPANSE_DCGM_HOST
-  std::string segment_upload_mode = "auto";  // EXPANSE_SEGMENT_UPLOAD_MODE: auto | relay
+  std::string segment_upload_mode = "auto";  // EXPANSE_SEGMENT_UPLOAD_MODE: auto|direct|relay
   std::string https_proxy;                   // HTTPS_PROXY (or https_proxy)
   std::string no_proxy;                      // NO_PROXY (or no_proxy)
   std::string ssl_cert_file;                 // SSL_CERT_FILE

@@ -94,8 +94,13 @@ TEST_F(RuntimeSettingsTest, BadValuesNameKeyAndFile) {
 
   WriteFile("EXPANSE_SEGMENT_UPLOAD_MODE=direct\n");
   settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status().message();
+  EXPECT_EQ(settings->segment_upload_mode, "direct");
+
+  WriteFile("EXPANSE_SEGMENT_UPLOAD_MODE=s3\n");
+  settings = LoadRuntimeSettings(path_, env);
   ASSERT_FALSE(settings.ok());
-  EXPECT_THAT(settings.status().message(), HasSubstr("expected auto or relay"));
+  EXPECT_THAT(settings.status().message(), HasSubstr("expected auto, direct or relay"));
 
   WriteFile("EXPANSE_CUPTI_ENABLE\n");
   settings = LoadRuntimeSettings(path_, env);

@@ -8,6 +8,8 @@
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
 #include "agent/profiling_permissions.h"
+#include "agent/segment_direct.h"
+#include "agent/segment_grant_files.h"
 #include "agent/segment_relay.h"
 #include "spool/spool_writer.h"
 #include "wire/records.h"
@@ -49,7 +51,25 @@ class SamplerLoop {
                 clock_),
         relay_(SegmentRelayOptions{
             .ready_dir = options.node.capture_control_dir + "/capture-ready",
-            .relay_dir = SegmentRelayRoot(options.shared_prefix) + "/" + options.node.hostname}) {}
+            .relay_dir = SegmentRelayRoot(options.shared_prefix) + "/" + options.node.hostname}) {
+    // Direct (or auto) sends the node's segments itself with the controller's grants; relay
+    // never opens a connection.
+    if (!options.node.capture_control_dir.empty() &&
+        options.settings.segment_upload_mode != "relay") {
+      SegmentDirectOptions direct;
+      direct.may_relay = options.settings.segment_upload_mode == "auto";
+      direct.ready_dir = options.node.capture_control_dir + "/capture-ready";
+      direct.grant_dir = SegmentGrantRoot(options.shared_prefix) + "/" + options.node.hostname;
+      direct.quarantine_dir = options.node.capture_control_dir + "/capture-quarantine";
+      direct.expected_uid = geteuid();
+      direct.http.ca_file = options.settings.ssl_cert_file;
+      direct.http.https_proxy = options.settings.https_proxy;
+      direct.http.no_proxy = options.settings.no_proxy;
+      direct.http.user_agent = "expanse-daemon/" + options.daemon_version;
+      direct.log = options.log;
+      direct_ = std::make_unique<SegmentDirect>(std::move(direct), clock_);
+    }
+  }
 
   // The controller's stack burst requests for this node, carried out at once.
   void PollBursts() {
@@ -125,7 +145,8 @@ class SamplerLoop {
     else
       problem_.clear();
     // Trace segments after the telemetry, and only with a capture spool to take them from.
-    if (!options_.node.capture_control_dir.empty())
+    if (!options_.node.capture_control_dir.empty() &&
+        (direct_ == nullptr || direct_->Flush() == SegmentDirect::Next::kRelay))
       relay_.Flush();
     WriteHealth();
   }
@@ -161,6 +182,7 @@ class SamplerLoop {
                                {"held_for_space", relay_.stats().held_for_space},
                                {"failed", relay_.stats().failed},
                                {"last_problem", relay_.stats().last_problem}}},
+                             {"segment_direct", SegmentDirectJson()},
                              {"live_bursts", bursts_.Stats()},
                              {"spool",
                               {{"records_written", counters.records_written},
@@ -194,6 +216,23 @@ class SamplerLoop {
   }
 
   NodeCollector& collector() { return collector_; }
+
+  // docs/formats/segment-direct.md; null where the node relays (or has no capture spool).
+  nlohmann::json SegmentDirectJson() const {
+    if (direct_ == nullptr)
+      return nullptr;
+    const SegmentDirectStats& d = direct_->stats();
+    return {{"mode", options_.settings.segment_upload_mode},
+            {"requested", d.requested},
+            {"uploaded", d.uploaded},
+            {"duplicates", d.duplicates},
+            {"bytes", d.bytes},
+            {"retries", d.retries},
+            {"fallbacks", d.fallbacks},
+            {"refused", d.refused},
+            {"relay_until_ms", d.relay_until_ms},
+            {"last_error", d.last_error}};
+  }
 
  private:
   // py_stacks records of at most ~4 MiB each (a record's payload is capped at 8 MiB).
@@ -231,6 +270,7 @@ class SamplerLoop {
   PermissionMonitor permissions_;
   BurstInbox bursts_;
   SegmentRelay relay_;
+  std::unique_ptr<SegmentDirect> direct_;
 };
 
 }  // namespace

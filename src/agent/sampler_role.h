@@ -3,8 +3,9 @@
 // shared spool — one file per flush interval into <prefix>/spool/workers/<host>/ — plus a
 // health report the controller relays in its heartbeat. It also carries out the stack bursts
 // the controller asks of this node through <prefix>/spool/control/<host>/ (burst_inbox.h).
-// It holds no credential and opens no
-// network connection.
+// It holds no credential. Its only network connection sends the node's own trace segments to
+// the data plane with grants the controller obtained (EXPANSE_SEGMENT_UPLOAD_MODE direct or
+// auto; segment_direct.h); with relay it opens none.
 #ifndef EXPANSE_AGENT_SAMPLER_ROLE_H_
 #define EXPANSE_AGENT_SAMPLER_ROLE_H_
 

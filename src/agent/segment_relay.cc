@@ -13,17 +13,9 @@
 #include "wire/trace_segment_header.h"
 
 namespace expanse::agent {
-namespace {
 
-struct Entry {
-  std::string name;
-  int64_t mtime_ns = 0;
-  uint64_t bytes = 0;
-};
-
-// The segment files of `dir` (seg-….json, regular), oldest first.
-std::vector<Entry> Segments(const std::string& dir) {
-  std::vector<Entry> out;
+std::vector<SegmentFileEntry> ListSegmentFiles(const std::string& dir) {
+  std::vector<SegmentFileEntry> out;
   Result<std::vector<std::string>> names = fs::ListDirectory(dir);
   if (!names.ok())
     return out;
@@ -36,20 +28,18 @@ std::vector<Entry> Segments(const std::string& dir) {
     out.push_back({name, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
                    static_cast<uint64_t>(st.st_size)});
   }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
+  std::sort(out.begin(), out.end(), [](const SegmentFileEntry& a, const SegmentFileEntry& b) {
     return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.name < b.name;
   });
   return out;
 }
-
-}  // namespace
 
 std::string SegmentRelayRoot(const std::string& shared_prefix) {
   return shared_prefix + "/spool/segments";
 }
 
 void SegmentRelay::Flush() {
-  std::vector<Entry> ready = Segments(options_.ready_dir);
+  std::vector<SegmentFileEntry> ready = ListSegmentFiles(options_.ready_dir);
   if (ready.empty())
     return;
   if (Status s = fs::MakeDirectories(options_.relay_dir, 0750); !s.ok()) {
@@ -58,10 +48,10 @@ void SegmentRelay::Flush() {
     return;
   }
   uint64_t relayed_bytes = 0;
-  for (const Entry& e : Segments(options_.relay_dir))
+  for (const SegmentFileEntry& e : ListSegmentFiles(options_.relay_dir))
     relayed_bytes += e.bytes;
   size_t moved = 0;
-  for (const Entry& e : ready) {
+  for (const SegmentFileEntry& e : ready) {
     if (moved >= options_.max_files_per_flush)
       return;
     struct statvfs vfs {};

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -20,6 +21,15 @@ namespace expanse::agent {
 
 // <prefix>/spool/segments: one directory per host beside the telemetry spool's.
 std::string SegmentRelayRoot(const std::string& shared_prefix);
+
+struct SegmentFileEntry {
+  std::string name;
+  int64_t mtime_ns = 0;
+  uint64_t bytes = 0;
+};
+
+// The segment files of `dir` (seg-….json, regular), oldest first (by modification time).
+std::vector<SegmentFileEntry> ListSegmentFiles(const std::string& dir);
 
 struct SegmentRelayOptions {
   std::string ready_dir{};  // <control>/capture-ready, the daemon account's

@@ -22,16 +22,6 @@ bool IsSegmentName(const std::string& name) {
          name.compare(name.size() - 5, 5, ".json") == 0 && name.find('/') == std::string::npos;
 }
 
-// Host directory names as the telemetry spool has them (docs/formats/spool.md).
-bool IsHostName(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-')
-    return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-  });
-}
-
 struct Candidate {
   std::string dir;
   std::string host;
@@ -56,6 +46,15 @@ void AddSegments(const std::string& dir, const std::string& host, std::vector<Ca
 
 }  // namespace
 
+bool IsSpoolHostName(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-')
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
 SegmentUploader::SegmentUploader(SegmentUploadOptions options, net::HttpClient& client,
                                  std::function<std::string()> credential, Clock& clock)
     : options_(std::move(options)),
@@ -72,7 +71,7 @@ Status SegmentUploader::RunOnce() {
   if (!options_.relay_root.empty()) {
     Result<std::vector<std::string>> hosts = fs::ListDirectory(options_.relay_root);
     for (const std::string& host : hosts.ok() ? *hosts : std::vector<std::string>{}) {
-      if (IsHostName(host))
+      if (IsSpoolHostName(host))
         AddSegments(options_.relay_root + "/" + host, host, candidates);
     }
   }

@@ -30,6 +30,9 @@ namespace expanse::agent {
 
 inline constexpr char kSegmentIngestPath[] = "/dp/v1/segments";
 
+// A host directory's name as the telemetry spool allows it (docs/formats/spool.md).
+bool IsSpoolHostName(std::string_view name);
+
 struct SegmentUploadOptions {
   std::string relay_root{};     // <prefix>/spool/segments ("" = none)
   std::string own_ready_dir{};  // a GPU controller's <control>/capture-ready ("" = none)

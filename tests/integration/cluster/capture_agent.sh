@@ -7,15 +7,20 @@
 #   - the agent's window aggregates reach the server from both workers, through each sampler's
 #     capture intake and the controller's batches: GET …/jobs/<job>/capture names the kernels;
 #   - a job GPU going idle (fake NVML 91 % -> 0 %) makes the sampler write a Phase B trigger and
-#     the agents on that node record a trace segment, which the intake accepts and the sampler
-#     relays into the shared spool while the controller is down (kill -9); the restarted
-#     controller uploads it: listed and downloaded byte for byte, kept once when sent again;
-#     a corrupt and an oversized relayed segment are quarantined;
+#     the agents on that node record a trace segment, which the intake accepts, while the
+#     controller is down (kill -9). w1 (EXPANSE_SEGMENT_UPLOAD_MODE=relay) relays it into the
+#     shared spool, where the restarted controller uploads it; w2 (direct) asks for a grant
+#     through the shared spool, which the restarted controller obtains, and sends its segment
+#     to the data plane itself (the bytes never cross the shared mount). Each is listed once,
+#     downloaded byte for byte, and kept once when sent again; a corrupt and an oversized
+#     relayed segment are quarantined;
 #   - the disable marker on one worker stops injection for tasks started afterwards there only;
 #   - a job whose agent finds no usable libcupti runs to completion with the same output.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
+# The data plane on the controller's cluster address, where w2's sampler sends its segments.
+SERVER_DP_HOST="$EXPANSE_TC_SUBNET.1"
 agent="$(ls "$BUILD"/cupti/*/lib/libexpanse-agent.so | head -1)"
 [[ -f "$agent" ]] || fail "no libexpanse-agent.so in $BUILD/cupti (is a CUDA toolkit installed?)"
 dc_setup
@@ -52,12 +57,23 @@ for w in $EXPANSE_TC_WORKERS; do
    {"kind": "nvtx_range", "name": "train_step", "duration_us": 9500}]}}
 JSON
 done
+# Each worker's transport for trace segments, in its node-local daemon.env as an operator writes
+# it (put back afterwards): w1 relays through the controller, w2 sends its own with grants.
+KEEP="$(mktemp -d)"
+for w in $EXPANSE_TC_WORKERS; do save_host_etc_files "$KEEP" "$w"; done
+"$TESTCLUSTER" exec "$w1" -- bash -c 'cat >/etc/expanse/daemon.env' <<<"EXPANSE_SEGMENT_UPLOAD_MODE=relay"
+"$TESTCLUSTER" exec "$w2" -- bash -c 'cat >/etc/expanse/daemon.env' <<ENV
+EXPANSE_SEGMENT_UPLOAD_MODE=direct
+SSL_CERT_FILE=$CA_FILE
+ENV
 cleanup_capture() {
   for w in $EXPANSE_TC_WORKERS; do
+    restore_host_etc_files "$KEEP" "$w" || true
     "$TESTCLUSTER" exec "$w" -- bash -c 'rm -rf /etc/expanse/fake-cupti.json /var/lib/expanse/control/disabled \
       /var/lib/expanse/control/capture-ready /var/lib/expanse/control/capture-quarantine \
       /var/lib/expanse/control/phase-b/* /var/lib/expanse/control/capture/*' || true
   done
+  rm -rf "$KEEP"
   dc_cleanup
 }
 trap cleanup_capture EXIT
@@ -102,16 +118,22 @@ assert_eq "$(jq '.kernels.count' <<<"$summary")" "$(jq '.nvtx.ranges[] | select(
   "one NVTX train_step per GEMM"
 pass "job $job: the agents' kernels, copies, syncs and NVTX ranges reach the server from both workers"
 
-# The job's GPU on w1 goes idle: w1's sampler escalates it and asks the job's agents there for
-# a trace window; the intake accepts the segment and the sampler relays it into the shared spool
-# (EXPANSE_SEGMENT_UPLOAD_MODE auto: relay). The controller is down meanwhile (kill -9), so the
-# segment waits there until it is back.
+# Both workers' job GPUs go idle while the controller is down (kill -9): each sampler escalates
+# its GPU and asks the job's agents there for a trace window, and its intake accepts the
+# segment. w1 relays its segment into the shared spool, where it waits; w2 asks for a grant
+# (request-<sha256>-<bytes> in the shared spool's segment-grants/) and waits for an answer.
 dc_controller_kill9
+n=0
+for w in "$w1" "$w2"; do
+  n=$((n + 1))
+  read -r lo hi < <(dc_minors "$w")
+  dc_gpu_scenario "$w" "[
+    {\"uuid\": \"$(uuid $n "$hi")\", \"minor\": $hi, \"sm_util\": 91},
+    {\"uuid\": \"$(uuid $n "$lo")\", \"minor\": $lo, \"sm_util\": 0}]"
+done
 read -r lo hi < <(dc_minors "$w1")
-dc_gpu_scenario "$w1" "[
-  {\"uuid\": \"$(uuid 1 "$hi")\", \"minor\": $hi, \"sm_util\": 91},
-  {\"uuid\": \"$(uuid 1 "$lo")\", \"minor\": $lo, \"sm_util\": 0}]"
 relay="$prefix/spool/segments"
+grants="$prefix/spool/segment-grants"
 relayed() { ls "$relay/$w1/seg-$job-"* 2>/dev/null | head -1; }
 segment_relayed() { [[ -n "$(relayed)" ]]; }
 if ! (wait_until 60 "a Phase B segment of job $job relayed from $w1" segment_relayed); then
@@ -129,38 +151,72 @@ assert_match "ampere_bf16_gemm_$w1" "$(jq -r '[.traceEvents[] | select(.cat == "
 assert_eq true "$(jq '[.traceEvents[] | select(.ph == "X")] | length > 10' <<<"$doc")" "events in the segment"
 pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment, relayed into the shared spool"
 
-# Hostile entries beside it, as a broken or malicious worker could leave them: a corrupt
-# segment and one past 64 MiB. The controller comes back and uploads.
+ready="/var/lib/expanse/control/capture-ready"
+asked() { ls "$grants/$w2/" 2>/dev/null | grep -q '^request-'; }
+if ! (wait_until 60 "$w2's grant request for its Phase B segment" asked); then
+  fail "no grant request from $w2: grants $(ls -la "$grants/$w2" 2>&1 | tr '\n' ';'); ready $("$TESTCLUSTER" exec "$w2" -- ls -la "$ready" 2>&1 | tr '\n' ';')"
+fi
+request="$(ls "$grants/$w2" | grep '^request-' | head -1)"
+direct_sha="$(grep -oP '^request-\K[0-9a-f]{64}' <<<"$request")"
+direct_file="$("$TESTCLUSTER" exec "$w2" -- bash -c "cd $ready && sha256sum seg-*" | awk -v s="$direct_sha" '$1 == s { print $2 }')"
+[[ -n "$direct_file" ]] || fail "$request names no segment in $w2's $ready"
+"$TESTCLUSTER" exec "$w2" -- cat "$ready/$direct_file" >"$DIR/direct.json"
+assert_eq "request-$direct_sha-$(stat -c %s "$DIR/direct.json")" "$request" "$w2's request names its ready segment's SHA-256 and length"
+assert_match "ampere_bf16_gemm_$w2" "$(jq -r '[.traceEvents[] | select(.cat == "kernel") | .name] | unique | join(",")' "$DIR/direct.json")" \
+  "kernels in $w2's segment"
+assert_eq "" "$(ls "$relay/$w2" 2>/dev/null)" "$w2's entries in the relay spool"
+pass "job $job: $w2's Phase B segment waits on $w2 for a grant, nothing of it on the shared mount"
+
+# Hostile entries beside the relayed one, as a broken or malicious worker could leave them: a
+# corrupt segment and one past 64 MiB. The controller comes back: it uploads w1's segment and
+# obtains w2's grant, and w2 sends its segment itself.
 mkdir -p "$relay/$w2"
 printf '{"traceEvents": [' >"$relay/$w2/seg-$job-$w2-1-1.json"
 truncate -s 65M "$relay/$w2/seg-$job-$w2-2-1.json"
 dc_controller_start
 sha="$(sha256sum "$DIR/segment.json" | cut -d' ' -f1)"
 segments() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/segments"; }
-uploaded() { segments | jq_holds "[.segments[] | select(.sha256 == \"$sha\")] | length == 1"; }
-if ! (wait_until 60 "job $job's segment at the server" uploaded); then
-  fail "segments of job $job: $(segments); relay: $(ls -la "$relay"/* 2>&1 | tr '\n' ';'); controller: $(tail -5 "$DIR/controller.log")"
-fi
-listed="$(segments | jq -c ".segments[] | select(.sha256 == \"$sha\")")"
-assert_eq "$w1" "$(jq -r .host <<<"$listed")" "the listed segment's host"
-assert_eq gpu_idle "$(jq -r .trigger_reason <<<"$listed")" "the listed segment's trigger reason"
-api GET "$(jq -r .download <<<"$listed")" >"$DIR/segment.download"
-cmp -s "$DIR/segment.json" "$DIR/segment.download" || fail "the downloaded segment differs from the one relayed"
+stored() { segments | jq "[.segments[] | select(.sha256 == \"$1\")] | length"; }
+uploaded() { [[ "$(stored "$1")" == 1 ]]; }
+for s in "$sha" "$direct_sha"; do
+  if ! (wait_until 60 "job $job's segment $s at the server" uploaded "$s"); then
+    fail "segments of job $job: $(segments); relay: $(ls -la "$relay"/* 2>&1 | tr '\n' ';'); grants: $(ls -la "$grants"/* 2>&1 | tr '\n' ';'); controller: $(tail -5 "$DIR/controller.log")"
+  fi
+done
+for pair in "$sha:$w1:segment.json" "$direct_sha:$w2:direct.json"; do
+  IFS=: read -r s host file <<<"$pair"
+  listed="$(segments | jq -c ".segments[] | select(.sha256 == \"$s\")")"
+  assert_eq "$host" "$(jq -r .host <<<"$listed")" "the listed segment's host"
+  assert_eq gpu_idle "$(jq -r .trigger_reason <<<"$listed")" "the listed segment's trigger reason"
+  api GET "$(jq -r .download <<<"$listed")" >"$DIR/$file.download"
+  cmp -s "$DIR/$file" "$DIR/$file.download" || fail "the downloaded segment of $host differs from the one it sent"
+  pass "$host's segment downloaded byte for byte"
+done
 gone() { [[ ! -e "$seg" ]]; }
 wait_until 30 "the uploaded segment to leave the shared spool" gone
-# A copy put back, as a controller killed between the upload and the removal leaves it: sent
-# again, kept once.
+direct_done() {
+  ! "$TESTCLUSTER" exec "$w2" -- test -e "$ready/$direct_file" && [[ -z "$(ls "$grants/$w2")" ]]
+}
+wait_until 30 "$w2's sent segment, its request and its grant to go" direct_done
+issued="$(api GET "/api/v1/computes/$COMPUTE" | jq '.heartbeat.diagnostics.segments.grants.issued')"
+((issued >= 1)) || fail "the controller's heartbeat counts $issued segment grants"
+pass "$w2's segment sent with the grant the restarted controller obtained ($issued issued); nothing left behind"
+# Copies put back, as a controller or sampler killed between the upload and the removal leaves
+# them: each sent again, kept once.
 cp "$DIR/segment.json" "$seg"
+"$TESTCLUSTER" exec "$w2" -- bash -c "cat >$ready/.again && mv $ready/.again $ready/$direct_file" <"$DIR/direct.json"
 wait_until 30 "the segment sent again to leave the shared spool" gone
-assert_eq 1 "$(segments | jq "[.segments[] | select(.sha256 == \"$sha\")] | length")" \
-  "job $job's segment at the server after it was sent twice"
+wait_until 60 "$w2's segment sent again, with a new grant" direct_done
+for s in "$sha" "$direct_sha"; do
+  assert_eq 1 "$(stored "$s")" "job $job's segment $s at the server after it was sent twice"
+done
 quarantined() { (($(ls "$relay/.quarantine" 2>/dev/null | grep -c "$w2-seg-$job-$w2-") == 2)); }
 if ! (wait_until 30 "the corrupt and the oversized segment quarantined" quarantined); then
   fail "quarantine: $(ls "$relay/.quarantine" 2>&1); left: $(ls "$relay/$w2" 2>&1)"
 fi
 assert_match 'bad_segment' "$(ls "$relay/.quarantine")" "the corrupt segment's reason"
 assert_match 'too_large' "$(ls "$relay/.quarantine")" "the oversized segment's reason"
-pass "job $job's segment: uploaded by the restarted controller, downloaded byte for byte, kept once when sent twice; hostile entries quarantined"
+pass "job $job's segments: relayed ($w1) and direct ($w2) each delivered once across a controller kill -9 and a resend; hostile entries quarantined"
 touch "$DIR/train.stop"
 wait_job_done "$job" 120
 assert_eq COMPLETED "$(job_state "$job")" "job $job with the agent injected"

@@ -2,7 +2,9 @@
 # Source after setting SERVER (path to expanse-server) and DIR (a scratch directory).
 #
 #   server_start            starts `expanse-server serve` over TLS (self-signed CA in $DIR/tls),
-#                           with $SERVER_EXTRA_ARGS (word-split) added to its flags;
+#                           with $SERVER_EXTRA_ARGS (word-split) added to its flags; the data
+#                           plane on $SERVER_DP_HOST (default 127.0.0.1; e.g. the test cluster's
+#                           controller address, which its workers reach, named in the certificate);
 #                           sets SERVER_PID, CP_URL, DP_URL, CA_FILE, API_TOKEN
 #   server_register NAME    creates a compute, exchanges an install token; sets COMPUTE and
 #                           CREDENTIAL and writes a daemon config to $DIR/config.json (0600)
@@ -16,8 +18,10 @@ server_start() {
   API_TOKEN="$(jq -r .api_token "$DIR/boot.json")"
   local log="$DIR/serve.log"
   : >"$log"
+  local dp_host="${SERVER_DP_HOST:-127.0.0.1}" tls_host=()
+  [[ "$dp_host" == 127.0.0.1 ]] || tls_host=(--tls-host "$dp_host")
   "$SERVER" serve --db "$DIR/db.sqlite" --control-listen "127.0.0.1:${SERVER_CP_PORT:-0}" \
-    --data-listen "127.0.0.1:${SERVER_DP_PORT:-0}" --tls-self-signed "$DIR/tls" \
+    --data-listen "$dp_host:${SERVER_DP_PORT:-0}" --tls-self-signed "$DIR/tls" "${tls_host[@]}" \
     --credential-rate 1000 ${SERVER_EXTRA_ARGS:-} >>"$log" 2>&1 &
   SERVER_PID=$!
   local i
