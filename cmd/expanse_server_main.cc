@@ -134,6 +134,18 @@ int main(int argc, char** argv) {
                           "Where trace segments are kept (default: the --db file + .segments; "
                           "with a PostgreSQL --db, a directory every replica shares, or none "
                           "are kept)");
+    serve_cmd->add_option("--segment-s3-url", serve.options.segment_s3.url,
+                          "Keep trace segments in an S3-compatible bucket instead: "
+                          "https://host[:port]/bucket[/key-prefix], path-style (what replicas "
+                          "share); the bucket must exist");
+    serve_cmd
+        ->add_option("--segment-s3-region", serve.options.segment_s3.region,
+                     "The bucket's region, for request signing")
+        ->capture_default_str();
+    serve_cmd->add_option("--segment-s3-credentials-file", serve.segment_s3_credentials_file,
+                          "File (mode 600) holding access-key:secret-key for the bucket");
+    serve_cmd->add_option("--segment-s3-ca-file", serve.options.segment_s3.ca_file,
+                          "CA bundle for the bucket's TLS (default: the system's)");
     serve_cmd
         ->add_option("--segment-retention", serve.segment_retention,
                      "How long trace segments are kept after they arrive (0 = forever)")

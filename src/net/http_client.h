@@ -43,13 +43,24 @@ namespace expanse::net {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
+// AWS Signature Version 4, as an S3-compatible object store wants it (libcurl signs). The
+// request must carry an x-amz-content-sha256 header (the hex SHA-256 of the body): libcurl
+// signs it but does not add it, and stores such as Ceph's RADOS gateway require it.
+struct AwsSigV4 {
+  std::string region = "us-east-1";
+  std::string service = "s3";
+  std::string access_key{};
+  std::string secret_key{};  // never in a message
+};
+
 struct HttpRequest {
-  std::string method = "GET";  // "GET" or "POST"
+  std::string method = "GET";  // "GET", "POST", "PUT", "DELETE" or "HEAD"
   std::string url{};           // absolute; see url_policy.h for what is allowed
   // Sent as given. Names and values must not contain CR, LF or NUL. "Expect:" is suppressed
   // (libcurl would otherwise wait for "100 Continue" before large bodies).
   HeaderList headers{};
-  std::string body{};  // POST only
+  std::string body{};  // POST and PUT only
+  std::optional<AwsSigV4> aws_sigv4{};
 };
 
 struct HttpResponse {

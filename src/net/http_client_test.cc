@@ -55,6 +55,21 @@ class HttpClientTest : public ::testing::Test {
           {"X-Seen-Expect", std::string(request.Header("Expect").value_or("none"))}};
       return response;
     });
+    // What a signed request brings, for an object store: method, body and signing headers.
+    const auto signed_echo = [](const http::Request& request) {
+      http::Response response;
+      response.status = request.method == "DELETE" ? 204 : 200;
+      response.content_type = "text/plain";
+      response.body = request.body;
+      response.headers = {
+          {"X-Seen-Method", request.method},
+          {"X-Seen-Auth", std::string(request.Header("Authorization").value_or(""))},
+          {"X-Seen-Date", std::string(request.Header("x-amz-date").value_or(""))},
+          {"X-Seen-Expect", std::string(request.Header("Expect").value_or("none"))}};
+      return response;
+    };
+    listener_->Put("/bucket/object", signed_echo);
+    listener_->Delete("/bucket/object", signed_echo);
     listener_->Get("/big", [](const http::Request&) {
       return http::JsonResponse(200, "\"" + std::string(64 << 10, 'x') + "\"");
     });
@@ -123,6 +138,44 @@ TEST_F(HttpClientTest, PostsHeadersAndBodyAndReadsTheAnswer) {
   EXPECT_FALSE(response->Header("X-Missing").has_value());
 }
 
+TEST_F(HttpClientTest, PutAndDeleteSignedWithAwsSigV4) {
+  StartListener();
+  auto client = Client({.max_response_bytes = 4 << 20});
+  const AwsSigV4 key{.region = "eu-west-3", .access_key = "AKIDEXAMPLE", .secret_key = kSecret};
+  HttpRequest put{.method = "PUT",
+                  .url = Url("/bucket/object"),
+                  .headers = {{"x-amz-content-sha256", std::string(64, 'a')},
+                              {"Content-Type", "application/json"}},
+                  .body = std::string(2 << 20, 'j'),
+                  .aws_sigv4 = key};
+  Result<HttpResponse> response = client->Send(put);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->Header("X-Seen-Method"), "PUT");
+  EXPECT_EQ(response->body, put.body);
+  const std::string auth(response->Header("X-Seen-Auth").value_or(""));
+  EXPECT_EQ(auth.rfind("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/", 0), 0u) << auth;
+  EXPECT_NE(auth.find("/eu-west-3/s3/aws4_request"), std::string::npos) << auth;
+  EXPECT_NE(auth.find("x-amz-content-sha256"), std::string::npos) << auth;
+  EXPECT_EQ(auth.find("expect"), std::string::npos) << auth;  // what it signs, it sends
+  EXPECT_EQ(auth.find(kSecret), std::string::npos);
+  EXPECT_FALSE(response->Header("X-Seen-Date").value_or("").empty());
+
+  HttpRequest del{.method = "DELETE", .url = Url("/bucket/object"), .aws_sigv4 = key};
+  response = client->Send(del);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 204);
+  EXPECT_EQ(response->Header("X-Seen-Method"), "DELETE");
+  // The same handle, unsigned again: no leftover signing.
+  HttpRequest plain{.method = "PUT", .url = Url("/bucket/object"), .body = "x"};
+  response = client->Send(plain);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->Header("X-Seen-Auth"), "");
+  EXPECT_EQ(
+      client->Send(HttpRequest{.method = "PATCH", .url = Url("/bucket/object")}).status().reason(),
+      "invalid_method");
+}
+
 TEST_F(HttpClientTest, ErrorStatusesAreAnswersNotFailures) {
   StartListener();
   Result<HttpResponse> response = Client()->Send({.url = Url("/fail")});
@@ -173,7 +226,7 @@ TEST_F(HttpClientTest, RefusesPlainHttpOffLoopbackBeforeConnecting) {
                                                 .headers = {{"Authorization", kSecret}}});
   EXPECT_EQ(response.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(response.status().reason(), "insecure_url");
-  EXPECT_EQ(client->Send({.method = "PUT", .url = "https://x.example/"}).status().reason(),
+  EXPECT_EQ(client->Send({.method = "PATCH", .url = "https://x.example/"}).status().reason(),
             "invalid_method");
   Result<HttpResponse> injected =
       client->Send({.url = "https://x.example/", .headers = {{"Authorization", "a\r\nX: y"}}});

@@ -46,14 +46,19 @@ Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(std::
   return std::unique_ptr<DirectorySegmentStore>(new DirectorySegmentStore(std::move(dir)));
 }
 
-Result<std::string> DirectorySegmentStore::PathOf(std::string_view compute_id,
-                                                  std::string_view sha256) const {
+Result<std::string> SegmentObjectName(std::string_view compute_id, std::string_view sha256) {
   if (!IsSafeName(compute_id, 64))
     return InvalidArgumentError("segment store: the compute id is not a name");
   if (!IsSha256Hex(sha256))
     return InvalidArgumentError("segment store: sha256 must be 64 lowercase hex digits");
-  return dir_ + "/" + std::string(compute_id) + "/" + std::string(sha256.substr(0, 2)) + "/" +
+  return std::string(compute_id) + "/" + std::string(sha256.substr(0, 2)) + "/" +
          std::string(sha256) + ".json";
+}
+
+Result<std::string> DirectorySegmentStore::PathOf(std::string_view compute_id,
+                                                  std::string_view sha256) const {
+  EXPANSE_ASSIGN_OR_RETURN(const std::string name, SegmentObjectName(compute_id, sha256));
+  return dir_ + "/" + name;
 }
 
 Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view sha256,

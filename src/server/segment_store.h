@@ -4,7 +4,8 @@
 // delivered twice (a retry, or by both transports) is one file, and a name says what it holds.
 //
 // The default is a directory on the server's disk. Replicas of the server need a store they
-// all reach: the same directory on a shared file system, or (planned) an S3-compatible bucket.
+// all reach: the same directory on a shared file system, or an S3-compatible bucket
+// (s3_segment_store.h).
 #ifndef EXPANSE_SERVER_SEGMENT_STORE_H_
 #define EXPANSE_SERVER_SEGMENT_STORE_H_
 
@@ -19,6 +20,10 @@
 #include "store/job_store.h"
 
 namespace expanse::server {
+
+// "<compute id>/<first two hex digits>/<sha256>.json", the name of a segment in every store;
+// kInvalidArgument for a compute id or hash that is not one.
+Result<std::string> SegmentObjectName(std::string_view compute_id, std::string_view sha256);
 
 class SegmentStore {
  public:

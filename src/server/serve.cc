@@ -60,6 +60,29 @@ Status ReadSmtpCredentials(const std::string& path, AlertSenderOptions& alerts) 
   return OkStatus();
 }
 
+// --segment-s3-credentials-file: the bucket's key pair, which only a bucket URL needs.
+Status ReadSegmentS3Credentials(ServeFlags& flags) {
+  S3SegmentStoreOptions& s3 = flags.options.segment_s3;
+  const std::string& path = flags.segment_s3_credentials_file;
+  if (path.empty()) {
+    return s3.url.empty()
+               ? OkStatus()
+               : InvalidArgumentError("--segment-s3-url needs --segment-s3-credentials-file");
+  }
+  if (s3.url.empty())
+    return InvalidArgumentError("--segment-s3-credentials-file needs --segment-s3-url");
+  EXPANSE_ASSIGN_OR_RETURN(const std::string line,
+                           ReadPrivateFirstLine("--segment-s3-credentials-file", path));
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
+    return InvalidArgumentError("--segment-s3-credentials-file " + path +
+                                " must hold access-key:secret-key on its first line");
+  }
+  s3.access_key = line.substr(0, colon);
+  s3.secret_key = line.substr(colon + 1);
+  return OkStatus();
+}
+
 // --metrics-token-file: the /metrics token, 16 to 256 printable characters, on its first line.
 Status ReadMetricsToken(const std::string& path, std::string& token) {
   EXPANSE_ASSIGN_OR_RETURN(token, ReadPrivateFirstLine("--metrics-token-file", path));
@@ -197,6 +220,8 @@ int RunServe(ServeFlags flags) {
     if (Status s = ReadSmtpCredentials(flags.smtp_credentials_file, flags.options.alerts); !s.ok())
       return Fail(s);
   }
+  if (Status s = ReadSegmentS3Credentials(flags); !s.ok())
+    return Fail(s);
 
   SystemClock clock;
   // Public URLs default to the bound listeners, so they are filled in between Bind() and Start().
@@ -245,6 +270,7 @@ int RunServe(ServeFlags flags) {
   std::signal(SIGTERM, OnSignal);
   auto next_stale_check = std::chrono::steady_clock::now();
   auto next_flush = next_stale_check + std::chrono::minutes(5);
+  auto next_segment_retention = next_stale_check;
   while (!g_stop) {
     if (std::chrono::steady_clock::now() >= next_flush) {
       // Sealing head chunks bounds the WAL and the replay time after a crash.
@@ -254,10 +280,14 @@ int RunServe(ServeFlags flags) {
       if (Status s = (*app)->telemetry().ApplyRetention(); !s.ok()) {
         std::fprintf(stderr, "expanse-server: telemetry retention: %s\n", s.ToString().c_str());
       }
+      next_flush += std::chrono::minutes(5);
+    }
+    // Right after start too: a server restarted with a shorter retention applies it at once.
+    if (std::chrono::steady_clock::now() >= next_segment_retention) {
       if (Status s = (*app)->ApplySegmentRetention(clock.NowMs()); !s.ok()) {
         std::fprintf(stderr, "expanse-server: trace segment retention: %s\n", s.ToString().c_str());
       }
-      next_flush += std::chrono::minutes(5);
+      next_segment_retention += std::chrono::minutes(5);
     }
     if (std::chrono::steady_clock::now() >= next_stale_check) {
       if (auto n = (*app)->control().MarkStaleComputes(); !n.ok()) {

@@ -18,6 +18,7 @@ struct ServeFlags {
   std::string alert_interval = "1m";
   // "username:password" on one line, for the SMTP server; "" = no login.
   std::string smtp_credentials_file;
+  std::string segment_s3_credentials_file;  // access-key:secret-key
   std::string metrics_token_file;  // --metrics-token-file: the token GET /metrics answers to
   // --telemetry-url: the remote store's root (VictoriaMetrics single-node), giving the write
   // and query URLs that --telemetry-write-url and --telemetry-query-url do not.

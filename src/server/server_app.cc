@@ -82,8 +82,13 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
     to.retention_ms = app->options_.retention_ms;
     EXPANSE_ASSIGN_OR_RETURN(app->tsdb_, tsdb::Tsdb::Open(to, clock));
   }
-  // Beside a SQLite file by default; replicas on PostgreSQL keep segments only where told.
-  if (!app->options_.segment_dir.empty() || !store::IsPostgresUri(app->options_.db_path)) {
+  // In a bucket when given one; else beside a SQLite file by default; replicas on PostgreSQL
+  // keep segments only where told.
+  if (!app->options_.segment_s3.url.empty()) {
+    if (!app->options_.segment_dir.empty())
+      return InvalidArgumentError("give either --segment-dir or --segment-s3-url, not both");
+    EXPANSE_ASSIGN_OR_RETURN(app->segments_, S3SegmentStore::Open(app->options_.segment_s3));
+  } else if (!app->options_.segment_dir.empty() || !store::IsPostgresUri(app->options_.db_path)) {
     EXPANSE_ASSIGN_OR_RETURN(app->segments_,
                              DirectorySegmentStore::Open(app->options_.segment_dir.empty()
                                                              ? app->options_.db_path + ".segments"

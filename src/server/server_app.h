@@ -14,6 +14,7 @@
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/routes.h"
+#include "server/s3_segment_store.h"
 #include "server/segment_store.h"
 #include "store/store.h"
 #include "tsdb/telemetry_store.h"
@@ -34,6 +35,8 @@ struct ServerOptions {
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
   // The trace segments' directory (segment_store.h); "" = db_path + ".segments".
   std::string segment_dir;
+  // Or an S3-compatible bucket (s3_segment_store.h), when its url is given.
+  S3SegmentStoreOptions segment_s3;
   // Trace segments kept this long after they arrived; 0 = forever.
   int64_t segment_retention_ms = int64_t{30} * 24 * 3600 * 1000;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The

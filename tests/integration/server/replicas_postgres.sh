@@ -8,6 +8,9 @@
 #   - a console session made on one replica works on the other, and signing out on the other
 #     ends it on the first;
 #   - a job ingested through one replica is listed by the other;
+#   - trace segments in a real S3 bucket (Ceph's RADOS gateway): a segment-scoped grant issued
+#     by one replica admits the segment at the other; sent through one, downloaded from the
+#     other byte for byte;
 #   - telemetry in a real VictoriaMetrics (--telemetry-store remote): a batch sent to both
 #     replicas is stored once; two streams of batches sent while a replica is killed -9 (each
 #     retried on the other, as a daemon behind the balancer does) arrive exactly once, counted
@@ -27,6 +30,7 @@ TEST_NAME=server_replicas_postgres
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib/postgres.sh"
 source "$here/../lib/victoriametrics.sh"
+source "$here/../lib/rgw.sh"
 fail() {
   printf 'FAIL [%s]: %s\n' "$TEST_NAME" "$*" >&2
   exit 1
@@ -40,6 +44,7 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   pg_stop
   vm_stop
+  rgw_stop
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -47,6 +52,10 @@ pg_start
 pass "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') at $PG_URI"
 vm_start
 pass "VictoriaMetrics $(dpkg-query -W -f='${Version}' victoria-metrics) at $VM_URL"
+rgw_start || fail "the RADOS gateway did not start"
+[[ "$(s3 PUT /segments -o /dev/null -w '%{http_code}')" == 200 ]] || fail "could not create the bucket"
+(umask 077 && printf '%s:%s\n' "$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" >"$DIR/s3.key")
+pass "Ceph RADOS gateway at $RGW_URL, bucket segments"
 
 EXPANSE_ADMIN_PASSWORD='test pass' "$SERVER" admin bootstrap --db "$PG_URI" --org acme \
   --org-name Acme --email ops@acme.example >"$DIR/boot.json"
@@ -76,7 +85,8 @@ start_replica() {
   : >"$log"
   "$SERVER" serve --database "$PG_URI" --telemetry-store remote --telemetry-url "$VM_URL" --control-listen "127.0.0.1:${cp_port[$n]}" \
     --data-listen "127.0.0.1:${dp_port[$n]}" --tls-self-signed "$DIR/tls" --credential-rate 1000 \
-    --metrics-token-file "$DIR/metrics.token" >>"$log" 2>&1 &
+    --metrics-token-file "$DIR/metrics.token" --segment-s3-url "$RGW_URL/segments" \
+    --segment-s3-credentials-file "$DIR/s3.key" >>"$log" 2>&1 &
   replica_pid[$n]=$!
   pids+=($!)
   local i
@@ -196,6 +206,27 @@ status="$("${k[@]}" -o "$DIR/ingest.json" -w '%{http_code}' -H "Authorization: B
 [[ "$(api "$B" GET "/api/v1/orgs/acme/jobs" | jq -r '[.jobs[].job_id] | join(",")')" == 77 ]] ||
   fail "job 77 ingested through A is not listed by B"
 pass "a job ingested through A is listed by B"
+
+# A trace segment of job 77 in the shared bucket: its grant asked of A, the segment sent to B
+# with it (grants are signed, not stored: any replica checks any replica's), downloaded from A.
+start_ms=$((now_ms - 10000))
+jq -cn --argjson start "$start_ms" '{traceEvents: [{ph: "X", cat: "kernel", name: "gemm", pid: 7,
+  tid: 1, ts: ($start * 1000), dur: 2000}], otherData: {format: "expanse-trace-segment/1",
+  job_id: "77", host: "gpu01", pid: 7, uid: 0, window_start_ms: $start,
+  window_end_ms: ($start + 10000), trigger: {id: "77-1-GPU-x", reason: "gpu_idle"}, events: 1}}' \
+  >"$DIR/segment.json"
+sha="$(sha256sum "$DIR/segment.json" | cut -d' ' -f1)"
+grant="$("${k[@]}" -H "Authorization: Bearer $credential2" -H 'Content-Type: application/json' \
+  --data "{\"host\":\"gpu01\",\"sha256\":\"$sha\",\"bytes\":$(stat -c %s "$DIR/segment.json")}" \
+  "$DP_A/dp/v1/segment-grants" | jq -r .grant)"
+[[ "$grant" == exp_sg_* ]] || fail "no segment grant from A: $grant"
+status="$("${k[@]}" -o "$DIR/segment.answer" -w '%{http_code}' -H "Authorization: Bearer $grant" \
+  -H 'Content-Type: application/json' --data-binary @"$DIR/segment.json" "$DP_B/dp/v1/segments")"
+[[ "$status" == 200 ]] || fail "the segment with A's grant at B: $status $(cat "$DIR/segment.answer")"
+api "$A" GET "/api/v1/computes/$compute/jobs/77/segments/$sha" >"$DIR/segment.download"
+cmp -s "$DIR/segment.json" "$DIR/segment.download" ||
+  fail "the segment sent to B, downloaded from A, differs: $(head -c 300 "$DIR/segment.download")"
+pass "a segment granted by A, sent to B, kept in the S3 bucket, downloaded from A byte for byte"
 
 # --- Telemetry in VictoriaMetrics, shared by both replicas ---------------------------------------
 # Batch SEQ: GPU-a and GPU-b of node01 in job 77's GPUs, ten one-second samples each, at

@@ -1,0 +1,58 @@
+// Trace segment bytes in an S3-compatible bucket (docs/formats/segment-store.md), the store
+// that replicas of the server share: every replica reaches the bucket, none needs a shared file
+// system. Objects are <prefix><compute id>/<first two hex digits>/<sha256>.json, written with a
+// single PUT (an object appears whole or not at all), addressed path-style
+// (<endpoint>/<bucket>/<key>), signed with AWS Signature Version 4.
+//
+// A failed request is kUnavailable (reason segment_store_unavailable): the server answers 503
+// and keeps no record of the segment, and the sender tries again later.
+#ifndef EXPANSE_SERVER_S3_SEGMENT_STORE_H_
+#define EXPANSE_SERVER_S3_SEGMENT_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "net/http_client.h"
+#include "server/segment_store.h"
+
+namespace expanse::server {
+
+struct S3SegmentStoreOptions {
+  // https://host[:port]/bucket[/prefix] (http only to loopback); path-style.
+  std::string url{};
+  std::string region = "us-east-1";
+  std::string access_key{};
+  std::string secret_key{};
+  std::string ca_file{};  // "" = the system's
+};
+
+class S3SegmentStore final : public SegmentStore {
+ public:
+  // Checks the URL and that the bucket answers to the key (HEAD): a wrong key or a missing
+  // bucket is reported at start, by name.
+  static Result<std::unique_ptr<S3SegmentStore>> Open(S3SegmentStoreOptions options);
+
+  Status Put(std::string_view compute_id, std::string_view sha256, std::string_view bytes) override;
+  Result<std::optional<std::string>> Get(std::string_view compute_id,
+                                         std::string_view sha256) override;
+  Status Remove(std::string_view compute_id, std::string_view sha256) override;
+
+ private:
+  S3SegmentStore(S3SegmentStoreOptions options, std::string bucket_url, std::string prefix,
+                 std::unique_ptr<net::HttpClient> client);
+  Result<std::string> UrlOf(std::string_view compute_id, std::string_view sha256) const;
+  Result<net::HttpResponse> Send(std::string method, std::string url, std::string body,
+                                 std::string_view body_sha256);
+
+  S3SegmentStoreOptions options_;
+  std::string bucket_url_;  // <endpoint>/<bucket>
+  std::string prefix_;      // "" or ending in '/'
+  std::unique_ptr<net::HttpClient> client_;
+};
+
+}  // namespace expanse::server
+
+#endif  // EXPANSE_SERVER_S3_SEGMENT_STORE_H_
