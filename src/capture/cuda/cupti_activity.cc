@@ -88,6 +88,7 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
     std::string missing;
     Resolve(handle, "cuptiActivityRegisterCallbacks", api.RegisterCallbacks, missing);
     Resolve(handle, "cuptiActivityEnable", api.Enable, missing);
+    Resolve(handle, "cuptiActivityDisable", api.Disable, missing);
     Resolve(handle, "cuptiActivityFlushAll", api.FlushAll, missing);
     Resolve(handle, "cuptiActivityGetNextRecord", api.GetNextRecord, missing);
     Resolve(handle, "cuptiActivityGetNumDroppedRecords", api.GetNumDroppedRecords, missing);

@@ -24,6 +24,7 @@ struct CuptiActivityApi {
   CUptiResult (*RegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
                                    CUpti_BuffersCallbackCompleteFunc) = nullptr;
   CUptiResult (*Enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*Disable)(CUpti_ActivityKind) = nullptr;
   CUptiResult (*FlushAll)(uint32_t) = nullptr;
   CUptiResult (*GetNextRecord)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*GetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;

@@ -230,6 +230,7 @@ void Start() {
   // NVTX reaches CUPTI only through NVTX's own injection variable; a job's profiler that set
   // it already keeps it.
   setenv("NVTX_INJECTION64_PATH", api->path.c_str(), /*overwrite=*/0);
+  std::vector<CUpti_ActivityKind> enabled;
   for (const auto& [kind, name] :
        {std::pair{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},
         std::pair{CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy"},
@@ -239,6 +240,8 @@ void Start() {
     if (const CUptiResult r = api->Enable(kind); r != CUPTI_SUCCESS)
       agent->Note(std::string("enable ") + name,
                   std::string(name) + " not captured: cuptiActivityEnable: " + api->ResultName(r));
+    else
+      enabled.push_back(kind);
   }
 
   // The worker blocks every signal, so the job's signal handling is exactly what it was.
@@ -249,6 +252,9 @@ void Start() {
   const int created = pthread_create(&worker, nullptr, WorkerMain, nullptr);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (created != 0) {
+    // Nobody would flush: CUPTI stops recording, so the job pays nothing for it.
+    for (CUpti_ActivityKind kind : enabled)
+      api->Disable(kind);
     agent->Note("thread", "capture off: no worker thread");
     return;
   }

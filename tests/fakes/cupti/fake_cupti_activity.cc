@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_cupti_scenario.h"
@@ -168,6 +169,40 @@ void ItemRecords(const ActivityItem& item, uint64_t start, std::vector<uint8_t>&
   }
 }
 
+// Hands `records` to the agent's buffers, as cuptiActivityFlushAll does.
+void Deliver(const std::vector<uint8_t>& records, CUpti_BuffersCallbackRequestFunc request,
+             CUpti_BuffersCallbackCompleteFunc complete) {
+  size_t offset = 0;
+  while (offset < records.size()) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    request(&buffer, &size, &max_records);
+    if (buffer == nullptr || size == 0) {
+      Call call("cuptiActivityFlushAll.drop");
+      for (size_t o = offset; o < records.size();) {
+        const auto* r = reinterpret_cast<const CUpti_Activity*>(records.data() + o);
+        o += RecordSize(r->kind);
+        ++g_dropped;
+      }
+      break;
+    }
+    size_t valid = 0;
+    while (offset < records.size()) {
+      const auto* r = reinterpret_cast<const CUpti_Activity*>(records.data() + offset);
+      const size_t n = RecordSize(r->kind);
+      if (valid + n > size)
+        break;
+      std::memcpy(buffer + valid, records.data() + offset, n);
+      valid += n;
+      offset += n;
+    }
+    complete(nullptr, 0, buffer, size, valid);
+    if (valid == 0)
+      break;  // a buffer too small for one record
+  }
+}
+
 }  // namespace
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
@@ -218,8 +253,11 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   return call.Return(CUPTI_SUCCESS);
 }
 
-// Completes buffers on the caller's thread. The records are made under the lock and handed to
-// the callbacks after it is released, since the callbacks call back into this library.
+// Completes buffers as CUPTI does: a periodic flush (flag 0) on a thread of the library's own,
+// which the real one uses for buffers it completes by itself, and a forced flush on the
+// caller's. So an agent that assumes its callbacks run on the thread that flushed fails its
+// tests. The records are made under the lock and handed to the callbacks after it is released,
+// since the callbacks call back into this library.
 FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   std::vector<uint8_t> records;
   uint64_t count = 0;
@@ -250,36 +288,16 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     request = g_request;
     complete = g_complete;
   }
-  // Fill as many of the caller's buffers as the records need; a buffer the caller does not give
-  // drops the rest, as CUPTI does.
-  size_t offset = 0;
-  while (offset < records.size()) {
-    uint8_t* buffer = nullptr;
-    size_t size = 0;
-    size_t max_records = 0;
-    request(&buffer, &size, &max_records);
-    if (buffer == nullptr || size == 0) {
-      Call call("cuptiActivityFlushAll.drop");
-      for (size_t o = offset; o < records.size();) {
-        const auto* r = reinterpret_cast<const CUpti_Activity*>(records.data() + o);
-        o += RecordSize(r->kind);
-        ++g_dropped;
-      }
-      break;
-    }
-    size_t valid = 0;
-    while (offset < records.size()) {
-      const auto* r = reinterpret_cast<const CUpti_Activity*>(records.data() + offset);
-      const size_t n = RecordSize(r->kind);
-      if (valid + n > size)
-        break;
-      std::memcpy(buffer + valid, records.data() + offset, n);
-      valid += n;
-      offset += n;
-    }
-    complete(nullptr, 0, buffer, size, valid);
-    if (valid == 0)
-      break;  // a buffer too small for one record
+  const auto deliver = [&] {
+    // Fill as many of the caller's buffers as the records need; a buffer the caller does not
+    // give drops the rest, as CUPTI does.
+    Deliver(records, request, complete);
+  };
+  if (flag == 0) {
+    std::thread cupti_thread(deliver);
+    cupti_thread.join();
+  } else {
+    deliver();
   }
   return CUPTI_SUCCESS;
 }
