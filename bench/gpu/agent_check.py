@@ -13,6 +13,12 @@ private control directory laid out as on a node), or without it for the "off" ph
      launch-bound loop (many tiny kernels), steady-state throughput per phase; then the same
      launch-bound loop with a Phase B trigger covering the whole "on" phase.
      Budgets (issue 20): <= 1 % kernel-heavy, <= 2 % launch-bound, <= 5 % with Phase B.
+  4. Facts for arbitration with the job's own profiler: a training loop that runs
+     torch.profiler (Kineto, CUPTI's Activity API in the same process) over 20 steps in its
+     middle, with and without the agent. Reported, not judged: whether the job's trace has its
+     CUDA kernels either way (a job's profiler must never fail because of Expanse), and whether
+     the agent's aggregates still name kernels after the profiler stopped (does Kineto's
+     registration or its disabling of the same kinds cut the agent off?).
 
 Usage: agent_check.py AGENT_LIBRARY OUT_DIR [--phase-seconds 20]
 """
@@ -59,6 +65,27 @@ def training():
         torch.cuda.nvtx.range_pop()
         return 1
     return step
+if mode == "profiled":
+    # Training steps for seconds/2, then torch.profiler over 20 steps, then seconds/2 more.
+    import json as _json
+    from torch.profiler import profile, ProfilerActivity
+    step = training()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds / 2:
+        count += step()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            step()
+    trace = os.environ["AGENT_CHECK_TRACE"]
+    prof.export_chrome_trace(trace)
+    events = _json.load(open(trace)).get("traceEvents", [])
+    kernels = sum(1 for e in events if e.get("cat") == "kernel")
+    after = time.time()
+    while time.perf_counter() - start < seconds:
+        count += step()
+    print(_json.dumps({"per_second": count / (time.perf_counter() - start),
+                       "profiler_kernels": kernels, "profiler_end_s": after}))
+    sys.exit(0)
 step = {"kernel_heavy": kernel_heavy, "launch_bound": launch_bound, "training": training}[mode]()
 for _ in range(5):
     step()  # warm-up: cuBLAS handles, allocator, first-launch costs
@@ -89,6 +116,46 @@ def run_job(agent, control, mode, seconds, job_id, inject=True, window_ms=2000):
     if done.returncode != 0:
         raise RuntimeError(f"{mode} job failed ({done.returncode}): {done.stderr[-800:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["per_second"]
+
+
+def job_profiler_beside_agent(agent, control, report):
+    """Step 4: the job's own torch.profiler with and without the agent (facts, no verdict)."""
+    out = {}
+    for inject in (False, True):
+        job = 9400 + int(inject)
+        trace = os.path.join(control, f"kineto-{job}.json")
+        env = dict(os.environ)
+        env.update({"SLURM_JOB_ID": str(job), "SLURM_PROCID": "0", "EXPANSE_CONTROL_DIR": control,
+                    "EXPANSE_CAPTURE_WINDOW_MS": "1000", "AGENT_CHECK_TRACE": trace})
+        if inject:
+            env["CUDA_INJECTION64_PATH"] = agent
+        else:
+            env.pop("CUDA_INJECTION64_PATH", None)
+        done = subprocess.run([sys.executable, "-c", JOB, "profiled", "12"], env=env,
+                              capture_output=True, text=True, timeout=200)
+        name = "with_agent" if inject else "without_agent"
+        if done.returncode != 0:
+            out[name] = {"error": done.stderr[-800:]}
+            print(f"  {name}: the job FAILED ({done.returncode}): {done.stderr[-300:]}")
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        entry = {"profiler_kernels": result["profiler_kernels"]}
+        if inject:
+            # Aggregate windows that ended after the job's profiler stopped, and their kernels.
+            later = 0
+            for path in glob.glob(os.path.join(control, "capture", f"agg-{job}-*.json")):
+                doc = json.load(open(path))
+                if doc.get("window_end_ms", 0) / 1000.0 > result["profiler_end_s"]:
+                    later += sum(k.get("count", 0) for k in doc.get("kernels", {}).get("top", []))
+            entry["agent_kernels_after_profiler"] = later
+            logs = "".join(open(p).read()
+                           for p in glob.glob(os.path.join(control, "capture", f"agent-{job}-*")))
+            entry["agent_log"] = logs[-600:]
+        out[name] = entry
+        print(f"  {name}: the job's profiler recorded {entry['profiler_kernels']} kernels"
+              + (f"; the agent's kernels after it stopped: {entry['agent_kernels_after_profiler']}"
+                 if inject else ""))
+    report["job_profiler"] = out
 
 
 def trigger(control, job_id, seconds):
@@ -186,6 +253,12 @@ def main():
     report["launch_bound"] = ab(args.agent, control, "launch_bound", args.phase_seconds, 9200)
     report["launch_bound_phase_b"] = ab(args.agent, control, "launch_bound", args.phase_seconds,
                                         9300, phase_b=True)
+    print("  4. the job's own torch.profiler beside the agent")
+    try:
+        job_profiler_beside_agent(args.agent, control, report)
+    except Exception as e:
+        report["job_profiler_error"] = str(e)
+        print(f"  FAILED: {e}")
     json.dump(report, open(os.path.join(args.out, "agent_check.json"), "w"), indent=2)
 
 
