@@ -92,8 +92,15 @@ for _ in range(5):
 count, start = 0, time.perf_counter()
 while time.perf_counter() - start < seconds:
     count += step()
-print('{"per_second": %f}' % (count / (time.perf_counter() - start)))
+# Which libcupti copies the process holds (the job's framework may load its own: two copies in
+# one process is a fact arbitration must know).
+cupti = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcupti" in l})
+import json as _json
+print(_json.dumps({"per_second": count / (time.perf_counter() - start), "cupti": cupti}))
 """
+
+
+LAST = {}  # the last job's own report (its libcupti mappings)
 
 
 def control_dir(root):
@@ -115,14 +122,18 @@ def run_job(agent, control, mode, seconds, job_id, inject=True, window_ms=2000):
                           capture_output=True, text=True, timeout=seconds + 120)
     if done.returncode != 0:
         raise RuntimeError(f"{mode} job failed ({done.returncode}): {done.stderr[-800:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["per_second"]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    LAST.update(result)
+    return result["per_second"]
 
 
 def job_profiler_beside_agent(agent, control, report):
     """Step 4: the job's own torch.profiler with and without the agent (facts, no verdict)."""
     out = {}
-    for inject in (False, True):
-        job = 9400 + int(inject)
+    own = [p for p in LAST.get("cupti", []) if os.path.dirname(p) != os.path.dirname(agent)]
+    variants = [(False, None), (True, None)] + ([(True, own[0])] if own else [])
+    for inject, cupti in variants:
+        job = 9400 + int(inject) + (1 if cupti else 0)
         trace = os.path.join(control, f"kineto-{job}.json")
         env = dict(os.environ)
         env.update({"SLURM_JOB_ID": str(job), "SLURM_PROCID": "0", "EXPANSE_CONTROL_DIR": control,
@@ -131,9 +142,11 @@ def job_profiler_beside_agent(agent, control, report):
             env["CUDA_INJECTION64_PATH"] = agent
         else:
             env.pop("CUDA_INJECTION64_PATH", None)
+        if cupti:  # the agent on the framework's own libcupti instead of the one beside it
+            env["EXPANSE_AGENT_CUPTI"] = cupti
         done = subprocess.run([sys.executable, "-c", JOB, "profiled", "12"], env=env,
                               capture_output=True, text=True, timeout=200)
-        name = "with_agent" if inject else "without_agent"
+        name = ("with_agent_on_job_cupti" if cupti else "with_agent") if inject else "without_agent"
         if done.returncode != 0:
             out[name] = {"error": done.stderr[-800:]}
             print(f"  {name}: the job FAILED ({done.returncode}): {done.stderr[-300:]}")
@@ -240,6 +253,8 @@ def main():
     try:
         print("  1. aggregates of a training loop")
         run_job(args.agent, control, "training", 8, 9001)
+        report["job_cupti_mappings"] = LAST.get("cupti")
+        print(f"  libcupti mapped in the job: {LAST.get('cupti')}")
         check_aggregates(control, 9001, report)
         print("  2. Phase B trace segment")
         trigger(control, 9002, 60)

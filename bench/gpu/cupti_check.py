@@ -10,10 +10,11 @@
 4. The helper's own cost: CPU share of a core and peak RSS (VmHWM) over a sampling run, and the
    matmul's throughput with the helper on vs off, A/B/A/B.
 
-Usage: cupti_check.py HELPER OUT_DIR [--phase-seconds 20] [--user nobody]
+Usage: cupti_check.py HELPER OUT_DIR [--phase-seconds 20] [--user 65534]
 Prints a summary; writes the raw outputs under OUT_DIR.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -83,6 +84,8 @@ class Sampling:
         return [r for _, r in self.records if r.get("kind") == "status"]
 
     def cost(self, wall):
+        if self.proc.poll() is not None:
+            return None, None  # the helper ended: its records above say why
         stat = open(f"/proc/{self.proc.pid}/stat").read().split(")")[1].split()
         ticks = int(stat[11]) + int(stat[12])
         status = open(f"/proc/{self.proc.pid}/status").read()
@@ -90,7 +93,10 @@ class Sampling:
         return 100.0 * ticks / os.sysconf("SC_CLK_TCK") / wall, int(hwm)
 
     def stop(self):
-        self.proc.stdin.close()
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
         self.proc.wait(timeout=30)
         self.thread.join(timeout=5)
         self.log.close()
@@ -99,7 +105,10 @@ class Sampling:
 def matmul(seconds):
     result = subprocess.run([sys.executable, "-c", MATMUL, str(seconds)], capture_output=True,
                             text=True)
-    return float(result.stdout.strip()) if result.returncode == 0 else None
+    if result.returncode != 0:
+        print(f"matmul failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+        return None
+    return float(result.stdout.strip())
 
 
 def main():
@@ -107,14 +116,14 @@ def main():
     parser.add_argument("helper")
     parser.add_argument("out")
     parser.add_argument("--phase-seconds", type=float, default=20)
-    parser.add_argument("--user", default="nobody")
+    parser.add_argument("--user", default="65534")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     phase = args.phase_seconds
 
     print("-- probe")
     print(probe(args.helper, [], args.out, "root"))
-    user = ["setpriv", f"--reuid={args.user}", f"--regid={args.user}", "--clear-groups"]
+    user = ["setpriv", f"--reuid={args.user}", "--regid=65534", "--clear-groups"]
     print(probe(args.helper, user + ["--inh-caps=-all", "--bounding-set=-all"], args.out,
                 "user"))
     print(probe(args.helper, user + ["--inh-caps=+perfmon", "--ambient-caps=+perfmon"],
@@ -132,27 +141,36 @@ def main():
               f"busy {sampling.means(idle_end + 3, busy_end, series)}")
     print(f"matmul {tflops} TFLOP/s while sampled")
     cpu, hwm = sampling.cost(busy_end - started)
-    print(f"helper cost: {cpu:.3f} % of a core, VmHWM {hwm} KiB over {busy_end - started:.0f} s")
+    if cpu is None:
+        print(f"the helper exited ({sampling.proc.returncode}): no cost to report")
+    else:
+        print(f"helper cost: {cpu:.3f} % of a core, VmHWM {hwm} KiB over {busy_end - started:.0f} s")
 
     print("-- escalation: Rich set for 10 s")
     uuid = next((r["uuid"] for r in sampling.statuses() if r.get("pm_sampling") == "ok"), None)
     if uuid:
-        sampling.proc.stdin.write(f"escalate {uuid} 10\n")
-        sampling.proc.stdin.flush()
+        try:
+            sampling.proc.stdin.write(f"escalate {uuid} 10\n")
+            sampling.proc.stdin.flush()
+        except BrokenPipeError:
+            print("the helper exited before escalation")
         matmul(12)
         rich = [r for _, r in sampling.records if r.get("kind") == "counters" and r["set"] == "rich"]
         print(f"rich records: {len(rich)}; series {sorted(rich[-1]['values']) if rich else None}")
 
     print("-- arbitration: a job's ncu range profiler while the helper samples")
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    ncu = (shutil.which("ncu") or next(iter(sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))), None)
+           or "/usr/local/cuda/bin/ncu")
     if os.path.exists(ncu):
         before = len(sampling.statuses())
-        result = subprocess.run([ncu, "--metrics", "sm__cycles_active.avg", "--target-processes",
-                                 "all", sys.executable, "-c", MATMUL, "3"], capture_output=True,
-                                text=True)
+        # The first 10 kernels only (ncu replays each profiled kernel), clocks left alone.
+        result = subprocess.run([ncu, "--metrics", "sm__cycles_active.avg", "--launch-count",
+                                 "10", "--clock-control", "none", "--target-processes", "all",
+                                 sys.executable, "-c", MATMUL, "3"], capture_output=True,
+                                text=True, timeout=180)
         with open(os.path.join(args.out, "ncu.txt"), "w") as f:
             f.write(result.stdout + result.stderr)
-        time.sleep(15)
+        time.sleep(12)
         print(f"ncu exit {result.returncode} (must be 0); helper statuses since: "
               f"{[(s.get('pm_sampling'), s.get('reason')) for s in sampling.statuses()[before:]]}")
     else:
