@@ -120,8 +120,13 @@ TEST_F(CuptiHelperTest, ProbeReportsEachGpuReadyWithTheMetricsItChose) {
   // The chip knows no PCIe or NVLink metric in this scenario: absent, not an error.
   EXPECT_NE(gpu["light_set_absent"].dump().find("gpu.nvlink_rx_bytes_per_s"), std::string::npos);
   EXPECT_EQ(report["devices"][1]["pm_sampling"], "ok");
+  // libcupti opens libnvperf_host.so by bare name: the copy beside it served the host calls,
+  // not one the loader's search would have found elsewhere (a toolkit's, of another version).
+  const std::string perf = std::string(EXPANSE_FAKES_DIR) + "/cupti/libnvperf_host.so";
+  EXPECT_EQ(report["libnvperf_host"], perf);
   // It really started sampling, and let go again.
   const std::string trace = Trace();
+  EXPECT_NE(trace.find("nvperf=" + perf), std::string::npos) << trace;
   EXPECT_NE(trace.find("cuptiPmSamplingStart dev=0"), std::string::npos) << trace;
   EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos) << trace;
 }

@@ -132,6 +132,17 @@ Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path
     return NotFoundError("libcupti_not_found: " + why);
   }
   std::unique_ptr<CuptiLibrary> cupti(new CuptiLibrary());
+  // Before any host call: the perf libraries of the same CUPTI release, beside it (the archive's
+  // lib/, the toolkit's lib64/). A directory without them leaves the loader's search as it was.
+  const std::filesystem::path directory =
+      std::filesystem::path((*opened)->loaded_path()).parent_path();
+  for (const char* name : {"libnvperf_target.so", "libnvperf_host.so"}) {
+    const std::filesystem::path perf = directory / name;
+    if (directory.empty() || access(perf.c_str(), F_OK) != 0)
+      continue;
+    if (auto loaded = LoadedLibrary::Open(perf.string()); loaded.ok())
+      cupti->perf_libraries_.push_back(std::move(*loaded));
+  }
   cupti->library_ = std::move(*opened);
   const LoadedLibrary& lib = *cupti->library_;
   CuptiFunctions& fn = cupti->fn_;
@@ -168,6 +179,18 @@ Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path
   if (!missing.empty())
     return MissingSymbols("libcupti", missing);
   return cupti;
+}
+
+std::string CuptiLibrary::perf_host_path() const {
+  void* handle = dlopen("libnvperf_host.so", RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr)
+    return "";
+  std::string path;
+  const link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr)
+    path = map->l_name;
+  dlclose(handle);
+  return path;
 }
 
 std::string CuptiResultName(CUptiResult result) {

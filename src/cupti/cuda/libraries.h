@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -99,8 +100,17 @@ class CuptiLibrary {
   static Result<std::unique_ptr<CuptiLibrary>> Open(const std::string& path);
   const CuptiFunctions& fn() const { return fn_; }
   const std::string& loaded_path() const { return library_->loaded_path(); }
+  // The libnvperf_host.so the profiler host calls run on: the one beside libcupti when present
+  // (opened first, see Open), else whatever the loader finds; "" until one is loaded.
+  std::string perf_host_path() const;
 
  private:
+  // libcupti opens libnvperf_host.so by bare name when the first host call needs it, so the
+  // loader's search decides which copy serves, not libcupti's own directory: a node without a
+  // toolkit has none (CUPTI_ERROR_NOT_INITIALIZED), one with another toolkit may serve a copy
+  // of another version (CUPTI_ERROR_UNKNOWN in cuptiProfilerHostConfigAddMetrics, seen on an
+  // H200). Opened from libcupti's directory first, they are found by their soname instead.
+  std::vector<std::unique_ptr<LoadedLibrary>> perf_libraries_;
   std::unique_ptr<LoadedLibrary> library_;
   CuptiFunctions fn_{};
 };

@@ -198,6 +198,8 @@ nlohmann::json Probe(const ProbeOptions& options, CallWatchdog& watchdog) {
       ProbeDevice(**cuda, *cupti, watchdog, options, device, entry);
     report["devices"].push_back(std::move(entry));
   }
+  if (cupti)
+    report["libnvperf_host"] = cupti->perf_host_path();  // "" when no host call loaded one
   if (initialized) {
     CUpti_Profiler_DeInitialize_Params deinit{};
     deinit.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE;

@@ -21,6 +21,8 @@
 #include <cupti_result.h>
 #include <cupti_target.h>
 #include <cupti_version.h>
+#include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -546,6 +548,15 @@ cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params* pParams) {
        pParams->profilerType != CUPTI_PROFILER_TYPE_RANGE_PROFILER)) {
     return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
   }
+  // As the real library does: the host side lives in libnvperf_host.so, opened by bare name,
+  // so the loader's search picks the copy; without one every host call is NOT_INITIALIZED.
+  void* perf = dlopen("libnvperf_host.so", RTLD_NOW | RTLD_LOCAL);
+  if (perf == nullptr)
+    return call.Return(CUPTI_ERROR_NOT_INITIALIZED);
+  const link_map* perf_map = nullptr;
+  if (dlinfo(perf, RTLD_DI_LINKMAP, &perf_map) == 0 && perf_map != nullptr)
+    call.AddDetail(std::string("nvperf=") + perf_map->l_name);
+  dlclose(perf);
   const std::string chip = pParams->pChipName;
   call.AddDetail("chip=" + chip);
   const auto& devices = call.scenario().devices;
