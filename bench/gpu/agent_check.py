@@ -195,8 +195,10 @@ def check_aggregates(control, job_id, report):
         syncs += sum(s["count"] for s in doc["sync"].values())
         steps += sum(r["count"] for r in doc["nvtx"]["ranges"] if r["name"] == "step")
     top = sorted(kernels.items(), key=lambda kv: -kv[1])[:5]
+    observed = [json.load(open(p)).get("observed_ms") for p in files]
     report["aggregates"] = {"files": len(files), "top_kernels": top, "copies": copies,
-                            "syncs": syncs, "nvtx_steps": steps}
+                            "syncs": syncs, "nvtx_steps": steps, "observed_ms": observed}
+    print(f"  observed_ms per window: {observed}")
     print(f"  {len(files)} aggregate files; copies {copies}, syncs {syncs}, NVTX 'step' {steps}")
     for name, ns in top:
         print(f"    {ns / 1e6:10.1f} ms  {name[:110]}")
@@ -219,7 +221,8 @@ def check_segment(control, job_id, report):
     other = doc["otherData"]
     report["segment"] = {"file": os.path.basename(files[0]), "bytes": os.path.getsize(files[0]),
                          "events": len(complete), "dropped": other["dropped_events"],
-                         "window_ms": other["window_end_ms"] - other["window_start_ms"]}
+                         "window_ms": other["window_end_ms"] - other["window_start_ms"],
+                         "observed_ms": other.get("observed_ms")}
     print(f"  segment {report['segment']}")
     assert complete, "an empty segment"
 
@@ -263,17 +266,24 @@ def main():
     except Exception as e:  # report and go on to the overhead
         report["error"] = str(e)
         print(f"  FAILED: {e}")
+    # AGENT_CHECK_PARTS chooses what runs after steps 1-2 (a short lease may skip some).
+    parts = os.environ.get("AGENT_CHECK_PARTS",
+                           "kernel_heavy launch_bound launch_bound_phase_b job_profiler").split()
     print("  3. overhead, A/B/A/B")
-    report["kernel_heavy"] = ab(args.agent, control, "kernel_heavy", args.phase_seconds, 9100)
-    report["launch_bound"] = ab(args.agent, control, "launch_bound", args.phase_seconds, 9200)
-    report["launch_bound_phase_b"] = ab(args.agent, control, "launch_bound", args.phase_seconds,
-                                        9300, phase_b=True)
-    print("  4. the job's own torch.profiler beside the agent")
-    try:
-        job_profiler_beside_agent(args.agent, control, report)
-    except Exception as e:
-        report["job_profiler_error"] = str(e)
-        print(f"  FAILED: {e}")
+    if "kernel_heavy" in parts:
+        report["kernel_heavy"] = ab(args.agent, control, "kernel_heavy", args.phase_seconds, 9100)
+    if "launch_bound" in parts:
+        report["launch_bound"] = ab(args.agent, control, "launch_bound", args.phase_seconds, 9200)
+    if "launch_bound_phase_b" in parts:
+        report["launch_bound_phase_b"] = ab(args.agent, control, "launch_bound",
+                                            args.phase_seconds, 9300, phase_b=True)
+    if "job_profiler" in parts:
+        print("  4. the job's own torch.profiler beside the agent")
+        try:
+            job_profiler_beside_agent(args.agent, control, report)
+        except Exception as e:
+            report["job_profiler_error"] = str(e)
+            print(f"  FAILED: {e}")
     json.dump(report, open(os.path.join(args.out, "agent_check.json"), "w"), indent=2)
 
 

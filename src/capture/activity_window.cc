@@ -1,6 +1,7 @@
 #include "capture/activity_window.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace expanse::capture {
 namespace {
@@ -111,6 +112,43 @@ void ActivityWindow::Add(const Activity& a) {
   }
 }
 
+namespace {
+
+uint64_t Scaled(uint64_t value, double factor) {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(value) * factor));
+}
+
+void Scale(NamedTotal& t, double factor) {
+  t.count = Scaled(t.count, factor);
+  t.ns = Scaled(t.ns, factor);
+}
+
+void Scale(ByteTotal& t, double factor) {
+  t.count = Scaled(t.count, factor);
+  t.bytes = Scaled(t.bytes, factor);
+  t.ns = Scaled(t.ns, factor);
+}
+
+// What was seen in `observed_ms` taken as a sample of the whole window. Dropped records are
+// left as counted: they are a fact about CUPTI's buffers, not an estimate.
+void ScaleToWindow(WindowSummary& s, double factor) {
+  s.kernel_count = Scaled(s.kernel_count, factor);
+  s.kernel_ns = Scaled(s.kernel_ns, factor);
+  for (NamedTotal& k : s.top_kernels)
+    Scale(k, factor);
+  Scale(s.other_kernels, factor);
+  for (auto& [direction, t] : s.memcpy)
+    Scale(t, factor);
+  Scale(s.memset, factor);
+  for (auto& [type, t] : s.sync)
+    Scale(t, factor);
+  for (NamedTotal& r : s.nvtx_ranges)
+    Scale(r, factor);
+  s.nvtx_marks = Scaled(s.nvtx_marks, factor);
+}
+
+}  // namespace
+
 WindowSummary ActivityWindow::Close(uint64_t end_ms) {
   WindowSummary s;
   s.start_ms = start_ms_;
@@ -135,6 +173,10 @@ WindowSummary ActivityWindow::Close(uint64_t end_ms) {
   s.nvtx_marks = nvtx_marks_;
   s.devices = devices_;
   s.dropped_records = dropped_;
+  const uint64_t length = end_ms > start_ms_ ? end_ms - start_ms_ : 0;
+  s.observed_ms = length - std::min(length, unobserved_ms_);
+  if (s.observed_ms > 0 && s.observed_ms < length)
+    ScaleToWindow(s, static_cast<double>(length) / static_cast<double>(s.observed_ms));
   *this = ActivityWindow(end_ms);
   return s;
 }

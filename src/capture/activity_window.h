@@ -54,6 +54,9 @@ struct WindowSummary {
   uint64_t nvtx_marks = 0;
   std::set<uint32_t> devices;  // device ordinals with any activity
   uint64_t dropped_records = 0;
+  // How much of the window CUPTI was recording (RecordBudget). When less than all of it, every
+  // count, byte and duration above is what was seen scaled to the whole window: an estimate.
+  uint64_t observed_ms = 0;
 };
 
 // Names looked up by string_view without building a string per record (the agent's hot path).
@@ -69,6 +72,8 @@ class ActivityWindow {
 
   void Add(const Activity& activity);
   void AddDropped(uint64_t records) { dropped_ += records; }
+  // CUPTI was off for `ms` of this window (the agent records in bursts within its budget).
+  void AddUnobserved(uint64_t ms) { unobserved_ms_ += ms; }
   bool empty() const { return activities_ == 0 && dropped_ == 0; }
   uint64_t start_ms() const { return start_ms_; }
 
@@ -81,6 +86,7 @@ class ActivityWindow {
   uint64_t start_ms_;
   uint64_t activities_ = 0;
   uint64_t dropped_ = 0;
+  uint64_t unobserved_ms_ = 0;
   uint64_t kernel_count_ = 0;
   uint64_t kernel_ns_ = 0;
   NamedTotals kernels_;

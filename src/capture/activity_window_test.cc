@@ -123,6 +123,47 @@ TEST(ActivityWindow, ReversedTimestampsCountAsZeroLength) {
   EXPECT_EQ(w.Close(1).kernel_ns, 0u);
 }
 
+TEST(ActivityWindow, AWholeWindowObservedIsReportedAsSeen) {
+  ActivityWindow window(1000);
+  window.Add(Kernel("k", 500));
+  const WindowSummary s = window.Close(11000);
+  EXPECT_EQ(s.observed_ms, 10000u);
+  EXPECT_EQ(s.kernel_count, 1u);
+  EXPECT_EQ(s.kernel_ns, 500u);
+}
+
+TEST(ActivityWindow, ASampledWindowIsScaledToTheWholeWindow) {
+  ActivityWindow window(1000);
+  window.AddUnobserved(7500);  // CUPTI recorded 2.5 s of 10
+  for (int i = 0; i < 3; ++i)
+    window.Add(Kernel("gemm", 1000));
+  window.Add(Of(ActivityKind::kMemcpy, "htod", 200, 4096));
+  window.Add(Of(ActivityKind::kSync, "stream", 300));
+  window.AddDropped(7);
+  const WindowSummary s = window.Close(11000);
+  EXPECT_EQ(s.observed_ms, 2500u);
+  EXPECT_EQ(s.kernel_count, 12u);
+  EXPECT_EQ(s.kernel_ns, 12000u);
+  ASSERT_EQ(s.top_kernels.size(), 1u);
+  EXPECT_EQ(s.top_kernels[0].count, 12u);
+  EXPECT_EQ(s.memcpy.at("htod").bytes, 16384u);
+  EXPECT_EQ(s.memcpy.at("htod").count, 4u);
+  EXPECT_EQ(s.sync.at("stream").ns, 1200u);
+  EXPECT_EQ(s.dropped_records, 7u);  // a count of CUPTI's, not an estimate
+  // The next window starts fully observed again.
+  window.Add(Kernel("gemm", 1000));
+  EXPECT_EQ(window.Close(12000).kernel_count, 1u);
+}
+
+TEST(ActivityWindow, NothingObservedIsNotScaled) {
+  ActivityWindow window(0);
+  window.AddUnobserved(50000);
+  window.AddDropped(1);
+  const WindowSummary s = window.Close(10000);
+  EXPECT_EQ(s.observed_ms, 0u);
+  EXPECT_EQ(s.dropped_records, 1u);
+}
+
 TEST(BoundedName, ControlCharactersAndBadUtf8BecomeQuestionMarks) {
   EXPECT_EQ(BoundedName("a\tb\xff"
                         "c\x7f"

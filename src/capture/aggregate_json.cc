@@ -35,6 +35,7 @@ std::string AggregateJson(const ProcessIdentity& process, const WindowSummary& w
       {"uid", process.uid},
       {"window_start_ms", w.start_ms},
       {"window_end_ms", w.end_ms},
+      {"observed_ms", w.observed_ms},
       {"devices", w.devices},
       {"kernels",
        {{"count", w.kernel_count},

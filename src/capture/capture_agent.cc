@@ -31,6 +31,18 @@ void CaptureAgent::OnDropped(uint64_t records) {
     segment_->AddDropped(records);
 }
 
+void CaptureAgent::OnUnobserved(uint64_t ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  window_.AddUnobserved(ms);
+  if (segment_)
+    segment_->AddUnobserved(ms);
+}
+
+bool CaptureAgent::Tracing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segment_.has_value();
+}
+
 namespace {
 
 // A window ends after it starts and spans at most an hour (the wire's bound): after the process

@@ -39,6 +39,10 @@ class CaptureAgent {
 
   void OnActivity(const Activity& activity);
   void OnDropped(uint64_t records);
+  // CUPTI was off for `ms` (RecordBudget's bursts): the open window and trace say so.
+  void OnUnobserved(uint64_t ms);
+  // Whether a Phase B trace is being kept (it may spend a larger budget).
+  bool Tracing();
 
   void Tick();
   // The process is exiting: spools the open window and any trace in progress.

@@ -1,5 +1,7 @@
 #include "capture/trace_segment.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "capture/activity_window.h"
@@ -128,7 +130,10 @@ std::string TraceSegment::ToJson(uint64_t end_ms) const {
         {"window_end_ms", end_ms},
         {"trigger", {{"id", trigger_.id}, {"reason", trigger_.reason}, {"gpus", trigger_.gpus}}},
         {"events", events_.size()},
-        {"dropped_events", dropped_}}}};
+        {"dropped_events", dropped_},
+        {"observed_ms",
+         (end_ms > start_ms_ ? end_ms - start_ms_ : 0) -
+             std::min(end_ms > start_ms_ ? end_ms - start_ms_ : 0, unobserved_ms_)}}}};
   // Replacement for invalid UTF-8 in a name: the segment must stay valid JSON whatever a kernel
   // or an NVTX range is called.
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

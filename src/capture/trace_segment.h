@@ -42,6 +42,8 @@ class TraceSegment {
   // Keeps the activity if it ended at or after the window's start and there is room.
   void Add(const Activity& activity);
   void AddDropped(uint64_t records) { dropped_ += records; }
+  // CUPTI was off for `ms` of the window: the segment holds bursts (RecordBudget).
+  void AddUnobserved(uint64_t ms) { unobserved_ms_ += ms; }
 
   const CaptureTrigger& trigger() const { return trigger_; }
   size_t events() const { return events_.size(); }
@@ -73,6 +75,7 @@ class TraceSegment {
   SegmentLimits limits_;
   std::vector<Event> events_;
   uint64_t dropped_ = 0;
+  uint64_t unobserved_ms_ = 0;
 };
 
 }  // namespace expanse::capture

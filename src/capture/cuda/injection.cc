@@ -24,10 +24,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "capture/capture_agent.h"
 #include "capture/cuda/cupti_activity.h"
 #include "capture/process_identity.h"
+#include "capture/record_budget.h"
 #include "capture/spool_files.h"
 
 namespace expanse::capture {
@@ -67,6 +69,12 @@ struct AgentState {
   std::mutex decode_mu;  // NvtxRanges; CUPTI may complete buffers on more than one thread
   NvtxRanges nvtx;
   std::atomic<int> buffers{0};
+  // Recording in bursts within the budget (RecordBudget): the kinds the agent enabled, whether
+  // they are on now (the worker's alone), and the records CUPTI delivered since the last cycle.
+  std::vector<CUpti_ActivityKind> kinds;
+  bool recording = true;
+  std::atomic<uint64_t> records{0};
+  RecordBudget budget;
   std::mutex mu;
   std::condition_variable wake;
   bool stopping = false;  // under mu
@@ -107,7 +115,10 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffe
     try {
       std::lock_guard<std::mutex> lock(g_state->decode_mu);
       DecodeActivityBuffer(g_state->api, buffer, valid, g_state->offset_ns.load(), g_state->nvtx,
-                           [](const Activity& a) { g_state->agent->OnActivity(a); });
+                           [](const Activity& a) {
+                             g_state->records.fetch_add(1, std::memory_order_relaxed);
+                             g_state->agent->OnActivity(a);
+                           });
       size_t dropped = 0;
       if (g_state->api.GetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS &&
           dropped > 0)
@@ -130,23 +141,60 @@ bool MeasureOffset(AgentState& s) {
   return true;
 }
 
+// Turns the agent's activity kinds on or off (the budget's bursts). A kind CUPTI will not turn
+// back on stays off, noted once.
+void SetRecording(AgentState& s, bool on) {
+  if (s.recording == on)
+    return;
+  s.recording = on;
+  for (CUpti_ActivityKind kind : s.kinds) {
+    const CUptiResult r = on ? s.api.Enable(kind) : s.api.Disable(kind);
+    if (r != CUPTI_SUCCESS)
+      s.agent->Note(on ? "re-enable" : "disable",
+                    std::string(on ? "cuptiActivityEnable: " : "cuptiActivityDisable: ") +
+                        s.api.ResultName(r));
+  }
+}
+
+// Each cycle (a tick): record for the budget's share of it, CUPTI off for the rest, then flush,
+// learn the record rate, and let the CaptureAgent close windows and traces.
 void* WorkerMain(void*) {
   AgentState& s = *g_state;
   std::unique_lock<std::mutex> lock(s.mu);
+  const auto stopping = [&s] { return s.stopping; };
   while (!s.stopping) {
-    s.wake.wait_for(lock, s.tick);
-    if (s.stopping)
+    const auto cycle_start = std::chrono::steady_clock::now();
+    const uint64_t cycle_ms = static_cast<uint64_t>(s.tick.count());
+    uint64_t on_ms = cycle_ms;
+    try {
+      on_ms = s.budget.OnMs(cycle_ms, s.agent->Tracing());
+    } catch (...) {
+    }
+    if (on_ms < cycle_ms) {
+      if (s.wake.wait_until(lock, cycle_start + std::chrono::milliseconds(on_ms), stopping))
+        break;
+      lock.unlock();
+      SetRecording(s, false);
+      lock.lock();
+    }
+    if (s.wake.wait_until(lock, cycle_start + s.tick, stopping))
       break;
     lock.unlock();
     try {
       if (!MeasureOffset(s))
         s.agent->Note("timestamp", "cuptiGetTimestamp failed: timestamps may drift");
-      if (const CUptiResult r = s.api.FlushAll(0); r != CUPTI_SUCCESS)
+      // With CUPTI off, the burst's last records sit in a buffer that is not full: forced.
+      const uint32_t flag = s.recording ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+      if (const CUptiResult r = s.api.FlushAll(flag); r != CUPTI_SUCCESS)
         s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
+      s.budget.Observe(s.records.exchange(0, std::memory_order_relaxed), on_ms);
+      if (on_ms < cycle_ms)
+        s.agent->OnUnobserved(cycle_ms - on_ms);
       s.agent->Tick();
     } catch (...) {
       // Out of memory, most likely: this window is lost, the job goes on.
     }
+    SetRecording(s, true);  // the next cycle starts with a burst
     lock.lock();
   }
   lock.unlock();
@@ -244,6 +292,14 @@ void Start() {
       enabled.push_back(kind);
   }
 
+  state->kinds = enabled;
+  state->budget = RecordBudget(BudgetOptions{
+      .always_on_fraction =
+          static_cast<double>(EnvMs("EXPANSE_CAPTURE_BUDGET_PERMILLE", 10, 1, 1000)) / 1000.0,
+      .trace_fraction =
+          static_cast<double>(EnvMs("EXPANSE_CAPTURE_TRACE_BUDGET_PERMILLE", 40, 1, 1000)) / 1000.0,
+      .record_cost_ns = EnvMs("EXPANSE_CAPTURE_RECORD_COST_NS", 2300, 1, 1000000),
+  });
   // The worker blocks every signal, so the job's signal handling is exactly what it was.
   sigset_t all, previous;
   sigfillset(&all);
