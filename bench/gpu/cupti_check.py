@@ -53,7 +53,10 @@ def probe(helper, prefix, out, name):
     light = devices[0].get("light_set", {}) if devices else {}
     return (f"{name:>18}: exit {result.returncode}; caps {caps}; "
             f"RmProfilingAdminOnly {report.get('rm_profiling_admin_only')}; {states}; "
-            f"light set {sorted(light)} absent {devices[0].get('light_set_absent') if devices else None}")
+            f"light set {sorted(light)} absent {devices[0].get('light_set_absent') if devices else None}; "
+            f"libnvperf_host {report.get('libnvperf_host')}; availability image "
+            f"{devices[0].get('counter_availability_bytes') if devices else None} bytes; "
+            f"metric checks {devices[0].get('metric_checks') if devices else None}")
 
 
 class Sampling:

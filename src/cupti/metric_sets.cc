@@ -9,10 +9,8 @@ constexpr double kPercent = 0.01;
 std::vector<CounterSeries> MakeLightSet() {
   return {
       // Share of cycles an SM had at least one warp resident (DCGM's SM_ACTIVE).
-      {"gpu.sm_active",
-       {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "sm__cycles_active.avg.per_cycle_elapsed"},
-       kPercent},
+      // (One scale per series: every candidate of a series must be in the same unit.)
+      {"gpu.sm_active", {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"}, kPercent},
       // Share of cycles the tensor pipes were busy (DCGM's PIPE_TENSOR_ACTIVE).
       {"gpu.tensor_active",
        {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",

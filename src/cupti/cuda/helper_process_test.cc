@@ -131,6 +131,38 @@ TEST_F(CuptiHelperTest, ProbeReportsEachGpuReadyWithTheMetricsItChose) {
   EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos) << trace;
 }
 
+TEST_F(CuptiHelperTest, AMetricRefusedForAnotherReasonRulesOutThatMetricOnly) {
+  auto scenario = TwoGpus();
+  // As on the H200: CUPTI_ERROR_UNKNOWN for a metric, only with the availability image.
+  const char* realtime = "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed";
+  const char* tensor = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
+  scenario["devices"][0]["metrics"][tensor] = 70.0;
+  scenario["devices"][0]["refused_metrics"] = {{realtime, 999}};
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "ok") << gpu.dump();
+  EXPECT_EQ(gpu["light_set"]["gpu.tensor_active"], tensor);
+  ASSERT_EQ(gpu["metric_checks"].size(), 1u) << gpu.dump();
+  EXPECT_EQ(gpu["metric_checks"][0]["metric"], realtime);
+  EXPECT_EQ(gpu["metric_checks"][0]["result"], "CUPTI_ERROR_UNKNOWN");
+  EXPECT_EQ(gpu["metric_checks"][0]["without_availability_image"], "CUPTI_SUCCESS");
+  EXPECT_GT(gpu["counter_availability_bytes"].get<int>(), 0);
+}
+
+TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
+  auto scenario = TwoGpus();
+  nlohmann::json refused = nlohmann::json::object();
+  for (const auto& [metric, value] : scenario["devices"][0]["metrics"].items())
+    refused[metric] = 999;
+  scenario["devices"][0]["refused_metrics"] = refused;
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "unavailable");
+  EXPECT_EQ(gpu["pm_sampling_reason"], "CUPTI_ERROR_UNKNOWN");
+  EXPECT_EQ(gpu["pm_sampling_detail"], "in cuptiProfilerHostConfigAddMetrics");
+  EXPECT_GE(gpu["metric_checks"].size(), 3u) << gpu.dump();
+}
+
 TEST_F(CuptiHelperTest, ProbeNamesMissingPrivilegesWithTheFix) {
   auto scenario = TwoGpus();
   scenario["devices"][1]["availability_error"] = 35;  // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES

@@ -57,11 +57,11 @@ CuptiStatus PmDevice::Prepare() {
   return std::nullopt;
 }
 
-CuptiStatus PmDevice::NewHostObject(CUpti_Profiler_Host_Object** host) {
+CuptiStatus PmDevice::NewHostObject(CUpti_Profiler_Host_Object** host, bool with_availability) {
   auto init = EXPANSE_PARAMS(CUpti_Profiler_Host_Initialize_Params);
   init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
   init.pChipName = chip_.c_str();
-  init.pCounterAvailabilityImage = availability_.data();
+  init.pCounterAvailabilityImage = with_availability ? availability_.data() : nullptr;
   if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostInitialize, init))
     return error;
   *host = init.pHostObject;
@@ -77,9 +77,9 @@ void PmDevice::FreeHostObject(CUpti_Profiler_Host_Object*& host) {
   host = nullptr;
 }
 
-CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
+CuptiStatus PmDevice::TryMetric(const std::string& metric, bool with_availability) {
   CUpti_Profiler_Host_Object* host = nullptr;
-  if (auto error = NewHostObject(&host))
+  if (auto error = NewHostObject(&host, with_availability))
     return error;
   const char* name = metric.c_str();
   auto add = EXPANSE_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
@@ -88,15 +88,31 @@ CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
   add.numMetrics = 1;
   const CuptiStatus error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
   FreeHostObject(host);
+  return error;
+}
+
+CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
+  const CuptiStatus error = TryMetric(metric, /*with_availability=*/true);
+  *accepted = !error;
+  if (!error)
+    return std::nullopt;
+  if (error->call != "cuptiProfilerHostConfigAddMetrics")
+    return error;  // no host object at all: nothing else will work either
   // An unknown name is an answer, not a failure. CUPTI may also say INVALID_PARAMETER for it;
   // that is remembered, so a set where nothing was accepted that way reports the error rather
   // than "no metrics" (a struct this variant got wrong looks the same).
-  *accepted = !error;
-  if (error && error->code == CUPTI_ERROR_INVALID_PARAMETER)
+  if (error->code == CUPTI_ERROR_INVALID_PARAMETER)
     saw_invalid_parameter_ = true;
-  if (error && error->code != CUPTI_ERROR_INVALID_METRIC_NAME &&
-      error->code != CUPTI_ERROR_INVALID_PARAMETER)
-    return error;
+  if (error->code == CUPTI_ERROR_INVALID_METRIC_NAME ||
+      error->code == CUPTI_ERROR_INVALID_PARAMETER)
+    return std::nullopt;
+  // Any other refusal rules out this metric, not the set: the next candidate is tried. It is
+  // kept, with the same metric's result on a host object without the availability image, for
+  // the probe to report; the set fails with it only when no metric is accepted.
+  const CuptiStatus bare = TryMetric(metric, /*with_availability=*/false);
+  metric_checks_.push_back({metric, error->name(), bare ? bare->name() : "CUPTI_SUCCESS"});
+  if (!first_refusal_)
+    first_refusal_ = error;
   return std::nullopt;
 }
 
@@ -168,6 +184,8 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     resolved.series.pop_back();
     resolved.metrics.pop_back();
   }
+  if (resolved.metrics.empty() && first_refusal_)
+    return first_refusal_;
   if (resolved.metrics.empty())
     return CuptiError{"cuptiProfilerHostConfigAddMetrics", saw_invalid_parameter_
                                                                ? CUPTI_ERROR_INVALID_PARAMETER

@@ -65,13 +65,27 @@ class PmDevice {
   // Stops and disables PM sampling; errors are ignored (the GPU may be gone).
   void Release();
 
+  // Each metric tried for a set that CUPTI refused with something other than "no such metric",
+  // with its result, and the result of the same metric on a host object made without the
+  // counter availability image: what a probe reports when no metric was accepted (on an H200,
+  // every metric came back CUPTI_ERROR_UNKNOWN; this tells the image from the names).
+  struct MetricCheck {
+    std::string metric;
+    std::string result;         // with the availability image
+    std::string without_image;  // the same metric, host object without it
+  };
+  const std::vector<MetricCheck>& metric_checks() const { return metric_checks_; }
+  size_t availability_bytes() const { return availability_.size(); }
+
   bool running() const { return running_; }
   uint64_t overflows() const { return overflows_; }
   const ResolvedSet* active() const { return active_; }
 
  private:
   CuptiStatus Call(const char* name, CUptiResult result);
-  CuptiStatus NewHostObject(CUpti_Profiler_Host_Object** host);
+  CuptiStatus NewHostObject(CUpti_Profiler_Host_Object** host, bool with_availability = true);
+  // The result of adding `metric` alone to a new host object.
+  CuptiStatus TryMetric(const std::string& metric, bool with_availability);
   void FreeHostObject(CUpti_Profiler_Host_Object*& host);
   // Whether the chip accepts `metric` alone.
   CuptiStatus Accepts(const std::string& metric, bool* accepted);
@@ -94,6 +108,8 @@ class PmDevice {
   std::vector<uint8_t> counter_data_;
   bool running_ = false;
   bool saw_invalid_parameter_ = false;
+  CuptiStatus first_refusal_;  // the first refusal that was not "no such metric"
+  std::vector<MetricCheck> metric_checks_;
   uint64_t overflows_ = 0;  // decodes that found the hardware buffer had overflowed
 };
 

@@ -98,8 +98,18 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
   if (auto error = pm.Prepare())
     return Unavailable(entry, error->name(), "in " + error->call);
   entry["chip"] = pm.chip();
+  entry["counter_availability_bytes"] = pm.availability_bytes();
   const ResolvedSet* light = nullptr;
-  if (auto error = pm.Resolve(CounterSet::kLight, &light)) {
+  const CuptiStatus resolved = pm.Resolve(CounterSet::kLight, &light);
+  if (!pm.metric_checks().empty()) {
+    nlohmann::json checks = nlohmann::json::array();
+    for (const auto& check : pm.metric_checks())
+      checks.push_back({{"metric", check.metric},
+                        {"result", check.result},
+                        {"without_availability_image", check.without_image}});
+    entry["metric_checks"] = std::move(checks);
+  }
+  if (const auto& error = resolved) {
     const bool none = error->code == CUPTI_ERROR_INVALID_METRIC_NAME;
     return Unavailable(entry, none ? kReasonNoMetrics : error->name(), "in " + error->call);
   }

@@ -237,6 +237,7 @@ void ReadSample(const uint8_t* image, size_t index, uint64_t* start, uint64_t* e
 struct HostObject {
   std::string chip;
   uint64_t device = 0;  // the device the chip name or availability image came from
+  bool with_availability = false;
   std::vector<std::string> metrics;
 };
 
@@ -567,6 +568,7 @@ cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params* pParams) {
     if (!a || a->chip != chip || a->device >= devices.size() || devices[a->device].chip != chip)
       return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
     host->device = a->device;
+    host->with_availability = true;
   } else {
     auto it = std::find_if(devices.begin(), devices.end(),
                            [&](const Device& d) { return d.chip == chip; });
@@ -601,6 +603,11 @@ cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params* p
       return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
     if (!MetricKnown(call.scenario(), host->chip, pParams->ppMetricNames[i]))
       return call.Return(CUPTI_ERROR_INVALID_METRIC_NAME);
+    if (host->with_availability) {
+      const auto& refused = call.scenario().devices[host->device].refused_metrics;
+      if (auto it = refused.find(pParams->ppMetricNames[i]); it != refused.end())
+        return call.Return(static_cast<CUptiResult>(it->second));
+    }
   }
   for (size_t i = 0; i < pParams->numMetrics; ++i) {
     if (!Contains(host->metrics, pParams->ppMetricNames[i]))

@@ -39,6 +39,9 @@ struct Device {
   int set_config_error = 0;
   int start_error = 0;
   int decode_error = 0;
+  // Metrics cuptiProfilerHostConfigAddMetrics refuses with the given CUPTI result on a host
+  // object made with this device's counter availability image (not on one made without).
+  std::map<std::string, int> refused_metrics;
   unsigned max_metrics_per_pass = 8;
   unsigned samples_per_decode = 10;
   std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
