@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace batch_builder_test {
 namespace {
 
 using nlohmann::json;
@@ -255,4 +256,5 @@ TEST(BatchBuilderTest, TheRenderedBatchKeepsItsFormatByteForByte) {
 }
 
 }  // namespace
+}  // namespace batch_builder_test
 }  // namespace expanse::agent

@@ -13,6 +13,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace burst_inbox_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -198,4 +199,5 @@ TEST_F(BurstInboxTest, ARequestNotCarriedOutUsesNoBudget) {
 }
 
 }  // namespace
+}  // namespace burst_inbox_test
 }  // namespace expanse::agent

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace capabilities_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -147,4 +148,5 @@ TEST_F(CapabilitiesTest, PermissionProblemDegrades) {
 }
 
 }  // namespace
+}  // namespace capabilities_test
 }  // namespace expanse::agent

@@ -14,6 +14,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace capture_intake_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -236,4 +237,5 @@ TEST_F(CaptureIntakeTest, WorkPerScanIsBounded) {
 }
 
 }  // namespace
+}  // namespace capture_intake_test
 }  // namespace expanse::agent

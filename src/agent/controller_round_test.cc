@@ -21,6 +21,7 @@
 #include "wire/json_parse.h"
 
 namespace expanse::agent {
+namespace controller_round_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -410,4 +411,5 @@ TEST_F(ControllerRoundTest, LiveDetectionCanBeTurnedOff) {
 }
 
 }  // namespace
+}  // namespace controller_round_test
 }  // namespace expanse::agent

@@ -14,6 +14,7 @@
 #include "cupti/helper_records.h"
 
 namespace expanse::agent {
+namespace counter_helper_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -261,4 +262,5 @@ TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {
 }
 
 }  // namespace
+}  // namespace counter_helper_test
 }  // namespace expanse::agent

@@ -13,6 +13,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace dcgm_enricher_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -395,4 +396,5 @@ TEST(FindDcgmiTest, APathIsTakenAsGivenAndANameIsLookedUpOnPath) {
 }
 
 }  // namespace
+}  // namespace dcgm_enricher_test
 }  // namespace expanse::agent

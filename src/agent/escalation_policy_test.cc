@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace escalation_policy_test {
 namespace {
 
 using Readings = std::map<std::string, double>;
@@ -42,4 +43,5 @@ TEST(EscalationPolicyTest, AThroughputDropTriggersOnlyFromAMeaningfulLevel) {
 }
 
 }  // namespace
+}  // namespace escalation_policy_test
 }  // namespace expanse::agent

@@ -7,6 +7,7 @@
 #include "attribution/attribution_test_util.h"
 
 namespace expanse::agent {
+namespace gpu_use_test {
 namespace {
 
 using attribution::testing::Environ;
@@ -118,4 +119,5 @@ TEST(GpuUseTest, ProcessListsAreCapped) {
 }
 
 }  // namespace
+}  // namespace gpu_use_test
 }  // namespace expanse::agent

@@ -12,6 +12,7 @@
 #include "agent/job_events.h"
 
 namespace expanse::agent {
+namespace hook_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -144,4 +145,5 @@ TEST_F(HookTest, ReadJobEventsSkipsAndReportsBadFiles) {
 }
 
 }  // namespace
+}  // namespace hook_test
 }  // namespace expanse::agent

@@ -10,6 +10,7 @@
 #include "attribution/attribution_test_util.h"
 
 namespace expanse::agent {
+namespace job_devices_check_test {
 namespace {
 
 using attribution::testing::kUuid0;
@@ -162,4 +163,5 @@ TEST_F(JobDevicesCheckTest, TheJsonCarriesTheCgroupSideOnlyWhenItWasRead) {
 }
 
 }  // namespace
+}  // namespace job_devices_check_test
 }  // namespace expanse::agent

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace live_detector_test {
 namespace {
 
 constexpr int64_t kStart = 1'800'000'000'000;
@@ -271,4 +272,5 @@ TEST_F(LiveDetectorTest, TrackedGpusAreBounded) {
 }
 
 }  // namespace
+}  // namespace live_detector_test
 }  // namespace expanse::agent

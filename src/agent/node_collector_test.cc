@@ -14,6 +14,7 @@
 #include "agent/phase_b_triggers.h"
 
 namespace expanse::agent {
+namespace node_collector_test {
 namespace {
 
 class NodeCollectorTest : public ::testing::Test {
@@ -285,4 +286,5 @@ TEST_F(NodeCollectorTest, CountersFromTheHelperJoinTheNvmlSeries) {
 #endif
 
 }  // namespace
+}  // namespace node_collector_test
 }  // namespace expanse::agent

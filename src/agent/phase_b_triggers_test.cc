@@ -13,6 +13,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace phase_b_triggers_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -84,4 +85,5 @@ TEST(WritePhaseBTrigger, RefusesAJobIdThatIsNotSlurmsAndPrunesOldTriggers) {
 }
 
 }  // namespace
+}  // namespace phase_b_triggers_test
 }  // namespace expanse::agent

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace profiling_permissions_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -125,4 +126,5 @@ TEST_F(ProfilingPermissionsTest, MonitorChecksEveryThirtySecondsAndLogsRepairs) 
 }
 
 }  // namespace
+}  // namespace profiling_permissions_test
 }  // namespace expanse::agent

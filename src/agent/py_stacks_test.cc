@@ -14,6 +14,7 @@
 #include "pystack/python_process_for_test.h"
 
 namespace expanse::agent {
+namespace py_stacks_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -178,4 +179,5 @@ TEST(PyStacksCollectorTest, DescribesWhatItCannotDo) {
 }
 
 }  // namespace
+}  // namespace py_stacks_test
 }  // namespace expanse::agent

@@ -11,6 +11,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace run_history_test {
 namespace {
 
 void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
@@ -78,4 +79,5 @@ TEST(RunHistoryDeathTest, AnUncaughtExceptionLeavesItsReason) {
 }
 
 }  // namespace
+}  // namespace run_history_test
 }  // namespace expanse::agent

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::agent {
+namespace runtime_settings_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -262,4 +263,5 @@ TEST_F(RuntimeSettingsTest, UnreadableFileIsAnError) {
 }
 
 }  // namespace
+}  // namespace runtime_settings_test
 }  // namespace expanse::agent

@@ -14,6 +14,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::agent {
+namespace sampler_bootstrap_test {
 namespace {
 
 using Commands = std::vector<std::string>;
@@ -238,4 +239,5 @@ TEST(StopOldSamplerTest, AProcessRunningAnotherProgramIsNeverKilled) {
 }
 
 }  // namespace
+}  // namespace sampler_bootstrap_test
 }  // namespace expanse::agent

@@ -24,6 +24,7 @@
 #include "net/http_client.h"
 
 namespace expanse::agent {
+namespace segment_direct_test {
 namespace {
 
 using nlohmann::json;
@@ -298,4 +299,5 @@ TEST_F(SegmentDirectTest, HostileGrantFilesAndRequestsAreRefused) {
 }
 
 }  // namespace
+}  // namespace segment_direct_test
 }  // namespace expanse::agent

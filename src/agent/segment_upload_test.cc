@@ -20,6 +20,7 @@
 #include "net/http_client.h"
 
 namespace expanse::agent {
+namespace segment_upload_test {
 namespace {
 
 using nlohmann::json;
@@ -139,4 +140,5 @@ TEST_F(SegmentUploadTest, AnAbsentServerLeavesTheSegmentForLaterAndARefusedCrede
 }
 
 }  // namespace
+}  // namespace segment_upload_test
 }  // namespace expanse::agent

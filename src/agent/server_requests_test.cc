@@ -9,6 +9,7 @@
 #include "core/memory_host.h"
 
 namespace expanse::agent {
+namespace server_requests_test {
 namespace {
 
 using nlohmann::json;
@@ -83,4 +84,5 @@ TEST(IsSlurmJobIdTest, TheFormsSqueuePrints) {
 }
 
 }  // namespace
+}  // namespace server_requests_test
 }  // namespace expanse::agent

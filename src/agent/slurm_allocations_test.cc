@@ -5,6 +5,7 @@
 #include "agent/gpu_json.h"
 
 namespace expanse::agent {
+namespace slurm_allocations_test {
 namespace {
 
 constexpr int64_t kStart = 1'800'000'000'000;
@@ -132,4 +133,5 @@ TEST(SlurmAllocationFallbackTest, UnknownHostWaitsAndBadIndexIsAProblem) {
 }
 
 }  // namespace
+}  // namespace slurm_allocations_test
 }  // namespace expanse::agent

@@ -9,6 +9,7 @@
 #include "core/memory_host.h"
 
 namespace expanse::agent {
+namespace stack_burst_request_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -111,4 +112,5 @@ TEST(StackBurstRequestTest, WritesOneFilePerHostUnderTheControlTree) {
 }
 
 }  // namespace
+}  // namespace stack_burst_request_test
 }  // namespace expanse::agent

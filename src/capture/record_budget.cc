@@ -15,10 +15,12 @@ void RecordBudget::Observe(uint64_t records, uint64_t on_ms) {
 }
 
 double RecordBudget::Duty(bool tracing) const {
+  const double budget = tracing ? options_.trace_fraction : options_.always_on_fraction;
+  if (budget >= 1.0)
+    return 1.0;  // no budget: everything is recorded
   if (rate_ < 0)
     return std::max(options_.first_duty, options_.min_duty);
   const double cost = rate_ * static_cast<double>(options_.record_cost_ns) * 1e-9;
-  const double budget = tracing ? options_.trace_fraction : options_.always_on_fraction;
   if (cost <= budget)
     return 1.0;
   return std::clamp(budget / cost, options_.min_duty, 1.0);

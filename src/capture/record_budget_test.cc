@@ -5,21 +5,36 @@
 namespace expanse::capture {
 namespace {
 
-TEST(RecordBudget, LooksBrieflyBeforeItKnowsTheRate) {
+BudgetOptions Budgets() {
+  BudgetOptions options;
+  options.always_on_fraction = 0.01;
+  options.trace_fraction = 0.04;
+  return options;
+}
+
+TEST(RecordBudget, WithoutABudgetEverythingIsRecorded) {
   RecordBudget budget;
+  EXPECT_DOUBLE_EQ(budget.Duty(false), 1.0);
+  budget.Observe(100'000'000, 1000);
+  EXPECT_DOUBLE_EQ(budget.Duty(false), 1.0);
+  EXPECT_EQ(budget.OnMs(1000, true), 1000u);
+}
+
+TEST(RecordBudget, LooksBrieflyBeforeItKnowsTheRate) {
+  RecordBudget budget(Budgets());
   EXPECT_DOUBLE_EQ(budget.Duty(false), 0.1);
   EXPECT_EQ(budget.OnMs(1000, false), 100u);
 }
 
 TEST(RecordBudget, AKernelHeavyJobIsRecordedAllTheTime) {
-  RecordBudget budget;
+  RecordBudget budget(Budgets());
   budget.Observe(600, 1000);  // 600 records/s x 2.3 us = 0.14 % of the time
   EXPECT_DOUBLE_EQ(budget.Duty(false), 1.0);
   EXPECT_EQ(budget.OnMs(1000, false), 1000u);
 }
 
 TEST(RecordBudget, ALaunchBoundJobIsRecordedInShortBurstsWithinTheBudget) {
-  RecordBudget budget;
+  RecordBudget budget(Budgets());
   budget.Observe(11700, 100);  // 117,000 records/s: 27 % of the time if all recorded
   const double always_on = budget.Duty(false);
   EXPECT_NEAR(always_on * 117000 * 2.3e-6, 0.01, 1e-9);
@@ -30,7 +45,7 @@ TEST(RecordBudget, ALaunchBoundJobIsRecordedInShortBurstsWithinTheBudget) {
 }
 
 TEST(RecordBudget, NeverRecordsLessThanTheFloor) {
-  RecordBudget budget;
+  RecordBudget budget(Budgets());
   budget.Observe(100'000'000, 1000);
   EXPECT_DOUBLE_EQ(budget.Duty(false), 0.01);
   EXPECT_EQ(budget.OnMs(1000, false), 10u);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::dcgm {
+namespace dcgm_fields_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -74,4 +75,5 @@ TEST(DcgmFieldsTest, FieldIdList) {
 }
 
 }  // namespace
+}  // namespace dcgm_fields_test
 }  // namespace expanse::dcgm

@@ -6,6 +6,7 @@
 #include "dcgm/dcgm_fields.h"
 
 namespace expanse::dcgm {
+namespace dcgmi_commands_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -36,4 +37,5 @@ TEST(DcgmiCommandsTest, OperatorsClientAndHost) {
 }
 
 }  // namespace
+}  // namespace dcgmi_commands_test
 }  // namespace expanse::dcgm

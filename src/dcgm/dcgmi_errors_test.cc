@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::dcgm {
+namespace dcgmi_errors_test {
 namespace {
 
 DcgmiError Recognize(std::string_view line) {
@@ -115,4 +116,5 @@ TEST(DcgmiErrorsTest, ExitStatusToReturnCode) {
 }
 
 }  // namespace
+}  // namespace dcgmi_errors_test
 }  // namespace expanse::dcgm

@@ -8,6 +8,7 @@
 #include "dcgm/fixture_test_util.h"
 
 namespace expanse::dcgm {
+namespace discovery_parser_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -116,4 +117,5 @@ TEST(DiscoveryParserTest, Malformed) {
 }
 
 }  // namespace
+}  // namespace discovery_parser_test
 }  // namespace expanse::dcgm

@@ -9,6 +9,7 @@
 #include "dcgm/fixture_test_util.h"
 
 namespace expanse::dcgm {
+namespace dmon_parser_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -253,4 +254,5 @@ TEST(DmonParserTest, CreateChecksTheFields) {
 }
 
 }  // namespace
+}  // namespace dmon_parser_test
 }  // namespace expanse::dcgm

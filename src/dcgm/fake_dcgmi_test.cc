@@ -18,6 +18,7 @@
 #include "dcgm/health_parser.h"
 
 namespace expanse::dcgm {
+namespace fake_dcgmi_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -284,4 +285,5 @@ TEST_F(FakeDcgmiTest, HealthWatchesOutliveTheClient) {
 }
 
 }  // namespace
+}  // namespace fake_dcgmi_test
 }  // namespace expanse::dcgm

@@ -8,6 +8,7 @@
 #include "dcgm/fixture_test_util.h"
 
 namespace expanse::dcgm {
+namespace health_parser_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -184,4 +185,5 @@ TEST(HealthParserTest, LimitsAreEnforced) {
 }
 
 }  // namespace
+}  // namespace health_parser_test
 }  // namespace expanse::dcgm

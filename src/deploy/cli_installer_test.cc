@@ -14,6 +14,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::deploy {
+namespace cli_installer_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -153,4 +154,5 @@ TEST_F(CliInstallerRunTest, RefusesToInstallWithoutOpenssl) {
 }
 
 }  // namespace
+}  // namespace cli_installer_test
 }  // namespace expanse::deploy

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::deploy {
+namespace daemon_config_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -166,4 +167,5 @@ TEST(PathIsUnderTest, ComparesComponents) {
 }
 
 }  // namespace
+}  // namespace daemon_config_test
 }  // namespace expanse::deploy

@@ -15,6 +15,7 @@
 #include "core/subprocess.h"
 
 namespace expanse::deploy {
+namespace templates_test {
 namespace {
 
 using ::testing::Contains;
@@ -353,4 +354,5 @@ TEST_F(ScriptRunTest, InstallerFailureIsTheScriptsFailure) {
 }
 
 }  // namespace
+}  // namespace templates_test
 }  // namespace expanse::deploy

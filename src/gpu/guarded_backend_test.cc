@@ -11,6 +11,7 @@
 #include "gpu/nvml_backend.h"
 
 namespace expanse::gpu {
+namespace guarded_backend_test {
 namespace {
 
 using testing::CallHold;
@@ -100,4 +101,5 @@ TEST(GuardedBackendTest, DestroyingWhileStuckDoesNotWait) {
 }
 
 }  // namespace
+}  // namespace guarded_backend_test
 }  // namespace expanse::gpu

@@ -12,6 +12,7 @@
 #include "gpu/nvidia_smi_test_util.h"
 
 namespace expanse::gpu {
+namespace nvidia_smi_backend_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -257,4 +258,5 @@ TEST(NvidiaSmiBackendTest, MissingProgram) {
 }
 
 }  // namespace
+}  // namespace nvidia_smi_backend_test
 }  // namespace expanse::gpu

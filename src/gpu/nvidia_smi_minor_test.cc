@@ -9,6 +9,7 @@
 #include "gpu/nvidia_smi_test_util.h"
 
 namespace expanse::gpu {
+namespace nvidia_smi_minor_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -90,4 +91,5 @@ TEST(NvidiaSmiMinorTest, XmlEdgeCases) {
 }
 
 }  // namespace
+}  // namespace nvidia_smi_minor_test
 }  // namespace expanse::gpu

@@ -11,6 +11,7 @@
 #include "gpu/nvidia_smi_test_util.h"
 
 namespace expanse::gpu {
+namespace nvidia_smi_parse_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -289,4 +290,5 @@ TEST(NvidiaSmiParseTest, ComputeAppsNoHeader) {
 }
 
 }  // namespace
+}  // namespace nvidia_smi_parse_test
 }  // namespace expanse::gpu

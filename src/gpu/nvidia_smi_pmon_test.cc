@@ -9,6 +9,7 @@
 #include "gpu/nvidia_smi_test_util.h"
 
 namespace expanse::gpu {
+namespace nvidia_smi_pmon_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -77,4 +78,5 @@ TEST(NvidiaSmiPmonTest, Errors) {
 }
 
 }  // namespace
+}  // namespace nvidia_smi_pmon_test
 }  // namespace expanse::gpu

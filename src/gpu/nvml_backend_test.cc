@@ -6,6 +6,7 @@
 #include "gpu/fake_nvml_test_util.h"
 
 namespace expanse::gpu {
+namespace nvml_backend_test {
 namespace {
 
 using testing::FakeNvmlCallCount;
@@ -191,4 +192,5 @@ TEST(NvmlBackendTest, OneLostGpuDoesNotHideTheOther) {
 }
 
 }  // namespace
+}  // namespace nvml_backend_test
 }  // namespace expanse::gpu

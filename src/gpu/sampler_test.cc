@@ -12,6 +12,7 @@
 #include "gpu/nvml_backend.h"
 
 namespace expanse::gpu {
+namespace sampler_test {
 namespace {
 
 using testing::CallHold;
@@ -177,4 +178,5 @@ TEST(SamplerTest, NewGpuIsPickedUp) {
 }
 
 }  // namespace
+}  // namespace sampler_test
 }  // namespace expanse::gpu

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::install {
+namespace daemon_env_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -224,4 +225,5 @@ TEST(DiffEnvKeysTest, UnchangedAndUnparsable) {
 }
 
 }  // namespace
+}  // namespace daemon_env_test
 }  // namespace expanse::install

@@ -18,6 +18,7 @@
 #include "install/installer.h"
 
 namespace expanse::install {
+namespace install_flow_test {
 namespace {
 
 constexpr char kToken[] = "exp_it_0123456789abcdefXYZ";
@@ -383,4 +384,5 @@ TEST_F(SamplerFlowTest, AMismatchedAccountAcrossTheMountIsRefused) {
 }
 
 }  // namespace
+}  // namespace install_flow_test
 }  // namespace expanse::install

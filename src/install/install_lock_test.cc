@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::install {
+namespace install_lock_test {
 namespace {
 
 class InstallLockTest : public ::testing::Test {
@@ -70,4 +71,5 @@ TEST_F(InstallLockTest, AnUnprivilegedRunSaysPermissionDeniedWithAdvice) {
 }
 
 }  // namespace
+}  // namespace install_lock_test
 }  // namespace expanse::install

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::install {
+namespace install_options_test {
 namespace {
 
 bool Mentions(const std::vector<std::string>& problems, const std::string& text) {
@@ -95,4 +96,5 @@ TEST(InstallOptionsTest, UrlsAndVersionsAreChecked) {
 }
 
 }  // namespace
+}  // namespace install_options_test
 }  // namespace expanse::install

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::install {
+namespace install_state_test {
 namespace {
 
 InstallState Controller() {
@@ -77,4 +78,5 @@ TEST(InstallStateTest, RefusesOtherFormatsRolesAndRelativePaths) {
 }
 
 }  // namespace
+}  // namespace install_state_test
 }  // namespace expanse::install

@@ -16,6 +16,7 @@
 #include "install/installer.h"
 
 namespace expanse::install {
+namespace install_steps_test {
 namespace {
 
 TEST(SentinelTest, AWorkerWithTheSameAccountNumbersAccepts) {
@@ -193,4 +194,5 @@ TEST_F(HostStepsTest, FactsComeFromTheHost) {
 }
 
 }  // namespace
+}  // namespace install_steps_test
 }  // namespace expanse::install

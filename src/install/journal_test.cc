@@ -14,6 +14,7 @@
 #include "core/file_util.h"
 
 namespace expanse::install {
+namespace journal_test {
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -207,4 +208,5 @@ TEST_F(JournalTest, UndoOfADirectoryKeepsWhatOthersPutThere) {
 }
 
 }  // namespace
+}  // namespace journal_test
 }  // namespace expanse::install

@@ -15,6 +15,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::install {
+namespace systemd_unit_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -353,4 +354,5 @@ TEST_F(VerifyTest, ReportsBrokenUnits) {
 }
 
 }  // namespace
+}  // namespace systemd_unit_test
 }  // namespace expanse::install

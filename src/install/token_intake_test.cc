@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::install {
+namespace token_intake_test {
 namespace {
 
 TEST(TokenIntakeTest, TheEnvironmentWinsOverThePrompt) {
@@ -58,4 +59,5 @@ TEST(TokenIntakeTest, MovingASecretLeavesNothingBehind) {
 }
 
 }  // namespace
+}  // namespace token_intake_test
 }  // namespace expanse::install

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::outbox {
+namespace outbox_format_test {
 namespace {
 
 Record Sample() {
@@ -99,4 +100,5 @@ TEST(OutboxFormatTest, SegmentNamesSortLikeSequences) {
 }
 
 }  // namespace
+}  // namespace outbox_format_test
 }  // namespace expanse::outbox

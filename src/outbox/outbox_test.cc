@@ -18,6 +18,7 @@
 #include "outbox/outbox_test_util.h"
 
 namespace expanse::outbox {
+namespace outbox_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -440,4 +441,5 @@ TEST(NetworkFilesystemTest, KnowsTheSharedMountsOfAnHpcSite) {
 }
 
 }  // namespace
+}  // namespace outbox_test
 }  // namespace expanse::outbox

@@ -18,6 +18,7 @@
 #include "outbox/uploader.h"
 
 namespace expanse::outbox {
+namespace uploader_policy_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -460,4 +461,5 @@ TEST(BackoffTest, RetryAfterParsing) {
 }
 
 }  // namespace
+}  // namespace uploader_policy_test
 }  // namespace expanse::outbox

@@ -17,6 +17,7 @@
 #include "server/server_app.h"
 
 namespace expanse::outbox {
+namespace uploader_server_test {
 namespace {
 
 using nlohmann::json;
@@ -334,4 +335,5 @@ TEST_F(UploaderServerTest, ReplacedCredentialStopsUploads) {
 }
 
 }  // namespace
+}  // namespace uploader_server_test
 }  // namespace expanse::outbox

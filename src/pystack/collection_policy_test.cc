@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace collection_policy_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -305,4 +306,5 @@ TEST_F(PystackHealthTest, ExitedProcessesAreNotProblemsAndOldErrorsFade) {
 }
 
 }  // namespace
+}  // namespace collection_policy_test
 }  // namespace expanse::pystack

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace elf_symbols_test {
 namespace {
 
 constexpr std::array<std::string_view, 3> kWanted = {"_PyRuntime", "Py_Version", "PyCode_Type"};
@@ -208,4 +209,5 @@ TEST(DiskFileTest, OpensRegularFilesOnly) {
 }
 
 }  // namespace
+}  // namespace elf_symbols_test
 }  // namespace expanse::pystack

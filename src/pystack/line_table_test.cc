@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace line_table_test {
 namespace {
 
 // Line tables of four functions (see the script below) as CPython 3.9.18, 3.10.13, 3.11.7,
@@ -310,4 +311,5 @@ TEST(LineTableTest, HugeVarintsDoNotOverflow) {
 }
 
 }  // namespace
+}  // namespace line_table_test
 }  // namespace expanse::pystack

@@ -24,6 +24,7 @@
 #include "pystack/remote_memory.h"
 
 namespace expanse::pystack {
+namespace native_reader_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -556,4 +557,5 @@ TEST(NativeReaderTest, TheHooksForTheDaemon) {
 }
 
 }  // namespace
+}  // namespace native_reader_test
 }  // namespace expanse::pystack

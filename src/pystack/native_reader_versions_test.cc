@@ -14,6 +14,7 @@
 #include "pystack/python_process_for_test.h"
 
 namespace expanse::pystack {
+namespace native_reader_versions_test {
 namespace {
 
 using test_util::ChildProcess;
@@ -158,4 +159,5 @@ TEST(NativeReaderOldVersionsTest, PythonThreeEightIsRefusedByName) {
 }
 
 }  // namespace
+}  // namespace native_reader_versions_test
 }  // namespace expanse::pystack

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace proc_maps_test {
 namespace {
 
 TEST(ProcMapsTest, ParsesFileAnonymousAndSpecialMappings) {
@@ -76,4 +77,5 @@ TEST(ProcStatTest, RefusesTruncatedOrGarbledLines) {
 }
 
 }  // namespace
+}  // namespace proc_maps_test
 }  // namespace expanse::pystack

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace pyspy_json_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -163,4 +164,5 @@ TEST(PyspyJsonTest, RefusesInvalidUtf8) {
 }
 
 }  // namespace
+}  // namespace pyspy_json_test
 }  // namespace expanse::pystack

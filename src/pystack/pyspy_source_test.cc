@@ -14,6 +14,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::pystack {
+namespace pyspy_source_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -266,4 +267,5 @@ TEST_F(FindPyspyTest, NoneFoundIsEmptyAndRelativePathEntriesAreSkipped) {
 }
 
 }  // namespace
+}  // namespace pyspy_source_test
 }  // namespace expanse::pystack

@@ -8,6 +8,7 @@
 #include "pystack/synthetic_image.h"
 
 namespace expanse::pystack {
+namespace python_layout_test {
 namespace {
 
 std::span<const std::uint8_t> Bytes(const std::string& text) {
@@ -130,4 +131,5 @@ TEST(PythonLayoutTest, RefusesOffsetsOutsideTheirStructs) {
 }
 
 }  // namespace
+}  // namespace python_layout_test
 }  // namespace expanse::pystack

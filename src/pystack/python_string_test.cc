@@ -9,6 +9,7 @@
 #include "pystack/memory_image.h"
 
 namespace expanse::pystack {
+namespace python_string_test {
 namespace {
 
 constexpr std::uint64_t kAddress = 0x10000;
@@ -109,4 +110,5 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PythonStringTest, ::testing::Values(9, 10, 11,
                          });
 
 }  // namespace
+}  // namespace python_string_test
 }  // namespace expanse::pystack

@@ -5,6 +5,7 @@
 #include "pystack/interpreter_locator.h"
 
 namespace expanse::pystack {
+namespace python_version_test {
 namespace {
 
 TEST(PythonVersionTest, DecodesVersionHex) {
@@ -111,4 +112,5 @@ TEST(CandidateBinariesTest, LibPythonFirstThenTheExecutable) {
 }
 
 }  // namespace
+}  // namespace python_version_test
 }  // namespace expanse::pystack

@@ -14,6 +14,7 @@
 #include "pystack/process_memory.h"
 
 namespace expanse::pystack {
+namespace remote_memory_test {
 namespace {
 
 std::span<std::uint8_t> Span(std::vector<std::uint8_t>& bytes) { return bytes; }
@@ -166,4 +167,5 @@ TEST(ProcessAccessStatusTest, MapsErrnoToReasons) {
 }
 
 }  // namespace
+}  // namespace remote_memory_test
 }  // namespace expanse::pystack

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace stack_aggregator_test {
 namespace {
 
 using nlohmann::json;
@@ -215,4 +216,5 @@ TEST(StackAggregatorTest, SamplesBeforeTheFirstWindowAfterTheEpochAreDropped) {
 }
 
 }  // namespace
+}  // namespace stack_aggregator_test
 }  // namespace expanse::pystack

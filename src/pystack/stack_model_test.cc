@@ -8,6 +8,7 @@
 #include "core/utf8.h"
 
 namespace expanse::pystack {
+namespace stack_model_test {
 namespace {
 
 TEST(StackModelTest, ThreadStateNames) {
@@ -55,4 +56,5 @@ TEST(StackModelTest, AHugeLeafIsCutToValidUtf8) {
 }
 
 }  // namespace
+}  // namespace stack_model_test
 }  // namespace expanse::pystack

@@ -13,6 +13,7 @@
 #include "pystack/synthetic_image.h"
 
 namespace expanse::pystack {
+namespace stack_walker_test {
 namespace {
 
 std::span<const std::uint8_t> Bytes(const std::string& text) {
@@ -301,4 +302,5 @@ TEST(SyntheticImageTest, RefusesUnknownVersions) {
 }
 
 }  // namespace
+}  // namespace stack_walker_test
 }  // namespace expanse::pystack

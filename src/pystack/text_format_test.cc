@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::pystack {
+namespace text_format_test {
 namespace {
 
 TEST(TextFormatTest, FillsPlaceholdersInOrder) {
@@ -20,4 +21,5 @@ TEST(TextFormatTest, FillsPlaceholdersInOrder) {
 }
 
 }  // namespace
+}  // namespace text_format_test
 }  // namespace expanse::pystack

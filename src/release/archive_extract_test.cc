@@ -18,6 +18,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace archive_extract_test {
 namespace {
 
 using testing::File;
@@ -265,4 +266,5 @@ TEST_F(ExtractTest, InspectChecksWithoutWriting) {
 }
 
 }  // namespace
+}  // namespace archive_extract_test
 }  // namespace expanse::release

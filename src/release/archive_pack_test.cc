@@ -13,6 +13,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace archive_pack_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -161,4 +162,5 @@ TEST_F(PackTest, StagingDirectoriesHoldOnlyRegularFiles) {
 }
 
 }  // namespace
+}  // namespace archive_pack_test
 }  // namespace expanse::release

@@ -11,6 +11,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace cupti_node_test {
 namespace {
 
 using testing::TempDir;
@@ -92,4 +93,5 @@ TEST_F(NodeCuptiTest, ArchivesWithoutAValidSignatureAreNeverUsed) {
 }
 
 }  // namespace
+}  // namespace cupti_node_test
 }  // namespace expanse::release

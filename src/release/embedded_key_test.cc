@@ -6,6 +6,7 @@
 #include "crypto/ecdsa.h"
 
 namespace expanse::release {
+namespace embedded_key_test {
 namespace {
 
 TEST(EmbeddedKeyTest, IsAP256PublicKeyPem) {
@@ -20,4 +21,5 @@ TEST(EmbeddedKeyTest, IsAP256PublicKeyPem) {
 }
 
 }  // namespace
+}  // namespace embedded_key_test
 }  // namespace expanse::release

@@ -12,6 +12,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace manifest_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -209,4 +210,5 @@ TEST_F(BuildManifestTest, RefusesBadBaseUrlAndUnreadableOldManifest) {
 }
 
 }  // namespace
+}  // namespace manifest_test
 }  // namespace expanse::release

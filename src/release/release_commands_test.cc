@@ -13,6 +13,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace release_commands_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -118,4 +119,5 @@ TEST_F(CommandsTest, ManifestNeedsSignedArchivesAndWarnsAboutReadableKeys) {
 }
 
 }  // namespace
+}  // namespace release_commands_test
 }  // namespace expanse::release

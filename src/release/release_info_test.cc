@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::release {
+namespace release_info_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -80,4 +81,5 @@ TEST(ReleaseInfoTest, ArchivePathRules) {
 }
 
 }  // namespace
+}  // namespace release_info_test
 }  // namespace expanse::release

@@ -21,6 +21,7 @@
 #include "server/server_app.h"
 
 namespace expanse::release {
+namespace resolver_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -302,4 +303,5 @@ TEST(InspectStagedBinaryTest, ArchivesNeedTheirSignatureBareBinariesAreUnverifie
 }
 
 }  // namespace
+}  // namespace resolver_test
 }  // namespace expanse::release

@@ -8,6 +8,7 @@
 #include "release/release_test_util.h"
 
 namespace expanse::release {
+namespace trusted_key_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -55,4 +56,5 @@ TEST(TrustedKeyTest, PinsAreLookedForBesideTheProgramThenInEtc) {
 }
 
 }  // namespace
+}  // namespace trusted_key_test
 }  // namespace expanse::release

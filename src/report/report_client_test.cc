@@ -23,6 +23,7 @@
 #include "report/report_test_server.h"
 
 namespace expanse::report {
+namespace report_client_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -284,4 +285,5 @@ TEST_F(HostileServerTest, ErrorBodiesOfAnyShapeStillGiveOneSentence) {
 }
 
 }  // namespace
+}  // namespace report_client_test
 }  // namespace expanse::report

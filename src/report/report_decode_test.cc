@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 namespace expanse::report {
+namespace report_decode_test {
 namespace {
 
 using nlohmann::json;
@@ -213,4 +214,5 @@ TEST(DecodeJobPageTest, AnOversizedPageIsRefused) {
 }
 
 }  // namespace
+}  // namespace report_decode_test
 }  // namespace expanse::report

@@ -15,6 +15,7 @@
 #include "report/report_decode.h"
 
 namespace expanse::report {
+namespace report_render_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -154,4 +155,5 @@ TEST(ResourceNotesTest, RequestsFarAboveUseAreNoted) {
 }
 
 }  // namespace
+}  // namespace report_render_test
 }  // namespace expanse::report

@@ -14,6 +14,7 @@
 #include "core/test_temp_dir.h"
 
 namespace expanse::report {
+namespace report_settings_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -102,7 +103,7 @@ TEST(ApiTokenTest, AMisshapenTokenIsRefusedWithoutBeingPrinted) {
 }
 
 TEST(ApiTokenTest, TheTokenFileMustBeReadableByItsOwnerOnly) {
-  testing::TempDir dir;
+  expanse::testing::TempDir dir;
   const std::string path = dir.path() + "/token";
   std::ofstream(path) << "exp_at_from-the-file\n";
   ASSERT_EQ(chmod(path.c_str(), 0644), 0);
@@ -138,4 +139,5 @@ TEST(ExitCodeTest, EachFailureHasItsStatus) {
 }
 
 }  // namespace
+}  // namespace report_settings_test
 }  // namespace expanse::report

@@ -16,6 +16,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace alert_evaluator_test {
 namespace {
 
 using api_testing::kStart;
@@ -412,4 +413,5 @@ TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {
 }
 
 }  // namespace
+}  // namespace alert_evaluator_test
 }  // namespace expanse::server

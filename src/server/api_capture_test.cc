@@ -8,6 +8,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_capture_test {
 namespace {
 
 using nlohmann::json;
@@ -117,4 +118,5 @@ TEST_F(ApiCaptureTest, AJobWithoutCaptureHasAnEmptySummary) {
 }
 
 }  // namespace
+}  // namespace api_capture_test
 }  // namespace expanse::server

@@ -13,6 +13,7 @@
 #include "server/console_assets.h"
 
 namespace expanse::server {
+namespace api_console_test {
 namespace {
 
 using api_testing::ApiTest;
@@ -149,4 +150,5 @@ TEST_F(ConsoleTest, InstallTemplatesRefuseABadPrefixAndOtherOrganisations) {
 }
 
 }  // namespace
+}  // namespace api_console_test
 }  // namespace expanse::server

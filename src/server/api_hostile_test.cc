@@ -13,6 +13,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_hostile_test {
 namespace {
 
 using api_testing::ApiTest;
@@ -218,4 +219,5 @@ TEST_F(ReleaseRangeTest, ManyRangesOnAReleaseFileGetItOnce) {
 }
 
 }  // namespace
+}  // namespace api_hostile_test
 }  // namespace expanse::server

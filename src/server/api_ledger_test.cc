@@ -9,6 +9,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_ledger_test {
 namespace {
 
 using api_testing::kStart;
@@ -249,4 +250,5 @@ TEST_F(ApiLedgerTest, OtherOrganisationsGetNotFound) {
 }
 
 }  // namespace
+}  // namespace api_ledger_test
 }  // namespace expanse::server

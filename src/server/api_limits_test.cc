@@ -18,6 +18,7 @@
 #include "server/ingest_batch.h"
 
 namespace expanse::server {
+namespace api_limits_test {
 namespace {
 
 using nlohmann::json;
@@ -232,4 +233,5 @@ TEST_F(ApiLimitsTest, StoredHeartbeatKeepsOnlySmallUnknownFields) {
 }
 
 }  // namespace
+}  // namespace api_limits_test
 }  // namespace expanse::server

@@ -11,6 +11,7 @@
 #include "server/server_metrics.h"
 
 namespace expanse::server {
+namespace api_metrics_test {
 namespace {
 
 using nlohmann::json;
@@ -129,4 +130,5 @@ TEST(ServerMetricsTest, ForwardingFamiliesOnlyWhenForwarding) {
 }
 
 }  // namespace
+}  // namespace api_metrics_test
 }  // namespace expanse::server

@@ -11,6 +11,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_own_jobs_test {
 namespace {
 
 using api_testing::kStart;
@@ -167,4 +168,5 @@ TEST_F(ApiOwnJobsTest, SlurmUserNamesAreCheckedAndKeptWhenTheMemberIsAddedAgain)
 }
 
 }  // namespace
+}  // namespace api_own_jobs_test
 }  // namespace expanse::server

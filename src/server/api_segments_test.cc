@@ -10,6 +10,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_segments_test {
 namespace {
 
 using nlohmann::json;
@@ -227,4 +228,5 @@ TEST_F(ApiSegmentsTest, OnlyTheComputesControllerGetsAGrantAndOnlyForASegmentItC
 }
 
 }  // namespace
+}  // namespace api_segments_test
 }  // namespace expanse::server

@@ -8,6 +8,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_stacks_test {
 namespace {
 
 using nlohmann::json;
@@ -137,4 +138,5 @@ TEST_F(ApiStacksTest, BadParametersAndBatchesAreRefused) {
 }
 
 }  // namespace
+}  // namespace api_stacks_test
 }  // namespace expanse::server

@@ -15,6 +15,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_test {
 namespace {
 
 using nlohmann::json;
@@ -562,4 +563,5 @@ TEST_F(ApiTest, IngestAckModeAndSyncAreChecked) {
 }
 
 }  // namespace
+}  // namespace api_test
 }  // namespace expanse::server

@@ -9,6 +9,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_tokens_test {
 namespace {
 
 using api_testing::ApiTest;
@@ -177,4 +178,5 @@ TEST_F(ApiTokensTest, DisabledAccountsLoseTheirTokensAndTokensAreCapped) {
 }
 
 }  // namespace
+}  // namespace api_tokens_test
 }  // namespace expanse::server

@@ -10,6 +10,7 @@
 #include "server/api_test_util.h"
 
 namespace expanse::server {
+namespace api_verdicts_test {
 namespace {
 
 using api_testing::kStart;
@@ -154,4 +155,5 @@ TEST_F(ApiVerdictsTest, BadThresholdsAndUnknownJobsAreRefused) {
 }
 
 }  // namespace
+}  // namespace api_verdicts_test
 }  // namespace expanse::server

@@ -9,6 +9,7 @@
 #include "store/sqlite_store.h"
 
 namespace expanse::server {
+namespace control_plane_test {
 namespace {
 
 constexpr int64_t kStart = 1'800'000'000'000;
@@ -239,4 +240,5 @@ TEST_F(ControlPlaneTest, BadInputIsRefusedWithTheField) {
 }
 
 }  // namespace
+}  // namespace control_plane_test
 }  // namespace expanse::server

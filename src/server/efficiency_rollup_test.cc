@@ -13,6 +13,7 @@
 #include "server/ledger_test_util.h"
 
 namespace expanse::server {
+namespace efficiency_rollup_test {
 namespace {
 
 using namespace ledger_testing;  // NOLINT(google-build-using-namespace): test constants
@@ -207,4 +208,5 @@ TEST(LedgerGroupByTest, NamesParseBack) {
 }
 
 }  // namespace
+}  // namespace efficiency_rollup_test
 }  // namespace expanse::server

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 namespace expanse::server {
+namespace heartbeat_test {
 namespace {
 
 TEST(HeartbeatTest, AcceptsAFullDocument) {
@@ -133,4 +134,5 @@ TEST(HeartbeatTest, StoresOnlySmallUnknownFields) {
 }
 
 }  // namespace
+}  // namespace heartbeat_test
 }  // namespace expanse::server

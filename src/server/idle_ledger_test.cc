@@ -12,6 +12,7 @@
 #include "server/ledger_test_util.h"
 
 namespace expanse::server {
+namespace idle_ledger_test {
 namespace {
 
 using namespace ledger_testing;  // NOLINT(google-build-using-namespace): test constants
@@ -195,4 +196,5 @@ TEST_F(IdleLedgerTest, RequestedGpuTimeSaturates) {
 }
 
 }  // namespace
+}  // namespace idle_ledger_test
 }  // namespace expanse::server

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::server {
+namespace ingest_batch_test {
 namespace {
 
 std::string Zstd(const std::string& text) {
@@ -246,4 +247,5 @@ INSTANTIATE_TEST_SUITE_P(
             "batch.gpu_allocations[0].to_ms"}));
 
 }  // namespace
+}  // namespace ingest_batch_test
 }  // namespace expanse::server

@@ -8,6 +8,7 @@
 #include "server/ingest_batch.h"
 
 namespace expanse::server {
+namespace ingest_stacks_test {
 namespace {
 
 using nlohmann::json;
@@ -129,4 +130,5 @@ TEST(IngestStacksTest, RefusesNonObjectsAndInvalidUtf8) {
 }
 
 }  // namespace
+}  // namespace ingest_stacks_test
 }  // namespace expanse::server

@@ -18,6 +18,7 @@
 #include "tsdb/tsdb.h"
 
 namespace expanse::server {
+namespace job_usage_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -311,4 +312,5 @@ TEST(JobHostsTest, HostsOfAllocationsAndEventsSortedOnce) {
 }
 
 }  // namespace
+}  // namespace job_usage_test
 }  // namespace expanse::server

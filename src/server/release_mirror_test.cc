@@ -16,6 +16,7 @@
 #include "server/server_app.h"
 
 namespace expanse::server {
+namespace release_mirror_test {
 namespace {
 
 class ReleaseMirrorTest : public ::testing::Test {
@@ -169,4 +170,5 @@ TEST_F(ReleaseMirrorTest, ServesTheCliInstallerOnceTheMirrorHasACliAndItsKey) {
 }
 
 }  // namespace
+}  // namespace release_mirror_test
 }  // namespace expanse::server

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::server {
+namespace top_frames_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -51,4 +52,5 @@ TEST(TopFramesTest, TiesAreBrokenByTotalThenName) {
 }
 
 }  // namespace
+}  // namespace top_frames_test
 }  // namespace expanse::server

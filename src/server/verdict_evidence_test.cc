@@ -8,6 +8,7 @@
 #include "server/ledger_test_util.h"
 
 namespace expanse::server {
+namespace verdict_evidence_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -133,4 +134,5 @@ TEST_F(VerdictEvidenceTest, ModelsComeFromTheHeartbeatAndAJobNotStartedHasNoCell
 }
 
 }  // namespace
+}  // namespace verdict_evidence_test
 }  // namespace expanse::server

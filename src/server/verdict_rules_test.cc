@@ -6,6 +6,7 @@
 #include "server/frame_classes.h"
 
 namespace expanse::server {
+namespace verdict_rules_test {
 namespace {
 
 using nlohmann::json;
@@ -420,4 +421,5 @@ TEST(FrameClassesTest, BackgroundThreadsSayNothing) {
 }
 
 }  // namespace
+}  // namespace verdict_rules_test
 }  // namespace expanse::server

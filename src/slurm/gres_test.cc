@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::slurm {
+namespace gres_test {
 namespace {
 
 using Indices = std::vector<int>;
@@ -57,4 +58,5 @@ TEST(GpuIndicesFromGresTest, RejectsMalformedGres) {
 }
 
 }  // namespace
+}  // namespace gres_test
 }  // namespace expanse::slurm

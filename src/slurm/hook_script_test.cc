@@ -14,6 +14,7 @@
 #include "slurm/slurm_conf_test_util.h"
 
 namespace expanse::slurm {
+namespace hook_script_test {
 namespace {
 
 using std::filesystem::perms;
@@ -280,4 +281,5 @@ TEST(RenderHookScriptTest, RefusesBadOptions) {
 }
 
 }  // namespace
+}  // namespace hook_script_test
 }  // namespace expanse::slurm

@@ -8,6 +8,7 @@
 #include "slurm/slurm_conf_test_util.h"
 
 namespace expanse::slurm {
+namespace hook_wiring_test {
 namespace {
 
 using testing::ConfFiles;
@@ -367,4 +368,5 @@ TEST(UnwireHooksTest, HasHookWiringFindsMarkersAtLineStarts) {
 }
 
 }  // namespace
+}  // namespace hook_wiring_test
 }  // namespace expanse::slurm

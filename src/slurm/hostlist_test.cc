@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::slurm {
+namespace hostlist_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -102,4 +103,5 @@ TEST(HostListTest, ContainsAgreesWithExpand) {
 }
 
 }  // namespace
+}  // namespace hostlist_test
 }  // namespace expanse::slurm

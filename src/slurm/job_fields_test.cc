@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::slurm::job_fields {
+namespace job_fields_test {
 namespace {
 
 JobIdParts Plain(int64_t job_id) {
@@ -81,4 +82,5 @@ TEST(StateClassesTest, WaitingAndEnded) {
 }
 
 }  // namespace
+}  // namespace job_fields_test
 }  // namespace expanse::slurm::job_fields

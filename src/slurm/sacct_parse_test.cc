@@ -8,6 +8,7 @@
 #include "slurm/slurm_test_util.h"
 
 namespace expanse::slurm {
+namespace sacct_parse_test {
 namespace {
 
 using testing::ReadFixture;
@@ -190,4 +191,5 @@ TEST(SacctParseTest, RecognisesDisabledAccounting) {
 }
 
 }  // namespace
+}  // namespace sacct_parse_test
 }  // namespace expanse::slurm

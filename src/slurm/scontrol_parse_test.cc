@@ -8,6 +8,7 @@
 #include "slurm/slurm_test_util.h"
 
 namespace expanse::slurm {
+namespace scontrol_parse_test {
 namespace {
 
 using testing::ReadFixture;
@@ -98,4 +99,5 @@ TEST(ScontrolParseTest, RecognisesUnknownJob) {
 }
 
 }  // namespace
+}  // namespace scontrol_parse_test
 }  // namespace expanse::slurm

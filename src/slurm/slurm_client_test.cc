@@ -10,6 +10,7 @@
 #include "slurm/slurm_test_util.h"
 
 namespace expanse::slurm {
+namespace slurm_client_test {
 namespace {
 
 using testing::ReadFixture;
@@ -208,4 +209,5 @@ TEST(SlurmClientTest, ValidJobIdArguments) {
 }
 
 }  // namespace
+}  // namespace slurm_client_test
 }  // namespace expanse::slurm

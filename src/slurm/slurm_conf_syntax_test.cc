@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::slurm::conf_syntax {
+namespace slurm_conf_syntax_test {
 namespace {
 
 std::vector<std::string> Texts(std::string_view contents) {
@@ -101,4 +102,5 @@ TEST(MatchIncludeTest, NeedsTheWordAtTheStartAndWhitespace) {
 }
 
 }  // namespace
+}  // namespace slurm_conf_syntax_test
 }  // namespace expanse::slurm::conf_syntax

@@ -13,6 +13,7 @@
 #include "slurm/slurm_conf_test_util.h"
 
 namespace expanse::slurm {
+namespace slurm_conf_test {
 namespace {
 
 using testing::ConfFiles;
@@ -278,4 +279,5 @@ TEST(SlurmConfFromScontrolTest, ReadsTheSlurmConfLine) {
 }
 
 }  // namespace
+}  // namespace slurm_conf_test
 }  // namespace expanse::slurm

@@ -10,6 +10,7 @@
 #include "slurm/slurm_test_util.h"
 
 namespace expanse::slurm {
+namespace squeue_parse_test {
 namespace {
 
 using testing::ReadFixture;
@@ -393,4 +394,5 @@ TEST(SqueueParseTest, OutOfRangeNumbersFail) {
 }
 
 }  // namespace
+}  // namespace squeue_parse_test
 }  // namespace expanse::slurm

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::slurm::tres {
+namespace tres_test {
 namespace {
 
 using Counts = std::map<std::string, int64_t>;
@@ -47,4 +48,5 @@ TEST(TresPerTest, CountsGpusInEveryForm) {
 }
 
 }  // namespace
+}  // namespace tres_test
 }  // namespace expanse::slurm::tres

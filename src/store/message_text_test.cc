@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::store::store_internal {
+namespace message_text_test {
 namespace {
 
 TEST(QuoteForMessageTest, EscapesQuotesBackslashesAndControlBytes) {
@@ -35,4 +36,5 @@ TEST(FormatUtcMillisTest, WritesIso8601Utc) {
 }
 
 }  // namespace
+}  // namespace message_text_test
 }  // namespace expanse::store::store_internal

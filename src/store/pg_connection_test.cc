@@ -10,6 +10,7 @@
 #include "store/pg_test_server.h"
 
 namespace expanse::store::pg_internal {
+namespace pg_connection_test {
 namespace {
 
 class PgConnectionTest : public ::testing::Test {
@@ -110,4 +111,5 @@ TEST(PgConnectionOpenTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
 }
 
 }  // namespace
+}  // namespace pg_connection_test
 }  // namespace expanse::store::pg_internal

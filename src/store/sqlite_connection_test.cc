@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::store::sqlite_internal {
+namespace sqlite_connection_test {
 namespace {
 
 SqliteConnection MemoryDb() {
@@ -152,4 +153,5 @@ TEST(SqliteConnectionTest, StatementBorrowedPastItsConnectionIsFinalizedByIt) {
 }
 
 }  // namespace
+}  // namespace sqlite_connection_test
 }  // namespace expanse::store::sqlite_internal

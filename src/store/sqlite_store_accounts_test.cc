@@ -8,6 +8,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_accounts_test {
 namespace {
 
 using store_testing::BackingName;
@@ -383,4 +384,5 @@ TEST_P(AccountsTest, RevokeApiTokenKeepsTheFirstRevocationTime) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_accounts_test
 }  // namespace expanse::store

@@ -8,6 +8,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_alerts_test {
 namespace {
 
 using store_testing::BackingName;
@@ -218,4 +219,5 @@ TEST_P(AlertStoreTest, ComputeRequestsArePendingUntilTheirComputeReports) {
 INSTANTIATE_TEST_SUITE_P(Backings, AlertStoreTest, kBackings, BackingName);
 
 }  // namespace
+}  // namespace sqlite_store_alerts_test
 }  // namespace expanse::store

@@ -8,6 +8,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_audit_test {
 namespace {
 
 using store_testing::BackingName;
@@ -98,4 +99,5 @@ TEST_P(AuditTest, LimitMustBePositive) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_audit_test
 }  // namespace expanse::store

@@ -8,6 +8,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_capture_test {
 namespace {
 
 using store_testing::BackingName;
@@ -100,4 +101,5 @@ TEST_P(CaptureWindowsTest, TextIsStoredVerbatim) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_capture_test
 }  // namespace expanse::store

@@ -9,6 +9,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_computes_test {
 namespace {
 
 using store_testing::BackingName;
@@ -196,4 +197,5 @@ TEST_P(ComputesTest, TokenForDeprovisionedComputeIsRefused) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_computes_test
 }  // namespace expanse::store

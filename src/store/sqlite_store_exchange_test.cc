@@ -11,6 +11,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_exchange_test {
 namespace {
 
 using store_testing::Backing;
@@ -229,4 +230,5 @@ TEST_P(ExchangeAcrossConnectionsTest, ConcurrentExchangesSucceedOnce) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_exchange_test
 }  // namespace expanse::store

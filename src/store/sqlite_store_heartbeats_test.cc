@@ -7,6 +7,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_heartbeats_test {
 namespace {
 
 using store_testing::BackingName;
@@ -203,4 +204,5 @@ TEST_P(HeartbeatsTest, DeprovisionedComputeTakesNoHeartbeatAndStaysDeprovisioned
 }
 
 }  // namespace
+}  // namespace sqlite_store_heartbeats_test
 }  // namespace expanse::store

@@ -5,6 +5,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_ingest_batches_test {
 namespace {
 
 using store_testing::BackingName;
@@ -85,4 +86,5 @@ TEST_P(IngestBatchesTest, ForgetsRecordsClaimedBeforeTheCutoff) {
 INSTANTIATE_TEST_SUITE_P(Backings, IngestBatchesTest, kBackings, BackingName);
 
 }  // namespace
+}  // namespace sqlite_store_ingest_batches_test
 }  // namespace expanse::store

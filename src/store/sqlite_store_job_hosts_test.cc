@@ -9,6 +9,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_job_hosts_test {
 namespace {
 
 using store_testing::BackingName;
@@ -304,4 +305,5 @@ TEST_P(JobHostsTest, BatchReadsCheckTheirArguments) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_job_hosts_test
 }  // namespace expanse::store

@@ -16,6 +16,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_jobs_test {
 namespace {
 
 using store_testing::BackingName;
@@ -534,4 +535,5 @@ TEST(JobsMigrationTest, VersionThreeJobsAreListedInOrderAfterTheUpgrade) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_jobs_test
 }  // namespace expanse::store

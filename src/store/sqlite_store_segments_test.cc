@@ -8,6 +8,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_segments_test {
 namespace {
 
 using store_testing::BackingName;
@@ -162,4 +163,5 @@ TEST_P(TraceSegmentsTest, BadRecordsAreRefused) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_segments_test
 }  // namespace expanse::store

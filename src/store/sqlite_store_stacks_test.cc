@@ -11,6 +11,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_stacks_test {
 namespace {
 
 using store_testing::BackingName;
@@ -240,4 +241,5 @@ TEST(StacksMigrationTest, VersionTwoDatabaseIsMigratedKeepingItsData) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_stacks_test
 }  // namespace expanse::store

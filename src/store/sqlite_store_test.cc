@@ -17,6 +17,7 @@
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
+namespace sqlite_store_test {
 namespace {
 
 using Connection = sqlite_internal::SqliteConnection;
@@ -283,4 +284,5 @@ TEST(SqliteStoreThreadsTest, ManyThreadsShareOneStore) {
 }
 
 }  // namespace
+}  // namespace sqlite_store_test
 }  // namespace expanse::store

@@ -13,6 +13,7 @@
 #include "store/store.h"
 
 namespace expanse::store {
+namespace store_file_mode_test {
 namespace {
 
 mode_t ModeOf(const std::string& path) {
@@ -68,4 +69,5 @@ TEST(NormalizeEmailTest, TrimsBlanksAndLowersAsciiOnly) {
 }
 
 }  // namespace
+}  // namespace store_file_mode_test
 }  // namespace expanse::store

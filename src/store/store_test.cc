@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::store {
+namespace store_test {
 namespace {
 
 TEST(RoleTest, NamesRoundTrip) {
@@ -52,4 +53,5 @@ TEST(ComputeStateTest, UnknownNamesAreRefusedWithTheChoices) {
 }
 
 }  // namespace
+}  // namespace store_test
 }  // namespace expanse::store

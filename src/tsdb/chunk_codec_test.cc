@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::tsdb {
+namespace chunk_codec_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -266,4 +267,5 @@ TEST(ChunkCodecTest, RefusesCorruptionWithDataLoss) {
 }
 
 }  // namespace
+}  // namespace chunk_codec_test
 }  // namespace expanse::tsdb

@@ -21,6 +21,7 @@
 #include "tsdb/tsdb.h"
 
 namespace expanse::tsdb {
+namespace chunk_store_layout_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -577,4 +578,5 @@ TEST_F(ChunkStoreLayoutTest, DamagedSeriesAndWindowsAreReportedNotSkipped) {
 }
 
 }  // namespace
+}  // namespace chunk_store_layout_test
 }  // namespace expanse::tsdb

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::tsdb {
+namespace downsample_test {
 namespace {
 
 std::vector<Bucket> Downsample(int64_t from, int64_t to, int points,
@@ -46,4 +47,5 @@ TEST(DownsampleTest, SamplesOutsideTheRangeMakeNoBucket) {
 }
 
 }  // namespace
+}  // namespace downsample_test
 }  // namespace expanse::tsdb

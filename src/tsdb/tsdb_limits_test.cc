@@ -14,6 +14,7 @@
 #include "tsdb/tsdb.h"
 
 namespace expanse::tsdb {
+namespace tsdb_limits_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -152,4 +153,5 @@ TEST_F(TsdbLimitsTest, FilesAreOwnerOnlyWhateverTheUmask) {
 }
 
 }  // namespace
+}  // namespace tsdb_limits_test
 }  // namespace expanse::tsdb

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::tsdb {
+namespace tsdb_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -685,4 +686,5 @@ TEST_F(TsdbTest, RejectsBadInput) {
 }
 
 }  // namespace
+}  // namespace tsdb_test
 }  // namespace expanse::tsdb

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::tsdb {
+namespace wal_record_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -105,4 +106,5 @@ TEST(WalRecordTest, MalformedCompressedRecordsAreWalCorrupt) {
 }
 
 }  // namespace
+}  // namespace wal_record_test
 }  // namespace expanse::tsdb

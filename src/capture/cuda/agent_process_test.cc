@@ -22,6 +22,7 @@
 extern char** environ;
 
 namespace expanse::capture {
+namespace agent_process_test {
 namespace {
 
 using ::expanse::testing::TempDir;
@@ -324,4 +325,5 @@ TEST_F(AgentProcessTest, OutsideASlurmTaskTheAgentStaysOut) {
 }
 
 }  // namespace
+}  // namespace agent_process_test
 }  // namespace expanse::capture

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace expanse::capture {
+namespace cupti_activity_test {
 namespace {
 
 const std::string kFakes = std::string(EXPANSE_FAKES_DIR) + "/cupti";
@@ -147,4 +148,5 @@ TEST(NvtxRanges, ForgetsTheOldestBeyondItsBound) {
 }
 
 }  // namespace
+}  // namespace cupti_activity_test
 }  // namespace expanse::capture

@@ -295,9 +295,10 @@ void Start() {
   state->kinds = enabled;
   state->budget = RecordBudget(BudgetOptions{
       .always_on_fraction =
-          static_cast<double>(EnvMs("EXPANSE_CAPTURE_BUDGET_PERMILLE", 10, 1, 1000)) / 1000.0,
+          static_cast<double>(EnvMs("EXPANSE_CAPTURE_BUDGET_PERMILLE", 1000, 1, 1000)) / 1000.0,
       .trace_fraction =
-          static_cast<double>(EnvMs("EXPANSE_CAPTURE_TRACE_BUDGET_PERMILLE", 40, 1, 1000)) / 1000.0,
+          static_cast<double>(EnvMs("EXPANSE_CAPTURE_TRACE_BUDGET_PERMILLE", 1000, 1, 1000)) /
+          1000.0,
       .record_cost_ns = EnvMs("EXPANSE_CAPTURE_RECORD_COST_NS", 2300, 1, 1000000),
   });
   // The worker blocks every signal, so the job's signal handling is exactly what it was.
