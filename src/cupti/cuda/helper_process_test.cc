@@ -160,7 +160,16 @@ TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
   EXPECT_EQ(gpu["pm_sampling"], "unavailable");
   EXPECT_EQ(gpu["pm_sampling_reason"], "CUPTI_ERROR_UNKNOWN");
   EXPECT_EQ(gpu["pm_sampling_detail"], "in cuptiProfilerHostConfigAddMetrics");
-  EXPECT_GE(gpu["metric_checks"].size(), 3u) << gpu.dump();
+  // Each refused Light metric, then the plain reference counters, whatever their result (this
+  // chip knows none of them: unknown names, with and without the image).
+  const auto& checks = gpu["metric_checks"];
+  ASSERT_GE(checks.size(), 6u) << gpu.dump();
+  EXPECT_EQ(checks[0]["result"], "CUPTI_ERROR_UNKNOWN");
+  EXPECT_EQ(checks[0]["without_availability_image"], "CUPTI_SUCCESS");
+  const auto& last = checks[checks.size() - 1];
+  EXPECT_EQ(last["metric"], "gpu__time_duration.sum");
+  EXPECT_EQ(last["result"], "CUPTI_ERROR_INVALID_METRIC_NAME");
+  EXPECT_EQ(last["without_availability_image"], "CUPTI_ERROR_INVALID_METRIC_NAME");
 }
 
 TEST_F(CuptiHelperTest, ProbeNamesMissingPrivilegesWithTheFix) {

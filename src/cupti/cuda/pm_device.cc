@@ -116,6 +116,15 @@ CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
   return std::nullopt;
 }
 
+void PmDevice::CheckMetrics(const std::vector<std::string>& metrics) {
+  const auto name = [](const CuptiStatus& status) {
+    return status ? status->name() : std::string("CUPTI_SUCCESS");
+  };
+  for (const std::string& metric : metrics)
+    metric_checks_.push_back({metric, name(TryMetric(metric, /*with_availability=*/true)),
+                              name(TryMetric(metric, /*with_availability=*/false))});
+}
+
 CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,
                                 std::vector<uint8_t>* image, size_t* passes) {
   CUpti_Profiler_Host_Object* host = nullptr;

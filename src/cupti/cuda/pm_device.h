@@ -75,6 +75,9 @@ class PmDevice {
     std::string without_image;  // the same metric, host object without it
   };
   const std::vector<MetricCheck>& metric_checks() const { return metric_checks_; }
+  // Tries each of `metrics` alone, with and without the availability image, and records both
+  // results in metric_checks() whatever they are (a probe's diagnosis when nothing resolved).
+  void CheckMetrics(const std::vector<std::string>& metrics);
   size_t availability_bytes() const { return availability_.size(); }
 
   bool running() const { return running_; }

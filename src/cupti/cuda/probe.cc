@@ -101,6 +101,12 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
   entry["counter_availability_bytes"] = pm.availability_bytes();
   const ResolvedSet* light = nullptr;
   const CuptiStatus resolved = pm.Resolve(CounterSet::kLight, &light);
+  if (resolved && !pm.metric_checks().empty()) {
+    // Nothing of the Light set was accepted, and not for unknown names: plain counters of the
+    // kind NVIDIA's own PM sampling sample configures tell a refused rollup from a refused
+    // host setup.
+    pm.CheckMetrics({"sm__cycles_active.avg", "gr__cycles_active.avg", "gpu__time_duration.sum"});
+  }
   if (!pm.metric_checks().empty()) {
     nlohmann::json checks = nlohmann::json::array();
     for (const auto& check : pm.metric_checks())
