@@ -142,17 +142,21 @@ bool MeasureOffset(AgentState& s) {
 }
 
 // Turns the agent's activity kinds on or off (the budget's bursts). A kind CUPTI will not turn
-// back on stays off, noted once.
-void SetRecording(AgentState& s, bool on) {
+// back on stays off, noted once. Never throws: it runs outside the worker's try blocks.
+void SetRecording(AgentState& s, bool on) noexcept {
   if (s.recording == on)
     return;
   s.recording = on;
   for (CUpti_ActivityKind kind : s.kinds) {
     const CUptiResult r = on ? s.api.Enable(kind) : s.api.Disable(kind);
-    if (r != CUPTI_SUCCESS)
+    if (r == CUPTI_SUCCESS)
+      continue;
+    try {
       s.agent->Note(on ? "re-enable" : "disable",
                     std::string(on ? "cuptiActivityEnable: " : "cuptiActivityDisable: ") +
                         s.api.ResultName(r));
+    } catch (...) {
+    }
   }
 }
 
