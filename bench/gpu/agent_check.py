@@ -110,8 +110,9 @@ def control_dir(root):
     return root
 
 
-def run_job(agent, control, mode, seconds, job_id, inject=True, window_ms=2000):
+def run_job(agent, control, mode, seconds, job_id, inject=True, window_ms=2000, extra_env=None):
     env = dict(os.environ)
+    env.update(extra_env or {})
     env.update({"SLURM_JOB_ID": str(job_id), "SLURM_PROCID": "0",
                 "EXPANSE_CONTROL_DIR": control, "EXPANSE_CAPTURE_WINDOW_MS": str(window_ms)})
     if inject:
@@ -227,17 +228,18 @@ def check_segment(control, job_id, report):
     assert complete, "an empty segment"
 
 
-def ab(agent, control, mode, seconds, job_base, phase_b=False):
+def ab(agent, control, mode, seconds, job_base, phase_b=False, extra_env=None, label=None):
     results = []
     for i, on in enumerate([False, True, False, True]):
         job = job_base + i
         if on and phase_b:
             trigger(control, job, seconds + 60)
-        results.append(run_job(agent, control, mode, seconds, job, inject=on))
+        results.append(run_job(agent, control, mode, seconds, job, inject=on,
+                               extra_env=extra_env))
     off = (results[0] + results[2]) / 2
     on = (results[1] + results[3]) / 2
     slowdown = 100.0 * (off - on) / off
-    label = mode + (" + Phase B" if phase_b else "")
+    label = label or mode + (" + Phase B" if phase_b else "")
     print(f"  {label:>24}: off {results[0]:.1f} / {results[2]:.1f}, on {results[1]:.1f} / "
           f"{results[3]:.1f} per s; slowdown {slowdown:+.2f} %")
     return {"phases": results, "slowdown_percent": slowdown}
@@ -277,6 +279,16 @@ def main():
     if "launch_bound_phase_b" in parts:
         report["launch_bound_phase_b"] = ab(args.agent, control, "launch_bound",
                                             args.phase_seconds, 9300, phase_b=True)
+    # Bursts of 1 % of the time, CUPTI detached between them (the agent's default with a
+    # budget) and, for the A/B of the detach itself, kept attached.
+    burst = {"EXPANSE_CAPTURE_BUDGET_PERMILLE": "10", "EXPANSE_CAPTURE_TRACE_BUDGET_PERMILLE": "40"}
+    if "launch_bound_burst" in parts:
+        report["launch_bound_burst"] = ab(args.agent, control, "launch_bound", args.phase_seconds,
+                                          9400, extra_env=burst, label="bursts, detached")
+    if "launch_bound_burst_attached" in parts:
+        report["launch_bound_burst_attached"] = ab(
+            args.agent, control, "launch_bound", args.phase_seconds, 9500,
+            extra_env=dict(burst, EXPANSE_CAPTURE_DETACH="0"), label="bursts, attached")
     if "job_profiler" in parts:
         print("  4. the job's own torch.profiler beside the agent")
         try:

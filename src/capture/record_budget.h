@@ -12,8 +12,9 @@
 // sampled window are scaled to the whole window and say how much of it was observed.
 //
 // Off by default (a budget of 1: everything recorded): on the H200 the job paid the same with
-// the kinds off, since the cost stays while CUPTI is attached to the process. Bursts pay off
-// once the agent detaches CUPTI between them (docs/capture-agent.md).
+// the kinds off, since the cost stays while CUPTI is attached to the process. The agent now
+// detaches CUPTI between bursts (cuda/injection.cc); bursts become the default once the H200
+// shows that lowering the cost (docs/capture-agent.md).
 #ifndef EXPANSE_CAPTURE_RECORD_BUDGET_H_
 #define EXPANSE_CAPTURE_RECORD_BUDGET_H_
 

@@ -293,6 +293,111 @@ TEST_F(AgentProcessTest, AKindCuptiWillNotEnableIsNotedAndTheRestCaptured) {
   EXPECT_EQ(all.find("\"step\""), std::string::npos);
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+// Recording in bursts (a budget far below what recording costs) detaches CUPTI between them at
+// the exit of one of the job's CUDA calls, so the job's calls there find no CUPTI at all; each
+// burst attaches it again, and its records still reach the aggregates, which say how much of
+// each window was observed.
+TEST_F(AgentProcessTest, BurstsDetachCuptiBetweenThemAtACudaCallsExit) {
+  const std::vector<std::string> args = {"--ms", "3000", "--launches", "20", "--report-cupti"};
+  const SubprocessResult plain = RunJob(args, false);
+  const SubprocessResult job = RunJob(
+      args, true, {"EXPANSE_CAPTURE_BUDGET_PERMILLE=20", "EXPANSE_CAPTURE_RECORD_COST_NS=1000000"});
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+  EXPECT_EQ(job.stdout_text, plain.stdout_text);
+  const std::string trace = Text(dir_ / "trace.txt");
+  EXPECT_GE(Count(trace, "cuptiFinalize dev=- site=api_exit"), 2u) << trace;
+  EXPECT_EQ(Count(trace, "site=outside_api_callback"), 0u) << trace;
+  EXPECT_EQ(Count(trace, "records_lost="), 0u) << "flushed before each detach:\n" << trace;
+  // Attached again for each burst after a detach: the buffers registered anew.
+  EXPECT_GT(Count(trace, "cuptiActivityRegisterCallbacks"), 2u);
+  uint64_t attached = 0, detached = 0;
+  const size_t at = job.stderr_text.find("cupti calls attached=");
+  ASSERT_NE(at, std::string::npos) << job.stderr_text;
+  ASSERT_EQ(std::sscanf(job.stderr_text.c_str() + at, "cupti calls attached=%lu detached=%lu",
+                        &attached, &detached),
+            2);
+  EXPECT_GT(detached, 0u);
+  EXPECT_GT(attached, 0u);
+  uint64_t gemms = 0;
+  bool sampled = false;
+  for (const auto& name : Spooled("agg-4242-")) {
+    const nlohmann::json doc = Json(name);
+    for (const auto& k : doc.at("kernels").at("top")) {
+      if (k.at("name") == "_Z9sgemm_128PfS_")
+        gemms += k.at("count").get<uint64_t>();
+    }
+    if (doc.contains("observed_ms") &&
+        doc.at("observed_ms").get<uint64_t>() <
+            doc.at("window_end_ms").get<uint64_t>() - doc.at("window_start_ms").get<uint64_t>())
+      sampled = true;
+  }
+  EXPECT_GT(gemms, 0u) << AgentLogs();
+  EXPECT_TRUE(sampled) << Joined("agg-");
+  EXPECT_EQ(AgentLogs(), "");
+}
+
+// The job's own profiler (torch.profiler's Kineto, here the fake job's) subscribes to CUPTI and
+// records kernels into buffers of its own: it gets them all, the agent notes that it stepped
+// aside, and it takes CUPTI back (its buffers registered again) once the profiler is gone.
+TEST_F(AgentProcessTest, TheJobsOwnProfilerGetsCuptiAndTheAgentYieldsToIt) {
+  const std::vector<std::string> args = {"--ms", "3500",       "--launches",
+                                         "5",    "--profiler", "1250:1200"};
+  const SubprocessResult alone = RunJob(args, false);
+  ASSERT_TRUE(alone.Succeeded()) << alone.stderr_text;
+  const SubprocessResult job = RunJob(args, true);
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+  EXPECT_EQ(job.stdout_text, alone.stdout_text);
+  unsigned long kernels = 0;
+  int subscribed = -1;
+  const size_t at = job.stderr_text.find("profiler subscribe=");
+  ASSERT_NE(at, std::string::npos) << job.stderr_text;
+  ASSERT_EQ(std::sscanf(job.stderr_text.c_str() + at, "profiler subscribe=%d kernels=%lu",
+                        &subscribed, &kernels),
+            2);
+  EXPECT_EQ(subscribed, 0) << "the agent must never hold CUPTI's subscription for long";
+  EXPECT_GE(kernels, 20u) << "1.2 s of 50 ms iterations with two kernels each";
+  EXPECT_NE(AgentLogs().find("capture paused while CUPTI for kineto holds CUPTI"),
+            std::string::npos)
+      << AgentLogs();
+  const std::string trace = Text(dir_ / "trace.txt");
+  EXPECT_EQ(Count(trace, "cuptiFinalize"), 0u) << "never detach the profiler's CUPTI";
+  // While the profiler holds CUPTI the agent neither flushes (its periodic flushes carry no
+  // flag; the profiler forces its own) nor registers buffers: only its check, which fails.
+  const size_t from = trace.find("cuptiSubscribe_v2 dev=- name=kineto");
+  const size_t to = trace.find("cuptiUnsubscribe dev=- name=kineto");
+  ASSERT_NE(from, std::string::npos) << trace;
+  ASSERT_NE(to, std::string::npos) << trace;
+  ASSERT_LT(from, to);
+  std::istringstream during(trace.substr(from, to - from));
+  size_t registers = 0;
+  for (std::string line; std::getline(during, line);) {
+    EXPECT_FALSE(line.rfind("cuptiActivityFlushAll", 0) == 0 &&
+                 line.find("flag=") == std::string::npos)
+        << line;
+    registers += line.rfind("cuptiActivityRegisterCallbacks", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(registers, 1u) << "the profiler's own";
+  // The agent's at the start, the profiler's, the agent's again after it.
+  EXPECT_GE(Count(trace, "cuptiActivityRegisterCallbacks"), 3u) << trace;
+  uint64_t last_kernels_ms = 0;
+  for (const auto& name : Spooled("agg-4242-")) {
+    const nlohmann::json doc = Json(name);
+    if (!doc.at("kernels").at("top").empty())
+      last_kernels_ms = std::max(last_kernels_ms, doc.at("window_end_ms").get<uint64_t>());
+  }
+  const auto files = Spooled("agg-4242-");
+  ASSERT_FALSE(files.empty());
+  EXPECT_EQ(last_kernels_ms, Json(files.back()).at("window_end_ms").get<uint64_t>())
+      << "the agent records again after the profiler: " << Joined("agg-");
+}
+
 TEST_F(AgentProcessTest, TheDisableMarkerStopsCaptureInNewProcesses) {
   std::ofstream(control_ / "disabled") << "";
   const SubprocessResult job = RunJob({"--ms", "800"}, true);

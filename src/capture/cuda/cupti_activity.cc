@@ -94,6 +94,12 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
     Resolve(handle, "cuptiActivityGetNumDroppedRecords", api.GetNumDroppedRecords, missing);
     Resolve(handle, "cuptiGetTimestamp", api.GetTimestamp, missing);
     Resolve(handle, "cuptiGetResultString", api.GetResultString, missing);
+    std::string optional_missing;  // detaching is optional: the agent then stays attached
+    Resolve(handle, "cuptiSubscribe_v2", api.SubscribeV2, optional_missing);
+    Resolve(handle, "cuptiSubscribe", api.Subscribe, optional_missing);
+    Resolve(handle, "cuptiUnsubscribe", api.Unsubscribe, optional_missing);
+    Resolve(handle, "cuptiEnableDomain", api.EnableDomain, optional_missing);
+    Resolve(handle, "cuptiFinalize", api.Finalize, optional_missing);
     if (!missing.empty()) {
       *error += (error->empty() ? "" : "; ") + candidate + ": missing " + missing;
       dlclose(handle);
@@ -106,6 +112,29 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
     return api;  // the handle stays open for the life of the process
   }
   return std::nullopt;
+}
+
+std::string LoadedLibcupti(const std::string& major) {
+  struct Search {
+    std::string prefix;
+    std::string found;
+  } search{"libcupti.so." + major, ""};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto& s = *static_cast<Search*>(data);
+        if (info->dlpi_name == nullptr || info->dlpi_name[0] != '/')
+          return 0;
+        const std::string path = info->dlpi_name;
+        const std::string base = path.substr(path.rfind('/') + 1);
+        // libcupti.so.13 or libcupti.so.13.0.x; not libcupti.so.130.
+        if (base.rfind(s.prefix, 0) != 0 ||
+            (base.size() > s.prefix.size() && base[s.prefix.size()] != '.'))
+          return 0;
+        s.found = path;
+        return 1;
+      },
+      &search);
+  return search.found;
 }
 
 void NvtxRanges::Start(uint32_t id, std::string name, uint64_t start_ns) {

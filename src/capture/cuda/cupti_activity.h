@@ -6,6 +6,7 @@
 #define EXPANSE_CAPTURE_CUDA_CUPTI_ACTIVITY_H_
 
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 
 #include <cstdint>
 #include <deque>
@@ -30,10 +31,30 @@ struct CuptiActivityApi {
   CUptiResult (*GetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
   CUptiResult (*GetResultString)(CUptiResult, const char**) = nullptr;
+  // Detaching CUPTI between bursts and finding another subscriber (the job's own profiler):
+  // optional, null where the library lacks them (the agent then stays attached). CUDA 12.x
+  // has no cuptiSubscribe_v2 (which names the subscriber in the way); cuptiSubscribe then.
+  CUptiResult (*SubscribeV2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                             CUpti_SubscriberParams*) = nullptr;
+  CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*EnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain) = nullptr;
+  CUptiResult (*Finalize)() = nullptr;
 
+  bool CanDetach() const {
+    return (SubscribeV2 != nullptr || Subscribe != nullptr) && Unsubscribe != nullptr &&
+           EnableDomain != nullptr && Finalize != nullptr;
+  }
   // "CUPTI_ERROR_…" for a result code (its number when the library cannot say).
   std::string ResultName(CUptiResult result) const;
 };
+
+// The path of a libcupti.so.<major> this process has loaded already (a job's framework brings
+// its own: PyTorch maps the one of its CUDA wheels), or "" when there is none. The agent uses
+// that copy rather than a second one: CUPTI keeps one subscriber and one set of activity
+// buffers per library, so only on the job's own copy can the agent see the job's profiler and
+// stay out of its way.
+std::string LoadedLibcupti(const std::string& major);
 
 // Opens the first of `candidates` that loads and has every entry point; nullopt with `error`
 // naming each candidate's problem otherwise.

@@ -75,6 +75,14 @@ struct AgentState {
   bool recording = true;
   std::atomic<uint64_t> records{0};
   RecordBudget budget;
+  // Detaching between bursts (the worker's, but `link` also the detach callback's): while CUPTI
+  // is attached every CUDA call of the job pays for it, whatever kinds are on (measured on an
+  // H200: ~2.3 us a launch), so the off part of a cycle is only free once CUPTI is gone.
+  bool detach = false;    // EXPANSE_CAPTURE_DETACH is not 0 and the library can
+  std::atomic<int> link;  // Link
+  // Another CUPTI subscriber (the job's profiler, Nsight) holds CUPTI: the agent makes no CUPTI
+  // call but its once-a-cycle check until it is gone.
+  bool yielded = false;
   std::mutex mu;
   std::condition_variable wake;
   bool stopping = false;  // under mu
@@ -82,6 +90,13 @@ struct AgentState {
   // Set when the exit handler stopped waiting: the worker then makes no further call, since
   // CUDA and CUPTI are being torn down around it.
   std::atomic<bool> abandoned{false};
+};
+
+enum Link : int {
+  kAttached,         // CUPTI is in the process (the agent's kinds may be on or off)
+  kDetachRequested,  // the next CUDA call's exit detaches it
+  kDetaching,        // that call's exit is detaching it now
+  kDetached,         // CUPTI is out of the process until the next burst attaches it again
 };
 
 AgentState* g_state = nullptr;
@@ -160,8 +175,169 @@ void SetRecording(AgentState& s, bool on) noexcept {
   }
 }
 
-// Each cycle (a tick): record for the budget's share of it, CUPTI off for the rest, then flush,
-// learn the record rate, and let the CaptureAgent close windows and traces.
+// Detaches CUPTI from the exit of the job's next CUDA call, the site NVIDIA's documentation asks
+// for (no CUDA call of that thread is in flight; `cuptiFinalize` elsewhere could tear CUPTI out
+// from under one). Runs on a job thread: one atomic exchange decides which call does it.
+void CUPTIAPI DetachAtApiExit(void*, CUpti_CallbackDomain domain, CUpti_CallbackId,
+                              const void* data) {
+  if (!InOwnerProcess() || data == nullptr ||
+      (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
+      static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_EXIT)
+    return;
+  int expected = kDetachRequested;
+  if (!g_state->link.compare_exchange_strong(expected, kDetaching))
+    return;
+  g_state->api.Finalize();  // also ends the agent's subscription
+  {
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    g_state->link.store(kDetached);
+  }
+  g_state->wake.notify_all();
+}
+
+enum class Subscription { kHeld, kOther, kFailed };
+
+// Subscribes to CUPTI's callbacks, which the real library allows one tool at a time: kOther
+// (with `holder` named where CUPTI says) when the job's own profiler or an NVIDIA tool holds
+// them. Calling CUPTI attaches it again when it was detached.
+Subscription Subscribe(AgentState& s, CUpti_SubscriberHandle* handle, std::string* holder,
+                       std::string* error) {
+  CUptiResult r;
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  if (s.api.SubscribeV2 != nullptr) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "Expanse capture agent";
+    params.oldSubscriberName = old_name;
+    params.oldSubscriberSize = sizeof old_name - 1;
+    r = s.api.SubscribeV2(handle, DetachAtApiExit, nullptr, &params);
+  } else {
+    r = s.api.Subscribe(handle, DetachAtApiExit, nullptr);
+  }
+  if (r == CUPTI_SUCCESS)
+    return Subscription::kHeld;
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    *holder = old_name[0] != '\0' ? old_name : "another CUPTI subscriber";
+    return Subscription::kOther;
+  }
+  *error = s.api.ResultName(r);
+  return Subscription::kFailed;
+}
+
+// Notes that another subscriber holds CUPTI; the agent then leaves CUPTI alone.
+void Yield(AgentState& s, const std::string& holder) {
+  if (s.yielded)
+    return;
+  s.yielded = true;
+  s.agent->Note("yield", "capture paused while " + holder +
+                             " holds CUPTI (the job's own profiler or an NVIDIA tool); it "
+                             "resumes when that is gone");
+}
+
+// Once a cycle: whether CUPTI is the agent's to use now. Another subscriber means the job's
+// profiler (or Nsight, cuda-gdb) is at work: the agent yields, touching neither kinds nor
+// buffers, until it is gone; then the agent's own callbacks and kinds come back (the other tool
+// may have replaced or turned them off).
+bool MayUseCupti(AgentState& s) {
+  if (!s.api.CanDetach())
+    return true;  // an older CUPTI: no way to tell; the agent behaves as before
+  CUpti_SubscriberHandle handle = nullptr;
+  std::string holder, error;
+  switch (Subscribe(s, &handle, &holder, &error)) {
+    case Subscription::kOther:
+      Yield(s, holder);
+      return false;
+    case Subscription::kFailed:
+      s.agent->Note("subscribe", "cannot check for the job's own CUPTI user: cuptiSubscribe: " +
+                                     error + "; CUPTI stays attached");
+      s.detach = false;
+      s.api.SubscribeV2 = nullptr;  // CanDetach() is false from now on: no more checks
+      s.api.Subscribe = nullptr;
+      return !s.yielded;
+    case Subscription::kHeld:
+      s.api.Unsubscribe(handle);  // held only for as long as a detach takes
+      if (s.yielded) {
+        s.yielded = false;
+        s.link.store(kDetached);  // whatever the other tool left: register and enable again
+      }
+      return true;
+  }
+  return true;
+}
+
+// Turns the agent's buffers and kinds on in a CUPTI that was detached (or that another tool
+// used). False when CUPTI refuses the buffers: this cycle is then not observed.
+bool Attach(AgentState& s) {
+  if (const CUptiResult r = s.api.RegisterCallbacks(BufferRequested, BufferCompleted);
+      r != CUPTI_SUCCESS) {
+    s.agent->Note("reattach", "capture paused: cuptiActivityRegisterCallbacks after a detach: " +
+                                  s.api.ResultName(r));
+    return false;
+  }
+  s.link.store(kAttached);
+  s.recording = false;
+  SetRecording(s, true);
+  MeasureOffset(s);
+  return true;
+}
+
+// The end of a burst: the agent's kinds off, their last records flushed, and CUPTI detached at
+// the exit of the job's next CUDA call, waited for until `deadline` (called with `lock` held;
+// CUPTI is called with it released). A job that makes no CUDA call by then pays nothing for an
+// attached CUPTI either: the request is withdrawn and CUPTI stays. When the job's profiler took
+// CUPTI during the burst, nothing is turned off: the kinds may be its own now.
+void EndBurst(AgentState& s, std::unique_lock<std::mutex>& lock,
+              std::chrono::steady_clock::time_point deadline) {
+  lock.unlock();
+  CUpti_SubscriberHandle handle = nullptr;
+  bool requested = false;
+  try {
+    std::string holder, error;
+    const Subscription subscription =
+        s.detach ? Subscribe(s, &handle, &holder, &error) : Subscription::kFailed;
+    if (subscription == Subscription::kOther) {
+      Yield(s, holder);
+    } else {
+      SetRecording(s, false);
+      if (s.detach)  // the burst's last records sit in a buffer that is not full
+        s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    if (subscription == Subscription::kHeld) {
+      const CUptiResult driver = s.api.EnableDomain(1, handle, CUPTI_CB_DOMAIN_DRIVER_API);
+      const CUptiResult runtime = s.api.EnableDomain(1, handle, CUPTI_CB_DOMAIN_RUNTIME_API);
+      if (driver == CUPTI_SUCCESS || runtime == CUPTI_SUCCESS) {
+        s.link.store(kDetachRequested);
+        requested = true;
+      } else {
+        s.agent->Note("detach",
+                      "CUPTI stays attached: cuptiEnableDomain: " + s.api.ResultName(driver));
+        s.detach = false;
+        s.api.Unsubscribe(handle);
+      }
+    } else if (subscription == Subscription::kFailed && s.detach) {
+      s.agent->Note("detach", "CUPTI stays attached: cuptiSubscribe: " + error);
+      s.detach = false;
+    }
+  } catch (...) {
+  }
+  lock.lock();
+  if (!requested)
+    return;
+  s.wake.wait_until(lock, deadline, [&s] { return s.link.load() == kDetached || s.stopping; });
+  int expected = kDetachRequested;
+  if (s.link.compare_exchange_strong(expected, kAttached)) {
+    lock.unlock();
+    s.api.Unsubscribe(handle);  // no CUDA call came: withdrawn
+    lock.lock();
+    return;
+  }
+  // A job thread is detaching right now: it takes microseconds.
+  s.wake.wait_for(lock, std::chrono::seconds(1), [&s] { return s.link.load() == kDetached; });
+}
+
+// Each cycle (a tick): record for the budget's share of it, CUPTI off (detached where it can
+// be) for the rest, then flush, learn the record rate, and let the CaptureAgent close windows
+// and traces.
 void* WorkerMain(void*) {
   AgentState& s = *g_state;
   std::unique_lock<std::mutex> lock(s.mu);
@@ -170,40 +346,52 @@ void* WorkerMain(void*) {
     const auto cycle_start = std::chrono::steady_clock::now();
     const uint64_t cycle_ms = static_cast<uint64_t>(s.tick.count());
     uint64_t on_ms = cycle_ms;
+    lock.unlock();
+    bool observing = false;
     try {
       on_ms = s.budget.OnMs(cycle_ms, s.agent->Tracing());
+      observing = MayUseCupti(s) && (s.link.load() == kAttached || Attach(s));
     } catch (...) {
     }
-    if (on_ms < cycle_ms) {
+    lock.lock();
+    if (observing && on_ms < cycle_ms) {
       if (s.wake.wait_until(lock, cycle_start + std::chrono::milliseconds(on_ms), stopping))
         break;
-      lock.unlock();
-      SetRecording(s, false);
-      lock.lock();
+      EndBurst(s, lock, cycle_start + s.tick);
     }
     if (s.wake.wait_until(lock, cycle_start + s.tick, stopping))
       break;
     lock.unlock();
     try {
-      if (!MeasureOffset(s))
-        s.agent->Note("timestamp", "cuptiGetTimestamp failed: timestamps may drift");
-      // With CUPTI off, the burst's last records sit in a buffer that is not full: forced.
-      const uint32_t flag = s.recording ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
-      if (const CUptiResult r = s.api.FlushAll(flag); r != CUPTI_SUCCESS)
-        s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
-      s.budget.Observe(s.records.exchange(0, std::memory_order_relaxed), on_ms);
-      if (on_ms < cycle_ms)
-        s.agent->OnUnobserved(cycle_ms - on_ms);
+      // Checked again right before the flush: a profiler that took CUPTI during the cycle owns
+      // the buffers a flush would complete.
+      if (observing && s.link.load() == kAttached && !MayUseCupti(s))
+        observing = false;
+      if (observing) {
+        if (s.link.load() == kAttached) {
+          if (!MeasureOffset(s))
+            s.agent->Note("timestamp", "cuptiGetTimestamp failed: timestamps may drift");
+          const uint32_t flag = s.recording ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+          if (const CUptiResult r = s.api.FlushAll(flag); r != CUPTI_SUCCESS)
+            s.agent->Note("flush", "cuptiActivityFlushAll: " + s.api.ResultName(r));
+        }
+        s.budget.Observe(s.records.exchange(0, std::memory_order_relaxed), on_ms);
+        if (on_ms < cycle_ms)
+          s.agent->OnUnobserved(cycle_ms - on_ms);
+      } else {
+        s.agent->OnUnobserved(cycle_ms);
+      }
       s.agent->Tick();
     } catch (...) {
       // Out of memory, most likely: this window is lost, the job goes on.
     }
-    SetRecording(s, true);  // the next cycle starts with a burst
+    if (observing && s.link.load() == kAttached)
+      SetRecording(s, true);  // the next cycle starts with a burst (a detached CUPTI: Attach)
     lock.lock();
   }
   lock.unlock();
   try {
-    if (!s.abandoned.load())
+    if (!s.abandoned.load() && !s.yielded && s.link.load() == kAttached)
       s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (!s.abandoned.load())
       s.agent->Finish();
@@ -256,8 +444,10 @@ void Start() {
   const char* override_path = std::getenv("EXPANSE_AGENT_CUPTI");
   const std::string major = std::to_string(CUDA_VERSION / 1000);
   std::string error;
+  // The job's own libcupti when it has one loaded (see LoadedLibcupti), else the one of the
+  // agent's CUPTI archive beside it, else the loader's.
   std::optional<CuptiActivityApi> api =
-      LoadCuptiActivityApi({override_path != nullptr ? override_path : "",
+      LoadCuptiActivityApi({override_path != nullptr ? override_path : "", LoadedLibcupti(major),
                             OwnDirectory() + "/libcupti.so." + major, "libcupti.so." + major},
                            &error);
   if (!api) {
@@ -268,6 +458,8 @@ void Start() {
   state->api = *api;
   state->agent = agent;
   state->owner = getpid();
+  state->link.store(kAttached);
+  state->detach = api->CanDetach() && EnvMs("EXPANSE_CAPTURE_DETACH", 1, 0, 1) == 1;
   state->tick = std::chrono::milliseconds(
       std::min<uint64_t>({1000, options.window_ms, options.trace_window_ms}));
   if (!MeasureOffset(*state))

@@ -14,9 +14,11 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 
 #include <cuda.h>
+#include <cupti_driver_cbid.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -183,6 +185,23 @@ FAKE_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr)
 
 FAKE_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
   return ErrorLookup("cuGetErrorName", error, pStr, /*name=*/true);
+}
+
+// A CUDA call the job makes at a rate (expanse-fake-cuda-job --launches), standing for the
+// launches and synchronisations of a real job: it reaches CUPTI through the private hook the
+// fake libcupti exports (cuptiFakeDriverApi, found once CUPTI is loaded), as the real driver
+// reports every API call to an attached CUPTI. Not traced: a job makes thousands a second.
+FAKE_EXPORT CUresult CUDAAPI cuCtxSynchronize(void) {
+  using Hook = void (*)(uint32_t, const char*);
+  static std::atomic<Hook> hook{nullptr};
+  Hook h = hook.load();
+  if (h == nullptr) {
+    h = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "cuptiFakeDriverApi"));
+    hook.store(h);
+  }
+  if (h != nullptr)
+    h(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize");
+  return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags) {

@@ -5,6 +5,8 @@
 // enabled, in the real record layouts (NVIDIA's headers), through the caller's own buffer
 // callbacks, as the real library does. README.md ("Activity API") has the details.
 
+#include "fake_cupti_activity.h"
+
 #include <cupti_activity.h>
 #include <cupti_result.h>
 
@@ -31,6 +33,10 @@ uint64_t g_origin_ns = 0;  // the first iteration's start
 uint64_t g_next_iteration = 0;
 uint64_t g_dropped = 0;  // not yet reported by cuptiActivityGetNumDroppedRecords
 uint32_t g_marker_id = 0;
+// Records of iterations that ran while their kinds were enabled and were not flushed yet: made
+// when a kind is disabled (the real library keeps what it recorded until a flush).
+std::vector<uint8_t> g_pending;
+uint64_t g_pending_records = 0;
 std::set<std::string>* g_names = nullptr;  // interned names; records point into it for ever
 
 constexpr uint64_t kMaxRecordsPerFlush = 100000;
@@ -169,6 +175,25 @@ void ItemRecords(const ActivityItem& item, uint64_t start, std::vector<uint8_t>&
   }
 }
 
+// Makes the records of every iteration that started before `now` and has not been recorded yet,
+// for the kinds enabled now, into g_pending (at most kMaxRecordsPerFlush; beyond, dropped).
+void Materialize(const expanse_fake_cupti::ActivityScenario& activity, uint64_t now) {
+  if (g_enabled.empty())
+    return;
+  while (!activity.loop.empty() && g_origin_ns + g_next_iteration * activity.loop_ns < now) {
+    uint64_t at = g_origin_ns + g_next_iteration * activity.loop_ns;
+    ++g_next_iteration;
+    if (g_pending_records >= kMaxRecordsPerFlush) {
+      g_dropped += activity.loop.size();
+      continue;
+    }
+    for (const ActivityItem& item : activity.loop) {
+      ItemRecords(item, at, g_pending, &g_pending_records);
+      at += item.duration_ns;
+    }
+  }
+}
+
 // Hands `records` to the agent's buffers, as cuptiActivityFlushAll does.
 void Deliver(const std::vector<uint8_t>& records, CUpti_BuffersCallbackRequestFunc request,
              CUpti_BuffersCallbackCompleteFunc complete) {
@@ -227,6 +252,7 @@ cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferReques
     return call.Return(static_cast<CUptiResult>(error));
   g_request = funcBufferRequested;
   g_complete = funcBufferCompleted;
+  expanse_fake_cupti::g_attached = true;
   return call.Return(CUPTI_SUCCESS);
 }
 
@@ -243,12 +269,15 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
     g_next_iteration = 0;
   }
   g_enabled.insert(static_cast<int>(kind));
+  expanse_fake_cupti::g_attached = true;
   return call.Return(CUPTI_SUCCESS);
 }
 
 FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   Call call("cuptiActivityDisable");
   call.AddDetail("kind=" + std::to_string(static_cast<int>(kind)));
+  // What ran while the kind was on is recorded already; the next flush delivers it.
+  Materialize(call.scenario().activity, CuptiNowNs());
   g_enabled.erase(static_cast<int>(kind));
   return call.Return(CUPTI_SUCCESS);
 }
@@ -267,22 +296,15 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     Call call("cuptiActivityFlushAll");
     if (flag != 0)
       call.AddDetail("flag=" + std::to_string(flag));
-    if (g_request == nullptr || g_enabled.empty())
+    if (g_request == nullptr)
       return call.Return(CUPTI_SUCCESS);
     const auto& activity = call.scenario().activity;
-    const uint64_t now = CuptiNowNs();
-    while (!activity.loop.empty() && g_origin_ns + g_next_iteration * activity.loop_ns < now) {
-      uint64_t at = g_origin_ns + g_next_iteration * activity.loop_ns;
-      ++g_next_iteration;
-      if (count >= kMaxRecordsPerFlush) {
-        g_dropped += activity.loop.size();
-        continue;
-      }
-      for (const ActivityItem& item : activity.loop) {
-        ItemRecords(item, at, records, &count);
-        at += item.duration_ns;
-      }
-    }
+    Materialize(activity, CuptiNowNs());
+    if (g_pending.empty())
+      return call.Return(CUPTI_SUCCESS);
+    records.swap(g_pending);
+    count = g_pending_records;
+    g_pending_records = 0;
     g_dropped += activity.dropped_per_flush;
     call.AddDetail("records=" + std::to_string(count));
     request = g_request;
@@ -338,3 +360,18 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, ui
 }
 
 }  // extern "C"
+
+namespace expanse_fake_cupti {
+
+uint64_t FinalizeActivity(const ActivityScenario& activity) {
+  Materialize(activity, CuptiNowNs());
+  const uint64_t lost = g_pending_records;
+  g_pending.clear();
+  g_pending_records = 0;
+  g_enabled.clear();
+  g_request = nullptr;
+  g_complete = nullptr;
+  return lost;
+}
+
+}  // namespace expanse_fake_cupti
