@@ -21,7 +21,7 @@ Status Malformed(size_t line_number, std::string_view what) {
       .WithReason("dcgmi_discovery_output");
 }
 
-std::string_view Trim(std::string_view text) {
+std::string_view TrimBlanks(std::string_view text) {
   const size_t begin = text.find_first_not_of(" \t\r");
   if (begin == std::string_view::npos)
     return {};
@@ -95,7 +95,7 @@ Result<std::vector<DiscoveredGpu>> ParseDiscoveryList(std::string_view output) {
   size_t line_number = 0;
   while (!output.empty() && state != State::kDone) {
     const size_t end = output.find('\n');
-    const std::string_view line = Trim(output.substr(0, end));
+    const std::string_view line = TrimBlanks(output.substr(0, end));
     output.remove_prefix(end == std::string_view::npos ? output.size() : end + 1);
     ++line_number;
     if (line.empty())
@@ -128,8 +128,8 @@ Result<std::vector<DiscoveredGpu>> ParseDiscoveryList(std::string_view output) {
     const size_t bar = inner.find('|');
     if (bar == std::string_view::npos || inner.find('|', bar + 1) != std::string_view::npos)
       return Malformed(line_number, "expected two columns, got " + QuoteForMessage(line));
-    const std::string_view id_cell = Trim(inner.substr(0, bar));
-    const std::string_view info_cell = Trim(inner.substr(bar + 1));
+    const std::string_view id_cell = TrimBlanks(inner.substr(0, bar));
+    const std::string_view info_cell = TrimBlanks(inner.substr(bar + 1));
     if (state == State::kLabels) {
       if (id_cell != "GPU ID")
         return Malformed(line_number,

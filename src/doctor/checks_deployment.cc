@@ -12,10 +12,6 @@
 namespace expanse::doctor {
 namespace {
 
-Finding Action(std::string code, std::string host, std::string seen, std::string fix) {
-  return {std::move(code), Severity::kAction, std::move(host), std::move(seen), std::move(fix)};
-}
-
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -46,11 +42,11 @@ std::string MiB(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 void CheckSlurmConf(const SlurmConfFacts& conf, std::vector<Finding>& out) {
   if (!conf.error.empty()) {
-    out.push_back(Action("SLURM_CONF_UNREADABLE", "",
-                         "cannot read slurm.conf" +
-                             (conf.path.empty() ? std::string() : " (" + conf.path + ")") + ": " +
-                             conf.error,
-                         "pass --slurm-conf /path/to/slurm.conf, or set SLURM_CONF"));
+    out.push_back(ActionFinding("SLURM_CONF_UNREADABLE", "",
+                                "cannot read slurm.conf" +
+                                    (conf.path.empty() ? std::string() : " (" + conf.path + ")") +
+                                    ": " + conf.error,
+                                "pass --slurm-conf /path/to/slurm.conf, or set SLURM_CONF"));
     return;
   }
   const std::string reconfigure = "then run `scontrol reconfigure`";
@@ -59,54 +55,56 @@ void CheckSlurmConf(const SlurmConfFacts& conf, std::vector<Finding>& out) {
       continue;
     if (!hook.overridden_expanse_at.empty()) {
       out.push_back(
-          Action("HOOK_OVERRIDDEN", "",
-                 hook.key + " is wired to Expanse at " + hook.overridden_expanse_at +
-                     ", but SLURM runs only the last assignment: " + hook.key + "=" +
-                     QuoteForMessage(hook.value) + " at " + hook.where,
-                 "remove the later " + hook.key + "= line at " + hook.where +
-                     " (the Expanse wrapper already runs the site's hook first), or re-run "
-                     "`expanse compute install --reinstall ...` to chain it; " +
-                     reconfigure));
+          ActionFinding("HOOK_OVERRIDDEN", "",
+                        hook.key + " is wired to Expanse at " + hook.overridden_expanse_at +
+                            ", but SLURM runs only the last assignment: " + hook.key + "=" +
+                            QuoteForMessage(hook.value) + " at " + hook.where,
+                        "remove the later " + hook.key + "= line at " + hook.where +
+                            " (the Expanse wrapper already runs the site's hook first), or re-run "
+                            "`expanse compute install --reinstall ...` to chain it; " +
+                            reconfigure));
       continue;
     }
-    out.push_back(
-        Action("HOOK_MISSING", "",
-               hook.key + " does not run Expanse's wrapper: " +
-                   (hook.value.empty()
-                        ? "no " + hook.key + "= line in " + conf.path
-                        : hook.key + "=" + QuoteForMessage(hook.value) + " at " + hook.where),
-               "re-run `expanse compute install --reinstall ...` (it wires " + hook.key +
-                   " and chains the site's hook), or wire it by hand as `expanse compute install "
-                   "--patch-slurm-conf=false` prints; " +
-                   reconfigure));
+    out.push_back(ActionFinding(
+        "HOOK_MISSING", "",
+        hook.key + " does not run Expanse's wrapper: " +
+            (hook.value.empty()
+                 ? "no " + hook.key + "= line in " + conf.path
+                 : hook.key + "=" + QuoteForMessage(hook.value) + " at " + hook.where),
+        "re-run `expanse compute install --reinstall ...` (it wires " + hook.key +
+            " and chains the site's hook), or wire it by hand as `expanse compute install "
+            "--patch-slurm-conf=false` prints; " +
+            reconfigure));
   }
   if (!ListHas(conf.task_plugin, "task/cgroup")) {
-    out.push_back(Action("SLURM_TASK_CGROUP_OFF", "",
-                         "TaskPlugin=" + QuoteForMessage(conf.task_plugin) + " in " + conf.path +
-                             " has no task/cgroup: jobs get no device cgroup to attribute by",
-                         "set TaskPlugin=task/cgroup (with task/affinity if used) in slurm.conf "
-                         "and restart slurmd on every node"));
+    out.push_back(
+        ActionFinding("SLURM_TASK_CGROUP_OFF", "",
+                      "TaskPlugin=" + QuoteForMessage(conf.task_plugin) + " in " + conf.path +
+                          " has no task/cgroup: jobs get no device cgroup to attribute by",
+                      "set TaskPlugin=task/cgroup (with task/affinity if used) in slurm.conf "
+                      "and restart slurmd on every node"));
   }
   if (Lower(conf.proctrack_type) != "proctrack/cgroup") {
-    out.push_back(Action("SLURM_PROCTRACK_NOT_CGROUP", "",
-                         "ProctrackType=" + QuoteForMessage(conf.proctrack_type) + " in " +
-                             conf.path + ": a job's processes are not held in its cgroup",
-                         "set ProctrackType=proctrack/cgroup in slurm.conf and restart slurmd "
-                         "on every node"));
+    out.push_back(
+        ActionFinding("SLURM_PROCTRACK_NOT_CGROUP", "",
+                      "ProctrackType=" + QuoteForMessage(conf.proctrack_type) + " in " + conf.path +
+                          ": a job's processes are not held in its cgroup",
+                      "set ProctrackType=proctrack/cgroup in slurm.conf and restart slurmd "
+                      "on every node"));
   }
 }
 
 void CheckCgroupConf(const CgroupConfFacts& conf, std::vector<Finding>& out) {
   if (!conf.error.empty()) {
     out.push_back(
-        Action("CGROUP_CONF_UNREADABLE", "", "cannot read " + conf.path + ": " + conf.error,
-               "make " + conf.path + " a readable regular file of SLURM's Key=Value lines"));
+        ActionFinding("CGROUP_CONF_UNREADABLE", "", "cannot read " + conf.path + ": " + conf.error,
+                      "make " + conf.path + " a readable regular file of SLURM's Key=Value lines"));
     return;
   }
   const auto it = conf.settings.find("constraindevices");
   const std::string value = it == conf.settings.end() ? "" : Lower(it->second);
   if (value != "yes") {
-    out.push_back(Action(
+    out.push_back(ActionFinding(
         "CGROUP_CONSTRAIN_DEVICES_OFF", "",
         std::string(conf.present ? "ConstrainDevices=" + QuoteForMessage(value) + " in " + conf.path
                                  : conf.path + " does not exist") +
@@ -131,15 +129,16 @@ bool AccountCanWrite(const DirFacts& dir, const AccountFacts& account) {
 void CheckSpool(const SpoolFacts& spool, const AccountFacts& user, const CheckLimits& limits,
                 std::vector<Finding>& out) {
   if (!user.found) {
-    out.push_back(Action("DAEMON_USER_MISSING", "",
-                         "the daemon's account " + QuoteForMessage(user.name) + " does not exist",
-                         "create the account or re-run `expanse compute install --user NAME`"));
+    out.push_back(
+        ActionFinding("DAEMON_USER_MISSING", "",
+                      "the daemon's account " + QuoteForMessage(user.name) + " does not exist",
+                      "create the account or re-run `expanse compute install --user NAME`"));
   }
   if (!spool.dir.exists || !spool.dir.is_directory) {
     out.push_back(
-        Action("SPOOL_MISSING", "",
-               spool.root + (spool.dir.exists ? " is not a directory" : " does not exist"),
-               "re-run `expanse compute install --reinstall ...`, which creates it"));
+        ActionFinding("SPOOL_MISSING", "",
+                      spool.root + (spool.dir.exists ? " is not a directory" : " does not exist"),
+                      "re-run `expanse compute install --reinstall ...`, which creates it"));
     return;
   }
   std::vector<const DirFacts*> dirs = {&spool.dir};
@@ -150,36 +149,39 @@ void CheckSpool(const SpoolFacts& spool, const AccountFacts& user, const CheckLi
       continue;
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(d->mode));
-    out.push_back(Action("SPOOL_NOT_WRITABLE", "",
-                         d->path + " (mode " + mode + ", uid " + std::to_string(d->uid) +
-                             ") cannot be written by the daemon user " + user.name +
-                             ": workers cannot hand over their samples",
-                         "chown " + user.name + " " + d->path + " && chmod 0755 " + d->path));
+    out.push_back(
+        ActionFinding("SPOOL_NOT_WRITABLE", "",
+                      d->path + " (mode " + mode + ", uid " + std::to_string(d->uid) +
+                          ") cannot be written by the daemon user " + user.name +
+                          ": workers cannot hand over their samples",
+                      "chown " + user.name + " " + d->path + " && chmod 0755 " + d->path));
   }
   for (const auto& [host, files] : spool.backlog_files) {
     if (files <= limits.spool_backlog_max_files)
       continue;
-    out.push_back(Action("SPOOL_BACKLOG", host,
-                         std::to_string(files) + " spool files from " + host + " wait in " +
-                             spool.root + "/" + host + ": the controller is not draining them",
-                         "check the controller: `systemctl status expanse-daemon` and "
-                         "`journalctl -u expanse-daemon`"));
+    out.push_back(ActionFinding("SPOOL_BACKLOG", host,
+                                std::to_string(files) + " spool files from " + host + " wait in " +
+                                    spool.root + "/" + host +
+                                    ": the controller is not draining them",
+                                "check the controller: `systemctl status expanse-daemon` and "
+                                "`journalctl -u expanse-daemon`"));
   }
   if (spool.quarantined > 0) {
-    out.push_back(Action("SPOOL_QUARANTINE", "",
-                         std::to_string(spool.quarantined) + " refused entries in " + spool.root +
-                             "/.quarantine (files the controller could not trust)",
-                         "look at their names (host-file-reason) with `ls " + spool.root +
-                             "/.quarantine`, fix the writer, then remove them"));
+    out.push_back(ActionFinding("SPOOL_QUARANTINE", "",
+                                std::to_string(spool.quarantined) + " refused entries in " +
+                                    spool.root +
+                                    "/.quarantine (files the controller could not trust)",
+                                "look at their names (host-file-reason) with `ls " + spool.root +
+                                    "/.quarantine`, fix the writer, then remove them"));
   }
 }
 
 void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& out) {
   if (!credential.error.empty()) {
-    out.push_back(Action("CREDENTIAL_CONFIG_UNREADABLE", "", credential.error,
-                         "issue an install token on the compute's console page and run "
-                         "`expanse compute install --reinstall ...` with it in "
-                         "EXPANSE_INSTALL_TOKEN (the install's other flags as before)"));
+    out.push_back(ActionFinding("CREDENTIAL_CONFIG_UNREADABLE", "", credential.error,
+                                "issue an install token on the compute's console page and run "
+                                "`expanse compute install --reinstall ...` with it in "
+                                "EXPANSE_INSTALL_TOKEN (the install's other flags as before)"));
     return;
   }
   const auto probe = [&](const std::optional<ProbeFacts>& p, const std::string& plane,
@@ -187,30 +189,30 @@ void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& ou
     if (!p)
       return;
     if (!p->reached) {
-      out.push_back(Action(unreachable_code, "",
-                           "the " + plane + " at " + p->url + " did not answer: " + p->error,
-                           "check the network path from this host (proxy: HTTPS_PROXY in "
-                           "/etc/expanse/daemon.env; CA: SSL_CERT_FILE) and that expanse-server "
-                           "runs"));
+      out.push_back(ActionFinding(
+          unreachable_code, "", "the " + plane + " at " + p->url + " did not answer: " + p->error,
+          "check the network path from this host (proxy: HTTPS_PROXY in "
+          "/etc/expanse/daemon.env; CA: SSL_CERT_FILE) and that expanse-server "
+          "runs"));
       return;
     }
     if (p->status == 401 || p->status == 403) {
       const bool revoked = p->code == "credential_revoked";
-      out.push_back(Action(revoked ? "CREDENTIAL_REVOKED" : "CREDENTIAL_REFUSED", "",
-                           "the " + plane + " refused this compute's credential (HTTP " +
-                               std::to_string(p->status) +
-                               (p->code.empty() ? "" : ", " + QuoteForMessage(p->code)) + ")",
-                           "issue an install token on the compute's console page and run "
-                           "`expanse compute install --reinstall ...` with it in "
-                           "EXPANSE_INSTALL_TOKEN; the daemon stops while its credential is "
-                           "refused"));
+      out.push_back(ActionFinding(
+          revoked ? "CREDENTIAL_REVOKED" : "CREDENTIAL_REFUSED", "",
+          "the " + plane + " refused this compute's credential (HTTP " + std::to_string(p->status) +
+              (p->code.empty() ? "" : ", " + QuoteForMessage(p->code)) + ")",
+          "issue an install token on the compute's console page and run "
+          "`expanse compute install --reinstall ...` with it in "
+          "EXPANSE_INSTALL_TOKEN; the daemon stops while its credential is "
+          "refused"));
       return;
     }
     if (p->status >= 500) {
-      out.push_back(
-          Action("PLANE_ERROR", "",
-                 "the " + plane + " at " + p->url + " answered HTTP " + std::to_string(p->status),
-                 "check expanse-server's log on the server"));
+      out.push_back(ActionFinding(
+          "PLANE_ERROR", "",
+          "the " + plane + " at " + p->url + " answered HTTP " + std::to_string(p->status),
+          "check expanse-server's log on the server"));
     }
   };
   probe(credential.control_plane, "control plane", "CONTROL_PLANE_UNREACHABLE");
@@ -232,10 +234,10 @@ void CheckDisks(const std::vector<DiskFacts>& disks, const std::optional<OutboxF
                      static_cast<double>(disk.free_bytes) <
                          limits.disk_free_min_fraction * static_cast<double>(disk.total_bytes);
     if (low) {
-      out.push_back(
-          Action("DISK_LOW", "",
-                 disk.path + " has " + MiB(disk.free_bytes) + " free of " + MiB(disk.total_bytes),
-                 "free space on the file system holding " + disk.path));
+      out.push_back(ActionFinding(
+          "DISK_LOW", "",
+          disk.path + " has " + MiB(disk.free_bytes) + " free of " + MiB(disk.total_bytes),
+          "free space on the file system holding " + disk.path));
     }
   }
   if (!outbox)
@@ -248,12 +250,12 @@ void CheckDisks(const std::vector<DiskFacts>& disks, const std::optional<OutboxF
   if (outbox->max_bytes > 0 &&
       static_cast<double>(outbox->depth_bytes) >=
           limits.outbox_full_fraction * static_cast<double>(outbox->max_bytes)) {
-    out.push_back(Action("OUTBOX_NEARLY_FULL", "",
-                         "the upload queue " + outbox->dir + " holds " + MiB(outbox->depth_bytes) +
-                             " of its " + MiB(outbox->max_bytes) +
-                             " bound: the oldest data is dropped next",
-                         "make the data plane reachable (see the other findings) so the "
-                         "queue drains; `journalctl -u expanse-daemon` names the upload error"));
+    out.push_back(ActionFinding(
+        "OUTBOX_NEARLY_FULL", "",
+        "the upload queue " + outbox->dir + " holds " + MiB(outbox->depth_bytes) + " of its " +
+            MiB(outbox->max_bytes) + " bound: the oldest data is dropped next",
+        "make the data plane reachable (see the other findings) so the "
+        "queue drains; `journalctl -u expanse-daemon` names the upload error"));
   }
 }
 

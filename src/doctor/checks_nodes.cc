@@ -14,10 +14,6 @@
 namespace expanse::doctor {
 namespace {
 
-Finding Action(std::string code, std::string host, std::string seen, std::string fix) {
-  return {std::move(code), Severity::kAction, std::move(host), std::move(seen), std::move(fix)};
-}
-
 std::string Seconds(int64_t ms) {
   const int64_t s = (ms < 0 ? -ms : ms) / 1000;
   if (s >= 120)
@@ -95,7 +91,7 @@ void CheckJobDevices(const NodeFacts& node, std::vector<Finding>& out) {
         seen += "not allocated: " + UuidList(extra);
       if (!missing.empty())
         seen += std::string(extra.empty() ? "" : "; ") + "not allowed: " + UuidList(missing);
-      out.push_back(Action(
+      out.push_back(ActionFinding(
           "ATTRIBUTION_CGROUP_DEVICES", host,
           seen + "; devices.list vs SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES)",
           "compare gres.conf's File= lines for " + host +
@@ -103,13 +99,14 @@ void CheckJobDevices(const NodeFacts& node, std::vector<Finding>& out) {
               "fix them, then `scontrol reconfigure`; a device written into a job's "
               "devices.allow by hand also shows here"));
     } else if (job.state == "unconstrained") {
-      out.push_back(Action("ATTRIBUTION_DEVICES_UNCONSTRAINED", host,
-                           name + "'s cgroup lets it open every GPU of " + host +
-                               " (its devices.list grants all NVIDIA devices); SLURM allocated "
-                               "it " +
-                               UuidList(job.allocated_gpus),
-                           "set ConstrainDevices=yes in cgroup.conf and restart slurmd on " + host +
-                               " (jobs started before keep their cgroup)"));
+      out.push_back(
+          ActionFinding("ATTRIBUTION_DEVICES_UNCONSTRAINED", host,
+                        name + "'s cgroup lets it open every GPU of " + host +
+                            " (its devices.list grants all NVIDIA devices); SLURM allocated "
+                            "it " +
+                            UuidList(job.allocated_gpus),
+                        "set ConstrainDevices=yes in cgroup.conf and restart slurmd on " + host +
+                            " (jobs started before keep their cgroup)"));
     } else if (job.state == "unreadable") {
       out.push_back(Finding{"ATTRIBUTION_DEVICES_UNREADABLE", Severity::kInfo, host,
                             name + "'s cgroup device list could not be used: " + job.detail,
@@ -140,9 +137,9 @@ void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
                                           : "`systemctl restart expanse-sampler` on " + host +
                                                 " (or run a job there: the Prolog starts it)";
   if (!node.error.empty()) {
-    out.push_back(Action("WORKER_REPORT_UNREADABLE", host,
-                         "the health report of " + host + " cannot be used: " + node.error,
-                         restart_sampler + "; it rewrites the report within a minute"));
+    out.push_back(ActionFinding("WORKER_REPORT_UNREADABLE", host,
+                                "the health report of " + host + " cannot be used: " + node.error,
+                                restart_sampler + "; it rewrites the report within a minute"));
     return;
   }
   // The file's mtime is the shared file system's clock; the report's own time is the worker's.
@@ -150,24 +147,25 @@ void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
   const int64_t arrived = node.arrived_ms.value_or(node.written_ms);
   const int64_t age = now_ms - arrived;
   if (age > limits.report_max_age_ms) {
-    out.push_back(Action("WORKER_SILENT", host, host + " last reported " + Seconds(age) + " ago",
-                         restart_sampler + "; `journalctl -u expanse-sampler` there says why "
-                                           "it stopped"));
+    out.push_back(
+        ActionFinding("WORKER_SILENT", host, host + " last reported " + Seconds(age) + " ago",
+                      restart_sampler + "; `journalctl -u expanse-sampler` there says why "
+                                        "it stopped"));
   } else if (node.last_sample_ms == 0 ||
              node.written_ms - node.last_sample_ms > limits.sample_max_age_ms) {
-    out.push_back(
-        Action("WORKER_NOT_SAMPLING", host,
-               host + " reports but has " +
-                   (node.last_sample_ms == 0
-                        ? std::string("no GPU sample yet")
-                        : "no GPU sample for " + Seconds(node.written_ms - node.last_sample_ms)),
-               "see the GPU backend finding of this node, or `expanse-daemon gpus` "
-               "on it"));
+    out.push_back(ActionFinding(
+        "WORKER_NOT_SAMPLING", host,
+        host + " reports but has " +
+            (node.last_sample_ms == 0
+                 ? std::string("no GPU sample yet")
+                 : "no GPU sample for " + Seconds(node.written_ms - node.last_sample_ms)),
+        "see the GPU backend finding of this node, or `expanse-daemon gpus` "
+        "on it"));
   }
   if (node.arrived_ms) {
     const int64_t skew = node.written_ms - *node.arrived_ms;
     if (skew > limits.clock_skew_max_ms || -skew > limits.clock_skew_max_ms) {
-      out.push_back(Action(
+      out.push_back(ActionFinding(
           "WORKER_CLOCK_SKEW", host,
           host + "'s clock is " + Seconds(skew) + (skew > 0 ? " ahead of" : " behind") +
               " the shared file system's",
@@ -175,17 +173,17 @@ void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
     }
   }
   if (!node.problem.empty()) {
-    out.push_back(Action("WORKER_PROBLEM", host,
-                         "the sampler on " + host + " says " + QuoteForMessage(node.problem, 200),
-                         restart_sampler));
+    out.push_back(ActionFinding(
+        "WORKER_PROBLEM", host,
+        "the sampler on " + host + " says " + QuoteForMessage(node.problem, 200), restart_sampler));
   }
   if (node.spool_write_errors > 0 || node.spool_records_dropped > 0) {
-    out.push_back(Action("WORKER_SPOOL_ERRORS", host,
-                         host + " failed " + std::to_string(node.spool_write_errors) +
-                             " spool writes and dropped " +
-                             std::to_string(node.spool_records_dropped) + " records",
-                         "check the shared prefix's spool is mounted and writable on " + host +
-                             " by the daemon user, and has free space"));
+    out.push_back(ActionFinding("WORKER_SPOOL_ERRORS", host,
+                                host + " failed " + std::to_string(node.spool_write_errors) +
+                                    " spool writes and dropped " +
+                                    std::to_string(node.spool_records_dropped) + " records",
+                                "check the shared prefix's spool is mounted and writable on " +
+                                    host + " by the daemon user, and has free space"));
   }
   for (const auto& [key, capability] : node.capabilities) {
     const CapabilityRule* rule = nullptr;
@@ -197,8 +195,8 @@ void CheckNode(const NodeFacts& node, int64_t now_ms, const CheckLimits& limits,
       continue;  // a newer daemon's capability: not ours to judge
     const std::string reason = QuoteForMessage(capability.reason, 200);
     if (capability.state == "degraded") {
-      out.push_back(
-          Action(rule->code, host, key + " is degraded on " + host + ": " + reason, rule->fix));
+      out.push_back(ActionFinding(rule->code, host, key + " is degraded on " + host + ": " + reason,
+                                  rule->fix));
     } else if (rule->code == std::string_view("GPU_BACKEND_DEGRADED") &&
                capability.state == "absent") {
       continue;  // the other GPU backend is the one in use: nothing to note
@@ -215,21 +213,22 @@ void CheckGres(const NodeFacts& node, std::vector<Finding>& out) {
   const GresFacts& gres = *node.gres;
   const std::string& host = node.host;
   if (!gres.error.empty()) {
-    out.push_back(Action("GRES_CONF_UNREADABLE", host,
-                         "gres.conf for " + host + " cannot be used: " + gres.error,
-                         "fix the line gres.conf names, then `scontrol reconfigure`"));
+    out.push_back(ActionFinding("GRES_CONF_UNREADABLE", host,
+                                "gres.conf for " + host + " cannot be used: " + gres.error,
+                                "fix the line gres.conf names, then `scontrol reconfigure`"));
     return;
   }
   if (gres.auto_detect)
     return;  // slurmd asks NVML itself: nothing written to disagree with
   const size_t configured = gres.minors.size() + gres.gpus_without_file;
   if (configured != node.gpus.size()) {
-    out.push_back(Action("GRES_GPU_COUNT_MISMATCH", host,
-                         "gres.conf gives " + host + " " + std::to_string(configured) +
-                             " GPUs; the sampler sees " + std::to_string(node.gpus.size()),
-                         "make the node's Name=gpu File= lines in gres.conf list exactly its "
-                         "/dev/nvidiaN devices (and Gres=gpu:N in slurm.conf), or use "
-                         "AutoDetect=nvml; then `scontrol reconfigure`"));
+    out.push_back(
+        ActionFinding("GRES_GPU_COUNT_MISMATCH", host,
+                      "gres.conf gives " + host + " " + std::to_string(configured) +
+                          " GPUs; the sampler sees " + std::to_string(node.gpus.size()),
+                      "make the node's Name=gpu File= lines in gres.conf list exactly its "
+                      "/dev/nvidiaN devices (and Gres=gpu:N in slurm.conf), or use "
+                      "AutoDetect=nvml; then `scontrol reconfigure`"));
   }
   std::set<uint32_t> configured_minors(gres.minors.begin(), gres.minors.end());
   std::set<uint32_t> seen_minors;
@@ -245,7 +244,7 @@ void CheckGres(const NodeFacts& node, std::vector<Finding>& out) {
   std::set_difference(seen_minors.begin(), seen_minors.end(), configured_minors.begin(),
                       configured_minors.end(), std::inserter(only_seen, only_seen.end()));
   if (!only_conf.empty() || !only_seen.empty()) {
-    out.push_back(Action(
+    out.push_back(ActionFinding(
         "GRES_MINOR_MISMATCH", host,
         "gres.conf names /dev/nvidia minors " + Join(configured_minors) + " for " + host +
             "; the sampler sees " + Join(seen_minors) + " (only in gres.conf: " + Join(only_conf) +
@@ -280,21 +279,21 @@ void CheckAttribution(const NodeFacts& node, std::vector<Finding>& out) {
         continue;
       }
       if (p.outside_cgroup) {
-        out.push_back(Action("ATTRIBUTION_DISAGREEMENT", host,
-                             pid + " of job " + QuoteForMessage(p.job_id) + " runs on GPU " +
-                                 QuoteForMessage(gpu.uuid) +
-                                 " but has left the job's cgroup (cgroup vs NVML)",
-                             "check the job's launcher (a daemonised child escapes the cgroup); "
-                             "ProctrackType=proctrack/cgroup keeps processes in it"));
+        out.push_back(ActionFinding(
+            "ATTRIBUTION_DISAGREEMENT", host,
+            pid + " of job " + QuoteForMessage(p.job_id) + " runs on GPU " +
+                QuoteForMessage(gpu.uuid) + " but has left the job's cgroup (cgroup vs NVML)",
+            "check the job's launcher (a daemonised child escapes the cgroup); "
+            "ProctrackType=proctrack/cgroup keeps processes in it"));
       } else if (!p.of_allocated_job) {
-        out.push_back(
-            Action("ATTRIBUTION_DISAGREEMENT", host,
-                   pid + " of job " + QuoteForMessage(p.job_id) + " runs on GPU " +
-                       QuoteForMessage(gpu.uuid) + ", which SLURM allocated to " + allocated +
-                       " (SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES vs NVML)",
-                   "set ConstrainDevices=yes in cgroup.conf so a job sees only its GPUs, and check "
-                   "gres.conf's File= order on " +
-                       host));
+        out.push_back(ActionFinding(
+            "ATTRIBUTION_DISAGREEMENT", host,
+            pid + " of job " + QuoteForMessage(p.job_id) + " runs on GPU " +
+                QuoteForMessage(gpu.uuid) + ", which SLURM allocated to " + allocated +
+                " (SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES vs NVML)",
+            "set ConstrainDevices=yes in cgroup.conf so a job sees only its GPUs, and check "
+            "gres.conf's File= order on " +
+                host));
       }
     }
   }
@@ -306,21 +305,21 @@ void CheckUuids(const std::vector<NodeFacts>& nodes, std::vector<Finding>& out) 
   for (const NodeFacts& node : nodes) {
     for (const GpuFacts& gpu : node.gpus) {
       if (gpu.uuid.empty()) {
-        out.push_back(Action("GPU_UUID_MISSING", node.host,
-                             "a GPU on " + node.host +
-                                 " has no UUID: its data cannot be kept "
-                                 "apart from other GPUs'",
-                             "update the NVIDIA driver on " + node.host));
+        out.push_back(ActionFinding("GPU_UUID_MISSING", node.host,
+                                    "a GPU on " + node.host +
+                                        " has no UUID: its data cannot be kept "
+                                        "apart from other GPUs'",
+                                    "update the NVIDIA driver on " + node.host));
         continue;
       }
       auto [it, inserted] = first_host.emplace(gpu.uuid, node.host);
       if (!inserted && it->second != node.host) {
-        out.push_back(Action("GPU_UUID_DUPLICATE", node.host,
-                             "GPU " + QuoteForMessage(gpu.uuid) + " is reported by both " +
-                                 it->second + " and " + node.host,
-                             "two nodes report under one identity: check --hostname of the "
-                             "samplers and that no node image was cloned with a stale state "
-                             "directory (/var/lib/expanse)"));
+        out.push_back(ActionFinding("GPU_UUID_DUPLICATE", node.host,
+                                    "GPU " + QuoteForMessage(gpu.uuid) + " is reported by both " +
+                                        it->second + " and " + node.host,
+                                    "two nodes report under one identity: check --hostname of the "
+                                    "samplers and that no node image was cloned with a stale state "
+                                    "directory (/var/lib/expanse)"));
       }
     }
   }

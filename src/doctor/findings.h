@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,12 @@ struct Finding {
   std::string seen;  // what was observed, with the file, value or number that shows it
   std::string fix;   // a command to run or a setting to change
 };
+
+// A finding the operator must act on.
+inline Finding ActionFinding(std::string code, std::string host, std::string seen,
+                             std::string fix) {
+  return {std::move(code), Severity::kAction, std::move(host), std::move(seen), std::move(fix)};
+}
 
 const char* SeverityName(Severity severity);
 

@@ -32,7 +32,7 @@ std::string Dir(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string Lower(std::string text) {
+std::string LowerKey(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
@@ -173,7 +173,7 @@ std::map<std::string, std::string> ParseCgroupConf(const std::string& text) {
     const size_t eq = line.find('=');
     if (eq == std::string::npos)
       continue;
-    const std::string key = Lower(Trim(line.substr(0, eq)));
+    const std::string key = LowerKey(Trim(line.substr(0, eq)));
     if (!key.empty() && out.size() < 256)
       out[key] = Trim(line.substr(eq + 1));
   }

@@ -27,9 +27,8 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
-bool HasLineBreakOrNul(std::string_view text) {
-  return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
+using internal::HasLineBreakOrNul;
+using internal::SlistFree;
 
 struct BodySink {
   std::string* body;
@@ -71,10 +70,6 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   headers->emplace_back(std::string(line.substr(0, colon)), std::string(value));
   return bytes;
 }
-
-struct SlistFree {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
-};
 
 Status MapCurlError(CURLcode code, const HttpRequest& request, const char* detail) {
   std::string message =

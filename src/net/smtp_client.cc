@@ -19,9 +19,8 @@
 namespace expanse::net {
 namespace {
 
-bool HasLineBreakOrNul(std::string_view text) {
-  return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos;
-}
+using internal::HasLineBreakOrNul;
+using internal::SlistFree;
 
 std::string Base64(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
@@ -111,9 +110,6 @@ size_t OnRead(char* buffer, size_t size, size_t count, void* user) {
   return n;
 }
 
-struct SlistFree {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
-};
 struct EasyFree {
   void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
 };

@@ -9,7 +9,7 @@
 namespace expanse::pystack {
 namespace {
 
-constexpr std::string_view kDeletedSuffix = " (deleted)";
+constexpr std::string_view kMapsDeletedSuffix = " (deleted)";
 
 // Splits off the text up to the next space and the spaces after it.
 std::string_view NextField(std::string_view& rest) {
@@ -62,8 +62,8 @@ Result<MemoryMapping> ParseMapsLine(std::string_view line, std::size_t line_numb
     return MalformedMaps(line_number, line, "bad inode");
   }
   mapping.permissions = std::string(permissions);
-  if (rest.ends_with(kDeletedSuffix)) {
-    rest.remove_suffix(kDeletedSuffix.size());
+  if (rest.ends_with(kMapsDeletedSuffix)) {
+    rest.remove_suffix(kMapsDeletedSuffix.size());
     mapping.deleted = true;
   }
   mapping.path = std::string(rest);

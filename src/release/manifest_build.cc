@@ -22,8 +22,6 @@
 namespace expanse::release {
 namespace {
 
-constexpr size_t kMaxSignatureFileBytes = 4096;
-
 // Versions already published in `dir`/manifest.json, with their dates.
 Result<std::map<std::string, int64_t>> PublishedDates(const std::string& dir) {
   std::map<std::string, int64_t> dates;

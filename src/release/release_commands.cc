@@ -26,7 +26,6 @@ using release_internal::ReadWholeFile;
 namespace {
 
 constexpr size_t kMaxKeyFileBytes = 64 << 10;
-constexpr size_t kMaxSignatureFileBytes = 4096;
 
 Status Required(const std::string& value, const char* what) {
   if (value.empty())

@@ -4,6 +4,7 @@
 #ifndef EXPANSE_RELEASE_RELEASE_INFO_H_
 #define EXPANSE_RELEASE_RELEASE_INFO_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +21,8 @@ inline constexpr size_t kMaxReleaseInfoBytes = 1 << 20;
 inline constexpr char kDaemonPackage[] = "expanse-daemon";
 inline constexpr char kCuptiPackage[] = "expanse-cupti";
 inline constexpr char kSignatureSuffix[] = ".sig";
+// A detached signature file is a few hundred bytes; more is not one.
+inline constexpr size_t kMaxSignatureFileBytes = 4096;
 inline constexpr char kArchiveSuffix[] = ".tar.gz";
 
 // The only two modes a file in a release has.

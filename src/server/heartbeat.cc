@@ -38,7 +38,7 @@ const std::set<std::string>& KnownCapabilities() {
   return names;
 }
 
-Status Bad(const std::string& path, std::string_view what) {
+Status BadHeartbeatField(const std::string& path, std::string_view what) {
   return wire::BadField("heartbeat." + path, what, "invalid_heartbeat");
 }
 
@@ -70,35 +70,36 @@ Status CheckBool(const json& obj, const std::string& path, const char* key) {
 // nodes[].gpus[].use: the daemon's per-GPU use view (docs/formats/heartbeat.md).
 Status CheckGpuUse(const json& use, const std::string& path) {
   if (!use.is_object())
-    return Bad(path, "must be an object");
+    return BadHeartbeatField(path, "must be an object");
   auto state = use.find("state");
   if (state == use.end() || !state->is_string())
-    return Bad(path + ".state", "is required");
+    return BadHeartbeatField(path + ".state", "is required");
   const std::string& st = state->get_ref<const std::string&>();
   if (st != "free" && st != "busy" && st != "allocated_idle" && st != "unallocated_in_use") {
-    return Bad(path + ".state", "must be free, busy, allocated_idle or unallocated_in_use");
+    return BadHeartbeatField(path + ".state",
+                             "must be free, busy, allocated_idle or unallocated_in_use");
   }
   if (auto jobs = use.find("jobs"); jobs != use.end()) {
     if (!jobs->is_array() || jobs->size() > kMaxUseJobs)
-      return Bad(path + ".jobs", "must be an array of at most 16 job ids");
+      return BadHeartbeatField(path + ".jobs", "must be an array of at most 16 job ids");
     for (size_t j = 0; j < jobs->size(); ++j) {
       const std::string jp = path + ".jobs[" + std::to_string(j) + "]";
       if (!(*jobs)[j].is_string())
-        return Bad(jp, "must be a string");
+        return BadHeartbeatField(jp, "must be a string");
       if (!ValidateText(jp, (*jobs)[j].get<std::string>(), 64).ok())
-        return Bad(jp, "must be a job id of at most 64 bytes");
+        return BadHeartbeatField(jp, "must be a job id of at most 64 bytes");
     }
   }
   if (auto procs = use.find("processes"); procs != use.end()) {
     if (!procs->is_array() || procs->size() > kMaxUseProcesses)
-      return Bad(path + ".processes", "must be an array of at most 64 processes");
+      return BadHeartbeatField(path + ".processes", "must be an array of at most 64 processes");
     for (size_t i = 0; i < procs->size(); ++i) {
       const json& proc = (*procs)[i];
       const std::string pp = path + ".processes[" + std::to_string(i) + "]";
       if (!proc.is_object())
-        return Bad(pp, "must be an object");
+        return BadHeartbeatField(pp, "must be an object");
       if (!proc.contains("pid"))
-        return Bad(pp + ".pid", "is required");
+        return BadHeartbeatField(pp + ".pid", "is required");
       EXPANSE_RETURN_IF_ERROR(CheckCount(proc, pp + ".", "pid"));
       EXPANSE_RETURN_IF_ERROR(CheckCount(proc, pp + ".", "used_memory_mib"));
       EXPANSE_RETURN_IF_ERROR(CheckString(proc, pp + ".", "job_id", 64, false));
@@ -111,19 +112,19 @@ Status CheckGpuUse(const json& use, const std::string& path) {
 
 Status CheckCapabilities(const json& caps, const std::string& path) {
   if (!caps.is_object())
-    return Bad(path, "must be an object");
+    return BadHeartbeatField(path, "must be an object");
   for (const auto& [name, cap] : caps.items()) {
     std::string p = path + "." + name;
     if (!KnownCapabilities().count(name))
-      return Bad(p, "is not a known capability");
+      return BadHeartbeatField(p, "is not a known capability");
     if (!cap.is_object())
-      return Bad(p, "must be an object");
+      return BadHeartbeatField(p, "must be an object");
     auto state = cap.find("state");
     if (state == cap.end() || !state->is_string())
-      return Bad(p + ".state", "is required");
+      return BadHeartbeatField(p + ".state", "is required");
     const std::string& st = state->get_ref<const std::string&>();
     if (st != "ok" && st != "degraded" && st != "absent" && st != "disabled") {
-      return Bad(p + ".state", "must be ok, degraded, absent or disabled");
+      return BadHeartbeatField(p + ".state", "must be ok, degraded, absent or disabled");
     }
     EXPANSE_RETURN_IF_ERROR(CheckString(cap, p + ".", "reason", 1024, false));
   }
@@ -132,32 +133,32 @@ Status CheckCapabilities(const json& caps, const std::string& path) {
 
 Status CheckNodes(const json& nodes, int* node_count, int* gpu_count) {
   if (!nodes.is_array())
-    return Bad("nodes", "must be an array");
+    return BadHeartbeatField("nodes", "must be an array");
   if (nodes.size() > kMaxNodes)
-    return Bad("nodes", "has more than 10000 entries");
+    return BadHeartbeatField("nodes", "has more than 10000 entries");
   for (size_t i = 0; i < nodes.size(); ++i) {
     const json& n = nodes[i];
     std::string p = "nodes[" + std::to_string(i) + "]";
     if (!n.is_object())
-      return Bad(p, "must be an object");
+      return BadHeartbeatField(p, "must be an object");
     auto name = n.find("name");
     if (name == n.end() || !name->is_string())
-      return Bad(p + ".name", "is required");
+      return BadHeartbeatField(p + ".name", "is required");
     if (Status s = ValidateHostname("name", name->get<std::string>()); !s.ok()) {
-      return Bad(p + ".name", "is not a valid host name");
+      return BadHeartbeatField(p + ".name", "is not a valid host name");
     }
     ++*node_count;
     auto gpus = n.find("gpus");
     if (gpus == n.end())
       continue;
     if (!gpus->is_array() || gpus->size() > kMaxGpusPerNode) {
-      return Bad(p + ".gpus", "must be an array of at most 64 GPUs");
+      return BadHeartbeatField(p + ".gpus", "must be an array of at most 64 GPUs");
     }
     for (size_t g = 0; g < gpus->size(); ++g) {
       const json& gpu = (*gpus)[g];
       std::string gp = p + ".gpus[" + std::to_string(g) + "]";
       if (!gpu.is_object())
-        return Bad(gp, "must be an object");
+        return BadHeartbeatField(gp, "must be an object");
       EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "uuid", 96, true));
       EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "model", 128, false));
       EXPANSE_RETURN_IF_ERROR(CheckString(gpu, gp + ".", "driver", 64, false));
@@ -252,7 +253,7 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
   auto host = doc.find("controller_host");
   if (host == doc.end() || !host->is_string() ||
       !ValidateHostname("controller_host", host->get<std::string>()).ok()) {
-    return Bad("controller_host", "must be the controller's host name");
+    return BadHeartbeatField("controller_host", "must be the controller's host name");
   }
   out.daemon_version = doc["daemon_version"].get<std::string>();
   out.controller_host = host->get<std::string>();
@@ -264,18 +265,18 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
   }
   if (auto workers = doc.find("workers"); workers != doc.end()) {
     if (!workers->is_object())
-      return Bad("workers", "must be an object");
+      return BadHeartbeatField("workers", "must be an object");
     EXPANSE_RETURN_IF_ERROR(CheckCount(*workers, "workers.", "sampled"));
     EXPANSE_RETURN_IF_ERROR(CheckCount(*workers, "workers.", "expected"));
     if (auto reports = workers->find("reports"); reports != workers->end()) {
       if (!reports->is_array() || reports->size() > kMaxNodes) {
-        return Bad("workers.reports", "must be an array of at most 10000 reports");
+        return BadHeartbeatField("workers.reports", "must be an array of at most 10000 reports");
       }
       for (size_t i = 0; i < reports->size(); ++i) {
         const json& r = (*reports)[i];
         std::string p = "workers.reports[" + std::to_string(i) + "]";
         if (!r.is_object())
-          return Bad(p, "must be an object");
+          return BadHeartbeatField(p, "must be an object");
         EXPANSE_RETURN_IF_ERROR(CheckString(r, p + ".", "host", 253, true));
         EXPANSE_RETURN_IF_ERROR(CheckCount(r, p + ".", "last_sample_ms"));
         if (auto caps = r.find("capabilities"); caps != r.end()) {
@@ -286,34 +287,34 @@ Result<HeartbeatSummary> ValidateHeartbeat(std::string_view body_json) {
   }
   if (auto outbox = doc.find("outbox"); outbox != doc.end()) {
     if (!outbox->is_object())
-      return Bad("outbox", "must be an object");
+      return BadHeartbeatField("outbox", "must be an object");
     if (outbox->size() > kMaxOutboxCounters)
-      return Bad("outbox", "has more than 64 counters");
+      return BadHeartbeatField("outbox", "has more than 64 counters");
     for (const auto& [k, v] : outbox->items()) {
       if (k.size() > kMaxOutboxNameBytes)
-        return Bad("outbox", "has a counter name longer than 64 bytes");
+        return BadHeartbeatField("outbox", "has a counter name longer than 64 bytes");
       EXPANSE_RETURN_IF_ERROR(CheckCount(*outbox, "outbox.", k.c_str()));
     }
   }
   if (auto diag = doc.find("diagnostics"); diag != doc.end()) {
     if (!diag->is_object())
-      return Bad("diagnostics", "must be an object");
+      return BadHeartbeatField("diagnostics", "must be an object");
     if (diag->dump().size() > kMaxDiagnosticsBytes)
-      return Bad("diagnostics", "exceeds 64 KiB");
+      return BadHeartbeatField("diagnostics", "exceeds 64 KiB");
   }
   if (auto results = doc.find("request_results"); results != doc.end()) {
     if (!results->is_array() || results->size() > kMaxRequestResults)
-      return Bad("request_results", "must be an array of at most 64 results");
+      return BadHeartbeatField("request_results", "must be an array of at most 64 results");
     for (size_t i = 0; i < results->size(); ++i) {
       const json& r = (*results)[i];
       const std::string p = "request_results[" + std::to_string(i) + "]";
       if (!r.is_object())
-        return Bad(p, "must be an object");
+        return BadHeartbeatField(p, "must be an object");
       auto id = r.find("id");
       if (id == r.end() || !id->is_number_integer() || id->get<int64_t>() <= 0)
-        return Bad(p + ".id", "must be a positive integer");
+        return BadHeartbeatField(p + ".id", "must be a positive integer");
       if (auto ok = r.find("ok"); ok == r.end() || !ok->is_boolean())
-        return Bad(p + ".ok", "must be true or false");
+        return BadHeartbeatField(p + ".ok", "must be true or false");
       EXPANSE_RETURN_IF_ERROR(CheckString(r, p + ".", "message", 512, false));
       out.request_results.push_back(
           {id->get<int64_t>(), r.value("ok", false), r.value("message", std::string())});

@@ -30,7 +30,7 @@ static_assert(kMaxIngestSamples == wire::kMaxSeriesSamples);
 // that much for good.
 constexpr int kMaxIngestWindowLog = 23;
 
-Status Bad(const std::string& path, std::string_view what) {
+Status BadBatchField(const std::string& path, std::string_view what) {
   return wire::BadField("batch." + path, what, "invalid_batch");
 }
 
@@ -43,7 +43,7 @@ Status ParseSeries(const json& list, std::string_view compute_id, IngestBatch* o
         wire::DecodeSeries(list[i], "batch.series[" + std::to_string(i) + "]", "invalid_batch"));
     out->samples += r.v.size();
     if (out->samples > kMaxIngestSamples)
-      return Bad("series", "holds more than 2,000,000 samples");
+      return BadBatchField("series", "holds more than 2,000,000 samples");
     tsdb::SeriesKey key{std::string(compute_id), std::move(r.host), std::move(r.device),
                         std::move(r.metric)};
     std::vector<tsdb::Sample> samples(r.v.size());

@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-Status Bad(const std::string& path, std::string_view what) {
+Status BadStackField(const std::string& path, std::string_view what) {
   return InvalidArgumentError("batch." + path + " " + std::string(what))
       .WithReason("invalid_batch");
 }
@@ -40,7 +40,7 @@ Result<store::StackSample> ParseOne(const json& entry, const std::string& path,
 Status ParseStacks(const json& list, std::string_view compute_id,
                    std::vector<store::StackSample>* out) {
   if (!list.is_array())
-    return Bad("stacks", "must be an array");
+    return BadStackField("stacks", "must be an array");
   out->reserve(out->size() + list.size());
   for (size_t i = 0; i < list.size(); ++i) {
     EXPANSE_ASSIGN_OR_RETURN(

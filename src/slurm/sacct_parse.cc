@@ -21,9 +21,9 @@ using json_internal::ReadStrings;
 using wire::FieldReader;
 using wire::Need;
 
-constexpr std::string_view kCommand = "sacct --json";
+constexpr std::string_view kSacctCommand = "sacct --json";
 
-Result<job_fields::JobIdParts> ReadIdParts(const FieldReader& job) {
+Result<job_fields::JobIdParts> ReadSacctIdParts(const FieldReader& job) {
   job_fields::JobIdParts parts;
   EXPANSE_ASSIGN_OR_RETURN(parts.job_id, ReadRequiredNumber(job, "job_id"));
   EXPANSE_ASSIGN_OR_RETURN(const FieldReader array, job.Member("array", Need::kOptional));
@@ -61,9 +61,9 @@ Result<std::map<std::string, int64_t>> ReadRequestedTres(const FieldReader& job)
   return counts;
 }
 
-Result<JobInfo> ReadJob(const FieldReader& job) {
+Result<JobInfo> ReadSacctJob(const FieldReader& job) {
   JobInfo info;
-  EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadIdParts(job));
+  EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadSacctIdParts(job));
   info.job_id = job_fields::FormatJobId(parts);
   info.slurm_job_id = parts.job_id;
   EXPANSE_ASSIGN_OR_RETURN(info.name, ReadString(job, "name"));
@@ -116,7 +116,7 @@ Result<JobInfo> ReadJob(const FieldReader& job) {
 }  // namespace
 
 Result<std::vector<JobInfo>> ParseSacctJson(std::string_view text) {
-  return json_internal::ReadJobsDocument(text, kCommand, &ReadJob);
+  return json_internal::ReadJobsDocument(text, kSacctCommand, &ReadSacctJob);
 }
 
 bool SaysAccountingDisabled(std::string_view output) {

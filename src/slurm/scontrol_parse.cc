@@ -13,11 +13,11 @@
 namespace expanse::slurm {
 namespace {
 
-constexpr std::string_view kCommand = "scontrol show job";
+constexpr std::string_view kScontrolCommand = "scontrol show job";
 
 Status LineError(size_t line_number, std::string_view what) {
-  return InvalidArgumentError(std::string(kCommand) + ": line " + std::to_string(line_number) +
-                              ": " + std::string(what))
+  return InvalidArgumentError(std::string(kScontrolCommand) + ": line " +
+                              std::to_string(line_number) + ": " + std::string(what))
       .WithReason("slurm_output");
 }
 

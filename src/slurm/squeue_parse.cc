@@ -23,7 +23,7 @@ using json_internal::ReadStrings;
 using wire::FieldReader;
 using wire::Need;
 
-constexpr std::string_view kCommand = "squeue --json";
+constexpr std::string_view kSqueueCommand = "squeue --json";
 
 // count x per-unit, when both are known and the product fits; nullopt otherwise.
 std::optional<int64_t> Times(const Number& per_unit, int64_t units) {
@@ -32,7 +32,7 @@ std::optional<int64_t> Times(const Number& per_unit, int64_t units) {
   return json_internal::CheckedMultiply(per_unit.value, units);
 }
 
-Result<job_fields::JobIdParts> ReadIdParts(const FieldReader& job) {
+Result<job_fields::JobIdParts> ReadSqueueIdParts(const FieldReader& job) {
   job_fields::JobIdParts parts;
   EXPANSE_ASSIGN_OR_RETURN(parts.job_id, ReadRequiredNumber(job, "job_id"));
   EXPANSE_ASSIGN_OR_RETURN(const Number array_job_id, ReadNumber(job, "array_job_id"));
@@ -82,9 +82,9 @@ int64_t SumGpus(const GpuIndicesByHost& by_host) {
   return total;
 }
 
-Result<JobInfo> ReadJob(const FieldReader& job) {
+Result<JobInfo> ReadSqueueJob(const FieldReader& job) {
   JobInfo info;
-  EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadIdParts(job));
+  EXPANSE_ASSIGN_OR_RETURN(const job_fields::JobIdParts parts, ReadSqueueIdParts(job));
   info.job_id = job_fields::FormatJobId(parts);
   info.slurm_job_id = parts.job_id;
   EXPANSE_ASSIGN_OR_RETURN(info.name, ReadString(job, "name"));
@@ -145,7 +145,7 @@ Result<JobInfo> ReadJob(const FieldReader& job) {
 }  // namespace
 
 Result<std::vector<JobInfo>> ParseSqueueJson(std::string_view text) {
-  return json_internal::ReadJobsDocument(text, kCommand, &ReadJob);
+  return json_internal::ReadJobsDocument(text, kSqueueCommand, &ReadSqueueJob);
 }
 
 }  // namespace expanse::slurm

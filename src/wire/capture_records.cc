@@ -10,7 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kHostChars = "._-";
 constexpr std::array<const char*, 6> kDirections = {"htod", "dtoh", "dtod",
                                                     "htoh", "ptop", "other"};
 constexpr std::array<const char*, 5> kSyncTypes = {"device", "stream", "event", "stream_wait_event",

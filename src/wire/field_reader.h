@@ -23,6 +23,9 @@
 
 namespace expanse::wire {
 
+// The characters a host name may hold besides letters and digits (FieldReader::Name's `extra`).
+inline constexpr std::string_view kHostChars = "._-";
+
 // Whether an absent (or null) member is an error. For strings, kRequired also refuses "".
 enum class Need { kOptional, kRequired };
 

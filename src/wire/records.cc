@@ -14,7 +14,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kMaxGpuNumber = 1 << 20;
-constexpr std::string_view kHostChars = "._-";
 
 }  // namespace
 

@@ -58,6 +58,19 @@ TEST(LoadCuptiActivityApi, TakesTheFirstThatWorks) {
             "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
 }
 
+TEST(LoadCuptiActivityApi, FindsTheDetachEntryPointsWhereTheLibraryHasThem) {
+  const CuptiActivityApi api = Fake();
+  EXPECT_TRUE(api.CanDetach());
+  EXPECT_NE(api.SubscribeV2, nullptr);
+}
+
+TEST(LoadedLibcupti, NamesTheCopyThisProcessHasLoadedOfThatMajorOnly) {
+  Fake();  // dlopens the fake libcupti.so.13 for good
+  EXPECT_EQ(LoadedLibcupti("13"), kFakes + "/libcupti.so.13");
+  EXPECT_EQ(LoadedLibcupti("12"), "");
+  EXPECT_EQ(LoadedLibcupti("1"), "") << "libcupti.so.13 is not major 1";
+}
+
 TEST(DecodeActivityBuffer, KernelsCopiesSyncsAndNvtxRanges) {
   std::vector<uint8_t> records;
   CUpti_ActivityKernel10 k{};
