@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -79,6 +80,8 @@ Result<std::unique_ptr<RemoteTelemetryStore>> RemoteTelemetryStore::Open(
   }
   if (options.connections < 1 || options.connections > 64)
     return InvalidArgumentError("remote telemetry store connections must be 1 to 64");
+  if (options.write_groups < 1 || options.write_groups > options.connections)
+    return InvalidArgumentError("remote telemetry store write groups must be 1 to its connections");
   if (options.claim_lease_ms <= 0 || options.max_points_per_request < 1)
     return InvalidArgumentError("remote telemetry store limits must be positive");
   std::unique_ptr<RemoteTelemetryStore> store(
@@ -139,42 +142,149 @@ Status AnswerStatus(const net::HttpResponse& response, std::string_view what) {
 
 }  // namespace
 
+struct RemoteTelemetryStore::Writer {
+  std::string_view batch_id;
+  std::string_view compute_id;
+  const tsdb::Batch* batch = nullptr;
+  size_t samples = 0;
+  bool taken = false;  // in a group
+  bool done = false;   // result is its answer
+  Result<AppendResult> result = AppendResult{};
+  std::condition_variable wake;
+};
+
+namespace {
+
+// A group holds at most this many batches or samples (one batch over it goes alone), so a
+// remote write stays far below receivers' request limits (VictoriaMetrics: 32 MiB).
+constexpr size_t kMaxGroupBatches = 64;
+constexpr size_t kMaxGroupSamples = 200'000;
+
+Status InFlightError(std::string_view batch_id) {
+  return UnavailableError("batch " + std::string(batch_id) +
+                          " is being stored by another replica; send it again shortly")
+      .WithReason("batch_in_flight");
+}
+
+}  // namespace
+
 Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::string_view batch_id,
                                                                         const tsdb::Batch& batch,
                                                                         Ack /*ack*/) {
   // Answers are always durable: the store's acceptance is the only mark there is.
-  AppendResult result;
-  result.durable = true;
   size_t samples = 0;
   for (const auto& [key, series] : batch)
     samples += series.size();
   if (samples == 0)
-    return result;
+    return AppendResult{.durable = true};
+  // Checked before the batch joins a group, whose claim statement it would otherwise fail.
+  if (batch_id.empty() || batch_id.size() > store::JobStore::kMaxBatchIdBytes) {
+    return InvalidArgumentError("batch id must be 1 to " +
+                                std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes");
+  }
   const std::string& compute_id = batch.front().first.compute_id;
-  EXPANSE_ASSIGN_OR_RETURN(
-      const store::JobStore::BatchClaim claim,
-      batches_.ClaimIngestBatch(compute_id, batch_id, clock_.NowMs(), options_.claim_lease_ms));
-  if (claim == store::JobStore::BatchClaim::kStored) {
-    result.duplicate = true;
-    return result;
+  if (compute_id.empty())
+    return InvalidArgumentError("a batch's series must name their compute");
+
+  Writer self;
+  self.batch_id = batch_id;
+  self.compute_id = compute_id;
+  self.batch = &batch;
+  self.samples = samples;
+  std::unique_lock lock(write_mu_);
+  waiting_.push_back(&self);
+  while (!self.done) {
+    if (self.taken || groups_in_flight_ >= options_.write_groups) {
+      self.wake.wait(lock);
+      continue;
+    }
+    // Lead a group: the waiting batches from the front, this one among them unless a bound cut
+    // it off (it then leads the next).
+    std::vector<Writer*> group;
+    size_t group_samples = 0;
+    while (!waiting_.empty() && group.size() < kMaxGroupBatches) {
+      Writer* next = waiting_.front();
+      if (!group.empty() && group_samples + next->samples > kMaxGroupSamples)
+        break;
+      next->taken = true;
+      group_samples += next->samples;
+      group.push_back(next);
+      waiting_.pop_front();
+    }
+    ++groups_in_flight_;
+    lock.unlock();
+    WriteGroup(group);
+    lock.lock();
+    --groups_in_flight_;
+    // Each waiter reads its answer once woken; none is touched after the lock is released.
+    for (Writer* member : group) {
+      member->done = true;
+      if (member != &self)
+        member->wake.notify_one();
+    }
+    // The slot is free: the oldest waiting batch leads the next group.
+    if (!waiting_.empty())
+      waiting_.front()->wake.notify_one();
   }
-  if (claim == store::JobStore::BatchClaim::kInFlight) {
-    return UnavailableError("batch " + std::string(batch_id) +
-                            " is being stored by another replica; send it again shortly")
-        .WithReason("batch_in_flight");
+  return std::move(self.result);
+}
+
+void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
+  // A statement names each batch once: the same batch twice in a group (a sender's retry
+  // racing its first attempt) is in flight for the second.
+  std::vector<Writer*> unique;
+  std::vector<store::JobStore::BatchToClaim> to_claim;
+  std::set<std::string_view> seen;
+  for (Writer* w : group) {
+    if (!seen.insert(w->batch_id).second) {
+      w->result = InFlightError(w->batch_id);
+      continue;
+    }
+    unique.push_back(w);
+    to_claim.push_back({.compute_id = w->compute_id, .batch_id = w->batch_id});
   }
+  Result<std::vector<store::JobStore::BatchClaim>> claims =
+      batches_.ClaimIngestBatches(to_claim, clock_.NowMs(), options_.claim_lease_ms);
+  if (!claims.ok()) {
+    for (Writer* w : unique)
+      w->result = claims.status();
+    return;
+  }
+  std::vector<Writer*> claimed;
+  std::vector<const tsdb::Batch*> to_send;
+  std::vector<std::string_view> claimed_ids;
+  for (size_t i = 0; i < unique.size(); ++i) {
+    Writer* w = unique[i];
+    switch ((*claims)[i]) {
+      case store::JobStore::BatchClaim::kStored:
+        w->result = AppendResult{.duplicate = true, .durable = true};
+        break;
+      case store::JobStore::BatchClaim::kInFlight:
+        w->result = InFlightError(w->batch_id);
+        break;
+      case store::JobStore::BatchClaim::kClaimed:
+        claimed.push_back(w);
+        to_send.push_back(w->batch);
+        claimed_ids.push_back(w->batch_id);
+        break;
+    }
+  }
+  if (claimed.empty())
+    return;
   // Send adds the token, as to every request of the store.
   Result<net::HttpResponse> response =
-      Send(RemoteWriteRequest(options_.write_url, EncodeWriteRequest(batch), ""));
+      Send(RemoteWriteRequest(options_.write_url, EncodeWriteRequest(to_send), ""));
   Status written = response.ok() ? AnswerStatus(*response, "a remote write") : response.status();
-  if (!written.ok()) {
-    // Let the retry in at once rather than after the lease; it may reach a healthy store.
-    (void)batches_.ReleaseIngestBatch(batch_id);
-    return written;
+  if (written.ok())
+    written = batches_.MarkIngestBatchesStored(claimed_ids, clock_.NowMs());
+  else
+    (void)batches_.ReleaseIngestBatches(claimed_ids);  // the retries may reach a healthy store
+  for (Writer* w : claimed) {
+    if (written.ok())
+      w->result = AppendResult{.samples = w->samples, .durable = true};
+    else
+      w->result = written;
   }
-  EXPANSE_RETURN_IF_ERROR(batches_.MarkIngestBatchStored(batch_id, clock_.NowMs()));
-  result.samples = samples;
-  return result;
 }
 
 Status RemoteTelemetryStore::CheckSeriesLimit(const tsdb::Batch& /*batch*/) {

@@ -12,6 +12,12 @@
 //   holder died is taken over after the lease; the store must then keep one sample per
 //   series and timestamp (VictoriaMetrics: -dedup.minScrapeInterval=1ms), which also makes
 //   the rare double write of that case harmless.
+//   Batches that arrive together are written together (group commit, as leveldb's writers):
+//   the first caller to find a free slot (write_groups) takes every waiting batch, up to a
+//   bound, and claims them in one statement, sends them in one remote write and marks them in
+//   one statement; the others wait for their answers. A busy replica so pays for its round
+//   trips per group, not per batch. A failure of the group's write or mark fails each of its
+//   batches (their senders retry); a refused claim fails only its own.
 // - Query and QueryMany compute downsample.h's buckets in the store with PromQL
 //   (promql.h): min/max/avg/last/count_over_time over windows that are exactly the buckets,
 //   so the answers are the embedded store's for the same samples.
@@ -22,6 +28,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +55,8 @@ struct RemoteTelemetryOptions {
   std::string ca_file{};
   // Requests in flight at once (one HTTP connection each).
   int connections = 4;
+  // Groups of batches being written at once (group commit, see Append); at most connections.
+  int write_groups = 1;
   // How long a replica's claim on a batch holds before another replica may take it over.
   int64_t claim_lease_ms = 60'000;
   // Batch records are kept this long: far past any sender's retries.
@@ -87,6 +96,12 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   RemoteTelemetryStore(RemoteTelemetryOptions options, store::JobStore& batches, Clock& clock)
       : options_(std::move(options)), batches_(batches), clock_(clock) {}
 
+  // A batch waiting in Append for its group's write.
+  struct Writer;
+  // Claims, writes and marks the batches of one group together and sets each one's result:
+  // one statement for the claims, one remote write, one statement for the marks.
+  void WriteGroup(const std::vector<Writer*>& group);
+
   // One of the pooled clients, returned to the pool when the lease ends.
   class Lease;
   Lease Borrow();
@@ -103,6 +118,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<net::HttpClient>> idle_;
+  std::mutex write_mu_;
+  std::deque<Writer*> waiting_;  // batches not yet in a group, in arrival order
+  int groups_in_flight_ = 0;
 };
 
 // application/x-www-form-urlencoded text of the fields (RFC 3986 unreserved kept as is).

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -173,6 +175,68 @@ TEST_F(RemoteTelemetryStoreTest, ABatchIsStoredOnceHoweverOftenItComes) {
   ASSERT_EQ(buckets->size(), 1u);
   EXPECT_EQ(buckets->front().count, 3u);
   EXPECT_EQ(buckets->front().mean, 2.0);
+}
+
+TEST_F(RemoteTelemetryStoreTest, ConcurrentBatchesAreWrittenTogetherAndEachIsStoredOnce) {
+  // Twelve senders at once, each with its own batch, and four more racing with the same batch
+  // (a sender's retries reaching the replica while its first attempt is in a group): every
+  // batch is stored once, every sender gets its own answer.
+  constexpr int kSenders = 12;
+  constexpr int kRacers = 4;
+  std::vector<tsdb::Batch> batches;
+  for (int i = 0; i < kSenders; ++i) {
+    const tsdb::SeriesKey key{"cmp_a", "node-group", "GPU-" + std::to_string(i), "gpu.sm_util"};
+    batches.push_back({{key, {{Base() + 1000, 1.0 * i}, {Base() + 2000, 2.0 * i}}}});
+  }
+  const tsdb::SeriesKey raced_key{"cmp_a", "node-group", "GPU-raced", "gpu.sm_util"};
+  const tsdb::Batch raced = {{raced_key, {{Base() + 1000, 7}}}};
+  std::vector<Result<tsdb::TelemetryStore::AppendResult>> answers(
+      kSenders + kRacers, tsdb::TelemetryStore::AppendResult{});
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kSenders + kRacers; ++i) {
+    threads.emplace_back([&, i] {
+      answers[i] = i < kSenders ? remote_->Append("cmp_a/group/" + std::to_string(i), batches[i])
+                                : remote_->Append("cmp_a/group/raced", raced);
+    });
+  }
+  for (std::thread& t : threads)
+    t.join();
+  for (int i = 0; i < kSenders; ++i) {
+    ASSERT_TRUE(answers[i].ok()) << i << ": " << answers[i].status();
+    EXPECT_FALSE(answers[i]->duplicate) << i;
+    EXPECT_EQ(answers[i]->samples, 2u) << i;
+  }
+  int stored = 0;
+  for (int i = kSenders; i < kSenders + kRacers; ++i) {
+    if (answers[i].ok() && !answers[i]->duplicate) {
+      ++stored;
+      EXPECT_EQ(answers[i]->samples, 1u);
+    } else if (!answers[i].ok()) {
+      EXPECT_EQ(answers[i].status().reason(), "batch_in_flight") << answers[i].status();
+    }
+  }
+  EXPECT_EQ(stored, 1);
+  vm().ForceFlush();
+  for (int i = 0; i < kSenders; ++i) {
+    const auto buckets = remote_->Query(batches[i].front().first, Base(), Base() + 10'000, 1);
+    ASSERT_TRUE(buckets.ok()) << buckets.status();
+    ASSERT_EQ(buckets->size(), 1u);
+    EXPECT_EQ(buckets->front().count, 2u) << i;
+    EXPECT_EQ(buckets->front().max, 2.0 * i) << i;
+  }
+  // Each batch's record says stored: a later copy of any is a repeat.
+  for (int i = 0; i < kSenders; ++i) {
+    EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/group/" + std::to_string(i),
+                                            clock_.NowMs(), 60'000),
+              store::JobStore::BatchClaim::kStored);
+  }
+}
+
+TEST_F(RemoteTelemetryStoreTest, ABatchIdTheTableCannotTakeIsRefusedAlone) {
+  const tsdb::Batch batch = {{kBusy, {{Base() + 1000, 1}}}};
+  EXPECT_EQ(remote_->Append(std::string(257, 'x'), batch).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(remote_->Append("", batch).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(RemoteTelemetryStoreTest, ABatchAnotherReplicaIsWritingIsToBeSentAgain) {

@@ -14,6 +14,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/http_client.h"
 #include "tsdb/sample.h"
@@ -29,8 +30,12 @@ inline constexpr char kDeviceLabel[] = "device";
 // '_' in a metric name, so the result is a valid Prometheus metric name.
 std::string MetricName(std::string_view metric);
 
-// The compressed request body. Series with no samples are left out.
-std::string EncodeWriteRequest(const tsdb::Batch& batch);
+// The compressed request body for the samples of every batch. Series with no samples are left
+// out.
+std::string EncodeWriteRequest(const std::vector<const tsdb::Batch*>& batches);
+inline std::string EncodeWriteRequest(const tsdb::Batch& batch) {
+  return EncodeWriteRequest(std::vector<const tsdb::Batch*>{&batch});
+}
 
 // The POST of `body` to `url` with the headers a remote-write 1.0 receiver expects, and
 // "Authorization: Bearer <bearer_token>" when the token is not empty.

@@ -230,16 +230,16 @@ Result<ControlPlane::ComputeIdentity> ControlPlane::AuthenticateCredential(
       UnauthenticatedError("unknown compute credential").WithReason("credential_invalid");
   if (bearer.rfind("exp_cc_", 0) != 0)
     return invalid;
-  Result<store::Credential> c = store_.GetCredentialByHash(crypto::HashSecretToken(bearer));
+  Result<store::Store::CredentialAndCompute> c =
+      store_.GetCredentialAndComputeByHash(crypto::HashSecretToken(bearer));
   if (!c.ok())
     return c.status().code() == StatusCode::kNotFound ? invalid : c.status();
-  if (c->revoked_at_ms != 0) {
-    return UnauthenticatedError("this compute credential was revoked (" + c->revoke_reason +
-                                "); the daemon must stop")
+  if (c->credential.revoked_at_ms != 0) {
+    return UnauthenticatedError("this compute credential was revoked (" +
+                                c->credential.revoke_reason + "); the daemon must stop")
         .WithReason("credential_revoked");
   }
-  EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(c->compute_id));
-  return ComputeIdentity{*std::move(c), std::move(compute)};
+  return ComputeIdentity{std::move(c->credential), std::move(c->compute)};
 }
 
 std::string ControlPlane::IssueSegmentGrant(const ComputeIdentity& identity,

@@ -247,14 +247,36 @@ class JobStore {
   // claim younger than lease_ms and is writing it (ask the sender to retry). A claim older
   // than lease_ms is taken over: its holder died or gave up between claim and mark.
   enum class BatchClaim { kClaimed, kStored, kInFlight };
-  virtual Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id,
-                                              std::string_view batch_id, int64_t now_ms,
-                                              int64_t lease_ms) = 0;
-  // kNotFound when batch_id was never claimed.
-  virtual Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) = 0;
-  // Gives up a claim whose write failed, so that the sender's retry need not wait out the
+  // The longest batch id the table takes.
+  static constexpr size_t kMaxBatchIdBytes = 256;
+  // The batched forms take the batches that arrive at a replica together in one statement
+  // each, whatever their number (RemoteTelemetryStore writes them in one remote write). Batch
+  // ids must be distinct within a call (kInvalidArgument otherwise); answers come in order.
+  struct BatchToClaim {
+    std::string_view compute_id;
+    std::string_view batch_id;
+  };
+  virtual Result<std::vector<BatchClaim>> ClaimIngestBatches(
+      const std::vector<BatchToClaim>& batches, int64_t now_ms, int64_t lease_ms) = 0;
+  // Every claimed batch of batch_ids is marked; kNotFound says how many were never claimed (a
+  // caller then answers the whole group with the error: the marked ones are repeats to the
+  // retry, the others are claimed and written again).
+  virtual Status MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
+                                         int64_t now_ms) = 0;
+  // Gives up claims whose write failed, so that the sender's retry need not wait out the
   // lease; a stored batch stays stored.
-  virtual Status ReleaseIngestBatch(std::string_view batch_id) = 0;
+  virtual Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) = 0;
+  // One batch.
+  Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id, std::string_view batch_id,
+                                      int64_t now_ms, int64_t lease_ms) {
+    EXPANSE_ASSIGN_OR_RETURN(std::vector<BatchClaim> claims,
+                             ClaimIngestBatches({{compute_id, batch_id}}, now_ms, lease_ms));
+    return claims.front();
+  }
+  Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) {
+    return MarkIngestBatchesStored({batch_id}, now_ms);
+  }
+  Status ReleaseIngestBatch(std::string_view batch_id) { return ReleaseIngestBatches({batch_id}); }
   // Drops the records of batches claimed before before_ms (a sender's retries stop long
   // before); returns how many.
   virtual Result<int64_t> ForgetIngestBatches(int64_t before_ms) = 0;

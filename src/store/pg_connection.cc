@@ -13,6 +13,8 @@ namespace {
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kTextOid = 25;
 constexpr size_t kMaxTranslated = 512;
+// Prepared statements kept per session; past it they are all deallocated and prepared anew.
+constexpr size_t kMaxPrepared = 512;
 
 // The first line of libpq's message, without its "ERROR:  " prefix.
 std::string ServerText(const char* message) {
@@ -107,9 +109,10 @@ Status PgStatement::Execute() {
       lengths.push_back(static_cast<int>(p.text.size()));
     }
   }
-  PGresult* result = PQexecParams(conn, sql_.c_str(), static_cast<int>(params_.size()),
-                                  types.data(), values.data(), lengths.data(),
-                                  /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  EXPANSE_ASSIGN_OR_RETURN(const std::string name, connection_->PreparedName(sql_, types));
+  PGresult* result = PQexecPrepared(conn, name.c_str(), static_cast<int>(params_.size()),
+                                    values.data(), lengths.data(),
+                                    /*paramFormats=*/nullptr, /*resultFormat=*/0);
   const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     Status error = StatementStatus(result, conn, "PostgreSQL");
@@ -194,6 +197,7 @@ Status PgConnection::EnsureConnected() {
   // The server restarted or the network dropped: connect again, once per call, so a database
   // that is back serves the next request and one still down fails it fast (503).
   PQreset(conn_);
+  prepared_.clear();  // the new session has none
   if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_)) {
     return UnavailableError("PostgreSQL: the database is unreachable: " +
                             ServerText(PQerrorMessage(conn_)))
@@ -203,7 +207,11 @@ Status PgConnection::EnsureConnected() {
 }
 
 PgConnection::PgConnection(PgConnection&& other) noexcept
-    : conn_(other.conn_), translated_(std::move(other.translated_)), changes_(other.changes_) {
+    : conn_(other.conn_),
+      translated_(std::move(other.translated_)),
+      prepared_(std::move(other.prepared_)),
+      next_prepared_(other.next_prepared_),
+      changes_(other.changes_) {
   other.conn_ = nullptr;
 }
 
@@ -213,6 +221,8 @@ PgConnection& PgConnection::operator=(PgConnection&& other) noexcept {
       PQfinish(conn_);
     conn_ = other.conn_;
     translated_ = std::move(other.translated_);
+    prepared_ = std::move(other.prepared_);
+    next_prepared_ = other.next_prepared_;
     changes_ = other.changes_;
     other.conn_ = nullptr;
   }
@@ -274,6 +284,34 @@ const std::string& PgConnection::Translated(std::string_view sql) {
   if (translated_.size() >= kMaxTranslated)
     translated_.clear();
   return translated_.emplace(std::string(sql), TranslateParameters(sql)).first->second;
+}
+
+Result<std::string> PgConnection::PreparedName(const std::string& sql,
+                                               const std::vector<unsigned>& types) {
+  std::string key = sql;
+  key.push_back('\0');
+  for (const unsigned type : types)
+    key += std::to_string(type) + ",";
+  if (auto it = prepared_.find(key); it != prepared_.end())
+    return it->second;
+  if (prepared_.size() >= kMaxPrepared) {
+    // Outside a transaction it always succeeds; inside a failed one the names stay on the
+    // server, harmlessly, since none is used again.
+    PQclear(PQexec(conn_, "DEALLOCATE ALL"));
+    prepared_.clear();
+  }
+  std::string name = "expanse_" + std::to_string(next_prepared_++);
+  PGresult* result =
+      PQprepare(conn_, name.c_str(), sql.c_str(), static_cast<int>(types.size()), types.data());
+  const ExecStatusType status = result != nullptr ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK) {
+    Status error = StatementStatus(result, conn_, "PostgreSQL");
+    PQclear(result);
+    return error;
+  }
+  PQclear(result);
+  prepared_.emplace(std::move(key), name);
+  return name;
 }
 
 Status PgConnection::ExecuteScript(const std::string& sql) {

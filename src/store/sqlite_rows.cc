@@ -79,27 +79,29 @@ ApiToken ReadApiToken(const Statement& row) {
   return token;
 }
 
-Result<Compute> ReadCompute(const Statement& row) {
+Result<Compute> ReadCompute(const Statement& row) { return ReadComputeFrom(row, 0); }
+
+Result<Compute> ReadComputeFrom(const Statement& row, int first) {
   Compute compute;
-  compute.id = row.ColumnText(0);
-  compute.org_id = row.ColumnInt(1);
-  compute.name = row.ColumnText(2);
-  compute.type = row.ColumnText(3);
-  Result<ComputeState> state = ParseComputeState(row.ColumnText(4));
+  compute.id = row.ColumnText(first + 0);
+  compute.org_id = row.ColumnInt(first + 1);
+  compute.name = row.ColumnText(first + 2);
+  compute.type = row.ColumnText(first + 3);
+  Result<ComputeState> state = ParseComputeState(row.ColumnText(first + 4));
   if (!state.ok()) {
     return BadStoredName(state.status(),
                          "state of compute " + store_internal::IdForMessage(compute.id));
   }
   compute.state = *state;
-  compute.created_at_ms = row.ColumnInt(5);
-  compute.created_by_user = row.ColumnInt(6);
-  compute.pinned_daemon_version = row.ColumnText(7);
-  compute.control_plane_url = row.ColumnText(8);
-  compute.data_plane_url = row.ColumnText(9);
-  compute.last_heartbeat_ms = row.ColumnInt(10);
-  compute.controller_host = row.ColumnText(11);
-  compute.daemon_version = row.ColumnText(12);
-  compute.deprovisioned_at_ms = row.ColumnInt(13);
+  compute.created_at_ms = row.ColumnInt(first + 5);
+  compute.created_by_user = row.ColumnInt(first + 6);
+  compute.pinned_daemon_version = row.ColumnText(first + 7);
+  compute.control_plane_url = row.ColumnText(first + 8);
+  compute.data_plane_url = row.ColumnText(first + 9);
+  compute.last_heartbeat_ms = row.ColumnInt(first + 10);
+  compute.controller_host = row.ColumnText(first + 11);
+  compute.daemon_version = row.ColumnText(first + 12);
+  compute.deprovisioned_at_ms = row.ColumnInt(first + 13);
   return compute;
 }
 
@@ -116,19 +118,21 @@ InstallToken ReadInstallToken(const Statement& row) {
   return token;
 }
 
-Credential ReadCredential(const Statement& row) {
+Credential ReadCredential(const Statement& row) { return ReadCredentialFrom(row, 0); }
+
+Credential ReadCredentialFrom(const Statement& row, int first) {
   Credential credential;
-  credential.id = row.ColumnInt(0);
-  credential.compute_id = row.ColumnText(1);
-  credential.secret_hash = row.ColumnText(2);
-  credential.created_at_ms = row.ColumnInt(3);
-  credential.revoked_at_ms = row.ColumnInt(4);
-  credential.revoke_reason = row.ColumnText(5);
-  credential.first_heartbeat_ms = row.ColumnInt(6);
-  credential.hostname = row.ColumnText(7);
-  credential.daemon_version = row.ColumnText(8);
-  credential.slurm_version = row.ColumnText(9);
-  credential.role = row.ColumnText(10);
+  credential.id = row.ColumnInt(first + 0);
+  credential.compute_id = row.ColumnText(first + 1);
+  credential.secret_hash = row.ColumnText(first + 2);
+  credential.created_at_ms = row.ColumnInt(first + 3);
+  credential.revoked_at_ms = row.ColumnInt(first + 4);
+  credential.revoke_reason = row.ColumnText(first + 5);
+  credential.first_heartbeat_ms = row.ColumnInt(first + 6);
+  credential.hostname = row.ColumnText(first + 7);
+  credential.daemon_version = row.ColumnText(first + 8);
+  credential.slurm_version = row.ColumnText(first + 9);
+  credential.role = row.ColumnText(first + 10);
   return credential;
 }
 

@@ -60,8 +60,11 @@ Session ReadSession(const Statement& row);
 ApiToken ReadApiToken(const Statement& row);
 // kDataLoss when the stored state is not one ComputeStateName() produces.
 Result<Compute> ReadCompute(const Statement& row);
+// The same from column `first` on, for a row that holds more than the compute (a join).
+Result<Compute> ReadComputeFrom(const Statement& row, int first);
 InstallToken ReadInstallToken(const Statement& row);
 Credential ReadCredential(const Statement& row);
+Credential ReadCredentialFrom(const Statement& row, int first);
 Heartbeat ReadHeartbeat(const Statement& row);
 AuditEvent ReadAuditEvent(const Statement& row);
 JobRecord ReadJobRecord(const Statement& row);

@@ -1,4 +1,5 @@
 // SqliteStore: computes, install tokens, the install-token exchange and credentials.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -223,6 +224,41 @@ Result<Credential> SqliteStore::GetCredentialByHash(std::string_view secret_hash
     return QueryOneLocked<Credential>(
         ReadCredential, NotFoundError("credential not found"),
         SelectSql(kCredentialColumns, "credentials WHERE secret_hash = ?1"), secret_hash);
+  });
+}
+
+Result<Store::CredentialAndCompute> SqliteStore::GetCredentialAndComputeByHash(
+    std::string_view secret_hash) {
+  // Both column lists, each table's own, as one row: the credential's first.
+  static const std::string kSql = [] {
+    auto qualified = [](std::string_view columns, std::string_view table) {
+      std::string out;
+      size_t start = 0;
+      while (start < columns.size()) {
+        size_t end = columns.find(',', start);
+        if (end == std::string_view::npos)
+          end = columns.size();
+        std::string_view column = columns.substr(start, end - start);
+        while (!column.empty() && column.front() == ' ')
+          column.remove_prefix(1);
+        out += (out.empty() ? "" : ", ") + std::string(table) + "." + std::string(column);
+        start = end + 1;
+      }
+      return out;
+    };
+    return SelectSql(qualified(kCredentialColumns, "cr") + ", " + qualified(kComputeColumns, "co"),
+                     "credentials cr JOIN computes co ON co.id = cr.compute_id "
+                     "WHERE cr.secret_hash = ?1");
+  }();
+  static const int kComputeFirst =
+      static_cast<int>(std::count(kCredentialColumns.begin(), kCredentialColumns.end(), ',') + 1);
+  return OneStatement([&]() -> Result<CredentialAndCompute> {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row, db_.Query(kSql, secret_hash));
+    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
+    if (!found)
+      return NotFoundError("credential not found");
+    EXPANSE_ASSIGN_OR_RETURN(Compute compute, ReadComputeFrom(row, kComputeFirst));
+    return CredentialAndCompute{ReadCredential(row), std::move(compute)};
   });
 }
 

@@ -55,6 +55,26 @@ TEST_P(ExchangeTest, SuccessUsesTheTokenAndStoresTheCredential) {
   EXPECT_EQ(by_hash->slurm_version, "22.05.8");
   EXPECT_EQ(by_hash->role, "controller");
   EXPECT_EQ(store().GetCredential(credential->id)->secret_hash, "secret-1");
+
+  // The join a compute's requests are authenticated with: the same credential, and its compute
+  // as GetCompute reads it, every field.
+  const Result<Store::CredentialAndCompute> both =
+      store().GetCredentialAndComputeByHash("secret-1");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->credential.id, by_hash->id);
+  EXPECT_EQ(both->credential.secret_hash, "secret-1");
+  EXPECT_EQ(both->credential.hostname, "ctl01.cluster.internal");
+  EXPECT_EQ(both->credential.role, "controller");
+  const Result<Compute> compute = store().GetCompute("cmp_a");
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  EXPECT_EQ(both->compute.id, compute->id);
+  EXPECT_EQ(both->compute.org_id, compute->org_id);
+  EXPECT_EQ(both->compute.name, compute->name);
+  EXPECT_EQ(both->compute.state, compute->state);
+  EXPECT_EQ(both->compute.created_at_ms, compute->created_at_ms);
+  EXPECT_EQ(both->compute.deprovisioned_at_ms, compute->deprovisioned_at_ms);
+  EXPECT_EQ(store().GetCredentialAndComputeByHash("secret-2").status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_P(ExchangeTest, CredentialFieldsAreStoredVerbatim) {

@@ -61,6 +61,7 @@ class SqliteStore final : public Store, public JobStore {
   Result<Credential> ExchangeInstallToken(std::string_view token_hash, const Credential& credential,
                                           int64_t now_ms) override;
   Result<Credential> GetCredentialByHash(std::string_view secret_hash) override;
+  Result<CredentialAndCompute> GetCredentialAndComputeByHash(std::string_view secret_hash) override;
   Result<Credential> GetCredential(int64_t id) override;
 
   Status RecordHeartbeat(const Heartbeat& heartbeat) override;
@@ -109,10 +110,11 @@ class SqliteStore final : public Store, public JobStore {
   Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                         std::string_view host, int64_t from_ms,
                                                         int64_t to_ms) override;
-  Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id, std::string_view batch_id,
-                                      int64_t now_ms, int64_t lease_ms) override;
-  Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) override;
-  Status ReleaseIngestBatch(std::string_view batch_id) override;
+  Result<std::vector<BatchClaim>> ClaimIngestBatches(const std::vector<BatchToClaim>& batches,
+                                                     int64_t now_ms, int64_t lease_ms) override;
+  Status MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
+                                 int64_t now_ms) override;
+  Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) override;
   Result<int64_t> ForgetIngestBatches(int64_t before_ms) override;
   Status PutStacks(const std::vector<StackSample>& stacks) override;
   Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,

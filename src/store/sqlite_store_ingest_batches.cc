@@ -1,7 +1,9 @@
 // The exactly-once record of ingest batches stored in a remote telemetry store: one row per
 // batch id, claimed by the replica that writes its samples, marked once the remote store
 // accepted them (docs/scaling.md, "Telemetry in a cluster store").
+#include <set>
 #include <string>
+#include <vector>
 
 #include "store/sqlite_store_impl.h"
 
@@ -11,9 +13,8 @@ namespace {
 
 // The batch id is the sender's idempotency key (compute, stream, sequence); the ingest
 // handler makes it, but it is checked here too since the table's key is only as good as it.
-constexpr size_t kMaxBatchIdBytes = 256;
-
 Status ValidateBatchId(std::string_view batch_id) {
+  constexpr size_t kMaxBatchIdBytes = JobStore::kMaxBatchIdBytes;
   if (batch_id.empty() || batch_id.size() > kMaxBatchIdBytes) {
     return InvalidArgumentError("batch_id must be 1 to " + std::to_string(kMaxBatchIdBytes) +
                                 " bytes");
@@ -21,64 +22,154 @@ Status ValidateBatchId(std::string_view batch_id) {
   return OkStatus();
 }
 
+// A statement names at most this many batches (a replica's group is far smaller); SQLite
+// takes 32,766 parameters, PostgreSQL 65,535.
+constexpr size_t kMaxBatchesPerCall = 1000;
+
+Status ValidateBatchIds(const std::vector<std::string_view>& batch_ids) {
+  if (batch_ids.empty() || batch_ids.size() > kMaxBatchesPerCall) {
+    return InvalidArgumentError("a call names 1 to " + std::to_string(kMaxBatchesPerCall) +
+                                " ingest batches, not " + std::to_string(batch_ids.size()));
+  }
+  std::set<std::string_view> seen;
+  for (const std::string_view id : batch_ids) {
+    EXPANSE_RETURN_IF_ERROR(ValidateBatchId(id));
+    if (!seen.insert(id).second)
+      return InvalidArgumentError("ingest batch " + std::string(id) + " is named twice");
+  }
+  return OkStatus();
+}
+
+// "?first, ?first+1, ..." for `count` parameters.
+std::string Placeholders(int first, size_t count) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0)
+      out += ", ";
+    out += "?" + std::to_string(first + static_cast<int>(i));
+  }
+  return out;
+}
+
+// Binds the ids to ?first, ?first+1, ...
+Status BindIds(Statement& statement, int first, const std::vector<std::string_view>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPANSE_RETURN_IF_ERROR(statement.Bind(first + static_cast<int>(i), ids[i]));
+  return OkStatus();
+}
+
 }  // namespace
 
-Result<JobStore::BatchClaim> SqliteStore::ClaimIngestBatch(std::string_view compute_id,
-                                                           std::string_view batch_id,
-                                                           int64_t now_ms, int64_t lease_ms) {
-  EXPANSE_RETURN_IF_ERROR(ValidateBatchId(batch_id));
-  if (compute_id.empty())
-    return InvalidArgumentError("compute_id must not be empty");
+Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
+    const std::vector<BatchToClaim>& batches, int64_t now_ms, int64_t lease_ms) {
+  std::vector<std::string_view> ids;
+  ids.reserve(batches.size());
+  for (const BatchToClaim& b : batches) {
+    if (b.compute_id.empty())
+      return InvalidArgumentError("compute_id must not be empty");
+    ids.push_back(b.batch_id);
+  }
+  EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(ids));
   if (now_ms < 0 || lease_ms <= 0)
     return InvalidArgumentError("now_ms must be >= 0 and lease_ms > 0");
-  // One atomic statement in both engines (an UPSERT): a new batch id is claimed; a known
-  // one is taken over only when it was never stored and its holder's claim has lapsed (the
-  // holder died: this caller writes the samples again, and the remote store keeps one sample
-  // per series and timestamp, so a half-written first attempt does no harm).
-  EXPANSE_ASSIGN_OR_RETURN(
-      const bool claimed, OneStatement([&]() -> Result<bool> {
-        EXPANSE_ASSIGN_OR_RETURN(
-            Statement row,
-            db_.Query(
-                "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
-                "stored_at_ms) VALUES (?1, ?2, ?3, 0) ON CONFLICT (batch_id) DO UPDATE SET "
-                "claimed_at_ms = excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 "
-                "AND excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?4 "
-                "RETURNING claimed_at_ms",
-                batch_id, compute_id, now_ms, lease_ms));
-        return row.Step();
-      }));
-  if (claimed)
-    return BatchClaim::kClaimed;
-  // Not claimed: stored already, or held by a live claim (also when the holder released it
-  // between the two statements: the sender asks again later).
-  return OneStatement([&]() -> Result<BatchClaim> {
+  // One atomic statement in both engines (an UPSERT of every row): a new batch id is claimed;
+  // a known one is taken over only when it was never stored and its holder's claim has lapsed
+  // (the holder died: this caller writes the samples again, and the remote store keeps one
+  // sample per series and timestamp, so a half-written first attempt does no harm).
+  std::string values;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const int first = 3 + 2 * static_cast<int>(i);
+    values += (i > 0 ? ", (?" : "(?") + std::to_string(first) + ", ?" + std::to_string(first + 1) +
+              ", ?1, 0)";
+  }
+  return OneStatement([&]() -> Result<std::vector<BatchClaim>> {
+    std::set<std::string, std::less<>> claimed;
+    {
+      EXPANSE_ASSIGN_OR_RETURN(
+          Statement rows,
+          db_.Prepare("INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
+                      "stored_at_ms) VALUES " +
+                      values +
+                      " ON CONFLICT (batch_id) DO UPDATE SET claimed_at_ms = "
+                      "excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 AND "
+                      "excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?2 "
+                      "RETURNING batch_id"));
+      EXPANSE_RETURN_IF_ERROR(rows.Bind(1, now_ms));
+      EXPANSE_RETURN_IF_ERROR(rows.Bind(2, lease_ms));
+      for (size_t i = 0; i < batches.size(); ++i) {
+        const int first = 3 + 2 * static_cast<int>(i);
+        EXPANSE_RETURN_IF_ERROR(rows.Bind(first, batches[i].batch_id));
+        EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 1, batches[i].compute_id));
+      }
+      while (true) {
+        EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+        if (!has_row)
+          break;
+        claimed.insert(rows.ColumnText(0));
+      }
+    }
+    std::vector<BatchClaim> claims(batches.size(), BatchClaim::kClaimed);
+    if (claimed.size() == batches.size())
+      return claims;
+    // The rest: stored already, or held by a live claim (also when the holder released it
+    // between the two statements: the sender asks again later).
+    std::vector<std::string_view> rest;
+    for (const std::string_view id : ids) {
+      if (!claimed.contains(id))
+        rest.push_back(id);
+    }
     EXPANSE_ASSIGN_OR_RETURN(
-        Statement row,
-        db_.Query("SELECT stored_at_ms FROM ingest_batches WHERE batch_id = ?1", batch_id));
-    EXPANSE_ASSIGN_OR_RETURN(const bool found, row.Step());
-    return found && row.ColumnInt(0) > 0 ? BatchClaim::kStored : BatchClaim::kInFlight;
+        Statement rows,
+        db_.Prepare("SELECT batch_id FROM ingest_batches WHERE stored_at_ms > 0 AND batch_id IN (" +
+                    Placeholders(1, rest.size()) + ")"));
+    EXPANSE_RETURN_IF_ERROR(BindIds(rows, 1, rest));
+    std::set<std::string, std::less<>> stored;
+    while (true) {
+      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+      if (!has_row)
+        break;
+      stored.insert(rows.ColumnText(0));
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!claimed.contains(ids[i]))
+        claims[i] = stored.contains(ids[i]) ? BatchClaim::kStored : BatchClaim::kInFlight;
+    }
+    return claims;
   });
 }
 
-Status SqliteStore::MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) {
-  EXPANSE_RETURN_IF_ERROR(ValidateBatchId(batch_id));
+Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
+                                            int64_t now_ms) {
+  EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
   return OneStatement([&]() -> Status {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement statement,
+        db_.Prepare("UPDATE ingest_batches SET stored_at_ms = ?1 WHERE batch_id IN (" +
+                    Placeholders(2, batch_ids.size()) + ")"));
     // At least 1: 0 means "not stored yet" in the table.
-    EXPANSE_RETURN_IF_ERROR(
-        db_.Execute("UPDATE ingest_batches SET stored_at_ms = ?2 WHERE batch_id = ?1", batch_id,
-                    now_ms > 0 ? now_ms : int64_t{1}));
-    if (db_.Changes() == 0)
-      return NotFoundError("ingest batch " + std::string(batch_id) + " was never claimed");
+    EXPANSE_RETURN_IF_ERROR(statement.Bind(1, now_ms > 0 ? now_ms : int64_t{1}));
+    EXPANSE_RETURN_IF_ERROR(BindIds(statement, 2, batch_ids));
+    EXPANSE_RETURN_IF_ERROR(statement.Run());
+    if (db_.Changes() != static_cast<int64_t>(batch_ids.size())) {
+      return NotFoundError(
+          batch_ids.size() == 1
+              ? "ingest batch " + std::string(batch_ids.front()) + " was never claimed"
+              : "of " + std::to_string(batch_ids.size()) + " ingest batches, " +
+                    std::to_string(batch_ids.size() - db_.Changes()) + " were never claimed");
+    }
     return OkStatus();
   });
 }
 
-Status SqliteStore::ReleaseIngestBatch(std::string_view batch_id) {
-  EXPANSE_RETURN_IF_ERROR(ValidateBatchId(batch_id));
-  return Transact(Access::kWrite, [&]() -> Status {
-    return db_.Execute("DELETE FROM ingest_batches WHERE batch_id = ?1 AND stored_at_ms = 0",
-                       batch_id);
+Status SqliteStore::ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) {
+  EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
+  return OneStatement([&]() -> Status {
+    EXPANSE_ASSIGN_OR_RETURN(
+        Statement statement,
+        db_.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND batch_id IN (" +
+                    Placeholders(1, batch_ids.size()) + ")"));
+    EXPANSE_RETURN_IF_ERROR(BindIds(statement, 1, batch_ids));
+    return statement.Run();
   });
 }
 

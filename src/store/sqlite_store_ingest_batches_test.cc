@@ -60,6 +60,50 @@ TEST_P(IngestBatchesTest, MarkingAnUnclaimedBatchIsNotFound) {
   EXPECT_EQ(status.code(), StatusCode::kNotFound) << status;
 }
 
+TEST_P(IngestBatchesTest, SeveralBatchesAreClaimedMarkedAndReleasedInOneCall) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow).ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow), Claim::kClaimed);
+  // Stored, held by a live claim, new, new from another compute: answers in order.
+  const Result<std::vector<Claim>> claims = jobs().ClaimIngestBatches({{"cmp_a", "cmp_a/main/1"},
+                                                                       {"cmp_a", "cmp_a/main/2"},
+                                                                       {"cmp_a", "cmp_a/main/3"},
+                                                                       {"cmp_b", "cmp_b/main/1"}},
+                                                                      kNow + 1000, kLease);
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  EXPECT_EQ(*claims, (std::vector<Claim>{Claim::kStored, Claim::kInFlight, Claim::kClaimed,
+                                         Claim::kClaimed}));
+  // One of three never claimed: the others are marked all the same, and the error says so.
+  const Status marked =
+      jobs().MarkIngestBatchesStored({"cmp_a/main/3", "cmp_a/main/9", "cmp_b/main/1"}, kNow + 2000);
+  EXPECT_EQ(marked.code(), StatusCode::kNotFound) << marked;
+  EXPECT_NE(marked.message().find("1 were never claimed"), std::string::npos) << marked;
+  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 3000), Claim::kStored);
+  EXPECT_EQ(MustClaim("cmp_b/main/1", kNow + 3000), Claim::kStored);
+  // Releasing several frees the claimed ones and leaves the stored one stored.
+  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 3000), Claim::kClaimed);
+  ASSERT_TRUE(jobs().ReleaseIngestBatches({"cmp_a/main/2", "cmp_a/main/3", "cmp_a/main/4"}).ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 4000), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 4000), Claim::kStored);
+  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 4000), Claim::kClaimed);
+}
+
+TEST_P(IngestBatchesTest, ACallNamesEachBatchOnceAndAtLeastOne) {
+  EXPECT_EQ(
+      jobs()
+          .ClaimIngestBatches({{"cmp_a", "cmp_a/main/1"}, {"cmp_a", "cmp_a/main/1"}}, kNow, kLease)
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ClaimIngestBatches({}, kNow, kLease).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().MarkIngestBatchesStored({"a/b/1", "a/b/1"}, kNow).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ReleaseIngestBatches({}).code(), StatusCode::kInvalidArgument);
+  // Nothing was claimed by the refused calls.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+}
+
 TEST_P(IngestBatchesTest, RefusesEmptyAndOversizedIds) {
   EXPECT_EQ(jobs().ClaimIngestBatch("cmp_a", "", kNow, kLease).status().code(),
             StatusCode::kInvalidArgument);

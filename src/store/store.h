@@ -274,6 +274,14 @@ class Store {
   virtual Result<Credential> ExchangeInstallToken(std::string_view token_hash,
                                                   const Credential& credential, int64_t now_ms) = 0;
   virtual Result<Credential> GetCredentialByHash(std::string_view secret_hash) = 0;
+  // The credential and its compute in one statement (a compute's every request is
+  // authenticated this way); kNotFound when no credential has the hash.
+  struct CredentialAndCompute {
+    Credential credential;
+    Compute compute;
+  };
+  virtual Result<CredentialAndCompute> GetCredentialAndComputeByHash(
+      std::string_view secret_hash) = 0;
   virtual Result<Credential> GetCredential(int64_t id) = 0;
 
   // Stores the heartbeat as the compute's latest, moves a registered or stale compute to active,
