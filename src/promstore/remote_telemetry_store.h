@@ -56,7 +56,7 @@ struct RemoteTelemetryOptions {
   // Requests in flight at once (one HTTP connection each).
   int connections = 4;
   // Groups of batches being written at once (group commit, see Append); at most connections.
-  int write_groups = 1;
+  int write_groups = 2;
   // How long a replica's claim on a batch holds before another replica may take it over.
   int64_t claim_lease_ms = 60'000;
   // Batch records are kept this long: far past any sender's retries.
