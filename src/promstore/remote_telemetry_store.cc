@@ -145,6 +145,7 @@ Status AnswerStatus(const net::HttpResponse& response, std::string_view what) {
 struct RemoteTelemetryStore::Writer {
   std::string_view batch_id;
   std::string_view compute_id;
+  std::string_view credential_hash;  // "" when the caller authenticated the sender
   const tsdb::Batch* batch = nullptr;
   size_t samples = 0;
   bool taken = false;  // in a group
@@ -171,12 +172,28 @@ Status InFlightError(std::string_view batch_id) {
 Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::string_view batch_id,
                                                                         const tsdb::Batch& batch,
                                                                         Ack /*ack*/) {
+  return AppendChecked(batch_id, batch, "");
+}
+
+Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendForCredential(
+    std::string_view batch_id, const tsdb::Batch& batch, std::string_view credential_hash) {
+  if (credential_hash.empty())
+    return InvalidArgumentError("a credential check needs the credential's hash");
+  return AppendChecked(batch_id, batch, credential_hash);
+}
+
+Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
+    std::string_view batch_id, const tsdb::Batch& batch, std::string_view credential_hash) {
   // Answers are always durable: the store's acceptance is the only mark there is.
   size_t samples = 0;
   for (const auto& [key, series] : batch)
     samples += series.size();
-  if (samples == 0)
+  if (samples == 0) {
+    // Nothing to claim, so nothing would check the credential.
+    if (!credential_hash.empty())
+      return FailedPreconditionError("a batch without samples is not checked for its credential");
     return AppendResult{.durable = true};
+  }
   // Checked before the batch joins a group, whose claim statement it would otherwise fail.
   if (batch_id.empty() || batch_id.size() > store::JobStore::kMaxBatchIdBytes) {
     return InvalidArgumentError("batch id must be 1 to " +
@@ -189,6 +206,7 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::str
   Writer self;
   self.batch_id = batch_id;
   self.compute_id = compute_id;
+  self.credential_hash = credential_hash;
   self.batch = &batch;
   self.samples = samples;
   std::unique_lock lock(write_mu_);
@@ -241,7 +259,9 @@ void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
       continue;
     }
     unique.push_back(w);
-    to_claim.push_back({.compute_id = w->compute_id, .batch_id = w->batch_id});
+    to_claim.push_back({.compute_id = w->compute_id,
+                        .batch_id = w->batch_id,
+                        .credential_hash = w->credential_hash});
   }
   Result<std::vector<store::JobStore::BatchClaim>> claims =
       batches_.ClaimIngestBatches(to_claim, clock_.NowMs(), options_.claim_lease_ms);
@@ -261,6 +281,12 @@ void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
         break;
       case store::JobStore::BatchClaim::kInFlight:
         w->result = InFlightError(w->batch_id);
+        break;
+      case store::JobStore::BatchClaim::kCredentialRefused:
+        w->result =
+            UnauthenticatedError("the compute credential of batch " + std::string(w->batch_id) +
+                                 " is revoked or unknown; nothing of it was stored")
+                .WithReason("credential_revoked");
         break;
       case store::JobStore::BatchClaim::kClaimed:
         claimed.push_back(w);

@@ -76,6 +76,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
 
   Result<AppendResult> Append(std::string_view batch_id, const tsdb::Batch& batch,
                               Ack ack = Ack::kDurable) override;
+  bool ChecksCredentials() const override { return true; }
+  Result<AppendResult> AppendForCredential(std::string_view batch_id, const tsdb::Batch& batch,
+                                           std::string_view credential_hash) override;
   Status CheckSeriesLimit(const tsdb::Batch& batch) override;
   Result<Durability> SyncAll() override;
   Durability durability() override;
@@ -98,6 +101,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
 
   // A batch waiting in Append for its group's write.
   struct Writer;
+  // Append's work, with the credential to check in the claim ("" for none).
+  Result<AppendResult> AppendChecked(std::string_view batch_id, const tsdb::Batch& batch,
+                                     std::string_view credential_hash);
   // Claims, writes and marks the batches of one group together and sets each one's result:
   // one statement for the claims, one remote write, one statement for the marks.
   void WriteGroup(const std::vector<Writer*>& group);

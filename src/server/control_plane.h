@@ -204,6 +204,12 @@ class ControlPlane {
   // kUnauthenticated with reason "credential_revoked" (the daemon stops itself) or
   // "credential_invalid".
   Result<ComputeIdentity> AuthenticateCredential(std::string_view bearer);
+  // The compute of a credential (by its stored hash) that this replica authenticated before,
+  // from memory; nullopt when not known here. It says nothing about a revocation since then,
+  // which the caller must have checked elsewhere (TelemetryStore::AppendForCredential does,
+  // in the batch's claim). A credential refused by AuthenticateCredential is forgotten.
+  std::optional<std::string> RememberedCompute(std::string_view secret_hash);
+  void ForgetCredential(std::string_view secret_hash);
   // A segment-scoped grant (segment_grant.h) that `identity`'s controller asked for: host,
   // SHA-256 and length of one segment, for kSegmentGrantTtlMs from now.
   std::string IssueSegmentGrant(const ComputeIdentity& identity, const std::string& host,
@@ -285,6 +291,10 @@ class ControlPlane {
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
   std::multimap<int64_t, HeartbeatWaiter> heartbeat_waiters_;  // by credential id
+  // Credentials authenticated here, by stored hash, with their compute (a credential never
+  // changes compute). Bounded: emptied when full, which costs a read per credential.
+  std::mutex remembered_mu_;
+  std::map<std::string, std::string, std::less<>> remembered_computes_;
   std::once_flag dummy_hash_once_;
   std::string dummy_hash_;
 };

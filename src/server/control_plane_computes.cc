@@ -16,6 +16,9 @@ namespace {
 constexpr size_t kInstallTokenBytes = 24;  // 192 bits
 constexpr size_t kCredentialBytes = 32;    // 256 bits
 constexpr size_t kComputeIdBytes = 9;
+// Credentials a replica remembers (ControlPlane::RememberedCompute): far more than the
+// controllers that send to one replica.
+constexpr size_t kMaxRememberedCredentials = 65'536;
 
 Status TokenInvalid() {
   return UnauthenticatedError("unknown install token; copy it again from Add compute")
@@ -230,16 +233,41 @@ Result<ControlPlane::ComputeIdentity> ControlPlane::AuthenticateCredential(
       UnauthenticatedError("unknown compute credential").WithReason("credential_invalid");
   if (bearer.rfind("exp_cc_", 0) != 0)
     return invalid;
-  Result<store::Store::CredentialAndCompute> c =
-      store_.GetCredentialAndComputeByHash(crypto::HashSecretToken(bearer));
-  if (!c.ok())
-    return c.status().code() == StatusCode::kNotFound ? invalid : c.status();
+  const std::string hash = crypto::HashSecretToken(bearer);
+  Result<store::Store::CredentialAndCompute> c = store_.GetCredentialAndComputeByHash(hash);
+  if (!c.ok()) {
+    if (c.status().code() != StatusCode::kNotFound)
+      return c.status();
+    ForgetCredential(hash);
+    return invalid;
+  }
   if (c->credential.revoked_at_ms != 0) {
+    ForgetCredential(hash);
     return UnauthenticatedError("this compute credential was revoked (" +
                                 c->credential.revoke_reason + "); the daemon must stop")
         .WithReason("credential_revoked");
   }
+  {
+    std::lock_guard lock(remembered_mu_);
+    if (remembered_computes_.size() >= kMaxRememberedCredentials)
+      remembered_computes_.clear();
+    remembered_computes_.insert_or_assign(hash, c->compute.id);
+  }
   return ComputeIdentity{std::move(c->credential), std::move(c->compute)};
+}
+
+std::optional<std::string> ControlPlane::RememberedCompute(std::string_view secret_hash) {
+  std::lock_guard lock(remembered_mu_);
+  const auto it = remembered_computes_.find(secret_hash);
+  if (it == remembered_computes_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+void ControlPlane::ForgetCredential(std::string_view secret_hash) {
+  std::lock_guard lock(remembered_mu_);
+  if (const auto it = remembered_computes_.find(secret_hash); it != remembered_computes_.end())
+    remembered_computes_.erase(it);
 }
 
 std::string ControlPlane::IssueSegmentGrant(const ComputeIdentity& identity,

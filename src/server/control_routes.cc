@@ -54,6 +54,25 @@ std::optional<ControlPlane::ComputeIdentity> AuthenticateCompute(RouteContext& c
   return *std::move(id);
 }
 
+std::optional<IngestSender> AuthenticateIngestSender(RouteContext& ctx, const http::Request& req,
+                                                     http::Response* refused) {
+  std::string hash = crypto::HashSecretToken(BearerToken(req));
+  if (!ctx.limits.per_credential->Allow(hash)) {
+    *refused = http::TooManyRequestsResponse(ctx.limits.per_credential->RetryAfter(hash));
+    return std::nullopt;
+  }
+  if (ctx.tsdb != nullptr && ctx.tsdb->ChecksCredentials()) {
+    if (std::optional<std::string> compute = ctx.control.RememberedCompute(hash))
+      return IngestSender{.compute_id = *std::move(compute), .unchecked_hash = std::move(hash)};
+  }
+  Result<ControlPlane::ComputeIdentity> id = ctx.control.AuthenticateCredential(BearerToken(req));
+  if (!id.ok()) {
+    *refused = http::ErrorResponse(id.status());
+    return std::nullopt;
+  }
+  return IngestSender{.compute_id = std::move(id->compute.id), .unchecked_hash = ""};
+}
+
 void RegisterHealthRoute(http::Listener& listener, std::string_view plane, store::Store& store) {
   std::string body = json{{"status", "ok"}, {"plane", std::string(plane)}}.dump();
   listener.Get("/healthz", [body](const http::Request&) { return http::JsonResponse(200, body); });

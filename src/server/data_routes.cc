@@ -44,8 +44,8 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
   // repeats the upserts harmlessly and stores the samples exactly once.
   http::Handler ingest = [ctx](const http::Request& req) {
     http::Response refused;
-    auto id = AuthenticateCompute(*ctx, req, &refused);
-    if (!id)
+    std::optional<IngestSender> sender = AuthenticateIngestSender(*ctx, req, &refused);
+    if (!sender)
       return refused;
     Result<tsdb::TelemetryStore::Ack> ack = AckMode(req);
     if (!ack.ok())
@@ -57,9 +57,21 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
     // the small body, so it is told to give the memory back after the answer.
     if (text->size() >= kTrimHeapAfterDecodedBytes)
       http::RequestHeapTrim();
-    Result<IngestBatch> batch = ParseIngestBatch(*text, id->compute.id);
+    Result<IngestBatch> batch = ParseIngestBatch(*text, sender->compute_id);
     if (!batch.ok())
       return http::ErrorResponse(batch.status());
+    // A credential taken from memory is checked by the samples' claim; records are written
+    // before it and a batch without samples has no claim, so those read the credential now.
+    const bool has_records = !batch->jobs.empty() || !batch->job_events.empty() ||
+                             !batch->gpu_allocations.empty() || !batch->stacks.empty() ||
+                             !batch->capture_windows.empty();
+    if (!sender->unchecked_hash.empty() && (has_records || batch->samples == 0)) {
+      Result<ControlPlane::ComputeIdentity> id =
+          ctx->control.AuthenticateCredential(BearerToken(req));
+      if (!id.ok())
+        return http::ErrorResponse(id.status());
+      sender->unchecked_hash.clear();
+    }
     // Refused before the job records below are written, so nothing of the batch is stored.
     if (Status s = ctx->tsdb->CheckSeriesLimit(batch->series); !s.ok())
       return TsdbErrorResponse(s);
@@ -85,7 +97,19 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       if (Status s = ctx->jobs->PutCaptureWindows(batch->capture_windows); !s.ok())
         return http::ErrorResponse(s);
     }
-    auto appended = ctx->tsdb->Append(batch->BatchId(id->compute.id), batch->series, *ack);
+    const std::string batch_id = batch->BatchId(sender->compute_id);
+    auto appended =
+        sender->unchecked_hash.empty()
+            ? ctx->tsdb->Append(batch_id, batch->series, *ack)
+            : ctx->tsdb->AppendForCredential(batch_id, batch->series, sender->unchecked_hash);
+    if (!appended.ok() && appended.status().reason() == "credential_revoked") {
+      // Revoked since this replica last read it (or replaced): forgotten, and answered as
+      // AuthenticateCredential answers (the revocation's reason), from the database.
+      ctx->control.ForgetCredential(sender->unchecked_hash);
+      Result<ControlPlane::ComputeIdentity> id =
+          ctx->control.AuthenticateCredential(BearerToken(req));
+      return http::ErrorResponse(id.ok() ? appended.status() : id.status());
+    }
     if (!appended.ok())
       return TsdbErrorResponse(appended.status());
     // The site's copy, sent later by the forwarder's own thread (it never holds ingest up).
@@ -97,7 +121,7 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
       if (!appended->duplicate)
         ctx->counters->ingest_samples.fetch_add(appended->samples, std::memory_order_relaxed);
     }
-    return Json(200, wire::Encode(wire::IngestAnswer{.batch_id = batch->BatchId(id->compute.id),
+    return Json(200, wire::Encode(wire::IngestAnswer{.batch_id = batch_id,
                                                      .duplicate = appended->duplicate,
                                                      .samples = appended->samples,
                                                      .jobs = batch->jobs.size(),

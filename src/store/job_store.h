@@ -246,7 +246,9 @@ class JobStore {
   // MarkIngestBatchStored; kStored, nothing (a repeat); kInFlight, another replica holds a
   // claim younger than lease_ms and is writing it (ask the sender to retry). A claim older
   // than lease_ms is taken over: its holder died or gave up between claim and mark.
-  enum class BatchClaim { kClaimed, kStored, kInFlight };
+  // kCredentialRefused: the batch named a credential (BatchToClaim::credential_hash) that is
+  // revoked, unknown, or another compute's; nothing was claimed for it.
+  enum class BatchClaim { kClaimed, kStored, kInFlight, kCredentialRefused };
   // The longest batch id the table takes.
   static constexpr size_t kMaxBatchIdBytes = 256;
   // The batched forms take the batches that arrive at a replica together in one statement
@@ -255,6 +257,11 @@ class JobStore {
   struct BatchToClaim {
     std::string_view compute_id;
     std::string_view batch_id;
+    // When not empty, the batch is claimed only if the credential with this stored hash is
+    // live and belongs to compute_id, checked in the claim's own statement: a replica that
+    // knows the credential from an earlier request needs no read of its own to authenticate
+    // a batch of samples, and a revoked credential still stores nothing.
+    std::string_view credential_hash = {};
   };
   virtual Result<std::vector<BatchClaim>> ClaimIngestBatches(
       const std::vector<BatchToClaim>& batches, int64_t now_ms, int64_t lease_ms) = 0;

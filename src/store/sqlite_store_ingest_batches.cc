@@ -1,6 +1,8 @@
 // The exactly-once record of ingest batches stored in a remote telemetry store: one row per
 // batch id, claimed by the replica that writes its samples, marked once the remote store
 // accepted them (docs/scaling.md, "Telemetry in a cluster store").
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -51,8 +53,8 @@ std::string Placeholders(int first, size_t count) {
   return out;
 }
 
-// Binds the ids to ?first, ?first+1, ...
-Status BindIds(Statement& statement, int first, const std::vector<std::string_view>& ids) {
+// Binds the texts to ?first, ?first+1, ...
+Status BindTexts(Statement& statement, int first, const std::vector<std::string_view>& ids) {
   for (size_t i = 0; i < ids.size(); ++i)
     EXPANSE_RETURN_IF_ERROR(statement.Bind(first + static_cast<int>(i), ids[i]));
   return OkStatus();
@@ -76,11 +78,13 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
   // a known one is taken over only when it was never stored and its holder's claim has lapsed
   // (the holder died: this caller writes the samples again, and the remote store keeps one
   // sample per series and timestamp, so a half-written first attempt does no harm).
+  // A row that names a credential is inserted only while that credential is live and its
+  // compute's (VALUES' columns are column1, column2, column3 in both engines).
   std::string values;
   for (size_t i = 0; i < batches.size(); ++i) {
-    const int first = 3 + 2 * static_cast<int>(i);
+    const int first = 3 + 3 * static_cast<int>(i);
     values += (i > 0 ? ", (?" : "(?") + std::to_string(first) + ", ?" + std::to_string(first + 1) +
-              ", ?1, 0)";
+              ", ?" + std::to_string(first + 2) + ")";
   }
   return OneStatement([&]() -> Result<std::vector<BatchClaim>> {
     std::set<std::string, std::less<>> claimed;
@@ -88,18 +92,21 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
       EXPANSE_ASSIGN_OR_RETURN(
           Statement rows,
           db_.Prepare("INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
-                      "stored_at_ms) VALUES " +
+                      "stored_at_ms) SELECT v.column1, v.column2, ?1, 0 FROM (VALUES " +
                       values +
-                      " ON CONFLICT (batch_id) DO UPDATE SET claimed_at_ms = "
+                      ") AS v WHERE v.column3 = '' OR EXISTS (SELECT 1 FROM credentials cr "
+                      "WHERE cr.secret_hash = v.column3 AND cr.compute_id = v.column2 AND "
+                      "cr.revoked_at_ms = 0) ON CONFLICT (batch_id) DO UPDATE SET claimed_at_ms = "
                       "excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 AND "
                       "excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?2 "
                       "RETURNING batch_id"));
       EXPANSE_RETURN_IF_ERROR(rows.Bind(1, now_ms));
       EXPANSE_RETURN_IF_ERROR(rows.Bind(2, lease_ms));
       for (size_t i = 0; i < batches.size(); ++i) {
-        const int first = 3 + 2 * static_cast<int>(i);
+        const int first = 3 + 3 * static_cast<int>(i);
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first, batches[i].batch_id));
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 1, batches[i].compute_id));
+        EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 2, batches[i].credential_hash));
       }
       while (true) {
         EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
@@ -111,18 +118,40 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
     std::vector<BatchClaim> claims(batches.size(), BatchClaim::kClaimed);
     if (claimed.size() == batches.size())
       return claims;
-    // The rest: stored already, or held by a live claim (also when the holder released it
-    // between the two statements: the sender asks again later).
+    // The rest: refused for their credential, stored already, or held by a live claim (also
+    // when the holder released it between the two statements: the sender asks again later).
     std::vector<std::string_view> rest;
-    for (const std::string_view id : ids) {
-      if (!claimed.contains(id))
-        rest.push_back(id);
+    std::vector<std::string_view> hashes;
+    for (const BatchToClaim& b : batches) {
+      if (claimed.contains(b.batch_id))
+        continue;
+      rest.push_back(b.batch_id);
+      if (!b.credential_hash.empty())
+        hashes.push_back(b.credential_hash);
+    }
+    // Live credentials by hash, with their compute.
+    std::map<std::string, std::string, std::less<>> live;
+    if (!hashes.empty()) {
+      std::sort(hashes.begin(), hashes.end());
+      hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+      EXPANSE_ASSIGN_OR_RETURN(
+          Statement rows,
+          db_.Prepare("SELECT secret_hash, compute_id FROM credentials WHERE revoked_at_ms = 0 "
+                      "AND secret_hash IN (" +
+                      Placeholders(1, hashes.size()) + ")"));
+      EXPANSE_RETURN_IF_ERROR(BindTexts(rows, 1, hashes));
+      while (true) {
+        EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+        if (!has_row)
+          break;
+        live.emplace(rows.ColumnText(0), rows.ColumnText(1));
+      }
     }
     EXPANSE_ASSIGN_OR_RETURN(
         Statement rows,
         db_.Prepare("SELECT batch_id FROM ingest_batches WHERE stored_at_ms > 0 AND batch_id IN (" +
                     Placeholders(1, rest.size()) + ")"));
-    EXPANSE_RETURN_IF_ERROR(BindIds(rows, 1, rest));
+    EXPANSE_RETURN_IF_ERROR(BindTexts(rows, 1, rest));
     std::set<std::string, std::less<>> stored;
     while (true) {
       EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
@@ -131,8 +160,17 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
       stored.insert(rows.ColumnText(0));
     }
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (!claimed.contains(ids[i]))
-        claims[i] = stored.contains(ids[i]) ? BatchClaim::kStored : BatchClaim::kInFlight;
+      if (claimed.contains(ids[i]))
+        continue;
+      const std::string_view hash = batches[i].credential_hash;
+      if (!hash.empty()) {
+        const auto it = live.find(hash);
+        if (it == live.end() || it->second != batches[i].compute_id) {
+          claims[i] = BatchClaim::kCredentialRefused;
+          continue;
+        }
+      }
+      claims[i] = stored.contains(ids[i]) ? BatchClaim::kStored : BatchClaim::kInFlight;
     }
     return claims;
   });
@@ -148,7 +186,7 @@ Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>&
                     Placeholders(2, batch_ids.size()) + ")"));
     // At least 1: 0 means "not stored yet" in the table.
     EXPANSE_RETURN_IF_ERROR(statement.Bind(1, now_ms > 0 ? now_ms : int64_t{1}));
-    EXPANSE_RETURN_IF_ERROR(BindIds(statement, 2, batch_ids));
+    EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 2, batch_ids));
     EXPANSE_RETURN_IF_ERROR(statement.Run());
     if (db_.Changes() != static_cast<int64_t>(batch_ids.size())) {
       return NotFoundError(
@@ -168,7 +206,7 @@ Status SqliteStore::ReleaseIngestBatches(const std::vector<std::string_view>& ba
         Statement statement,
         db_.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND batch_id IN (" +
                     Placeholders(1, batch_ids.size()) + ")"));
-    EXPANSE_RETURN_IF_ERROR(BindIds(statement, 1, batch_ids));
+    EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 1, batch_ids));
     return statement.Run();
   });
 }

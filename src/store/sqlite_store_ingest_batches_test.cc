@@ -88,6 +88,37 @@ TEST_P(IngestBatchesTest, SeveralBatchesAreClaimedMarkedAndReleasedInOneCall) {
   EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 4000), Claim::kClaimed);
 }
 
+TEST_P(IngestBatchesTest, AClaimThatNamesACredentialNeedsItLiveAndTheComputes) {
+  MakeCompute("cmp_a");
+  MakeCompute("cmp_b");
+  Enroll("cmp_a", "secret-old");
+  Enroll("cmp_a", "secret-new");  // replaces (revokes) secret-old
+  Enroll("cmp_b", "secret-b");
+  ASSERT_NE(store().GetCredentialByHash("secret-old")->revoked_at_ms, 0);
+  // Also one stored before its credential was replaced: refused all the same (the sender must
+  // stop, not be told its batch is safe).
+  EXPECT_EQ(MustClaim("cmp_a/main/0", kNow), Claim::kClaimed);
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/0", kNow).ok());
+  const Result<std::vector<Claim>> claims =
+      jobs().ClaimIngestBatches({{"cmp_a", "cmp_a/main/1", "secret-new"},
+                                 {"cmp_a", "cmp_a/main/2", "secret-old"},
+                                 {"cmp_a", "cmp_a/main/3", "secret-b"},
+                                 {"cmp_a", "cmp_a/main/4", "secret-unknown"},
+                                 {"cmp_a", "cmp_a/main/0", "secret-old"},
+                                 {"cmp_b", "cmp_b/main/1", "secret-b"},
+                                 {"cmp_a", "cmp_a/main/5", ""}},
+                                kNow + 1000, kLease);
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  EXPECT_EQ(*claims,
+            (std::vector<Claim>{Claim::kClaimed, Claim::kCredentialRefused,
+                                Claim::kCredentialRefused, Claim::kCredentialRefused,
+                                Claim::kCredentialRefused, Claim::kClaimed, Claim::kClaimed}));
+  // Nothing was claimed for the refused ones: the same ids are free to a sender with a live
+  // credential.
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 2000), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 2000), Claim::kClaimed);
+}
+
 TEST_P(IngestBatchesTest, ACallNamesEachBatchOnceAndAtLeastOne) {
   EXPECT_EQ(
       jobs()

@@ -58,6 +58,21 @@ class TelemetryStore {
   // series limit (nothing of it stored); kUnavailable when the store cannot take it now.
   virtual Result<AppendResult> Append(std::string_view batch_id, const Batch& batch,
                                       Ack ack = Ack::kDurable) = 0;
+  // Whether AppendForCredential works: a store that claims each batch in the shared relational
+  // store (the remote one) checks there, in the claim's own statement, that the sender's
+  // credential is live. The ingest handler then authenticates a credential its replica already
+  // knows without a read of its own (one round trip fewer per batch), and a revoked credential
+  // still stores nothing.
+  virtual bool ChecksCredentials() const { return false; }
+  // Append, for a batch whose sender's credential has not been checked yet: kUnauthenticated,
+  // reason "credential_revoked", and nothing stored, when the credential with this stored hash
+  // is revoked, unknown or another compute's. Only where ChecksCredentials(); elsewhere
+  // kFailedPrecondition (the caller must authenticate first).
+  virtual Result<AppendResult> AppendForCredential(std::string_view /*batch_id*/,
+                                                   const Batch& /*batch*/,
+                                                   std::string_view /*credential_hash*/) {
+    return FailedPreconditionError("this telemetry store does not check credentials");
+  }
   // What Append would say about the series limit now: lets a caller refuse a batch before it
   // stores anything else of it.
   virtual Status CheckSeriesLimit(const Batch& batch) = 0;

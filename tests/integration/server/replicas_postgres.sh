@@ -8,6 +8,8 @@
 #   - a console session made on one replica works on the other, and signing out on the other
 #     ends it on the first;
 #   - a job ingested through one replica is listed by the other;
+#   - a credential a replica remembers from earlier batches is refused by both once replaced,
+#     though batches of samples alone are authenticated from memory (the claim checks it);
 #   - trace segments in a real S3 bucket (Ceph's RADOS gateway): a segment-scoped grant issued
 #     by one replica admits the segment at the other; sent through one, downloaded from the
 #     other byte for byte;
@@ -406,6 +408,46 @@ answered=0
 for i in $(seq 1 20); do [[ "$(me_through_lb)" == 200 ]] && answered=$((answered + 1)); done
 [[ "$answered" == 20 ]] || fail "after replica A came back, $answered of 20 answered through HAProxy"
 pass "through HAProxy: 20 of 20 answered with replica A killed, again once it was back; a token exchanged twice through it gives one credential"
+
+# A credential a replica remembers is still checked for revocation: the batch's claim does it.
+# Batches of samples alone (no records, so no read of the credential of their own) with the
+# newest credential: the first at each replica reads it, the second is taken from memory. Then
+# the credential is replaced (an exchange through A): batches of samples alone are refused by
+# both replicas, and nothing of them is stored.
+credential3="$(cat "$DIR/y1.json" "$DIR/y2.json" | jq -r '.credential // empty' | grep '^exp_cc_')"
+bare_batch() { # SEQ
+  local start=$(((t0 + $1 * 10) * 1000))
+  printf '{"version":1,"stream":"bare","sequence":%d,"series":[' "$1"
+  printf '{"host":"node02","device":"GPU-c","metric":"gpu.sm_util","t0":%d,"dt":[0,1000,1000],"v":[1,2,3]}]}' "$start"
+}
+send_bare() { # DATA_PLANE_URL SEQ CREDENTIAL -> HTTP status; the answer in $DIR/bare.json
+  "${k[@]}" -o "$DIR/bare.json" -w '%{http_code}' -H "Authorization: Bearer $3" \
+    -H 'Content-Type: application/json' --data "$(bare_batch "$2")" "$1/dp/v1/ingest" || echo 000
+}
+seq=60
+for url in "$DP_A" "$DP_B" "$DP_A" "$DP_B"; do
+  [[ "$(send_bare "$url" "$seq" "$credential3")" == 200 ]] ||
+    fail "a batch of samples alone through $url: $(cat "$DIR/bare.json")"
+  jq -e '.duplicate == false and .samples == 3' "$DIR/bare.json" >/dev/null ||
+    fail "batch $seq of samples alone through $url: $(cat "$DIR/bare.json")"
+  seq=$((seq + 1))
+done
+bare_in_vm() { vm_count '{__name__="expanse_gpu_sm_util",compute="'"$compute"'",host="node02"}' "$t0" "$((t0 + 899))"; }
+[[ "$(bare_in_vm)" == 12 ]] || fail "VictoriaMetrics holds $(bare_in_vm) samples of 4 batches of 3 alone"
+token4="$(api "$A" POST "/api/v1/computes/$compute/install-tokens" | jq -r .token)"
+body4="{\"token\":\"$token4\",\"hostname\":\"ctl\",\"daemon_version\":\"0.1.0\",\"role\":\"controller\"}"
+credential4="$("${k[@]}" -d "$body4" "$A/cp/v1/install-tokens/exchange" | jq -r .credential)"
+[[ "$credential4" == exp_cc_* ]] || fail "the exchange that replaces the remembered credential"
+for url in "$DP_A" "$DP_B"; do
+  [[ "$(send_bare "$url" "$seq" "$credential3")" == 401 ]] ||
+    fail "a replaced credential's batch of samples alone through $url: $(cat "$DIR/bare.json")"
+  [[ "$(jq -r .error.code "$DIR/bare.json")" == credential_revoked ]] ||
+    fail "the refusal's code at $url: $(cat "$DIR/bare.json")"
+  seq=$((seq + 1))
+done
+[[ "$(bare_in_vm)" == 12 ]] || fail "VictoriaMetrics holds $(bare_in_vm) samples after the refused batches, not 12"
+[[ "$(send_bare "$DP_B" "$seq" "$credential4")" == 200 ]] || fail "the new credential's batch: $(cat "$DIR/bare.json")"
+pass "batches of samples alone: a remembered credential works at both replicas; once replaced, refused by both (credential_revoked), nothing stored"
 
 # One schema, the store's newest, applied once though two replicas and the bootstrap opened it.
 versions="$(pg_as "$PG_BIN/psql" -h "$PG_DIR" -U postgres -d expanse -Atc \
