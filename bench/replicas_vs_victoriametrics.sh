@@ -95,17 +95,26 @@ new_credential() {
   all_computes+=("$compute")
 }
 
-# ingest_pair LAYOUT VM_CPUS TIER_CPUS: the same samples through two replicas into a fresh
-# VictoriaMetrics, then by VictoriaMetrics' own import into another fresh one; VictoriaMetrics
-# on VM_CPUS, the replicas and the load on TIER_CPUS ("" = anywhere). Appends one line of
-# figures to $dir/ingest.
+# ingest_pair LAYOUT VM_CPUS TIER_CPUS: VictoriaMetrics' own import of the samples into a fresh
+# instance, stopped afterwards, then the same samples through two replicas into another fresh
+# one; VictoriaMetrics on VM_CPUS, the replicas and the load on TIER_CPUS ("" = anywhere). Each
+# run has its VictoriaMetrics alone: none still merging what it took beside the other's run.
+# Appends one line of figures to $dir/ingest.
 ingest_pair() {
   local layout="$1" vm_cpus="$2" tier_cpus="$3"
+  start_vm "$vm_cpus"
+  echo "[$layout] VictoriaMetrics /api/v1/import: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
+  local cv2 vm_out vm_cpu
+  cv2="$(cpu_s "$VM_PID")"
+  vm_out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
+  vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
+  stop_vm "$VM_PID"
+
   start_vm "$vm_cpus"
   local tier_vm_url="$VM_URL" tier_vm_pid="$VM_PID"
   start_replicas "$tier_vm_url" "$tier_cpus"
   new_credential "bench-$layout"
-  echo "[$layout] two replicas -> VictoriaMetrics: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
+  echo "[$layout] two replicas -> VictoriaMetrics: the same samples ..." >&2
   local c0 c1 cv rep_out rep_cpu rep_vm_cpu stored
   c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$tier_vm_pid")"
   rep_out="$(on_cpus "$tier_cpus" "$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
@@ -119,15 +128,7 @@ ingest_pair() {
     jq -r '.data.result[0].value[1]')"
   [[ "$stored" == "$(kv samples "$rep_out")" ]] ||
     { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
-
-  start_vm "$vm_cpus"
-  echo "[$layout] VictoriaMetrics /api/v1/import: the same samples ..." >&2
-  local cv2 vm_out vm_cpu
-  cv2="$(cpu_s "$VM_PID")"
-  vm_out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
-  vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
   echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu" >>"$dir/ingest"
-  stop_vm "$VM_PID"
   vm_url="$tier_vm_url" vm_pid="$tier_vm_pid"  # the later parts read from the last tier's store
 }
 
