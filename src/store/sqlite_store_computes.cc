@@ -229,27 +229,12 @@ Result<Credential> SqliteStore::GetCredentialByHash(std::string_view secret_hash
 
 Result<Store::CredentialAndCompute> SqliteStore::GetCredentialAndComputeByHash(
     std::string_view secret_hash) {
-  // Both column lists, each table's own, as one row: the credential's first.
-  static const std::string kSql = [] {
-    auto qualified = [](std::string_view columns, std::string_view table) {
-      std::string out;
-      size_t start = 0;
-      while (start < columns.size()) {
-        size_t end = columns.find(',', start);
-        if (end == std::string_view::npos)
-          end = columns.size();
-        std::string_view column = columns.substr(start, end - start);
-        while (!column.empty() && column.front() == ' ')
-          column.remove_prefix(1);
-        out += (out.empty() ? "" : ", ") + std::string(table) + "." + std::string(column);
-        start = end + 1;
-      }
-      return out;
-    };
-    return SelectSql(qualified(kCredentialColumns, "cr") + ", " + qualified(kComputeColumns, "co"),
-                     "credentials cr JOIN computes co ON co.id = cr.compute_id "
-                     "WHERE cr.secret_hash = ?1");
-  }();
+  // Both column lists as one row, the credential's first; the two tables share column names,
+  // so each list is selected in a derived table of its own.
+  static const std::string kSql =
+      "SELECT * FROM (" + SelectSql(kCredentialColumns, "credentials WHERE secret_hash = ?1") +
+      ") AS cr JOIN (" + SelectSql(kComputeColumns, "computes") +
+      ") AS co ON co.id = cr.compute_id";
   static const int kComputeFirst =
       static_cast<int>(std::count(kCredentialColumns.begin(), kCredentialColumns.end(), ',') + 1);
   return OneStatement([&]() -> Result<CredentialAndCompute> {
