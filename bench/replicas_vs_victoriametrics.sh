@@ -14,7 +14,9 @@
 #
 #   bench/replicas_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
-#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 environment knobs.
+#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 environment knobs. A node's batches go over one
+#   connection, in order (as one daemon sends them), so min(NODES, CONNS) requests are in
+#   flight at once, in both runs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build/h-bench}"
@@ -42,6 +44,16 @@ start_vm() { VM_CPUS="$1" vm_start; vm_dirs[$VM_PID]="$VM_DIR"; }
 stop_vm() { VM_DIR="${vm_dirs[$1]}" VM_PID="$1" vm_stop; unset "vm_dirs[$1]"; }
 trap cleanup EXIT
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# CPU seconds of PostgreSQL: the postmaster and the processes it runs now (the replicas'
+# backends live as long as their connections).
+pg_cpu_s() {
+  local postmaster p sum=0
+  postmaster="$(head -1 "$PG_DIR/data/postmaster.pid")"
+  for p in "$postmaster" $(pgrep -P "$postmaster"); do
+    sum="$(awk -v a="$sum" -v b="$(cpu_s "$p" 2>/dev/null || echo 0)" 'BEGIN { print a + b }')"
+  done
+  echo "$sum"
+}
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
 
 pg_start
@@ -57,6 +69,13 @@ common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms" --conns "$conns
 
 # pin CPUS PID: every thread of PID on CPUS ("" leaves it be).
 pin() { [[ -z "$1" ]] || taskset -a -pc "$1" "$2" >/dev/null; }
+# pin_postgres CPUS: PostgreSQL's postmaster and every process it has started; the backends
+# it starts later (a replica's connections) inherit its CPUs.
+pin_postgres() {
+  local postmaster p
+  postmaster="$(head -1 "$PG_DIR/data/postmaster.pid")"
+  for p in "$postmaster" $(pgrep -P "$postmaster"); do pin "$1" "$p"; done
+}
 on_cpus() { if [[ -n "$1" ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 
 # start_replicas TELEMETRY_URL CPUS: two replicas on the one PostgreSQL; sets port[] and
@@ -112,14 +131,17 @@ ingest_pair() {
 
   start_vm "$vm_cpus"
   local tier_vm_url="$VM_URL" tier_vm_pid="$VM_PID"
+  pin_postgres "$tier_cpus"  # part of the tier: never on VictoriaMetrics' CPU in the split
   start_replicas "$tier_vm_url" "$tier_cpus"
   new_credential "bench-$layout"
   echo "[$layout] two replicas -> VictoriaMetrics: the same samples ..." >&2
-  local c0 c1 cv rep_out rep_cpu rep_vm_cpu stored
+  local c0 c1 cv cp rep_out rep_cpu rep_vm_cpu pg_cpu stored
   c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$tier_vm_pid")"
+  cp="$(pg_cpu_s)"
   rep_out="$(on_cpus "$tier_cpus" "$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
   rep_cpu="$(awk -v a="$c0" -v b="$c1" -v x="$(cpu_s "${replica_pid[0]}")" -v y="$(cpu_s "${replica_pid[1]}")" 'BEGIN { print x - a + y - b }')"
   rep_vm_cpu="$(awk -v a="$cv" -v b="$(cpu_s "$tier_vm_pid")" 'BEGIN { print b - a }')"
+  pg_cpu="$(awk -v a="$cp" -v b="$(pg_cpu_s)" 'BEGIN { print b - a }')"
   # The same samples must be in VictoriaMetrics, once each.
   curl -fsS "$tier_vm_url/internal/force_flush" >/dev/null
   stored="$(curl -fsS "$tier_vm_url/api/v1/query" --data-urlencode \
@@ -128,7 +150,7 @@ ingest_pair() {
     jq -r '.data.result[0].value[1]')"
   [[ "$stored" == "$(kv samples "$rep_out")" ]] ||
     { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
-  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu" >>"$dir/ingest"
+  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu $pg_cpu" >>"$dir/ingest"
   vm_url="$tier_vm_url" vm_pid="$tier_vm_pid"  # the later parts read from the last tier's store
 }
 
@@ -146,6 +168,7 @@ if [[ -n "$other_cpus" ]]; then
   stop_vm "$vm_pid"
   ingest_pair split "$first_cpu" "$other_cpus"
   for p in "${replica_pid[@]}" "$vm_pid"; do pin "$first_cpu,$other_cpus" "$p"; done
+  pin_postgres "$first_cpu,$other_cpus"
 fi
 
 # The 24 h job through replica 0, its timeline read through replica 1.
@@ -184,15 +207,15 @@ done
 listed="$(jq '.jobs | length' "$dir/list.json")"
 api_median="$(printf '%s\n' "${api_ms[@]}" | sort -n | sed -n 3p)"
 
-while read -r layout r v n rc rvc vc; do
-  awk -v l="$layout" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" 'BEGIN {
+while read -r layout r v n rc rvc vc pc; do
+  awk -v flight="$((nodes < conns ? nodes : conns))" -v l="$layout" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" -v pc="$pc" 'BEGIN {
     what = l == "shared" ? "all on every CPU" : "VictoriaMetrics on one CPU alone in both runs, replicas and load on the rest"
     printf "ingest, %s:\n", what
     printf "  %-44s %14.0f samples/s\n", "2 replicas -> VictoriaMetrics (remote-write)", r
     printf "  %-44s %14.0f samples/s\n", "VictoriaMetrics /api/v1/import", v
-    printf "  ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples\n", r / v, n
-    printf "  CPU s per million samples: replicas %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
-           rc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
+    printf "  ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples, %d requests in flight\n", r / v, n, flight
+    printf "  CPU s per million samples: replicas %.2f + PostgreSQL %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
+           rc / n * 1e6, pc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
   }'
 done <"$dir/ingest"
 awk -v qf="$(kv query_first_ms "$query_out")" -v qm="$(kv query_median_ms "$query_out")" \
