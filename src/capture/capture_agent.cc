@@ -43,6 +43,19 @@ bool CaptureAgent::Tracing() {
   return segment_.has_value();
 }
 
+bool CaptureAgent::TraceEndsBy(uint64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segment_.has_value() && now_ms >= segment_until_ms_;
+}
+
+bool CaptureAgent::WithTrace(const std::function<void(TraceSegment&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!segment_)
+    return false;
+  fn(*segment_);
+  return true;
+}
+
 namespace {
 
 // A window ends after it starts and spans at most an hour (the wire's bound): after the process

@@ -44,6 +44,11 @@ class CaptureAgent {
   // Whether a Phase B trace is being kept (it may spend a larger budget).
   bool Tracing();
 
+  // Whether the open trace closes at a Tick at or before `now_ms` (false when none is open).
+  bool TraceEndsBy(uint64_t now_ms);
+  // Runs `fn` on the open trace segment, under the agent's lock; false when none is open.
+  bool WithTrace(const std::function<void(TraceSegment&)>& fn);
+
   void Tick();
   // The process is exiting: spools the open window and any trace in progress.
   void Finish();

@@ -134,6 +134,8 @@ std::string TraceSegment::ToJson(uint64_t end_ms) const {
         {"observed_ms",
          (end_ms > start_ms_ ? end_ms - start_ms_ : 0) -
              std::min(end_ms > start_ms_ ? end_ms - start_ms_ : 0, unobserved_ms_)}}}};
+  if (pc_profile_.state() != PcSamplingState::kNotTried)
+    doc["otherData"]["pc_sampling"] = pc_profile_.ToJson();
   // Replacement for invalid UTF-8 in a name: the segment must stay valid JSON whatever a kernel
   // or an NVTX range is called.
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -18,6 +18,7 @@
 
 #include "capture/activity.h"
 #include "capture/capture_trigger.h"
+#include "capture/pc_profile.h"
 #include "capture/process_identity.h"
 
 namespace expanse::capture {
@@ -44,6 +45,10 @@ class TraceSegment {
   void AddDropped(uint64_t records) { dropped_ += records; }
   // CUPTI was off for `ms` of the window: the segment holds bursts (RecordBudget).
   void AddUnobserved(uint64_t ms) { unobserved_ms_ += ms; }
+
+  // The window's PC sampling (cuda/pc_sampling.h), in otherData.pc_sampling once its state is
+  // set.
+  PcProfile& pc_profile() { return pc_profile_; }
 
   const CaptureTrigger& trigger() const { return trigger_; }
   size_t events() const { return events_.size(); }
@@ -76,6 +81,7 @@ class TraceSegment {
   std::vector<Event> events_;
   uint64_t dropped_ = 0;
   uint64_t unobserved_ms_ = 0;
+  PcProfile pc_profile_;
 };
 
 }  // namespace expanse::capture

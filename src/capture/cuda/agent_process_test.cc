@@ -96,7 +96,8 @@ class AgentProcessTest : public ::testing::Test {
         extra_env.push_back("EXPANSE_AGENT_CUPTI=" + kFakes + "/libcupti.so.13");
     }
     SubprocessOptions options;
-    options.argv = {EXPANSE_CUDA_JOB};
+    options.argv = wrapper_;
+    options.argv.push_back(EXPANSE_CUDA_JOB);
     options.argv.insert(options.argv.end(), args.begin(), args.end());
     options.env = Env(extra_env);
     options.timeout = milliseconds(60'000);
@@ -138,6 +139,7 @@ class AgentProcessTest : public ::testing::Test {
 
   TempDir dir_;
   TempDir control_;
+  std::vector<std::string> wrapper_;  // runs the job (e.g. without capabilities); none: directly
 };
 
 TEST_F(AgentProcessTest, AggregatesEveryWindowOfTheJobsActivity) {
@@ -191,8 +193,9 @@ TEST_F(AgentProcessTest, AggregatesEveryWindowOfTheJobsActivity) {
   // Timestamps are Unix time (the fake's CUPTI clock is not), so windows and records agree.
   const auto first = Json(files.front());
   EXPECT_GT(first.at("window_start_ms").get<uint64_t>(), 1'700'000'000'000u);
-  // No trigger, no trace; nothing went wrong.
+  // No trigger, no trace, and no PC sampling (a Phase B window's alone); nothing went wrong.
   EXPECT_TRUE(Spooled("seg-").empty());
+  EXPECT_EQ(Text(dir_ / "trace.txt").find("cuptiPCSampling"), std::string::npos);
   EXPECT_EQ(AgentLogs(), "");
 }
 
@@ -225,6 +228,109 @@ TEST_F(AgentProcessTest, APhaseBTriggerProducesATraceSegmentOnce) {
   }
   EXPECT_GE(kernels, 10u);
   EXPECT_EQ(kernels % 2, 0u) << "gemm and relu come in pairs";
+}
+
+// The training loop's two kernels as CUPTI's PC sampling sees them.
+nlohmann::json WithPcSampling(nlohmann::json scenario) {
+  scenario["pc_sampling"] = {
+      {"stall_reasons",
+       {{"2", "smsp__pcsamp_warps_issue_stalled_long_scoreboard"},
+        {"9", "smsp__pcsamp_warps_issue_stalled_selected"}}},
+      {"pcs",
+       {{{"function", "_Z9sgemm_128PfS_"},
+         {"pc_offset", 512},
+         {"cubin_crc", 41},
+         {"stalls", {{"2", 700}, {"9", 100}}}},
+        {{"function", "relu"}, {"pc_offset", 64}, {"cubin_crc", 41}, {"stalls", {{"9", 60}}}}}},
+      {"pcs_per_get_data", 1}};
+  return scenario;
+}
+
+// The trigger of a gpu_idle escalation of job 4242, a minute long from now.
+void WriteTrigger(const std::filesystem::path& control) {
+  const uint64_t now_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  std::ofstream(control / "phase-b/4242")
+      << TriggerJson({"idle-1", now_ms + 60'000, "gpu_idle", {"GPU-x"}});
+}
+
+TEST_F(AgentProcessTest, APhaseBWindowCarriesWhereTheKernelsWarpsStalled) {
+  SetScenario(WithPcSampling(TrainingLoop()));
+  WriteTrigger(control_.path());
+  const SubprocessResult job = RunJob({"--ms", "2500"}, true);
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+  const auto segments = Spooled("seg-4242-");
+  ASSERT_EQ(segments.size(), 1u) << AgentLogs();
+  const nlohmann::json pc = Json(segments[0]).at("otherData").at("pc_sampling");
+  EXPECT_EQ(pc.at("state"), "sampled") << pc.dump();
+  EXPECT_EQ(pc.at("total_samples"), 860u) << pc.dump();
+  EXPECT_EQ(pc.at("stall_reasons").at("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), 700u);
+  ASSERT_EQ(pc.at("functions").size(), 2u);
+  EXPECT_EQ(pc.at("functions").at(0).at("name"), "_Z9sgemm_128PfS_");
+  EXPECT_EQ(pc.at("functions").at(0).at("pcs").at(0).at("pc_offset"), 512u);
+  EXPECT_EQ(
+      pc.at("functions").at(1).at("stall_reasons").at("smsp__pcsamp_warps_issue_stalled_selected"),
+      60u);
+  // Enabled once for the window, on the job's context made current on the agent's own thread,
+  // disabled before the segment closed, and the context released.
+  const std::string trace = Text(dir_ / "trace.txt");
+  size_t enables = 0;
+  for (size_t at = trace.find("cuptiPCSamplingEnable"); at != std::string::npos;
+       at = trace.find("cuptiPCSamplingEnable", at + 1))
+    ++enables;
+  EXPECT_EQ(enables, 1u) << trace;
+  EXPECT_NE(trace.find("cuptiPCSamplingDisable"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
+  EXPECT_EQ(trace.find("current=no"), std::string::npos) << trace;
+  EXPECT_EQ(trace.find("pc_enabled_at_finalize"), std::string::npos) << trace;
+  EXPECT_EQ(AgentLogs(), "");
+}
+
+TEST_F(AgentProcessTest, ANodeThatRestrictsProfilingGetsActivityAndNvtxOnly) {
+  SetScenario(WithPcSampling(TrainingLoop()));
+  WriteTrigger(control_.path());
+  std::ofstream(dir_ / "params") << "RmLogonRC: 1\nRmProfilingAdminOnly: 1\n";
+  // A job's process as the node runs it: no capabilities (this test may run as root).
+  wrapper_ = {"/usr/bin/setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"};
+  const SubprocessResult job =
+      RunJob({"--ms", "2500"}, true, {"EXPANSE_NVIDIA_PARAMS_FILE=" + (dir_ / "params")});
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+  const auto segments = Spooled("seg-4242-");
+  ASSERT_EQ(segments.size(), 1u) << AgentLogs();
+  const nlohmann::json doc = Json(segments[0]);
+  const nlohmann::json pc = doc.at("otherData").at("pc_sampling");
+  EXPECT_EQ(pc.at("state"), "restricted") << pc.dump();
+  EXPECT_NE(pc.at("reason").get<std::string>().find("RmProfilingAdminOnly=1"), std::string::npos);
+  EXPECT_GE(doc.at("otherData").at("events").get<uint64_t>(), 10u) << "the activity is traced";
+  EXPECT_EQ(Text(dir_ / "trace.txt").find("cuptiPCSampling"), std::string::npos)
+      << "not even tried";
+  EXPECT_NE(AgentLogs().find("PC sampling not allowed here"), std::string::npos) << AgentLogs();
+}
+
+TEST_F(AgentProcessTest, CuptiRefusingPcSamplingLeavesTheTraceWhole) {
+  nlohmann::json scenario = WithPcSampling(TrainingLoop());
+  scenario["pc_sampling"]["enable_error"] = 35;
+  SetScenario(scenario);
+  WriteTrigger(control_.path());
+  const SubprocessResult plain = RunJob({"--ms", "2500"}, false);
+  const SubprocessResult job = RunJob({"--ms", "2500"}, true);
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+  EXPECT_EQ(job.stdout_text, plain.stdout_text);
+  const auto segments = Spooled("seg-4242-");
+  ASSERT_EQ(segments.size(), 1u) << AgentLogs();
+  const nlohmann::json doc = Json(segments[0]);
+  const nlohmann::json pc = doc.at("otherData").at("pc_sampling");
+  EXPECT_EQ(pc.at("state"), "restricted") << pc.dump();
+  EXPECT_EQ(pc.at("reason"), "cuptiPCSamplingEnable: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
+  EXPECT_GE(doc.at("otherData").at("events").get<uint64_t>(), 10u);
+  const std::string trace = Text(dir_ / "trace.txt");
+  EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
+  size_t enables = 0;
+  for (size_t at = trace.find("cuptiPCSamplingEnable"); at != std::string::npos;
+       at = trace.find("cuptiPCSamplingEnable", at + 1))
+    ++enables;
+  EXPECT_EQ(enables, 1u) << "tried once per window, not every tick: " << trace;
 }
 
 TEST_F(AgentProcessTest, TheJobsOutputIsTheSameWithAndWithoutTheAgent) {

@@ -10,6 +10,7 @@
 // captured; an exec'd child is injected afresh by the driver.
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,6 +22,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,6 +31,7 @@
 
 #include "capture/capture_agent.h"
 #include "capture/cuda/cupti_activity.h"
+#include "capture/cuda/pc_sampling.h"
 #include "capture/process_identity.h"
 #include "capture/record_budget.h"
 #include "capture/spool_files.h"
@@ -90,6 +94,12 @@ struct AgentState {
   // Set when the exit handler stopped waiting: the worker then makes no further call, since
   // CUDA and CUPTI are being torn down around it.
   std::atomic<bool> abandoned{false};
+  // PC sampling in Phase B windows (the worker's alone). Null when the node, the libraries or
+  // EXPANSE_CAPTURE_PC_SAMPLING=0 rule it out; each segment then says why (pc_off_*).
+  std::unique_ptr<PcSampler> pc;
+  PcSamplingState pc_off_state = PcSamplingState::kUnavailable;
+  std::string pc_off_reason;
+  bool pc_tried = false;  // in the open trace: started, refused, or given up on
 };
 
 enum Link : int {
@@ -335,6 +345,84 @@ void EndBurst(AgentState& s, std::unique_lock<std::mutex>& lock,
   s.wake.wait_for(lock, std::chrono::seconds(1), [&s] { return s.link.load() == kDetached; });
 }
 
+// The open trace's PcProfile gets `fn` (nothing when no trace is open).
+void WithPcProfile(AgentState& s, const std::function<void(PcProfile&)>& fn) {
+  s.agent->WithTrace([&fn](TraceSegment& segment) { fn(segment.pc_profile()); });
+}
+
+// Ends PC sampling: the last records into the open trace, every context disabled.
+void StopPcSampling(AgentState& s) {
+  if (!s.pc || !s.pc->active())
+    return;
+  PcProfile drained;
+  s.pc->Stop(drained);
+  WithPcProfile(s, [&drained](PcProfile& p) { p.Merge(drained); });
+  if (s.pc->names_exhausted()) {
+    s.agent->Note("pc names",
+                  "PC sampling off: CUPTI named more distinct functions than the "
+                  "agent keeps");
+    s.pc_off_reason = "CUPTI named more distinct functions than the agent keeps";
+    s.pc.reset();
+  }
+}
+
+// Once a tick, before the CaptureAgent's: what CUPTI sampled goes into the open trace, and
+// sampling ends when the trace is about to close (its last records belong in it), when CUPTI is
+// not the agent's this cycle (another tool took it, or a burst ended: detaching with contexts
+// still sampled is not something CUPTI documents), or when no trace is open.
+void DrainPcSampling(AgentState& s, bool attached_all_cycle) {
+  if (!s.pc || !s.pc->active())
+    return;
+  if (!attached_all_cycle || !s.agent->Tracing() || s.agent->TraceEndsBy(UnixMs() + 100)) {
+    StopPcSampling(s);
+    return;
+  }
+  PcProfile drained;
+  s.pc->Drain(drained);
+  WithPcProfile(s, [&drained](PcProfile& p) { p.Merge(drained); });
+}
+
+// After the CaptureAgent's tick: a trace that opened starts PC sampling on the job's active
+// primary contexts (tried again each tick while the job has none yet); a node that does not
+// allow it says so in the segment, once.
+void StartPcSampling(AgentState& s, bool attached) {
+  if (!s.agent->Tracing()) {
+    s.pc_tried = false;
+    return;
+  }
+  if (s.pc_tried || !attached)
+    return;
+  if (!s.pc) {
+    s.pc_tried = true;
+    WithPcProfile(s, [&s](PcProfile& p) { p.SetState(s.pc_off_state, s.pc_off_reason); });
+    return;
+  }
+  const PcSampler::StartResult started =
+      s.pc->Start([&s](CUptiResult r) { return s.api.ResultName(r); });
+  if (started.contexts > 0) {
+    s.pc_tried = true;
+    WithPcProfile(s, [&s](PcProfile& p) {
+      p.SetState(PcSamplingState::kSampled);
+      p.SetPeriod(s.pc->period());
+    });
+    if (!started.error.empty())
+      s.agent->Note("pc context", "PC sampling left out a context: " + started.error);
+    return;
+  }
+  if (started.error.empty())
+    return;  // no active context yet: the next tick looks again
+  s.pc_tried = true;
+  const bool restricted = IsRestriction(started.first_error);
+  WithPcProfile(s, [&](PcProfile& p) {
+    p.SetState(restricted ? PcSamplingState::kRestricted : PcSamplingState::kUnavailable,
+               started.error);
+  });
+  s.agent->Note(restricted ? "pc restricted" : "pc unavailable",
+                std::string(restricted ? "PC sampling not allowed here, Activity and NVTX only: "
+                                       : "PC sampling failed: ") +
+                    started.error);
+}
+
 // Each cycle (a tick): record for the budget's share of it, CUPTI off (detached where it can
 // be) for the rest, then flush, learn the record rate, and let the CaptureAgent close windows
 // and traces.
@@ -357,6 +445,12 @@ void* WorkerMain(void*) {
     if (observing && on_ms < cycle_ms) {
       if (s.wake.wait_until(lock, cycle_start + std::chrono::milliseconds(on_ms), stopping))
         break;
+      lock.unlock();
+      try {
+        StopPcSampling(s);  // before CUPTI may be detached
+      } catch (...) {
+      }
+      lock.lock();
       EndBurst(s, lock, cycle_start + s.tick);
     }
     if (s.wake.wait_until(lock, cycle_start + s.tick, stopping))
@@ -381,7 +475,10 @@ void* WorkerMain(void*) {
       } else {
         s.agent->OnUnobserved(cycle_ms);
       }
+      const bool attached = observing && s.link.load() == kAttached;
+      DrainPcSampling(s, attached && on_ms == cycle_ms);
       s.agent->Tick();
+      StartPcSampling(s, attached);
     } catch (...) {
       // Out of memory, most likely: this window is lost, the job goes on.
     }
@@ -391,6 +488,8 @@ void* WorkerMain(void*) {
   }
   lock.unlock();
   try {
+    if (!s.abandoned.load())
+      StopPcSampling(s);  // the open trace keeps its last records; contexts released
     if (!s.abandoned.load() && !s.yielded && s.link.load() == kAttached)
       s.api.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (!s.abandoned.load())
@@ -422,6 +521,52 @@ std::string OwnDirectory() {
   const std::string path = info.dli_fname;
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// A small file of /proc as text ("" when unreadable).
+std::string ReadProcText(const char* path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return "";
+  std::string text;
+  char buffer[4096];
+  ssize_t n = 0;
+  while (text.size() < (1 << 16) && (n = read(fd, buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+// Whether Phase B windows sample PCs here, decided once: the operator's switch, the node's
+// profiling restriction for this process, and the libraries' entry points.
+void SetUpPcSampling(AgentState& s) {
+  if (EnvMs("EXPANSE_CAPTURE_PC_SAMPLING", 1, 0, 1) == 0) {
+    s.pc_off_reason = "turned off (EXPANSE_CAPTURE_PC_SAMPLING=0)";
+    return;
+  }
+  const char* params_env = std::getenv("EXPANSE_NVIDIA_PARAMS_FILE");  // tests: a node's file
+  const std::string refusal = PcSamplingRefusal(
+      ReadProcText(params_env != nullptr && *params_env == '/' ? params_env
+                                                               : "/proc/driver/nvidia/params"),
+      ReadProcText("/proc/self/status"));
+  if (!refusal.empty()) {
+    s.pc_off_state = PcSamplingState::kRestricted;
+    s.pc_off_reason = refusal;
+    s.agent->Note("pc restricted",
+                  "PC sampling not allowed here, Activity and NVTX only: " + refusal);
+    return;
+  }
+  std::string error;
+  std::optional<CuptiPcSamplingApi> cupti = LoadPcSamplingApi(s.api.path, &error);
+  std::optional<CudaContextApi> cuda = cupti ? LoadCudaContextApi(&error) : std::nullopt;
+  if (!cupti || !cuda) {
+    s.pc_off_reason = "no PC sampling: " + error;
+    s.agent->Note("pc load", "PC sampling off: " + error);
+    return;
+  }
+  PcSamplerOptions options;
+  options.period = static_cast<uint32_t>(EnvMs("EXPANSE_CAPTURE_PC_PERIOD", 0, 5, 31));
+  s.pc = std::make_unique<PcSampler>(*cupti, *cuda, options);
 }
 
 void Start() {
@@ -497,6 +642,7 @@ void Start() {
           1000.0,
       .record_cost_ns = EnvMs("EXPANSE_CAPTURE_RECORD_COST_NS", 2300, 1, 1000000),
   });
+  SetUpPcSampling(*state);
   // The worker blocks every signal, so the job's signal handling is exactly what it was.
   sigset_t all, previous;
   sigfillset(&all);

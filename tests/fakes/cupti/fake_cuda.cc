@@ -25,6 +25,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "fake_cupti_scenario.h"
 
@@ -173,6 +174,13 @@ CUresult CopyString(const std::string& value, char* out, int len) {
   return CUDA_SUCCESS;
 }
 
+// Primary contexts: one per scenario device (at most 64), active when the device says so. A
+// handle is an address in this library; the fake libcupti takes any non-null one. Retains and
+// releases are traced with the count after them, so a test sees that every retain was released.
+char g_primary[64];
+int g_retained[64] = {};  // under the Call lock
+thread_local std::vector<CUcontext> t_current;
+
 }  // namespace
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
@@ -302,6 +310,70 @@ FAKE_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute at
     default:
       return call.Return(CUDA_ERROR_INVALID_VALUE);  // not modelled
   }
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
+                                                        int* active) {
+  Call call("cuDevicePrimaryCtxGetState");
+  const Device* device = nullptr;
+  if (const CUresult r = CheckDevice(call, dev, &device); r != CUDA_SUCCESS)
+    return call.Return(r);
+  if (flags == nullptr || active == nullptr || dev >= 64)
+    return call.Return(CUDA_ERROR_INVALID_VALUE);
+  *flags = 0;
+  *active = device->primary_context_active ? 1 : 0;
+  call.AddDetail(std::string("active=") + (*active != 0 ? "1" : "0"));
+  return call.Return(CUDA_SUCCESS);
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  Call call("cuDevicePrimaryCtxRetain");
+  const Device* device = nullptr;
+  if (const CUresult r = CheckDevice(call, dev, &device); r != CUDA_SUCCESS)
+    return call.Return(r);
+  if (pctx == nullptr || dev >= 64)
+    return call.Return(CUDA_ERROR_INVALID_VALUE);
+  // The real driver would create an inactive one here (device memory): the trace says so.
+  if (!device->primary_context_active)
+    call.AddDetail("created");
+  *pctx = reinterpret_cast<CUcontext>(&g_primary[dev]);
+  call.AddDetail("retained=" + std::to_string(++g_retained[dev]));
+  return call.Return(CUDA_SUCCESS);
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  Call call("cuDevicePrimaryCtxRelease_v2");
+  const Device* device = nullptr;
+  if (const CUresult r = CheckDevice(call, dev, &device); r != CUDA_SUCCESS)
+    return call.Return(r);
+  if (dev >= 64 || g_retained[dev] == 0)
+    return call.Return(CUDA_ERROR_INVALID_CONTEXT);
+  call.AddDetail("retained=" + std::to_string(--g_retained[dev]));
+  return call.Return(CUDA_SUCCESS);
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+  const auto* p = reinterpret_cast<const char*>(ctx);
+  if (p < g_primary || p >= g_primary + 64)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  t_current.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+  if (t_current.empty())
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr)
+    *pctx = t_current.back();
+  t_current.pop_back();
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  if (pctx == nullptr)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pctx = t_current.empty() ? nullptr : t_current.back();
+  return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {

@@ -19,6 +19,9 @@ extern std::atomic<bool> g_attached;
 // records were lost that way.
 uint64_t FinalizeActivity(const ActivityScenario& activity);
 
+// Contexts with PC sampling enabled (fake_cupti_pcsampling.cc); only while a Call is alive.
+size_t PcSamplingEnabledContexts();
+
 }  // namespace expanse_fake_cupti
 
 #endif  // EXPANSE_TESTS_FAKES_CUPTI_FAKE_CUPTI_ACTIVITY_H_

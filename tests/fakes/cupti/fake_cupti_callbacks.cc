@@ -153,6 +153,9 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void) {
     g_callback = nullptr;
     g_domains.clear();
   }
+  // CUPTI documents no teardown of PC sampling here: a caller must disable it first.
+  if (const size_t enabled = expanse_fake_cupti::PcSamplingEnabledContexts(); enabled > 0)
+    call.AddDetail("pc_enabled_at_finalize=" + std::to_string(enabled));
   const uint64_t lost = expanse_fake_cupti::FinalizeActivity(call.scenario().activity);
   if (lost > 0)
     call.AddDetail("records_lost=" + std::to_string(lost));

@@ -72,7 +72,39 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
     for (const auto& [metric, code] : d["refused_metrics"].items())
       device.refused_metrics[metric] = code.get<int>();
   }
+  device.primary_context_active = d.value("primary_context_active", true);
   return device;
+}
+
+PcSamplingScenario ParsePcSampling(const nlohmann::json& p) {
+  PcSamplingScenario pc;
+  pc.enable_error = p.value("enable_error", 0);
+  pc.stall_reasons_error = p.value("stall_reasons_error", 0);
+  pc.set_config_error = p.value("set_config_error", 0);
+  pc.get_data_error = p.value("get_data_error", 0);
+  pc.pcs_per_get_data = p.value("pcs_per_get_data", size_t{0});
+  pc.held_for_disable = p.value("held_for_disable", size_t{0});
+  pc.dropped_samples = p.value("dropped_samples", uint64_t{0});
+  if (p.contains("stall_reasons") && p["stall_reasons"].is_object()) {
+    for (const auto& [index, name] : p["stall_reasons"].items())
+      pc.stall_reasons.emplace_back(static_cast<uint32_t>(std::stoul(index)),
+                                    name.get<std::string>());
+  }
+  if (p.contains("pcs") && p["pcs"].is_array()) {
+    for (const auto& r : p["pcs"]) {
+      PcRecord record;
+      record.function = r.value("function", std::string());
+      record.function_index = r.value("function_index", 0u);
+      record.pc_offset = r.value("pc_offset", uint64_t{0});
+      record.cubin_crc = r.value("cubin_crc", uint64_t{0});
+      if (r.contains("stalls") && r["stalls"].is_object()) {
+        for (const auto& [index, samples] : r["stalls"].items())
+          record.stalls[static_cast<uint32_t>(std::stoul(index))] = samples.get<uint32_t>();
+      }
+      pc.pcs.push_back(record);
+    }
+  }
+  return pc;
 }
 
 ActivityScenario ParseActivity(const nlohmann::json& a) {
@@ -125,6 +157,8 @@ Scenario ParseDocument(const nlohmann::json& doc) {
   }
   if (doc.contains("activity") && doc["activity"].is_object())
     s.activity = ParseActivity(doc["activity"]);
+  if (doc.contains("pc_sampling") && doc["pc_sampling"].is_object())
+    s.pc_sampling = ParsePcSampling(doc["pc_sampling"]);
   if (doc.contains("devices") && doc["devices"].is_array()) {
     unsigned index = 0;
     for (const auto& d : doc["devices"])

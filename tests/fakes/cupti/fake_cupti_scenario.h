@@ -45,6 +45,8 @@ struct Device {
   unsigned max_metrics_per_pass = 8;
   unsigned samples_per_decode = 10;
   std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
+  // Whether the job's runtime has made the device's primary context (cuDevicePrimaryCtxGetState).
+  bool primary_context_active = true;
 };
 
 // One activity of the fake job's repeating loop (the Activity API half of the fake libcupti).
@@ -68,6 +70,31 @@ struct ActivityScenario {
   uint64_t dropped_per_flush = 0;    // records each flush reports as dropped
 };
 
+// One sampled instruction of the PC sampling API's data (fake_cupti_pcsampling.cc).
+struct PcRecord {
+  std::string function;
+  uint32_t function_index = 0;
+  uint64_t pc_offset = 0;
+  uint64_t cubin_crc = 0;
+  std::map<uint32_t, uint32_t> stalls;  // stall reason index -> samples
+};
+
+struct PcSamplingScenario {
+  // CUptiResult of each call (0: success).
+  int enable_error = 0;
+  int stall_reasons_error = 0;
+  int set_config_error = 0;
+  int get_data_error = 0;
+  std::vector<std::pair<uint32_t, std::string>> stall_reasons;  // index, name
+  // What one Enable..Disable of a context samples: GetData hands these out, at most
+  // pcs_per_get_data at a time (0: as many as the buffer holds); the last `held_for_disable`
+  // come only at Disable, into the configuration buffer, as CUPTI's leftovers do.
+  std::vector<PcRecord> pcs;
+  size_t pcs_per_get_data = 0;
+  size_t held_for_disable = 0;
+  uint64_t dropped_samples = 0;  // reported by the first GetData
+};
+
 struct Scenario {
   int driver_version = 13000;
   uint32_t cupti_version = 130001;
@@ -76,6 +103,7 @@ struct Scenario {
   std::vector<Device> devices;
   std::vector<std::string> known_metrics;  // valid on every chip, besides the devices' own
   ActivityScenario activity;
+  PcSamplingScenario pc_sampling;
 };
 
 // Parses a scenario file's text; bad JSON or a field of the wrong type gives the defaults with

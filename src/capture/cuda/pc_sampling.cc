@@ -1,0 +1,338 @@
+#include "capture/cuda/pc_sampling.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cupti/node_facts.h"
+
+namespace expanse::capture {
+
+struct PcSampler::Context {
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  std::map<uint32_t, std::string> stall_names;  // CUPTI's index -> its name
+  size_t stall_reason_count = 0;
+  // The buffer CUPTI fills at each GetData (and at Disable): PC entries, each with room for
+  // every stall reason.
+  CUpti_PCSamplingData data{};
+  std::vector<CUpti_PCSamplingPCData> pcs;
+  std::vector<std::vector<CUpti_PCSamplingStallReason>> stalls;
+  bool enabled = false;
+};
+
+namespace {
+
+template <typename F>
+bool Resolve(void* handle, const char* name, F& out, std::string& missing) {
+  void* symbol = dlsym(handle, name);
+  if (symbol == nullptr) {
+    missing += (missing.empty() ? "" : ", ") + std::string(name);
+    return false;
+  }
+  out = reinterpret_cast<F>(symbol);
+  return true;
+}
+
+// Zeroed, with the size field CUPTI checks set.
+template <typename Params>
+Params Zeroed(size_t size, CUcontext ctx) {
+  Params p{};
+  p.size = size;
+  p.ctx = ctx;
+  return p;
+}
+
+}  // namespace
+
+std::optional<CuptiPcSamplingApi> LoadPcSamplingApi(const std::string& path, std::string* error) {
+  // The agent opened this library already (RTLD_GLOBAL); this only takes another reference.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) {
+    *error = path + " is not loaded";
+    return std::nullopt;
+  }
+  CuptiPcSamplingApi api;
+  std::string missing;
+  Resolve(handle, "cuptiPCSamplingEnable", api.Enable, missing);
+  Resolve(handle, "cuptiPCSamplingDisable", api.Disable, missing);
+  Resolve(handle, "cuptiPCSamplingGetNumStallReasons", api.GetNumStallReasons, missing);
+  Resolve(handle, "cuptiPCSamplingGetStallReasons", api.GetStallReasons, missing);
+  Resolve(handle, "cuptiPCSamplingSetConfigurationAttribute", api.SetConfigurationAttribute,
+          missing);
+  Resolve(handle, "cuptiPCSamplingGetData", api.GetData, missing);
+  if (!missing.empty()) {
+    *error = path + " lacks " + missing;
+    return std::nullopt;
+  }
+  return api;
+}
+
+std::optional<CudaContextApi> LoadCudaContextApi(std::string* error) {
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) {
+    *error = "libcuda.so.1 is not loaded";
+    return std::nullopt;
+  }
+  CudaContextApi api;
+  std::string missing;
+  Resolve(handle, "cuDeviceGetCount", api.DeviceGetCount, missing);
+  Resolve(handle, "cuDeviceGet", api.DeviceGet, missing);
+  Resolve(handle, "cuDevicePrimaryCtxGetState", api.PrimaryCtxGetState, missing);
+  Resolve(handle, "cuDevicePrimaryCtxRetain", api.PrimaryCtxRetain, missing);
+  Resolve(handle, "cuDevicePrimaryCtxRelease_v2", api.PrimaryCtxRelease, missing);
+  Resolve(handle, "cuCtxPushCurrent_v2", api.CtxPushCurrent, missing);
+  Resolve(handle, "cuCtxPopCurrent_v2", api.CtxPopCurrent, missing);
+  if (!missing.empty()) {
+    *error = "libcuda.so.1 lacks " + missing;
+    return std::nullopt;
+  }
+  return api;
+}
+
+std::string PcSamplingRefusal(std::string_view nvidia_params, std::string_view proc_status) {
+  if (cupti::ParseRmProfilingAdminOnly(nvidia_params).value_or(0) != 1)
+    return "";
+  const std::optional<uint64_t> caps = cupti::ParseEffectiveCapabilities(proc_status);
+  if (caps && (cupti::HasCapability(*caps, cupti::kCapSysAdmin) ||
+               cupti::HasCapability(*caps, cupti::kCapPerfmon)))
+    return "";
+  return "the driver allows profiling only to administrators (RmProfilingAdminOnly=1) and the "
+         "job's process has neither CAP_SYS_ADMIN nor CAP_PERFMON";
+}
+
+bool IsRestriction(CUptiResult result) {
+  switch (result) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+PcSampler::PcSampler(CuptiPcSamplingApi cupti, CudaContextApi cuda, PcSamplerOptions options)
+    : cupti_(cupti), cuda_(cuda), options_(options) {}
+
+PcSampler::~PcSampler() = default;
+
+template <typename Fn>
+bool PcSampler::WithContext(CUcontext ctx, Fn&& fn) {
+  if (cuda_.CtxPushCurrent(ctx) != CUDA_SUCCESS)
+    return false;
+  fn();
+  CUcontext popped = nullptr;
+  cuda_.CtxPopCurrent(&popped);
+  return true;
+}
+
+PcSampler::StartResult PcSampler::Start(
+    const std::function<std::string(CUptiResult)>& result_name) {
+  StartResult result;
+  auto fail = [&](CUptiResult r, const std::string& what) {
+    if (result.error.empty()) {
+      result.first_error = r;
+      result.error = what + ": " + result_name(r);
+    }
+  };
+  int count = 0;
+  if (cuda_.DeviceGetCount(&count) != CUDA_SUCCESS)
+    count = 0;
+  for (int ordinal = 0; ordinal < count && ordinal < 64; ++ordinal) {
+    CUdevice device = 0;
+    unsigned int flags = 0;
+    int active = 0;
+    // Only a context the job has: retaining an inactive one would create it (device memory).
+    if (cuda_.DeviceGet(&device, ordinal) != CUDA_SUCCESS ||
+        cuda_.PrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0)
+      continue;
+    auto c = std::make_unique<Context>();
+    c->device = device;
+    if (cuda_.PrimaryCtxRetain(&c->ctx, device) != CUDA_SUCCESS)
+      continue;
+    CUptiResult r = CUPTI_SUCCESS;
+    std::string where;
+    const bool current = WithContext(c->ctx, [&] {
+      auto enable = Zeroed<CUpti_PCSamplingEnableParams>(CUpti_PCSamplingEnableParamsSize, c->ctx);
+      r = cupti_.Enable(&enable);
+      where = "cuptiPCSamplingEnable";
+      if (r != CUPTI_SUCCESS)
+        return;
+      c->enabled = true;
+      Configure(*c, &r, &where);
+    });
+    if (!current) {
+      r = CUPTI_ERROR_INVALID_CONTEXT;
+      where = "cuCtxPushCurrent";
+    }
+    if (r == CUPTI_SUCCESS) {
+      contexts_.push_back(std::move(c));
+      continue;
+    }
+    fail(r, where);
+    if (c->enabled) {
+      WithContext(c->ctx, [&] {
+        auto disable =
+            Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c->ctx);
+        cupti_.Disable(&disable);
+      });
+    }
+    cuda_.PrimaryCtxRelease(device);
+  }
+  result.contexts = static_cast<int>(contexts_.size());
+  return result;
+}
+
+bool PcSampler::Configure(Context& c, CUptiResult* result, std::string* where) {
+  size_t count = 0;
+  auto num = Zeroed<CUpti_PCSamplingGetNumStallReasonsParams>(
+      CUpti_PCSamplingGetNumStallReasonsParamsSize, c.ctx);
+  num.numStallReasons = &count;
+  *where = "cuptiPCSamplingGetNumStallReasons";
+  if ((*result = cupti_.GetNumStallReasons(&num)) != CUPTI_SUCCESS)
+    return false;
+  count = std::min<size_t>(count, 1024);
+  std::vector<uint32_t> indices(count);
+  std::vector<std::vector<char>> names(count, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE));
+  std::vector<char*> name_ptrs(count);
+  for (size_t i = 0; i < count; ++i)
+    name_ptrs[i] = names[i].data();
+  auto reasons = Zeroed<CUpti_PCSamplingGetStallReasonsParams>(
+      CUpti_PCSamplingGetStallReasonsParamsSize, c.ctx);
+  reasons.numStallReasons = count;
+  reasons.stallReasonIndex = indices.data();
+  reasons.stallReasons = name_ptrs.data();
+  *where = "cuptiPCSamplingGetStallReasons";
+  if ((*result = cupti_.GetStallReasons(&reasons)) != CUPTI_SUCCESS)
+    return false;
+  for (size_t i = 0; i < count; ++i) {
+    names[i].back() = '\0';
+    c.stall_names[indices[i]] = names[i].data();
+  }
+  c.stall_reason_count = count;
+
+  // The buffer CUPTI writes PC records into: every entry with room for every reason.
+  c.pcs.assign(options_.pcs_per_buffer, CUpti_PCSamplingPCData{});
+  c.stalls.assign(options_.pcs_per_buffer, std::vector<CUpti_PCSamplingStallReason>(count));
+  for (size_t i = 0; i < c.pcs.size(); ++i) {
+    c.pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+    c.pcs[i].stallReason = c.stalls[i].data();
+  }
+  c.data = CUpti_PCSamplingData{};
+  c.data.size = sizeof(CUpti_PCSamplingData);
+  c.data.collectNumPcs = c.pcs.size();
+  c.data.pPcData = c.pcs.data();
+
+  std::vector<CUpti_PCSamplingConfigurationInfo> info;
+  auto add = [&info](CUpti_PCSamplingConfigurationAttributeType type) -> auto& {
+    CUpti_PCSamplingConfigurationInfo entry{};
+    entry.attributeType = type;
+    info.push_back(entry);
+    return info.back().attributeData;
+  };
+  if (options_.period != 0)
+    add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD)
+        .samplingPeriodData.samplingPeriod = options_.period;
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE)
+      .hardwareBufferSizeData.hardwareBufferSize = options_.hardware_buffer_bytes;
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE)
+      .scratchBufferSizeData.scratchBufferSize = options_.scratch_buffer_bytes;
+  // Continuous: the job's kernels keep running concurrently (serialised mode would slow it).
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE).collectionModeData.collectionMode =
+      CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT)
+      .outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER)
+      .samplingDataBufferData.samplingDataBuffer = &c.data;
+  auto config = Zeroed<CUpti_PCSamplingConfigurationInfoParams>(
+      CUpti_PCSamplingConfigurationInfoParamsSize, c.ctx);
+  config.numAttributes = info.size();
+  config.pPCSamplingConfigurationInfo = info.data();
+  *where = "cuptiPCSamplingSetConfigurationAttribute";
+  if ((*result = cupti_.SetConfigurationAttribute(&config)) != CUPTI_SUCCESS)
+    return false;
+  for (const auto& entry : info) {
+    if (entry.attributeStatus != CUPTI_SUCCESS) {
+      *result = entry.attributeStatus;
+      *where += " (attribute " + std::to_string(static_cast<int>(entry.attributeType)) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+void PcSampler::Take(Context& c, PcProfile& profile) {
+  profile.AddTotals(c.data.totalSamples, c.data.droppedSamples, c.data.hardwareBufferFull != 0);
+  const size_t n = std::min(c.data.totalNumPcs, c.pcs.size());
+  for (size_t i = 0; i < n; ++i) {
+    const CUpti_PCSamplingPCData& pc = c.pcs[i];
+    // CUPTI allocates the name and shares it with activity records, so the agent never frees
+    // it; past the bound of distinct names it stops sampling (see names_exhausted).
+    if (pc.functionName != nullptr && names_seen_.insert(pc.functionName).second &&
+        names_seen_.size() > options_.max_function_names)
+      names_exhausted_ = true;
+    const std::string_view function = pc.functionName != nullptr ? pc.functionName : "";
+    const size_t reasons = std::min(pc.stallReasonCount, c.stall_reason_count);
+    for (size_t j = 0; j < reasons; ++j) {
+      const auto name = c.stall_names.find(pc.stallReason[j].pcSamplingStallReasonIndex);
+      profile.Add({.function = function,
+                   .cubin_crc = pc.cubinCrc,
+                   .pc_offset = pc.pcOffset,
+                   .stall_reason = name != c.stall_names.end() ? name->second : "unknown",
+                   .samples = pc.stallReason[j].samples});
+    }
+  }
+  // Counted once: CUPTI writes them afresh at each GetData and at Disable.
+  c.data.totalNumPcs = 0;
+  c.data.remainingNumPcs = 0;
+  c.data.totalSamples = 0;
+  c.data.droppedSamples = 0;
+  c.data.hardwareBufferFull = 0;
+}
+
+void PcSampler::Drain(PcProfile& profile) {
+  for (auto& c : contexts_) {
+    WithContext(c->ctx, [&] {
+      // At least once (the first call pulls what the hardware buffer still holds), then until
+      // CUPTI has nothing left.
+      for (int call = 0; call < options_.max_get_data_calls; ++call) {
+        auto get = Zeroed<CUpti_PCSamplingGetDataParams>(CUpti_PCSamplingGetDataParamsSize, c->ctx);
+        get.pcSamplingData = &c->data;
+        const CUptiResult r = cupti_.GetData(&get);
+        if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
+          // The hardware buffer filled: CUPTI reports it with no PCs; counted, then go on.
+          profile.AddTotals(0, 0, true);
+          continue;
+        }
+        if (r != CUPTI_SUCCESS)
+          return;
+        const bool more = c->data.remainingNumPcs > 0;
+        const bool any = c->data.totalNumPcs > 0;
+        Take(*c, profile);
+        if (!any && !more)
+          return;
+      }
+    });
+  }
+}
+
+void PcSampler::Stop(PcProfile& profile) {
+  Drain(profile);
+  for (auto& c : contexts_) {
+    WithContext(c->ctx, [&] {
+      auto disable =
+          Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c->ctx);
+      // Disable writes what CUPTI still held into the configuration buffer.
+      if (cupti_.Disable(&disable) == CUPTI_SUCCESS)
+        Take(*c, profile);
+    });
+    cuda_.PrimaryCtxRelease(c->device);
+  }
+  contexts_.clear();
+}
+
+}  // namespace expanse::capture
