@@ -226,6 +226,19 @@ def check_segment(control, job_id, report):
                          "observed_ms": other.get("observed_ms")}
     print(f"  segment {report['segment']}")
     assert complete, "an empty segment"
+    # PC sampling (docs/capture-agent.md): sampled where the node lets the job's process,
+    # else restricted or unavailable with CUPTI's reason; both are findings, neither fails.
+    pc = other.get("pc_sampling", {"state": "absent"})
+    report["pc_sampling"] = {k: pc.get(k) for k in
+                             ("state", "reason", "total_samples", "dropped_samples",
+                              "hardware_buffer_full", "unkept_samples")}
+    report["pc_sampling"]["top"] = [
+        {"name": f["name"][:80], "samples": f["samples"],
+         "stall": max(f["stall_reasons"].items(), key=lambda kv: kv[1])[0]}
+        for f in pc.get("functions", [])[:5]]
+    print(f"  pc_sampling {report['pc_sampling']}")
+    if pc.get("state") == "sampled":
+        assert pc["functions"] and all(f["name"] for f in pc["functions"]), "unnamed PCs"
 
 
 def ab(agent, control, mode, seconds, job_base, phase_b=False, extra_env=None, label=None):
