@@ -66,9 +66,36 @@ export function captureRows(s) {
 
 const TRIGGERS = {gpu_idle: 'a GPU went idle', throughput_drop: 'throughput dropped'};
 
+// CUPTI's stall reason names, shortened: "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+// reads "long scoreboard" (the full name stays in the cell's title).
+export function stallName(name) {
+  return String(name).replace(/^smsp__pcsamp_warps_issue_stalled_/, '').replace(/^smsp__pcsamp_/, '')
+    .replace(/_/g, ' ');
+}
+
+// What PC sampling found in the window (the server's brief of otherData.pc_sampling): where the
+// warps stood, as shares of the samples, and the busiest kernel with its main stall; or why the
+// node did not sample. null when the segment says nothing about it.
+export function pcSamplingCell(pc) {
+  if (!pc || !pc.state) return null;
+  if (pc.state !== 'sampled') {
+    return {text: pc.state === 'restricted' ? 'not allowed on this node' : 'unavailable',
+      title: pc.reason || '', muted: true};
+  }
+  const total = (pc.stall_reasons || []).reduce((sum, [, n]) => sum + n, 0);
+  if (!total) return {text: 'no samples', title: '', muted: true};
+  const shares = (pc.stall_reasons || []).slice(0, 3)
+    .map(([name, n]) => `${stallName(name)} ${Math.round(100 * n / total)} %`);
+  const top = (pc.functions || [])[0];
+  const title = (pc.stall_reasons || []).map(([name, n]) => `${name}: ${n}`).join('\n') +
+    (top ? `\nbusiest: ${top.name} (${top.samples} samples, mostly ${top.stall})` : '');
+  return {text: shares.join(', ') + (top ? `; busiest ${shortKernel(top.name)}` : ''), title, muted: false};
+}
+
 // The job's trace segments (GET …/jobs/{job}/segments), one row each: where and when the window
-// was, why it was recorded, its size, and the link that downloads it as the Chrome trace file
-// Perfetto opens (the server's own name for it, which the link's download attribute keeps).
+// was, why it was recorded, its size, where the warps stalled (PC sampling), and the link that
+// downloads it as the Chrome trace file Perfetto opens (the server's own name for it, which the
+// link's download attribute keeps).
 export function segmentRows(answer) {
   return ((answer && answer.segments) || []).map((s) => ({
     host: s.host,
@@ -77,6 +104,7 @@ export function segmentRows(answer) {
     reason: TRIGGERS[s.trigger_reason] || s.trigger_reason,
     size: bytes(s.bytes),
     events: String(s.events),
+    stalls: pcSamplingCell(s.pc_sampling),
     href: s.download,
     filename: `seg-${s.host}-${s.pid}-${s.window_start_ms}.json`,
   }));

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
-import {bytes, captureRows, nanos, segmentRows, shortKernel} from '../src/capture.js';
+import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, stallName} from '../src/capture.js';
 import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
@@ -347,4 +347,26 @@ test('segment rows: where and when each window was, why, its size and its downlo
   assert.equal(rows[1].reason, 'unknown');
   assert.deepEqual(segmentRows({segments: []}), []);
   assert.deepEqual(segmentRows(null), []);
+  assert.equal(rows[0].stalls, null, 'a segment without PC sampling says nothing of it');
+});
+
+test('a segment\'s PC sampling reads as the shares of its main stall reasons', () => {
+  assert.equal(stallName('smsp__pcsamp_warps_issue_stalled_long_scoreboard'), 'long scoreboard');
+  assert.equal(stallName('smsp__pcsamp_sample_count'), 'sample count');
+  const cell = pcSamplingCell({state: 'sampled', total_samples: 1000, dropped_samples: 0,
+    stall_reasons: [['smsp__pcsamp_warps_issue_stalled_long_scoreboard', 700],
+      ['smsp__pcsamp_warps_issue_stalled_selected', 200], ['smsp__pcsamp_warps_issue_stalled_barrier', 100]],
+    functions: [{name: '_Z9sgemm_128PfS_', samples: 800, stall: 'smsp__pcsamp_warps_issue_stalled_long_scoreboard'}]});
+  assert.equal(cell.text, 'long scoreboard 70 %, selected 20 %, barrier 10 %; busiest _Z9sgemm_128PfS_');
+  assert.match(cell.title, /busiest: _Z9sgemm_128PfS_ \(800 samples, mostly smsp__pcsamp_warps_issue_stalled_long_scoreboard\)/);
+  assert.equal(cell.muted, false);
+  const restricted = pcSamplingCell({state: 'restricted', reason: 'RmProfilingAdminOnly=1'});
+  assert.deepEqual(restricted, {text: 'not allowed on this node', title: 'RmProfilingAdminOnly=1', muted: true});
+  assert.equal(pcSamplingCell({state: 'unavailable', reason: 'x'}).text, 'unavailable');
+  assert.equal(pcSamplingCell({state: 'sampled', stall_reasons: [], functions: []}).text, 'no samples');
+  assert.equal(pcSamplingCell(undefined), null);
+  const [row] = segmentRows({segments: [{host: 'w', pid: 1, window_start_ms: 1, window_end_ms: 2,
+    trigger_reason: 'gpu_idle', bytes: 1, events: 1, download: '/d',
+    pc_sampling: {state: 'restricted', reason: 'r'}}]});
+  assert.equal(row.stalls.text, 'not allowed on this node');
 });

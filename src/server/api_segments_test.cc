@@ -104,6 +104,46 @@ TEST_F(ApiSegmentsTest, ASegmentSentTwiceIsKeptOnceListedAndDownloadedAsSent) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+TEST_F(ApiSegmentsTest, TheListBriefsEachWindowsPcSampling) {
+  json sampled = Segment("77", "worker1", 101, api_testing::kStart);
+  sampled["otherData"]["pc_sampling"] = {
+      {"state", "sampled"},
+      {"total_samples", 860},
+      {"dropped_samples", 0},
+      {"stall_reasons",
+       {{"smsp__pcsamp_warps_issue_stalled_long_scoreboard", 700},
+        {"smsp__pcsamp_warps_issue_stalled_selected", 160}}},
+      {"functions",
+       {{{"name", "_Z4gemmv"},
+         {"samples", 800},
+         {"stall_reasons", {{"smsp__pcsamp_warps_issue_stalled_long_scoreboard", 700}}},
+         {"pcs", json::array()}}}}};
+  json restricted = Segment("77", "worker2", 202, api_testing::kStart + 20'000);
+  restricted["otherData"]["pc_sampling"] = {{"state", "restricted"},
+                                            {"reason", "RmProfilingAdminOnly=1"}};
+  ASSERT_EQ(Send(sampled.dump()).status, 200);
+  ASSERT_EQ(Send(restricted.dump()).status, 200);
+  ASSERT_EQ(Send(Segment("77", "worker3", 303, api_testing::kStart + 40'000).dump()).status, 200);
+  json bad = Segment("77", "worker4", 404, api_testing::kStart);
+  bad["otherData"]["pc_sampling"] = {{"state", "sampled"}, {"functions", "gemm"}};
+  Reply refused = Send(bad.dump());
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(Code(refused), "bad_segment") << refused.body;
+
+  Reply listed = List();
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.body["segments"].size(), 3u) << listed.body;
+  EXPECT_EQ(listed.body["segments"][0]["pc_sampling"],
+            json::parse(R"({"state": "sampled", "total_samples": 860, "dropped_samples": 0,
+              "stall_reasons": [["smsp__pcsamp_warps_issue_stalled_long_scoreboard", 700],
+                                ["smsp__pcsamp_warps_issue_stalled_selected", 160]],
+              "functions": [{"name": "_Z4gemmv", "samples": 800,
+                             "stall": "smsp__pcsamp_warps_issue_stalled_long_scoreboard"}]})"));
+  EXPECT_EQ(listed.body["segments"][1]["pc_sampling"],
+            (json{{"state", "restricted"}, {"reason", "RmProfilingAdminOnly=1"}}));
+  EXPECT_FALSE(listed.body["segments"][2].contains("pc_sampling")) << "a window without it";
+}
+
 TEST_F(ApiSegmentsTest, WhatIsNotASegmentIsRefusedAndNothingIsKept) {
   json no_header = Segment("77", "worker1", 101, api_testing::kStart);
   no_header.erase("otherData");

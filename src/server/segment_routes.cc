@@ -28,17 +28,24 @@ std::string SegmentPath(const std::string& compute_id, const std::string& job_id
 }
 
 json SegmentJson(const store::TraceSegmentRecord& s) {
-  return {{"sha256", s.sha256},
-          {"host", s.host},
-          {"pid", s.pid},
-          {"window_start_ms", s.window_start_ms},
-          {"window_end_ms", s.window_end_ms},
-          {"trigger_id", s.trigger_id},
-          {"trigger_reason", s.trigger_reason},
-          {"bytes", s.bytes},
-          {"events", s.events},
-          {"received_ms", s.received_ms},
-          {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)}};
+  json out = {{"sha256", s.sha256},
+              {"host", s.host},
+              {"pid", s.pid},
+              {"window_start_ms", s.window_start_ms},
+              {"window_end_ms", s.window_end_ms},
+              {"trigger_id", s.trigger_id},
+              {"trigger_reason", s.trigger_reason},
+              {"bytes", s.bytes},
+              {"events", s.events},
+              {"received_ms", s.received_ms},
+              {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)}};
+  // Written by IngestSegment from the segment's own summary (wire::TraceSegmentHeader).
+  if (!s.pc_sampling.empty()) {
+    json pc = json::parse(s.pc_sampling, nullptr, /*allow_exceptions=*/false);
+    if (pc.is_object())
+      out["pc_sampling"] = std::move(pc);
+  }
+  return out;
 }
 
 // Who sends a segment: the compute's controller with its credential, or a worker with a
@@ -109,7 +116,8 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
       .trigger_reason = header->trigger_reason.empty() ? "unknown" : header->trigger_reason,
       .bytes = static_cast<int64_t>(bytes->size()),
       .events = header->events,
-      .received_ms = ctx.clock.NowMs()};
+      .received_ms = ctx.clock.NowMs(),
+      .pc_sampling = header->pc_sampling};
   // An empty window (the agent closed it at once) is stored as one millisecond long.
   if (record.window_end_ms <= record.window_start_ms)
     record.window_end_ms = record.window_start_ms + 1;

@@ -123,7 +123,11 @@ struct TraceSegmentRecord {
   int64_t bytes = 0;            // > 0
   int64_t events = 0;           // >= 0
   int64_t received_ms = 0;      // > 0, when the server first stored it
+  // The window's PC sampling in brief (wire::TraceSegmentHeader::pc_sampling): "" when it has
+  // none, else a JSON object of at most kMaxSegmentPcSamplingBytes.
+  std::string pc_sampling;
 };
+inline constexpr std::size_t kMaxSegmentPcSamplingBytes = 4096;
 
 // One folded stack summed over the hosts and windows of a query.
 struct StackTotal {

@@ -343,6 +343,13 @@ CREATE INDEX trace_segments_by_job ON trace_segments (compute_id, job_id, window
 CREATE INDEX trace_segments_by_age ON trace_segments (received_ms);
 )sql";
 
+// A segment's PC sampling summary (TraceSegmentRecord::pc_sampling): "" for segments from
+// before it and for windows that did not sample.
+constexpr const char* kSchemaV11 = R"sql(
+ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
+  CHECK (length(pc_sampling) <= 4096);
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -356,10 +363,11 @@ extern const char* const kPgSchemaV7;
 extern const char* const kPgSchemaV8;
 extern const char* const kPgSchemaV9;
 extern const char* const kPgSchemaV10;
+extern const char* const kPgSchemaV11;
 
 namespace {
 
-const std::array<Migration, 10> kMigrations = {{
+const std::array<Migration, 11> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -370,6 +378,7 @@ const std::array<Migration, 10> kMigrations = {{
     {8, kSchemaV8, kPgSchemaV8},
     {9, kSchemaV9, kPgSchemaV9},
     {10, kSchemaV10, kPgSchemaV10},
+    {11, kSchemaV11, kPgSchemaV11},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

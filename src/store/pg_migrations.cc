@@ -315,4 +315,9 @@ CREATE INDEX trace_segments_by_job ON trace_segments (compute_id, job_id, window
 CREATE INDEX trace_segments_by_age ON trace_segments (received_ms);
 )sql";
 
+extern const char* const kPgSchemaV11 = R"sql(
+ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
+  CHECK (length(pc_sampling) <= 4096);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal

@@ -13,7 +13,7 @@ constexpr size_t kMaxTriggerIdBytes = 128;
 constexpr size_t kMaxTriggerReasonBytes = 64;
 constexpr const char* kColumns =
     "compute_id, sha256, job_id, host, pid, window_start_ms, window_end_ms, trigger_id, "
-    "trigger_reason, bytes, events, received_ms";
+    "trigger_reason, bytes, events, received_ms, pc_sampling";
 
 bool IsSha256Hex(std::string_view s) {
   if (s.size() != 64)
@@ -47,6 +47,8 @@ Status ValidateSegment(const TraceSegmentRecord& s) {
     return InvalidArgumentError(where + ": trigger_id must be 1..128 bytes");
   if (s.trigger_reason.empty() || s.trigger_reason.size() > kMaxTriggerReasonBytes)
     return InvalidArgumentError(where + ": trigger_reason must be 1..64 bytes");
+  if (s.pc_sampling.size() > kMaxSegmentPcSamplingBytes)
+    return InvalidArgumentError(where + ": pc_sampling is longer than 4096 bytes");
   if (s.bytes <= 0 || s.events < 0 || s.received_ms <= 0)
     return InvalidArgumentError(where +
                                 ": bytes and received_ms must be positive, events not "
@@ -67,7 +69,8 @@ TraceSegmentRecord SegmentAt(Statement& rows) {
                             .trigger_reason = rows.ColumnText(8),
                             .bytes = rows.ColumnInt(9),
                             .events = rows.ColumnInt(10),
-                            .received_ms = rows.ColumnInt(11)};
+                            .received_ms = rows.ColumnInt(11),
+                            .pc_sampling = rows.ColumnText(12)};
 }
 
 Result<std::vector<TraceSegmentRecord>> AllSegments(Statement& rows) {
@@ -89,11 +92,11 @@ Result<bool> SqliteStore::PutTraceSegment(const TraceSegmentRecord& s) {
     EXPANSE_ASSIGN_OR_RETURN(
         Statement insert,
         db_.Prepare(std::string("INSERT INTO trace_segments (") + kColumns +
-                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
                     "ON CONFLICT (compute_id, sha256) DO NOTHING"));
-    EXPANSE_RETURN_IF_ERROR(insert.BindAll(s.compute_id, s.sha256, s.job_id, s.host, s.pid,
-                                           s.window_start_ms, s.window_end_ms, s.trigger_id,
-                                           s.trigger_reason, s.bytes, s.events, s.received_ms));
+    EXPANSE_RETURN_IF_ERROR(insert.BindAll(
+        s.compute_id, s.sha256, s.job_id, s.host, s.pid, s.window_start_ms, s.window_end_ms,
+        s.trigger_id, s.trigger_reason, s.bytes, s.events, s.received_ms, s.pc_sampling));
     EXPANSE_RETURN_IF_ERROR(insert.Run());
     return db_.Changes() > 0;
   });

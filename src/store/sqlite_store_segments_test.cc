@@ -34,7 +34,8 @@ TraceSegmentRecord Segment(char sha, int64_t pid, int64_t index,
                             .trigger_reason = "gpu_idle",
                             .bytes = 1000 + pid,
                             .events = 12,
-                            .received_ms = kNow + 100 * kWindow + index};
+                            .received_ms = kNow + 100 * kWindow + index,
+                            .pc_sampling = ""};
 }
 
 class TraceSegmentsTest : public store_testing::SqliteStoreTest {
@@ -69,6 +70,23 @@ class TraceSegmentsTest : public store_testing::SqliteStoreTest {
 };
 
 INSTANTIATE_TEST_SUITE_P(Backings, TraceSegmentsTest, kBackings, BackingName);
+
+TEST_P(TraceSegmentsTest, KeepsTheWindowsPcSamplingSummary) {
+  TraceSegmentRecord sampled = Segment('a', 10, 1);
+  sampled.pc_sampling = R"({"state":"sampled","total_samples":860})";
+  EXPECT_EQ(Put(sampled), "true");
+  EXPECT_EQ(Put(Segment('b', 10, 0)), "true");
+  EXPECT_EQ(jobs().GetTraceSegment("cmp_a", Sha('a'))->pc_sampling, sampled.pc_sampling);
+  EXPECT_EQ(jobs().GetTraceSegment("cmp_a", Sha('b'))->pc_sampling, "");
+  const auto listed = jobs().JobTraceSegments("cmp_a", "7", 0, 0, 10);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[1].pc_sampling, sampled.pc_sampling);
+  TraceSegmentRecord oversized = Segment('c', 10, 2);
+  oversized.pc_sampling = std::string(kMaxSegmentPcSamplingBytes + 1, 'x');
+  EXPECT_EQ(Put(oversized),
+            "INVALID_ARGUMENT: trace segment: pc_sampling is longer than 4096 bytes");
+}
 
 TEST_P(TraceSegmentsTest, TheSameBytesTwiceAreOneSegmentAndTheFirstRecordStays) {
   EXPECT_EQ(Put(Segment('a', 10, 1)), "true");

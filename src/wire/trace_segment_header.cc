@@ -1,10 +1,94 @@
 #include "wire/trace_segment_header.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "wire/field_reader.h"
 
 namespace expanse::wire {
+
+namespace {
+
+constexpr int64_t kMaxSamples = int64_t{1} << 62;
+
+std::string CutName(const std::string& name) { return name.substr(0, kMaxPcSamplingNameBytes); }
+
+// A {name: samples} member of `r` as pairs, largest first; Bad when it is not one.
+Result<std::vector<std::pair<std::string, int64_t>>> StallCounts(const FieldReader& r,
+                                                                 const char* key) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  const nlohmann::json* stalls = r.Find(key);
+  if (stalls == nullptr)
+    return out;
+  if (!stalls->is_object())
+    return r.Bad(key, "must be an object of stall reason names and sample counts");
+  for (const auto& [name, samples] : stalls->items()) {
+    if (!samples.is_number_integer() || samples.get<int64_t>() < 0 ||
+        samples.get<int64_t>() > kMaxSamples)
+      return r.Bad(key, "must map each stall reason to a sample count");
+    out.emplace_back(CutName(name), samples.get<int64_t>());
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
+Result<std::string> PcSamplingSummary(const FieldReader& other) {
+  if (other.Find("pc_sampling") == nullptr)
+    return std::string();
+  EXPANSE_ASSIGN_OR_RETURN(FieldReader pc, other.Member("pc_sampling", Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(const std::string state, pc.Text("state", 16, Need::kRequired));
+  if (state == "restricted" || state == "unavailable") {
+    EXPANSE_ASSIGN_OR_RETURN(const std::string reason, pc.Text("reason", 1024, Need::kOptional));
+    return nlohmann::json{{"state", state}, {"reason", reason.substr(0, 1024)}}.dump();
+  }
+  if (state != "sampled")
+    return pc.Bad("state", "must be sampled, restricted or unavailable");
+  nlohmann::json summary = {{"state", state}};
+  EXPANSE_ASSIGN_OR_RETURN(const int64_t total,
+                           pc.Int("total_samples", 0, kMaxSamples, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(const int64_t dropped,
+                           pc.Int("dropped_samples", 0, kMaxSamples, Need::kOptional));
+  summary["total_samples"] = total;
+  summary["dropped_samples"] = dropped;
+  EXPANSE_ASSIGN_OR_RETURN(auto stalls, StallCounts(pc, "stall_reasons"));
+  stalls.resize(std::min<size_t>(stalls.size(), 5));
+  summary["stall_reasons"] = stalls;
+  // The agent lists functions with the most samples first, at most 50.
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<FieldReader> functions,
+                           pc.Objects("functions", 50, Need::kOptional));
+  nlohmann::json listed = nlohmann::json::array();
+  for (size_t i = 0; i < functions.size() && i < 5; ++i) {
+    const nlohmann::json* name = functions[i].Find("name");
+    if (name == nullptr || !name->is_string())
+      return functions[i].Bad("name", "must be a string");
+    EXPANSE_ASSIGN_OR_RETURN(const int64_t samples,
+                             functions[i].Int("samples", 0, kMaxSamples, Need::kRequired));
+    EXPANSE_ASSIGN_OR_RETURN(auto function_stalls, StallCounts(functions[i], "stall_reasons"));
+    listed.push_back({{"name", CutName(name->get<std::string>())},
+                      {"samples", samples},
+                      {"stall", function_stalls.empty() ? "" : function_stalls[0].first}});
+  }
+  summary["functions"] = std::move(listed);
+  // Escapes can lengthen names: the least busy functions, then stall reasons, give way.
+  auto dumped = [&summary] {
+    return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string text = dumped();
+  while (text.size() > kMaxPcSamplingSummaryBytes && !summary["functions"].empty()) {
+    summary["functions"].erase(summary["functions"].size() - 1);
+    text = dumped();
+  }
+  while (text.size() > kMaxPcSamplingSummaryBytes && !summary["stall_reasons"].empty()) {
+    summary["stall_reasons"].erase(summary["stall_reasons"].size() - 1);
+    text = dumped();
+  }
+  return text;
+}
+
+}  // namespace
 
 JsonLimits TraceSegmentJsonLimits() {
   JsonLimits limits;
@@ -43,6 +127,7 @@ Result<TraceSegmentHeader> DecodeTraceSegmentHeader(const nlohmann::json& doc,
   EXPANSE_ASSIGN_OR_RETURN(h.events, other.Int("events", 0, int64_t{1} << 40, Need::kOptional));
   EXPANSE_ASSIGN_OR_RETURN(h.dropped_events,
                            other.Int("dropped_events", 0, int64_t{1} << 50, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(h.pc_sampling, PcSamplingSummary(other));
   return h;
 }
 

@@ -34,14 +34,23 @@ struct TraceSegmentHeader {
   std::string trigger_reason;  // "" when the segment names none
   int64_t events = 0;
   int64_t dropped_events = 0;
+  // otherData.pc_sampling in brief, as compact JSON of at most kMaxPcSamplingSummaryBytes, or
+  // "" when the segment has none: {"state", "reason"} for a window that did not sample, else
+  // {"state": "sampled", "total_samples", "dropped_samples", "stall_reasons": [[name, samples]
+  // … the five largest], "functions": [{"name", "samples", "stall": its largest reason} … the
+  // first five]}. Names are cut to kMaxPcSamplingNameBytes.
+  std::string pc_sampling;
 };
+inline constexpr size_t kMaxPcSamplingSummaryBytes = 4096;
+inline constexpr size_t kMaxPcSamplingNameBytes = 160;
 
 // The limits a whole segment is parsed within: deep enough for its events, strings no longer
 // than the agent writes, a bounded number of values.
 JsonLimits TraceSegmentJsonLimits();
 
 // Decodes the header of a parsed segment: `traceEvents` must be an array and `otherData` hold
-// this format, `job_id`, `host`, `pid`, `uid`, the window and `trigger.id`. Errors are
+// this format, `job_id`, `host`, `pid`, `uid`, the window and `trigger.id`; a `pc_sampling`
+// there must have the agent's shape (docs/formats/capture-spool.md). Errors are
 // kInvalidArgument naming the field, with `reason`; `where` names the segment in messages.
 Result<TraceSegmentHeader> DecodeTraceSegmentHeader(const nlohmann::json& doc,
                                                     std::string_view where,

@@ -36,6 +36,76 @@ TEST(TraceSegmentHeader, DecodesTheAgentsOtherData) {
   EXPECT_EQ(h->events, 1);
 }
 
+// otherData.pc_sampling as the agent writes it (capture/pc_profile.cc), at its deepest.
+json Sampled() {
+  return json::parse(R"({"state": "sampled", "period": 0, "total_samples": 900,
+    "dropped_samples": 2, "hardware_buffer_full": 0, "unkept_samples": 0,
+    "stall_reasons": {"selected": 100, "long_scoreboard": 700, "barrier": 60, "a": 1, "b": 2,
+                      "c": 3},
+    "functions": [
+      {"name": "_Z9sgemm_128PfS_", "samples": 800,
+       "stall_reasons": {"long_scoreboard": 700, "selected": 100},
+       "pcs": [{"cubin_crc": 41, "pc_offset": 512, "samples": 800,
+                "stall_reasons": {"long_scoreboard": 700, "selected": 100}}]},
+      {"name": "relu", "samples": 60, "stall_reasons": {"barrier": 60}, "pcs": []}]})");
+}
+
+TEST(TraceSegmentHeader, BriefsThePcSamplingOfTheWindow) {
+  json doc = Segment();
+  EXPECT_EQ(ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment")->pc_sampling, "");
+  doc["otherData"]["pc_sampling"] = Sampled();
+  auto h = ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(json::parse(h->pc_sampling),
+            json::parse(R"({"state": "sampled", "total_samples": 900, "dropped_samples": 2,
+              "stall_reasons": [["long_scoreboard", 700], ["selected", 100], ["barrier", 60],
+                                ["c", 3], ["b", 2]],
+              "functions": [{"name": "_Z9sgemm_128PfS_", "samples": 800,
+                             "stall": "long_scoreboard"},
+                            {"name": "relu", "samples": 60, "stall": "barrier"}]})"));
+  doc["otherData"]["pc_sampling"] = {{"state", "restricted"}, {"reason", "RmProfilingAdminOnly=1"}};
+  EXPECT_EQ(ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment")->pc_sampling,
+            R"({"reason":"RmProfilingAdminOnly=1","state":"restricted"})");
+  // Long names are cut, and the brief stays within its bound whatever the names hold.
+  json wide = Sampled();
+  for (int i = 0; i < 48; ++i) {  // the agent lists at most 50
+    wide["functions"].push_back({{"name", std::string(4000, '\x01')},
+                                 {"samples", 1},
+                                 {"stall_reasons", {{std::string(4000, '\x02'), 1}}},
+                                 {"pcs", json::array()}});
+    wide["stall_reasons"][std::string(3000, static_cast<char>('\x03' + i % 20))] = 1000 + i;
+  }
+  doc["otherData"]["pc_sampling"] = wide;
+  h = ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_LE(h->pc_sampling.size(), kMaxPcSamplingSummaryBytes);
+  EXPECT_EQ(json::parse(h->pc_sampling).at("state"), "sampled");
+}
+
+TEST(TraceSegmentHeader, RefusesAPcSamplingNotOfTheAgentsShape) {
+  const auto refused = [](const json& pc) {
+    json doc = Segment();
+    doc["otherData"]["pc_sampling"] = pc;
+    auto h = ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment");
+    EXPECT_FALSE(h.ok()) << pc.dump();
+    return h.ok() ? std::string() : h.status().message();
+  };
+  EXPECT_NE(refused(json::array()).find("pc_sampling"), std::string::npos);
+  EXPECT_NE(refused({{"state", "maybe"}}).find("pc_sampling.state must be"), std::string::npos);
+  json pc = Sampled();
+  pc["stall_reasons"]["selected"] = -1;
+  EXPECT_NE(refused(pc).find("stall_reasons"), std::string::npos);
+  pc = Sampled();
+  pc["functions"][0]["name"] = 7;
+  EXPECT_NE(refused(pc).find("functions[0].name"), std::string::npos);
+  pc = Sampled();
+  pc["functions"][1]["samples"] = "many";
+  EXPECT_NE(refused(pc).find("functions[1].samples"), std::string::npos);
+  pc = Sampled();
+  pc["total_samples"] = 1.5;
+  EXPECT_NE(refused(pc).find("total_samples"), std::string::npos);
+}
+
 TEST(TraceSegmentHeader, RefusesWhatIsNotASegmentNamingTheField) {
   const auto refused = [](const json& doc) {
     auto h = ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment");

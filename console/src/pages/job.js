@@ -130,10 +130,13 @@ function segmentsBlock(rows) {
     h('p', {}, 'Each is a Chrome trace file: open it in ', h('a', {href: 'https://ui.perfetto.dev', rel: 'noopener', target: '_blank'}, 'ui.perfetto.dev'),
       ' (Open trace file) or chrome://tracing.'),
     h('table', {class: 'data compact', id: 'segment-list'},
-      h('thead', {}, h('tr', {}, ['Host', 'Process', 'Window', 'Why', 'Events', 'Size', ''].map((t) => h('th', {scope: 'col'}, t)))),
+      h('thead', {}, h('tr', {}, ['Host', 'Process', 'Window', 'Why', 'Events', 'Warps stalled on', 'Size', ''].map((t) => h('th', {scope: 'col'}, t)))),
       h('tbody', {}, rows.map((r) => h('tr', {},
         h('td', {}, r.host), h('td', {}, r.pid), h('td', {}, r.window), h('td', {}, r.reason),
-        h('td', {}, r.events), h('td', {}, r.size),
+        h('td', {}, r.events),
+        h('td', {class: 'segment-stalls' + (r.stalls && r.stalls.muted ? ' muted' : ''), title: r.stalls ? r.stalls.title : ''},
+          r.stalls ? r.stalls.text : '—'),
+        h('td', {}, r.size),
         h('td', {}, h('a', {href: r.href, download: r.filename, class: 'segment-download'}, 'Download')))))));
 }
 
