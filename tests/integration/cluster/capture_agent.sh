@@ -13,7 +13,8 @@
 #     through the shared spool, which the restarted controller obtains, and sends its segment
 #     to the data plane itself (the bytes never cross the shared mount). Each is listed once,
 #     downloaded byte for byte, and kept once when sent again; a corrupt and an oversized
-#     relayed segment are quarantined;
+#     relayed segment are quarantined; w1's window carries PC samples of the job's GEMM (the
+#     fake CUPTI's), w2's says CUPTI refused PC sampling, and the server's list briefs both;
 #   - the disable marker on one worker stops injection for tasks started afterwards there only;
 #   - a job whose agent finds no usable libcupti runs to completion with the same output.
 source "$(dirname "$0")/../lib/testlib.sh"
@@ -47,14 +48,23 @@ for w in $EXPANSE_TC_WORKERS; do
   dc_gpu_scenario "$w" "[
     {\"uuid\": \"$(uuid $n "$hi")\", \"minor\": $hi, \"sm_util\": 91},
     {\"uuid\": \"$(uuid $n "$lo")\", \"minor\": $lo, \"sm_util\": 91}]"
-  # The GPU's work as CUPTI reports it: a GEMM, a copy in, a synchronisation, an NVTX step.
+  # The GPU's work as CUPTI reports it: a GEMM, a copy in, a synchronisation, an NVTX step;
+  # and where PC sampling finds the GEMM's warps, on the first worker. The second refuses the
+  # job's process PC sampling, as a node that restricts profiling to administrators does.
+  pc_enable_error=0
+  ((n == 2)) && pc_enable_error=35
   "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-cupti.json" <<JSON
 {"devices": [{"uuid": "$(uuid $n "$lo")"}],
  "activity": {"loop_ms": 100, "loop": [
    {"kind": "kernel", "name": "ampere_bf16_gemm_$w", "duration_us": 4000, "grid": [132, 1, 1], "block": [256, 1, 1]},
    {"kind": "memcpy", "copy": "htod", "bytes": 1048576, "duration_us": 200},
    {"kind": "sync", "type": "device", "duration_us": 5000},
-   {"kind": "nvtx_range", "name": "train_step", "duration_us": 9500}]}}
+   {"kind": "nvtx_range", "name": "train_step", "duration_us": 9500}]},
+ "pc_sampling": {"enable_error": $pc_enable_error,
+   "stall_reasons": {"2": "smsp__pcsamp_warps_issue_stalled_long_scoreboard",
+                     "9": "smsp__pcsamp_warps_issue_stalled_selected"},
+   "pcs": [{"function": "ampere_bf16_gemm_$w", "pc_offset": 512, "cubin_crc": 41,
+            "stalls": {"2": 700, "9": 100}}]}}
 JSON
 done
 # Each worker's transport for trace segments, in its node-local daemon.env as an operator writes
@@ -149,7 +159,12 @@ assert_eq "$(jq -r .id <<<"$trigger")" "$(jq -r .otherData.trigger.id <<<"$doc")
 assert_match "ampere_bf16_gemm_$w1" "$(jq -r '[.traceEvents[] | select(.cat == "kernel") | .name] | unique | join(",")' <<<"$doc")" \
   "kernels in the segment"
 assert_eq true "$(jq '[.traceEvents[] | select(.ph == "X")] | length > 10' <<<"$doc")" "events in the segment"
-pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment, relayed into the shared spool"
+# PC sampling in the window, by the agent in the job's (unprivileged) process.
+assert_eq sampled "$(jq -r .otherData.pc_sampling.state <<<"$doc")" "PC sampling in $w1's window"
+assert_eq "ampere_bf16_gemm_$w1 700" \
+  "$(jq -r '.otherData.pc_sampling.functions[0] | "\(.name) \(.stall_reasons.smsp__pcsamp_warps_issue_stalled_long_scoreboard)"' <<<"$doc")" \
+  "the GEMM's warps on the long scoreboard"
+pass "job $job: $w1's GPU idle -> Phase B trigger -> a trace segment with PC samples, relayed into the shared spool"
 
 ready="/var/lib/expanse/control/capture-ready"
 asked() { ls "$grants/$w2/" 2>/dev/null | grep -q '^request-'; }
@@ -188,6 +203,15 @@ for pair in "$sha:$w1:segment.json" "$direct_sha:$w2:direct.json"; do
   listed="$(segments | jq -c ".segments[] | select(.sha256 == \"$s\")")"
   assert_eq "$host" "$(jq -r .host <<<"$listed")" "the listed segment's host"
   assert_eq gpu_idle "$(jq -r .trigger_reason <<<"$listed")" "the listed segment's trigger reason"
+  # What the job page shows of the window's PC sampling: w1 sampled, w2 refused by CUPTI.
+  if [[ "$host" == "$w1" ]]; then
+    assert_eq "sampled long_scoreboard ampere_bf16_gemm_$w1" \
+      "$(jq -r '.pc_sampling | "\(.state) \(.stall_reasons[0][0] | sub("smsp__pcsamp_warps_issue_stalled_"; "")) \(.functions[0].name)"' <<<"$listed")" \
+      "the listed PC sampling brief of $w1's segment"
+  else
+    assert_eq "restricted cuptiPCSamplingEnable: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" \
+      "$(jq -r '.pc_sampling | "\(.state) \(.reason)"' <<<"$listed")" "the listed PC sampling of $w2's segment"
+  fi
   api GET "$(jq -r .download <<<"$listed")" >"$DIR/$file.download"
   cmp -s "$DIR/$file" "$DIR/$file.download" || fail "the downloaded segment of $host differs from the one it sent"
   pass "$host's segment downloaded byte for byte"
