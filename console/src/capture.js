@@ -74,8 +74,9 @@ export function stallName(name) {
 }
 
 // What PC sampling found in the window (the server's brief of otherData.pc_sampling): where the
-// warps stood, as shares of the samples, and the busiest kernel with its main stall; or why the
-// node did not sample. null when the segment says nothing about it.
+// warps stood, as shares of the samples of the five main stall reasons the brief lists, and
+// the busiest kernel with its main stall; or why the node did not sample. null when the
+// segment says nothing about it.
 export function pcSamplingCell(pc) {
   if (!pc || !pc.state) return null;
   if (pc.state !== 'sampled') {

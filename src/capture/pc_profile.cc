@@ -42,7 +42,11 @@ const char* StateName(PcSamplingState state) {
 
 void PcProfile::SetState(PcSamplingState state, std::string reason) {
   state_ = state;
-  reason_ = std::move(reason);
+  reason_ = Cut(reason);
+  for (char& c : reason_) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = ' ';
+  }
 }
 
 void PcProfile::Add(const PcSample& sample) {
@@ -59,11 +63,12 @@ void PcProfile::Add(const PcSample& sample) {
   const std::pair<uint64_t, uint64_t> key{sample.cubin_crc, sample.pc_offset};
   auto pc = fn->second.pcs.find(key);
   if (pc == fn->second.pcs.end()) {
-    if (fn->second.pcs.size() >= kMaxPcsPerFunction) {
+    if (fn->second.pcs.size() >= kMaxPcsPerFunction || pcs_ >= kMaxPcs) {
       unkept_samples_ += sample.samples;
       return;
     }
     pc = fn->second.pcs.emplace(key, Pc{}).first;
+    ++pcs_;
   }
   const std::string reason = Cut(sample.stall_reason);
   pc->second.samples += sample.samples;

@@ -4,9 +4,9 @@
 // carries it in otherData.pc_sampling (docs/formats/capture-spool.md), with the state that says
 // whether the node let the job's process sample at all.
 //
-// Bounded: at most kMaxFunctions functions and kMaxPcsPerFunction PCs each are kept; samples of
-// others are counted in `unkept_samples`. The JSON holds the kTopFunctions functions with the
-// most samples, each with its kTopPcs busiest PCs.
+// Bounded (it lives in the job's process): at most kMaxFunctions functions, kMaxPcsPerFunction
+// PCs each and kMaxPcs in all are kept; samples of others are counted in `unkept_samples`. The JSON
+// holds the kTopFunctions functions with the most samples, each with its kTopPcs busiest PCs.
 #ifndef EXPANSE_CAPTURE_PC_PROFILE_H_
 #define EXPANSE_CAPTURE_PC_PROFILE_H_
 
@@ -34,17 +34,19 @@ enum class PcSamplingState {
   kNotTried,    // the window ended before sampling could start (no segment field)
   kSampled,     // sampled on at least one CUDA context
   kRestricted,  // the node or the driver does not let the job's process sample
-  kUnavailable  // CUPTI or the driver could not (no active context, an error): `reason`
+  kUnavailable  // turned off, no PC sampling in the libraries, or a CUPTI error: `reason`
 };
 
 class PcProfile {
  public:
   static constexpr size_t kMaxFunctions = 2048;
   static constexpr size_t kMaxPcsPerFunction = 256;
+  static constexpr size_t kMaxPcs = 16384;
   static constexpr size_t kMaxNameBytes = 512;
   static constexpr size_t kTopFunctions = 50;
   static constexpr size_t kTopPcs = 16;
 
+  // `reason` is cut to kMaxNameBytes, control characters made spaces.
   void SetState(PcSamplingState state, std::string reason = "");
   PcSamplingState state() const { return state_; }
   const std::string& reason() const { return reason_; }
@@ -84,6 +86,7 @@ class PcProfile {
   uint32_t period_ = 0;
   std::map<std::string, Function, std::less<>> functions_;
   std::map<std::string, uint64_t, std::less<>> stalls_;
+  size_t pcs_ = 0;
   uint64_t kept_samples_ = 0;
   uint64_t unkept_samples_ = 0;
   uint64_t total_samples_ = 0;

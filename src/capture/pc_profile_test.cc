@@ -72,6 +72,16 @@ TEST(PcProfile, BeyondItsBoundsSamplesAreCountedNotKept) {
   EXPECT_EQ(j.at("unkept_samples"), 3 + 2 * 3);  // 3 functions; k0 held one PC already
   EXPECT_EQ(j.at("functions").size(), PcProfile::kTopFunctions);
   EXPECT_EQ(j.at("functions").at(0).at("pcs").size(), PcProfile::kTopPcs);
+  PcProfile many;
+  many.SetState(PcSamplingState::kSampled);
+  for (size_t f = 0; f * PcProfile::kMaxPcsPerFunction < PcProfile::kMaxPcs + 1; ++f) {
+    for (size_t pc = 0; pc < PcProfile::kMaxPcsPerFunction; ++pc)
+      many.Add({.function = "f" + std::to_string(f),
+                .pc_offset = pc,
+                .stall_reason = "s",
+                .samples = 1});
+  }
+  EXPECT_EQ(many.kept_samples(), PcProfile::kMaxPcs) << "at most kMaxPcs instructions in all";
   const std::string long_name(2000, 'n');
   PcProfile named;
   named.SetState(PcSamplingState::kSampled);
@@ -103,9 +113,10 @@ TEST(PcProfile, ASegmentSaysWhySamplingWasNotDone) {
   EXPECT_EQ(nlohmann::json::parse(untried.ToJson(2)).at("otherData").count("pc_sampling"), 0u)
       << "a window that ended before sampling began says nothing";
   TraceSegment restricted = untried;
-  restricted.pc_profile().SetState(PcSamplingState::kRestricted, "RmProfilingAdminOnly=1");
+  restricted.pc_profile().SetState(PcSamplingState::kRestricted, "RmProfilingAdminOnly=1\n");
   EXPECT_EQ(nlohmann::json::parse(restricted.ToJson(2)).at("otherData").at("pc_sampling"),
-            nlohmann::json({{"state", "restricted"}, {"reason", "RmProfilingAdminOnly=1"}}));
+            nlohmann::json({{"state", "restricted"}, {"reason", "RmProfilingAdminOnly=1 "}}))
+      << "control characters made spaces";
 }
 
 }  // namespace

@@ -13,25 +13,43 @@ namespace {
 
 constexpr int64_t kMaxSamples = int64_t{1} << 62;
 
-std::string CutName(const std::string& name) { return name.substr(0, kMaxPcSamplingNameBytes); }
+constexpr size_t kMaxStallReasons = 256;  // CUPTI names a few dozen
+constexpr size_t kBriefed = 5;            // stall reasons and functions in the brief
 
-// A {name: samples} member of `r` as pairs, largest first; Bad when it is not one.
+// A name for the brief: cut, control characters shown as '?'.
+std::string CleanName(const std::string& name) {
+  std::string out = name.substr(0, kMaxPcSamplingNameBytes);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  }
+  return out;
+}
+
+// A {name: samples} member of `r` (at most kMaxStallReasons) as pairs, the `keep` largest
+// first; Bad when it is not one.
 Result<std::vector<std::pair<std::string, int64_t>>> StallCounts(const FieldReader& r,
-                                                                 const char* key) {
+                                                                 const char* key, size_t keep) {
   std::vector<std::pair<std::string, int64_t>> out;
   const nlohmann::json* stalls = r.Find(key);
   if (stalls == nullptr)
     return out;
-  if (!stalls->is_object())
-    return r.Bad(key, "must be an object of stall reason names and sample counts");
+  if (!stalls->is_object() || stalls->size() > kMaxStallReasons)
+    return r.Bad(key, "must be an object of at most 256 stall reasons and their sample counts");
+  std::vector<std::pair<const std::string*, int64_t>> counts;
   for (const auto& [name, samples] : stalls->items()) {
     if (!samples.is_number_integer() || samples.get<int64_t>() < 0 ||
         samples.get<int64_t>() > kMaxSamples)
       return r.Bad(key, "must map each stall reason to a sample count");
-    out.emplace_back(CutName(name), samples.get<int64_t>());
+    counts.emplace_back(&name, samples.get<int64_t>());
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  const size_t n = std::min(keep, counts.size());
+  std::partial_sort(counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(n), counts.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.second != b.second ? a.second > b.second : *a.first < *b.first;
+                    });
+  for (size_t i = 0; i < n; ++i)
+    out.emplace_back(CleanName(*counts[i].first), counts[i].second);
   return out;
 }
 
@@ -41,8 +59,9 @@ Result<std::string> PcSamplingSummary(const FieldReader& other) {
   EXPANSE_ASSIGN_OR_RETURN(FieldReader pc, other.Member("pc_sampling", Need::kRequired));
   EXPANSE_ASSIGN_OR_RETURN(const std::string state, pc.Text("state", 16, Need::kRequired));
   if (state == "restricted" || state == "unavailable") {
-    EXPANSE_ASSIGN_OR_RETURN(const std::string reason, pc.Text("reason", 1024, Need::kOptional));
-    return nlohmann::json{{"state", state}, {"reason", reason.substr(0, 1024)}}.dump();
+    // The agent cuts a reason to 512 bytes and makes its control characters spaces.
+    EXPANSE_ASSIGN_OR_RETURN(const std::string reason, pc.Text("reason", 512, Need::kOptional));
+    return nlohmann::json{{"state", state}, {"reason", reason}}.dump();
   }
   if (state != "sampled")
     return pc.Bad("state", "must be sampled, restricted or unavailable");
@@ -53,23 +72,26 @@ Result<std::string> PcSamplingSummary(const FieldReader& other) {
                            pc.Int("dropped_samples", 0, kMaxSamples, Need::kOptional));
   summary["total_samples"] = total;
   summary["dropped_samples"] = dropped;
-  EXPANSE_ASSIGN_OR_RETURN(auto stalls, StallCounts(pc, "stall_reasons"));
-  stalls.resize(std::min<size_t>(stalls.size(), 5));
+  EXPANSE_ASSIGN_OR_RETURN(auto stalls, StallCounts(pc, "stall_reasons", kBriefed));
   summary["stall_reasons"] = stalls;
-  // The agent lists functions with the most samples first, at most 50.
+  // The agent lists at most 50 functions, those with the most samples first, each with at
+  // most 16 instructions; every one is checked, the first five briefed.
   EXPANSE_ASSIGN_OR_RETURN(std::vector<FieldReader> functions,
                            pc.Objects("functions", 50, Need::kOptional));
   nlohmann::json listed = nlohmann::json::array();
-  for (size_t i = 0; i < functions.size() && i < 5; ++i) {
+  for (size_t i = 0; i < functions.size(); ++i) {
     const nlohmann::json* name = functions[i].Find("name");
     if (name == nullptr || !name->is_string())
       return functions[i].Bad("name", "must be a string");
     EXPANSE_ASSIGN_OR_RETURN(const int64_t samples,
                              functions[i].Int("samples", 0, kMaxSamples, Need::kRequired));
-    EXPANSE_ASSIGN_OR_RETURN(auto function_stalls, StallCounts(functions[i], "stall_reasons"));
-    listed.push_back({{"name", CutName(name->get<std::string>())},
-                      {"samples", samples},
-                      {"stall", function_stalls.empty() ? "" : function_stalls[0].first}});
+    EXPANSE_ASSIGN_OR_RETURN(auto function_stalls, StallCounts(functions[i], "stall_reasons", 1));
+    EXPANSE_RETURN_IF_ERROR(functions[i].Array("pcs", 16, Need::kOptional).status());
+    if (i < kBriefed) {
+      listed.push_back({{"name", CleanName(name->get<std::string>())},
+                        {"samples", samples},
+                        {"stall", function_stalls.empty() ? "" : function_stalls[0].first}});
+    }
   }
   summary["functions"] = std::move(listed);
   // Escapes can lengthen names: the least busy functions, then stall reasons, give way.

@@ -79,7 +79,11 @@ TEST(TraceSegmentHeader, BriefsThePcSamplingOfTheWindow) {
   h = ParseTraceSegmentHeader(doc.dump(), "seg", "bad_segment");
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_LE(h->pc_sampling.size(), kMaxPcSamplingSummaryBytes);
-  EXPECT_EQ(json::parse(h->pc_sampling).at("state"), "sampled");
+  const json brief = json::parse(h->pc_sampling);
+  EXPECT_EQ(brief.at("state"), "sampled");
+  EXPECT_EQ(brief.at("stall_reasons").at(0).at(0).get<std::string>(),
+            std::string(kMaxPcSamplingNameBytes, '?'))
+      << "cut, control characters shown as '?'";
 }
 
 TEST(TraceSegmentHeader, RefusesAPcSamplingNotOfTheAgentsShape) {
@@ -104,6 +108,15 @@ TEST(TraceSegmentHeader, RefusesAPcSamplingNotOfTheAgentsShape) {
   pc = Sampled();
   pc["total_samples"] = 1.5;
   EXPECT_NE(refused(pc).find("total_samples"), std::string::npos);
+  pc = Sampled();
+  for (int i = 0; i < 6; ++i)  // past the briefed five, still checked
+    pc["functions"].push_back({{"name", "f"}, {"samples", 1}, {"pcs", json::array()}});
+  pc["functions"][7]["pcs"] = "none";
+  EXPECT_NE(refused(pc).find("functions[7].pcs"), std::string::npos);
+  pc = Sampled();
+  for (int i = 0; i < 257; ++i)
+    pc["stall_reasons"]["r" + std::to_string(i)] = 1;
+  EXPECT_NE(refused(pc).find("at most 256"), std::string::npos);
 }
 
 TEST(TraceSegmentHeader, RefusesWhatIsNotASegmentNamingTheField) {

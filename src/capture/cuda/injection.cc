@@ -380,6 +380,8 @@ void DrainPcSampling(AgentState& s, bool attached_all_cycle) {
   PcProfile drained;
   s.pc->Drain(drained);
   WithPcProfile(s, [&drained](PcProfile& p) { p.Merge(drained); });
+  if (s.pc->names_exhausted())
+    StopPcSampling(s);  // the bound on CUPTI's name strings: no more for this process
 }
 
 // After the CaptureAgent's tick: a trace that opened starts PC sampling on the job's active
@@ -451,7 +453,9 @@ void* WorkerMain(void*) {
       } catch (...) {
       }
       lock.lock();
-      EndBurst(s, lock, cycle_start + s.tick);
+      // Never detach under contexts still sampled (a stop that failed half way): CUPTI stays.
+      if (!s.pc || !s.pc->active())
+        EndBurst(s, lock, cycle_start + s.tick);
     }
     if (s.wake.wait_until(lock, cycle_start + s.tick, stopping))
       break;
@@ -525,7 +529,9 @@ std::string OwnDirectory() {
 
 // A small file of /proc as text ("" when unreadable).
 std::string ReadProcText(const char* path) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Non-blocking: this runs in the job's thread (InitializeInjection), and a FIFO named by the
+  // test variable must not hold it.
+  const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return "";
   std::string text;

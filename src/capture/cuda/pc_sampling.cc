@@ -9,17 +9,37 @@
 
 namespace expanse::capture {
 
-struct PcSampler::Context {
-  CUdevice device = 0;
-  CUcontext ctx = nullptr;
-  std::map<uint32_t, std::string> stall_names;  // CUPTI's index -> its name
-  size_t stall_reason_count = 0;
-  // The buffer CUPTI fills at each GetData (and at Disable): PC entries, each with room for
-  // every stall reason.
+// A buffer CUPTI writes PC records into: `pcs` entries, each with room for every stall
+// reason. GetData and the configuration (which Disable, or a context's teardown, fills) get a
+// buffer each, so a teardown on a job's thread never writes where the agent is reading.
+struct PcBuffer {
   CUpti_PCSamplingData data{};
   std::vector<CUpti_PCSamplingPCData> pcs;
   std::vector<std::vector<CUpti_PCSamplingStallReason>> stalls;
+
+  void Init(size_t entries, size_t reasons) {
+    pcs.assign(entries, CUpti_PCSamplingPCData{});
+    stalls.assign(entries, std::vector<CUpti_PCSamplingStallReason>(reasons));
+    for (size_t i = 0; i < entries; ++i) {
+      pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+      pcs[i].stallReason = stalls[i].data();
+    }
+    data = CUpti_PCSamplingData{};
+    data.size = sizeof(CUpti_PCSamplingData);
+    data.collectNumPcs = entries;
+    data.pPcData = pcs.data();
+  }
+};
+
+struct PcSampler::Context {
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  bool retained = false;
   bool enabled = false;
+  std::map<uint32_t, std::string> stall_names;  // CUPTI's index -> its name
+  size_t stall_reason_count = 0;
+  PcBuffer data;    // GetData's
+  PcBuffer config;  // the configuration's (SAMPLING_DATA_BUFFER)
 };
 
 namespace {
@@ -34,6 +54,25 @@ bool Resolve(void* handle, const char* name, F& out, std::string& missing) {
   out = reinterpret_cast<F>(symbol);
   return true;
 }
+
+// The job's context current on this thread for the guard's life (popped however it ends).
+class CurrentContext {
+ public:
+  CurrentContext(const CudaContextApi& cuda, CUcontext ctx)
+      : cuda_(cuda), pushed_(cuda.CtxPushCurrent(ctx) == CUDA_SUCCESS) {}
+  ~CurrentContext() {
+    CUcontext popped = nullptr;
+    if (pushed_)
+      cuda_.CtxPopCurrent(&popped);
+  }
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+  bool pushed() const { return pushed_; }
+
+ private:
+  const CudaContextApi& cuda_;
+  const bool pushed_;
+};
 
 // Zeroed, with the size field CUPTI checks set.
 template <typename Params>
@@ -122,31 +161,40 @@ PcSampler::~PcSampler() = default;
 
 template <typename Fn>
 bool PcSampler::WithContext(CUcontext ctx, Fn&& fn) {
-  if (cuda_.CtxPushCurrent(ctx) != CUDA_SUCCESS)
+  CurrentContext current(cuda_, ctx);
+  if (!current.pushed())
     return false;
   fn();
-  CUcontext popped = nullptr;
-  cuda_.CtxPopCurrent(&popped);
   return true;
+}
+
+void PcSampler::Teardown(Context& c) noexcept {
+  if (c.enabled) {
+    c.enabled = false;
+    CurrentContext current(cuda_, c.ctx);
+    auto disable = Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c.ctx);
+    cupti_.Disable(&disable);
+  }
+  if (c.retained) {
+    c.retained = false;
+    cuda_.PrimaryCtxRelease(c.device);
+  }
 }
 
 PcSampler::StartResult PcSampler::Start(
     const std::function<std::string(CUptiResult)>& result_name) {
   StartResult result;
-  auto fail = [&](CUptiResult r, const std::string& what) {
-    if (result.error.empty()) {
-      result.first_error = r;
-      result.error = what + ": " + result_name(r);
-    }
-  };
   int count = 0;
   if (cuda_.DeviceGetCount(&count) != CUDA_SUCCESS)
     count = 0;
-  for (int ordinal = 0; ordinal < count && ordinal < 64; ++ordinal) {
+  count = std::min(count, 64);
+  contexts_.reserve(static_cast<size_t>(count));  // so keeping a context cannot throw
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice device = 0;
     unsigned int flags = 0;
     int active = 0;
     // Only a context the job has: retaining an inactive one would create it (device memory).
+    // (The job could reset it between the two calls; the retain would then make it again.)
     if (cuda_.DeviceGet(&device, ordinal) != CUDA_SUCCESS ||
         cuda_.PrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0)
       continue;
@@ -154,78 +202,74 @@ PcSampler::StartResult PcSampler::Start(
     c->device = device;
     if (cuda_.PrimaryCtxRetain(&c->ctx, device) != CUDA_SUCCESS)
       continue;
+    c->retained = true;
     CUptiResult r = CUPTI_SUCCESS;
-    std::string where;
-    const bool current = WithContext(c->ctx, [&] {
-      auto enable = Zeroed<CUpti_PCSamplingEnableParams>(CUpti_PCSamplingEnableParamsSize, c->ctx);
-      r = cupti_.Enable(&enable);
-      where = "cuptiPCSamplingEnable";
-      if (r != CUPTI_SUCCESS)
-        return;
-      c->enabled = true;
-      Configure(*c, &r, &where);
-    });
-    if (!current) {
-      r = CUPTI_ERROR_INVALID_CONTEXT;
-      where = "cuCtxPushCurrent";
+    const char* where = "cuCtxPushCurrent";
+    std::string attribute;
+    try {
+      const bool current = WithContext(c->ctx, [&] {
+        auto enable =
+            Zeroed<CUpti_PCSamplingEnableParams>(CUpti_PCSamplingEnableParamsSize, c->ctx);
+        where = "cuptiPCSamplingEnable";
+        r = cupti_.Enable(&enable);
+        if (r != CUPTI_SUCCESS)
+          return;
+        c->enabled = true;
+        Configure(*c, &r, &where, &attribute);
+      });
+      if (!current)
+        r = CUPTI_ERROR_INVALID_CONTEXT;
+    } catch (...) {
+      r = CUPTI_ERROR_OUT_OF_MEMORY;  // the agent's own allocations
+      where = "the agent's buffers";
     }
     if (r == CUPTI_SUCCESS) {
       contexts_.push_back(std::move(c));
       continue;
     }
-    fail(r, where);
-    if (c->enabled) {
-      WithContext(c->ctx, [&] {
-        auto disable =
-            Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c->ctx);
-        cupti_.Disable(&disable);
-      });
+    // Undone before anything else can throw: the context is never left sampled or retained.
+    Teardown(*c);
+    if (result.error.empty()) {
+      result.first_error = r;
+      result.error = std::string(where) + attribute + ": " + result_name(r);
     }
-    cuda_.PrimaryCtxRelease(device);
   }
   result.contexts = static_cast<int>(contexts_.size());
   return result;
 }
 
-bool PcSampler::Configure(Context& c, CUptiResult* result, std::string* where) {
+void PcSampler::Configure(Context& c, CUptiResult* result, const char** where,
+                          std::string* attribute) {
   size_t count = 0;
   auto num = Zeroed<CUpti_PCSamplingGetNumStallReasonsParams>(
       CUpti_PCSamplingGetNumStallReasonsParamsSize, c.ctx);
   num.numStallReasons = &count;
   *where = "cuptiPCSamplingGetNumStallReasons";
   if ((*result = cupti_.GetNumStallReasons(&num)) != CUPTI_SUCCESS)
-    return false;
+    return;
   count = std::min<size_t>(count, 1024);
-  std::vector<uint32_t> indices(count);
-  std::vector<std::vector<char>> names(count, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE));
-  std::vector<char*> name_ptrs(count);
-  for (size_t i = 0; i < count; ++i)
-    name_ptrs[i] = names[i].data();
-  auto reasons = Zeroed<CUpti_PCSamplingGetStallReasonsParams>(
-      CUpti_PCSamplingGetStallReasonsParamsSize, c.ctx);
-  reasons.numStallReasons = count;
-  reasons.stallReasonIndex = indices.data();
-  reasons.stallReasons = name_ptrs.data();
-  *where = "cuptiPCSamplingGetStallReasons";
-  if ((*result = cupti_.GetStallReasons(&reasons)) != CUPTI_SUCCESS)
-    return false;
-  for (size_t i = 0; i < count; ++i) {
-    names[i].back() = '\0';
-    c.stall_names[indices[i]] = names[i].data();
+  if (count > 0) {
+    std::vector<uint32_t> indices(count);
+    std::vector<std::vector<char>> names(count, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE));
+    std::vector<char*> name_ptrs(count);
+    for (size_t i = 0; i < count; ++i)
+      name_ptrs[i] = names[i].data();
+    auto reasons = Zeroed<CUpti_PCSamplingGetStallReasonsParams>(
+        CUpti_PCSamplingGetStallReasonsParamsSize, c.ctx);
+    reasons.numStallReasons = count;
+    reasons.stallReasonIndex = indices.data();
+    reasons.stallReasons = name_ptrs.data();
+    *where = "cuptiPCSamplingGetStallReasons";
+    if ((*result = cupti_.GetStallReasons(&reasons)) != CUPTI_SUCCESS)
+      return;
+    for (size_t i = 0; i < count; ++i) {
+      names[i].back() = '\0';
+      c.stall_names[indices[i]] = names[i].data();
+    }
   }
   c.stall_reason_count = count;
-
-  // The buffer CUPTI writes PC records into: every entry with room for every reason.
-  c.pcs.assign(options_.pcs_per_buffer, CUpti_PCSamplingPCData{});
-  c.stalls.assign(options_.pcs_per_buffer, std::vector<CUpti_PCSamplingStallReason>(count));
-  for (size_t i = 0; i < c.pcs.size(); ++i) {
-    c.pcs[i].size = sizeof(CUpti_PCSamplingPCData);
-    c.pcs[i].stallReason = c.stalls[i].data();
-  }
-  c.data = CUpti_PCSamplingData{};
-  c.data.size = sizeof(CUpti_PCSamplingData);
-  c.data.collectNumPcs = c.pcs.size();
-  c.data.pPcData = c.pcs.data();
+  c.data.Init(options_.pcs_per_buffer, count);
+  c.config.Init(options_.pcs_per_buffer, count);
 
   std::vector<CUpti_PCSamplingConfigurationInfo> info;
   auto add = [&info](CUpti_PCSamplingConfigurationAttributeType type) -> auto& {
@@ -247,33 +291,42 @@ bool PcSampler::Configure(Context& c, CUptiResult* result, std::string* where) {
   add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT)
       .outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
   add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER)
-      .samplingDataBufferData.samplingDataBuffer = &c.data;
+      .samplingDataBufferData.samplingDataBuffer = &c.config.data;
   auto config = Zeroed<CUpti_PCSamplingConfigurationInfoParams>(
       CUpti_PCSamplingConfigurationInfoParamsSize, c.ctx);
   config.numAttributes = info.size();
   config.pPCSamplingConfigurationInfo = info.data();
   *where = "cuptiPCSamplingSetConfigurationAttribute";
   if ((*result = cupti_.SetConfigurationAttribute(&config)) != CUPTI_SUCCESS)
-    return false;
+    return;
   for (const auto& entry : info) {
     if (entry.attributeStatus != CUPTI_SUCCESS) {
       *result = entry.attributeStatus;
-      *where += " (attribute " + std::to_string(static_cast<int>(entry.attributeType)) + ")";
-      return false;
+      *attribute = " (attribute " + std::to_string(static_cast<int>(entry.attributeType)) + ")";
+      return;
     }
   }
-  return true;
 }
 
-void PcSampler::Take(Context& c, PcProfile& profile) {
-  profile.AddTotals(c.data.totalSamples, c.data.droppedSamples, c.data.hardwareBufferFull != 0);
-  const size_t n = std::min(c.data.totalNumPcs, c.pcs.size());
+void PcSampler::Take(Context& c, PcBuffer& buffer, PcProfile& profile) {
+  CUpti_PCSamplingData& data = buffer.data;
+  const uint64_t total = data.totalSamples, dropped = data.droppedSamples;
+  const bool full = data.hardwareBufferFull != 0;
+  const size_t n = std::min(data.totalNumPcs, buffer.pcs.size());
+  // Counted once: CUPTI writes them afresh at each GetData and at Disable.
+  data.totalNumPcs = 0;
+  data.remainingNumPcs = 0;
+  data.totalSamples = 0;
+  data.droppedSamples = 0;
+  data.hardwareBufferFull = 0;
+  profile.AddTotals(total, dropped, full);
   for (size_t i = 0; i < n; ++i) {
-    const CUpti_PCSamplingPCData& pc = c.pcs[i];
+    const CUpti_PCSamplingPCData& pc = buffer.pcs[i];
     // CUPTI allocates the name and shares it with activity records, so the agent never frees
     // it; past the bound of distinct names it stops sampling (see names_exhausted).
-    if (pc.functionName != nullptr && names_seen_.insert(pc.functionName).second &&
-        names_seen_.size() > options_.max_function_names)
+    if (pc.functionName != nullptr && !names_exhausted_ &&
+        names_seen_.insert(pc.functionName).second &&
+        names_seen_.size() >= options_.max_function_names)
       names_exhausted_ = true;
     const std::string_view function = pc.functionName != nullptr ? pc.functionName : "";
     const size_t reasons = std::min(pc.stallReasonCount, c.stall_reason_count);
@@ -286,53 +339,56 @@ void PcSampler::Take(Context& c, PcProfile& profile) {
                    .samples = pc.stallReason[j].samples});
     }
   }
-  // Counted once: CUPTI writes them afresh at each GetData and at Disable.
-  c.data.totalNumPcs = 0;
-  c.data.remainingNumPcs = 0;
-  c.data.totalSamples = 0;
-  c.data.droppedSamples = 0;
-  c.data.hardwareBufferFull = 0;
+}
+
+void PcSampler::DrainOne(Context& c, PcProfile& profile) {
+  WithContext(c.ctx, [&] {
+    // At least once (the first call pulls what the hardware buffer still holds), then until
+    // CUPTI has nothing left.
+    for (int call = 0; call < options_.max_get_data_calls; ++call) {
+      auto get = Zeroed<CUpti_PCSamplingGetDataParams>(CUpti_PCSamplingGetDataParamsSize, c.ctx);
+      get.pcSamplingData = &c.data.data;
+      const CUptiResult r = cupti_.GetData(&get);
+      if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
+        // The hardware buffer filled and CUPTI lost what did not fit: counted once per drain.
+        profile.AddTotals(0, 0, true);
+        return;
+      }
+      if (r != CUPTI_SUCCESS)
+        return;
+      const bool more = c.data.data.remainingNumPcs > 0;
+      const bool any = c.data.data.totalNumPcs > 0;
+      Take(c, c.data, profile);
+      if (!any && !more)
+        return;
+    }
+  });
 }
 
 void PcSampler::Drain(PcProfile& profile) {
-  for (auto& c : contexts_) {
-    WithContext(c->ctx, [&] {
-      // At least once (the first call pulls what the hardware buffer still holds), then until
-      // CUPTI has nothing left.
-      for (int call = 0; call < options_.max_get_data_calls; ++call) {
-        auto get = Zeroed<CUpti_PCSamplingGetDataParams>(CUpti_PCSamplingGetDataParamsSize, c->ctx);
-        get.pcSamplingData = &c->data;
-        const CUptiResult r = cupti_.GetData(&get);
-        if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
-          // The hardware buffer filled: CUPTI reports it with no PCs; counted, then go on.
-          profile.AddTotals(0, 0, true);
-          continue;
-        }
-        if (r != CUPTI_SUCCESS)
-          return;
-        const bool more = c->data.remainingNumPcs > 0;
-        const bool any = c->data.totalNumPcs > 0;
-        Take(*c, profile);
-        if (!any && !more)
-          return;
-      }
-    });
-  }
+  for (auto& c : contexts_)
+    DrainOne(*c, profile);
 }
 
 void PcSampler::Stop(PcProfile& profile) {
-  Drain(profile);
-  for (auto& c : contexts_) {
-    WithContext(c->ctx, [&] {
-      auto disable =
-          Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c->ctx);
-      // Disable writes what CUPTI still held into the configuration buffer.
-      if (cupti_.Disable(&disable) == CUPTI_SUCCESS)
-        Take(*c, profile);
-    });
-    cuda_.PrimaryCtxRelease(c->device);
+  // Taken out first: whatever happens below, each context is torn down exactly once.
+  std::vector<std::unique_ptr<Context>> contexts;
+  contexts.swap(contexts_);
+  for (auto& c : contexts) {
+    try {
+      DrainOne(*c, profile);
+      WithContext(c->ctx, [&] {
+        auto disable =
+            Zeroed<CUpti_PCSamplingDisableParams>(CUpti_PCSamplingDisableParamsSize, c->ctx);
+        c->enabled = false;
+        // Disable writes what CUPTI still held into the configuration's buffer.
+        if (cupti_.Disable(&disable) == CUPTI_SUCCESS)
+          Take(*c, c->config, profile);
+      });
+    } catch (...) {
+    }
+    Teardown(*c);
   }
-  contexts_.clear();
 }
 
 }  // namespace expanse::capture

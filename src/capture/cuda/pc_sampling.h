@@ -76,6 +76,8 @@ struct PcSamplerOptions {
   size_t max_function_names = 65536;        // distinct CUPTI name strings kept (see Drain)
 };
 
+struct PcBuffer;
+
 class PcSampler {
  public:
   PcSampler(CuptiPcSamplingApi cupti, CudaContextApi cuda, PcSamplerOptions options);
@@ -94,12 +96,12 @@ class PcSampler {
   // Hands every PC record CUPTI holds for the sampled contexts to `profile`.
   void Drain(PcProfile& profile);
   // Drain, disable every context (whose last records CUPTI writes into the configuration
-  // buffer, read here too), release them.
+  // buffer, read here too), release them; each exactly once, whatever fails on the way.
   void Stop(PcProfile& profile);
   bool active() const { return !contexts_.empty(); }
   uint32_t period() const { return options_.period; }
-  // Set once CUPTI handed back more distinct function-name strings than the bound: the agent
-  // keeps them (CUPTI shares them with activity records, so they are never freed) and stops.
+  // Set once CUPTI handed back as many distinct function-name strings as the bound: CUPTI
+  // shares them with activity records, so they are never freed, and the agent stops sampling.
   bool names_exhausted() const { return names_exhausted_; }
 
  private:
@@ -107,9 +109,14 @@ class PcSampler {
   // Calls fn with `ctx` current on this thread; false when it cannot be made current.
   template <typename Fn>
   bool WithContext(CUcontext ctx, Fn&& fn);
-  bool Configure(Context& c, CUptiResult* result, std::string* where);
+  // Enabled → GetNumStallReasons, GetStallReasons, buffers, SetConfigurationAttribute; the
+  // first failure in *result, its call in *where (and the attribute CUPTI refused).
+  void Configure(Context& c, CUptiResult* result, const char** where, std::string* attribute);
   // One buffer's records into `profile`.
-  void Take(Context& c, PcProfile& profile);
+  void Take(Context& c, PcBuffer& buffer, PcProfile& profile);
+  void DrainOne(Context& c, PcProfile& profile);
+  // Disabled (when enabled) and released (when retained), once; never throws.
+  void Teardown(Context& c) noexcept;
 
   CuptiPcSamplingApi cupti_;
   CudaContextApi cuda_;

@@ -192,6 +192,27 @@ TEST_F(PcSamplerTest, AConfigurationCuptiRefusesIsDisabledAgain) {
   EXPECT_NE(trace.find("retained=0"), std::string::npos) << trace;
 }
 
+TEST_F(PcSamplerTest, AFullHardwareBufferIsCountedOnceADrainAndStopStillTearsDown) {
+  nlohmann::json scenario = Scenario();
+  scenario["pc_sampling"]["get_data_error"] = 8;  // CUPTI_ERROR_OUT_OF_MEMORY: buffer full
+  Write(scenario);
+  ASSERT_EQ(Start().contexts, 1);
+  PcProfile profile;
+  profile.SetState(PcSamplingState::kSampled);
+  sampler_->Drain(profile);
+  EXPECT_EQ(profile.ToJson().at("hardware_buffer_full"), 1u);
+  sampler_->Stop(profile);  // Disable hands over what GetData could not (as far as it fits)
+  EXPECT_FALSE(sampler_->active());
+  sampler_->Stop(profile);  // nothing left: no second release
+  const std::string trace = Trace();
+  size_t releases = 0;
+  for (size_t at = trace.find("cuDevicePrimaryCtxRelease_v2"); at != std::string::npos;
+       at = trace.find("cuDevicePrimaryCtxRelease_v2", at + 1))
+    ++releases;
+  EXPECT_EQ(releases, 1u) << trace;
+  EXPECT_NE(trace.find("retained=0"), std::string::npos) << trace;
+}
+
 TEST_F(PcSamplerTest, NoActiveContextMeansNothingToSampleYet) {
   nlohmann::json scenario = Scenario();
   scenario["devices"][0]["primary_context_active"] = false;
