@@ -31,10 +31,6 @@ struct ContextState {
 };
 
 std::map<CUcontext, ContextState> g_contexts;  // enabled contexts, under the Call lock
-// CUPTI's name strings: one malloc per distinct function, never freed (the real library
-// shares them with activity records and leaves freeing to the caller). Never destroyed, so
-// the strings stay reachable to the end (a leak checker would otherwise report them).
-auto* const g_names = new std::map<std::string, char*>;
 
 // Whether `ctx` is current on the calling thread, as the fake libcuda says (traced: the agent
 // makes the job's context current on its own thread around every call).
@@ -56,7 +52,12 @@ ContextState* Enabled(Call& call, CUcontext ctx) {
   return it == g_contexts.end() ? nullptr : &it->second;
 }
 
+// CUPTI's name strings: one malloc per distinct function, never freed (the real library
+// shares them with activity records and leaves freeing to the caller). The map is made at the
+// first name and never destroyed, so the strings stay reachable to the end for a leak checker;
+// made lazily, since a process that unloads this library (the helper) would otherwise leak it.
 char* NameOf(const std::string& function) {
+  static auto* const g_names = new std::map<std::string, char*>;
   auto it = g_names->find(function);
   if (it == g_names->end()) {
     char* copy = static_cast<char*>(std::malloc(function.size() + 1));
