@@ -230,6 +230,14 @@ TEST_F(AgentProcessTest, APhaseBTriggerProducesATraceSegmentOnce) {
   EXPECT_EQ(kernels % 2, 0u) << "gemm and relu come in pairs";
 }
 
+// How many times `needle` stands in `text` (trace lines of one call).
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
 // The training loop's two kernels as CUPTI's PC sampling sees them.
 nlohmann::json WithPcSampling(nlohmann::json scenario) {
   scenario["pc_sampling"] = {
@@ -275,10 +283,7 @@ TEST_F(AgentProcessTest, APhaseBWindowCarriesWhereTheKernelsWarpsStalled) {
   // Enabled once for the window, on the job's context made current on the agent's own thread,
   // disabled before the segment closed, and the context released.
   const std::string trace = Text(dir_ / "trace.txt");
-  size_t enables = 0;
-  for (size_t at = trace.find("cuptiPCSamplingEnable"); at != std::string::npos;
-       at = trace.find("cuptiPCSamplingEnable", at + 1))
-    ++enables;
+  const size_t enables = Occurrences(trace, "cuptiPCSamplingEnable");
   EXPECT_EQ(enables, 1u) << trace;
   EXPECT_NE(trace.find("cuptiPCSamplingDisable"), std::string::npos) << trace;
   EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
@@ -326,10 +331,7 @@ TEST_F(AgentProcessTest, CuptiRefusingPcSamplingLeavesTheTraceWhole) {
   EXPECT_GE(doc.at("otherData").at("events").get<uint64_t>(), 10u);
   const std::string trace = Text(dir_ / "trace.txt");
   EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
-  size_t enables = 0;
-  for (size_t at = trace.find("cuptiPCSamplingEnable"); at != std::string::npos;
-       at = trace.find("cuptiPCSamplingEnable", at + 1))
-    ++enables;
+  const size_t enables = Occurrences(trace, "cuptiPCSamplingEnable");
   EXPECT_EQ(enables, 1u) << "tried once per window, not every tick: " << trace;
 }
 
@@ -342,10 +344,7 @@ TEST_F(AgentProcessTest, TheJobsOutputIsTheSameWithAndWithoutTheAgent) {
   EXPECT_EQ(injected.stderr_text, plain.stderr_text);
   // Injected once for four threads; the forked child wrote nothing of its own.
   const std::string trace = Text(dir_ / "trace.txt");
-  size_t injections = 0;
-  for (size_t at = trace.find("cuInit.injection"); at != std::string::npos;
-       at = trace.find("cuInit.injection", at + 1))
-    ++injections;
+  const size_t injections = Occurrences(trace, "cuInit.injection");
   EXPECT_EQ(injections, 1u) << trace;
   std::set<std::string> pids;
   for (const auto& name : Spooled("agg-"))

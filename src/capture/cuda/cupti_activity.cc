@@ -4,20 +4,10 @@
 #include <link.h>
 
 #include "capture/activity_window.h"
+#include "capture/cuda/dl_symbols.h"
 
 namespace expanse::capture {
 namespace {
-
-template <typename F>
-bool Resolve(void* handle, const char* name, F& out, std::string& missing) {
-  void* symbol = dlsym(handle, name);
-  if (symbol == nullptr) {
-    missing += (missing.empty() ? "" : ", ") + std::string(name);
-    return false;
-  }
-  out = reinterpret_cast<F>(symbol);
-  return true;
-}
 
 // Unsigned: wraps instead of overflowing whatever CUPTI reports.
 uint64_t Shift(uint64_t cupti_ns, int64_t offset_ns) {
@@ -86,20 +76,20 @@ std::optional<CuptiActivityApi> LoadCuptiActivityApi(const std::vector<std::stri
     }
     CuptiActivityApi api;
     std::string missing;
-    Resolve(handle, "cuptiActivityRegisterCallbacks", api.RegisterCallbacks, missing);
-    Resolve(handle, "cuptiActivityEnable", api.Enable, missing);
-    Resolve(handle, "cuptiActivityDisable", api.Disable, missing);
-    Resolve(handle, "cuptiActivityFlushAll", api.FlushAll, missing);
-    Resolve(handle, "cuptiActivityGetNextRecord", api.GetNextRecord, missing);
-    Resolve(handle, "cuptiActivityGetNumDroppedRecords", api.GetNumDroppedRecords, missing);
-    Resolve(handle, "cuptiGetTimestamp", api.GetTimestamp, missing);
-    Resolve(handle, "cuptiGetResultString", api.GetResultString, missing);
+    ResolveSymbol(handle, "cuptiActivityRegisterCallbacks", api.RegisterCallbacks, missing);
+    ResolveSymbol(handle, "cuptiActivityEnable", api.Enable, missing);
+    ResolveSymbol(handle, "cuptiActivityDisable", api.Disable, missing);
+    ResolveSymbol(handle, "cuptiActivityFlushAll", api.FlushAll, missing);
+    ResolveSymbol(handle, "cuptiActivityGetNextRecord", api.GetNextRecord, missing);
+    ResolveSymbol(handle, "cuptiActivityGetNumDroppedRecords", api.GetNumDroppedRecords, missing);
+    ResolveSymbol(handle, "cuptiGetTimestamp", api.GetTimestamp, missing);
+    ResolveSymbol(handle, "cuptiGetResultString", api.GetResultString, missing);
     std::string optional_missing;  // detaching is optional: the agent then stays attached
-    Resolve(handle, "cuptiSubscribe_v2", api.SubscribeV2, optional_missing);
-    Resolve(handle, "cuptiSubscribe", api.Subscribe, optional_missing);
-    Resolve(handle, "cuptiUnsubscribe", api.Unsubscribe, optional_missing);
-    Resolve(handle, "cuptiEnableDomain", api.EnableDomain, optional_missing);
-    Resolve(handle, "cuptiFinalize", api.Finalize, optional_missing);
+    ResolveSymbol(handle, "cuptiSubscribe_v2", api.SubscribeV2, optional_missing);
+    ResolveSymbol(handle, "cuptiSubscribe", api.Subscribe, optional_missing);
+    ResolveSymbol(handle, "cuptiUnsubscribe", api.Unsubscribe, optional_missing);
+    ResolveSymbol(handle, "cuptiEnableDomain", api.EnableDomain, optional_missing);
+    ResolveSymbol(handle, "cuptiFinalize", api.Finalize, optional_missing);
     if (!missing.empty()) {
       *error += (error->empty() ? "" : "; ") + candidate + ": missing " + missing;
       dlclose(handle);

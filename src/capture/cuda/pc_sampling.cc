@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "capture/cuda/dl_symbols.h"
 #include "cupti/node_facts.h"
 
 namespace expanse::capture {
@@ -43,17 +44,6 @@ struct PcSampler::Context {
 };
 
 namespace {
-
-template <typename F>
-bool Resolve(void* handle, const char* name, F& out, std::string& missing) {
-  void* symbol = dlsym(handle, name);
-  if (symbol == nullptr) {
-    missing += (missing.empty() ? "" : ", ") + std::string(name);
-    return false;
-  }
-  out = reinterpret_cast<F>(symbol);
-  return true;
-}
 
 // The job's context current on this thread for the guard's life (popped however it ends).
 class CurrentContext {
@@ -94,13 +84,13 @@ std::optional<CuptiPcSamplingApi> LoadPcSamplingApi(const std::string& path, std
   }
   CuptiPcSamplingApi api;
   std::string missing;
-  Resolve(handle, "cuptiPCSamplingEnable", api.Enable, missing);
-  Resolve(handle, "cuptiPCSamplingDisable", api.Disable, missing);
-  Resolve(handle, "cuptiPCSamplingGetNumStallReasons", api.GetNumStallReasons, missing);
-  Resolve(handle, "cuptiPCSamplingGetStallReasons", api.GetStallReasons, missing);
-  Resolve(handle, "cuptiPCSamplingSetConfigurationAttribute", api.SetConfigurationAttribute,
-          missing);
-  Resolve(handle, "cuptiPCSamplingGetData", api.GetData, missing);
+  ResolveSymbol(handle, "cuptiPCSamplingEnable", api.Enable, missing);
+  ResolveSymbol(handle, "cuptiPCSamplingDisable", api.Disable, missing);
+  ResolveSymbol(handle, "cuptiPCSamplingGetNumStallReasons", api.GetNumStallReasons, missing);
+  ResolveSymbol(handle, "cuptiPCSamplingGetStallReasons", api.GetStallReasons, missing);
+  ResolveSymbol(handle, "cuptiPCSamplingSetConfigurationAttribute", api.SetConfigurationAttribute,
+                missing);
+  ResolveSymbol(handle, "cuptiPCSamplingGetData", api.GetData, missing);
   if (!missing.empty()) {
     *error = path + " lacks " + missing;
     return std::nullopt;
@@ -116,13 +106,13 @@ std::optional<CudaContextApi> LoadCudaContextApi(std::string* error) {
   }
   CudaContextApi api;
   std::string missing;
-  Resolve(handle, "cuDeviceGetCount", api.DeviceGetCount, missing);
-  Resolve(handle, "cuDeviceGet", api.DeviceGet, missing);
-  Resolve(handle, "cuDevicePrimaryCtxGetState", api.PrimaryCtxGetState, missing);
-  Resolve(handle, "cuDevicePrimaryCtxRetain", api.PrimaryCtxRetain, missing);
-  Resolve(handle, "cuDevicePrimaryCtxRelease_v2", api.PrimaryCtxRelease, missing);
-  Resolve(handle, "cuCtxPushCurrent_v2", api.CtxPushCurrent, missing);
-  Resolve(handle, "cuCtxPopCurrent_v2", api.CtxPopCurrent, missing);
+  ResolveSymbol(handle, "cuDeviceGetCount", api.DeviceGetCount, missing);
+  ResolveSymbol(handle, "cuDeviceGet", api.DeviceGet, missing);
+  ResolveSymbol(handle, "cuDevicePrimaryCtxGetState", api.PrimaryCtxGetState, missing);
+  ResolveSymbol(handle, "cuDevicePrimaryCtxRetain", api.PrimaryCtxRetain, missing);
+  ResolveSymbol(handle, "cuDevicePrimaryCtxRelease_v2", api.PrimaryCtxRelease, missing);
+  ResolveSymbol(handle, "cuCtxPushCurrent_v2", api.CtxPushCurrent, missing);
+  ResolveSymbol(handle, "cuCtxPopCurrent_v2", api.CtxPopCurrent, missing);
   if (!missing.empty()) {
     *error = "libcuda.so.1 lacks " + missing;
     return std::nullopt;
