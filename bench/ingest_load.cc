@@ -15,6 +15,7 @@
 //
 // Prints one line of key=value figures for the script.
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -288,6 +289,14 @@ double SendAllOnReceipt(int port, const std::vector<std::vector<std::string>>& b
   return SecondsSince(start);
 }
 
+// User and system CPU seconds of this process so far.
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
 void RunHttpLoad(const Flags& flags, bool expanse) {
   const int nodes = flags.Int("nodes", 8), conns = flags.Int("conns", 4);
   const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
@@ -310,6 +319,7 @@ void RunHttpLoad(const Flags& flags, bool expanse) {
   std::vector<int> ports = {flags.Int("port", 0)};
   if (flags.Int("port2", 0) != 0)
     ports.push_back(flags.Int("port2", 0));
+  const double cpu_before = CpuSeconds();
   const double seconds =
       !expanse ? SendAll(ports, bodies, "/api/v1/import",
                          {"Content-Encoding: gzip", "Content-Type: application/json"}, 204)
@@ -319,10 +329,13 @@ void RunHttpLoad(const Flags& flags, bool expanse) {
                     {"Authorization: Bearer " + flags.Get("credential"),
                      "Content-Type: application/zstd"},
                     200);
+  // The load's own CPU while sending (its bodies were made before), so a script can tell the
+  // server's share of a CPU both use.
+  const double send_cpu_s = CpuSeconds() - cpu_before;
   std::printf(
-      "samples=%llu seconds=%.3f samples_per_s=%.0f json_bytes=%llu sent_bytes=%llu "
-      "resent=%llu\n",
-      static_cast<unsigned long long>(samples), seconds, samples / seconds,
+      "samples=%llu seconds=%.3f samples_per_s=%.0f send_cpu_s=%.3f json_bytes=%llu "
+      "sent_bytes=%llu resent=%llu\n",
+      static_cast<unsigned long long>(samples), seconds, samples / seconds, send_cpu_s,
       static_cast<unsigned long long>(raw_bytes), static_cast<unsigned long long>(sent_bytes),
       static_cast<unsigned long long>(resent));
 }

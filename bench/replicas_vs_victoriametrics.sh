@@ -14,7 +14,7 @@
 #
 #   bench/replicas_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
-#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 environment knobs. A node's batches go over one
+#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 REPEAT=3 environment knobs. A node's batches go over one
 #   connection, in order (as one daemon sends them), so min(NODES, CONNS) requests are in
 #   flight at once, in both runs.
 set -euo pipefail
@@ -23,6 +23,7 @@ build="${1:-build/h-bench}"
 server="$build/bin/expanse-server"
 load="$build/bin/ingest_load"
 hours="${HOURS:-1}" nodes="${NODES:-8}" conns="${CONNS:-4}" jobs="${JOBS:-1000000}"
+repeat="${REPEAT:-3}"
 for f in "$server" "$load"; do
   [[ -x "$f" ]] || { echo "missing $f: ninja -C $build expanse-server ingest_load" >&2; exit 1; }
 done
@@ -55,6 +56,14 @@ pg_cpu_s() {
   echo "$sum"
 }
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
+# Per-CPU busy and total jiffies, "cpuN busy total" per line, to tell after a run whether a
+# CPU sat idle (the run then waited on round trips, not on that CPU).
+cpu_ticks() { awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= NF; ++i) t += $i; print $1, t - $5 - $6, t }' /proc/stat; }
+# busy_between BEFORE AFTER: "cpu0 97% cpu1 88%" from two cpu_ticks outputs.
+busy_between() {
+  join <(echo "$1") <(echo "$2") |
+    awk '{ d = $5 - $3; printf "%s%s %.0f%%", (NR > 1 ? " " : ""), $1, (d > 0 ? ($4 - $2) * 100 / d : 0) }'
+}
 
 pg_start
 
@@ -125,7 +134,10 @@ ingest_pair() {
   echo "[$layout] VictoriaMetrics /api/v1/import: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
   local cv2 vm_out vm_cpu
   cv2="$(cpu_s "$VM_PID")"
+  local ticks0 vm_busy rep_busy
+  ticks0="$(cpu_ticks)"
   vm_out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
+  vm_busy="$(busy_between "$ticks0" "$(cpu_ticks)")"
   vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
   stop_vm "$VM_PID"
 
@@ -133,12 +145,14 @@ ingest_pair() {
   local tier_vm_url="$VM_URL" tier_vm_pid="$VM_PID"
   pin_postgres "$tier_cpus"  # part of the tier: never on VictoriaMetrics' CPU in the split
   start_replicas "$tier_vm_url" "$tier_cpus"
-  new_credential "bench-$layout"
+  new_credential "bench-${layout//#/-}"
   echo "[$layout] two replicas -> VictoriaMetrics: the same samples ..." >&2
   local c0 c1 cv cp rep_out rep_cpu rep_vm_cpu pg_cpu stored
   c0="$(cpu_s "${replica_pid[0]}")" c1="$(cpu_s "${replica_pid[1]}")" cv="$(cpu_s "$tier_vm_pid")"
   cp="$(pg_cpu_s)"
+  ticks0="$(cpu_ticks)"
   rep_out="$(on_cpus "$tier_cpus" "$load" expanse --port "${port[0]}" --port2 "${port[1]}" --credential "$credential" "${common[@]}")"
+  rep_busy="$(busy_between "$ticks0" "$(cpu_ticks)")"
   rep_cpu="$(awk -v a="$c0" -v b="$c1" -v x="$(cpu_s "${replica_pid[0]}")" -v y="$(cpu_s "${replica_pid[1]}")" 'BEGIN { print x - a + y - b }')"
   rep_vm_cpu="$(awk -v a="$cv" -v b="$(cpu_s "$tier_vm_pid")" 'BEGIN { print b - a }')"
   pg_cpu="$(awk -v a="$cp" -v b="$(pg_cpu_s)" 'BEGIN { print b - a }')"
@@ -150,7 +164,8 @@ ingest_pair() {
     jq -r '.data.result[0].value[1]')"
   [[ "$stored" == "$(kv samples "$rep_out")" ]] ||
     { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
-  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu $pg_cpu" >>"$dir/ingest"
+  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu $pg_cpu $(kv send_cpu_s "$rep_out") $(kv send_cpu_s "$vm_out")" >>"$dir/ingest"
+  echo "$layout|$rep_busy|$vm_busy" >>"$dir/busy"
   vm_url="$tier_vm_url" vm_pid="$tier_vm_pid"  # the later parts read from the last tier's store
 }
 
@@ -159,14 +174,22 @@ ingest_pair() {
 # VictoriaMetrics as busy as its own import does). The split is measured last, so the job and
 # list queries below run on its replicas (re-pinned to every CPU first).
 : >"$dir/ingest"
-ingest_pair shared "" ""
+: >"$dir/busy"
 # The CPUs this script may use: the first for VictoriaMetrics, the rest for the tier.
 read -r first_cpu other_cpus < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], ",".join(map(str, c[1:])))')
+# The layouts take turns, REPEAT times, so that a slow spell of the machine (its figures vary
+# by a quarter from run to run) falls on both; the report gives every run and the median.
+for run in $(seq 1 "$repeat"); do
+  [[ "$run" == 1 ]] || { stop_replicas; stop_vm "$vm_pid"; }
+  ingest_pair "shared#$run" "" ""
+  if [[ -n "$other_cpus" ]]; then
+    # Nothing of the shared layout's run may keep a CPU busy (VictoriaMetrics merges for a while).
+    stop_replicas
+    stop_vm "$vm_pid"
+    ingest_pair "split#$run" "$first_cpu" "$other_cpus"
+  fi
+done
 if [[ -n "$other_cpus" ]]; then
-  # Nothing of the shared layout's run may keep a CPU busy (VictoriaMetrics merges for a while).
-  stop_replicas
-  stop_vm "$vm_pid"
-  ingest_pair split "$first_cpu" "$other_cpus"
   for p in "${replica_pid[@]}" "$vm_pid"; do pin "$first_cpu,$other_cpus" "$p"; done
   pin_postgres "$first_cpu,$other_cpus"
 fi
@@ -207,17 +230,28 @@ done
 listed="$(jq '.jobs | length' "$dir/list.json")"
 api_median="$(printf '%s\n' "${api_ms[@]}" | sort -n | sed -n 3p)"
 
-while read -r layout r v n rc rvc vc pc; do
-  awk -v flight="$((nodes < conns ? nodes : conns))" -v l="$layout" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" -v pc="$pc" 'BEGIN {
-    what = l == "shared" ? "all on every CPU" : "VictoriaMetrics on one CPU alone in both runs, replicas and load on the rest"
-    printf "ingest, %s:\n", what
-    printf "  %-44s %14.0f samples/s\n", "2 replicas -> VictoriaMetrics (remote-write)", r
-    printf "  %-44s %14.0f samples/s\n", "VictoriaMetrics /api/v1/import", v
-    printf "  ratio replicas/VictoriaMetrics import: %.2fx (budget >= 0.8x); %d samples, %d requests in flight\n", r / v, n, flight
-    printf "  CPU s per million samples: replicas %.2f + PostgreSQL %.2f + their VictoriaMetrics %.2f; VictoriaMetrics import %.2f\n",
-           rc / n * 1e6, pc / n * 1e6, rvc / n * 1e6, vc / n * 1e6
-  }'
-done <"$dir/ingest"
+# One line per run, then the median ratio of each layout.
+report_layout() {
+  local layout="$1" what="$2" run_line rep_busy vm_busy
+  echo "ingest, $what (ratio budget >= 0.8x; $(((nodes < conns ? nodes : conns))) requests in flight):"
+  while read -r run_line; do
+    read -r name r v n rc rvc vc pc lr lv <<<"$run_line"
+    IFS='|' read -r _ rep_busy vm_busy < <(grep "^$name|" "$dir/busy")
+    awk -v name="${name#*#}" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" \
+      -v pc="$pc" -v lr="$lr" -v lv="$lv" -v rb="$rep_busy" -v vb="$vm_busy" 'BEGIN {
+      printf "  run %s: 2 replicas -> VictoriaMetrics %.0f samples/s, VictoriaMetrics /api/v1/import %.0f samples/s: %.2fx (%d samples)\n", name, r, v, r / v, n
+      printf "    CPU s per million samples: replicas %.2f + PostgreSQL %.2f + their VictoriaMetrics %.2f (load %.2f); VictoriaMetrics import %.2f (load %.2f)\n",
+             rc / n * 1e6, pc / n * 1e6, rvc / n * 1e6, lr / n * 1e6, vc / n * 1e6, lv / n * 1e6
+      printf "    CPUs busy: %s through the replicas; %s in the import\n", rb, vb
+    }'
+  done < <(grep "^$layout#" "$dir/ingest")
+  grep "^$layout#" "$dir/ingest" | awk '{ print $2 / $3 }' | sort -n |
+    awk -v l="$layout" '{ r[NR] = $1 } END { printf "  median ratio, %s: %.2fx of %d runs\n", l, (NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2), NR }'
+}
+report_layout shared "all on every CPU"
+if [[ -n "$other_cpus" ]]; then
+  report_layout split "VictoriaMetrics on one CPU alone in both runs, replicas and load on the rest"
+fi
 awk -v qf="$(kv query_first_ms "$query_out")" -v qm="$(kv query_median_ms "$query_out")" \
   -v pts="$(kv points "$query_out")" -v ser="$(kv series "$query_out")" \
   -v sm="$store_ms" -v idx="$index" -v am="$api_median" -v listed="$listed" -v jobs="$jobs" 'BEGIN {

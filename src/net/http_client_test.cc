@@ -2,7 +2,6 @@
 // self-signed CA) and, for the proxy rules, a raw socket that records what reaches it.
 #include "net/http_client.h"
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/test_loopback.h"
 #include "core/test_temp_dir.h"
 #include "http/listener.h"
 #include "http/self_signed.h"
@@ -279,17 +279,7 @@ TEST(HttpClientOptionsTest, AnUnreadableCaFileIsRefusedAtCreation) {
 class RecordingProxy {
  public:
   RecordingProxy() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    auto* generic = reinterpret_cast<sockaddr*>(&address);
-    if (fd_ < 0 || ::bind(fd_, generic, length) != 0 || ::listen(fd_, 8) != 0 ||
-        ::getsockname(fd_, generic, &length) != 0) {
-      std::abort();
-    }
-    port_ = ntohs(address.sin_port);
+    fd_ = expanse::testing::ListenOnLoopback(8, &port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~RecordingProxy() {

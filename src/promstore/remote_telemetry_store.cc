@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -160,6 +161,9 @@ namespace {
 // remote write stays far below receivers' request limits (VictoriaMetrics: 32 MiB).
 constexpr size_t kMaxGroupBatches = 64;
 constexpr size_t kMaxGroupSamples = 200'000;
+// Marks waiting for a next group, at most (with a group's own claims, far below a statement's
+// limit of 1,000 batches).
+constexpr size_t kMaxUnmarked = 256;
 
 Status InFlightError(std::string_view batch_id) {
   return UnavailableError("batch " + std::string(batch_id) +
@@ -229,11 +233,15 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
       group.push_back(next);
       waiting_.pop_front();
     }
+    std::vector<std::string> marks = std::move(unmarked_);
+    unmarked_.clear();
     ++groups_in_flight_;
     lock.unlock();
-    WriteGroup(group);
+    const bool marked = WriteGroup(group, marks);
     lock.lock();
     --groups_in_flight_;
+    if (!marked)
+      unmarked_.insert(unmarked_.end(), marks.begin(), marks.end());
     // Each waiter reads its answer once woken; none is touched after the lock is released.
     for (Writer* member : group) {
       member->done = true;
@@ -247,15 +255,19 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
   return std::move(self.result);
 }
 
-void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
+bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
+                                      const std::vector<std::string>& marks) {
   // A statement names each batch once: the same batch twice in a group (a sender's retry
-  // racing its first attempt) is in flight for the second.
+  // racing its first attempt) is in flight for the second; a retry of a batch answered but
+  // not yet marked is the repeat it is.
   std::vector<Writer*> unique;
   std::vector<store::JobStore::BatchToClaim> to_claim;
-  std::set<std::string_view> seen;
+  std::set<std::string_view> seen(marks.begin(), marks.end());
   for (Writer* w : group) {
     if (!seen.insert(w->batch_id).second) {
-      w->result = InFlightError(w->batch_id);
+      const bool answered = std::find(marks.begin(), marks.end(), w->batch_id) != marks.end();
+      w->result = answered ? Result<AppendResult>(AppendResult{.duplicate = true, .durable = true})
+                           : Result<AppendResult>(InFlightError(w->batch_id));
       continue;
     }
     unique.push_back(w);
@@ -263,12 +275,19 @@ void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
                         .batch_id = w->batch_id,
                         .credential_hash = w->credential_hash});
   }
-  Result<std::vector<store::JobStore::BatchClaim>> claims =
-      batches_.ClaimIngestBatches(to_claim, clock_.NowMs(), options_.claim_lease_ms);
+  const std::vector<std::string_view> mark_ids(marks.begin(), marks.end());
+  if (to_claim.empty()) {
+    // Every batch of the group was a repeat: the marks go alone.
+    const Status marked =
+        mark_ids.empty() ? OkStatus() : batches_.MarkIngestBatchesStored(mark_ids, clock_.NowMs());
+    return marked.ok() || marked.code() == StatusCode::kNotFound;
+  }
+  Result<std::vector<store::JobStore::BatchClaim>> claims = batches_.MarkAndClaimIngestBatches(
+      mark_ids, to_claim, clock_.NowMs(), options_.claim_lease_ms);
   if (!claims.ok()) {
     for (Writer* w : unique)
       w->result = claims.status();
-    return;
+    return false;
   }
   std::vector<Writer*> claimed;
   std::vector<const tsdb::Batch*> to_send;
@@ -296,21 +315,34 @@ void RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group) {
     }
   }
   if (claimed.empty())
-    return;
+    return true;
   // Send adds the token, as to every request of the store.
   Result<net::HttpResponse> response =
       Send(RemoteWriteRequest(options_.write_url, EncodeWriteRequest(to_send), ""));
   Status written = response.ok() ? AnswerStatus(*response, "a remote write") : response.status();
-  if (written.ok())
-    written = batches_.MarkIngestBatchesStored(claimed_ids, clock_.NowMs());
-  else
+  if (written.ok()) {
+    // Batches already waiting make a next group soon: its claim marks these (see Append). A
+    // bound keeps a run of failing claims from piling marks up; past it they are marked now.
+    bool deferred = false;
+    {
+      std::lock_guard lock(write_mu_);
+      if (!waiting_.empty() && unmarked_.size() + claimed_ids.size() <= kMaxUnmarked) {
+        unmarked_.insert(unmarked_.end(), claimed_ids.begin(), claimed_ids.end());
+        deferred = true;
+      }
+    }
+    if (!deferred)
+      written = batches_.MarkIngestBatchesStored(claimed_ids, clock_.NowMs());
+  } else {
     (void)batches_.ReleaseIngestBatches(claimed_ids);  // the retries may reach a healthy store
+  }
   for (Writer* w : claimed) {
     if (written.ok())
       w->result = AppendResult{.samples = w->samples, .durable = true};
     else
       w->result = written;
   }
+  return true;
 }
 
 Status RemoteTelemetryStore::CheckSeriesLimit(const tsdb::Batch& /*batch*/) {
@@ -323,7 +355,35 @@ tsdb::TelemetryStore::Durability RemoteTelemetryStore::durability() {
   return Durability{.epoch = epoch_, .durable_mark = 0};
 }
 
-Status RemoteTelemetryStore::Flush() { return OkStatus(); }
+size_t RemoteTelemetryStore::WaitingBatches() {
+  std::lock_guard lock(write_mu_);
+  return waiting_.size();
+}
+
+RemoteTelemetryStore::~RemoteTelemetryStore() {
+  if (Status s = Flush(); !s.ok())
+    std::fprintf(stderr, "expanse-server: marking written batches: %s\n", s.ToString().c_str());
+}
+
+Status RemoteTelemetryStore::Flush() {
+  std::vector<std::string> marks;
+  {
+    std::lock_guard lock(write_mu_);
+    marks.swap(unmarked_);
+  }
+  if (marks.empty())
+    return OkStatus();
+  const std::vector<std::string_view> ids(marks.begin(), marks.end());
+  Status marked = batches_.MarkIngestBatchesStored(ids, clock_.NowMs());
+  // kNotFound: some were forgotten already; the others are marked.
+  if (marked.code() == StatusCode::kNotFound)
+    return OkStatus();
+  if (!marked.ok()) {
+    std::lock_guard lock(write_mu_);
+    unmarked_.insert(unmarked_.end(), marks.begin(), marks.end());
+  }
+  return marked;
+}
 
 Status RemoteTelemetryStore::ApplyRetention() {
   return batches_.ForgetIngestBatches(clock_.NowMs() - options_.batch_record_retention_ms).status();

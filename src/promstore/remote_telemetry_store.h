@@ -16,13 +16,20 @@
 //   the first caller to find a free slot (write_groups) takes every waiting batch, up to a
 //   bound, and claims them in one statement, sends them in one remote write and marks them in
 //   one statement; the others wait for their answers. A busy replica so pays for its round
-//   trips per group, not per batch. A failure of the group's write or mark fails each of its
-//   batches (their senders retry); a refused claim fails only its own.
+//   trips per group, not per batch. When batches are already waiting for the next group, a
+//   written group is answered at once and its marks ride in that group's claim statement
+//   (JobStore::MarkAndClaimIngestBatches): one round trip and commit per group instead of
+//   two. The answer stays honest, since the remote store has the samples; an unmarked batch
+//   only looks in flight to a retry until the mark lands (or, if this replica dies first, until
+//   its lease lapses and the retry writes the same samples again, which the store keeps once).
+//   A failure of the group's write or mark fails each of its batches (their senders retry); a
+//   refused claim fails only its own.
 // - Query and QueryMany compute downsample.h's buckets in the store with PromQL
 //   (promql.h): min/max/avg/last/count_over_time over windows that are exactly the buckets,
 //   so the answers are the embedded store's for the same samples.
 // - The series limit is the remote store's own (VictoriaMetrics: -storage.maxHourlySeries);
-//   retention too. Flush has nothing to do; ApplyRetention forgets old batch records.
+//   retention too. Flush writes marks still waiting for a group; ApplyRetention forgets old
+//   batch records.
 #ifndef EXPANSE_PROMSTORE_REMOTE_TELEMETRY_STORE_H_
 #define EXPANSE_PROMSTORE_REMOTE_TELEMETRY_STORE_H_
 
@@ -74,6 +81,10 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   static Result<std::unique_ptr<RemoteTelemetryStore>> Open(RemoteTelemetryOptions options,
                                                             store::JobStore& batches, Clock& clock);
 
+  // Writes the marks no group took (Flush: the batches whose mark was left for a group that
+  // did not come, or whose claim failed).
+  ~RemoteTelemetryStore() override;
+
   Result<AppendResult> Append(std::string_view batch_id, const tsdb::Batch& batch,
                               Ack ack = Ack::kDurable) override;
   bool ChecksCredentials() const override { return true; }
@@ -89,6 +100,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
       const std::vector<tsdb::SeriesQuery>& queries) override;
   Status Flush() override;
   Status ApplyRetention() override;
+
+  // Batches waiting for a group to take them (for the tests).
+  size_t WaitingBatches();
 
   // Sends a PromQL query to query_url + path with the form fields given (name, value) and
   // parses the answer (promql.h). For the tests and the dashboard check.
@@ -106,7 +120,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
                                      std::string_view credential_hash);
   // Claims, writes and marks the batches of one group together and sets each one's result:
   // one statement for the claims, one remote write, one statement for the marks.
-  void WriteGroup(const std::vector<Writer*>& group);
+  // `marks` are written batches to mark in the claim's statement; false when they were not
+  // marked (the statement failed), so that the caller keeps them for the next group.
+  bool WriteGroup(const std::vector<Writer*>& group, const std::vector<std::string>& marks);
 
   // One of the pooled clients, returned to the pool when the lease ends.
   class Lease;
@@ -127,6 +143,8 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   std::mutex write_mu_;
   std::deque<Writer*> waiting_;  // batches not yet in a group, in arrival order
   int groups_in_flight_ = 0;
+  // Written and answered batches whose mark waits for the next group's claim (see Append).
+  std::vector<std::string> unmarked_;
 };
 
 // application/x-www-form-urlencoded text of the fields (RFC 3986 unreserved kept as is).

@@ -4,13 +4,21 @@
 // answers wrongly is said so, and a failed write leaves the batch free for its retry.
 #include "promstore/remote_telemetry_store.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/test_loopback.h"
 #include "core/test_temp_dir.h"
 #include "promstore/vm_test_server.h"
 #include "store/sqlite_store.h"
@@ -70,10 +78,11 @@ class RemoteTelemetryStoreTest : public ::testing::Test {
   static VictoriaMetricsTestServer& vm() { return VictoriaMetricsTestServer::Shared(); }
 
   std::unique_ptr<RemoteTelemetryStore> Open(const std::string& write_url,
-                                             const std::string& query_url) {
+                                             const std::string& query_url, int write_groups = 2) {
     RemoteTelemetryOptions options;
     options.write_url = write_url;
     options.query_url = query_url;
+    options.write_groups = write_groups;
     options.timeout = std::chrono::seconds(5);
     auto store = RemoteTelemetryStore::Open(options, db_->Jobs(), clock_);
     EXPECT_TRUE(store.ok()) << store.status();
@@ -230,6 +239,191 @@ TEST_F(RemoteTelemetryStoreTest, ConcurrentBatchesAreWrittenTogetherAndEachIsSto
                                             clock_.NowMs(), 60'000),
               store::JobStore::BatchClaim::kStored);
   }
+}
+
+// A remote-write receiver that accepts every write without keeping it and holds the first one
+// until released: a test lines batches up behind a group being written. Plain sockets (the
+// http module's listener refuses snappy bodies); keep-alive, one thread per connection.
+// Bounded waits, so that a broken test fails rather than hangs.
+class HeldReceiver {
+ public:
+  HeldReceiver() {
+    fd_ = expanse::testing::ListenOnLoopback(16, &port_);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~HeldReceiver() {
+    Release();
+    ::shutdown(fd_, SHUT_RDWR);
+    acceptor_.join();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      for (const int connection : connections_)
+        ::shutdown(connection, SHUT_RDWR);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads)
+      t.join();
+    for (const int connection : connections_)
+      ::close(connection);
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  bool WaitForWrites(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kBound, [&] { return writes_ >= n; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  int writes() {
+    std::lock_guard lock(mu_);
+    return writes_;
+  }
+
+ private:
+  static constexpr std::chrono::seconds kBound{30};
+
+  void Accept() {
+    while (true) {
+      const int connection = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (connection < 0)
+        return;
+      std::lock_guard lock(mu_);
+      connections_.push_back(connection);
+      threads_.emplace_back([this, connection] { Serve(connection); });
+    }
+  }
+  // Requests on one connection: the head, then Content-Length bytes of body; 204 to each.
+  void Serve(int connection) {
+    std::string pending;
+    char buffer[1 << 16];
+    while (true) {
+      size_t head_end = pending.find("\r\n\r\n");
+      while (head_end == std::string::npos) {
+        const ssize_t n = ::recv(connection, buffer, sizeof buffer, 0);
+        if (n <= 0)
+          return;
+        pending.append(buffer, static_cast<size_t>(n));
+        head_end = pending.find("\r\n\r\n");
+      }
+      std::string head = pending.substr(0, head_end);
+      std::transform(head.begin(), head.end(), head.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      const size_t at = head.find("content-length:");
+      const size_t body_bytes = at == std::string::npos ? 0 : std::stoul(head.substr(at + 15));
+      while (pending.size() < head_end + 4 + body_bytes) {
+        const ssize_t n = ::recv(connection, buffer, sizeof buffer, 0);
+        if (n <= 0)
+          return;
+        pending.append(buffer, static_cast<size_t>(n));
+      }
+      pending.erase(0, head_end + 4 + body_bytes);
+      {
+        std::unique_lock lock(mu_);
+        const int n = ++writes_;
+        cv_.notify_all();
+        if (n == 1)
+          cv_.wait_for(lock, kBound, [this] { return released_; });
+      }
+      constexpr char kAccepted[] = "HTTP/1.1 204 No Content\r\n\r\n";
+      if (::send(connection, kAccepted, sizeof kAccepted - 1, MSG_NOSIGNAL) < 0)
+        return;
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> connections_;
+  std::vector<std::thread> threads_;
+  int writes_ = 0;
+  bool released_ = false;
+};
+
+TEST_F(RemoteTelemetryStoreTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
+  HeldReceiver receiver;
+  // One group at a time: the next batches wait while the first is written.
+  auto held = Open(receiver.url() + "/api/v1/write", vm().url(), /*write_groups=*/1);
+  ASSERT_NE(held, nullptr);
+  const tsdb::Batch first = {{kBusy, {{Base() + 1000, 1}}}};
+  const tsdb::Batch second = {{kBusy, {{Base() + 2000, 2}}}};
+  Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
+  Result<tsdb::TelemetryStore::AppendResult> second_answer = first_answer;
+  Result<tsdb::TelemetryStore::AppendResult> retry_answer = first_answer;
+  std::thread first_sender([&] { first_answer = held->Append("cmp_a/held/1", first); });
+  if (!receiver.WaitForWrites(1)) {
+    first_sender.join();
+    FAIL() << "the first batch was never written: " << first_answer.status();
+  }
+  // While the first group is being written: a new batch, and a retry of the first (its
+  // sender gave up waiting), line up for the next group.
+  std::thread second_sender([&] { second_answer = held->Append("cmp_a/held/2", second); });
+  std::thread retry_sender([&] { retry_answer = held->Append("cmp_a/held/1", first); });
+  for (int i = 0; i < 3000 && held->WaitingBatches() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(held->WaitingBatches(), 2u);
+  receiver.Release();
+  first_sender.join();
+  second_sender.join();
+  retry_sender.join();
+  ASSERT_TRUE(first_answer.ok()) << first_answer.status();
+  EXPECT_FALSE(first_answer->duplicate);
+  EXPECT_TRUE(first_answer->durable);
+  ASSERT_TRUE(second_answer.ok()) << second_answer.status();
+  EXPECT_FALSE(second_answer->duplicate);
+  // The retry met the first batch answered and its mark on the way: a repeat, not sent again.
+  ASSERT_TRUE(retry_answer.ok()) << retry_answer.status();
+  EXPECT_TRUE(retry_answer->duplicate);
+  EXPECT_EQ(receiver.writes(), 2);
+  // Both marked, with nothing left to flush: the first by the second group's claim.
+  for (const char* id : {"cmp_a/held/1", "cmp_a/held/2"}) {
+    EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", id, clock_.NowMs() + 120'000, 60'000),
+              store::JobStore::BatchClaim::kStored)
+        << id;
+  }
+}
+
+TEST_F(RemoteTelemetryStoreTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
+  HeldReceiver receiver;
+  // One group at a time: the next batches wait while the first is written.
+  auto held = Open(receiver.url() + "/api/v1/write", vm().url(), /*write_groups=*/1);
+  ASSERT_NE(held, nullptr);
+  const int64_t start = clock_.NowMs();
+  Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
+  Result<tsdb::TelemetryStore::AppendResult> next_answer = first_answer;
+  std::thread first_sender([&] {
+    first_answer = held->Append("cmp_a/held/3", {{kBusy, {{Base() + 3000, 3}}}});
+  });
+  if (!receiver.WaitForWrites(1)) {
+    first_sender.join();
+    FAIL() << "the first batch was never written: " << first_answer.status();
+  }
+  // The group waiting behind it fails its claim (the store refuses a time before the epoch),
+  // and the first batch's mark, which rode in that claim, with it.
+  clock_.Set(-1);
+  std::thread next_sender([&] {
+    next_answer = held->Append("cmp_a/held/4", {{kBusy, {{Base() + 4000, 4}}}});
+  });
+  for (int i = 0; i < 3000 && held->WaitingBatches() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(held->WaitingBatches(), 1u);
+  receiver.Release();
+  first_sender.join();
+  next_sender.join();
+  ASSERT_TRUE(first_answer.ok()) << first_answer.status();
+  EXPECT_EQ(next_answer.status().code(), StatusCode::kInvalidArgument) << next_answer.status();
+  // Written and answered, not yet marked: a retry now would be told to wait.
+  EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/held/3", start + 1000, 60'000),
+            store::JobStore::BatchClaim::kInFlight);
+  clock_.Set(start + 2000);
+  ASSERT_TRUE(held->Flush().ok());
+  EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/held/3", start + 120'000, 60'000),
+            store::JobStore::BatchClaim::kStored);
 }
 
 TEST_F(RemoteTelemetryStoreTest, ABatchIdTheTableCannotTakeIsRefusedAlone) {

@@ -267,8 +267,17 @@ class JobStore {
     // a batch of samples, and a revoked credential still stores nothing.
     std::string_view credential_hash = {};
   };
-  virtual Result<std::vector<BatchClaim>> ClaimIngestBatches(
-      const std::vector<BatchToClaim>& batches, int64_t now_ms, int64_t lease_ms) = 0;
+  Result<std::vector<BatchClaim>> ClaimIngestBatches(const std::vector<BatchToClaim>& batches,
+                                                     int64_t now_ms, int64_t lease_ms) {
+    return MarkAndClaimIngestBatches({}, batches, now_ms, lease_ms);
+  }
+  // Marks `to_mark` (batches the caller claimed and has written; may be empty) and claims
+  // `batches` (at least one) in one statement: a busy replica marks a written group with the
+  // next group's claim, one round trip and commit instead of two. Ids must be distinct across
+  // both lists. A name in `stored` that was never claimed is not an error here.
+  virtual Result<std::vector<BatchClaim>> MarkAndClaimIngestBatches(
+      const std::vector<std::string_view>& to_mark, const std::vector<BatchToClaim>& batches,
+      int64_t now_ms, int64_t lease_ms) = 0;
   // Every claimed batch of batch_ids is marked; kNotFound says how many were never claimed (a
   // caller then answers the whole group with the error: the marked ones are repeats to the
   // retry, the others are claimed and written again).

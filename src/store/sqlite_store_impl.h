@@ -110,8 +110,9 @@ class SqliteStore final : public Store, public JobStore {
   Result<std::vector<GpuAllocation>> HostGpuAllocations(std::string_view compute_id,
                                                         std::string_view host, int64_t from_ms,
                                                         int64_t to_ms) override;
-  Result<std::vector<BatchClaim>> ClaimIngestBatches(const std::vector<BatchToClaim>& batches,
-                                                     int64_t now_ms, int64_t lease_ms) override;
+  Result<std::vector<BatchClaim>> MarkAndClaimIngestBatches(
+      const std::vector<std::string_view>& to_mark, const std::vector<BatchToClaim>& batches,
+      int64_t now_ms, int64_t lease_ms) override;
   Status MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
                                  int64_t now_ms) override;
   Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) override;

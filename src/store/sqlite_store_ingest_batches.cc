@@ -60,10 +60,17 @@ Status BindTexts(Statement& statement, int first, const std::vector<std::string_
   return OkStatus();
 }
 
+// Marks the batches named by ?first+1 ... ?first+count stored at ?first.
+std::string MarkSql(int first, size_t count) {
+  return "UPDATE ingest_batches SET stored_at_ms = ?" + std::to_string(first) +
+         " WHERE batch_id IN (" + Placeholders(first + 1, count) + ")";
+}
+
 }  // namespace
 
-Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
-    const std::vector<BatchToClaim>& batches, int64_t now_ms, int64_t lease_ms) {
+Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches(
+    const std::vector<std::string_view>& to_mark, const std::vector<BatchToClaim>& batches,
+    int64_t now_ms, int64_t lease_ms) {
   std::vector<std::string_view> ids;
   ids.reserve(batches.size());
   for (const BatchToClaim& b : batches) {
@@ -71,7 +78,12 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
       return InvalidArgumentError("compute_id must not be empty");
     ids.push_back(b.batch_id);
   }
-  EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(ids));
+  // Distinct across both lists: one statement must not change a row twice.
+  std::vector<std::string_view> named = ids;
+  named.insert(named.end(), to_mark.begin(), to_mark.end());
+  if (batches.empty())
+    return InvalidArgumentError("a claim names at least one ingest batch");
+  EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(named));
   if (now_ms < 0 || lease_ms <= 0)
     return InvalidArgumentError("now_ms must be >= 0 and lease_ms > 0");
   // One atomic statement in both engines (an UPSERT of every row): a new batch id is claimed;
@@ -86,12 +98,28 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
     values += (i > 0 ? ", (?" : "(?") + std::to_string(first) + ", ?" + std::to_string(first + 1) +
               ", ?" + std::to_string(first + 2) + ")";
   }
+  // The marks: on PostgreSQL an UPDATE in the claim's WITH clause, so both take one round trip
+  // and one commit (the two touch distinct rows); SQLite has no data-modifying WITH and no
+  // round trips to save, so there it is a statement of its own just before the claim.
+  const bool mark_in_claim = !to_mark.empty() && db_.engine() == Engine::kPostgres;
+  const int first_mark = mark_in_claim ? 3 + 3 * static_cast<int>(batches.size()) : 1;
+  // At least 1: 0 means "not stored yet" in the table.
+  const int64_t stored_at_ms = now_ms > 0 ? now_ms : 1;
   return OneStatement([&]() -> Result<std::vector<BatchClaim>> {
+    if (!to_mark.empty() && !mark_in_claim) {
+      EXPANSE_ASSIGN_OR_RETURN(Statement mark, db_.Prepare(MarkSql(first_mark, to_mark.size())));
+      EXPANSE_RETURN_IF_ERROR(mark.Bind(first_mark, stored_at_ms));
+      EXPANSE_RETURN_IF_ERROR(BindTexts(mark, first_mark + 1, to_mark));
+      EXPANSE_RETURN_IF_ERROR(mark.Run());
+    }
     std::set<std::string, std::less<>> claimed;
     {
       EXPANSE_ASSIGN_OR_RETURN(
           Statement rows,
-          db_.Prepare("INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
+          db_.Prepare((mark_in_claim
+                           ? "WITH marked AS (" + MarkSql(first_mark, to_mark.size()) + ") "
+                           : std::string()) +
+                      "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
                       "stored_at_ms) SELECT v.column1, v.column2, ?1, 0 FROM (VALUES " +
                       values +
                       ") AS v WHERE v.column3 = '' OR EXISTS (SELECT 1 FROM credentials cr "
@@ -107,6 +135,10 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::ClaimIngestBatches(
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first, batches[i].batch_id));
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 1, batches[i].compute_id));
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 2, batches[i].credential_hash));
+      }
+      if (mark_in_claim) {
+        EXPANSE_RETURN_IF_ERROR(rows.Bind(first_mark, stored_at_ms));
+        EXPANSE_RETURN_IF_ERROR(BindTexts(rows, first_mark + 1, to_mark));
       }
       while (true) {
         EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
@@ -180,10 +212,7 @@ Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>&
                                             int64_t now_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
   return OneStatement([&]() -> Status {
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement statement,
-        db_.Prepare("UPDATE ingest_batches SET stored_at_ms = ?1 WHERE batch_id IN (" +
-                    Placeholders(2, batch_ids.size()) + ")"));
+    EXPANSE_ASSIGN_OR_RETURN(Statement statement, db_.Prepare(MarkSql(1, batch_ids.size())));
     // At least 1: 0 means "not stored yet" in the table.
     EXPANSE_RETURN_IF_ERROR(statement.Bind(1, now_ms > 0 ? now_ms : int64_t{1}));
     EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 2, batch_ids));

@@ -88,6 +88,42 @@ TEST_P(IngestBatchesTest, SeveralBatchesAreClaimedMarkedAndReleasedInOneCall) {
   EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 4000), Claim::kClaimed);
 }
 
+TEST_P(IngestBatchesTest, WrittenBatchesAreMarkedInTheNextClaimsStatement) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow), Claim::kClaimed);
+  // The group of 1 and 2 was written; the next group's claim marks them.
+  const Result<std::vector<Claim>> claims = jobs().MarkAndClaimIngestBatches(
+      {"cmp_a/main/1", "cmp_a/main/2"}, {{"cmp_a", "cmp_a/main/3"}, {"cmp_b", "cmp_b/main/1"}},
+      kNow + 1000, kLease);
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  EXPECT_EQ(*claims, (std::vector<Claim>{Claim::kClaimed, Claim::kClaimed}));
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 2000), Claim::kStored);
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 2000), Claim::kStored);
+  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 2000), Claim::kInFlight);
+  // Long past the lease too: marked, not merely claimed again.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 10 * kLease), Claim::kStored);
+  // A claim still answers each of its own, stored or in flight, beside the marks.
+  const Result<std::vector<Claim>> again = jobs().MarkAndClaimIngestBatches(
+      {"cmp_a/main/3"}, {{"cmp_a", "cmp_a/main/1"}, {"cmp_b", "cmp_b/main/1"}}, kNow + 3000,
+      kLease);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, (std::vector<Claim>{Claim::kStored, Claim::kInFlight}));
+  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 4000), Claim::kStored);
+}
+
+TEST_P(IngestBatchesTest, AMarkAndAClaimMayNotNameTheSameBatch) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
+  const Result<std::vector<Claim>> claims = jobs().MarkAndClaimIngestBatches(
+      {"cmp_a/main/1"}, {{"cmp_a", "cmp_a/main/1"}}, kNow + 1000, kLease);
+  EXPECT_EQ(claims.status().code(), StatusCode::kInvalidArgument) << claims.status();
+  // Marks alone are not a claim.
+  EXPECT_EQ(jobs().MarkAndClaimIngestBatches({"cmp_a/main/1"}, {}, kNow, kLease).status().code(),
+            StatusCode::kInvalidArgument);
+  // The refused calls changed nothing: the claim is still live and unmarked.
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 2000), Claim::kInFlight);
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease), Claim::kClaimed);
+}
+
 TEST_P(IngestBatchesTest, AClaimThatNamesACredentialNeedsItLiveAndTheComputes) {
   MakeCompute("cmp_a");
   MakeCompute("cmp_b");
