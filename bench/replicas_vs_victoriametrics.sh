@@ -24,6 +24,7 @@ server="$build/bin/expanse-server"
 load="$build/bin/ingest_load"
 hours="${HOURS:-1}" nodes="${NODES:-8}" conns="${CONNS:-4}" jobs="${JOBS:-1000000}"
 repeat="${REPEAT:-3}"
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "REPEAT must be a whole number of runs, 1 or more" >&2; exit 1; }
 for f in "$server" "$load"; do
   [[ -x "$f" ]] || { echo "missing $f: ninja -C $build expanse-server ingest_load" >&2; exit 1; }
 done
@@ -58,7 +59,8 @@ pg_cpu_s() {
 kv() { grep -oP "(^| )$1=\K\S+" <<<"$2"; }
 # Per-CPU busy and total jiffies, "cpuN busy total" per line, to tell after a run whether a
 # CPU sat idle (the run then waited on round trips, not on that CPU).
-cpu_ticks() { awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= NF; ++i) t += $i; print $1, t - $5 - $6, t }' /proc/stat; }
+# user nice system idle iowait irq softirq steal; guest time is counted in user and nice already.
+cpu_ticks() { awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= 9; ++i) t += $i; print $1, t - $5 - $6, t }' /proc/stat; }
 # busy_between BEFORE AFTER: "cpu0 97% cpu1 88%" from two cpu_ticks outputs.
 busy_between() {
   join <(echo "$1") <(echo "$2") |

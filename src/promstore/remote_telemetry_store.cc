@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -164,6 +165,9 @@ constexpr size_t kMaxGroupSamples = 200'000;
 // Marks waiting for a next group, at most (with a group's own claims, far below a statement's
 // limit of 1,000 batches).
 constexpr size_t kMaxUnmarked = 256;
+// Marks one claim statement carries at most: with a group's own batches (kMaxGroupBatches) far
+// below the 1,000 batches a statement may name.
+constexpr size_t kMaxMarksPerClaim = 256;
 
 Status InFlightError(std::string_view batch_id) {
   return UnavailableError("batch " + std::string(batch_id) +
@@ -233,15 +237,16 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
       group.push_back(next);
       waiting_.pop_front();
     }
-    std::vector<std::string> marks = std::move(unmarked_);
-    unmarked_.clear();
+    std::vector<std::string> marks;
+    while (!unmarked_.empty() && marks.size() < kMaxMarksPerClaim)
+      marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
     ++groups_in_flight_;
     lock.unlock();
     const bool marked = WriteGroup(group, marks);
     lock.lock();
     --groups_in_flight_;
     if (!marked)
-      unmarked_.insert(unmarked_.end(), marks.begin(), marks.end());
+      unmarked_.insert(marks.begin(), marks.end());
     // Each waiter reads its answer once woken; none is touched after the lock is released.
     for (Writer* member : group) {
       member->done = true;
@@ -284,6 +289,13 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
   }
   Result<std::vector<store::JobStore::BatchClaim>> claims = batches_.MarkAndClaimIngestBatches(
       mark_ids, to_claim, clock_.NowMs(), options_.claim_lease_ms);
+  bool marked = true;
+  if (!claims.ok() && !mark_ids.empty()) {
+    // The marks are not this group's to fail (a deadlock with another replica's claim, one
+    // PostgreSQL breaks by aborting a statement, say): the claim alone, the marks kept.
+    marked = false;
+    claims = batches_.ClaimIngestBatches(to_claim, clock_.NowMs(), options_.claim_lease_ms);
+  }
   if (!claims.ok()) {
     for (Writer* w : unique)
       w->result = claims.status();
@@ -315,11 +327,23 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
     }
   }
   if (claimed.empty())
-    return true;
+    return marked;
   // Send adds the token, as to every request of the store.
+  std::string body = EncodeWriteRequest(to_send);
+  const auto write_start = std::chrono::steady_clock::now();
   Result<net::HttpResponse> response =
-      Send(RemoteWriteRequest(options_.write_url, EncodeWriteRequest(to_send), ""));
+      Send(RemoteWriteRequest(options_.write_url, std::move(body), ""));
+  const double write_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   Status written = response.ok() ? AnswerStatus(*response, "a remote write") : response.status();
+  {
+    std::lock_guard lock(write_mu_);
+    ++counted_.groups;
+    counted_.group_batches += claimed.size();
+    counted_.write_seconds += write_seconds;
+    if (!written.ok())
+      ++counted_.failed_writes;
+  }
   if (written.ok()) {
     // Batches already waiting make a next group soon: its claim marks these (see Append). A
     // bound keeps a run of failing claims from piling marks up; past it they are marked now.
@@ -327,7 +351,7 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
     {
       std::lock_guard lock(write_mu_);
       if (!waiting_.empty() && unmarked_.size() + claimed_ids.size() <= kMaxUnmarked) {
-        unmarked_.insert(unmarked_.end(), claimed_ids.begin(), claimed_ids.end());
+        unmarked_.insert(claimed_ids.begin(), claimed_ids.end());
         deferred = true;
       }
     }
@@ -342,7 +366,7 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
     else
       w->result = written;
   }
-  return true;
+  return marked;
 }
 
 Status RemoteTelemetryStore::CheckSeriesLimit(const tsdb::Batch& /*batch*/) {
@@ -353,6 +377,14 @@ Result<tsdb::TelemetryStore::Durability> RemoteTelemetryStore::SyncAll() { retur
 
 tsdb::TelemetryStore::Durability RemoteTelemetryStore::durability() {
   return Durability{.epoch = epoch_, .durable_mark = 0};
+}
+
+RemoteTelemetryStore::Stats RemoteTelemetryStore::stats() {
+  std::lock_guard lock(write_mu_);
+  Stats now = counted_;
+  now.waiting_batches = waiting_.size();
+  now.unmarked_batches = unmarked_.size();
+  return now;
 }
 
 size_t RemoteTelemetryStore::WaitingBatches() {
@@ -369,10 +401,13 @@ Status RemoteTelemetryStore::Flush() {
   std::vector<std::string> marks;
   {
     std::lock_guard lock(write_mu_);
-    marks.swap(unmarked_);
+    while (!unmarked_.empty())
+      marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
   }
   if (marks.empty())
     return OkStatus();
+  // A statement names at most 1,000 batches; at most kMaxUnmarked are left over, plus those two
+  // groups that failed their claims held.
   const std::vector<std::string_view> ids(marks.begin(), marks.end());
   Status marked = batches_.MarkIngestBatchesStored(ids, clock_.NowMs());
   // kNotFound: some were forgotten already; the others are marked.
@@ -380,7 +415,7 @@ Status RemoteTelemetryStore::Flush() {
     return OkStatus();
   if (!marked.ok()) {
     std::lock_guard lock(write_mu_);
-    unmarked_.insert(unmarked_.end(), marks.begin(), marks.end());
+    unmarked_.insert(marks.begin(), marks.end());
   }
   return marked;
 }

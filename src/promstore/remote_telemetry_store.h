@@ -19,11 +19,15 @@
 //   trips per group, not per batch. When batches are already waiting for the next group, a
 //   written group is answered at once and its marks ride in that group's claim statement
 //   (JobStore::MarkAndClaimIngestBatches): one round trip and commit per group instead of
-//   two. The answer stays honest, since the remote store has the samples; an unmarked batch
-//   only looks in flight to a retry until the mark lands (or, if this replica dies first, until
-//   its lease lapses and the retry writes the same samples again, which the store keeps once).
-//   A failure of the group's write or mark fails each of its batches (their senders retry); a
-//   refused claim fails only its own.
+//   two. The answer stays honest, since the remote store has the samples. Until the mark
+//   lands, a retry of such a batch is answered as a repeat when it comes in the group that
+//   carries the mark, and as in flight elsewhere; once the claim's lease has lapsed (this
+//   replica died, or its claims kept failing), a retry writes the same samples again, which
+//   the store keeps once.
+//   A failure of the group's write, or of its own mark, fails each of its batches (their
+//   senders retry); a refused claim fails only its own; a claim statement that fails with the
+//   marks it carries is made again without them (kept for the next), so marks never fail a
+//   batch.
 // - Query and QueryMany compute downsample.h's buckets in the store with PromQL
 //   (promql.h): min/max/avg/last/count_over_time over windows that are exactly the buckets,
 //   so the answers are the embedded store's for the same samples.
@@ -38,6 +42,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +106,17 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   Status Flush() override;
   Status ApplyRetention() override;
 
+  // What the replica's /metrics shows of its writes (docs/scaling.md).
+  struct Stats {
+    uint64_t groups = 0;          // groups whose batches were sent in one remote write
+    uint64_t group_batches = 0;   // batches those groups sent
+    uint64_t failed_writes = 0;   // remote writes that failed (their batches were answered so)
+    double write_seconds = 0;     // time spent in the remote writes, all together
+    size_t waiting_batches = 0;   // batches waiting now for a group to take them
+    size_t unmarked_batches = 0;  // written and answered, their mark still to be written
+  };
+  Stats stats();
+
   // Batches waiting for a group to take them (for the tests).
   size_t WaitingBatches();
 
@@ -119,9 +135,9 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   Result<AppendResult> AppendChecked(std::string_view batch_id, const tsdb::Batch& batch,
                                      std::string_view credential_hash);
   // Claims, writes and marks the batches of one group together and sets each one's result:
-  // one statement for the claims, one remote write, one statement for the marks.
-  // `marks` are written batches to mark in the claim's statement; false when they were not
-  // marked (the statement failed), so that the caller keeps them for the next group.
+  // one statement for the claims (carrying `marks`, earlier groups' written batches), one
+  // remote write, and one statement for the marks unless the next group carries them. False
+  // when `marks` were not written (the claim failed with them), so that the caller keeps them.
   bool WriteGroup(const std::vector<Writer*>& group, const std::vector<std::string>& marks);
 
   // One of the pooled clients, returned to the pool when the lease ends.
@@ -144,7 +160,8 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   std::deque<Writer*> waiting_;  // batches not yet in a group, in arrival order
   int groups_in_flight_ = 0;
   // Written and answered batches whose mark waits for the next group's claim (see Append).
-  std::vector<std::string> unmarked_;
+  std::set<std::string> unmarked_;
+  Stats counted_;  // groups, group_batches, failed_writes, write_seconds; under write_mu_
 };
 
 // application/x-www-form-urlencoded text of the fields (RFC 3986 unreserved kept as is).

@@ -21,6 +21,8 @@
 #include "core/test_loopback.h"
 #include "core/test_temp_dir.h"
 #include "promstore/vm_test_server.h"
+#include "store/pg_store.h"
+#include "store/pg_test_server.h"
 #include "store/sqlite_store.h"
 #include "tsdb/tsdb.h"
 
@@ -78,11 +80,10 @@ class RemoteTelemetryStoreTest : public ::testing::Test {
   static VictoriaMetricsTestServer& vm() { return VictoriaMetricsTestServer::Shared(); }
 
   std::unique_ptr<RemoteTelemetryStore> Open(const std::string& write_url,
-                                             const std::string& query_url, int write_groups = 2) {
+                                             const std::string& query_url) {
     RemoteTelemetryOptions options;
     options.write_url = write_url;
     options.query_url = query_url;
-    options.write_groups = write_groups;
     options.timeout = std::chrono::seconds(5);
     auto store = RemoteTelemetryStore::Open(options, db_->Jobs(), clock_);
     EXPECT_TRUE(store.ok()) << store.status();
@@ -345,25 +346,66 @@ class HeldReceiver {
   bool released_ = false;
 };
 
-TEST_F(RemoteTelemetryStoreTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
+// Unblocks the receiver when a test ends, before its senders (declared earlier) are joined.
+struct ReleasedFirst {
+  explicit ReleasedFirst(HeldReceiver& r) : receiver(r) {}
+  ~ReleasedFirst() { receiver.Release(); }
+  HeldReceiver& receiver;
+};
+
+// Marks carried by the next group's claim, with the batch records in SQLite and in a real
+// PostgreSQL (a data-modifying WITH there).
+class HeldWriteTest : public RemoteTelemetryStoreTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    RemoteTelemetryStoreTest::SetUp();
+    if (GetParam()) {
+      auto postgres =
+          store::OpenPostgresStore(::expanse::testing::PgTestServer::Shared().NewDatabase());
+      ASSERT_TRUE(postgres.ok()) << postgres.status();
+      remote_.reset();
+      db_ = std::move(*postgres);
+    }
+  }
+  // One group at a time, so that the next batches wait while the first is written; a timeout
+  // far past the test's own waits.
+  std::unique_ptr<RemoteTelemetryStore> OpenHeld(HeldReceiver& receiver) {
+    RemoteTelemetryOptions options;
+    options.write_url = receiver.url() + "/api/v1/write";
+    options.query_url = vm().url();
+    options.write_groups = 1;
+    options.timeout = std::chrono::seconds(60);
+    auto store = RemoteTelemetryStore::Open(options, db_->Jobs(), clock_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backings, HeldWriteTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param_info) {
+                           return std::string(param_info.param ? "Postgres" : "Sqlite");
+                         });
+
+TEST_P(HeldWriteTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
   HeldReceiver receiver;
-  // One group at a time: the next batches wait while the first is written.
-  auto held = Open(receiver.url() + "/api/v1/write", vm().url(), /*write_groups=*/1);
+  auto held = OpenHeld(receiver);
   ASSERT_NE(held, nullptr);
   const tsdb::Batch first = {{kBusy, {{Base() + 1000, 1}}}};
   const tsdb::Batch second = {{kBusy, {{Base() + 2000, 2}}}};
   Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
   Result<tsdb::TelemetryStore::AppendResult> second_answer = first_answer;
   Result<tsdb::TelemetryStore::AppendResult> retry_answer = first_answer;
-  std::thread first_sender([&] { first_answer = held->Append("cmp_a/held/1", first); });
+  std::jthread first_sender, second_sender, retry_sender;
+  const ReleasedFirst released(receiver);  // before the senders are joined, however this ends
+  first_sender = std::jthread([&] { first_answer = held->Append("cmp_a/held/1", first); });
   if (!receiver.WaitForWrites(1)) {
     first_sender.join();
     FAIL() << "the first batch was never written: " << first_answer.status();
   }
   // While the first group is being written: a new batch, and a retry of the first (its
   // sender gave up waiting), line up for the next group.
-  std::thread second_sender([&] { second_answer = held->Append("cmp_a/held/2", second); });
-  std::thread retry_sender([&] { retry_answer = held->Append("cmp_a/held/1", first); });
+  second_sender = std::jthread([&] { second_answer = held->Append("cmp_a/held/2", second); });
+  retry_sender = std::jthread([&] { retry_answer = held->Append("cmp_a/held/1", first); });
   for (int i = 0; i < 3000 && held->WaitingBatches() < 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(held->WaitingBatches(), 2u);
@@ -380,6 +422,12 @@ TEST_F(RemoteTelemetryStoreTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
   ASSERT_TRUE(retry_answer.ok()) << retry_answer.status();
   EXPECT_TRUE(retry_answer->duplicate);
   EXPECT_EQ(receiver.writes(), 2);
+  const RemoteTelemetryStore::Stats stats = held->stats();
+  EXPECT_EQ(stats.groups, 2u);
+  EXPECT_EQ(stats.group_batches, 2u);  // the retry was answered without being sent
+  EXPECT_EQ(stats.failed_writes, 0u);
+  EXPECT_EQ(stats.waiting_batches, 0u);
+  EXPECT_EQ(stats.unmarked_batches, 0u);
   // Both marked, with nothing left to flush: the first by the second group's claim.
   for (const char* id : {"cmp_a/held/1", "cmp_a/held/2"}) {
     EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", id, clock_.NowMs() + 120'000, 60'000),
@@ -388,15 +436,16 @@ TEST_F(RemoteTelemetryStoreTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
   }
 }
 
-TEST_F(RemoteTelemetryStoreTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
+TEST_P(HeldWriteTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
   HeldReceiver receiver;
-  // One group at a time: the next batches wait while the first is written.
-  auto held = Open(receiver.url() + "/api/v1/write", vm().url(), /*write_groups=*/1);
+  auto held = OpenHeld(receiver);
   ASSERT_NE(held, nullptr);
   const int64_t start = clock_.NowMs();
   Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
   Result<tsdb::TelemetryStore::AppendResult> next_answer = first_answer;
-  std::thread first_sender([&] {
+  std::jthread first_sender, next_sender;
+  const ReleasedFirst released(receiver);  // before the senders are joined, however this ends
+  first_sender = std::jthread([&] {
     first_answer = held->Append("cmp_a/held/3", {{kBusy, {{Base() + 3000, 3}}}});
   });
   if (!receiver.WaitForWrites(1)) {
@@ -404,9 +453,9 @@ TEST_F(RemoteTelemetryStoreTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFl
     FAIL() << "the first batch was never written: " << first_answer.status();
   }
   // The group waiting behind it fails its claim (the store refuses a time before the epoch),
-  // and the first batch's mark, which rode in that claim, with it.
+  // with the first batch's mark and again without it: the mark is kept.
   clock_.Set(-1);
-  std::thread next_sender([&] {
+  next_sender = std::jthread([&] {
     next_answer = held->Append("cmp_a/held/4", {{kBusy, {{Base() + 4000, 4}}}});
   });
   for (int i = 0; i < 3000 && held->WaitingBatches() < 1; ++i)
@@ -420,8 +469,10 @@ TEST_F(RemoteTelemetryStoreTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFl
   // Written and answered, not yet marked: a retry now would be told to wait.
   EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/held/3", start + 1000, 60'000),
             store::JobStore::BatchClaim::kInFlight);
+  EXPECT_EQ(held->stats().unmarked_batches, 1u);
   clock_.Set(start + 2000);
   ASSERT_TRUE(held->Flush().ok());
+  EXPECT_EQ(held->stats().unmarked_batches, 0u);
   EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/held/3", start + 120'000, 60'000),
             store::JobStore::BatchClaim::kStored);
 }
@@ -457,6 +508,7 @@ TEST_F(RemoteTelemetryStoreTest, AStoreThatIsDownIsUnavailableAndTheBatchStaysFr
       << appended.status();
   EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/main/3", clock_.NowMs(), 60'000),
             store::JobStore::BatchClaim::kClaimed);
+  EXPECT_EQ(down->stats().failed_writes, 1u);
   EXPECT_EQ(down->Query(kBusy, Base(), Base() + 1000, 1).status().code(), StatusCode::kUnavailable);
 }
 

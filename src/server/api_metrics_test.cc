@@ -129,6 +129,26 @@ TEST(ServerMetricsTest, ForwardingFamiliesOnlyWhenForwarding) {
   EXPECT_THAT(text, HasSubstr("expanse_forward_queue_batches 1\n"));
 }
 
+TEST(ServerMetricsTest, RemoteWriteFamiliesOnlyWithTheRemoteStore) {
+  MetricsSnapshot s;
+  EXPECT_THAT(RenderMetrics(s), Not(HasSubstr("expanse_remote_write_")));
+  s.remote_telemetry = true;
+  s.remote_groups = 12;
+  s.remote_group_batches = 40;
+  s.remote_failed_writes = 1;
+  s.remote_write_seconds = 0.25;
+  s.remote_waiting = 3;
+  s.remote_unmarked = 5;
+  const std::string text = RenderMetrics(s);
+  EXPECT_THAT(text, HasSubstr("# TYPE expanse_remote_write_duration_seconds summary\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_duration_seconds_sum 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_duration_seconds_count 12\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_failures_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_batches_total 40\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_waiting_batches 3\n"));
+  EXPECT_THAT(text, HasSubstr("expanse_remote_write_unmarked_batches 5\n"));
+}
+
 }  // namespace
 }  // namespace api_metrics_test
 }  // namespace expanse::server

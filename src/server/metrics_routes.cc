@@ -67,6 +67,16 @@ MetricsSnapshot Gather(RouteContext& ctx, store::Store& store, int64_t start_ms)
     s.forward_failed_attempts = f.failed_attempts;
     s.forward_queued = f.queued_batches;
   }
+  if (ctx.remote_telemetry != nullptr) {
+    const promstore::RemoteTelemetryStore::Stats r = ctx.remote_telemetry->stats();
+    s.remote_telemetry = true;
+    s.remote_groups = r.groups;
+    s.remote_group_batches = r.group_batches;
+    s.remote_failed_writes = r.failed_writes;
+    s.remote_write_seconds = r.write_seconds;
+    s.remote_waiting = r.waiting_batches;
+    s.remote_unmarked = r.unmarked_batches;
+  }
   if (!s.store_up)
     return s;
   // One more than the cap tells whether some were left out.

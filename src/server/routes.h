@@ -11,6 +11,7 @@
 #include "http/listener.h"
 #include "http/rate_limiter.h"
 #include "promstore/forwarder.h"
+#include "promstore/remote_telemetry_store.h"
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
@@ -49,6 +50,8 @@ struct RouteContext {
   ServerCounters* counters = nullptr;   // what /metrics reports; null: not counted
   // --forward-remote-write: gets a copy of every stored batch's samples; null: none.
   promstore::RemoteWriteForwarder* forwarder = nullptr;
+  // --telemetry-store remote: the store, for what /metrics shows of its writes; null: embedded.
+  promstore::RemoteTelemetryStore* remote_telemetry = nullptr;
   // Where trace segments' bytes are kept (segment_store.h); null: the server keeps none.
   SegmentStore* segments = nullptr;
 };

@@ -71,10 +71,13 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
 
   EXPANSE_ASSIGN_OR_RETURN(app->store_, store::OpenStore(app->options_.db_path));
   app->control_ = std::make_unique<ControlPlane>(*app->store_, clock, app->options_.control);
+  promstore::RemoteTelemetryStore* remote_store = nullptr;
   if (remote_telemetry) {
-    EXPANSE_ASSIGN_OR_RETURN(app->tsdb_,
+    EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<promstore::RemoteTelemetryStore> remote,
                              promstore::RemoteTelemetryStore::Open(app->options_.remote_telemetry,
                                                                    app->store_->Jobs(), clock));
+    remote_store = remote.get();
+    app->tsdb_ = std::move(remote);
   } else {
     tsdb::TsdbOptions to;
     to.directory =
@@ -106,6 +109,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
                              promstore::RemoteWriteForwarder::Start(app->options_.forward));
     app->context_->forwarder = app->forwarder_.get();
   }
+  app->context_->remote_telemetry = remote_store;
   app->context_->segments = app->segments_.get();
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));

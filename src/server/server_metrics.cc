@@ -95,6 +95,29 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
     w.Family("expanse_forward_queue_batches", "gauge", "Batches waiting to be forwarded.");
     w.Sample("expanse_forward_queue_batches", "", static_cast<double>(s.forward_queued));
   }
+  if (s.remote_telemetry) {
+    w.Family("expanse_remote_write_duration_seconds", "summary",
+             "Remote writes of groups of batches to the telemetry store: their count and time "
+             "(with the wait for a connection), failed ones too.");
+    w.Sample("expanse_remote_write_duration_seconds_sum", "", s.remote_write_seconds);
+    w.Sample("expanse_remote_write_duration_seconds_count", "",
+             static_cast<double>(s.remote_groups));
+    w.Family("expanse_remote_write_failures_total", "counter",
+             "Remote writes the telemetry store failed or refused (their batches were answered "
+             "so, and are sent again).");
+    w.Sample("expanse_remote_write_failures_total", "",
+             static_cast<double>(s.remote_failed_writes));
+    w.Family("expanse_remote_write_batches_total", "counter",
+             "Ingest batches sent in those writes (per write: how well batches are grouped).");
+    w.Sample("expanse_remote_write_batches_total", "", static_cast<double>(s.remote_group_batches));
+    w.Family("expanse_remote_write_waiting_batches", "gauge",
+             "Ingest batches waiting now for a group to write them.");
+    w.Sample("expanse_remote_write_waiting_batches", "", static_cast<double>(s.remote_waiting));
+    w.Family("expanse_remote_write_unmarked_batches", "gauge",
+             "Batches written and answered whose mark in the database waits for the next "
+             "group's claim.");
+    w.Sample("expanse_remote_write_unmarked_batches", "", static_cast<double>(s.remote_unmarked));
+  }
 
   w.Family("expanse_compute_up", "gauge",
            "Per compute: 1 while its state is active (heartbeats arrive), else 0.");

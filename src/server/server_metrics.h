@@ -46,6 +46,11 @@ struct MetricsSnapshot {
   bool forwarding = false;
   uint64_t forward_sent = 0, forward_dropped = 0, forward_failed_attempts = 0;
   uint64_t forward_sent_samples = 0, forward_queued = 0;
+  // --telemetry-store remote: its writes (promstore::RemoteTelemetryStore::Stats).
+  bool remote_telemetry = false;
+  uint64_t remote_groups = 0, remote_group_batches = 0, remote_failed_writes = 0;
+  double remote_write_seconds = 0;
+  uint64_t remote_waiting = 0, remote_unmarked = 0;
   std::vector<ComputeMetrics> computes;  // at most kMaxMetricComputes, by id
   size_t computes_left_out = 0;          // beyond the cap
 };

@@ -274,7 +274,10 @@ class JobStore {
   // Marks `to_mark` (batches the caller claimed and has written; may be empty) and claims
   // `batches` (at least one) in one statement: a busy replica marks a written group with the
   // next group's claim, one round trip and commit instead of two. Ids must be distinct across
-  // both lists. A name in `stored` that was never claimed is not an error here.
+  // both lists. A name in `to_mark` that was never claimed is not an error here. On
+  // PostgreSQL the marks are an UPDATE in the claim's WITH clause, whose row locks can meet
+  // another replica's claim of the same batches in the other order: PostgreSQL then aborts one
+  // statement (a deadlock), which its caller makes again without the marks.
   virtual Result<std::vector<BatchClaim>> MarkAndClaimIngestBatches(
       const std::vector<std::string_view>& to_mark, const std::vector<BatchToClaim>& batches,
       int64_t now_ms, int64_t lease_ms) = 0;

@@ -60,10 +60,42 @@ Status BindTexts(Statement& statement, int first, const std::vector<std::string_
   return OkStatus();
 }
 
-// Marks the batches named by ?first+1 ... ?first+count stored at ?first.
-std::string MarkSql(int first, size_t count) {
-  return "UPDATE ingest_batches SET stored_at_ms = ?" + std::to_string(first) +
-         " WHERE batch_id IN (" + Placeholders(first + 1, count) + ")";
+// Marks batches stored at ?first. On PostgreSQL the ids are one array parameter, ?first+1, so
+// that the statement's text, prepared once per session, is the same for any number of them
+// (the claim that carries marks differs only by its own batches' count); on SQLite they are
+// ?first+1 ... ?first+count. BindMarks binds them.
+std::string MarkSql(Engine engine, int first, size_t count) {
+  const std::string ids = engine == Engine::kPostgres
+                              ? "= ANY(?" + std::to_string(first + 1) + "::text[])"
+                              : "IN (" + Placeholders(first + 1, count) + ")";
+  return "UPDATE ingest_batches SET stored_at_ms = ?" + std::to_string(first) + " WHERE batch_id " +
+         ids;
+}
+
+// A PostgreSQL array literal of the texts, each quoted ("a\"b" for a"b).
+std::string TextArray(const std::vector<std::string_view>& texts) {
+  std::string out = "{";
+  for (const std::string_view text : texts) {
+    if (out.size() > 1)
+      out += ',';
+    out += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// Binds MarkSql's parameters: the time and the ids.
+Status BindMarks(Statement& statement, Engine engine, int first, int64_t stored_at_ms,
+                 const std::vector<std::string_view>& ids) {
+  EXPANSE_RETURN_IF_ERROR(statement.Bind(first, stored_at_ms));
+  if (engine == Engine::kPostgres)
+    return statement.Bind(first + 1, TextArray(ids));
+  return BindTexts(statement, first + 1, ids);
 }
 
 }  // namespace
@@ -107,18 +139,18 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
   const int64_t stored_at_ms = now_ms > 0 ? now_ms : 1;
   return OneStatement([&]() -> Result<std::vector<BatchClaim>> {
     if (!to_mark.empty() && !mark_in_claim) {
-      EXPANSE_ASSIGN_OR_RETURN(Statement mark, db_.Prepare(MarkSql(first_mark, to_mark.size())));
-      EXPANSE_RETURN_IF_ERROR(mark.Bind(first_mark, stored_at_ms));
-      EXPANSE_RETURN_IF_ERROR(BindTexts(mark, first_mark + 1, to_mark));
+      EXPANSE_ASSIGN_OR_RETURN(Statement mark,
+                               db_.Prepare(MarkSql(db_.engine(), first_mark, to_mark.size())));
+      EXPANSE_RETURN_IF_ERROR(BindMarks(mark, db_.engine(), first_mark, stored_at_ms, to_mark));
       EXPANSE_RETURN_IF_ERROR(mark.Run());
     }
     std::set<std::string, std::less<>> claimed;
     {
       EXPANSE_ASSIGN_OR_RETURN(
           Statement rows,
-          db_.Prepare((mark_in_claim
-                           ? "WITH marked AS (" + MarkSql(first_mark, to_mark.size()) + ") "
-                           : std::string()) +
+          db_.Prepare((mark_in_claim ? "WITH marked AS (" +
+                                           MarkSql(db_.engine(), first_mark, to_mark.size()) + ") "
+                                     : std::string()) +
                       "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
                       "stored_at_ms) SELECT v.column1, v.column2, ?1, 0 FROM (VALUES " +
                       values +
@@ -136,10 +168,8 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 1, batches[i].compute_id));
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 2, batches[i].credential_hash));
       }
-      if (mark_in_claim) {
-        EXPANSE_RETURN_IF_ERROR(rows.Bind(first_mark, stored_at_ms));
-        EXPANSE_RETURN_IF_ERROR(BindTexts(rows, first_mark + 1, to_mark));
-      }
+      if (mark_in_claim)
+        EXPANSE_RETURN_IF_ERROR(BindMarks(rows, db_.engine(), first_mark, stored_at_ms, to_mark));
       while (true) {
         EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
         if (!has_row)
@@ -212,10 +242,11 @@ Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>&
                                             int64_t now_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
   return OneStatement([&]() -> Status {
-    EXPANSE_ASSIGN_OR_RETURN(Statement statement, db_.Prepare(MarkSql(1, batch_ids.size())));
+    EXPANSE_ASSIGN_OR_RETURN(Statement statement,
+                             db_.Prepare(MarkSql(db_.engine(), 1, batch_ids.size())));
     // At least 1: 0 means "not stored yet" in the table.
-    EXPANSE_RETURN_IF_ERROR(statement.Bind(1, now_ms > 0 ? now_ms : int64_t{1}));
-    EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 2, batch_ids));
+    EXPANSE_RETURN_IF_ERROR(
+        BindMarks(statement, db_.engine(), 1, now_ms > 0 ? now_ms : int64_t{1}, batch_ids));
     EXPANSE_RETURN_IF_ERROR(statement.Run());
     if (db_.Changes() != static_cast<int64_t>(batch_ids.size())) {
       return NotFoundError(

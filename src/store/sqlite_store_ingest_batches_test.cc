@@ -111,6 +111,23 @@ TEST_P(IngestBatchesTest, WrittenBatchesAreMarkedInTheNextClaimsStatement) {
   EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 4000), Claim::kStored);
 }
 
+TEST_P(IngestBatchesTest, MarksNameAnyIdExactly) {
+  // Quotes, a backslash, a comma and braces: PostgreSQL takes the marks as one array literal.
+  const std::vector<std::string_view> odd = {"cmp_a/a\"b/1", "cmp_a/c\\d/2", "cmp_a/e,f/3",
+                                             "cmp_a/{g}/4"};
+  for (const std::string_view id : odd)
+    EXPECT_EQ(MustClaim(id, kNow), Claim::kClaimed) << id;
+  EXPECT_EQ(MustClaim("cmp_a/plain/1", kNow), Claim::kClaimed);
+  ASSERT_TRUE(jobs().MarkIngestBatchesStored({odd[0], odd[1]}, kNow + 1000).ok());
+  const Result<std::vector<Claim>> claims = jobs().MarkAndClaimIngestBatches(
+      {odd[2], odd[3]}, {{"cmp_a", "cmp_a/plain/2"}}, kNow + 1000, kLease);
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  for (const std::string_view id : odd)
+    EXPECT_EQ(MustClaim(id, kNow + 10 * kLease), Claim::kStored) << id;
+  // Only those: the one not named is still a lapsed claim, taken over.
+  EXPECT_EQ(MustClaim("cmp_a/plain/1", kNow + 10 * kLease), Claim::kClaimed);
+}
+
 TEST_P(IngestBatchesTest, AMarkAndAClaimMayNotNameTheSameBatch) {
   EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
   const Result<std::vector<Claim>> claims = jobs().MarkAndClaimIngestBatches(

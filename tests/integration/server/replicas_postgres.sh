@@ -378,7 +378,15 @@ grep -qx 'expanse_store_up 1' <<<"$metrics" || fail "/metrics once the database 
 grep -q "^expanse_compute_up{compute=\"$compute\",state=\"active\"} 1$" <<<"$metrics" ||
   fail "/metrics lacks the compute: $metrics"
 grep -qE '^expanse_heartbeats_total [1-9]' <<<"$metrics" || fail "/metrics counted no heartbeat on B: $metrics"
-pass "database stopped: 503 with Retry-After from both replicas, /readyz 503 (/healthz 200), /metrics expanse_store_up 0; back: both serve again"
+# B's writes to VictoriaMetrics: the streams' batches, and the one it could not write while
+# VictoriaMetrics was down; nothing waiting now.
+for family in expanse_remote_write_batches_total expanse_remote_write_duration_seconds_count \
+  expanse_remote_write_failures_total; do
+  grep -qE "^$family [1-9]" <<<"$metrics" || fail "/metrics on B: no $family above 0: $(grep expanse_remote <<<"$metrics")"
+done
+grep -qx 'expanse_remote_write_waiting_batches 0' <<<"$metrics" ||
+  fail "/metrics on B: batches still waiting: $(grep expanse_remote <<<"$metrics")"
+pass "database stopped: 503 with Retry-After from both replicas, /readyz 503 (/healthz 200), /metrics expanse_store_up 0; back: both serve again; B's remote writes counted"
 
 # Through the balancer: every request answered while one replica is killed (-9) and brought
 # back; the balancer's readiness check takes it out and puts it back.
