@@ -387,11 +387,6 @@ RemoteTelemetryStore::Stats RemoteTelemetryStore::stats() {
   return now;
 }
 
-size_t RemoteTelemetryStore::WaitingBatches() {
-  std::lock_guard lock(write_mu_);
-  return waiting_.size();
-}
-
 RemoteTelemetryStore::~RemoteTelemetryStore() {
   if (Status s = Flush(); !s.ok())
     std::fprintf(stderr, "expanse-server: marking written batches: %s\n", s.ToString().c_str());

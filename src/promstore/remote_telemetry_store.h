@@ -117,9 +117,6 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   };
   Stats stats();
 
-  // Batches waiting for a group to take them (for the tests).
-  size_t WaitingBatches();
-
   // Sends a PromQL query to query_url + path with the form fields given (name, value) and
   // parses the answer (promql.h). For the tests and the dashboard check.
   Result<std::string> Get(const std::string& path,

@@ -406,9 +406,9 @@ TEST_P(HeldWriteTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
   // sender gave up waiting), line up for the next group.
   second_sender = std::jthread([&] { second_answer = held->Append("cmp_a/held/2", second); });
   retry_sender = std::jthread([&] { retry_answer = held->Append("cmp_a/held/1", first); });
-  for (int i = 0; i < 3000 && held->WaitingBatches() < 2; ++i)
+  for (int i = 0; i < 3000 && held->stats().waiting_batches < 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(held->WaitingBatches(), 2u);
+  ASSERT_EQ(held->stats().waiting_batches, 2u);
   receiver.Release();
   first_sender.join();
   second_sender.join();
@@ -458,9 +458,9 @@ TEST_P(HeldWriteTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
   next_sender = std::jthread([&] {
     next_answer = held->Append("cmp_a/held/4", {{kBusy, {{Base() + 4000, 4}}}});
   });
-  for (int i = 0; i < 3000 && held->WaitingBatches() < 1; ++i)
+  for (int i = 0; i < 3000 && held->stats().waiting_batches < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(held->WaitingBatches(), 1u);
+  ASSERT_EQ(held->stats().waiting_batches, 1u);
   receiver.Release();
   first_sender.join();
   next_sender.join();
