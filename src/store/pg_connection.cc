@@ -52,10 +52,14 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
   return InternalError(message);
 }
 
-// What every session of the store sets: UTF-8 text (the store's), and no NOTICEs (CREATE TABLE
-// IF NOT EXISTS of a table that is there is not the store's error).
-bool SetUpSession(pg_conn* conn) {
-  PGresult* set = PQexec(conn, "SET client_encoding = 'UTF8'; SET client_min_messages = warning");
+// What every session of the store sets: UTF-8 text (the store's), no NOTICEs (CREATE TABLE
+// IF NOT EXISTS of a table that is there is not the store's error), and when COMMIT returns.
+bool SetUpSession(pg_conn* conn, PgCommit commit) {
+  PGresult* set = PQexec(conn, commit == PgCommit::kAsynchronous
+                                   ? "SET client_encoding = 'UTF8'; SET client_min_messages = "
+                                     "warning; SET synchronous_commit = off"
+                                   : "SET client_encoding = 'UTF8'; SET client_min_messages = "
+                                     "warning");
   const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
   PQclear(set);
   return ok;
@@ -171,7 +175,7 @@ std::string PgStatement::ColumnText(int column) const {
                      static_cast<size_t>(PQgetlength(result_.get(), row_, column)));
 }
 
-Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
+Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgCommit commit) {
   pg_conn* conn = PQconnectdb(conninfo.c_str());
   if (conn == nullptr)
     return ResourceExhaustedError("PostgreSQL: out of memory connecting");
@@ -181,12 +185,12 @@ Result<PgConnection> PgConnection::Open(const std::string& conninfo) {
     PQfinish(conn);
     return UnavailableError("PostgreSQL: cannot connect: " + why).WithReason("unreachable");
   }
-  if (!SetUpSession(conn)) {
+  if (!SetUpSession(conn, commit)) {
     const std::string why = ServerText(PQerrorMessage(conn));
     PQfinish(conn);
     return UnavailableError("PostgreSQL: setting up the connection: " + why);
   }
-  return PgConnection(conn);
+  return PgConnection(conn, commit);
 }
 
 Status PgConnection::EnsureConnected() {
@@ -198,7 +202,7 @@ Status PgConnection::EnsureConnected() {
   // that is back serves the next request and one still down fails it fast (503).
   PQreset(conn_);
   prepared_.clear();  // the new session has none
-  if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_)) {
+  if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_, commit_)) {
     return UnavailableError("PostgreSQL: the database is unreachable: " +
                             ServerText(PQerrorMessage(conn_)))
         .WithReason("unreachable");
@@ -208,6 +212,7 @@ Status PgConnection::EnsureConnected() {
 
 PgConnection::PgConnection(PgConnection&& other) noexcept
     : conn_(other.conn_),
+      commit_(other.commit_),
       translated_(std::move(other.translated_)),
       prepared_(std::move(other.prepared_)),
       next_prepared_(other.next_prepared_),
@@ -220,6 +225,7 @@ PgConnection& PgConnection::operator=(PgConnection&& other) noexcept {
     if (conn_ != nullptr)
       PQfinish(conn_);
     conn_ = other.conn_;
+    commit_ = other.commit_;
     translated_ = std::move(other.translated_);
     prepared_ = std::move(other.prepared_);
     next_prepared_ = other.next_prepared_;

@@ -93,12 +93,22 @@ class PgStatement {
   int rows_ = 0;
 };
 
+// When a transaction's COMMIT returns. kDurable: as the site configured synchronous_commit
+// (PostgreSQL's default: once its WAL is on disk; remote_apply with a standby, say, stays so).
+// kAsynchronous: at once, the WAL written
+// a moment later (synchronous_commit = off): a crash of PostgreSQL, not of the client, can
+// lose the last fraction of a second of commits, never half of one. Only for what may be lost
+// that way (the ingest batch ledger, sqlite_store_impl.h).
+enum class PgCommit { kDurable, kAsynchronous };
+
 class PgConnection {
  public:
   // Connects with a libpq connection string or URI ("postgresql://user@host/db",
   // "host=/run/postgresql dbname=expanse"). kUnavailable when the server cannot be reached or
-  // refuses, with libpq's reason; the password, if any, never appears in the message.
-  static Result<PgConnection> Open(const std::string& conninfo);
+  // refuses, with libpq's reason; the password, if any, never appears in the message. The
+  // session's settings (`commit` among them) are made again whenever it reconnects.
+  static Result<PgConnection> Open(const std::string& conninfo,
+                                   PgCommit commit = PgCommit::kDurable);
 
   PgConnection(PgConnection&& other) noexcept;
   PgConnection& operator=(PgConnection&& other) noexcept;
@@ -137,7 +147,7 @@ class PgConnection {
 
  private:
   friend class PgStatement;
-  explicit PgConnection(pg_conn* conn) : conn_(conn) {}
+  PgConnection(pg_conn* conn, PgCommit commit) : conn_(conn), commit_(commit) {}
   const std::string& Translated(std::string_view sql);
   // The name of the server-side prepared statement for `sql` with parameters of `types`,
   // preparing it on first use. Parsing and planning a statement once per connection rather
@@ -147,6 +157,7 @@ class PgConnection {
   Status EnsureConnected();
 
   pg_conn* conn_ = nullptr;  // null only after a move
+  PgCommit commit_ = PgCommit::kDurable;
   // Translated SQL by its SQLite text (a store's statements are constant text; bounded like
   // SQLite's statement cache, for texts built with a variable number of parameters).
   std::unordered_map<std::string, std::string> translated_;

@@ -4,6 +4,7 @@
 #include "store/pg_connection.h"
 
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -100,6 +101,39 @@ TEST_F(PgConnectionTest, ARestartedServerIsUnavailableThenServesAgain) {
   ASSERT_TRUE(*rows->Step());
   EXPECT_EQ(rows->ColumnText(0), "kept");
   EXPECT_FALSE(*rows->Step());
+}
+
+// synchronous_commit's value and where it came from ("session": set by the connection).
+std::pair<std::string, std::string> SynchronousCommit(PgConnection& db) {
+  auto rows = db.Query("SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'");
+  if (!rows.ok() || !*rows->Step())
+    return {"unread", rows.status().ToString()};
+  return {rows->ColumnText(0), rows->ColumnText(1)};
+}
+
+TEST_F(PgConnectionTest, AsynchronousCommitIsTheSessionsOwnAndOutlivesAReconnect) {
+  // The durable connection leaves the server's setting (and its source) alone.
+  EXPECT_NE(SynchronousCommit(*db_).second, "session");
+  auto opened =
+      PgConnection::Open(testing::PgTestServer::Shared().NewDatabase(), PgCommit::kAsynchronous);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PgConnection ledger = std::move(*opened);
+  EXPECT_EQ(SynchronousCommit(ledger), std::make_pair(std::string("off"), std::string("session")));
+  // Its backend ended from outside: the next statement fails, the one after it reconnects,
+  // and the new session commits asynchronously again.
+  auto pid = ledger.Query("SELECT pg_backend_pid()");
+  ASSERT_TRUE(pid.ok() && *pid->Step());
+  auto ended = db_->Query("SELECT pg_terminate_backend(?1::int)", pid->ColumnInt(0));
+  ASSERT_TRUE(ended.ok() && *ended->Step());
+  ASSERT_EQ(ended->ColumnText(0), "t");
+  Status first = ledger.Execute("SELECT 1");
+  for (int i = 0; i < 3 && !first.ok(); ++i)
+    first = ledger.Execute("SELECT 1");
+  ASSERT_TRUE(first.ok()) << first;
+  EXPECT_EQ(SynchronousCommit(ledger), std::make_pair(std::string("off"), std::string("session")));
+  auto new_pid = ledger.Query("SELECT pg_backend_pid()");
+  ASSERT_TRUE(new_pid.ok() && *new_pid->Step());
+  EXPECT_NE(new_pid->ColumnInt(0), pid->ColumnInt(0));
 }
 
 TEST(PgConnectionOpenTest, AnUnreachableServerIsUnavailableWithoutThePassword) {

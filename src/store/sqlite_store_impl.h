@@ -2,7 +2,8 @@
 // are defined in sqlite_store_*.cc, one file per area of store.h and job_store.h. It is its
 // own JobStore, so jobs share the connection, the mutex and the transaction discipline.
 //
-// Concurrency: one connection, guarded by mu_. Every public method runs as one
+// Concurrency: one connection, guarded by mu_, and on PostgreSQL a second one for the ingest
+// batch ledger (LedgerStatement). Every public method runs as one
 // transaction through Transact(); writers take the database's write lock before reading
 // anything they decide on (SQLite: BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory
 // lock every writer takes, BeginSql), which is what makes checks such as "this install token
@@ -13,6 +14,7 @@
 #define EXPANSE_STORE_SQLITE_STORE_IMPL_H_
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -30,6 +32,8 @@ namespace expanse::store::sqlite_internal {
 class SqliteStore final : public Store, public JobStore {
  public:
   explicit SqliteStore(Connection db) : db_(std::move(db)) {}
+  // With the ingest batch ledger's own connection (PostgreSQL; see LedgerStatement).
+  SqliteStore(Connection db, Connection ledger) : db_(std::move(db)), ledger_(std::move(ledger)) {}
 
   Result<Organization> CreateOrganization(std::string_view slug, std::string_view name,
                                           int64_t now_ms) override;
@@ -167,6 +171,25 @@ class SqliteStore final : public Store, public JobStore {
     return body();
   }
 
+  // Runs body(Connection&), which issues exactly one SQL statement of the ingest batch ledger
+  // (claims, marks, releases: sqlite_store_ingest_batches.cc), as OneStatement does. On
+  // PostgreSQL the ledger has a connection and lock of its own, so a replica's batches are
+  // never queued behind the console's reads or a job upsert, and that connection commits
+  // asynchronously: a claim or mark that a crash of PostgreSQL loses makes a retry write the
+  // same samples again, which the remote store keeps once, as it does after a lapsed lease
+  // (docs/scaling.md), while waiting for the WAL's flush at every group would bound a
+  // replica's ingest by the disk's latency. SQLite's ledger is db_ under mu_: a second
+  // connection there would only add lock waits between the two.
+  template <typename Body>
+  std::invoke_result_t<Body&, Connection&> LedgerStatement(Body&& body) {
+    if (ledger_.has_value()) {
+      std::lock_guard<std::mutex> lock(ledger_mu_);
+      return body(*ledger_);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return body(db_);
+  }
+
   // The one row `sql` selects, read by `read` (returning T or Result<T>), or `not_found` when
   // there is none. Call inside a Transact body.
   template <typename T, typename Reader, typename... Args>
@@ -201,6 +224,8 @@ class SqliteStore final : public Store, public JobStore {
 
   std::mutex mu_;
   Connection db_;  // guarded by mu_
+  std::mutex ledger_mu_;
+  std::optional<Connection> ledger_;  // guarded by ledger_mu_; PostgreSQL only
 };
 
 }  // namespace expanse::store::sqlite_internal

@@ -137,29 +137,29 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
   const int first_mark = mark_in_claim ? 3 + 3 * static_cast<int>(batches.size()) : 1;
   // At least 1: 0 means "not stored yet" in the table.
   const int64_t stored_at_ms = now_ms > 0 ? now_ms : 1;
-  return OneStatement([&]() -> Result<std::vector<BatchClaim>> {
+  return LedgerStatement([&](Connection& db) -> Result<std::vector<BatchClaim>> {
     if (!to_mark.empty() && !mark_in_claim) {
       EXPANSE_ASSIGN_OR_RETURN(Statement mark,
-                               db_.Prepare(MarkSql(db_.engine(), first_mark, to_mark.size())));
-      EXPANSE_RETURN_IF_ERROR(BindMarks(mark, db_.engine(), first_mark, stored_at_ms, to_mark));
+                               db.Prepare(MarkSql(db.engine(), first_mark, to_mark.size())));
+      EXPANSE_RETURN_IF_ERROR(BindMarks(mark, db.engine(), first_mark, stored_at_ms, to_mark));
       EXPANSE_RETURN_IF_ERROR(mark.Run());
     }
     std::set<std::string, std::less<>> claimed;
     {
       EXPANSE_ASSIGN_OR_RETURN(
           Statement rows,
-          db_.Prepare((mark_in_claim ? "WITH marked AS (" +
-                                           MarkSql(db_.engine(), first_mark, to_mark.size()) + ") "
-                                     : std::string()) +
-                      "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
-                      "stored_at_ms) SELECT v.column1, v.column2, ?1, 0 FROM (VALUES " +
-                      values +
-                      ") AS v WHERE v.column3 = '' OR EXISTS (SELECT 1 FROM credentials cr "
-                      "WHERE cr.secret_hash = v.column3 AND cr.compute_id = v.column2 AND "
-                      "cr.revoked_at_ms = 0) ON CONFLICT (batch_id) DO UPDATE SET claimed_at_ms = "
-                      "excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 AND "
-                      "excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?2 "
-                      "RETURNING batch_id"));
+          db.Prepare((mark_in_claim ? "WITH marked AS (" +
+                                          MarkSql(db.engine(), first_mark, to_mark.size()) + ") "
+                                    : std::string()) +
+                     "INSERT INTO ingest_batches (batch_id, compute_id, claimed_at_ms, "
+                     "stored_at_ms) SELECT v.column1, v.column2, ?1, 0 FROM (VALUES " +
+                     values +
+                     ") AS v WHERE v.column3 = '' OR EXISTS (SELECT 1 FROM credentials cr "
+                     "WHERE cr.secret_hash = v.column3 AND cr.compute_id = v.column2 AND "
+                     "cr.revoked_at_ms = 0) ON CONFLICT (batch_id) DO UPDATE SET claimed_at_ms = "
+                     "excluded.claimed_at_ms WHERE ingest_batches.stored_at_ms = 0 AND "
+                     "excluded.claimed_at_ms - ingest_batches.claimed_at_ms >= ?2 "
+                     "RETURNING batch_id"));
       EXPANSE_RETURN_IF_ERROR(rows.Bind(1, now_ms));
       EXPANSE_RETURN_IF_ERROR(rows.Bind(2, lease_ms));
       for (size_t i = 0; i < batches.size(); ++i) {
@@ -169,7 +169,7 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
         EXPANSE_RETURN_IF_ERROR(rows.Bind(first + 2, batches[i].credential_hash));
       }
       if (mark_in_claim)
-        EXPANSE_RETURN_IF_ERROR(BindMarks(rows, db_.engine(), first_mark, stored_at_ms, to_mark));
+        EXPANSE_RETURN_IF_ERROR(BindMarks(rows, db.engine(), first_mark, stored_at_ms, to_mark));
       while (true) {
         EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
         if (!has_row)
@@ -198,9 +198,9 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
       hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
       EXPANSE_ASSIGN_OR_RETURN(
           Statement rows,
-          db_.Prepare("SELECT secret_hash, compute_id FROM credentials WHERE revoked_at_ms = 0 "
-                      "AND secret_hash IN (" +
-                      Placeholders(1, hashes.size()) + ")"));
+          db.Prepare("SELECT secret_hash, compute_id FROM credentials WHERE revoked_at_ms = 0 "
+                     "AND secret_hash IN (" +
+                     Placeholders(1, hashes.size()) + ")"));
       EXPANSE_RETURN_IF_ERROR(BindTexts(rows, 1, hashes));
       while (true) {
         EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
@@ -211,8 +211,8 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
     }
     EXPANSE_ASSIGN_OR_RETURN(
         Statement rows,
-        db_.Prepare("SELECT batch_id FROM ingest_batches WHERE stored_at_ms > 0 AND batch_id IN (" +
-                    Placeholders(1, rest.size()) + ")"));
+        db.Prepare("SELECT batch_id FROM ingest_batches WHERE stored_at_ms > 0 AND batch_id IN (" +
+                   Placeholders(1, rest.size()) + ")"));
     EXPANSE_RETURN_IF_ERROR(BindTexts(rows, 1, rest));
     std::set<std::string, std::less<>> stored;
     while (true) {
@@ -241,19 +241,19 @@ Result<std::vector<JobStore::BatchClaim>> SqliteStore::MarkAndClaimIngestBatches
 Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
                                             int64_t now_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
-  return OneStatement([&]() -> Status {
+  return LedgerStatement([&](Connection& db) -> Status {
     EXPANSE_ASSIGN_OR_RETURN(Statement statement,
-                             db_.Prepare(MarkSql(db_.engine(), 1, batch_ids.size())));
+                             db.Prepare(MarkSql(db.engine(), 1, batch_ids.size())));
     // At least 1: 0 means "not stored yet" in the table.
     EXPANSE_RETURN_IF_ERROR(
-        BindMarks(statement, db_.engine(), 1, now_ms > 0 ? now_ms : int64_t{1}, batch_ids));
+        BindMarks(statement, db.engine(), 1, now_ms > 0 ? now_ms : int64_t{1}, batch_ids));
     EXPANSE_RETURN_IF_ERROR(statement.Run());
-    if (db_.Changes() != static_cast<int64_t>(batch_ids.size())) {
+    if (db.Changes() != static_cast<int64_t>(batch_ids.size())) {
       return NotFoundError(
           batch_ids.size() == 1
               ? "ingest batch " + std::string(batch_ids.front()) + " was never claimed"
               : "of " + std::to_string(batch_ids.size()) + " ingest batches, " +
-                    std::to_string(batch_ids.size() - db_.Changes()) + " were never claimed");
+                    std::to_string(batch_ids.size() - db.Changes()) + " were never claimed");
     }
     return OkStatus();
   });
@@ -261,11 +261,11 @@ Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>&
 
 Status SqliteStore::ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
-  return OneStatement([&]() -> Status {
+  return LedgerStatement([&](Connection& db) -> Status {
     EXPANSE_ASSIGN_OR_RETURN(
         Statement statement,
-        db_.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND batch_id IN (" +
-                    Placeholders(1, batch_ids.size()) + ")"));
+        db.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND batch_id IN (" +
+                   Placeholders(1, batch_ids.size()) + ")"));
     EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 1, batch_ids));
     return statement.Run();
   });

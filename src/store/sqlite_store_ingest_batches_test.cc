@@ -1,13 +1,20 @@
 // The store's record of ingest batches sent to a remote telemetry store: claimed once, marked
 // stored, a lapsed claim taken over, old records forgotten; on every backing.
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include <gtest/gtest.h>
 
+#include "store/pg_connection.h"
+#include "store/sql_connection.h"
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
 namespace sqlite_store_ingest_batches_test {
 namespace {
 
+using store_testing::Backing;
 using store_testing::BackingName;
 using store_testing::kBackings;
 using store_testing::kNow;
@@ -212,6 +219,54 @@ TEST_P(IngestBatchesTest, ForgetsRecordsClaimedBeforeTheCutoff) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backings, IngestBatchesTest, kBackings, BackingName);
+
+// On PostgreSQL the ledger has a connection of its own: a replica's claims and marks go on
+// while one of its writers waits for the database's writer lock (held here by another client,
+// as another replica's long transaction would hold it), instead of queueing behind that writer
+// for the store's one connection.
+class LedgerConnectionTest : public IngestBatchesTest {};
+INSTANTIATE_TEST_SUITE_P(Backings, LedgerConnectionTest, ::testing::Values(Backing::kPostgres),
+                         BackingName);
+
+TEST_P(LedgerConnectionTest, ClaimsAndMarksGoOnWhileAWriterWaitsForTheLock) {
+  auto opened = pg_internal::PgConnection::Open(postgres_conninfo());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  pg_internal::PgConnection other = std::move(*opened);
+  ASSERT_TRUE(
+      other.ExecuteScript(sqlite_internal::BeginSql(sqlite_internal::Engine::kPostgres, true))
+          .ok());
+  // A write of the store's own: it takes the store's connection, then waits for the lock.
+  auto writer = std::async(std::launch::async, [&] {
+    return store().CreateOrganization("waits", "Waits", kNow).status();
+  });
+  bool waiting = false;
+  for (int i = 0; i < 600 && !waiting; ++i) {
+    auto rows = other.Query(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+        "datname = current_database()");
+    waiting = rows.ok() && *rows->Step() && rows->ColumnInt(0) == 1;
+    if (!waiting)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(waiting) << "the store's writer never waited for the lock";
+  // The ledger meanwhile: a claim, and a mark riding in the next claim. Bounded only so that a
+  // ledger stuck behind the writer fails the test instead of hanging it.
+  auto ledger = std::async(std::launch::async, [&]() -> Status {
+    EXPANSE_RETURN_IF_ERROR(
+        jobs().ClaimIngestBatches({{"cmp_a", "cmp_a/main/1"}}, kNow, kLease).status());
+    return jobs()
+        .MarkAndClaimIngestBatches({"cmp_a/main/1"}, {{"cmp_a", "cmp_a/main/2"}}, kNow, kLease)
+        .status();
+  });
+  const bool ledger_done = ledger.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  const bool writer_done = writer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  ASSERT_TRUE(other.ExecuteScript("COMMIT").ok());  // the writer goes on
+  EXPECT_TRUE(ledger_done) << "the ledger waited for the store's writer";
+  EXPECT_FALSE(writer_done) << "the writer did not wait for the lock";
+  EXPECT_TRUE(ledger.get().ok());
+  EXPECT_TRUE(writer.get().ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 1), Claim::kStored);
+}
 
 }  // namespace
 }  // namespace sqlite_store_ingest_batches_test

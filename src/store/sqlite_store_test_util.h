@@ -87,6 +87,8 @@ class SqliteStoreTest : public ::testing::TestWithParam<Backing> {
   }
 
   std::string db_path() const { return dir_.path() + "/store.db"; }
+  // The test's PostgreSQL database as a libpq URI (Backing::kPostgres only).
+  const std::string& postgres_conninfo() const { return postgres_; }
   Store& store() { return *store_; }
 
   Organization MakeOrganization(const std::string& slug = "acme") {

@@ -1,6 +1,7 @@
 # A real PostgreSQL server from Debian's package for a test: initdb in a fresh directory, a
 # Unix socket there only (no TCP port), fsync off, one database "expanse". Stopped and removed
-# by pg_stop. Under root the cluster belongs to the postgres account the package made
+# by pg_stop. PG_DURABLE=1 keeps PostgreSQL's own durability (fsync, synchronous commit), as a
+# site runs it: for benchmarks, where the WAL's flushes are part of what is measured. Under root the cluster belongs to the postgres account the package made
 # (PostgreSQL refuses to run as root).
 #
 #   pg_start   sets PG_DIR and PG_URI (postgresql://postgres@/expanse?host=$PG_DIR)
@@ -27,8 +28,10 @@ pg_start() {
 }
 
 pg_resume() {
+  local durability="-c fsync=off -c synchronous_commit=off"
+  [[ "${PG_DURABLE:-}" == 1 ]] && durability=""
   pg_as "$PG_BIN/pg_ctl" start -w -t 60 -D "$PG_DIR/data" -l "$PG_DIR/log" \
-    -o "-c listen_addresses='' -k $PG_DIR -c fsync=off -c synchronous_commit=off" >/dev/null
+    -o "-c listen_addresses='' -k $PG_DIR $durability" >/dev/null
 }
 
 pg_pause() {
