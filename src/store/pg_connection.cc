@@ -53,13 +53,14 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
 }
 
 // What every session of the store sets: UTF-8 text (the store's), no NOTICEs (CREATE TABLE
-// IF NOT EXISTS of a table that is there is not the store's error), and when COMMIT returns.
-bool SetUpSession(pg_conn* conn, PgCommit commit) {
-  PGresult* set = PQexec(conn, commit == PgCommit::kAsynchronous
-                                   ? "SET client_encoding = 'UTF8'; SET client_min_messages = "
-                                     "warning; SET synchronous_commit = off"
-                                   : "SET client_encoding = 'UTF8'; SET client_min_messages = "
-                                     "warning");
+// IF NOT EXISTS of a table that is there is not the store's error), and `session`'s settings.
+bool SetUpSession(pg_conn* conn, const PgSessionOptions& session) {
+  std::string sql = "SET client_encoding = 'UTF8'; SET client_min_messages = warning";
+  if (session.asynchronous_commit)
+    sql += "; SET synchronous_commit = off";
+  if (session.index_scans)
+    sql += "; SET enable_seqscan = off";
+  PGresult* set = PQexec(conn, sql.c_str());
   const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
   PQclear(set);
   return ok;
@@ -175,7 +176,7 @@ std::string PgStatement::ColumnText(int column) const {
                      static_cast<size_t>(PQgetlength(result_.get(), row_, column)));
 }
 
-Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgCommit commit) {
+Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgSessionOptions session) {
   pg_conn* conn = PQconnectdb(conninfo.c_str());
   if (conn == nullptr)
     return ResourceExhaustedError("PostgreSQL: out of memory connecting");
@@ -185,12 +186,12 @@ Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgCommit co
     PQfinish(conn);
     return UnavailableError("PostgreSQL: cannot connect: " + why).WithReason("unreachable");
   }
-  if (!SetUpSession(conn, commit)) {
+  if (!SetUpSession(conn, session)) {
     const std::string why = ServerText(PQerrorMessage(conn));
     PQfinish(conn);
     return UnavailableError("PostgreSQL: setting up the connection: " + why);
   }
-  return PgConnection(conn, commit);
+  return PgConnection(conn, session);
 }
 
 Status PgConnection::EnsureConnected() {
@@ -202,7 +203,7 @@ Status PgConnection::EnsureConnected() {
   // that is back serves the next request and one still down fails it fast (503).
   PQreset(conn_);
   prepared_.clear();  // the new session has none
-  if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_, commit_)) {
+  if (PQstatus(conn_) != CONNECTION_OK || !SetUpSession(conn_, session_)) {
     return UnavailableError("PostgreSQL: the database is unreachable: " +
                             ServerText(PQerrorMessage(conn_)))
         .WithReason("unreachable");
@@ -212,7 +213,7 @@ Status PgConnection::EnsureConnected() {
 
 PgConnection::PgConnection(PgConnection&& other) noexcept
     : conn_(other.conn_),
-      commit_(other.commit_),
+      session_(other.session_),
       translated_(std::move(other.translated_)),
       prepared_(std::move(other.prepared_)),
       next_prepared_(other.next_prepared_),
@@ -225,7 +226,7 @@ PgConnection& PgConnection::operator=(PgConnection&& other) noexcept {
     if (conn_ != nullptr)
       PQfinish(conn_);
     conn_ = other.conn_;
-    commit_ = other.commit_;
+    session_ = other.session_;
     translated_ = std::move(other.translated_);
     prepared_ = std::move(other.prepared_);
     next_prepared_ = other.next_prepared_;

@@ -93,22 +93,31 @@ class PgStatement {
   int rows_ = 0;
 };
 
-// When a transaction's COMMIT returns. kDurable: as the site configured synchronous_commit
-// (PostgreSQL's default: once its WAL is on disk; remote_apply with a standby, say, stays so).
-// kAsynchronous: at once, the WAL written
-// a moment later (synchronous_commit = off): a crash of PostgreSQL, not of the client, can
-// lose the last fraction of a second of commits, never half of one. Only for what may be lost
-// that way (the ingest batch ledger, sqlite_store_impl.h).
-enum class PgCommit { kDurable, kAsynchronous };
+// A session's settings beside the store's own; the defaults leave the server's as the site
+// configured them.
+struct PgSessionOptions {
+  // synchronous_commit = off: COMMIT returns at once and the WAL reaches the disk a moment
+  // later, so a crash of PostgreSQL (not of the client) can lose the last fraction of a second
+  // of commits, never half of one. Only for what may be lost that way (the ingest batch
+  // ledger, sqlite_store_impl.h). Otherwise a commit waits as the site's synchronous_commit
+  // says (PostgreSQL's default: the WAL on disk; remote_apply with a standby stays so).
+  bool asynchronous_commit = false;
+  // enable_seqscan = off: for a session whose every statement finds its rows through an index
+  // (by primary or unique key). The planner then takes the index however small the table
+  // looked when it planned: a prepared statement's generic plan, made once while a table was
+  // nearly empty, would otherwise scan it whole for as long as the session lives (until
+  // autovacuum's next ANALYZE, if the table's growth triggers one). A statement with no index
+  // to use still runs, by a scan.
+  bool index_scans = false;
+};
 
 class PgConnection {
  public:
   // Connects with a libpq connection string or URI ("postgresql://user@host/db",
   // "host=/run/postgresql dbname=expanse"). kUnavailable when the server cannot be reached or
   // refuses, with libpq's reason; the password, if any, never appears in the message. The
-  // session's settings (`commit` among them) are made again whenever it reconnects.
-  static Result<PgConnection> Open(const std::string& conninfo,
-                                   PgCommit commit = PgCommit::kDurable);
+  // session's settings (`session` among them) are made again whenever it reconnects.
+  static Result<PgConnection> Open(const std::string& conninfo, PgSessionOptions session = {});
 
   PgConnection(PgConnection&& other) noexcept;
   PgConnection& operator=(PgConnection&& other) noexcept;
@@ -147,7 +156,7 @@ class PgConnection {
 
  private:
   friend class PgStatement;
-  PgConnection(pg_conn* conn, PgCommit commit) : conn_(conn), commit_(commit) {}
+  PgConnection(pg_conn* conn, PgSessionOptions session) : conn_(conn), session_(session) {}
   const std::string& Translated(std::string_view sql);
   // The name of the server-side prepared statement for `sql` with parameters of `types`,
   // preparing it on first use. Parsing and planning a statement once per connection rather
@@ -157,7 +166,7 @@ class PgConnection {
   Status EnsureConnected();
 
   pg_conn* conn_ = nullptr;  // null only after a move
-  PgCommit commit_ = PgCommit::kDurable;
+  PgSessionOptions session_{};
   // Translated SQL by its SQLite text (a store's statements are constant text; bounded like
   // SQLite's statement cache, for texts built with a variable number of parameters).
   std::unordered_map<std::string, std::string> translated_;

@@ -103,36 +103,48 @@ TEST_F(PgConnectionTest, ARestartedServerIsUnavailableThenServesAgain) {
   EXPECT_FALSE(*rows->Step());
 }
 
-// synchronous_commit's value and where it came from ("session": set by the connection).
-std::pair<std::string, std::string> SynchronousCommit(PgConnection& db) {
-  auto rows = db.Query("SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'");
-  if (!rows.ok() || !*rows->Step())
+// A setting's value and where it came from ("session": set by the connection).
+std::pair<std::string, std::string> Setting(PgConnection& db, const char* name) {
+  auto rows = db.Query("SELECT setting, source FROM pg_settings WHERE name = ?1", name);
+  if (!rows.ok())
     return {"unread", rows.status().ToString()};
+  Result<bool> row = rows->Step();
+  if (!row.ok() || !*row)
+    return {"unread", row.status().ToString()};
   return {rows->ColumnText(0), rows->ColumnText(1)};
 }
 
-TEST_F(PgConnectionTest, AsynchronousCommitIsTheSessionsOwnAndOutlivesAReconnect) {
-  // The durable connection leaves the server's setting (and its source) alone.
-  EXPECT_NE(SynchronousCommit(*db_).second, "session");
-  auto opened =
-      PgConnection::Open(testing::PgTestServer::Shared().NewDatabase(), PgCommit::kAsynchronous);
+const std::pair<std::string, std::string> kOffForTheSession{"off", "session"};
+
+TEST_F(PgConnectionTest, SessionOptionsAreTheSessionsOwnAndOutliveAReconnect) {
+  // By default the server's settings (and their source) are left alone.
+  EXPECT_NE(Setting(*db_, "synchronous_commit").second, "session");
+  EXPECT_EQ(Setting(*db_, "enable_seqscan"),
+            std::make_pair(std::string("on"), std::string("default")));
+  auto opened = PgConnection::Open(testing::PgTestServer::Shared().NewDatabase(),
+                                   {.asynchronous_commit = true, .index_scans = true});
   ASSERT_TRUE(opened.ok()) << opened.status();
   PgConnection ledger = std::move(*opened);
-  EXPECT_EQ(SynchronousCommit(ledger), std::make_pair(std::string("off"), std::string("session")));
+  EXPECT_EQ(Setting(ledger, "synchronous_commit"), kOffForTheSession);
+  EXPECT_EQ(Setting(ledger, "enable_seqscan"), kOffForTheSession);
   // Its backend ended from outside: the next statement fails, the one after it reconnects,
-  // and the new session commits asynchronously again.
+  // and the new session has the same settings.
   auto pid = ledger.Query("SELECT pg_backend_pid()");
-  ASSERT_TRUE(pid.ok() && *pid->Step());
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(pid->Step().value_or(false));
   auto ended = db_->Query("SELECT pg_terminate_backend(?1::int)", pid->ColumnInt(0));
-  ASSERT_TRUE(ended.ok() && *ended->Step());
+  ASSERT_TRUE(ended.ok());
+  ASSERT_TRUE(ended->Step().value_or(false));
   ASSERT_EQ(ended->ColumnText(0), "t");
   Status first = ledger.Execute("SELECT 1");
   for (int i = 0; i < 3 && !first.ok(); ++i)
     first = ledger.Execute("SELECT 1");
   ASSERT_TRUE(first.ok()) << first;
-  EXPECT_EQ(SynchronousCommit(ledger), std::make_pair(std::string("off"), std::string("session")));
+  EXPECT_EQ(Setting(ledger, "synchronous_commit"), kOffForTheSession);
+  EXPECT_EQ(Setting(ledger, "enable_seqscan"), kOffForTheSession);
   auto new_pid = ledger.Query("SELECT pg_backend_pid()");
-  ASSERT_TRUE(new_pid.ok() && *new_pid->Step());
+  ASSERT_TRUE(new_pid.ok());
+  ASSERT_TRUE(new_pid->Step().value_or(false));
   EXPECT_NE(new_pid->ColumnInt(0), pid->ColumnInt(0));
 }
 

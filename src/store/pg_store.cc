@@ -14,11 +14,11 @@ Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo) {
   sqlite_internal::Connection db(std::move(pg));
   if (Status migrated = sqlite_internal::ApplyMigrations(db); !migrated.ok())
     return Status(migrated.code(), "PostgreSQL store: " + migrated.message());
-  // The ingest batch ledger's own connection, committing asynchronously (LedgerStatement in
-  // sqlite_store_impl.h says why that is safe and what it is for).
-  EXPANSE_ASSIGN_OR_RETURN(
-      pg_internal::PgConnection ledger,
-      pg_internal::PgConnection::Open(conninfo, pg_internal::PgCommit::kAsynchronous));
+  // The ingest batch ledger's own connection, committing asynchronously, its statements all
+  // lookups by key (LedgerStatement in sqlite_store_impl.h says why).
+  EXPANSE_ASSIGN_OR_RETURN(pg_internal::PgConnection ledger,
+                           pg_internal::PgConnection::Open(
+                               conninfo, {.asynchronous_commit = true, .index_scans = true}));
   return std::unique_ptr<Store>(std::make_unique<sqlite_internal::SqliteStore>(
       std::move(db), sqlite_internal::Connection(std::move(ledger))));
 }

@@ -178,7 +178,9 @@ class SqliteStore final : public Store, public JobStore {
   // asynchronously: a claim or mark that a crash of PostgreSQL loses makes a retry write the
   // same samples again, which the remote store keeps once, as it does after a lapsed lease
   // (docs/scaling.md), while waiting for the WAL's flush at every group would bound a
-  // replica's ingest by the disk's latency. SQLite's ledger is db_ under mu_: a second
+  // replica's ingest by the disk's latency. Every ledger statement finds its rows by key, and
+  // the session says so to the planner (enable_seqscan off), so no plan cached while a table
+  // was nearly empty scans it later. SQLite's ledger is db_ under mu_: a second
   // connection there would only add lock waits between the two.
   template <typename Body>
   std::invoke_result_t<Body&, Connection&> LedgerStatement(Body&& body) {
