@@ -213,8 +213,16 @@ void Listener::Delete(std::string_view pattern, Handler handler, RouteOptions ro
   AddRoute("DELETE", pattern, std::move(handler), route);
 }
 void Listener::GetDeferred(std::string_view pattern, DeferredHandler handler) {
+  AddDeferredRoute("GET", pattern, std::move(handler), {});
+}
+void Listener::PostDeferred(std::string_view pattern, DeferredHandler handler, RouteOptions route) {
+  AddDeferredRoute("POST", pattern, std::move(handler), route);
+}
+
+void Listener::AddDeferredRoute(std::string_view method, std::string_view pattern,
+                                DeferredHandler handler, RouteOptions route) {
   if (!handler) {
-    AddRoute("GET", pattern, nullptr, {});  // reported as an empty handler
+    AddRoute(method, pattern, nullptr, route);  // reported as an empty handler
     return;
   }
   std::vector<DeferredHandler>& deferred = core_->deferred_handlers();
@@ -222,8 +230,8 @@ void Listener::GetDeferred(std::string_view pattern, DeferredHandler handler) {
   // The router needs a handler; this one is never called (deferred_id routes go to
   // ListenerCore::ServeDeferred).
   AddRoute(
-      "GET", pattern,
-      [](const Request&) { return ErrorResponse(500, "internal", "deferred route"); }, {},
+      method, pattern,
+      [](const Request&) { return ErrorResponse(500, "internal", "deferred route"); }, route,
       deferred.size());
 }
 

@@ -117,11 +117,12 @@ struct RouteOptions {
 
 // From a handler: have the listener give freed heap memory back to the system (malloc_trim)
 // once this request's response is written. For handlers that built something large from a
-// small body (a decompressed batch). Does nothing outside a listener's worker thread.
+// small body (a decompressed batch). In a deferred handler it is that request's, whenever its
+// answer comes (call it before Respond). Does nothing outside a listener's worker thread.
 void RequestHeapTrim();
 
-// The answer of a long-poll request (Listener::GetDeferred), given now or later from any
-// thread. Copies share one answer; the first Respond wins.
+// The answer of a deferred request (Listener::GetDeferred, PostDeferred), given now or later
+// from any thread. Copies share one answer; the first Respond wins.
 class Responder {
  public:
   explicit Responder(std::shared_ptr<http_internal::PendingAnswer> pending);
@@ -134,6 +135,9 @@ class Responder {
   // sent. It also runs, at once, when the listener stops. Call at most once.
   void ExpireAfter(std::chrono::milliseconds after, std::function<Response()> fallback) const;
   bool answered() const;
+  // Have the listener give freed heap memory back (malloc_trim) once the answer is written:
+  // RequestHeapTrim for a deferred request. Call before Respond.
+  void TrimHeapAfterAnswer() const;
 
  private:
   std::shared_ptr<http_internal::PendingAnswer> pending_;
@@ -166,6 +170,9 @@ class Listener {
   void Delete(std::string_view pattern, Handler handler, RouteOptions route = {});
   // A GET route whose handler may answer later (long-polls): see Responder.
   void GetDeferred(std::string_view pattern, DeferredHandler handler);
+  // A POST route whose handler may answer later, from another thread: one whose work joins
+  // other requests' (ingest's group commit), so that no worker sits waiting for it.
+  void PostDeferred(std::string_view pattern, DeferredHandler handler, RouteOptions route = {});
 
   // Binds and listens, so connections queue in the kernel until Start(); returns the
   // port (useful with port 0). kUnavailable when the address is in use,
@@ -196,6 +203,8 @@ class Listener {
   explicit Listener(ListenerOptions options);
   void AddRoute(std::string_view method, std::string_view pattern, Handler handler,
                 RouteOptions route, size_t deferred_id = 0);
+  void AddDeferredRoute(std::string_view method, std::string_view pattern, DeferredHandler handler,
+                        RouteOptions route);
   void CloseListenSocket();
 
   enum class State { kCreated, kBound, kRunning, kStopped };

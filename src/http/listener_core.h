@@ -70,6 +70,7 @@ class PendingAnswer {
   virtual void ExpireAfter(std::chrono::milliseconds after,
                            std::function<http::Response()> fallback) = 0;
   virtual bool answered() const = 0;
+  virtual void TrimHeapAfterAnswer() = 0;
 };
 
 class ListenerCore {
@@ -85,9 +86,10 @@ class ListenerCore {
 
   // Runs the route's handler on the calling (worker) thread. A throw becomes a logged 500.
   http::Response Serve(const Admission& admission, const http::Request& request) const;
-  // Runs a deferred route's handler; it answers through `responder`. A throw is answered 500.
+  // Runs a deferred route's handler; it answers through a Responder of `pending`. A throw is
+  // answered 500.
   void ServeDeferred(const Admission& admission, const http::Request& request,
-                     http::Responder responder) const;
+                     const std::shared_ptr<PendingAnswer>& pending) const;
 
   // The answer to `admission`'s request (or, with admission null, to a request that could
   // not be parsed), serialized, with our response headers applied: an out-of-range status

@@ -103,6 +103,9 @@ std::string BodyTooLargeMessage(size_t limit) {
 
 // Set by RequestHeapTrim() on a worker thread; read after the handler returns.
 thread_local bool heap_trim_requested = false;
+// The deferred request whose handler runs on this thread, if one does: its RequestHeapTrim()
+// goes to its answer, which may be written after the handler returned.
+thread_local PendingAnswer* deferred_answer = nullptr;
 
 }  // namespace
 
@@ -233,9 +236,14 @@ Response ListenerCore::Serve(const Admission& admission, const http::Request& re
 }
 
 void ListenerCore::ServeDeferred(const Admission& admission, const http::Request& request,
-                                 http::Responder responder) const {
+                                 const std::shared_ptr<PendingAnswer>& pending) const {
   const std::string where =
       options_.name + " listener: handler for " + request.method + " " + Quote(request.path);
+  const http::Responder responder(pending);
+  deferred_answer = pending.get();
+  struct Clear {
+    ~Clear() { deferred_answer = nullptr; }
+  } clear;
   try {
     deferred_handlers_.at(admission.deferred_id - 1)(request, responder);
     return;
@@ -358,7 +366,12 @@ bool ListenerCore::TakeHeapTrimRequest() { return std::exchange(heap_trim_reques
 
 namespace expanse::http {
 
-void RequestHeapTrim() { http_internal::heap_trim_requested = true; }
+void RequestHeapTrim() {
+  if (http_internal::deferred_answer != nullptr)
+    http_internal::deferred_answer->TrimHeapAfterAnswer();
+  else
+    http_internal::heap_trim_requested = true;
+}
 
 Responder::Responder(std::shared_ptr<http_internal::PendingAnswer> pending)
     : pending_(std::move(pending)) {}
@@ -371,5 +384,7 @@ void Responder::ExpireAfter(std::chrono::milliseconds after,
 }
 
 bool Responder::answered() const { return pending_->answered(); }
+
+void Responder::TrimHeapAfterAnswer() const { pending_->TrimHeapAfterAnswer(); }
 
 }  // namespace expanse::http

@@ -158,13 +158,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
    public:
     // Holds its session until answered: while a request is parked nothing else does (no
     // read or write is pending), and the answer must still find the connection.
-    Pending(const std::shared_ptr<Session>& session, std::shared_ptr<EngineState> engine)
-        : session_(session), hold_(session), engine_(std::move(engine)) {}
+    Pending(const std::shared_ptr<Session>& session, std::shared_ptr<EngineState> engine, bool trim)
+        : session_(session), hold_(session), engine_(std::move(engine)), trim_(trim) {}
     ~Pending() override {
       if (!done_.load()) {
         if (auto session = session_.lock()) {
           session->core_.LogError(session->options_.name +
-                                  " listener: a long-poll request was dropped unanswered");
+                                  " listener: a deferred request was dropped unanswered");
         }
         Deliver(http::ErrorResponse(500, "internal", "internal error while handling the request"));
       }
@@ -181,6 +181,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
     }
     bool answered() const override { return done_.load(); }
+    void TrimHeapAfterAnswer() override { trim_.store(true); }
 
     // Set once by the session right after creation: ExpireAfter needs a strong reference to
     // this object for the timer, and PendingAnswer is not enable_shared_from_this.
@@ -195,10 +196,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       // Only the first Deliver gets here, so nothing else touches hold_.
       const std::shared_ptr<Session> session = std::move(hold_);
       asio::post(session->stream_.get_executor(),
-                 [session, response = std::move(response)]() mutable {
+                 [session, response = std::move(response), trim = trim_.load()]() mutable {
                    session->armed_.reset();
                    session->fallback_timer_.cancel();
-                   session->OnHandled(std::move(response), false);
+                   session->OnHandled(std::move(response), trim);
                  });
       return true;
     }
@@ -207,6 +208,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     std::shared_ptr<Session> hold_;  // released by Deliver
     const std::shared_ptr<EngineState> engine_;
     std::atomic<bool> done_{false};
+    std::atomic<bool> trim_{false};  // malloc_trim once the answer is written
   };
 
   enum class Phase { kHandshake, kIdle, kHeader, kBody, kHandling, kWriting, kClosed };
@@ -413,14 +415,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     ++engine_->queued;
     if (deferred) {
       ++engine_->parked;
-      auto pending = std::make_shared<Pending>(this->shared_from_this(), engine_);
+      auto pending = std::make_shared<Pending>(this->shared_from_this(), engine_, large);
       pending->self_ = pending;
       pending_ = pending;
       asio::post(engine_->pool, [self = this->shared_from_this(), admission = admission_,
                                  pending = std::move(pending)]() mutable {
         --self->engine_->queued;
-        http::Responder responder(std::move(pending));
-        self->core_.ServeDeferred(*admission, admission->request, std::move(responder));
+        self->core_.ServeDeferred(*admission, admission->request, std::move(pending));
       });
       return;
     }

@@ -4,10 +4,12 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -337,6 +339,57 @@ TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
   EXPECT_EQ(trims_after(client.Post("/echo", {{"Content-Encoding", "gzip"}},
                                     Gzip(std::string(8192, 'z')), "text/plain")),
             3u);
+}
+
+// A deferred POST reads its body like any route and is answered from another thread; it
+// trims the heap as the others do: for a large body, for a RequestHeapTrim in its handler,
+// and for Responder::TrimHeapAfterAnswer.
+TEST_F(ListenerTest, DeferredPostsAnswerFromAnotherThreadAndTrimAsOthers) {
+  ListenerOptions options = Options();
+  options.max_body_bytes = 64 * 1024;
+  options.trim_heap_after_bytes = 4096;
+  Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
+  ASSERT_TRUE(created.ok()) << created.status();
+  listener_ = *std::move(created);
+  std::mutex mu;
+  std::vector<std::thread> answering;
+  // Answers on a thread of its own, after the handler returned.
+  auto later = [&](Responder responder, std::string body) {
+    std::lock_guard lock(mu);
+    answering.emplace_back([responder = std::move(responder), body = std::move(body)] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      responder.Respond(MakeResponse(200, "text/plain", body));
+    });
+  };
+  listener_->PostDeferred("/echo-later", [&](const Request& request, Responder responder) {
+    later(std::move(responder), request.body);
+  });
+  listener_->PostDeferred("/asks-trim", [&](const Request&, Responder responder) {
+    RequestHeapTrim();
+    later(std::move(responder), "asked");
+  });
+  listener_->PostDeferred("/trims-later", [&](const Request&, Responder responder) {
+    responder.TrimHeapAfterAnswer();
+    later(std::move(responder), "trims");
+  });
+  listener_->Get("/ping", [](const Request&) { return JsonResponse(200, "{}"); });
+  ASSERT_TRUE(listener_->Start().ok());
+  httplib::Client client = Client();
+  client.set_keep_alive(true);
+  auto trims_after = [&](const httplib::Result& result, const std::string& body) {
+    EXPECT_TRUE(result && result->status == 200 && result->body == body);
+    EXPECT_TRUE(client.Get("/ping"));
+    return listener_->heap_trims();
+  };
+  const std::string small(4095, 'x'), large(4096, 'x');
+  EXPECT_EQ(trims_after(client.Post("/echo-later", small, "text/plain"), small), 0u);
+  EXPECT_EQ(trims_after(client.Post("/echo-later", large, "text/plain"), large), 1u);
+  EXPECT_EQ(trims_after(client.Post("/asks-trim", "", "text/plain"), "asked"), 2u);
+  EXPECT_EQ(trims_after(client.Post("/trims-later", "", "text/plain"), "trims"), 3u);
+  listener_->Stop();
+  std::lock_guard lock(mu);
+  for (std::thread& t : answering)
+    t.join();
 }
 
 TEST_F(ListenerTest, MultipartBodyIs415Json) {

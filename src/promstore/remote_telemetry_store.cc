@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -150,10 +151,8 @@ struct RemoteTelemetryStore::Writer {
   std::string_view credential_hash;  // "" when the caller authenticated the sender
   const tsdb::Batch* batch = nullptr;
   size_t samples = 0;
-  bool taken = false;  // in a group
-  bool done = false;   // result is its answer
   Result<AppendResult> result = AppendResult{};
-  std::condition_variable wake;
+  AppendDone done;
 };
 
 namespace {
@@ -180,61 +179,75 @@ Status InFlightError(std::string_view batch_id) {
 Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::Append(std::string_view batch_id,
                                                                         const tsdb::Batch& batch,
                                                                         Ack /*ack*/) {
-  return AppendChecked(batch_id, batch, "");
+  return AppendAndWait(batch_id, batch, "");
 }
 
 Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendForCredential(
     std::string_view batch_id, const tsdb::Batch& batch, std::string_view credential_hash) {
   if (credential_hash.empty())
     return InvalidArgumentError("a credential check needs the credential's hash");
-  return AppendChecked(batch_id, batch, credential_hash);
+  return AppendAndWait(batch_id, batch, credential_hash);
 }
 
-Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
+Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendAndWait(
     std::string_view batch_id, const tsdb::Batch& batch, std::string_view credential_hash) {
+  // Answered on this thread when it leads the batch's group, else by the thread that does.
+  std::promise<Result<AppendResult>> answer;
+  std::future<Result<AppendResult>> answered = answer.get_future();
+  AppendLater(batch_id, batch, Ack::kDurable, credential_hash,
+              [&answer](Result<AppendResult> result) { answer.set_value(std::move(result)); });
+  return answered.get();
+}
+
+void RemoteTelemetryStore::AppendLater(std::string_view batch_id, const tsdb::Batch& batch,
+                                       Ack /*ack*/, std::string_view credential_hash,
+                                       AppendDone done) {
   // Answers are always durable: the store's acceptance is the only mark there is.
   size_t samples = 0;
   for (const auto& [key, series] : batch)
     samples += series.size();
   if (samples == 0) {
     // Nothing to claim, so nothing would check the credential.
-    if (!credential_hash.empty())
-      return FailedPreconditionError("a batch without samples is not checked for its credential");
-    return AppendResult{.durable = true};
+    if (!credential_hash.empty()) {
+      done(FailedPreconditionError("a batch without samples is not checked for its credential"));
+      return;
+    }
+    done(AppendResult{.durable = true});
+    return;
   }
   // Checked before the batch joins a group, whose claim statement it would otherwise fail.
   if (batch_id.empty() || batch_id.size() > store::JobStore::kMaxBatchIdBytes) {
-    return InvalidArgumentError("batch id must be 1 to " +
-                                std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes");
+    done(InvalidArgumentError("batch id must be 1 to " +
+                              std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes"));
+    return;
   }
   const std::string& compute_id = batch.front().first.compute_id;
-  if (compute_id.empty())
-    return InvalidArgumentError("a batch's series must name their compute");
+  if (compute_id.empty()) {
+    done(InvalidArgumentError("a batch's series must name their compute"));
+    return;
+  }
 
-  Writer self;
-  self.batch_id = batch_id;
-  self.compute_id = compute_id;
-  self.credential_hash = credential_hash;
-  self.batch = &batch;
-  self.samples = samples;
+  auto self = std::make_unique<Writer>();
+  self->batch_id = batch_id;
+  self->compute_id = compute_id;
+  self->credential_hash = credential_hash;
+  self->batch = &batch;
+  self->samples = samples;
+  self->done = std::move(done);
   std::unique_lock lock(write_mu_);
-  waiting_.push_back(&self);
-  while (!self.done) {
-    if (self.taken || groups_in_flight_ >= options_.write_groups) {
-      self.wake.wait(lock);
-      continue;
-    }
-    // Lead a group: the waiting batches from the front, this one among them unless a bound cut
-    // it off (it then leads the next).
-    std::vector<Writer*> group;
+  waiting_.push_back(std::move(self));
+  // Lead groups while batches wait and a slot is free: the batches from the front, this one
+  // among them unless a bound cut it off (then this thread, or another leader that finished
+  // first, takes it next). A leader that finished its group takes the next itself, so a busy
+  // replica wakes no thread to write it; with every slot taken, the batch waits for a leader.
+  while (!waiting_.empty() && groups_in_flight_ < options_.write_groups) {
+    std::vector<std::unique_ptr<Writer>> group;
     size_t group_samples = 0;
     while (!waiting_.empty() && group.size() < kMaxGroupBatches) {
-      Writer* next = waiting_.front();
-      if (!group.empty() && group_samples + next->samples > kMaxGroupSamples)
+      if (!group.empty() && group_samples + waiting_.front()->samples > kMaxGroupSamples)
         break;
-      next->taken = true;
-      group_samples += next->samples;
-      group.push_back(next);
+      group_samples += waiting_.front()->samples;
+      group.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
     }
     std::vector<std::string> marks;
@@ -242,22 +255,31 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendChecked(
       marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
     ++groups_in_flight_;
     lock.unlock();
-    const bool marked = WriteGroup(group, marks);
+    std::vector<Writer*> members;
+    for (const std::unique_ptr<Writer>& member : group)
+      members.push_back(member.get());
+    const bool marked = WriteGroup(members, marks);
+    for (const std::unique_ptr<Writer>& member : group)
+      Answer(*member);
+    group.clear();  // the callers' batches may go once answered; nothing here reads them again
     lock.lock();
     --groups_in_flight_;
     if (!marked)
       unmarked_.insert(marks.begin(), marks.end());
-    // Each waiter reads its answer once woken; none is touched after the lock is released.
-    for (Writer* member : group) {
-      member->done = true;
-      if (member != &self)
-        member->wake.notify_one();
-    }
-    // The slot is free: the oldest waiting batch leads the next group.
-    if (!waiting_.empty())
-      waiting_.front()->wake.notify_one();
   }
-  return std::move(self.result);
+}
+
+void RemoteTelemetryStore::Answer(Writer& writer) {
+  // A caller's `done` that throws must not leave its group's slot taken for good.
+  try {
+    writer.done(std::move(writer.result));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "expanse-server: answering batch %.*s: %s\n",
+                 static_cast<int>(writer.batch_id.size()), writer.batch_id.data(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "expanse-server: answering batch %.*s failed\n",
+                 static_cast<int>(writer.batch_id.size()), writer.batch_id.data());
+  }
 }
 
 bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
@@ -386,6 +408,10 @@ RemoteTelemetryStore::Stats RemoteTelemetryStore::stats() {
   now.unmarked_batches = unmarked_.size();
   return now;
 }
+
+RemoteTelemetryStore::RemoteTelemetryStore(RemoteTelemetryOptions options, store::JobStore& batches,
+                                           Clock& clock)
+    : options_(std::move(options)), batches_(batches), clock_(clock) {}
 
 RemoteTelemetryStore::~RemoteTelemetryStore() {
   if (Status s = Flush(); !s.ok())

@@ -15,8 +15,10 @@
 //   Batches that arrive together are written together (group commit, as leveldb's writers):
 //   the first caller to find a free slot (write_groups) takes every waiting batch, up to a
 //   bound, and claims them in one statement, sends them in one remote write and marks them in
-//   one statement; the others wait for their answers. A busy replica so pays for its round
-//   trips per group, not per batch. When batches are already waiting for the next group, a
+//   one statement, then answers each (AppendLater's `done`) and takes the next group if
+//   batches wait; the others' threads go on at once (AppendLater) or wait for their answer
+//   (Append). A busy replica so pays for its round trips per group, not per batch, and wakes
+//   no thread per batch. When batches are already waiting for the next group, a
 //   written group is answered at once and its marks ride in that group's claim statement
 //   (JobStore::MarkAndClaimIngestBatches): one round trip and commit per group instead of
 //   two. The answer stays honest, since the remote store has the samples. Until the mark
@@ -95,6 +97,8 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   bool ChecksCredentials() const override { return true; }
   Result<AppendResult> AppendForCredential(std::string_view batch_id, const tsdb::Batch& batch,
                                            std::string_view credential_hash) override;
+  void AppendLater(std::string_view batch_id, const tsdb::Batch& batch, Ack ack,
+                   std::string_view credential_hash, AppendDone done) override;
   Status CheckSeriesLimit(const tsdb::Batch& batch) override;
   Result<Durability> SyncAll() override;
   Durability durability() override;
@@ -123,14 +127,15 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
                           const std::vector<std::pair<std::string, std::string>>& form);
 
  private:
-  RemoteTelemetryStore(RemoteTelemetryOptions options, store::JobStore& batches, Clock& clock)
-      : options_(std::move(options)), batches_(batches), clock_(clock) {}
+  RemoteTelemetryStore(RemoteTelemetryOptions options, store::JobStore& batches, Clock& clock);
 
-  // A batch waiting in Append for its group's write.
+  // A batch waiting for its group's write, and how to answer it.
   struct Writer;
-  // Append's work, with the credential to check in the claim ("" for none).
-  Result<AppendResult> AppendChecked(std::string_view batch_id, const tsdb::Batch& batch,
+  // AppendLater, waiting for the answer ("" credential_hash: none to check).
+  Result<AppendResult> AppendAndWait(std::string_view batch_id, const tsdb::Batch& batch,
                                      std::string_view credential_hash);
+  // Hands the writer its result (its `done`).
+  static void Answer(Writer& writer);
   // Claims, writes and marks the batches of one group together and sets each one's result:
   // one statement for the claims (carrying `marks`, earlier groups' written batches), one
   // remote write, and one statement for the marks unless the next group carries them. False
@@ -154,7 +159,7 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<net::HttpClient>> idle_;
   std::mutex write_mu_;
-  std::deque<Writer*> waiting_;  // batches not yet in a group, in arrival order
+  std::deque<std::unique_ptr<Writer>> waiting_;  // not yet in a group, in arrival order
   int groups_in_flight_ = 0;
   // Written and answered batches whose mark waits for the next group's claim (see Append).
   std::set<std::string> unmarked_;

@@ -1,5 +1,7 @@
 #include "store/pg_connection.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -197,6 +199,15 @@ Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgSessionOp
 Status PgConnection::EnsureConnected() {
   if (conn_ == nullptr)
     return FailedPreconditionError("PostgreSQL: the connection was moved away");
+  // An idle connection whose server went away (restarted, or ended the session) has a
+  // readable socket: the server's last message, or its end. Reading it now marks the
+  // connection broken, so it is replaced before this statement instead of failing it.
+  // (The message and the end may take a read each.)
+  for (int reads = 0; reads < 4 && PQstatus(conn_) == CONNECTION_OK; ++reads) {
+    pollfd socket{PQsocket(conn_), POLLIN, 0};
+    if (poll(&socket, 1, 0) <= 0 || PQconsumeInput(conn_) == 0)
+      break;
+  }
   if (PQstatus(conn_) == CONNECTION_OK)
     return OkStatus();
   // The server restarted or the network dropped: connect again, once per call, so a database

@@ -148,6 +148,20 @@ TEST_F(PgConnectionTest, SessionOptionsAreTheSessionsOwnAndOutliveAReconnect) {
   EXPECT_NE(new_pid->ColumnInt(0), pid->ColumnInt(0));
 }
 
+// A connection left idle while the server restarted fails no statement afterwards: the end
+// of its session is read before the next one, which connects again first.
+TEST_F(PgConnectionTest, AConnectionIdleThroughARestartServesTheNextStatement) {
+  ASSERT_TRUE(db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 1, "before").ok());
+  testing::PgTestServer::Shared().Stop();
+  testing::PgTestServer::Shared().Start();
+  const Status after = db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 2, "after");
+  EXPECT_TRUE(after.ok()) << after;
+  auto rows = db_->Query("SELECT count(*) FROM t");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(rows->Step().value_or(false));
+  EXPECT_EQ(rows->ColumnInt(0), 2);
+}
+
 TEST(PgConnectionOpenTest, AnUnreachableServerIsUnavailableWithoutThePassword) {
   auto opened = PgConnection::Open("host=/nonexistent port=1 user=u password=hunter2 dbname=x");
   ASSERT_FALSE(opened.ok());

@@ -7,10 +7,19 @@
 namespace expanse::store::sqlite_internal {
 
 Status SqliteStore::Ping() {
-  return Transact(Access::kRead, [&]() -> Status {
+  Status main = Transact(Access::kRead, [&]() -> Status {
     EXPANSE_ASSIGN_OR_RETURN(Statement row, db_.Query("SELECT 1"));
     return row.Step().status();
   });
+  // The ledger's own connection too (PostgreSQL), whatever the first said: ready means both
+  // serve.
+  if (!ledger_.has_value())
+    return main;
+  Status ledger = LedgerStatement([](Connection& db) -> Status {
+    EXPANSE_ASSIGN_OR_RETURN(Statement row, db.Query("SELECT 1"));
+    return row.Step().status();
+  });
+  return main.ok() ? ledger : main;
 }
 
 Status SqliteStore::AppendAudit(const AuditEvent& event) {

@@ -301,8 +301,9 @@ class Store {
   virtual Status DeprovisionCompute(std::string_view compute_id, int64_t now_ms) = 0;
 
   // --- health ------------------------------------------------------------------------------------
-  // One trivial read of the database: OK when it answers; kUnavailable when it is away (a
-  // PostgreSQL server stopped), for the load balancer's readiness check.
+  // One trivial read of the database (on PostgreSQL, over each of the store's connections):
+  // OK when it answers; kUnavailable when it is away (a PostgreSQL server stopped), for the
+  // load balancer's readiness check.
   virtual Status Ping() = 0;
 
   // --- audit log ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #define EXPANSE_TSDB_TELEMETRY_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,18 @@ class TelemetryStore {
                                                    const Batch& /*batch*/,
                                                    std::string_view /*credential_hash*/) {
     return FailedPreconditionError("this telemetry store does not check credentials");
+  }
+  // Append's answer, handed over once there is one.
+  using AppendDone = std::function<void(Result<AppendResult>)>;
+  // Append (credential_hash empty) or AppendForCredential, answered through `done` rather than
+  // by returning: possibly at once on this thread, possibly later on another (the remote
+  // store's group commit, where the thread that writes a group answers every batch in it, so
+  // that no caller's thread sits waiting). `batch_id`, `batch` and `credential_hash` must stay
+  // valid until `done` has run: keep their owner in `done`.
+  virtual void AppendLater(std::string_view batch_id, const Batch& batch, Ack ack,
+                           std::string_view credential_hash, AppendDone done) {
+    done(credential_hash.empty() ? Append(batch_id, batch, ack)
+                                 : AppendForCredential(batch_id, batch, credential_hash));
   }
   // What Append would say about the series limit now: lets a caller refuse a batch before it
   // stores anything else of it.
