@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -434,6 +435,49 @@ TEST_P(HeldWriteTest, BatchesWaitingBehindAGroupMarkItInTheirClaim) {
               store::JobStore::BatchClaim::kStored)
         << id;
   }
+}
+
+// AppendLater never waits for other batches' writes: with the one slot taken it returns at
+// once, and the thread writing the group in the slot answers it, having taken its group next.
+TEST_P(HeldWriteTest, AppendLaterReturnsAtOnceAndTheGroupsWriterAnswers) {
+  HeldReceiver receiver;
+  auto held = OpenHeld(receiver);
+  ASSERT_NE(held, nullptr);
+  const tsdb::Batch first = {{kBusy, {{Base() + 5000, 5}}}};
+  const tsdb::Batch second = {{kBusy, {{Base() + 6000, 6}}}};
+  Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
+  std::promise<std::thread::id> leader;
+  std::jthread first_sender;
+  const ReleasedFirst released(receiver);  // before the sender is joined, however this ends
+  first_sender = std::jthread([&] {
+    leader.set_value(std::this_thread::get_id());
+    first_answer = held->Append("cmp_a/held/5", first);
+  });
+  const std::thread::id leader_id = leader.get_future().get();
+  if (!receiver.WaitForWrites(1)) {
+    first_sender.join();
+    FAIL() << "the first batch was never written: " << first_answer.status();
+  }
+  std::promise<std::pair<std::thread::id, Result<tsdb::TelemetryStore::AppendResult>>> answer;
+  auto answered = answer.get_future();
+  held->AppendLater("cmp_a/held/6", second, tsdb::TelemetryStore::Ack::kDurable, "",
+                    [&answer](Result<tsdb::TelemetryStore::AppendResult> result) {
+                      answer.set_value({std::this_thread::get_id(), std::move(result)});
+                    });
+  // Returned with the first group still held: not answered, waiting for the slot.
+  EXPECT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(held->stats().waiting_batches, 1u);
+  receiver.Release();
+  first_sender.join();
+  ASSERT_EQ(answered.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  auto [answerer, result] = answered.get();
+  EXPECT_EQ(answerer, leader_id);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->duplicate);
+  EXPECT_TRUE(result->durable);
+  ASSERT_TRUE(first_answer.ok()) << first_answer.status();
+  EXPECT_EQ(receiver.writes(), 2);
+  EXPECT_EQ(held->stats().groups, 2u);
 }
 
 TEST_P(HeldWriteTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
