@@ -3,7 +3,10 @@
 #include <snappy.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <google/protobuf/io/coded_stream.h>
 
@@ -101,8 +104,9 @@ std::string EncodeWriteRequest(const std::vector<const tsdb::Batch*>& batches) {
       total += 1 + Delimited(bytes);
     }
   }
-  std::string serialized(total, '\0');
-  auto* out = reinterpret_cast<uint8_t*>(serialized.data());
+  // Every byte is written below: no zeroing first (a group's request is ~100 KB).
+  const std::unique_ptr<uint8_t[]> serialized = std::make_unique_for_overwrite<uint8_t[]>(total);
+  uint8_t* out = serialized.get();
   size_t next = 0;
   for (const tsdb::Batch* batch : batches) {
     for (const auto& [key, samples] : *batch) {
@@ -134,8 +138,15 @@ std::string EncodeWriteRequest(const std::vector<const tsdb::Batch*>& batches) {
       }
     }
   }
+  // The two passes agree by construction; were they ever not to, uninitialised heap bytes
+  // would leave in the request, so this is checked rather than trusted.
+  if (out != serialized.get() + total) {
+    std::fprintf(stderr, "expanse: remote-write encoder sized %zu bytes, wrote %td\n", total,
+                 out - serialized.get());
+    std::abort();
+  }
   std::string compressed;
-  snappy::Compress(serialized.data(), serialized.size(), &compressed);
+  snappy::Compress(reinterpret_cast<const char*>(serialized.get()), total, &compressed);
   return compressed;
 }
 

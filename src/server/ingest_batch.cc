@@ -335,18 +335,18 @@ class FastBatchReader {
     } while (Eat(','));
     if (!Eat('}') || !has[0] || !has[2] || !has[4] || !has[5] || dt_.size() != v_.size())
       return false;
-    const std::string host_s(host), device_s(device), metric_s(metric);
     // The rules of wire::DecodeSeries; anything else is left to it.
-    if (!wire::IsName(host_s, 253, "._-", true) ||
-        (!device_s.empty() && !wire::IsName(device_s, 96, "._:/+-", true)) ||
-        !wire::IsName(metric_s, 64, "._", false)) {
+    if (!wire::IsName(host, 253, "._-", true) ||
+        (!device.empty() && !wire::IsName(device, 96, "._:/+-", true)) ||
+        !wire::IsName(metric, 64, "._", false)) {
       return false;
     }
     out->samples += v_.size();
     // A t0 past the wire bound is left to the full parser, which refuses it by name.
     if (out->samples > kMaxIngestSamples || t0 > static_cast<uint64_t>(wire::kMaxTimeMs))
       return false;
-    tsdb::SeriesKey key{std::string(compute_id), host_s, device_s, metric_s};
+    tsdb::SeriesKey key{std::string(compute_id), std::string(host), std::string(device),
+                        std::string(metric)};
     std::vector<tsdb::Sample> samples(v_.size());
     auto t = static_cast<int64_t>(t0);
     for (size_t j = 0; j < v_.size(); ++j) {
