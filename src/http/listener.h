@@ -28,7 +28,8 @@
 // counted after Content-Encoding is undone, so a gzip bomb is refused after at most the
 // limit has been decompressed, before any handler sees it.
 //
-// Long-polls: a route added with GetDeferred() answers through a Responder, now or later
+// Deferred routes: a route added with GetDeferred() (long-polls) or PostDeferred() (ingest,
+// answered by the thread that writes its group) answers through a Responder, now or later
 // from any thread; while it waits it holds no thread at all.
 //
 // Memory: after a request whose body reached trim_heap_after_bytes, or whose handler called
@@ -101,7 +102,8 @@ struct ListenerOptions {
   size_t worker_threads = 8;
   // Complete requests waiting for a worker; over it, 503 "overloaded" at once.
   size_t max_queued_requests = 256;
-  // Long-poll requests parked at once (GetDeferred routes); over it, 503 "overloaded".
+  // Requests of deferred routes parked at once (GetDeferred, PostDeferred); over it, 503
+  // "overloaded".
   size_t max_parked_requests = 1024;
   // Where the listener reports handler exceptions and dropped response headers.
   // Null: spdlog::error. Called from any of the listener's threads.
@@ -143,8 +145,9 @@ class Responder {
   std::shared_ptr<http_internal::PendingAnswer> pending_;
 };
 
-// Runs on a worker thread; answers through the Responder, before returning or later. A
-// request left unanswered when its last Responder copy goes is answered 500 and logged.
+// Runs on a worker thread; answers through the Responder, before returning or later. The
+// Request is valid only while the handler runs: copy what a later answer needs. A request
+// left unanswered when its last Responder copy goes is answered 500 and logged.
 using DeferredHandler = std::function<void(const Request&, Responder)>;
 
 class Listener {

@@ -43,7 +43,7 @@ struct Admission {
   // Otherwise: the request (body still to come) and where it goes.
   http::Request request{};
   const http::Handler* handler = nullptr;
-  size_t deferred_id = 0;  // > 0: a GetDeferred route
+  size_t deferred_id = 0;  // > 0: a deferred route (GetDeferred, PostDeferred)
   size_t body_limit = 0;   // decoded bytes
   Framing framing{};
   std::string content_encoding{};

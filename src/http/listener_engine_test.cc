@@ -531,6 +531,29 @@ TEST_F(ListenerEngineTest, StopAnswersParkedRequestsWithTheirFallback) {
   }
 }
 
+// A parked request without a fallback is its handler's to answer, also while the listener
+// stops (ingest waiting for its group's write): Stop waits for that answer and sends it.
+TEST_F(ListenerEngineTest, StopWaitsForAParkedPostsOwnAnswer) {
+  Start(Options(), [this](Listener& listener) {
+    listener.PostDeferred("/write", [this](const Request&, Responder responder) {
+      parked_.Add(std::move(responder));
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(
+      client.Send("POST /write HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                  "Connection: close\r\n\r\nab"));
+  ASSERT_TRUE(parked_.WaitFor(1));
+  auto stopped = std::async(std::launch::async, [this] { listener_->Stop(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Stop under way meanwhile
+  for (const Responder& responder : parked_.Take())
+    responder.Respond(JsonResponse(200, R"({"written":true})"));
+  stopped.get();
+  EXPECT_TRUE(client.ReadUntilClosed());
+  EXPECT_THAT(client.received(), StartsWith("HTTP/1.1 200 "));
+  EXPECT_EQ(BodyOf(client.received()), R"({"written":true})");
+}
+
 TEST_F(ListenerEngineTest, DroppedResponderIs500) {
   Start(Options(), [](Listener& listener) {
     listener.GetDeferred("/wait", [](const Request&, Responder) {});

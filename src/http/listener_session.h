@@ -422,6 +422,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                  pending = std::move(pending)]() mutable {
         --self->engine_->queued;
         self->core_.ServeDeferred(*admission, admission->request, std::move(pending));
+        // The request is the handler's only while it runs (DeferredHandler): its memory goes
+        // here, before an answer that may come much later.
+        admission->request.body.clear();
+        admission->request.body.shrink_to_fit();
       });
       return;
     }
@@ -574,7 +578,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         Close();
         break;
       case Phase::kHandling:
-        if (pending_.lock()) {
+        // A parked request's fallback answers it now. One without a fallback (yet) is its
+        // handler's to answer, as a request on a worker is: ingest waiting for its group's
+        // write gets the write's answer; a long-poll arming its fallback later runs it then
+        // (ArmFallback sees stop_requested_). Stop waits for the answer either way.
+        if (pending_.lock() && fallback_) {
           fallback_timer_.cancel();
           RunFallback();
         }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -85,7 +86,8 @@ Result<std::unique_ptr<RemoteTelemetryStore>> RemoteTelemetryStore::Open(
     return InvalidArgumentError("remote telemetry store connections must be 1 to 64");
   if (options.write_groups < 1 || options.write_groups > options.connections)
     return InvalidArgumentError("remote telemetry store write groups must be 1 to its connections");
-  if (options.claim_lease_ms <= 0 || options.max_points_per_request < 1)
+  if (options.claim_lease_ms <= 0 || options.max_points_per_request < 1 ||
+      options.max_waiting_samples < 1)
     return InvalidArgumentError("remote telemetry store limits must be positive");
   std::unique_ptr<RemoteTelemetryStore> store(
       new RemoteTelemetryStore(std::move(options), batches, clock));
@@ -235,6 +237,18 @@ void RemoteTelemetryStore::AppendLater(std::string_view batch_id, const tsdb::Ba
   self->samples = samples;
   self->done = std::move(done);
   std::unique_lock lock(write_mu_);
+  // Waiting batches are parsed batches in memory whose requests hold no worker: bounded (see
+  // max_waiting_samples). Over it the sender is told to come back, as when the remote store
+  // is slow to answer.
+  if (!waiting_.empty() && waiting_samples_ + samples > options_.max_waiting_samples) {
+    const size_t waiting = waiting_samples_;
+    lock.unlock();
+    self->done(UnavailableError("the telemetry store is behind: " + std::to_string(waiting) +
+                                " samples wait for it already; send the batch again shortly")
+                   .WithReason("store_busy"));
+    return;
+  }
+  waiting_samples_ += samples;
   waiting_.push_back(std::move(self));
   // Lead groups while batches wait and a slot is free: the batches from the front, this one
   // among them unless a bound cut it off (then this thread, or another leader that finished
@@ -242,43 +256,62 @@ void RemoteTelemetryStore::AppendLater(std::string_view batch_id, const tsdb::Ba
   // replica wakes no thread to write it; with every slot taken, the batch waits for a leader.
   while (!waiting_.empty() && groups_in_flight_ < options_.write_groups) {
     std::vector<std::unique_ptr<Writer>> group;
-    size_t group_samples = 0;
-    while (!waiting_.empty() && group.size() < kMaxGroupBatches) {
-      if (!group.empty() && group_samples + waiting_.front()->samples > kMaxGroupSamples)
-        break;
-      group_samples += waiting_.front()->samples;
-      group.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
-    }
     std::vector<std::string> marks;
-    while (!unmarked_.empty() && marks.size() < kMaxMarksPerClaim)
-      marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
+    bool marked = false;
     ++groups_in_flight_;
-    lock.unlock();
-    std::vector<Writer*> members;
-    for (const std::unique_ptr<Writer>& member : group)
-      members.push_back(member.get());
-    const bool marked = WriteGroup(members, marks);
-    for (const std::unique_ptr<Writer>& member : group)
-      Answer(*member);
-    group.clear();  // the callers' batches may go once answered; nothing here reads them again
-    lock.lock();
+    try {
+      size_t group_samples = 0;
+      while (!waiting_.empty() && group.size() < kMaxGroupBatches) {
+        if (!group.empty() && group_samples + waiting_.front()->samples > kMaxGroupSamples)
+          break;
+        group_samples += waiting_.front()->samples;
+        group.push_back(std::move(waiting_.front()));
+        waiting_samples_ -= group.back()->samples;
+        waiting_.pop_front();
+      }
+      while (!unmarked_.empty() && marks.size() < kMaxMarksPerClaim)
+        marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
+      lock.unlock();
+      std::vector<Writer*> members;
+      for (const std::unique_ptr<Writer>& member : group)
+        members.push_back(member.get());
+      marked = WriteGroup(members, marks);
+    } catch (const std::exception& e) {
+      // Out of memory, most likely: every batch of the group is answered (its sender sends
+      // it again), the slot is freed and the marks are kept.
+      for (const std::unique_ptr<Writer>& member : group)
+        member->result = InternalError(std::string("writing a group of batches: ") + e.what());
+    } catch (...) {
+      for (const std::unique_ptr<Writer>& member : group)
+        member->result = InternalError("writing a group of batches failed");
+    }
+    if (!lock.owns_lock())
+      lock.lock();
     --groups_in_flight_;
     if (!marked)
-      unmarked_.insert(marks.begin(), marks.end());
+      unmarked_.insert(std::make_move_iterator(marks.begin()),
+                       std::make_move_iterator(marks.end()));
+    lock.unlock();
+    // Answered with the slot free (another thread may lead the next group meanwhile), each
+    // batch's memory let go as soon as it is answered.
+    for (std::unique_ptr<Writer>& member : group) {
+      Answer(*member);
+      member.reset();
+    }
+    lock.lock();
   }
 }
 
 void RemoteTelemetryStore::Answer(Writer& writer) {
-  // A caller's `done` that throws must not leave its group's slot taken for good.
+  // A caller's `done` that throws must not stop its leader answering the rest. The id is the
+  // caller's, gone once `done` ran: copied first.
+  const std::string batch_id(writer.batch_id);
   try {
     writer.done(std::move(writer.result));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "expanse-server: answering batch %.*s: %s\n",
-                 static_cast<int>(writer.batch_id.size()), writer.batch_id.data(), e.what());
+    std::fprintf(stderr, "expanse-server: answering batch %s: %s\n", batch_id.c_str(), e.what());
   } catch (...) {
-    std::fprintf(stderr, "expanse-server: answering batch %.*s failed\n",
-                 static_cast<int>(writer.batch_id.size()), writer.batch_id.data());
+    std::fprintf(stderr, "expanse-server: answering batch %s failed\n", batch_id.c_str());
   }
 }
 

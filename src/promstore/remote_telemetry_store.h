@@ -15,13 +15,16 @@
 //   Batches that arrive together are written together (group commit, as leveldb's writers):
 //   the first caller to find a free slot (write_groups) takes every waiting batch, up to a
 //   bound, and claims them in one statement, sends them in one remote write and marks them in
-//   one statement, then answers each (AppendLater's `done`) and takes the next group if
-//   batches wait; the others' threads go on at once (AppendLater) or wait for their answer
-//   (Append). A busy replica so pays for its round trips per group, not per batch, and wakes
-//   no thread per batch. When batches are already waiting for the next group, a
-//   written group is answered at once and its marks ride in that group's claim statement
-//   (JobStore::MarkAndClaimIngestBatches): one round trip and commit per group instead of
-//   two. The answer stays honest, since the remote store has the samples. Until the mark
+//   one statement, frees its slot, answers each (AppendLater's `done`) and takes the next
+//   group if batches wait; the others' threads go on at once (AppendLater) or wait for their
+//   answer (Append, for tests and tools: a thread that led keeps leading while batches wait,
+//   its own answer given). A busy replica so pays for its round trips per group, not per
+//   batch, and wakes no thread per batch. At most max_waiting_samples wait at once (the
+//   memory of parsed batches whose requests hold no worker); past it a batch is answered
+//   kUnavailable (reason store_busy), to be sent again shortly. When batches are already waiting
+//   for the next group, a written group is answered at once and its marks ride in that group's
+//   claim statement (JobStore::MarkAndClaimIngestBatches): one round trip and commit per group
+//   instead of two. The answer stays honest, since the remote store has the samples. Until the mark
 //   lands, a retry of such a batch is answered as a repeat when it comes in the group that
 //   carries the mark, and as in flight elsewhere; once the claim's lease has lapsed (this
 //   replica died, or its claims kept failing), a retry writes the same samples again, which
@@ -71,6 +74,11 @@ struct RemoteTelemetryOptions {
   int connections = 4;
   // Groups of batches being written at once (group commit, see Append); at most connections.
   int write_groups = 2;
+  // Samples of the batches waiting for a group, at most (parsed batches in memory whose
+  // requests hold no worker): what the listener's workers held when each waited for its
+  // answer, 8 workers x a batch's 2,000,000 samples. Past it a batch is refused kUnavailable
+  // (reason store_busy) unless none waits.
+  size_t max_waiting_samples = 16'000'000;
   // How long a replica's claim on a batch holds before another replica may take it over.
   int64_t claim_lease_ms = 60'000;
   // Batch records are kept this long: far past any sender's retries.
@@ -160,6 +168,7 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   std::vector<std::unique_ptr<net::HttpClient>> idle_;
   std::mutex write_mu_;
   std::deque<std::unique_ptr<Writer>> waiting_;  // not yet in a group, in arrival order
+  size_t waiting_samples_ = 0;                   // theirs, all together
   int groups_in_flight_ = 0;
   // Written and answered batches whose mark waits for the next group's claim (see Append).
   std::set<std::string> unmarked_;

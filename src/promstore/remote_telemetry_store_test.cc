@@ -370,8 +370,10 @@ class HeldWriteTest : public RemoteTelemetryStoreTest, public ::testing::WithPar
   }
   // One group at a time, so that the next batches wait while the first is written; a timeout
   // far past the test's own waits.
-  std::unique_ptr<RemoteTelemetryStore> OpenHeld(HeldReceiver& receiver) {
+  std::unique_ptr<RemoteTelemetryStore> OpenHeld(HeldReceiver& receiver,
+                                                 size_t max_waiting_samples = 16'000'000) {
     RemoteTelemetryOptions options;
+    options.max_waiting_samples = max_waiting_samples;
     options.write_url = receiver.url() + "/api/v1/write";
     options.query_url = vm().url();
     options.write_groups = 1;
@@ -447,6 +449,8 @@ TEST_P(HeldWriteTest, AppendLaterReturnsAtOnceAndTheGroupsWriterAnswers) {
   const tsdb::Batch second = {{kBusy, {{Base() + 6000, 6}}}};
   Result<tsdb::TelemetryStore::AppendResult> first_answer = tsdb::TelemetryStore::AppendResult{};
   std::promise<std::thread::id> leader;
+  // Before the sender, which may still answer it when the test ends early.
+  std::promise<std::pair<std::thread::id, Result<tsdb::TelemetryStore::AppendResult>>> answer;
   std::jthread first_sender;
   const ReleasedFirst released(receiver);  // before the sender is joined, however this ends
   first_sender = std::jthread([&] {
@@ -458,7 +462,6 @@ TEST_P(HeldWriteTest, AppendLaterReturnsAtOnceAndTheGroupsWriterAnswers) {
     first_sender.join();
     FAIL() << "the first batch was never written: " << first_answer.status();
   }
-  std::promise<std::pair<std::thread::id, Result<tsdb::TelemetryStore::AppendResult>>> answer;
   auto answered = answer.get_future();
   held->AppendLater("cmp_a/held/6", second, tsdb::TelemetryStore::Ack::kDurable, "",
                     [&answer](Result<tsdb::TelemetryStore::AppendResult> result) {
@@ -478,6 +481,49 @@ TEST_P(HeldWriteTest, AppendLaterReturnsAtOnceAndTheGroupsWriterAnswers) {
   ASSERT_TRUE(first_answer.ok()) << first_answer.status();
   EXPECT_EQ(receiver.writes(), 2);
   EXPECT_EQ(held->stats().groups, 2u);
+}
+
+// The samples waiting for a group are bounded: past the bound a batch is refused at once, to
+// be sent again; one batch alone always waits, however large.
+TEST_P(HeldWriteTest, WaitingSamplesAreBoundedAndABatchPastTheBoundIsToComeBack) {
+  HeldReceiver receiver;
+  auto held = OpenHeld(receiver, /*max_waiting_samples=*/2);
+  ASSERT_NE(held, nullptr);
+  const tsdb::Batch first = {{kBusy, {{Base() + 7000, 7}}}};
+  const tsdb::Batch three = {{kBusy, {{Base() + 8000, 8}, {Base() + 8001, 8}, {Base() + 8002, 8}}}};
+  const tsdb::Batch one = {{kBusy, {{Base() + 9000, 9}}}};
+  using Answer = Result<tsdb::TelemetryStore::AppendResult>;
+  std::promise<Answer> three_answer, one_answer;
+  Answer first_answer = tsdb::TelemetryStore::AppendResult{};
+  std::jthread first_sender;
+  const ReleasedFirst released(receiver);  // before the sender is joined, however this ends
+  first_sender = std::jthread([&] { first_answer = held->Append("cmp_a/held/7", first); });
+  if (!receiver.WaitForWrites(1)) {
+    first_sender.join();
+    FAIL() << "the first batch was never written: " << first_answer.status();
+  }
+  // Three samples, over the bound but alone: it waits. One more does not fit beside it.
+  held->AppendLater("cmp_a/held/8", three, tsdb::TelemetryStore::Ack::kDurable, "",
+                    [&](Answer a) { three_answer.set_value(std::move(a)); });
+  held->AppendLater("cmp_a/held/9", one, tsdb::TelemetryStore::Ack::kDurable, "",
+                    [&](Answer a) { one_answer.set_value(std::move(a)); });
+  auto refused = one_answer.get_future();
+  ASSERT_EQ(refused.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  const Answer busy = refused.get();
+  EXPECT_EQ(busy.status().code(), StatusCode::kUnavailable) << busy.status();
+  EXPECT_EQ(busy.status().reason(), "store_busy");
+  EXPECT_EQ(held->stats().waiting_batches, 1u);
+  receiver.Release();
+  first_sender.join();
+  auto waited = three_answer.get_future();
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const Answer stored = waited.get();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->samples, 3u);
+  // The refused batch was never claimed: sent again, it is stored.
+  const Result<tsdb::TelemetryStore::AppendResult> again = held->Append("cmp_a/held/9", one);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->duplicate);
 }
 
 TEST_P(HeldWriteTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {

@@ -159,9 +159,12 @@ void RegisterDataPlaneRoutes(http::Listener& listener, RouteContext& context) {
         ctx->tsdb->AppendLater(
             a.batch_id, a.batch.series, *ack, a.sender.unchecked_hash,
             [ctx, appending = std::move(appending),
-             answer](Result<tsdb::TelemetryStore::AppendResult> appended) {
-              answer(AnswerAppended(*ctx, appending->batch, appending->batch_id,
-                                    appending->sender.unchecked_hash, appending->bearer, appended));
+             answer](Result<tsdb::TelemetryStore::AppendResult> appended) mutable {
+              http::Response response =
+                  AnswerAppended(*ctx, appending->batch, appending->batch_id,
+                                 appending->sender.unchecked_hash, appending->bearer, appended);
+              appending.reset();  // the parsed batch goes before the answer and its heap trim
+              answer(std::move(response));
             });
       },
       {.max_body_bytes = kIngestBodyBytes});

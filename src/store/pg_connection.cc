@@ -203,6 +203,7 @@ Status PgConnection::EnsureConnected() {
   // readable socket: the server's last message, or its end. Reading it now marks the
   // connection broken, so it is replaced before this statement instead of failing it.
   // (The message and the end may take a read each.)
+  const bool in_transaction = InTransaction();
   for (int reads = 0; reads < 4 && PQstatus(conn_) == CONNECTION_OK; ++reads) {
     pollfd socket{PQsocket(conn_), POLLIN, 0};
     if (poll(&socket, 1, 0) <= 0 || PQconsumeInput(conn_) == 0)
@@ -210,6 +211,14 @@ Status PgConnection::EnsureConnected() {
   }
   if (PQstatus(conn_) == CONNECTION_OK)
     return OkStatus();
+  // Not inside a transaction, though: its earlier statements (and the writers' lock) went
+  // with the old session, so the rest must fail, not run on a new one (a COMMIT there would
+  // "succeed" with nothing to commit). The next call, outside it, connects again.
+  if (in_transaction) {
+    return UnavailableError(
+               "PostgreSQL: the connection was lost inside a transaction; nothing of it was kept")
+        .WithReason("unreachable");
+  }
   // The server restarted or the network dropped: connect again, once per call, so a database
   // that is back serves the next request and one still down fails it fast (503).
   PQreset(conn_);

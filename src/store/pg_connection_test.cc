@@ -127,8 +127,8 @@ TEST_F(PgConnectionTest, SessionOptionsAreTheSessionsOwnAndOutliveAReconnect) {
   PgConnection ledger = std::move(*opened);
   EXPECT_EQ(Setting(ledger, "synchronous_commit"), kOffForTheSession);
   EXPECT_EQ(Setting(ledger, "enable_seqscan"), kOffForTheSession);
-  // Its backend ended from outside: the next statement fails, the one after it reconnects,
-  // and the new session has the same settings.
+  // Its backend ended from outside: a statement soon connects again (at once when the end
+  // was read first, else after failing once), and the new session has the same settings.
   auto pid = ledger.Query("SELECT pg_backend_pid()");
   ASSERT_TRUE(pid.ok());
   ASSERT_TRUE(pid->Step().value_or(false));
@@ -160,6 +160,22 @@ TEST_F(PgConnectionTest, AConnectionIdleThroughARestartServesTheNextStatement) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_TRUE(rows->Step().value_or(false));
   EXPECT_EQ(rows->ColumnInt(0), 2);
+}
+
+// A transaction whose session went away between two of its statements fails as a whole: its
+// COMMIT is not run on a new session, where it would "succeed" with nothing to commit.
+TEST_F(PgConnectionTest, ATransactionWhoseSessionWentAwayFailsWhole) {
+  ASSERT_TRUE(db_->ExecuteScript("BEGIN").ok());
+  ASSERT_TRUE(db_->Execute("INSERT INTO t (n, s) VALUES (?1, ?2)", 1, "lost").ok());
+  testing::PgTestServer::Shared().Stop();
+  testing::PgTestServer::Shared().Start();
+  const Status committed = db_->ExecuteScript("COMMIT");
+  EXPECT_EQ(committed.code(), StatusCode::kUnavailable) << committed;
+  db_->RollbackIfActive();
+  auto rows = db_->Query("SELECT count(*) FROM t");  // outside it: connected again
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(rows->Step().value_or(false));
+  EXPECT_EQ(rows->ColumnInt(0), 0);
 }
 
 TEST(PgConnectionOpenTest, AnUnreachableServerIsUnavailableWithoutThePassword) {

@@ -80,7 +80,8 @@ class TelemetryStore {
   // by returning: possibly at once on this thread, possibly later on another (the remote
   // store's group commit, where the thread that writes a group answers every batch in it, so
   // that no caller's thread sits waiting). `batch_id`, `batch` and `credential_hash` must stay
-  // valid until `done` has run: keep their owner in `done`.
+  // valid until `done` has run: keep their owner in `done`, and let it go there before
+  // answering further if it is large. `done` must not call back into the store.
   virtual void AppendLater(std::string_view batch_id, const Batch& batch, Ack ack,
                            std::string_view credential_hash, AppendDone done) {
     done(credential_hash.empty() ? Append(batch_id, batch, ack)

@@ -1,8 +1,9 @@
 # A real PostgreSQL server from Debian's package for a test: initdb in a fresh directory, a
 # Unix socket there only (no TCP port), fsync off, one database "expanse". Stopped and removed
-# by pg_stop. PG_DURABLE=1 keeps PostgreSQL's own durability (fsync, synchronous commit), as a
-# site runs it: for benchmarks, where the WAL's flushes are part of what is measured. Under root the cluster belongs to the postgres account the package made
-# (PostgreSQL refuses to run as root).
+# by pg_stop. PG_DURABLE=1 keeps PostgreSQL's own durability (fsync, synchronous commit),
+# as a site runs it: for benchmarks, where the WAL's flushes are part of what is measured.
+# Under root the cluster belongs to the postgres account the package made (PostgreSQL refuses
+# to run as root).
 #
 #   pg_start   sets PG_DIR and PG_URI (postgresql://postgres@/expanse?host=$PG_DIR)
 #   pg_stop    stops it (fast shutdown) and removes its directory
