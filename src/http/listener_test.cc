@@ -52,6 +52,16 @@ class ListenerTest : public ::testing::Test {
     return options;
   }
 
+  // Creates listener_ (not started) trimming the heap after bodies of 4,096 bytes or more.
+  void CreateTrimmingAt4096() {
+    ListenerOptions options = Options();
+    options.max_body_bytes = 64 * 1024;
+    options.trim_heap_after_bytes = 4096;
+    Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
+    ASSERT_TRUE(created.ok()) << created.status();
+    listener_ = *std::move(created);
+  }
+
   // Creates listener_ with a few routes and starts it.
   void StartWithRoutes(ListenerOptions options) {
     Result<std::unique_ptr<Listener>> listener = Listener::Create(std::move(options));
@@ -309,12 +319,7 @@ TEST_F(ListenerTest, RouteBodyLimitReplacesTheListeners) {
 // keep-alive connection, which the same worker thread serves only after the first one's
 // response (and trim) is done.
 TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
-  ListenerOptions options = Options();
-  options.max_body_bytes = 64 * 1024;
-  options.trim_heap_after_bytes = 4096;
-  Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
-  ASSERT_TRUE(created.ok()) << created.status();
-  listener_ = *std::move(created);
+  ASSERT_NO_FATAL_FAILURE(CreateTrimmingAt4096());
   listener_->Post("/echo", [](const Request& request) {
     return MakeResponse(200, "text/plain", request.body);
   });
@@ -345,12 +350,7 @@ TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
 // trims the heap as the others do: for a large body, for a RequestHeapTrim in its handler,
 // and for Responder::TrimHeapAfterAnswer.
 TEST_F(ListenerTest, DeferredPostsAnswerFromAnotherThreadAndTrimAsOthers) {
-  ListenerOptions options = Options();
-  options.max_body_bytes = 64 * 1024;
-  options.trim_heap_after_bytes = 4096;
-  Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
-  ASSERT_TRUE(created.ok()) << created.status();
-  listener_ = *std::move(created);
+  ASSERT_NO_FATAL_FAILURE(CreateTrimmingAt4096());
   std::mutex mu;
   std::vector<std::thread> answering;
   // Answers on a thread of its own, after the handler returned.
