@@ -31,17 +31,23 @@
 #include <nlohmann/json.hpp>
 
 #include "http_client.h"
+#include "ingest_documents.h"
 #include "tsdb_telemetry.h"
 
 namespace {
 
+using expanse::bench::Device;
+using expanse::bench::ExpanseJson;
+using expanse::bench::Generate;
 using expanse::bench::HttpConnection;
+using expanse::bench::kBatchSeconds;
 using expanse::bench::kFieldCount;
 using expanse::bench::kFields;
 using expanse::bench::kGpusPerNode;
+using expanse::bench::NodeWindow;
 using expanse::bench::TelemetryGenerator;
+using expanse::bench::VmJsonLines;
 
-constexpr int kBatchSeconds = 10;
 constexpr int64_t kDayMs = 86'400'000;
 // First timestamp of the load (--start-ms): VictoriaMetrics refuses samples outside its
 // retention or more than 2 days ahead, so the script passes a recent, 2-hour-aligned time.
@@ -67,103 +73,6 @@ struct Flags {
     return std::stoi(Get(key, std::to_string(fallback)));
   }
 };
-
-void AppendNumber(std::string& out, double v) {
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
-}
-
-// One node's readings over one batch: [gpu][field][second].
-struct NodeWindow {
-  int node = 0;
-  int64_t t0_ms = 0;
-  std::vector<double> v;  // kGpusPerNode * kFieldCount * kBatchSeconds
-  double At(int gpu, int field, int s) const {
-    return v[(static_cast<size_t>(gpu) * kFieldCount + field) * kBatchSeconds + s];
-  }
-};
-
-// The whole load, batch by batch in time order; the generator runs second by second
-// over every GPU, so each series sees exactly the values bench_tsdb's Append would.
-std::vector<NodeWindow> Generate(int nodes, int hours) {
-  TelemetryGenerator gen(nodes, 1);
-  std::vector<NodeWindow> out;
-  out.reserve(static_cast<size_t>(hours * 3600 / kBatchSeconds * nodes));
-  double reading[kFieldCount];
-  for (int64_t w = 0; w < int64_t{hours} * 3600 / kBatchSeconds; ++w) {
-    std::vector<NodeWindow> step(static_cast<size_t>(nodes));
-    for (int n = 0; n < nodes; ++n) {
-      step[n].node = n;
-      step[n].t0_ms = g_start_ms + w * kBatchSeconds * 1000;
-      step[n].v.resize(size_t{kGpusPerNode} * kFieldCount * kBatchSeconds);
-    }
-    for (int s = 0; s < kBatchSeconds; ++s) {
-      for (int g = 0; g < nodes * kGpusPerNode; ++g) {
-        gen.NextGpu(static_cast<size_t>(g), reading);
-        NodeWindow& win = step[g / kGpusPerNode];
-        for (int f = 0; f < kFieldCount; ++f)
-          win.v[(static_cast<size_t>(g % kGpusPerNode) * kFieldCount + f) * kBatchSeconds + s] =
-              reading[f];
-      }
-    }
-    for (NodeWindow& win : step)
-      out.push_back(std::move(win));
-  }
-  return out;
-}
-
-std::string Device(int node, int gpu) {
-  return "GPU-" + std::to_string(node) + "-" + std::to_string(gpu);
-}
-
-std::string ExpanseJson(const NodeWindow& win, uint64_t sequence) {
-  std::string out = R"({"version":1,"stream":"telemetry","sequence":)";
-  out += std::to_string(sequence) + R"(,"series":[)";
-  for (int g = 0; g < kGpusPerNode; ++g) {
-    for (int f = 0; f < kFieldCount; ++f) {
-      if (g + f > 0)
-        out += ',';
-      out += R"({"host":"node)" + std::to_string(win.node) + R"(","device":")" +
-             Device(win.node, g) + R"(","metric":")" + kFields[f] + R"(","t0":)" +
-             std::to_string(win.t0_ms) + R"(,"dt":[0)";
-      for (int s = 1; s < kBatchSeconds; ++s)
-        out += ",1000";
-      out += R"(],"v":[)";
-      for (int s = 0; s < kBatchSeconds; ++s) {
-        if (s > 0)
-          out += ',';
-        AppendNumber(out, win.At(g, f, s));
-      }
-      out += "]}";
-    }
-  }
-  return out + "]}";
-}
-
-std::string VmJsonLines(const NodeWindow& win) {
-  std::string out;
-  for (int g = 0; g < kGpusPerNode; ++g) {
-    for (int f = 0; f < kFieldCount; ++f) {
-      out += R"({"metric":{"__name__":")" + std::string(kFields[f]) +
-             R"(","compute":"cluster-a","host":"node)" + std::to_string(win.node) +
-             R"(","device":")" + Device(win.node, g) + R"("},"values":[)";
-      for (int s = 0; s < kBatchSeconds; ++s) {
-        if (s > 0)
-          out += ',';
-        AppendNumber(out, win.At(g, f, s));
-      }
-      out += R"(],"timestamps":[)";
-      for (int s = 0; s < kBatchSeconds; ++s) {
-        if (s > 0)
-          out += ',';
-        out += std::to_string(win.t0_ms + s * 1000);
-      }
-      out += "]}\n";
-    }
-  }
-  return out;
-}
 
 std::string Zstd(const std::string& in) {
   std::string out(ZSTD_compressBound(in.size()), '\0');
@@ -299,7 +208,7 @@ double CpuSeconds() {
 
 void RunHttpLoad(const Flags& flags, bool expanse) {
   const int nodes = flags.Int("nodes", 8), conns = flags.Int("conns", 4);
-  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
+  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2), g_start_ms);
   std::vector<std::vector<std::string>> bodies(static_cast<size_t>(conns));
   uint64_t raw_bytes = 0, sent_bytes = 0;
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -348,7 +257,7 @@ void Exec(sqlite3* db, const char* sql) {
 // The obvious alternative: one row per sample, one transaction per batch, durable commits.
 void RunSqlite(const Flags& flags) {
   const int nodes = flags.Int("nodes", 8);
-  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2));
+  const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2), g_start_ms);
   sqlite3* db = nullptr;
   if (sqlite3_open((flags.Get("dir") + "/rows.sqlite").c_str(), &db) != SQLITE_OK)
     Die("sqlite open");

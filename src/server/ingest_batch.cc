@@ -250,9 +250,37 @@ class FastBatchReader {
       ++p_;
     return p_ != begin;
   }
+  // Up to 18 digits, the value accumulated as they are scanned (the common case: one pass,
+  // no second conversion). Stops at the first non-digit; false when there is none or more
+  // than 18, which the callers then read the general way.
+  bool ShortDigits(uint64_t* value) {
+    const char* begin = p_;
+    uint64_t v = 0;
+    while (p_ < end_ && *p_ >= '0' && *p_ <= '9' && p_ - begin < 19) {
+      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
+      ++p_;
+    }
+    *value = v;
+    return p_ != begin && p_ - begin <= 18;
+  }
+  // True when the number just read goes on (a fraction, an exponent or a 19th digit).
+  bool NumberGoesOn() const {
+    return p_ < end_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E');
+  }
   // A non-negative integer literal that fits in int64 (what nlohmann::json also keeps as
   // an exact integer).
   bool Unsigned(uint64_t* out) {
+    SkipSpace();
+    const char* begin = p_;
+    // JSON allows no leading zero: "0" is a whole token, and "012" then fails on the "1".
+    if (p_ < end_ && *p_ == '0') {
+      ++p_;
+      *out = 0;
+      return !NumberGoesOn();
+    }
+    if (ShortDigits(out) && !NumberGoesOn())
+      return true;
+    p_ = begin;
     std::string_view token;
     bool integer = false;
     if (!NumberToken(&token, &integer) || !integer || token[0] == '-')
@@ -267,6 +295,21 @@ class FastBatchReader {
   // Any finite number, converted as nlohmann::json does: integers exactly, then to double
   // (so "-0" is 0), others correctly rounded.
   bool Finite(double* out) {
+    SkipSpace();
+    const char* begin = p_;
+    const bool negative = p_ < end_ && *p_ == '-';
+    if (negative)
+      ++p_;
+    uint64_t magnitude = 0;
+    // A short integer (no leading zero but "0" itself): exact in int64, converted once.
+    if ((p_ < end_ && *p_ == '0') ? (++p_, true) : ShortDigits(&magnitude)) {
+      if (!NumberGoesOn()) {
+        const auto v = static_cast<int64_t>(magnitude);
+        *out = static_cast<double>(negative ? -v : v);
+        return true;
+      }
+    }
+    p_ = begin;
     std::string_view token;
     bool integer = false;
     if (!NumberToken(&token, &integer))
@@ -347,11 +390,12 @@ class FastBatchReader {
       return false;
     tsdb::SeriesKey key{std::string(compute_id), std::string(host), std::string(device),
                         std::string(metric)};
-    std::vector<tsdb::Sample> samples(v_.size());
+    std::vector<tsdb::Sample> samples;
+    samples.reserve(v_.size());
     auto t = static_cast<int64_t>(t0);
     for (size_t j = 0; j < v_.size(); ++j) {
       t += dt_[j];
-      samples[j] = {t, v_[j]};
+      samples.push_back({t, v_[j]});
     }
     out->series.emplace_back(std::move(key), std::move(samples));
     return true;

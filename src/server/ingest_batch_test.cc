@@ -150,6 +150,12 @@ TEST(IngestBatchTest, FastPathMatchesTheFullParserBitForBit) {
          "jobs":[],"job_events":[ ],"gpu_allocations":[],"stacks":[]})",
       " \n{ \"sequence\" : 0 , \"stream\" : \"s-_1\" , \"version\" : 1 } \t",
       R"({"version":1,"stream":"t","sequence":3,"series":[]})",
+      // Integers at the edges of the one-pass reading (18 digits) and past it (19, the
+      // int64 limits), zeros, and numbers ended by spaces.
+      R"({"version":1,"stream":"t","sequence":9223372036854775807,"series":[{"host":"h",
+          "metric":"m","t0":180000000000,"dt":[0 ,1, 999999 ,0,0,0,0,0],
+          "v":[999999999999999999,1000000000000000000,-9223372036854775808,9223372036854775807,
+               0 , -0,-999999999999999999 ,123456789012345678.5]}]})",
   };
   for (const std::string& doc : docs) {
     SCOPED_TRACE(doc);
