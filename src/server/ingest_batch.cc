@@ -339,6 +339,24 @@ class FastBatchReader {
     return Eat(']');
   }
 
+  // A series entry's key: 0 host, 1 device, 2 metric, 3 t0, 4 dt, 5 v, -1 any other. By
+  // length first: the keys are read 160 times a batch, and comparing each against every name
+  // in turn was a tenth of the parse.
+  static int SeriesField(std::string_view key) {
+    switch (key.size()) {
+      case 1:
+        return key[0] == 'v' ? 5 : -1;
+      case 2:
+        return key == "t0" ? 3 : key == "dt" ? 4 : -1;
+      case 4:
+        return key == "host" ? 0 : -1;
+      case 6:
+        return key == "device" ? 1 : key == "metric" ? 2 : -1;
+      default:
+        return -1;
+    }
+  }
+
   bool OneSeries(std::string_view compute_id, IngestBatch* out) {
     if (!Eat('{') || Peek('}'))
       return false;
@@ -351,28 +369,31 @@ class FastBatchReader {
       std::string_view key;
       if (!String(&key) || !Eat(':'))
         return false;
-      int field = -1;
+      const int field = SeriesField(key);
       bool ok = false;
-      if (key == "host") {
-        field = 0;
-        ok = String(&host);
-      } else if (key == "device") {
-        field = 1;
-        ok = String(&device);
-      } else if (key == "metric") {
-        field = 2;
-        ok = String(&metric);
-      } else if (key == "t0") {
-        field = 3;
-        ok = Unsigned(&t0);
-      } else if (key == "dt") {
-        field = 4;
-        ok = DtArray();
-      } else if (key == "v") {
-        field = 5;
-        ok = ValueArray();
+      switch (field) {
+        case 0:
+          ok = String(&host);
+          break;
+        case 1:
+          ok = String(&device);
+          break;
+        case 2:
+          ok = String(&metric);
+          break;
+        case 3:
+          ok = Unsigned(&t0);
+          break;
+        case 4:
+          ok = DtArray();
+          break;
+        case 5:
+          ok = ValueArray();
+          break;
+        default:
+          return false;
       }
-      if (field < 0 || !ok || has[field])
+      if (!ok || has[field])
         return false;
       has[field] = true;
     } while (Eat(','));
