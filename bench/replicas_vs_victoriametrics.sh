@@ -4,7 +4,8 @@
 #   1. ingest through two `expanse-server serve` replicas on one PostgreSQL into
 #      VictoriaMetrics (--telemetry-store remote: authentication, the batch claim in
 #      PostgreSQL, relabelling, remote-write), against VictoriaMetrics' own /api/v1/import of
-#      the same samples into a second, fresh VictoriaMetrics; the budget is a ratio >= 0.8;
+#      the same samples into a fresh VictoriaMetrics, run just before and just after the tier
+#      and averaged; the budget is a ratio >= 0.8;
 #   2. the timeline of a 24 h, 8-GPU job (1,000 points) through a replica, read from
 #      VictoriaMetrics with PromQL; budget 200 ms;
 #   3. the job list (1,000 jobs) with 1,000,000 jobs in PostgreSQL: the store's query as
@@ -127,23 +128,35 @@ new_credential() {
   all_computes+=("$compute")
 }
 
+# import_once VM_CPUS TIER_CPUS: VictoriaMetrics' own import of the samples into a fresh
+# instance on VM_CPUS, the load on TIER_CPUS ("" = anywhere), stopped afterwards. Sets
+# import_rate, import_cpu (VictoriaMetrics' CPU seconds), import_send_cpu (the load's) and
+# import_busy.
+import_once() {
+  local vm_cpus="$1" tier_cpus="$2" cv2 out ticks0
+  start_vm "$vm_cpus"
+  cv2="$(cpu_s "$VM_PID")"
+  ticks0="$(cpu_ticks)"
+  out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
+  import_busy="$(busy_between "$ticks0" "$(cpu_ticks)")"
+  import_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
+  import_rate="$(kv samples_per_s "$out")" import_send_cpu="$(kv send_cpu_s "$out")"
+  stop_vm "$VM_PID"
+}
+
 # ingest_pair LAYOUT VM_CPUS TIER_CPUS: VictoriaMetrics' own import of the samples into a fresh
-# instance, stopped afterwards, then the same samples through two replicas into another fresh
-# one; VictoriaMetrics on VM_CPUS, the replicas and the load on TIER_CPUS ("" = anywhere). Each
-# run has its VictoriaMetrics alone: none still merging what it took beside the other's run.
-# Appends one line of figures to $dir/ingest.
+# instance, then the same samples through two replicas into another fresh one, then the import
+# again; VictoriaMetrics on VM_CPUS, the replicas and the load on TIER_CPUS ("" = anywhere).
+# The tier is compared with the mean of the two imports around it, so that the machine's
+# speed drifting during a pair (the import's own rate varies by half between runs) falls on
+# both sides. Each run has its VictoriaMetrics alone: none still merging what it took beside
+# another's run. Appends one line of figures to $dir/ingest; stops everything it started.
 ingest_pair() {
   local layout="$1" vm_cpus="$2" tier_cpus="$3"
-  start_vm "$vm_cpus"
   echo "[$layout] VictoriaMetrics /api/v1/import: $nodes nodes x 8 GPUs x 20 fields x ${hours} h ..." >&2
-  local cv2 vm_out vm_cpu
-  cv2="$(cpu_s "$VM_PID")"
-  local ticks0 vm_busy rep_busy
-  ticks0="$(cpu_ticks)"
-  vm_out="$(on_cpus "$tier_cpus" "$load" vm --port "${VM_URL##*:}" "${common[@]}")"
-  vm_busy="$(busy_between "$ticks0" "$(cpu_ticks)")"
-  vm_cpu="$(awk -v a="$cv2" -v b="$(cpu_s "$VM_PID")" 'BEGIN { print b - a }')"
-  stop_vm "$VM_PID"
+  import_once "$vm_cpus" "$tier_cpus"
+  local rate_before="$import_rate" cpu_before="$import_cpu" send_before="$import_send_cpu"
+  local vm_busy="$import_busy" rep_busy ticks0
 
   start_vm "$vm_cpus"
   local tier_vm_url="$VM_URL" tier_vm_pid="$VM_PID"
@@ -168,15 +181,24 @@ ingest_pair() {
     jq -r '.data.result[0].value[1]')"
   [[ "$stored" == "$(kv samples "$rep_out")" ]] ||
     { echo "VictoriaMetrics holds $stored samples, the load sent $(kv samples "$rep_out")" >&2; exit 1; }
-  echo "$layout $(kv samples_per_s "$rep_out") $(kv samples_per_s "$vm_out") $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu $pg_cpu $(kv send_cpu_s "$rep_out") $(kv send_cpu_s "$vm_out")" >>"$dir/ingest"
+  # Nothing of the tier's run may keep a CPU busy during the second import (VictoriaMetrics
+  # merges for a while).
+  stop_replicas
+  stop_vm "$tier_vm_pid"
+
+  echo "[$layout] VictoriaMetrics /api/v1/import again ..." >&2
+  import_once "$vm_cpus" "$tier_cpus"
+  local vm_rate vm_cpu vm_send
+  vm_rate="$(awk -v a="$rate_before" -v b="$import_rate" 'BEGIN { print (a + b) / 2 }')"
+  vm_cpu="$(awk -v a="$cpu_before" -v b="$import_cpu" 'BEGIN { print (a + b) / 2 }')"
+  vm_send="$(awk -v a="$send_before" -v b="$import_send_cpu" 'BEGIN { print (a + b) / 2 }')"
+  echo "$layout $(kv samples_per_s "$rep_out") $vm_rate $(kv samples "$rep_out") $rep_cpu $rep_vm_cpu $vm_cpu $pg_cpu $(kv send_cpu_s "$rep_out") $vm_send $rate_before $import_rate" >>"$dir/ingest"
   echo "$layout|$rep_busy|$vm_busy" >>"$dir/busy"
-  vm_url="$tier_vm_url" vm_pid="$tier_vm_pid"  # the later parts read from the last tier's store
 }
 
 # Everything on every CPU (how two programs share one machine), then VictoriaMetrics given CPU 0
 # alone in both runs and the replicas and the load the rest (whether the tier in front keeps
-# VictoriaMetrics as busy as its own import does). The split is measured last, so the job and
-# list queries below run on its replicas (re-pinned to every CPU first).
+# VictoriaMetrics as busy as its own import does).
 : >"$dir/ingest"
 : >"$dir/busy"
 # The CPUs this script may use: the first for VictoriaMetrics, the rest for the tier.
@@ -184,19 +206,15 @@ read -r first_cpu other_cpus < <(python3 -c 'import os; c = sorted(os.sched_geta
 # The layouts take turns, REPEAT times, so that a slow spell of the machine (its figures vary
 # by a quarter from run to run) falls on both; the report gives every run and the median.
 for run in $(seq 1 "$repeat"); do
-  [[ "$run" == 1 ]] || { stop_replicas; stop_vm "$vm_pid"; }
   ingest_pair "shared#$run" "" ""
-  if [[ -n "$other_cpus" ]]; then
-    # Nothing of the shared layout's run may keep a CPU busy (VictoriaMetrics merges for a while).
-    stop_replicas
-    stop_vm "$vm_pid"
-    ingest_pair "split#$run" "$first_cpu" "$other_cpus"
-  fi
+  [[ -z "$other_cpus" ]] || ingest_pair "split#$run" "$first_cpu" "$other_cpus"
 done
-if [[ -n "$other_cpus" ]]; then
-  for p in "${replica_pid[@]}" "$vm_pid"; do pin "$first_cpu,$other_cpus" "$p"; done
-  pin_postgres "$first_cpu,$other_cpus"
-fi
+# The job and list queries below: two fresh replicas on a fresh VictoriaMetrics, on every CPU.
+[[ -z "$other_cpus" ]] || pin_postgres "$first_cpu,$other_cpus"
+start_vm ""
+vm_url="$VM_URL" vm_pid="$VM_PID"
+start_replicas "$vm_url" ""
+new_credential "bench-queries"
 
 # The 24 h job through replica 0, its timeline read through replica 1.
 "$load" job --port "${port[0]}" --credential "$credential" --start-ms "$start_ms" >/dev/null
@@ -239,11 +257,12 @@ report_layout() {
   local layout="$1" what="$2" run_line rep_busy vm_busy
   echo "ingest, $what (ratio budget >= 0.8x; $(((nodes < conns ? nodes : conns))) requests in flight):"
   while read -r run_line; do
-    read -r name r v n rc rvc vc pc lr lv <<<"$run_line"
+    read -r name r v n rc rvc vc pc lr lv vb va <<<"$run_line"
     IFS='|' read -r _ rep_busy vm_busy < <(grep "^$name|" "$dir/busy")
     awk -v name="${name#*#}" -v r="$r" -v v="$v" -v n="$n" -v rc="$rc" -v rvc="$rvc" -v vc="$vc" \
-      -v pc="$pc" -v lr="$lr" -v lv="$lv" -v rb="$rep_busy" -v vb="$vm_busy" 'BEGIN {
-      printf "  run %s: 2 replicas -> VictoriaMetrics %.0f samples/s, VictoriaMetrics /api/v1/import %.0f samples/s: %.2fx (%d samples)\n", name, r, v, r / v, n
+      -v pc="$pc" -v lr="$lr" -v lv="$lv" -v rb="$rep_busy" -v vb="$vm_busy" -v before="$vb" \
+      -v after="$va" 'BEGIN {
+      printf "  run %s: 2 replicas -> VictoriaMetrics %.0f samples/s, VictoriaMetrics /api/v1/import %.0f samples/s (%.0f before, %.0f after): %.2fx (%d samples)\n", name, r, v, before, after, r / v, n
       printf "    CPU s per million samples: replicas %.2f + PostgreSQL %.2f + their VictoriaMetrics %.2f (load %.2f); VictoriaMetrics import %.2f (load %.2f)\n",
              rc / n * 1e6, pc / n * 1e6, rvc / n * 1e6, lr / n * 1e6, vc / n * 1e6, lv / n * 1e6
       printf "    CPUs busy: %s through the replicas; %s in the import\n", rb, vb
