@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -102,8 +103,12 @@ void BM_EncodeRemoteWrite(benchmark::State& state) {
   const Documents& docs = TheDocuments();
   const auto group = static_cast<size_t>(state.range(0));
   std::vector<expanse::tsdb::Batch> parsed;
-  for (size_t i = 0; i < group; ++i)
-    parsed.push_back(expanse::server::ParseCommonIngestBatch(docs.json[i], kComputeId)->series);
+  for (size_t i = 0; i < group; ++i) {
+    auto batch = expanse::server::ParseCommonIngestBatch(docs.json[i], kComputeId);
+    if (!batch.has_value())
+      Die("the single-pass reader declined a document");
+    parsed.push_back(std::move(batch->series));
+  }
   std::vector<const expanse::tsdb::Batch*> batches;
   for (const expanse::tsdb::Batch& b : parsed)
     batches.push_back(&b);

@@ -263,7 +263,8 @@ class FastBatchReader {
     *value = v;
     return p_ != begin && p_ - begin <= 18;
   }
-  // True when the number just read goes on (a fraction, an exponent or a 19th digit).
+  // True when the number just read goes on: a fraction, an exponent, or another digit (a 19th,
+  // or one after a leading zero).
   bool NumberGoesOn() const {
     return p_ < end_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E');
   }
