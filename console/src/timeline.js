@@ -24,6 +24,8 @@ export const METRICS = [
   ['job.cpu_used_cores', 'CPU cores used (per host)', 'cores', 1],
   ['job.mem_used_mib', 'Memory used (per host)', 'MiB', 1],
   ['job.io_pressure_some', 'Time stalled on I/O (cgroup v2 pressure, per host)', '%', 100],
+  // Sampled once a second on any cgroup version: the v1 stand-in for the pressure above.
+  ['job.uninterruptible_some', 'Samples with a thread blocked on I/O (state D, per host)', '%', 100],
 ];
 
 const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7b83', '#57606a'];

@@ -140,6 +140,45 @@ TEST_F(ApiVerdictsTest, AJobStalledOnIoIsIoWaitWithThePressureAsEvidence) {
   EXPECT_THAT(verdicts[0]["suggestion"].get<std::string>(), HasSubstr("stalled on I/O 60 %"));
 }
 
+// Job 79, the same on a cgroup v1 node: no pressure series, but a thread of the job was found
+// in uninterruptible sleep at 80 % of the samples.
+TEST_F(ApiVerdictsTest, OnCgroupV1SampledUninterruptibleSleepIsTheIoEvidence) {
+  const json series = json::array({Minutes10("GPU-io1", "gpu.sm_util", 10),
+                                   Minutes10("GPU-io1", "gpu.processes", 1),
+                                   Minutes10("job/79", "job.cpu_used_cores", 0.2),
+                                   Minutes10("job/79", "job.uninterruptible_some", 0.8)});
+  const json batch = {{"version", 1},
+                      {"stream", "telemetry"},
+                      {"sequence", 3},
+                      {"series", series},
+                      {"jobs",
+                       {{{"job_id", "79"},
+                         {"state", "COMPLETED"},
+                         {"user", "ana"},
+                         {"req_gpus", 1},
+                         {"req_cpus", 4},
+                         {"start_ms", kStart},
+                         {"end_ms", kEnd},
+                         {"observed_ms", kStart}}}},
+                      {"gpu_allocations",
+                       {{{"job_id", "79"},
+                         {"host", "worker2"},
+                         {"gpu_uuid", "GPU-io1"},
+                         {"gpu_index", 1},
+                         {"from_ms", kStart},
+                         {"to_ms", kEnd}}}}};
+  Reply ingested = Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential_));
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  Reply r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/79/verdicts", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& verdicts = r.body["verdicts"];
+  ASSERT_EQ(verdicts.size(), 1u) << verdicts.dump();
+  EXPECT_EQ(verdicts[0]["code"], "io_wait");
+  EXPECT_NEAR(verdicts[0]["evidence"]["io"]["uninterruptible_some_mean"].get<double>(), 0.8, 1e-9);
+  EXPECT_THAT(verdicts[0]["suggestion"].get<std::string>(),
+              HasSubstr("uninterruptible sleep (waiting on I/O) in 80 % of samples"));
+}
+
 TEST_F(ApiVerdictsTest, BadThresholdsAndUnknownJobsAreRefused) {
   Reply r = Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/verdicts?stuck_after_s=5", "",
                  Bearer(token_));

@@ -11,9 +11,10 @@ namespace {
 enum GpuSeries { kUtil, kPower, kMem, kProcesses, kSmActive, kDcgmSmActive, kGpuSeriesCount };
 constexpr const char* kGpuMetrics[] = {"gpu.sm_util",   "gpu.power_w",   "gpu.mem_used_mib",
                                        "gpu.processes", "gpu.sm_active", "gpu.dcgm.sm_active"};
-enum HostSeries { kCpu, kCpuWait, kJobGpuProcesses, kIoSome, kHostSeriesCount };
+enum HostSeries { kCpu, kCpuWait, kJobGpuProcesses, kIoSome, kUninterruptible, kHostSeriesCount };
 constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.cpu_wait_cores",
-                                        "job.gpu_processes", "job.io_pressure_some"};
+                                        "job.gpu_processes", "job.io_pressure_some",
+                                        "job.uninterruptible_some"};
 
 size_t CellOf(const JobCells& cells, int64_t t_ms) {
   if (t_ms <= cells.start_ms)
@@ -138,6 +139,7 @@ Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobReco
     track.cpu_wait.assign(cells.cells, -1);
     track.gpu_processes.assign(cells.cells, -1);
     track.io_some.assign(cells.cells, -1);
+    track.uninterruptible.assign(cells.cells, -1);
     cells.hosts.push_back(std::move(track));
     for (const char* metric : kHostMetrics)
       queries.push_back({{job.compute_id, host, device, metric}, start, grid_end, points});
@@ -196,6 +198,9 @@ Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobReco
             break;
           case kIoSome:
             host.io_some[i] = b.mean;
+            break;
+          case kUninterruptible:
+            host.uninterruptible[i] = b.mean;
             break;
         }
       }

@@ -159,25 +159,40 @@ CpuFigures CpuOver(const HostTrack* host, const Run& run, const VerdictThreshold
           saturated && 2 * n >= run.end - run.first};
 }
 
-// The job's I/O pressure on the host over a run: the mean share of time some task was stalled
-// on I/O, and whether that reaches the threshold (at least half the run sampled); -1 without
-// the series (cgroup v1, or a kernel without pressure stall information).
-std::pair<double, bool> IoOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
-  if (host == nullptr || host->io_some.empty())
-    return {-1, false};
-  double sum = 0;
-  size_t n = 0;
-  for (size_t i = run.first; i < run.end; ++i) {
-    const double share = At(host->io_some, i);
-    if (share < 0)
-      continue;
-    sum += share;
-    ++n;
+// The job's I/O stalls on the host over a run: the mean share of time some task was stalled
+// on I/O, from io.pressure where the node has it (cgroup v2 with pressure stall information),
+// else as sampled from its threads' states (job.uninterruptible_some: any cgroup version);
+// whether that reaches the threshold with at least half the run sampled. share < 0: neither.
+struct IoFigures {
+  double share = -1;
+  bool stalled = false;
+  bool sampled = false;  // from thread states, not pressure
+};
+
+IoFigures IoOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
+  if (host == nullptr)
+    return {};
+  const auto mean_over = [&](const std::vector<double>& cells) -> std::pair<double, size_t> {
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = run.first; i < run.end && !cells.empty(); ++i) {
+      const double share = At(cells, i);
+      if (share < 0)
+        continue;
+      sum += share;
+      ++n;
+    }
+    return {n == 0 ? -1 : sum / static_cast<double>(n), n};
+  };
+  auto [share, n] = mean_over(host->io_some);
+  bool sampled = false;
+  if (n == 0) {
+    std::tie(share, n) = mean_over(host->uninterruptible);
+    sampled = true;
   }
   if (n == 0)
-    return {-1, false};
-  const double mean = sum / static_cast<double>(n);
-  return {mean, mean >= t.io_pressure_share && 2 * n >= run.end - run.first};
+    return {};
+  return {share, share >= t.io_pressure_share && 2 * n >= run.end - run.first, sampled};
 }
 
 std::string GiB(double mib) {
@@ -318,15 +333,18 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
         if (cpu.waiting >= 0)
           evidence["cpu"]["cores_waiting_mean"] = Round(cpu.waiting, 0.01);
       }
-      const auto [io_share, io_stalled] = IoOver(host, run, t);
-      if (io_share >= 0)
-        evidence["io"] = {{"host", gpu.host}, {"pressure_some_mean", Round(io_share)}};
+      const IoFigures io = IoOver(host, run, t);
+      if (io.share >= 0) {
+        evidence["io"] = {
+            {"host", gpu.host},
+            {io.sampled ? "uninterruptible_some_mean" : "pressure_some_mean", Round(io.share)}};
+      }
       underused.push_back({cell_from(run.first),
                            cell_from(run.end),
                            {gpu.uuid},
                            {gpu.host},
                            cpu.saturated,
-                           io_stalled,
+                           io.stalled,
                            evidence});
     }
   }
@@ -498,19 +516,26 @@ std::optional<Verdict> ExplainUnderused(const Underused& interval,
   if (interval.io_stalled && evidence.contains("io")) {
     if (shares.samples > 0)
       evidence["stacks"] = {{"samples", shares.samples}, {"share", Round(share)}};
-    const double some = evidence["io"]["pressure_some_mean"].get<double>();
-    return Verdict{"io_wait",
-                   interval.from_ms,
-                   interval.to_ms,
-                   0.7,
-                   interval.gpus,
-                   interval.hosts,
-                   evidence,
-                   "GPU idle while the job's tasks on " +
-                       evidence["io"]["host"].get<std::string>() + " were stalled on I/O " +
-                       std::to_string(static_cast<int>(std::lround(some * 100))) +
-                       " % of the time: stage the data on node-local disk, read it in larger "
-                       "chunks or with more loader workers, or check the file system's load"};
+    const json& io = evidence["io"];
+    const bool sampled = io.contains("uninterruptible_some_mean");
+    const int percent = static_cast<int>(std::lround(
+        io[sampled ? "uninterruptible_some_mean" : "pressure_some_mean"].get<double>() * 100));
+    const std::string host = io["host"].get<std::string>();
+    return Verdict{
+        "io_wait",
+        interval.from_ms,
+        interval.to_ms,
+        0.7,
+        interval.gpus,
+        interval.hosts,
+        evidence,
+        (sampled ? "GPU idle while a thread of the job on " + host +
+                       " was blocked in uninterruptible sleep (waiting on I/O) in " +
+                       std::to_string(percent) + " % of samples"
+                 : "GPU idle while the job's tasks on " + host + " were stalled on I/O " +
+                       std::to_string(percent) + " % of the time") +
+            ": stage the data on node-local disk, read it in larger chunks or with "
+            "more loader workers, or check the file system's load"};
   }
   if (interval.cpu_saturated && evidence.contains("cpu")) {
     if (shares.samples > 0)

@@ -8,8 +8,8 @@
 // underused for a reason the series cannot tell. ExplainUnderused then reads the job's stacks
 // of such an interval: mostly in data loading is input_bound, in collectives
 // communication_wait, in device synchronisation sync_bound; else, with the job's tasks
-// stalled on I/O (cgroup v2 pressure), io_wait; else, with the job's CPUs saturated,
-// host_bound.
+// stalled on I/O (cgroup v2 pressure, else the sampled share of time some thread of the job
+// was in uninterruptible sleep), io_wait; else, with the job's CPUs saturated, host_bound.
 #ifndef EXPANSE_SERVER_VERDICT_RULES_H_
 #define EXPANSE_SERVER_VERDICT_RULES_H_
 
@@ -36,8 +36,8 @@ struct VerdictThresholds {
   double spinning_sm_active = wire::GpuCellThresholds{}.spinning_sm_active;
   double spinning_power_share = wire::GpuCellThresholds{}.spinning_power_share;
   double cpu_saturated_share = 0.9;  // cores used of cores allocated on the host
-  // The share of time some task of the job was stalled on I/O (job.io_pressure_some) from
-  // which an underused interval is io_wait.
+  // The share of time some task of the job was stalled on I/O (job.io_pressure_some, else
+  // job.uninterruptible_some) from which an underused interval is io_wait.
   double io_pressure_share = 0.3;
   double stack_share = 0.3;  // a stack class explains an interval from this share on
   double memory_oversized_share = 0.25;
@@ -75,6 +75,8 @@ struct HostTrack {
   std::vector<double> cpu_wait;       // job.cpu_wait_cores mean per cell (empty: none)
   std::vector<double> gpu_processes;  // job.gpu_processes peak per cell
   std::vector<double> io_some;        // job.io_pressure_some mean per cell (empty: none)
+  // job.uninterruptible_some mean per cell (empty: none): read where io_some has no cell.
+  std::vector<double> uninterruptible;
 };
 
 struct JobCells {
@@ -119,7 +121,8 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
 
 // The verdict for an underused interval from the job's stacks of that interval (top stacks by
 // samples, as store::JobStore::JobStacks gives them), else io_wait from the job's I/O
-// pressure, else host_bound from saturated CPUs; nullopt when none explains it.
+// pressure (or its threads' sampled uninterruptible sleep), else host_bound from saturated CPUs;
+// nullopt when none explains it.
 std::optional<Verdict> ExplainUnderused(const Underused& interval,
                                         const std::vector<store::StackTotal>& stacks,
                                         const VerdictThresholds& t);

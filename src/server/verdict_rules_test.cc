@@ -329,6 +329,56 @@ TEST(VerdictRulesTest, UnderusedWhileTheJobsTasksStallOnIoIsIoWait) {
   EXPECT_FALSE(ExplainUnderused(none.underused[0], unclear, {}));
 }
 
+// cgroup v1 (no pressure): the sampled share of time some thread of the job was blocked in
+// uninterruptible sleep stands in; where both are there, the pressure is the one read.
+TEST(VerdictRulesTest, WithoutPressureSampledUninterruptibleSleepIsTheIoEvidence) {
+  JobBuilder b(20);
+  GpuTrack& gpu = b.Gpu("GPU-a", Busy());
+  GpuCell waiting = Busy();
+  waiting.util_mean = 8;
+  waiting.util_max = 30;
+  for (size_t i = 4; i < 12; ++i)
+    gpu.cells[i] = waiting;
+  HostTrack& host = b.Host("w1", 8, 1.5, 1);
+  host.uninterruptible.assign(b.job.cells, 0);
+  for (size_t i = 4; i < 12; ++i)
+    host.uninterruptible[i] = 0.9;
+  host.uninterruptible[5] = -1;
+  host.uninterruptible[6] = -1;
+  host.uninterruptible[7] = -1;
+  host.uninterruptible[8] = -1;  // half the interval unsampled: still enough
+  SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_TRUE(v.underused[0].io_stalled);
+  EXPECT_NEAR(v.underused[0].evidence["io"]["uninterruptible_some_mean"].get<double>(), 0.9, 1e-9);
+  EXPECT_FALSE(v.underused[0].evidence["io"].contains("pressure_some_mean"));
+  const std::vector<store::StackTotal> unclear = {{"train.py:main:44", "idle", 100, 0}};
+  auto verdict = ExplainUnderused(v.underused[0], unclear, {});
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->code, "io_wait");
+  EXPECT_THAT(verdict->suggestion,
+              HasSubstr("a thread of the job on w1 was blocked in uninterruptible sleep (waiting "
+                        "on I/O) in 90 % of samples: stage the data"));
+
+  // Less than half the interval sampled: nothing claimed, the figure still shown.
+  b.job.hosts[0].uninterruptible[9] = -1;
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].io_stalled);
+  EXPECT_TRUE(v.underused[0].evidence["io"].contains("uninterruptible_some_mean"));
+  EXPECT_FALSE(ExplainUnderused(v.underused[0], unclear, {}));
+
+  // Pressure where the node has it wins over the sampled states: low pressure, no io_wait.
+  b.job.hosts[0].io_some.assign(b.job.cells, 0.05);
+  for (size_t i = 4; i < 12; ++i)
+    b.job.hosts[0].uninterruptible[i] = 0.9;
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].io_stalled);
+  EXPECT_NEAR(v.underused[0].evidence["io"]["pressure_some_mean"].get<double>(), 0.05, 1e-9);
+  EXPECT_FALSE(v.underused[0].evidence["io"].contains("uninterruptible_some_mean"));
+}
+
 TEST(VerdictRulesTest, MigProfilesAreTheSmallestThatHoldsThePeak) {
   EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 12 * 1024), "1g.18gb");
   EXPECT_EQ(SmallestMigProfile("NVIDIA H200", 30 * 1024), "1g.35gb");

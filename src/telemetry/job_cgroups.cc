@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace expanse::telemetry {
 namespace {
@@ -45,6 +46,23 @@ std::optional<uint64_t> ReadNumber(const std::string& path) {
   if (!(in >> value))
     return std::nullopt;
   return value;
+}
+
+// The state letter of /proc/<tid>/stat ("R", "S", "D", ...), or 0 when it cannot be read (the
+// thread ended). The command name before it is the thread's own (prctl can put spaces and
+// parentheses in it), so the state is found after the line's last ')'.
+char ReadThreadState(const std::string& path) {
+  char text[512];
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr)
+    return 0;
+  const size_t n = std::fread(text, 1, sizeof(text), f);
+  std::fclose(f);
+  const std::string_view line(text, n);
+  const size_t paren = line.rfind(')');
+  if (paren == std::string_view::npos || paren + 2 >= line.size() || line[paren + 1] != ' ')
+    return 0;
+  return line[paren + 2];
 }
 
 // cpu.stat's usage_usec, in ns.
@@ -156,20 +174,34 @@ std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
   return Ids(job, "cgroup.procs", "cgroup.procs", max_pids);
 }
 
-void JobCgroups::SampleCpuWait(uint32_t job, int64_t now_ms, const std::string& host,
+void JobCgroups::SampleThreads(uint32_t job, int64_t now_ms, const std::string& host,
                                SeriesBuffer& buffer, std::map<uint32_t, LastWait>& next) {
   // v1 lists a cgroup's threads in `tasks`, v2 in `cgroup.threads`.
   const std::vector<int> threads = Ids(job, "tasks", "cgroup.threads", options_.max_threads);
   if (threads.empty())
     return;
+  const std::string device = "job/" + std::to_string(job);
   LastWait now{now_ms, {}};
+  size_t states_read = 0;
+  bool blocked = false;
   for (int tid : threads) {
-    // /proc/<tid>/schedstat: time on a CPU, time waiting on a run queue (both ns), timeslices.
-    std::ifstream in(options_.proc_root + "/" + std::to_string(tid) + "/schedstat");
-    uint64_t on_cpu_ns = 0, waiting_ns = 0;
-    if (in >> on_cpu_ns >> waiting_ns)
-      now.waiting_ns[tid] = waiting_ns;
+    const std::string dir = options_.proc_root + "/" + std::to_string(tid);
+    if (options_.cpu_wait) {
+      // /proc/<tid>/schedstat: time on a CPU, time waiting on a run queue (ns), timeslices.
+      std::ifstream in(dir + "/schedstat");
+      uint64_t on_cpu_ns = 0, waiting_ns = 0;
+      if (in >> on_cpu_ns >> waiting_ns)
+        now.waiting_ns[tid] = waiting_ns;
+    }
+    if (options_.uninterruptible && !blocked) {
+      // One blocked thread settles this sample's value: the rest need not be read.
+      const char state = ReadThreadState(dir + "/stat");
+      states_read += state != 0;
+      blocked = state == 'D';
+    }
   }
+  if (states_read > 0)
+    buffer.Add({host, device, "job.uninterruptible_some"}, now_ms, blocked ? 1.0 : 0.0);
   const auto last = last_wait_.find(job);
   if (last != last_wait_.end() && now_ms > last->second.at_ms && !now.waiting_ns.empty()) {
     // Threads in both readings only: one that started or ended between them has no interval.
@@ -181,7 +213,7 @@ void JobCgroups::SampleCpuWait(uint32_t job, int64_t now_ms, const std::string& 
     }
     const double cores =
         static_cast<double>(waited_ns) / 1e6 / static_cast<double>(now_ms - last->second.at_ms);
-    buffer.Add({host, "job/" + std::to_string(job), "job.cpu_wait_cores"}, now_ms, cores);
+    buffer.Add({host, device, "job.cpu_wait_cores"}, now_ms, cores);
   }
   if (!now.waiting_ns.empty())
     next[job] = std::move(now);
@@ -265,8 +297,8 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   for (const auto& [job, dirs] : jobs_) {
     if (dirs.v2)
       SampleIoPressure(job, dirs.cpu, now_ms, host, buffer, next_io);
-    if (options_.cpu_wait)
-      SampleCpuWait(job, now_ms, host, buffer, next_wait);
+    if (options_.cpu_wait || options_.uninterruptible)
+      SampleThreads(job, now_ms, host, buffer, next_wait);
     const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =

@@ -8,7 +8,12 @@
 // Under both, `job.cpu_wait_cores`: how many cores' worth of time the job's threads spent
 // runnable but waiting for a CPU (the run_delay of each thread's /proc/<tid>/schedstat), so a
 // job that wants more CPU than it gets shows it even where the host is oversubscribed and its
-// `job.cpu_used_cores` stays below its allocation.
+// `job.cpu_used_cores` stays below its allocation. And under both, `job.uninterruptible_some`:
+// 1 when some thread of the job was in uninterruptible sleep (state D in /proc/<tid>/stat,
+// most often waiting for a disk or a network file system) at the reading, else 0. Its mean
+// over an interval estimates the share of time some task was blocked there: what io.pressure's
+// "some" measures exactly, sampled, so that cgroup v1 nodes (no per-cgroup pressure) can still
+// tell a job waiting on its files.
 //
 // Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
@@ -34,7 +39,9 @@ struct JobCgroupOptions {
   std::string proc_stat = "/proc/stat";
   std::string proc_root = "/proc";  // for /proc/<tid>/schedstat
   bool cpu_wait = true;             // job.cpu_wait_cores
-  size_t max_threads = 4096;        // threads of one job read per sample for job.cpu_wait_cores
+  bool uninterruptible = true;      // job.uninterruptible_some
+  // Threads of one job read per sample for job.cpu_wait_cores and job.uninterruptible_some.
+  size_t max_threads = 4096;
   int max_depth = 9;
   size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
   int rescan_every = 30;
@@ -93,7 +100,8 @@ class JobCgroups {
   // directory below it, at most `max_ids`, without duplicates.
   std::vector<int> Ids(uint32_t job, const char* v1_file, const char* v2_file,
                        size_t max_ids) const;
-  void SampleCpuWait(uint32_t job, int64_t now_ms, const std::string& host, SeriesBuffer& buffer,
+  // job.cpu_wait_cores and job.uninterruptible_some, from each thread's /proc files.
+  void SampleThreads(uint32_t job, int64_t now_ms, const std::string& host, SeriesBuffer& buffer,
                      std::map<uint32_t, LastWait>& next);
   void SampleIoPressure(uint32_t job, const std::string& dir, int64_t now_ms,
                         const std::string& host, SeriesBuffer& buffer,

@@ -196,6 +196,41 @@ TEST_F(JobCgroupsTest, CpuWaitUnderV2ReadsCgroupThreads) {
   EXPECT_EQ(wait->v, (std::vector<double>{0.25}));
 }
 
+TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) {
+  const std::string job = "/cpuacct/slurm/uid_0/job_9";
+  Write(job + "/cpuacct.usage", "1000\n");
+  Write("/memory/slurm/uid_0/job_9/memory.usage_in_bytes", "1\n");
+  Write(job + "/tasks", "100\n");
+  Write(job + "/step_0/tasks", "101\n102\n");
+  // A thread may name itself anything: ") D (" inside its name is not its state.
+  Write("/proc/100/stat", "100 (python3) S 1 100 100 0 -1\n");
+  Write("/proc/101/stat", "101 (evil) D (x) S 100 100 100 0 -1\n");
+  JobCgroups cgroups(options_);
+  SeriesBuffer buffer;
+  cgroups.Sample(1000, "gpu07", buffer);
+  std::vector<wire::SeriesRecord> series = buffer.Take();
+  const wire::SeriesRecord* some = Find(series, "job/9", "job.uninterruptible_some");
+  ASSERT_NE(some, nullptr);
+  EXPECT_EQ(some->v, (std::vector<double>{0}));
+  // A reader waiting on its file system (102 has no stat: it ended, and is left out).
+  Write("/proc/101/stat", "101 (pt_data_worker) D 100 100 100 0 -1\n");
+  cgroups.Sample(2000, "gpu07", buffer);
+  some = Find(series = buffer.Take(), "job/9", "job.uninterruptible_some");
+  ASSERT_NE(some, nullptr);
+  EXPECT_EQ(some->v, (std::vector<double>{1}));
+  // No thread's state readable (or no line a state can be found in): no sample, not 0.
+  std::filesystem::remove(root_ + "/proc/101/stat");
+  Write("/proc/100/stat", "100 (python3 S 1\n");
+  cgroups.Sample(3000, "gpu07", buffer);
+  EXPECT_EQ(Find(buffer.Take(), "job/9", "job.uninterruptible_some"), nullptr);
+  // Turned off: never read.
+  options_.uninterruptible = false;
+  Write("/proc/100/stat", "100 (python3) D 1\n");
+  JobCgroups off(options_);
+  off.Sample(4000, "gpu07", buffer);
+  EXPECT_EQ(Find(buffer.Take(), "job/9", "job.uninterruptible_some"), nullptr);
+}
+
 TEST_F(JobCgroupsTest, CgroupV1HasNoIoPressureSeries) {
   const std::string job = "/cpuacct/slurm/uid_0/job_9";
   Write(job + "/cpuacct.usage", "1000\n");

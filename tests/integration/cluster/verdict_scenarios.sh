@@ -8,11 +8,29 @@
 #   two-core machine the spinners get less than their CPUs, and still want them) as evidence.
 # - a healthy busy job on two GPUs at 95 % with most of their memory: no verdict at all, and
 #   never flagged live.
+# - io_wait, once the first three are done: a job on w1 reads a file from a slow FUSE file system
+#   (tests/tools/slow_fs.py, mounted in w1's namespace; each read waits 200 ms) while its GPU
+#   runs at 10 %. This harness's job cgroups are v1 (no per-cgroup I/O pressure), so the evidence
+#   is the sampled share of time a thread of the job was in uninterruptible sleep.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
 dc_setup
 printf 'EXPANSE_LIVE_NO_PROCESS_AFTER_S=10\n' >>"$DIR/daemon.env"
+
+slowfs="$DIR/slowfs"
+slowfs_pid=""
+slowfs_cleanup() {
+  "$TESTCLUSTER" exec "$w1" -- umount "$slowfs" 2>/dev/null || true
+  [[ -z "$slowfs_pid" ]] || { kill "$slowfs_pid" 2>/dev/null || true; wait "$slowfs_pid" 2>/dev/null || true; }
+}
+trap 'slowfs_cleanup; dc_cleanup' EXIT
+mkdir -p "$slowfs"
+"$TESTCLUSTER" exec "$w1" -- /usr/bin/python3 "$REPO_ROOT/tests/tools/slow_fs.py" "$slowfs" \
+  --delay-ms 200 >"$DIR/slow_fs.log" 2>&1 &
+slowfs_pid=$!
+wait_until 30 "the slow file system to be mounted on $w1 (log: $(cat "$DIR/slow_fs.log" 2>/dev/null))" \
+  "$TESTCLUSTER" exec "$w1" -- test -f "$slowfs/data"
 
 read -r lo hi < <(dc_minors "$w1")
 # SLURM gives a one-GPU job the first free GRES index: the first job gets minor $lo (idle, no
@@ -52,6 +70,14 @@ for j in "$cpu_job" "$busy_job"; do
 done
 pass "jobs $cpu_job and $busy_job never flagged live"
 
+# The io_wait job takes w1's first GPU again, now at 10 % with memory held; it runs while the
+# first three jobs' verdicts are checked.
+dc_gpu_scenario "$w1" "[
+  {\"uuid\": \"GPU-$w1-minor$lo\", \"minor\": $lo, \"sm_util\": 10, \"memory_used_mib\": 100000, \"power_mw\": 150000},
+  {\"uuid\": \"GPU-$w1-minor$hi\", \"minor\": $hi, \"sm_util\": 10, \"memory_used_mib\": 100000, \"power_mw\": 150000}]"
+io_job="$(submit -w "$w1" --gres=gpu:1 -o "$DIR/io_job.out" \
+  --wrap "timeout 80 dd if=$slowfs/data of=/dev/null bs=1M status=none; true")"
+
 verdicts() { api GET "/api/v1/computes/$COMPUTE/jobs/$1/verdicts"; }
 codes() { jq -r '[.verdicts[].code] | join(" ")' <<<"$1"; }
 
@@ -80,3 +106,16 @@ pass "job $cpu_job: host_bound, CPU evidence $evidence"
 busy="$(verdicts "$busy_job")"
 assert_eq "" "$(codes "$busy")" "the verdicts of job $busy_job, busy on both GPUs"
 pass "job $busy_job, healthy and busy: no verdict"
+
+wait_job_done "$io_job" 240
+assert_eq COMPLETED "$(job_state "$io_job")" "state of job $io_job (output: $(cat "$DIR/io_job.out" 2>/dev/null))"
+dc_wait_job 90 "$io_job" '.end_ms > 0' "the end of job $io_job on the server"
+assert_eq "GPU-$w1-minor$lo" "$(api GET "/api/v1/computes/$COMPUTE/jobs/$io_job" | jq -r '[.gpus[].gpu_uuid] | join(",")')" "GPU of job $io_job"
+io="$(verdicts "$io_job")"
+assert_eq "io_wait" "$(codes "$io")" "the verdicts of job $io_job, which read a slow file system ($io)"
+evidence="$(jq -c '.verdicts[0].evidence.io' <<<"$io")"
+jq_holds ".host == \"$w1\" and .uninterruptible_some_mean >= 0.5 and (has(\"pressure_some_mean\") | not)" \
+  <<<"$evidence" >/dev/null || fail "io_wait's evidence does not show the job's reader blocked: $evidence"
+assert_match "a thread of the job on $w1 was blocked in uninterruptible sleep" \
+  "$(jq -r '.verdicts[0].suggestion' <<<"$io")" "io_wait's suggestion"
+pass "job $io_job: io_wait, evidence $evidence"
