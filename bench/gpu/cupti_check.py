@@ -56,7 +56,16 @@ def probe(helper, prefix, out, name):
             f"light set {sorted(light)} absent {devices[0].get('light_set_absent') if devices else None}; "
             f"libnvperf_host {report.get('libnvperf_host')}; availability image "
             f"{devices[0].get('counter_availability_bytes') if devices else None} bytes; "
-            f"metric checks {devices[0].get('metric_checks') if devices else None}")
+            f"metric checks {devices[0].get('metric_checks') if devices else None}; "
+            f"submetrics listed {Catalogue(devices[0]) if devices else None}")
+
+
+def Catalogue(device):
+    """metric_catalogue in short: each base name with its submetrics, or its error."""
+    listed = device.get("metric_catalogue")
+    if listed is None:
+        return None
+    return {item["metric"]: item.get("submetrics", item.get("error")) for item in listed}
 
 
 class Sampling:

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -167,9 +168,31 @@ TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
   EXPECT_EQ(checks[0]["result"], "CUPTI_ERROR_UNKNOWN");
   EXPECT_EQ(checks[0]["without_availability_image"], "CUPTI_SUCCESS");
   const auto& last = checks[checks.size() - 1];
-  EXPECT_EQ(last["metric"], "gpu__time_duration.sum");
+  EXPECT_EQ(last["metric"], "pcie__read_bytes.sum");
   EXPECT_EQ(last["result"], "CUPTI_ERROR_INVALID_METRIC_NAME");
   EXPECT_EQ(last["without_availability_image"], "CUPTI_ERROR_INVALID_METRIC_NAME");
+  // And what the chip lists for every base name of both sets: the submetrics a name may take
+  // (this fake knows its scenario's names), or why there are none.
+  std::map<std::string, nlohmann::json> listed;
+  for (const auto& item : gpu["metric_catalogue"])
+    listed[item["metric"].get<std::string>()] = item;
+  ASSERT_TRUE(listed.contains("sm__cycles_active")) << gpu.dump();
+  EXPECT_EQ(listed["sm__cycles_active"]["type"], "counter");
+  EXPECT_EQ(listed["sm__cycles_active"]["submetrics"],
+            nlohmann::json::array({".avg.pct_of_peak_sustained_elapsed"}));
+  EXPECT_EQ(listed["sm__throughput"]["type"], "throughput");
+  EXPECT_EQ(listed["lts__t_sector_hit_rate"]["type"], "ratio");
+  EXPECT_EQ(listed["lts__t_sector_hit_rate"]["submetrics"], nlohmann::json::array({".pct"}));
+  EXPECT_EQ(listed["pcie__read_bytes"]["error"],
+            "cuptiProfilerHostGetMetricProperties: CUPTI_ERROR_INVALID_METRIC_NAME");
+  EXPECT_FALSE(listed["pcie__read_bytes"].contains("submetrics"));
+}
+
+TEST_F(CuptiHelperTest, AnAcceptedSetIsNotListed) {
+  SetScenario(TwoGpus());
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "ok");
+  EXPECT_FALSE(gpu.contains("metric_catalogue")) << gpu.dump();
 }
 
 TEST_F(CuptiHelperTest, ProbeNamesMissingPrivilegesWithTheFix) {

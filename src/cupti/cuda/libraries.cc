@@ -163,6 +163,8 @@ Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path
   EXPANSE_RESOLVE_CUPTI(ProfilerHostGetConfigImage, cuptiProfilerHostGetConfigImage);
   EXPANSE_RESOLVE_CUPTI(ProfilerHostGetNumOfPasses, cuptiProfilerHostGetNumOfPasses);
   EXPANSE_RESOLVE_CUPTI(ProfilerHostEvaluateToGpuValues, cuptiProfilerHostEvaluateToGpuValues);
+  EXPANSE_RESOLVE_CUPTI(ProfilerHostGetMetricProperties, cuptiProfilerHostGetMetricProperties);
+  EXPANSE_RESOLVE_CUPTI(ProfilerHostGetSubMetrics, cuptiProfilerHostGetSubMetrics);
   EXPANSE_RESOLVE_CUPTI(PmSamplingEnable, cuptiPmSamplingEnable);
   EXPANSE_RESOLVE_CUPTI(PmSamplingDisable, cuptiPmSamplingDisable);
   EXPANSE_RESOLVE_CUPTI(PmSamplingSetConfig, cuptiPmSamplingSetConfig);

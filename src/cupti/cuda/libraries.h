@@ -51,6 +51,8 @@ struct CuptiFunctions {
   decltype(&::cuptiProfilerHostGetConfigImage) ProfilerHostGetConfigImage;
   decltype(&::cuptiProfilerHostGetNumOfPasses) ProfilerHostGetNumOfPasses;
   decltype(&::cuptiProfilerHostEvaluateToGpuValues) ProfilerHostEvaluateToGpuValues;
+  decltype(&::cuptiProfilerHostGetMetricProperties) ProfilerHostGetMetricProperties;
+  decltype(&::cuptiProfilerHostGetSubMetrics) ProfilerHostGetSubMetrics;
   decltype(&::cuptiPmSamplingEnable) PmSamplingEnable;
   decltype(&::cuptiPmSamplingDisable) PmSamplingDisable;
   decltype(&::cuptiPmSamplingSetConfig) PmSamplingSetConfig;

@@ -1,5 +1,8 @@
 #include "cupti/cuda/pm_device.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace expanse::cupti {
 namespace {
 
@@ -123,6 +126,51 @@ void PmDevice::CheckMetrics(const std::vector<std::string>& metrics) {
   for (const std::string& metric : metrics)
     metric_checks_.push_back({metric, name(TryMetric(metric, /*with_availability=*/true)),
                               name(TryMetric(metric, /*with_availability=*/false))});
+}
+
+std::vector<PmDevice::MetricListing> PmDevice::ListSubMetrics(
+    const std::vector<std::string>& bases) {
+  std::vector<MetricListing> listings;
+  CUpti_Profiler_Host_Object* host = nullptr;
+  const CuptiStatus made = NewHostObject(&host);
+  for (const std::string& base : bases) {
+    MetricListing listing{base, "", {}, ""};
+    const auto failed = [&](const CuptiError& error) {
+      listing.error = error.call + ": " + error.name();
+    };
+    if (made) {
+      failed(*made);
+      listings.push_back(std::move(listing));
+      continue;
+    }
+    auto properties = EXPANSE_PARAMS(CUpti_Profiler_Host_GetMetricProperties_Params);
+    properties.pHostObject = host;
+    properties.pMetricName = base.c_str();
+    auto sub = EXPANSE_PARAMS(CUpti_Profiler_Host_GetSubMetrics_Params);
+    if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostGetMetricProperties, properties)) {
+      failed(*error);
+    } else {
+      static constexpr const char* kTypes[] = {"counter", "ratio", "throughput"};
+      const auto type = static_cast<size_t>(properties.metricType);
+      listing.type = type < std::size(kTypes) ? kTypes[type] : "type " + std::to_string(type);
+      sub.pHostObject = host;
+      sub.metricType = properties.metricType;
+      sub.pMetricName = base.c_str();
+      if (auto listing_error = EXPANSE_CUPTI_CALL(ProfilerHostGetSubMetrics, sub))
+        failed(*listing_error);
+    }
+    // CUPTI owns the strings (until the host object goes): copied now, a bounded number.
+    constexpr size_t kMaxSubMetrics = 256;
+    for (size_t i = 0; listing.error.empty() && sub.ppSubMetrics != nullptr &&
+                       i < std::min(sub.numOfSubmetrics, kMaxSubMetrics);
+         ++i) {
+      if (sub.ppSubMetrics[i] != nullptr)
+        listing.submetrics.emplace_back(sub.ppSubMetrics[i]);
+    }
+    listings.push_back(std::move(listing));
+  }
+  FreeHostObject(host);
+  return listings;
 }
 
 CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,

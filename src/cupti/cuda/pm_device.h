@@ -80,6 +80,19 @@ class PmDevice {
   void CheckMetrics(const std::vector<std::string>& metrics);
   size_t availability_bytes() const { return availability_.size(); }
 
+  // What CUPTI says of a base metric (a name without its rollup, "sm__cycles_active") on this
+  // chip through a PM sampling host object: its type and every submetric a name may add to it
+  // (".avg", ".sum.per_second", ...), or the error that stopped the listing. A probe reports
+  // these when the sets were refused, so that one run on a GPU shows which names the chip
+  // takes instead of one guess per run.
+  struct MetricListing {
+    std::string metric;
+    std::string type;  // "counter", "ratio", "throughput"
+    std::vector<std::string> submetrics;
+    std::string error;  // "cuptiProfilerHostGetSubMetrics: CUPTI_ERROR_...", "" when listed
+  };
+  std::vector<MetricListing> ListSubMetrics(const std::vector<std::string>& bases);
+
   bool running() const { return running_; }
   uint64_t overflows() const { return overflows_; }
   const ResolvedSet* active() const { return active_; }

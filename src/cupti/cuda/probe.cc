@@ -1,5 +1,6 @@
 #include "cupti/cuda/probe.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -76,6 +77,27 @@ std::string WhyUnsupported(const CUpti_Profiler_DeviceSupported_Params& support)
   return why;
 }
 
+// The base names (without rollup or submetric) of every candidate of both sets, in order, and
+// those of the reference counters CheckMetrics tries.
+std::vector<std::string> BaseMetricsOfTheSets() {
+  std::vector<std::string> bases;
+  const auto add = [&](const std::string& name) {
+    std::string base = name.substr(0, name.find('.'));
+    if (std::find(bases.begin(), bases.end(), base) == bases.end())
+      bases.push_back(std::move(base));
+  };
+  for (const CounterSet set : {CounterSet::kLight, CounterSet::kRich}) {
+    for (const CounterSeries& series : SeriesOf(set)) {
+      for (const std::string& candidate : series.candidates)
+        add(candidate);
+    }
+  }
+  for (const char* reference : {"gr__cycles_active", "gr__cycles_elapsed", "gpu__time_duration",
+                                "sm__inst_executed_realtime", "pcie__read_bytes"})
+    add(reference);
+  return bases;
+}
+
 void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdog& watchdog,
                  const ProbeOptions& options, const CudaDevice& device, nlohmann::json& entry) {
   CUdevice handle = 0;
@@ -105,7 +127,21 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
     // Nothing of the Light set was accepted, and not for unknown names: plain counters of the
     // kind NVIDIA's own PM sampling sample configures tell a refused rollup from a refused
     // host setup.
-    pm.CheckMetrics({"sm__cycles_active.avg", "gr__cycles_active.avg", "gpu__time_duration.sum"});
+    // The names NVIDIA's PM sampling sample and OpenXLA's sampler configure.
+    pm.CheckMetrics({"sm__cycles_active.avg", "gr__cycles_active.avg", "gpu__time_duration.sum",
+                     "gr__cycles_elapsed.max", "sm__cycles_elapsed.avg",
+                     "sm__inst_executed_realtime.avg.per_cycle_active", "sm__cycles_active.sum",
+                     "pcie__read_bytes.sum"});
+    nlohmann::json catalogue = nlohmann::json::array();
+    for (const auto& listing : pm.ListSubMetrics(BaseMetricsOfTheSets())) {
+      nlohmann::json item = {{"metric", listing.metric}};
+      if (listing.error.empty())
+        item.update({{"type", listing.type}, {"submetrics", listing.submetrics}});
+      else
+        item["error"] = listing.error;
+      catalogue.push_back(std::move(item));
+    }
+    entry["metric_catalogue"] = std::move(catalogue);
   }
   if (!pm.metric_checks().empty()) {
     nlohmann::json checks = nlohmann::json::array();

@@ -239,6 +239,10 @@ struct HostObject {
   uint64_t device = 0;  // the device the chip name or availability image came from
   bool with_availability = false;
   std::vector<std::string> metrics;
+  // What the last cuptiProfilerHostGetSubMetrics listed: the object owns the strings, as
+  // CUPTI's does, until the next listing or its Deinitialize.
+  std::vector<std::string> listed;
+  std::vector<const char*> listed_pointers;
 };
 
 struct Sampler {
@@ -652,6 +656,83 @@ cuptiProfilerHostGetNumOfPasses(CUpti_Profiler_Host_GetNumOfPasses_Params* pPara
   call.SetDevice(config->device);
   pParams->numOfPasses = config->Passes();
   call.AddDetail("passes=" + std::to_string(pParams->numOfPasses));
+  return call.Return(CUPTI_SUCCESS);
+}
+
+namespace {
+
+// The submetrics of `base` on `chip`: what follows "base." in every name the chip knows (its
+// devices' metrics and the scenario's known_metrics), sorted, once each.
+std::vector<std::string> SubMetricsOf(const expanse_fake_cupti::Scenario& scenario,
+                                      const std::string& chip, const std::string& base) {
+  std::set<std::string> subs;
+  const auto take = [&](const std::string& name) {
+    if (name.size() > base.size() + 1 && name.starts_with(base) && name[base.size()] == '.')
+      subs.insert(name.substr(base.size()));
+  };
+  for (const auto& device : scenario.devices) {
+    if (device.chip != chip)
+      continue;
+    for (const auto& [name, value] : device.metrics)
+      take(name);
+    for (const auto& [name, code] : device.refused_metrics)
+      take(name);
+  }
+  for (const std::string& name : scenario.known_metrics)
+    take(name);
+  return {subs.begin(), subs.end()};
+}
+
+// A base metric's type by the naming NVIDIA's metrics follow: "*throughput" are throughputs,
+// "*_rate"/"*_ratio" ratios, the rest counters.
+CUpti_MetricType TypeOf(const std::string& base) {
+  if (base.ends_with("throughput"))
+    return CUPTI_METRIC_TYPE_THROUGHPUT;
+  if (base.ends_with("_rate") || base.ends_with("_ratio"))
+    return CUPTI_METRIC_TYPE_RATIO;
+  return CUPTI_METRIC_TYPE_COUNTER;
+}
+
+}  // namespace
+
+FAKE_EXPORT CUptiResult CUPTIAPI
+cuptiProfilerHostGetMetricProperties(CUpti_Profiler_Host_GetMetricProperties_Params* pParams) {
+  Call call("cuptiProfilerHostGetMetricProperties");
+  const HostObject* host = BadParams(pParams) ? nullptr : FindHost(call, pParams);
+  if (host == nullptr || pParams->pMetricName == nullptr)
+    return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
+  const std::string name = pParams->pMetricName;
+  const std::string base = name.substr(0, name.find('.'));
+  call.AddDetail("metric=" + name);
+  if (SubMetricsOf(call.scenario(), host->chip, base).empty())
+    return call.Return(CUPTI_ERROR_INVALID_METRIC_NAME);
+  pParams->pDescription = "a metric of the fake's scenario";
+  pParams->pHwUnit = "fake";
+  pParams->pDimUnit = "";
+  pParams->metricType = TypeOf(base);
+  return call.Return(CUPTI_SUCCESS);
+}
+
+FAKE_EXPORT CUptiResult CUPTIAPI
+cuptiProfilerHostGetSubMetrics(CUpti_Profiler_Host_GetSubMetrics_Params* pParams) {
+  Call call("cuptiProfilerHostGetSubMetrics");
+  HostObject* host = BadParams(pParams) ? nullptr : FindHost(call, pParams);
+  if (host == nullptr || pParams->pMetricName == nullptr)
+    return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
+  const std::string name = pParams->pMetricName;
+  const std::string base = name.substr(0, name.find('.'));
+  call.AddDetail("metric=" + name);
+  std::vector<std::string> subs = SubMetricsOf(call.scenario(), host->chip, base);
+  if (subs.empty())
+    return call.Return(CUPTI_ERROR_INVALID_METRIC_NAME);
+  if (pParams->metricType != TypeOf(base))
+    return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
+  host->listed = std::move(subs);
+  host->listed_pointers.clear();
+  for (const std::string& sub : host->listed)
+    host->listed_pointers.push_back(sub.c_str());
+  pParams->numOfSubmetrics = host->listed_pointers.size();
+  pParams->ppSubMetrics = host->listed_pointers.data();
   return call.Return(CUPTI_SUCCESS);
 }
 
