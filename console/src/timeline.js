@@ -25,7 +25,7 @@ export const METRICS = [
   ['job.mem_used_mib', 'Memory used (per host)', 'MiB', 1],
   ['job.io_pressure_some', 'Time stalled on I/O (cgroup v2 pressure, per host)', '%', 100],
   // Sampled once a second on any cgroup version: the v1 stand-in for the pressure above.
-  ['job.uninterruptible_some', 'Samples with a thread blocked on I/O (state D, per host)', '%', 100],
+  ['job.uninterruptible_some', 'Samples with a thread in uninterruptible sleep (state D, per host)', '%', 100],
 ];
 
 const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7b83', '#57606a'];

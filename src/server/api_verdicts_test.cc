@@ -176,7 +176,7 @@ TEST_F(ApiVerdictsTest, OnCgroupV1SampledUninterruptibleSleepIsTheIoEvidence) {
   EXPECT_EQ(verdicts[0]["code"], "io_wait");
   EXPECT_NEAR(verdicts[0]["evidence"]["io"]["uninterruptible_some_mean"].get<double>(), 0.8, 1e-9);
   EXPECT_THAT(verdicts[0]["suggestion"].get<std::string>(),
-              HasSubstr("uninterruptible sleep (waiting on I/O) in 80 % of samples"));
+              HasSubstr("uninterruptible sleep (most often waiting on I/O) in 80 % of samples"));
 }
 
 TEST_F(ApiVerdictsTest, BadThresholdsAndUnknownJobsAreRefused) {

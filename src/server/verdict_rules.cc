@@ -161,38 +161,45 @@ CpuFigures CpuOver(const HostTrack* host, const Run& run, const VerdictThreshold
 
 // The job's I/O stalls on the host over a run: the mean share of time some task was stalled
 // on I/O, from io.pressure where the node has it (cgroup v2 with pressure stall information),
-// else as sampled from its threads' states (job.uninterruptible_some: any cgroup version);
-// whether that reaches the threshold with at least half the run sampled. share < 0: neither.
+// else as sampled from its threads' states (job.uninterruptible_some: any cgroup version), and
+// whether that reaches its source's threshold with at least half the run sampled. Pressure is
+// the measure; the states are read when pressure covers less than half the run (v1, no PSI, or
+// a gap) and they cover more. share < 0: neither series has a cell in the run.
 struct IoFigures {
   double share = -1;
   bool stalled = false;
-  bool sampled = false;  // from thread states, not pressure
+  bool from_thread_states = false;  // job.uninterruptible_some, not io.pressure
 };
 
 IoFigures IoOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
   if (host == nullptr)
     return {};
-  const auto mean_over = [&](const std::vector<double>& cells) -> std::pair<double, size_t> {
+  struct Mean {
+    double share = -1;
+    size_t cells = 0;
+  };
+  const auto mean_over = [&](const std::vector<double>& cells) {
+    Mean m;
     double sum = 0;
-    size_t n = 0;
     for (size_t i = run.first; i < run.end && !cells.empty(); ++i) {
       const double share = At(cells, i);
       if (share < 0)
         continue;
       sum += share;
-      ++n;
+      ++m.cells;
     }
-    return {n == 0 ? -1 : sum / static_cast<double>(n), n};
+    if (m.cells > 0)
+      m.share = sum / static_cast<double>(m.cells);
+    return m;
   };
-  auto [share, n] = mean_over(host->io_some);
-  bool sampled = false;
-  if (n == 0) {
-    std::tie(share, n) = mean_over(host->uninterruptible);
-    sampled = true;
-  }
-  if (n == 0)
+  const auto covers = [&](const Mean& m) { return 2 * m.cells >= run.end - run.first; };
+  const Mean pressure = mean_over(host->io_some);
+  const Mean states = mean_over(host->uninterruptible);
+  if (pressure.cells > 0 && (covers(pressure) || states.cells <= pressure.cells))
+    return {pressure.share, covers(pressure) && pressure.share >= t.io_pressure_share, false};
+  if (states.cells == 0)
     return {};
-  return {share, share >= t.io_pressure_share && 2 * n >= run.end - run.first, sampled};
+  return {states.share, covers(states) && states.share >= t.uninterruptible_share, true};
 }
 
 std::string GiB(double mib) {
@@ -337,7 +344,8 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
       if (io.share >= 0) {
         evidence["io"] = {
             {"host", gpu.host},
-            {io.sampled ? "uninterruptible_some_mean" : "pressure_some_mean", Round(io.share)}};
+            {io.from_thread_states ? "uninterruptible_some_mean" : "pressure_some_mean",
+             Round(io.share)}};
       }
       underused.push_back({cell_from(run.first),
                            cell_from(run.end),
@@ -450,6 +458,28 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
   return out;
 }
 
+namespace {
+
+// io_wait's suggestion from its `io` evidence (ComputeSeriesVerdicts writes one of the two
+// shares): pressure is time stalled on I/O; thread states are samples with a thread in D, which
+// is most often, not always, I/O.
+std::string IoSuggestion(const json& io) {
+  const bool from_states = io.contains("uninterruptible_some_mean");
+  const std::string host = io.at("host").get<std::string>();
+  const std::string percent = std::to_string(static_cast<int>(std::lround(
+      io.at(from_states ? "uninterruptible_some_mean" : "pressure_some_mean").get<double>() *
+      100)));
+  return (from_states ? "GPU idle while a thread of the job on " + host +
+                            " was in uninterruptible sleep (most often waiting on I/O) in " +
+                            percent + " % of samples"
+                      : "GPU idle while the job's tasks on " + host + " were stalled on I/O " +
+                            percent + " % of the time") +
+         ": stage the data on node-local disk, read it in larger chunks or with more loader "
+         "workers, or check the file system's load";
+}
+
+}  // namespace
+
 std::optional<Verdict> ExplainUnderused(const Underused& interval,
                                         const std::vector<store::StackTotal>& stacks,
                                         const VerdictThresholds& t) {
@@ -516,26 +546,8 @@ std::optional<Verdict> ExplainUnderused(const Underused& interval,
   if (interval.io_stalled && evidence.contains("io")) {
     if (shares.samples > 0)
       evidence["stacks"] = {{"samples", shares.samples}, {"share", Round(share)}};
-    const json& io = evidence["io"];
-    const bool sampled = io.contains("uninterruptible_some_mean");
-    const int percent = static_cast<int>(std::lround(
-        io[sampled ? "uninterruptible_some_mean" : "pressure_some_mean"].get<double>() * 100));
-    const std::string host = io["host"].get<std::string>();
-    return Verdict{
-        "io_wait",
-        interval.from_ms,
-        interval.to_ms,
-        0.7,
-        interval.gpus,
-        interval.hosts,
-        evidence,
-        (sampled ? "GPU idle while a thread of the job on " + host +
-                       " was blocked in uninterruptible sleep (waiting on I/O) in " +
-                       std::to_string(percent) + " % of samples"
-                 : "GPU idle while the job's tasks on " + host + " were stalled on I/O " +
-                       std::to_string(percent) + " % of the time") +
-            ": stage the data on node-local disk, read it in larger chunks or with "
-            "more loader workers, or check the file system's load"};
+    return Verdict{"io_wait",     interval.from_ms, interval.to_ms, 0.7,
+                   interval.gpus, interval.hosts,   evidence,       IoSuggestion(evidence["io"])};
   }
   if (interval.cpu_saturated && evidence.contains("cpu")) {
     if (shares.samples > 0)

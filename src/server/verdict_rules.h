@@ -36,9 +36,12 @@ struct VerdictThresholds {
   double spinning_sm_active = wire::GpuCellThresholds{}.spinning_sm_active;
   double spinning_power_share = wire::GpuCellThresholds{}.spinning_power_share;
   double cpu_saturated_share = 0.9;  // cores used of cores allocated on the host
-  // The share of time some task of the job was stalled on I/O (job.io_pressure_some, else
-  // job.uninterruptible_some) from which an underused interval is io_wait.
+  // The share of time some task of the job was stalled on I/O (job.io_pressure_some) from
+  // which an underused interval is io_wait.
   double io_pressure_share = 0.3;
+  // The same from job.uninterruptible_some (where pressure does not cover the interval): higher,
+  // since a thread in state D at a sample is a wider net than a task stalled on I/O.
+  double uninterruptible_share = 0.5;
   double stack_share = 0.3;  // a stack class explains an interval from this share on
   double memory_oversized_share = 0.25;
   double cpu_only_cores = 0.5;       // a job that never touched its GPUs but used this much CPU
@@ -75,7 +78,8 @@ struct HostTrack {
   std::vector<double> cpu_wait;       // job.cpu_wait_cores mean per cell (empty: none)
   std::vector<double> gpu_processes;  // job.gpu_processes peak per cell
   std::vector<double> io_some;        // job.io_pressure_some mean per cell (empty: none)
-  // job.uninterruptible_some mean per cell (empty: none): read where io_some has no cell.
+  // job.uninterruptible_some mean per cell (empty: none): read where io_some covers less than
+  // half an interval.
   std::vector<double> uninterruptible;
 };
 

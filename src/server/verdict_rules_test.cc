@@ -357,8 +357,20 @@ TEST(VerdictRulesTest, WithoutPressureSampledUninterruptibleSleepIsTheIoEvidence
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->code, "io_wait");
   EXPECT_THAT(verdict->suggestion,
-              HasSubstr("a thread of the job on w1 was blocked in uninterruptible sleep (waiting "
-                        "on I/O) in 90 % of samples: stage the data"));
+              HasSubstr("a thread of the job on w1 was in uninterruptible sleep (most often "
+                        "waiting on I/O) in 90 % of samples: stage the data"));
+  // The states' own threshold (0.5) is higher than pressure's (0.3): 0.4 is not enough.
+  for (size_t i = 4; i < 12; ++i) {
+    if (b.job.hosts[0].uninterruptible[i] >= 0)
+      b.job.hosts[0].uninterruptible[i] = 0.4;
+  }
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].io_stalled);
+  for (size_t i = 4; i < 12; ++i) {
+    if (b.job.hosts[0].uninterruptible[i] >= 0)
+      b.job.hosts[0].uninterruptible[i] = 0.9;
+  }
 
   // Less than half the interval sampled: nothing claimed, the figure still shown.
   b.job.hosts[0].uninterruptible[9] = -1;
@@ -368,7 +380,8 @@ TEST(VerdictRulesTest, WithoutPressureSampledUninterruptibleSleepIsTheIoEvidence
   EXPECT_TRUE(v.underused[0].evidence["io"].contains("uninterruptible_some_mean"));
   EXPECT_FALSE(ExplainUnderused(v.underused[0], unclear, {}));
 
-  // Pressure where the node has it wins over the sampled states: low pressure, no io_wait.
+  // Pressure where it covers the interval wins over the sampled states: low pressure, no
+  // io_wait.
   b.job.hosts[0].io_some.assign(b.job.cells, 0.05);
   for (size_t i = 4; i < 12; ++i)
     b.job.hosts[0].uninterruptible[i] = 0.9;
@@ -377,6 +390,22 @@ TEST(VerdictRulesTest, WithoutPressureSampledUninterruptibleSleepIsTheIoEvidence
   EXPECT_FALSE(v.underused[0].io_stalled);
   EXPECT_NEAR(v.underused[0].evidence["io"]["pressure_some_mean"].get<double>(), 0.05, 1e-9);
   EXPECT_FALSE(v.underused[0].evidence["io"].contains("uninterruptible_some_mean"));
+
+  // Pressure in 3 of the interval's 8 cells (a gap in it), the states in all: the states,
+  // which cover it, decide.
+  for (size_t i = 4; i < 12; ++i)
+    b.job.hosts[0].io_some[i] = i < 7 ? 0.05 : -1;
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_TRUE(v.underused[0].io_stalled);
+  EXPECT_NEAR(v.underused[0].evidence["io"]["uninterruptible_some_mean"].get<double>(), 0.9, 1e-9);
+  // Neither covers half: the one with more cells is shown, nothing claimed.
+  for (size_t i = 4; i < 12; ++i)
+    b.job.hosts[0].uninterruptible[i] = i < 6 ? 0.9 : -1;
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_FALSE(v.underused[0].io_stalled);
+  EXPECT_NEAR(v.underused[0].evidence["io"]["pressure_some_mean"].get<double>(), 0.05, 1e-9);
 }
 
 TEST(VerdictRulesTest, MigProfilesAreTheSmallestThatHoldsThePeak) {

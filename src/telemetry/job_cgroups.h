@@ -11,9 +11,10 @@
 // `job.cpu_used_cores` stays below its allocation. And under both, `job.uninterruptible_some`:
 // 1 when some thread of the job was in uninterruptible sleep (state D in /proc/<tid>/stat,
 // most often waiting for a disk or a network file system) at the reading, else 0. Its mean
-// over an interval estimates the share of time some task was blocked there: what io.pressure's
-// "some" measures exactly, sampled, so that cgroup v1 nodes (no per-cgroup pressure) can still
-// tell a job waiting on its files.
+// over an interval estimates the share of time some task was blocked there, which approximates
+// io.pressure's "some" (D also covers some kernel locks and memory reclaim), so that cgroup v1
+// nodes (no per-cgroup pressure) can still tell a job waiting on its files. Written under v2
+// too: verdicts read it where pressure cells are missing, and the console draws it.
 //
 // Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
@@ -37,7 +38,7 @@ namespace expanse::telemetry {
 struct JobCgroupOptions {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_stat = "/proc/stat";
-  std::string proc_root = "/proc";  // for /proc/<tid>/schedstat
+  std::string proc_root = "/proc";  // for /proc/<tid>/schedstat and /proc/<tid>/stat
   bool cpu_wait = true;             // job.cpu_wait_cores
   bool uninterruptible = true;      // job.uninterruptible_some
   // Threads of one job read per sample for job.cpu_wait_cores and job.uninterruptible_some.

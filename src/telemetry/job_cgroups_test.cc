@@ -205,6 +205,8 @@ TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) 
   // A thread may name itself anything: ") D (" inside its name is not its state.
   Write("/proc/100/stat", "100 (python3) S 1 100 100 0 -1\n");
   Write("/proc/101/stat", "101 (evil) D (x) S 100 100 100 0 -1\n");
+  for (const char* tid : {"100", "101", "102"})
+    Write(std::string("/proc/") + tid + "/schedstat", "1 0 1\n");
   JobCgroups cgroups(options_);
   SeriesBuffer buffer;
   cgroups.Sample(1000, "gpu07", buffer);
@@ -212,12 +214,17 @@ TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) 
   const wire::SeriesRecord* some = Find(series, "job/9", "job.uninterruptible_some");
   ASSERT_NE(some, nullptr);
   EXPECT_EQ(some->v, (std::vector<double>{0}));
-  // A reader waiting on its file system (102 has no stat: it ended, and is left out).
+  // A reader waiting on its file system (102 has no stat, as if it ended: left out).
   Write("/proc/101/stat", "101 (pt_data_worker) D 100 100 100 0 -1\n");
+  Write("/proc/102/schedstat", "1 1000000000 2\n");
   cgroups.Sample(2000, "gpu07", buffer);
   some = Find(series = buffer.Take(), "job/9", "job.uninterruptible_some");
   ASSERT_NE(some, nullptr);
   EXPECT_EQ(some->v, (std::vector<double>{1}));
+  // Finding 101 blocked ends the state reads, not the run-queue reads: 102's wait counts.
+  const wire::SeriesRecord* wait = Find(series, "job/9", "job.cpu_wait_cores");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->v, (std::vector<double>{1}));
   // No thread's state readable (or no line a state can be found in): no sample, not 0.
   std::filesystem::remove(root_ + "/proc/101/stat");
   Write("/proc/100/stat", "100 (python3 S 1\n");

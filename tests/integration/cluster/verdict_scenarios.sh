@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Verdict scenarios on the real SLURM cluster (docs/formats/verdicts.md), three jobs at once:
+# Verdict scenarios on the real SLURM cluster (docs/formats/verdicts.md), three jobs at once and
+# then a fourth:
 # - no_process: a job holds a GPU and runs nothing on it. The controller's live detection flags
 #   it while it runs (threshold lowered to 10 s), and once it ends its only verdict is
 #   no_process, over a minute at least, with the GPU's evidence.
@@ -19,18 +20,35 @@ dc_setup
 printf 'EXPANSE_LIVE_NO_PROCESS_AFTER_S=10\n' >>"$DIR/daemon.env"
 
 slowfs="$DIR/slowfs"
-slowfs_pid=""
+slowfs_wrapper=""
+io_job=""
+# The FUSE daemon runs in w1's namespaces (no PID namespace of its own, so its pid is ours to
+# signal); it writes that pid before it becomes the daemon. A job still reading keeps the mount
+# busy: it is cancelled first, and the mount is detached lazily either way.
 slowfs_cleanup() {
-  "$TESTCLUSTER" exec "$w1" -- umount "$slowfs" 2>/dev/null || true
-  [[ -z "$slowfs_pid" ]] || { kill "$slowfs_pid" 2>/dev/null || true; wait "$slowfs_pid" 2>/dev/null || true; }
+  if [[ -n "$io_job" ]]; then
+    scancel "$io_job" 2>/dev/null || true
+    for _ in $(seq 1 150); do job_finished "$io_job" && break; sleep 0.2; done
+  fi
+  "$TESTCLUSTER" exec "$w1" -- umount -l "$slowfs" 2>/dev/null || true
+  if [[ -s "$DIR/slow_fs.pid" ]]; then
+    kill "$(cat "$DIR/slow_fs.pid")" 2>/dev/null || true
+  fi
+  [[ -z "$slowfs_wrapper" ]] || wait "$slowfs_wrapper" 2>/dev/null || true
 }
 trap 'slowfs_cleanup; dc_cleanup' EXIT
 mkdir -p "$slowfs"
-"$TESTCLUSTER" exec "$w1" -- /usr/bin/python3 "$REPO_ROOT/tests/tools/slow_fs.py" "$slowfs" \
-  --delay-ms 200 >"$DIR/slow_fs.log" 2>&1 &
-slowfs_pid=$!
-wait_until 30 "the slow file system to be mounted on $w1 (log: $(cat "$DIR/slow_fs.log" 2>/dev/null))" \
-  "$TESTCLUSTER" exec "$w1" -- test -f "$slowfs/data"
+"$TESTCLUSTER" exec "$w1" -- bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$DIR/slow_fs.pid" \
+  /usr/bin/python3 "$REPO_ROOT/tests/tools/slow_fs.py" "$slowfs" --delay-ms 200 \
+  >"$DIR/slow_fs.log" 2>&1 &
+slowfs_wrapper=$!
+for _ in $(seq 1 150); do
+  "$TESTCLUSTER" exec "$w1" -- test -f "$slowfs/data" && break
+  kill -0 "$slowfs_wrapper" 2>/dev/null || fail "the slow file system's daemon exited: $(cat "$DIR/slow_fs.log")"
+  sleep 0.2
+done
+"$TESTCLUSTER" exec "$w1" -- test -f "$slowfs/data" ||
+  fail "the slow file system is not mounted on $w1 after 30 s: $(cat "$DIR/slow_fs.log")"
 
 read -r lo hi < <(dc_minors "$w1")
 # SLURM gives a one-GPU job the first free GRES index: the first job gets minor $lo (idle, no
@@ -101,6 +119,9 @@ jq_holds '.cores_allocated >= 1 and .cores_used_mean > 0 and .cores_waiting_mean
        (.cores_used_mean + .cores_waiting_mean) >= 0.9 * .cores_allocated' <<<"$evidence" >/dev/null ||
   fail "host_bound's CPU evidence does not show the job's CPUs saturated: $evidence"
 assert_match "CPUs on $w1 were saturated" "$(jq -r '.verdicts[0].suggestion' <<<"$cpu")" "host_bound's suggestion"
+# The negative control of io_wait's evidence: spinning threads are never in uninterruptible sleep.
+jq_holds '.verdicts[0].evidence.io.uninterruptible_some_mean < 0.3' <<<"$cpu" >/dev/null ||
+  fail "host_bound's job shows its threads blocked: $(jq -c '.verdicts[0].evidence.io' <<<"$cpu")"
 pass "job $cpu_job: host_bound, CPU evidence $evidence"
 
 busy="$(verdicts "$busy_job")"
@@ -116,6 +137,6 @@ assert_eq "io_wait" "$(codes "$io")" "the verdicts of job $io_job, which read a 
 evidence="$(jq -c '.verdicts[0].evidence.io' <<<"$io")"
 jq_holds ".host == \"$w1\" and .uninterruptible_some_mean >= 0.5 and (has(\"pressure_some_mean\") | not)" \
   <<<"$evidence" >/dev/null || fail "io_wait's evidence does not show the job's reader blocked: $evidence"
-assert_match "a thread of the job on $w1 was blocked in uninterruptible sleep" \
+assert_match "a thread of the job on $w1 was in uninterruptible sleep" \
   "$(jq -r '.verdicts[0].suggestion' <<<"$io")" "io_wait's suggestion"
 pass "job $io_job: io_wait, evidence $evidence"
