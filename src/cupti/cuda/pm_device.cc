@@ -280,6 +280,12 @@ CuptiStatus PmDevice::Start(CounterSet set) {
     running_ = false;
   }
   if (sampler_ == nullptr) {
+    // Again before each Enable: OpenXLA found that disabling a PM sampling object tears down
+    // more of CUPTI than that object, and PyTorch that initialising again is safe (a second
+    // DeInitialize is not: only the probe calls that, once, as it ends).
+    auto init = EXPANSE_PARAMS(CUpti_Profiler_Initialize_Params);
+    if (auto error = EXPANSE_CUPTI_CALL(ProfilerInitialize, init))
+      return error;
     auto enable = EXPANSE_PARAMS(CUpti_PmSampling_Enable_Params);
     enable.deviceIndex = device_index_;
     if (auto error = EXPANSE_CUPTI_CALL(PmSamplingEnable, enable))
