@@ -417,6 +417,19 @@ TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
     return counters != nullptr && counters->set == CounterSet::kLight;
   });
   EXPECT_NE(Trace().find("lts__t_sector_hit_rate.pct"), std::string::npos);
+  // Each set is evaluated with the host object that configured it, and every host object is
+  // let go by the time the helper ends.
+  helper_->CloseStdin();
+  EXPECT_EQ(helper_->Stop(), 0);
+  const std::string trace = Trace();
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = trace.find(what); at != std::string::npos; at = trace.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_GT(count("cuptiProfilerHostInitialize"), 0u);
+  EXPECT_EQ(count("cuptiProfilerHostInitialize"), count("cuptiProfilerHostDeinitialize"));
 }
 
 TEST_F(CuptiHelperStreamTest, ATightPassKeepsTheRichSetsOwnSeriesOverOptionalLightOnes) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace expanse::cupti {
 namespace {
@@ -27,6 +28,12 @@ std::vector<const char*> Pointers(const std::vector<std::string>& names) {
 PmDevice::PmDevice(const CuptiLibrary& cupti, CallWatchdog& watchdog, size_t device_index,
                    PmOptions options)
     : cupti_(cupti), watchdog_(watchdog), device_index_(device_index), options_(options) {}
+
+PmDevice::~PmDevice() {
+  Release();
+  for (auto& [set, resolved] : resolved_)
+    FreeHostObject(resolved.host);
+}
 
 CuptiStatus PmDevice::Call(const char* name, CUptiResult result) {
   if (result == CUPTI_SUCCESS)
@@ -174,7 +181,8 @@ std::vector<PmDevice::MetricListing> PmDevice::ListSubMetrics(
 }
 
 CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,
-                                std::vector<uint8_t>* image, size_t* passes) {
+                                std::vector<uint8_t>* image, size_t* passes,
+                                CUpti_Profiler_Host_Object** kept) {
   CUpti_Profiler_Host_Object* host = nullptr;
   if (auto error = NewHostObject(&host))
     return error;
@@ -203,6 +211,8 @@ CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,
     error = EXPANSE_CUPTI_CALL(ProfilerHostGetNumOfPasses, count);
     *passes = count.numOfPasses;
   }
+  if (!error && kept != nullptr)
+    *kept = std::exchange(host, nullptr);
   FreeHostObject(host);
   return error;
 }
@@ -233,7 +243,8 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   // PM sampling runs one pass: drop series from the end of the set until it fits.
   while (!resolved.metrics.empty()) {
     size_t passes = 0;
-    if (auto error = Configure(resolved.metrics, &resolved.config_image, &passes))
+    FreeHostObject(resolved.host);  // a configuration of more series than fit
+    if (auto error = Configure(resolved.metrics, &resolved.config_image, &passes, &resolved.host))
       return error;
     if (passes == 1)
       break;
@@ -241,6 +252,8 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     resolved.series.pop_back();
     resolved.metrics.pop_back();
   }
+  if (resolved.metrics.empty())
+    FreeHostObject(resolved.host);  // that of the last configuration that did not fit
   if (resolved.metrics.empty() && first_refusal_)
     return first_refusal_;
   if (resolved.metrics.empty())
@@ -307,17 +320,7 @@ CuptiStatus PmDevice::Start(CounterSet set) {
   }
   active_ = resolved;
   active_names_ = Pointers(resolved->metrics);
-  FreeHostObject(evaluator_);
-  CuptiStatus error = NewHostObject(&evaluator_);
-  if (!error) {
-    auto add = EXPANSE_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
-    add.pHostObject = evaluator_;
-    add.ppMetricNames = active_names_.data();
-    add.numMetrics = active_names_.size();
-    error = EXPANSE_CUPTI_CALL(ProfilerHostConfigAddMetrics, add);
-  }
-  if (!error)
-    error = PrepareCounterData();
+  CuptiStatus error = PrepareCounterData();
   if (!error) {
     auto start = EXPANSE_PARAMS(CUpti_PmSampling_Start_Params);
     start.pPmSamplingObject = sampler_;
@@ -358,7 +361,7 @@ CuptiStatus PmDevice::Decode(SecondMeans& means, size_t* samples) {
     if (auto error = EXPANSE_CUPTI_CALL(PmSamplingCounterDataGetSampleInfo, sample))
       return error;
     auto evaluate = EXPANSE_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
-    evaluate.pHostObject = evaluator_;
+    evaluate.pHostObject = active_->host;
     evaluate.pCounterDataImage = counter_data_.data();
     evaluate.counterDataImageSize = counter_data_.size();
     evaluate.rangeIndex = i;
@@ -396,7 +399,6 @@ void PmDevice::Release() {
     disable.pPmSamplingObject = sampler_;
     (void)EXPANSE_CUPTI_CALL(PmSamplingDisable, disable);
   }
-  FreeHostObject(evaluator_);
   sampler_ = nullptr;
   running_ = false;
   active_ = nullptr;

@@ -40,13 +40,16 @@ struct ResolvedSet {
   std::vector<std::string> metrics;          // the CUPTI metric chosen for each
   std::vector<std::string> absent;           // series the chip has no metric for, or no pass
   std::vector<uint8_t> config_image;
+  // The host object that made config_image, kept to evaluate what the sampler records, as
+  // NVIDIA's sample and OpenXLA's sampler do (PmDevice frees it).
+  CUpti_Profiler_Host_Object* host = nullptr;
 };
 
 class PmDevice {
  public:
   PmDevice(const CuptiLibrary& cupti, CallWatchdog& watchdog, size_t device_index,
            PmOptions options);
-  ~PmDevice() { Release(); }
+  ~PmDevice();
   PmDevice(const PmDevice&) = delete;
   PmDevice& operator=(const PmDevice&) = delete;
 
@@ -105,9 +108,10 @@ class PmDevice {
   void FreeHostObject(CUpti_Profiler_Host_Object*& host);
   // Whether the chip accepts `metric` alone.
   CuptiStatus Accepts(const std::string& metric, bool* accepted);
-  // Config image and pass count for `metrics`.
+  // Config image and pass count for `metrics`; the host object that made them in `*host`
+  // (the caller frees it), or freed when `host` is null or the call failed.
   CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,
-                        size_t* passes);
+                        size_t* passes, CUpti_Profiler_Host_Object** host = nullptr);
   CuptiStatus PrepareCounterData();
 
   const CuptiLibrary& cupti_;
@@ -118,7 +122,6 @@ class PmDevice {
   std::vector<uint8_t> availability_;
   std::map<CounterSet, ResolvedSet> resolved_;
   CUpti_PmSampling_Object* sampler_ = nullptr;
-  CUpti_Profiler_Host_Object* evaluator_ = nullptr;  // host object of the running set
   const ResolvedSet* active_ = nullptr;
   std::vector<const char*> active_names_;
   std::vector<uint8_t> counter_data_;
