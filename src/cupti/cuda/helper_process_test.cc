@@ -432,6 +432,46 @@ TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
   EXPECT_EQ(count("cuptiProfilerHostInitialize"), count("cuptiProfilerHostDeinitialize"));
 }
 
+// A CUPTI that takes one configuration per sampler (as NVIDIA's sample and OpenXLA use it):
+// the switch to the Rich set and back goes through a new sampler each time.
+TEST_F(CuptiHelperStreamTest, EscalationOnACuptiThatConfiguresASamplerOnceUsesANewOne) {
+  auto scenario = TwoGpus();
+  scenario["devices"][0]["reconfigure_error"] = 7;  // CUPTI_ERROR_INVALID_OPERATION
+  SetScenario(scenario);
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  ASSERT_TRUE(helper_->WriteLine(std::string("escalate ") + kUuid0 + " 60"));
+  const CounterRecord* rich = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    rich = Counters(r, kUuid0);
+    return rich != nullptr && rich->set == CounterSet::kRich;
+  });
+  ASSERT_NE(rich, nullptr);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fp32_active"), 0.12);
+  ASSERT_TRUE(helper_->WriteLine(std::string("light ") + kUuid0));
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* counters = Counters(r, kUuid0);
+    return counters != nullptr && counters->set == CounterSet::kLight;
+  });
+  // Without a pause in the GPU's sampling: no status of it said anything but ok.
+  for (const auto& record : records_) {
+    if (const auto* status = Status(record, kUuid0)) {
+      EXPECT_EQ(status->pm_sampling, "ok") << status->reason;
+    }
+  }
+  // Each switch: the refused configuration, then a new sampler for the set.
+  const std::string trace = Trace();
+  size_t at = trace.find("cuptiPmSamplingSetConfig dev=0");
+  int new_samplers = 0;
+  while ((at = trace.find("cuptiPmSamplingDisable dev=0", at)) != std::string::npos) {
+    const size_t enabled = trace.find("cuptiPmSamplingEnable dev=0", at);
+    ASSERT_NE(enabled, std::string::npos) << trace;
+    ++new_samplers;
+    at = enabled;
+  }
+  EXPECT_GE(new_samplers, 2) << trace;
+}
+
 TEST_F(CuptiHelperStreamTest, ATightPassKeepsTheRichSetsOwnSeriesOverOptionalLightOnes) {
   // Every metric known, five per pass: the Light set is cut to its first five, the Rich set to
   // the three activity series and its own first two, not the Light set's optional ones.

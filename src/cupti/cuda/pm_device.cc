@@ -282,6 +282,36 @@ CuptiStatus PmDevice::PrepareCounterData() {
   return std::nullopt;
 }
 
+CuptiStatus PmDevice::EnableSampler() {
+  if (sampler_ != nullptr)
+    return std::nullopt;
+  // Again before each Enable: OpenXLA found that disabling a PM sampling object tears down more
+  // of CUPTI than that object, and PyTorch that initialising again is safe (a second
+  // DeInitialize is not: only the probe calls that, once, as it ends).
+  auto init = EXPANSE_PARAMS(CUpti_Profiler_Initialize_Params);
+  if (auto error = EXPANSE_CUPTI_CALL(ProfilerInitialize, init))
+    return error;
+  auto enable = EXPANSE_PARAMS(CUpti_PmSampling_Enable_Params);
+  enable.deviceIndex = device_index_;
+  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingEnable, enable))
+    return error;
+  sampler_ = enable.pPmSamplingObject;
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::SetConfig(const ResolvedSet& resolved) {
+  auto config = EXPANSE_PARAMS(CUpti_PmSampling_SetConfig_Params);
+  config.pPmSamplingObject = sampler_;
+  config.configSize = resolved.config_image.size();
+  config.pConfig = resolved.config_image.data();
+  config.hardwareBufferSize = options_.hardware_buffer_bytes;
+  config.samplingInterval = options_.sampling_interval_ns;
+  config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  // Overwrite the oldest records rather than stop when a decode is late.
+  config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
+  return EXPANSE_CUPTI_CALL(PmSamplingSetConfig, config);
+}
+
 CuptiStatus PmDevice::Start(CounterSet set) {
   const ResolvedSet* resolved = nullptr;
   if (auto error = Resolve(set, &resolved))
@@ -292,31 +322,22 @@ CuptiStatus PmDevice::Start(CounterSet set) {
     (void)EXPANSE_CUPTI_CALL(PmSamplingStop, stop);
     running_ = false;
   }
-  if (sampler_ == nullptr) {
-    // Again before each Enable: OpenXLA found that disabling a PM sampling object tears down
-    // more of CUPTI than that object, and PyTorch that initialising again is safe (a second
-    // DeInitialize is not: only the probe calls that, once, as it ends).
-    auto init = EXPANSE_PARAMS(CUpti_Profiler_Initialize_Params);
-    if (auto error = EXPANSE_CUPTI_CALL(ProfilerInitialize, init))
-      return error;
-    auto enable = EXPANSE_PARAMS(CUpti_PmSampling_Enable_Params);
-    enable.deviceIndex = device_index_;
-    if (auto error = EXPANSE_CUPTI_CALL(PmSamplingEnable, enable))
-      return error;
-    sampler_ = enable.pPmSamplingObject;
-  }
-  auto config = EXPANSE_PARAMS(CUpti_PmSampling_SetConfig_Params);
-  config.pPmSamplingObject = sampler_;
-  config.configSize = resolved->config_image.size();
-  config.pConfig = resolved->config_image.data();
-  config.hardwareBufferSize = options_.hardware_buffer_bytes;
-  config.samplingInterval = options_.sampling_interval_ns;
-  config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-  // Overwrite the oldest records rather than stop when a decode is late.
-  config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
-  if (auto error = EXPANSE_CUPTI_CALL(PmSamplingSetConfig, config)) {
+  // A sampler that ran another set is configured again. NVIDIA's sample and OpenXLA configure
+  // a sampler once, and Kineto disables and enables one to change it: if CUPTI refuses the
+  // second configuration, a new sampler takes it.
+  const bool reused = sampler_ != nullptr;
+  CuptiStatus refused = EnableSampler();
+  if (!refused)
+    refused = SetConfig(*resolved);
+  if (refused && reused) {
     Release();
-    return error;
+    refused = EnableSampler();
+    if (!refused)
+      refused = SetConfig(*resolved);
+  }
+  if (refused) {
+    Release();
+    return refused;
   }
   active_ = resolved;
   active_names_ = Pointers(resolved->metrics);

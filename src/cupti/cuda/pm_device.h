@@ -113,6 +113,10 @@ class PmDevice {
   CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,
                         size_t* passes, CUpti_Profiler_Host_Object** host = nullptr);
   CuptiStatus PrepareCounterData();
+  // cuptiProfilerInitialize and cuptiPmSamplingEnable, unless a sampler is enabled already.
+  CuptiStatus EnableSampler();
+  // cuptiPmSamplingSetConfig of `resolved` on the enabled sampler.
+  CuptiStatus SetConfig(const ResolvedSet& resolved);
 
   const CuptiLibrary& cupti_;
   CallWatchdog& watchdog_;

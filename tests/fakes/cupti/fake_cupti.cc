@@ -821,6 +821,8 @@ cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params* pParams) {
     return call.Return(CUPTI_ERROR_INVALID_DEVICE);
   if (device->set_config_error != 0)
     return call.Return(Injected(device->set_config_error));
+  if (sampler->configured && device->reconfigure_error != 0)
+    return call.Return(Injected(device->reconfigure_error));
   if (config->chip != device->chip || config->metrics.empty() || pParams->hardwareBufferSize == 0 ||
       pParams->samplingInterval == 0 ||
       pParams->triggerMode >= CUPTI_PM_SAMPLING_TRIGGER_MODE_COUNT) {

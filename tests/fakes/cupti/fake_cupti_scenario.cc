@@ -60,6 +60,7 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
   device.availability_error = d.value("availability_error", 0);
   device.enable_error = d.value("enable_error", 0);
   device.set_config_error = d.value("set_config_error", 0);
+  device.reconfigure_error = d.value("reconfigure_error", 0);
   device.start_error = d.value("start_error", 0);
   device.decode_error = d.value("decode_error", 0);
   device.max_metrics_per_pass = d.value("max_metrics_per_pass", device.max_metrics_per_pass);

@@ -37,6 +37,7 @@ struct Device {
   int availability_error = 0;
   int enable_error = 0;
   int set_config_error = 0;
+  int reconfigure_error = 0;  // cuptiPmSamplingSetConfig on a sampler configured before
   int start_error = 0;
   int decode_error = 0;
   // Metrics cuptiProfilerHostConfigAddMetrics refuses with the given CUPTI result on a host
