@@ -61,11 +61,17 @@ def probe(helper, prefix, out, name):
 
 
 def Catalogue(device):
-    """metric_catalogue in short: each base name with its submetrics, or its error."""
+    """metric_catalogue in short (probe_<name>.json has it whole): how many base names CUPTI
+    listed submetrics for, and those it did not, with or without the availability image."""
     listed = device.get("metric_catalogue")
     if listed is None:
         return None
-    return {item["metric"]: item.get("submetrics", item.get("error")) for item in listed}
+    ok = [item["metric"] for item in listed if "submetrics" in item]
+    bare = [item["metric"] for item in listed
+            if "submetrics" in item.get("without_availability_image", {})]
+    failed = [item["metric"] for item in listed
+              if "submetrics" not in item and item["metric"] not in bare]
+    return f"{len(ok)} listed, {len(bare)} only without the image {bare}, not listed {failed}"
 
 
 class Sampling:

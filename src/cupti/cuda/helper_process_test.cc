@@ -5,6 +5,7 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -186,6 +187,30 @@ TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
   EXPECT_EQ(listed["pcie__read_bytes"]["error"],
             "cuptiProfilerHostGetMetricProperties: CUPTI_ERROR_INVALID_METRIC_NAME");
   EXPECT_FALSE(listed["pcie__read_bytes"].contains("submetrics"));
+  // A base that failed with the availability image is listed again without it.
+  EXPECT_EQ(listed["pcie__read_bytes"]["without_availability_image"]["error"],
+            "cuptiProfilerHostGetMetricProperties: CUPTI_ERROR_INVALID_METRIC_NAME");
+  EXPECT_FALSE(listed["sm__cycles_active"].contains("without_availability_image"));
+}
+
+TEST_F(CuptiHelperTest, NoKnownMetricStillListsWhatTheChipTakes) {
+  auto scenario = TwoGpus();
+  for (auto& device : scenario["devices"])
+    device["metrics"] = nlohmann::json::object();
+  scenario["known_metrics"] = {"sm__cycles_active.avg", "sm__cycles_active.sum"};
+  SetScenario(scenario);
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "unavailable");
+  EXPECT_EQ(gpu["pm_sampling_reason"], "no_metrics");
+  EXPECT_FALSE(gpu.contains("metric_checks")) << gpu.dump();  // unknown names, nothing refused
+  bool listed = false;
+  for (const auto& item : gpu["metric_catalogue"]) {
+    if (item["metric"] == "sm__cycles_active") {
+      listed = true;
+      EXPECT_EQ(item["submetrics"], nlohmann::json::array({".avg", ".sum"}));
+    }
+  }
+  EXPECT_TRUE(listed) << gpu.dump();
 }
 
 TEST_F(CuptiHelperTest, AnAcceptedSetIsNotListed) {
@@ -430,6 +455,26 @@ TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
   };
   EXPECT_GT(count("cuptiProfilerHostInitialize"), 0u);
   EXPECT_EQ(count("cuptiProfilerHostInitialize"), count("cuptiProfilerHostDeinitialize"));
+  // ... all of them before CUPTI's profiler is de-initialised.
+  const size_t deinit = trace.rfind("cuptiProfilerDeInitialize");
+  ASSERT_NE(deinit, std::string::npos);
+  EXPECT_LT(trace.rfind("cuptiProfilerHostDeinitialize"), deinit);
+  // Every evaluation names a host object that made a config image (the fake traces host=N).
+  std::istringstream lines(trace);
+  std::set<std::string> configured, evaluated;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t host = line.find(" host=");
+    if (host == std::string::npos)
+      continue;
+    const std::string id = line.substr(host + 6, line.find(' ', host + 6) - host - 6);
+    if (line.starts_with("cuptiProfilerHostGetConfigImage "))
+      configured.insert(id);
+    else if (line.starts_with("cuptiProfilerHostEvaluateToGpuValues "))
+      evaluated.insert(id);
+  }
+  EXPECT_GE(evaluated.size(), 2u);  // the Light set's and the Rich set's
+  for (const std::string& id : evaluated)
+    EXPECT_TRUE(configured.contains(id)) << "host " << id << " evaluated, never configured";
 }
 
 // A CUPTI that takes one configuration per sampler (as NVIDIA's sample and OpenXLA use it):

@@ -1,6 +1,7 @@
 #include "cupti/cuda/pm_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <utility>
 
@@ -135,11 +136,11 @@ void PmDevice::CheckMetrics(const std::vector<std::string>& metrics) {
                               name(TryMetric(metric, /*with_availability=*/false))});
 }
 
-std::vector<PmDevice::MetricListing> PmDevice::ListSubMetrics(
-    const std::vector<std::string>& bases) {
+std::vector<PmDevice::MetricListing> PmDevice::ListSubMetrics(const std::vector<std::string>& bases,
+                                                              bool with_availability) {
   std::vector<MetricListing> listings;
   CUpti_Profiler_Host_Object* host = nullptr;
-  const CuptiStatus made = NewHostObject(&host);
+  const CuptiStatus made = NewHostObject(&host, with_availability);
   for (const std::string& base : bases) {
     MetricListing listing{base, "", {}, ""};
     const auto failed = [&](const CuptiError& error) {
@@ -330,6 +331,11 @@ CuptiStatus PmDevice::Start(CounterSet set) {
   if (!refused)
     refused = SetConfig(*resolved);
   if (refused && reused) {
+    // Said once per switch, so that a GPU run tells whether CUPTI takes a second configuration.
+    std::fprintf(stderr,
+                 "expanse-cupti-helper: device %zu: %s in %s on a sampler that ran another "
+                 "set; a new sampler takes it\n",
+                 device_index_, refused->name().c_str(), refused->call.c_str());
     Release();
     refused = EnableSampler();
     if (!refused)

@@ -94,7 +94,8 @@ class PmDevice {
     std::vector<std::string> submetrics;
     std::string error;  // "cuptiProfilerHostGetSubMetrics: CUPTI_ERROR_...", "" when listed
   };
-  std::vector<MetricListing> ListSubMetrics(const std::vector<std::string>& bases);
+  std::vector<MetricListing> ListSubMetrics(const std::vector<std::string>& bases,
+                                            bool with_availability = true);
 
   bool running() const { return running_; }
   uint64_t overflows() const { return overflows_; }

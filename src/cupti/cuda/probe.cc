@@ -77,9 +77,21 @@ std::string WhyUnsupported(const CUpti_Profiler_DeviceSupported_Params& support)
   return why;
 }
 
-// The base names (without rollup or submetric) of every candidate of both sets, in order, and
-// those of the reference counters CheckMetrics tries.
-std::vector<std::string> BaseMetricsOfTheSets() {
+// Plain counters NVIDIA's PM sampling sample and OpenXLA's PM sampler configure: tried alone
+// when the Light set was refused for something other than unknown names, so that a refused
+// rollup and a refused host setup look different.
+const std::vector<std::string>& PlainCounters() {
+  static const std::vector<std::string> kPlain = {
+      "sm__cycles_active.avg",  "gr__cycles_active.avg",
+      "gpu__time_duration.sum", "gr__cycles_elapsed.max",
+      "sm__cycles_elapsed.avg", "sm__inst_executed_realtime.avg.per_cycle_active",
+      "sm__cycles_active.sum",  "pcie__read_bytes.sum"};
+  return kPlain;
+}
+
+// The base names (without rollup or submetric) of every candidate of both sets and of the
+// plain counters, in order, once each.
+std::vector<std::string> BaseMetrics() {
   std::vector<std::string> bases;
   const auto add = [&](const std::string& name) {
     std::string base = name.substr(0, name.find('.'));
@@ -92,10 +104,40 @@ std::vector<std::string> BaseMetricsOfTheSets() {
         add(candidate);
     }
   }
-  for (const char* reference : {"gr__cycles_active", "gr__cycles_elapsed", "gpu__time_duration",
-                                "sm__inst_executed_realtime", "pcie__read_bytes"})
-    add(reference);
+  for (const std::string& plain : PlainCounters())
+    add(plain);
   return bases;
+}
+
+// metric_catalogue: each base name's type and submetrics on a host object made with the counter
+// availability image, and for a base that failed there, on one made without it (CUPTI 13.0
+// documents device-level metrics, such as PCIe and NVLink ones, as needing no image).
+nlohmann::json MetricCatalogue(PmDevice& pm) {
+  const auto describe = [](const PmDevice::MetricListing& listing) {
+    if (!listing.error.empty())
+      return nlohmann::json{{"error", listing.error}};
+    return nlohmann::json{{"type", listing.type}, {"submetrics", listing.submetrics}};
+  };
+  const std::vector<std::string> bases = BaseMetrics();
+  std::vector<std::string> failed;
+  nlohmann::json catalogue = nlohmann::json::array();
+  for (const auto& listing : pm.ListSubMetrics(bases, /*with_availability=*/true)) {
+    nlohmann::json item = describe(listing);
+    item["metric"] = listing.metric;
+    if (!listing.error.empty())
+      failed.push_back(listing.metric);
+    catalogue.push_back(std::move(item));
+  }
+  if (failed.empty())
+    return catalogue;
+  const auto bare = pm.ListSubMetrics(failed, /*with_availability=*/false);
+  for (nlohmann::json& item : catalogue) {
+    for (const auto& listing : bare) {
+      if (listing.metric == item["metric"])
+        item["without_availability_image"] = describe(listing);
+    }
+  }
+  return catalogue;
 }
 
 void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdog& watchdog,
@@ -123,26 +165,11 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
   entry["counter_availability_bytes"] = pm.availability_bytes();
   const ResolvedSet* light = nullptr;
   const CuptiStatus resolved = pm.Resolve(CounterSet::kLight, &light);
-  if (resolved && !pm.metric_checks().empty()) {
-    // Nothing of the Light set was accepted, and not for unknown names: plain counters of the
-    // kind NVIDIA's own PM sampling sample configures tell a refused rollup from a refused
-    // host setup.
-    // The names NVIDIA's PM sampling sample and OpenXLA's sampler configure.
-    pm.CheckMetrics({"sm__cycles_active.avg", "gr__cycles_active.avg", "gpu__time_duration.sum",
-                     "gr__cycles_elapsed.max", "sm__cycles_elapsed.avg",
-                     "sm__inst_executed_realtime.avg.per_cycle_active", "sm__cycles_active.sum",
-                     "pcie__read_bytes.sum"});
-    nlohmann::json catalogue = nlohmann::json::array();
-    for (const auto& listing : pm.ListSubMetrics(BaseMetricsOfTheSets())) {
-      nlohmann::json item = {{"metric", listing.metric}};
-      if (listing.error.empty())
-        item.update({{"type", listing.type}, {"submetrics", listing.submetrics}});
-      else
-        item["error"] = listing.error;
-      catalogue.push_back(std::move(item));
-    }
-    entry["metric_catalogue"] = std::move(catalogue);
-  }
+  if (resolved && !pm.metric_checks().empty())
+    pm.CheckMetrics(PlainCounters());
+  // Whatever the refusal: which names the chip takes is what the next attempt needs.
+  if (resolved)
+    entry["metric_catalogue"] = MetricCatalogue(pm);
   if (!pm.metric_checks().empty()) {
     nlohmann::json checks = nlohmann::json::array();
     for (const auto& check : pm.metric_checks())

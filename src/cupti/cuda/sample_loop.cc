@@ -319,10 +319,9 @@ int RunSampleLoop(const CudaLibrary& cuda, CallWatchdog& watchdog, const SampleO
       input_open = false;
     }
   }
-  for (Gpu& gpu : loop.gpus()) {
-    if (gpu.pm)
-      gpu.pm->Release();
-  }
+  // Every GPU let go, and every host object with it, before CUPTI's profiler is de-initialised.
+  for (Gpu& gpu : loop.gpus())
+    gpu.pm.reset();
   if (cupti) {
     CUpti_Profiler_DeInitialize_Params deinit{};
     deinit.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE;

@@ -235,6 +235,7 @@ void ReadSample(const uint8_t* image, size_t index, uint64_t* start, uint64_t* e
 // ---- Library state (touched only while a Call holds the lock) --------------------------------
 
 struct HostObject {
+  uint64_t id = 0;  // traced as host=N, so tests can tell which object a call used
   std::string chip;
   uint64_t device = 0;  // the device the chip name or availability image came from
   bool with_availability = false;
@@ -566,6 +567,8 @@ cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params* pParams) {
   call.AddDetail("chip=" + chip);
   const auto& devices = call.scenario().devices;
   auto host = std::make_unique<HostObject>();
+  static uint64_t next_id = 0;
+  host->id = ++next_id;
   host->chip = chip;
   if (pParams->pCounterAvailabilityImage != nullptr) {
     const std::optional<Availability> a = ReadAvailability(pParams->pCounterAvailabilityImage);
@@ -581,6 +584,7 @@ cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params* pParams) {
     host->device = static_cast<uint64_t>(it - devices.begin());
   }
   call.SetDevice(host->device);
+  call.AddDetail("host=" + std::to_string(host->id));
   pParams->pHostObject = reinterpret_cast<CUpti_Profiler_Host_Object*>(host.get());
   g_hosts[host.get()] = std::move(host);
   return call.Return(CUPTI_SUCCESS);
@@ -589,8 +593,10 @@ cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params* pParams) {
 FAKE_EXPORT CUptiResult CUPTIAPI
 cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params* pParams) {
   Call call("cuptiProfilerHostDeinitialize");
-  if (BadParams(pParams) || FindHost(call, pParams) == nullptr)
+  const HostObject* host = BadParams(pParams) ? nullptr : FindHost(call, pParams);
+  if (host == nullptr)
     return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
+  call.AddDetail("host=" + std::to_string(host->id));
   g_hosts.erase(pParams->pHostObject);
   return call.Return(CUPTI_SUCCESS);
 }
@@ -640,7 +646,7 @@ cuptiProfilerHostGetConfigImage(CUpti_Profiler_Host_GetConfigImage_Params* pPara
   if (pParams->configImageSize < image.size())
     return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
   std::memcpy(pParams->pConfigImage, image.data(), image.size());
-  call.AddDetail("metrics=" + JoinComma(host->metrics));
+  call.AddDetail("host=" + std::to_string(host->id) + " metrics=" + JoinComma(host->metrics));
   return call.Return(CUPTI_SUCCESS);
 }
 
@@ -749,13 +755,16 @@ cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToGpuValues_Par
   if (!data || pParams->rangeIndex >= data->header.count)
     return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
   call.SetDevice(data->header.device);
-  call.AddDetail("range=" + std::to_string(pParams->rangeIndex));
+  call.AddDetail("host=" + std::to_string(host->id) +
+                 " range=" + std::to_string(pParams->rangeIndex));
   for (size_t i = 0; i < pParams->numMetrics; ++i) {
     const char* metric = pParams->ppMetricNames[i];
     if (metric == nullptr)
       return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
-    // Known to the chip and collected into this image; anything else cannot be evaluated.
-    if (!MetricKnown(call.scenario(), host->chip, metric) || !Contains(data->metrics, metric))
+    // Known to the chip, added to this host object and collected into this image; anything
+    // else cannot be evaluated.
+    if (!MetricKnown(call.scenario(), host->chip, metric) || !Contains(host->metrics, metric) ||
+        !Contains(data->metrics, metric))
       return call.Return(CUPTI_ERROR_INVALID_METRIC_NAME);
   }
   const Device* device = call.device(data->header.device);
