@@ -1,7 +1,9 @@
 #include "telemetry/job_cgroups.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -48,21 +50,44 @@ std::optional<uint64_t> ReadNumber(const std::string& path) {
   return value;
 }
 
+// Up to `size` bytes of a small /proc file, with one open, read and close (no stdio buffer:
+// the sampler reads two such files per job thread); 0 when it cannot be read.
+size_t ReadSmallProcFile(const std::string& path, char* text, size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  const ssize_t n = ::read(fd, text, size);
+  ::close(fd);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
 // The state letter of /proc/<tid>/stat ("R", "S", "D", ...), or 0 when it cannot be read (the
 // thread ended). The command name before it is the thread's own (prctl can put spaces and
 // parentheses in it), so the state is found after the line's last ')'.
 char ReadThreadState(const std::string& path) {
   char text[512];
-  std::FILE* f = std::fopen(path.c_str(), "re");
-  if (f == nullptr)
-    return 0;
-  const size_t n = std::fread(text, 1, sizeof(text), f);
-  std::fclose(f);
-  const std::string_view line(text, n);
+  const std::string_view line(text, ReadSmallProcFile(path, text, sizeof(text)));
   const size_t paren = line.rfind(')');
   if (paren == std::string_view::npos || paren + 2 >= line.size() || line[paren + 1] != ' ')
     return 0;
   return line[paren + 2];
+}
+
+// The second field of /proc/<tid>/schedstat: ns the thread waited on a run queue.
+std::optional<uint64_t> ReadRunQueueWaitNs(const std::string& path) {
+  char text[128];
+  const size_t n = ReadSmallProcFile(path, text, sizeof(text) - 1);
+  text[n] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  (void)std::strtoull(text, &end, 10);  // time on a CPU
+  if (end == text || errno != 0)
+    return std::nullopt;
+  const char* second = end;
+  const uint64_t waiting = std::strtoull(second, &end, 10);
+  if (end == second || errno != 0)
+    return std::nullopt;
+  return waiting;
 }
 
 // cpu.stat's usage_usec, in ns.
@@ -188,10 +213,8 @@ void JobCgroups::SampleThreads(uint32_t job, int64_t now_ms, const std::string& 
     const std::string dir = options_.proc_root + "/" + std::to_string(tid);
     if (options_.cpu_wait) {
       // /proc/<tid>/schedstat: time on a CPU, time waiting on a run queue (ns), timeslices.
-      std::ifstream in(dir + "/schedstat");
-      uint64_t on_cpu_ns = 0, waiting_ns = 0;
-      if (in >> on_cpu_ns >> waiting_ns)
-        now.waiting_ns[tid] = waiting_ns;
+      if (const std::optional<uint64_t> waiting_ns = ReadRunQueueWaitNs(dir + "/schedstat"))
+        now.waiting_ns[tid] = *waiting_ns;
     }
     if (options_.uninterruptible && !blocked) {
       // One blocked thread settles this sample's value: the rest need not be read.
@@ -282,6 +305,7 @@ void JobCgroups::ExpectJob(uint32_t job) {
 }
 
 void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& buffer) {
+  ++samples_;
   if (!scanned_ || ++samples_since_scan_ >= options_.rescan_every || !expected_.empty())
     Rescan();
   for (auto it = expected_.begin(); it != expected_.end();) {
@@ -297,8 +321,12 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   for (const auto& [job, dirs] : jobs_) {
     if (dirs.v2)
       SampleIoPressure(job, dirs.cpu, now_ms, host, buffer, next_io);
-    if (options_.cpu_wait || options_.uninterruptible)
+    const uint64_t every = static_cast<uint64_t>(std::max(options_.threads_every, 1));
+    if ((options_.cpu_wait || options_.uninterruptible) && (samples_ + job) % every == 0) {
       SampleThreads(job, now_ms, host, buffer, next_wait);
+    } else if (const auto last = last_wait_.find(job); last != last_wait_.end()) {
+      next_wait.insert(*last);  // the job's threads were not read now: keep the last reading
+    }
     const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =

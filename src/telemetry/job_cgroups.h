@@ -43,6 +43,12 @@ struct JobCgroupOptions {
   bool uninterruptible = true;      // job.uninterruptible_some
   // Threads of one job read per sample for job.cpu_wait_cores and job.uninterruptible_some.
   size_t max_threads = 4096;
+  // A job's threads are read at every `threads_every`-th sample, jobs staggered by their id:
+  // two /proc files per thread cost the sampler ~10-30 us of CPU, so reading a busy node's
+  // thousand job threads every second would cost it 1-3 % of a core (bench/bench_job_threads),
+  // against its budget of 0.5 %. Both series stay means over their interval; verdict cells
+  // are 10 s or more.
+  int threads_every = 5;
   int max_depth = 9;
   size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
   int rescan_every = 30;
@@ -115,6 +121,7 @@ class JobCgroups {
   // Jobs announced by ExpectJob and not yet found: job id -> samples left to look for it.
   std::map<uint32_t, int> expected_;
   int samples_since_scan_ = 0;
+  uint64_t samples_ = 0;  // Sample calls so far, for threads_every
   bool scanned_ = false;
   std::optional<std::pair<uint64_t, uint64_t>> last_node_cpu_;  // busy, total jiffies
 };

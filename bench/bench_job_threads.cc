@@ -1,0 +1,122 @@
+// The sampler's per-second cost of reading a job's threads (src/telemetry/job_cgroups.h): one
+// cgroup v1 job whose `tasks` lists T real threads of this process (sleeping, so none is in
+// uninterruptible sleep and every thread's state is read: the worst case), read through the
+// real /proc. Side by side in one run: run-queue wait alone (job.cpu_wait_cores, what the
+// sampler read before), thread states alone (job.uninterruptible_some), and both, as the
+// sampler now reads them. Reported per reading (JobCgroups::Sample with threads_every 1; the
+// sampler reads a job's threads every fifth second); the figures are in docs/performance.md.
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "telemetry/job_cgroups.h"
+#include "telemetry/series_buffer.h"
+
+namespace {
+
+using expanse::telemetry::JobCgroupOptions;
+using expanse::telemetry::JobCgroups;
+using expanse::telemetry::SeriesBuffer;
+
+// T threads that sleep on a condition variable until the benchmark ends; their kernel ids.
+class SleepingThreads {
+ public:
+  explicit SleepingThreads(int count) {
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back([this] {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          tids_.push_back(static_cast<int>(syscall(SYS_gettid)));
+        }
+        started_.notify_all();
+        std::unique_lock<std::mutex> lock(mu_);
+        stop_cv_.wait(lock, [this] { return stop_; });
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    started_.wait(lock, [&] { return static_cast<int>(tids_.size()) == count; });
+  }
+  ~SleepingThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    stop_cv_.notify_all();
+    for (auto& t : threads_)
+      t.join();
+  }
+  const std::vector<int>& tids() const { return tids_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable started_, stop_cv_;
+  bool stop_ = false;
+  std::vector<int> tids_;
+  std::vector<std::thread> threads_;
+};
+
+void Write(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << text;
+  if (!out) {
+    std::fprintf(stderr, "bench_job_threads: cannot write %s\n", path.c_str());
+    std::abort();
+  }
+}
+
+void SampleJobThreads(benchmark::State& state, bool cpu_wait, bool uninterruptible) {
+  const int count = static_cast<int>(state.range(0));
+  SleepingThreads threads(count);
+  char dir[] = "/tmp/expanse-bench-cgroups-XXXXXX";
+  const std::filesystem::path root = mkdtemp(dir);
+  const std::filesystem::path job = root / "cpuacct/slurm/uid_0/job_7";
+  Write(job / "cpuacct.usage", "1000\n");
+  Write(root / "memory/slurm/uid_0/job_7/memory.usage_in_bytes", "1\n");
+  std::string tasks;
+  for (int tid : threads.tids())
+    tasks += std::to_string(tid) + "\n";
+  Write(job / "step_0/tasks", tasks);
+  JobCgroupOptions options;
+  options.cgroup_root = root;
+  options.proc_stat = "/proc/stat";
+  options.proc_root = "/proc";
+  options.cpu_wait = cpu_wait;
+  options.uninterruptible = uninterruptible;
+  options.rescan_every = 1 << 30;  // the walk is not what is measured
+  options.threads_every = 1;       // a reading of the threads at each Sample
+  JobCgroups cgroups(options);
+  SeriesBuffer buffer;
+  int64_t now_ms = 1000;
+  cgroups.Sample(now_ms, "bench", buffer);
+  for (auto _ : state) {
+    now_ms += 1000;
+    cgroups.Sample(now_ms, "bench", buffer);
+    benchmark::DoNotOptimize(buffer.Take());
+  }
+  state.counters["threads"] = count;
+  std::filesystem::remove_all(root);
+}
+
+void BM_RunQueueWaitOnly(benchmark::State& state) { SampleJobThreads(state, true, false); }
+void BM_ThreadStatesOnly(benchmark::State& state) { SampleJobThreads(state, false, true); }
+void BM_Both(benchmark::State& state) { SampleJobThreads(state, true, true); }
+
+BENCHMARK(BM_RunQueueWaitOnly)->Arg(16)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ThreadStatesOnly)->Arg(16)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Both)->Arg(16)->Arg(256)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
