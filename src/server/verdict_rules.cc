@@ -136,6 +136,23 @@ struct CpuFigures {
 CpuFigures CpuOver(const HostTrack* host, const Run& run, const VerdictThresholds& t) {
   if (host == nullptr || host->cores_allocated <= 0)
     return {};
+  // The sampler reads a job's threads every few seconds, so a cell can hold CPU use but no
+  // wait reading (often the run's first, before a rate exists): such a cell is judged with the
+  // nearest reading of the run, earlier ones first.
+  std::vector<double> wait_near(run.end - run.first, -1);
+  double nearest = -1;
+  for (size_t i = run.first; i < run.end && !host->cpu_wait.empty(); ++i) {
+    if (const double w = At(host->cpu_wait, i); w >= 0)
+      nearest = w;
+    wait_near[i - run.first] = nearest;
+  }
+  nearest = -1;
+  for (size_t i = run.end; i > run.first && !host->cpu_wait.empty(); --i) {
+    if (const double w = At(host->cpu_wait, i - 1); w >= 0)
+      nearest = w;
+    if (wait_near[i - 1 - run.first] < 0)
+      wait_near[i - 1 - run.first] = nearest;
+  }
   double sum = 0, wait_sum = 0;
   size_t n = 0, wait_n = 0;
   bool saturated = true;
@@ -150,7 +167,8 @@ CpuFigures CpuOver(const HostTrack* host, const Run& run, const VerdictThreshold
       wait_sum += waiting;
       ++wait_n;
     }
-    if (cores + std::max(0.0, waiting) < t.cpu_saturated_share * host->cores_allocated)
+    if (cores + std::max(0.0, wait_near[i - run.first]) <
+        t.cpu_saturated_share * host->cores_allocated)
       saturated = false;
   }
   if (n == 0)

@@ -263,6 +263,16 @@ TEST(VerdictRulesTest, AJobWaitingForCpuOnAnOversubscribedHostIsSaturated) {
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->code, "host_bound");
 
+  // Wait read every few seconds: cells without a reading (the run's first ones, before a rate
+  // exists, and one in the middle) are judged with the nearest reading of the run.
+  for (size_t i : {4, 5, 8})
+    b.job.hosts[0].cpu_wait[i] = -1;
+  v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(v.underused.size(), 1u);
+  EXPECT_TRUE(v.underused[0].cpu_saturated);
+  EXPECT_NEAR(v.underused[0].evidence["cpu"]["cores_waiting_mean"].get<double>(), 0.4, 1e-9);
+  b.job.hosts[0].cpu_wait.assign(b.job.cells, 0.4);
+
   // Neither used nor wanted: the GPU waited on something else.
   b.job.hosts[0].cpu_wait.assign(b.job.cells, 0.05);
   v = ComputeSeriesVerdicts(b.job, {});
