@@ -3,8 +3,8 @@
 // uninterruptible sleep and every thread's state is read: the worst case), read through the
 // real /proc. Side by side in one run: run-queue wait alone (job.cpu_wait_cores, what the
 // sampler read before), thread states alone (job.uninterruptible_some), and both, as the
-// sampler now reads them. Reported per reading (JobCgroups::Sample with threads_every 1; the
-// sampler reads a job's threads every fifth second); the figures are in docs/performance.md.
+// sampler reads them at every sample. Reported per reading; the figures are in
+// docs/performance.md.
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -44,11 +44,11 @@ struct JobCgroupOptions {
   // Threads of one job read per sample for job.cpu_wait_cores and job.uninterruptible_some.
   size_t max_threads = 4096;
   // A job's threads are read at every `threads_every`-th sample, jobs staggered by their id:
-  // two /proc files per thread cost the sampler ~10-30 us of CPU, so reading a busy node's
-  // thousand job threads every second would cost it 1-3 % of a core (bench/bench_job_threads),
-  // against its budget of 0.5 %. Both series stay means over their interval; verdict cells
-  // are 10 s or more.
-  int threads_every = 5;
+  // two /proc files per thread cost the sampler ~20 us of CPU (bench/bench_job_threads), so a
+  // busy node's thousand job threads read every second cost ~2 % of a core against the
+  // sampler's 0.5 % budget. 5 was tried and made the loaded CI's host_bound scenario miss its
+  // verdict (docs/performance.md), so every sample until that is understood.
+  int threads_every = 1;
   int max_depth = 9;
   size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
   int rescan_every = 30;
