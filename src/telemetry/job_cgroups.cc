@@ -1,9 +1,7 @@
 #include "telemetry/job_cgroups.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -14,7 +12,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <string_view>
 
 namespace expanse::telemetry {
 namespace {
@@ -48,46 +45,6 @@ std::optional<uint64_t> ReadNumber(const std::string& path) {
   if (!(in >> value))
     return std::nullopt;
   return value;
-}
-
-// Up to `size` bytes of a small /proc file, with one open, read and close (no stdio buffer:
-// the sampler reads two such files per job thread); 0 when it cannot be read.
-size_t ReadSmallProcFile(const std::string& path, char* text, size_t size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return 0;
-  const ssize_t n = ::read(fd, text, size);
-  ::close(fd);
-  return n > 0 ? static_cast<size_t>(n) : 0;
-}
-
-// The state letter of /proc/<tid>/stat ("R", "S", "D", ...), or 0 when it cannot be read (the
-// thread ended). The command name before it is the thread's own (prctl can put spaces and
-// parentheses in it), so the state is found after the line's last ')'.
-char ReadThreadState(const std::string& path) {
-  char text[512];
-  const std::string_view line(text, ReadSmallProcFile(path, text, sizeof(text)));
-  const size_t paren = line.rfind(')');
-  if (paren == std::string_view::npos || paren + 2 >= line.size() || line[paren + 1] != ' ')
-    return 0;
-  return line[paren + 2];
-}
-
-// The second field of /proc/<tid>/schedstat: ns the thread waited on a run queue.
-std::optional<uint64_t> ReadRunQueueWaitNs(const std::string& path) {
-  char text[128];
-  const size_t n = ReadSmallProcFile(path, text, sizeof(text) - 1);
-  text[n] = '\0';
-  char* end = nullptr;
-  errno = 0;
-  (void)std::strtoull(text, &end, 10);  // time on a CPU
-  if (end == text || errno != 0)
-    return std::nullopt;
-  const char* second = end;
-  const uint64_t waiting = std::strtoull(second, &end, 10);
-  if (end == second || errno != 0)
-    return std::nullopt;
-  return waiting;
 }
 
 // cpu.stat's usage_usec, in ns.
@@ -199,49 +156,6 @@ std::vector<int> JobCgroups::Pids(uint32_t job, size_t max_pids) const {
   return Ids(job, "cgroup.procs", "cgroup.procs", max_pids);
 }
 
-void JobCgroups::SampleThreads(uint32_t job, int64_t now_ms, const std::string& host,
-                               SeriesBuffer& buffer, std::map<uint32_t, LastWait>& next) {
-  // v1 lists a cgroup's threads in `tasks`, v2 in `cgroup.threads`.
-  const std::vector<int> threads = Ids(job, "tasks", "cgroup.threads", options_.max_threads);
-  if (threads.empty())
-    return;
-  const std::string device = "job/" + std::to_string(job);
-  LastWait now{now_ms, {}};
-  size_t states_read = 0;
-  bool blocked = false;
-  for (int tid : threads) {
-    const std::string dir = options_.proc_root + "/" + std::to_string(tid);
-    if (options_.cpu_wait) {
-      // /proc/<tid>/schedstat: time on a CPU, time waiting on a run queue (ns), timeslices.
-      if (const std::optional<uint64_t> waiting_ns = ReadRunQueueWaitNs(dir + "/schedstat"))
-        now.waiting_ns[tid] = *waiting_ns;
-    }
-    if (options_.uninterruptible && !blocked) {
-      // One blocked thread settles this sample's value: the rest need not be read.
-      const char state = ReadThreadState(dir + "/stat");
-      states_read += state != 0;
-      blocked = state == 'D';
-    }
-  }
-  if (states_read > 0)
-    buffer.Add({host, device, "job.uninterruptible_some"}, now_ms, blocked ? 1.0 : 0.0);
-  const auto last = last_wait_.find(job);
-  if (last != last_wait_.end() && now_ms > last->second.at_ms && !now.waiting_ns.empty()) {
-    // Threads in both readings only: one that started or ended between them has no interval.
-    uint64_t waited_ns = 0;
-    for (const auto& [tid, ns] : now.waiting_ns) {
-      const auto then = last->second.waiting_ns.find(tid);
-      if (then != last->second.waiting_ns.end() && ns >= then->second)
-        waited_ns += ns - then->second;
-    }
-    const double cores =
-        static_cast<double>(waited_ns) / 1e6 / static_cast<double>(now_ms - last->second.at_ms);
-    buffer.Add({host, device, "job.cpu_wait_cores"}, now_ms, cores);
-  }
-  if (!now.waiting_ns.empty())
-    next[job] = std::move(now);
-}
-
 void JobCgroups::Rescan() {
   jobs_.clear();
   size_t visited = 0;
@@ -305,7 +219,6 @@ void JobCgroups::ExpectJob(uint32_t job) {
 }
 
 void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& buffer) {
-  ++samples_;
   if (!scanned_ || ++samples_since_scan_ >= options_.rescan_every || !expected_.empty())
     Rescan();
   for (auto it = expected_.begin(); it != expected_.end();) {
@@ -317,16 +230,13 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   bool vanished = false;
   std::map<uint32_t, Last> next;
   std::map<uint32_t, LastIo> next_io;
-  std::map<uint32_t, LastWait> next_wait;
+  std::map<uint32_t, std::vector<int>> threads;
   for (const auto& [job, dirs] : jobs_) {
     if (dirs.v2)
       SampleIoPressure(job, dirs.cpu, now_ms, host, buffer, next_io);
-    const uint64_t every = static_cast<uint64_t>(std::max(options_.threads_every, 1));
-    if ((options_.cpu_wait || options_.uninterruptible) && (samples_ + job) % every == 0) {
-      SampleThreads(job, now_ms, host, buffer, next_wait);
-    } else if (const auto last = last_wait_.find(job); last != last_wait_.end()) {
-      next_wait.insert(*last);  // the job's threads were not read now: keep the last reading
-    }
+    // v1 lists a cgroup's threads in `tasks`, v2 in `cgroup.threads`.
+    if (threads_.enabled())
+      threads[job] = Ids(job, "tasks", "cgroup.threads", options_.max_threads);
     const std::string device = "job/" + std::to_string(job);
     if (!dirs.cpu.empty()) {
       const std::optional<uint64_t> ns =
@@ -352,7 +262,7 @@ void JobCgroups::Sample(int64_t now_ms, const std::string& host, SeriesBuffer& b
   }
   last_ = std::move(next);
   last_io_ = std::move(next_io);
-  last_wait_ = std::move(next_wait);
+  threads_.Sample(threads, now_ms, host, buffer);
   if (vanished)
     Rescan();
 

@@ -5,16 +5,10 @@
 // also `job.io_pressure_some` and `job.io_pressure_full`: the share of each interval in which
 // some (all) of the job's runnable tasks were stalled on I/O, from io.pressure's totals. v1 has
 // no per-cgroup pressure, and a kernel without PSI has no io.pressure file: no such series.
-// Under both, `job.cpu_wait_cores`: how many cores' worth of time the job's threads spent
-// runnable but waiting for a CPU (the run_delay of each thread's /proc/<tid>/schedstat), so a
-// job that wants more CPU than it gets shows it even where the host is oversubscribed and its
-// `job.cpu_used_cores` stays below its allocation. And under both, `job.uninterruptible_some`:
-// 1 when some thread of the job was in uninterruptible sleep (state D in /proc/<tid>/stat,
-// most often waiting for a disk or a network file system) at the reading, else 0. Its mean
-// over an interval estimates the share of time some task was blocked there, which approximates
-// io.pressure's "some" (D also covers some kernel locks and memory reclaim), so that cgroup v1
-// nodes (no per-cgroup pressure) can still tell a job waiting on its files. Written under v2
-// too: verdicts read it where pressure cells are missing, and the console draws it.
+// Under both, from the job's threads (telemetry/job_threads.h, read within a node-wide budget),
+// `job.cpu_wait_cores` (cores' worth of time its threads waited for a CPU) and
+// `job.uninterruptible_some` (whether some thread was in uninterruptible sleep, most often on
+// I/O: what tells a job waiting on its files where v1 has no pressure).
 //
 // Where the job cgroups are: slurmd's cgroup plugin makes .../slurm/uid_<uid>/job_<id>/ (v1, in
 // each controller's hierarchy, under a prefix that depends on how slurmd was started) or
@@ -31,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/job_threads.h"
 #include "telemetry/series_buffer.h"
 
 namespace expanse::telemetry {
@@ -38,17 +33,8 @@ namespace expanse::telemetry {
 struct JobCgroupOptions {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_stat = "/proc/stat";
-  std::string proc_root = "/proc";  // for /proc/<tid>/schedstat and /proc/<tid>/stat
-  bool cpu_wait = true;             // job.cpu_wait_cores
-  bool uninterruptible = true;      // job.uninterruptible_some
-  // Threads of one job read per sample for job.cpu_wait_cores and job.uninterruptible_some.
-  size_t max_threads = 4096;
-  // A job's threads are read at every `threads_every`-th sample, jobs staggered by their id:
-  // two /proc files per thread cost the sampler ~20 us of CPU (bench/bench_job_threads), so a
-  // busy node's thousand job threads read every second cost ~2 % of a core against the
-  // sampler's 0.5 % budget. 5 was tried and made the loaded CI's host_bound scenario miss its
-  // verdict (docs/performance.md), so every sample until that is understood.
-  int threads_every = 1;
+  JobThreadOptions threads;   // job.cpu_wait_cores and job.uninterruptible_some
+  size_t max_threads = 4096;  // thread ids of one job listed per sample
   int max_depth = 9;
   size_t max_directories = 20'000;  // the walk stops there (a huge unrelated tree)
   int rescan_every = 30;
@@ -56,7 +42,8 @@ struct JobCgroupOptions {
 
 class JobCgroups {
  public:
-  explicit JobCgroups(JobCgroupOptions options = {}) : options_(std::move(options)) {}
+  explicit JobCgroups(JobCgroupOptions options = {})
+      : options_(std::move(options)), threads_(options_.threads) {}
 
   // Reads every known job's CPU and memory and the node's CPU; adds what can be computed (CPU
   // needs two readings) to `buffer` for `host` at `now_ms`. Devices are "job/<SLURM_JOB_ID>";
@@ -98,18 +85,10 @@ class JobCgroups {
     uint64_t some_us = 0;
     uint64_t full_us = 0;
   };
-  // Each thread's run-queue wait (ns) at the last reading, by thread id.
-  struct LastWait {
-    int64_t at_ms = 0;
-    std::map<int, uint64_t> waiting_ns;
-  };
   // The ids listed in `v1_file` (`v2_file` under v2) of the job's directory and of every
   // directory below it, at most `max_ids`, without duplicates.
   std::vector<int> Ids(uint32_t job, const char* v1_file, const char* v2_file,
                        size_t max_ids) const;
-  // job.cpu_wait_cores and job.uninterruptible_some, from each thread's /proc files.
-  void SampleThreads(uint32_t job, int64_t now_ms, const std::string& host, SeriesBuffer& buffer,
-                     std::map<uint32_t, LastWait>& next);
   void SampleIoPressure(uint32_t job, const std::string& dir, int64_t now_ms,
                         const std::string& host, SeriesBuffer& buffer,
                         std::map<uint32_t, LastIo>& next);
@@ -117,11 +96,10 @@ class JobCgroups {
   std::map<uint32_t, JobDirs> jobs_;
   std::map<uint32_t, Last> last_;
   std::map<uint32_t, LastIo> last_io_;
-  std::map<uint32_t, LastWait> last_wait_;
+  JobThreads threads_;
   // Jobs announced by ExpectJob and not yet found: job id -> samples left to look for it.
   std::map<uint32_t, int> expected_;
   int samples_since_scan_ = 0;
-  uint64_t samples_ = 0;  // Sample calls so far, for threads_every
   bool scanned_ = false;
   std::optional<std::pair<uint64_t, uint64_t>> last_node_cpu_;  // busy, total jiffies
 };

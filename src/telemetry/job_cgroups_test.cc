@@ -18,8 +18,7 @@ class JobCgroupsTest : public ::testing::Test {
     root_ = mkdtemp(dir);
     options_.cgroup_root = root_;
     options_.proc_stat = root_ + "/stat";
-    options_.proc_root = root_ + "/proc";
-    options_.threads_every = 1;  // every sample reads the threads, unless a test says otherwise
+    options_.threads.proc_root = root_ + "/proc";
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
   void Write(const std::string& path, const std::string& text) {
@@ -204,8 +203,8 @@ TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) 
   Write(job + "/tasks", "100\n");
   Write(job + "/step_0/tasks", "101\n102\n");
   // A thread may name itself anything: ") D (" inside its name is not its state.
-  Write("/proc/100/stat", "100 (python3) S 1 100 100 0 -1\n");
-  Write("/proc/101/stat", "101 (evil) D (x) S 100 100 100 0 -1\n");
+  Write("/proc/100/task/100/stat", "100 (python3) S 1 100 100 0 -1\n");
+  Write("/proc/101/task/101/stat", "101 (evil) D (x) S 100 100 100 0 -1\n");
   for (const char* tid : {"100", "101", "102"})
     Write(std::string("/proc/") + tid + "/schedstat", "1 0 1\n");
   JobCgroups cgroups(options_);
@@ -216,7 +215,7 @@ TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) 
   ASSERT_NE(some, nullptr);
   EXPECT_EQ(some->v, (std::vector<double>{0}));
   // A reader waiting on its file system (102 has no stat, as if it ended: left out).
-  Write("/proc/101/stat", "101 (pt_data_worker) D 100 100 100 0 -1\n");
+  Write("/proc/101/task/101/stat", "101 (pt_data_worker) D 100 100 100 0 -1\n");
   Write("/proc/102/schedstat", "1 1000000000 2\n");
   cgroups.Sample(2000, "gpu07", buffer);
   some = Find(series = buffer.Take(), "job/9", "job.uninterruptible_some");
@@ -227,50 +226,16 @@ TEST_F(JobCgroupsTest, UninterruptibleSomeSaysWhetherAThreadOfTheJobWasBlocked) 
   ASSERT_NE(wait, nullptr);
   EXPECT_EQ(wait->v, (std::vector<double>{1}));
   // No thread's state readable (or no line a state can be found in): no sample, not 0.
-  std::filesystem::remove(root_ + "/proc/101/stat");
-  Write("/proc/100/stat", "100 (python3 S 1\n");
+  std::filesystem::remove(root_ + "/proc/101/task/101/stat");
+  Write("/proc/100/task/100/stat", "100 (python3 S 1\n");
   cgroups.Sample(3000, "gpu07", buffer);
   EXPECT_EQ(Find(buffer.Take(), "job/9", "job.uninterruptible_some"), nullptr);
   // Turned off: never read.
-  options_.uninterruptible = false;
-  Write("/proc/100/stat", "100 (python3) D 1\n");
+  options_.threads.uninterruptible = false;
+  Write("/proc/100/task/100/stat", "100 (python3) D 1\n");
   JobCgroups off(options_);
   off.Sample(4000, "gpu07", buffer);
   EXPECT_EQ(Find(buffer.Take(), "job/9", "job.uninterruptible_some"), nullptr);
-}
-
-TEST_F(JobCgroupsTest, ThreadsAreReadEveryFewSamplesStaggeredByJob) {
-  options_.threads_every = 3;
-  for (const char* id : {"9", "10"}) {
-    const std::string job = std::string("/cpuacct/slurm/uid_0/job_") + id;
-    Write(job + "/cpuacct.usage", "1000\n");
-    Write(std::string("/memory/slurm/uid_0/job_") + id + "/memory.usage_in_bytes", "1\n");
-    Write(job + "/tasks", std::string(id) + "00\n");
-    Write(std::string("/proc/") + id + "00/stat", std::string(id) + "00 (python) S 1\n");
-  }
-  JobCgroups cgroups(options_);
-  SeriesBuffer buffer;
-  std::vector<int64_t> read_at_9, read_at_10, waits_at_9;
-  for (int64_t t = 1; t <= 7; ++t) {
-    // Job 9's thread waits 1 s for a CPU per second, all along.
-    Write("/proc/900/schedstat", "1 " + std::to_string(t * 1'000'000'000) + " 1\n");
-    Write("/proc/1000/schedstat", "1 0 1\n");
-    cgroups.Sample(t * 1000, "gpu07", buffer);
-    const std::vector<wire::SeriesRecord> series = buffer.Take();
-    if (Find(series, "job/9", "job.uninterruptible_some") != nullptr)
-      read_at_9.push_back(t);
-    if (Find(series, "job/10", "job.uninterruptible_some") != nullptr)
-      read_at_10.push_back(t);
-    // The wait is a rate over the time since the last reading, however long ago that was.
-    if (const auto* wait = Find(series, "job/9", "job.cpu_wait_cores")) {
-      EXPECT_EQ(wait->v, (std::vector<double>{1.0})) << "at " << t;
-      waits_at_9.push_back(t);
-    }
-  }
-  // Sample n (from 1) reads job j when (n + j) % 3 == 0: job 9 at 3 and 6, job 10 at 2 and 5.
-  EXPECT_EQ(read_at_9, (std::vector<int64_t>{3, 6}));
-  EXPECT_EQ(read_at_10, (std::vector<int64_t>{2, 5}));
-  EXPECT_EQ(waits_at_9, (std::vector<int64_t>{6}));  // a rate needs two readings
 }
 
 TEST_F(JobCgroupsTest, CgroupV1HasNoIoPressureSeries) {

@@ -1,0 +1,141 @@
+#include "telemetry/job_threads.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+namespace expanse::telemetry {
+namespace {
+
+// Up to `size` bytes of a small /proc file, with one open, read and close (no stdio buffer:
+// two such files per job thread); 0 when it cannot be read.
+size_t ReadSmallProcFile(const std::string& path, char* text, size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  const ssize_t n = ::read(fd, text, size);
+  ::close(fd);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+// The state letter of /proc/<tid>/stat ("R", "S", "D", ...), or 0 when it cannot be read (the
+// thread ended). The command name before it is the thread's own (prctl can put spaces and
+// parentheses in it), so the state is found after the line's last ')'.
+char ReadThreadState(const std::string& path) {
+  char text[512];
+  const std::string_view line(text, ReadSmallProcFile(path, text, sizeof(text)));
+  const size_t paren = line.rfind(')');
+  if (paren == std::string_view::npos || paren + 2 >= line.size() || line[paren + 1] != ' ')
+    return 0;
+  return line[paren + 2];
+}
+
+// The second field of /proc/<tid>/schedstat: ns the thread waited on a run queue.
+std::optional<uint64_t> ReadRunQueueWaitNs(const std::string& path) {
+  char text[128];
+  const size_t n = ReadSmallProcFile(path, text, sizeof(text) - 1);
+  text[n] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  (void)std::strtoull(text, &end, 10);  // time on a CPU
+  if (end == text || errno != 0)
+    return std::nullopt;
+  const char* second = end;
+  const uint64_t waiting = std::strtoull(second, &end, 10);
+  if (end == second || errno != 0)
+    return std::nullopt;
+  return waiting;
+}
+
+}  // namespace
+
+void JobThreads::Sample(const std::map<uint32_t, std::vector<int>>& threads, int64_t now_ms,
+                        const std::string& host, SeriesBuffer& buffer) {
+  std::erase_if(jobs_, [&](const auto& job) { return !threads.contains(job.first); });
+  if (!enabled())
+    return;
+  size_t total = 0;
+  for (const auto& [job, tids] : threads)
+    total += tids.size();
+  const size_t budget = std::max<size_t>(options_.reads_per_sample, 1);
+  for (const auto& [job, listed] : threads) {
+    if (listed.empty())
+      continue;
+    // Over the budget, each job reads its share: every thread is then read equally often.
+    const size_t quota =
+        total <= budget ? listed.size() : std::max<size_t>(1, budget * listed.size() / total);
+    std::vector<int> tids = listed;
+    std::sort(tids.begin(), tids.end());
+    tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+    SampleJob(job, tids, quota, now_ms, host, buffer);
+  }
+}
+
+void JobThreads::ReadThread(int tid, int64_t now_ms, bool read_state, Reading& reading) const {
+  const std::string dir = options_.proc_root + "/" + std::to_string(tid);
+  if (options_.cpu_wait) {
+    const std::optional<uint64_t> waiting_ns = ReadRunQueueWaitNs(dir + "/schedstat");
+    // A counter that went back is another thread under a reused id: no interval to rate.
+    if (waiting_ns && reading.waiting_ns && *waiting_ns >= *reading.waiting_ns &&
+        now_ms > reading.at_ms) {
+      reading.wait_cores = static_cast<double>(*waiting_ns - *reading.waiting_ns) / 1e6 /
+                           static_cast<double>(now_ms - reading.at_ms);
+    } else {
+      reading.wait_cores.reset();
+    }
+    reading.waiting_ns = waiting_ns;
+  }
+  // The thread's own stat: /proc/<tid>/stat is its process's, and the kernel sums every
+  // thread's times to make it, so reading all of a thousand-thread process that way grows with the
+  // square of its threads.
+  if (read_state)
+    reading.state = ReadThreadState(dir + "/task/" + std::to_string(tid) + "/stat");
+  reading.at_ms = now_ms;
+}
+
+void JobThreads::SampleJob(uint32_t job, const std::vector<int>& tids, size_t quota, int64_t now_ms,
+                           const std::string& host, SeriesBuffer& buffer) {
+  Job& state = jobs_[job];
+  // A thread no longer listed ended (or moved): its last reading no longer counts.
+  std::erase_if(state.threads, [&](const auto& thread) {
+    return !std::binary_search(tids.begin(), tids.end(), thread.first);
+  });
+  const size_t reads = std::min(quota, tids.size());
+  const size_t start =
+      reads == tids.size()
+          ? 0
+          : static_cast<size_t>(std::upper_bound(tids.begin(), tids.end(), state.cursor) -
+                                tids.begin());
+  bool blocked = false;
+  for (size_t i = 0; i < reads; ++i) {
+    const int tid = tids[(start + i) % tids.size()];
+    // One thread found blocked settles this sample's state: the rest keep their last one.
+    ReadThread(tid, now_ms, options_.uninterruptible && !blocked, state.threads[tid]);
+    blocked = blocked || state.threads[tid].state == 'D';
+    state.cursor = tid;
+  }
+
+  double wait_cores = 0;
+  bool any_wait = false, any_state = false, some_blocked = false;
+  for (const auto& [tid, reading] : state.threads) {
+    if (reading.wait_cores) {
+      wait_cores += *reading.wait_cores;
+      any_wait = true;
+    }
+    if (reading.state != 0) {
+      any_state = true;
+      some_blocked = some_blocked || reading.state == 'D';
+    }
+  }
+  const std::string device = "job/" + std::to_string(job);
+  if (options_.uninterruptible && any_state)
+    buffer.Add({host, device, "job.uninterruptible_some"}, now_ms, some_blocked ? 1.0 : 0.0);
+  if (options_.cpu_wait && any_wait)
+    buffer.Add({host, device, "job.cpu_wait_cores"}, now_ms, wait_cores);
+}
+
+}  // namespace expanse::telemetry

@@ -1,0 +1,136 @@
+#include "telemetry/job_threads.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace expanse::telemetry {
+namespace {
+
+// The budget's rotation, read through a /proc of files the test writes. Reading every thread at
+// every sample under the budget is what job_cgroups_test.cc checks through the job's cgroups.
+class JobThreadsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/expanse-threads-XXXXXX";
+    root_ = mkdtemp(dir);
+    options_.proc_root = root_;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  // Thread `tid` has waited `waited_s` seconds on a run queue so far and is in `state`.
+  void Thread(int tid, double waited_s, char state = 'S') {
+    const std::string dir = root_ + "/" + std::to_string(tid);
+    // The thread's own stat is under task/: /proc/<tid>/stat sums its whole process.
+    const std::string task = dir + "/task/" + std::to_string(tid);
+    std::filesystem::create_directories(task);
+    std::ofstream(dir + "/schedstat") << "1000 " << static_cast<uint64_t>(waited_s * 1e9) << " 1\n";
+    std::ofstream(task + "/stat") << tid << " (python3) " << state << " 1 1 1\n";
+    // The process-wide file says the opposite, so that reading it would fail the tests.
+    std::ofstream(dir + "/stat") << tid << " (python3) " << (state == 'D' ? 'S' : 'D') << " 1\n";
+  }
+  // The value of `metric` for `job` in what the buffer holds, -1 when there is none.
+  static double Value(SeriesBuffer& buffer, const std::string& job, const std::string& metric) {
+    double value = -1;
+    for (const auto& s : buffer.Take()) {
+      if (s.device == "job/" + job && s.metric == metric && !s.v.empty())
+        value = s.v.back();
+    }
+    return value;
+  }
+  std::string root_;
+  JobThreadOptions options_;
+};
+
+TEST_F(JobThreadsTest, OverTheBudgetEachThreadIsReadInTurnAndKeepsItsLastRate) {
+  // Thread 10+i of job 9 waits i/10 of a core, all along; job 5's one thread never waits.
+  options_.reads_per_sample = 4;
+  options_.uninterruptible = false;
+  const std::map<uint32_t, std::vector<int>> listed{{9, {16, 11, 12, 13, 14, 15}}, {5, {50}}};
+  JobThreads threads(options_);
+  SeriesBuffer buffer;
+  std::vector<double> job9, job5;
+  for (int t = 1; t <= 6; ++t) {
+    for (int i = 1; i <= 6; ++i)
+      Thread(10 + i, t * i / 10.0);
+    Thread(50, 0);
+    threads.Sample(listed, t * 1000, "gpu07", buffer);
+    const std::vector<wire::SeriesRecord> series = buffer.Take();
+    double nine = -1, five = -1;
+    for (const auto& s : series) {
+      if (s.metric == "job.cpu_wait_cores")
+        (s.device == "job/9" ? nine : five) = s.v.back();
+    }
+    job9.push_back(nine);
+    job5.push_back(five);
+  }
+  // 7 threads over a budget of 4: job 9 reads 4 * 6 / 7 = 3 a sample (11-13, then 14-16, ...),
+  // job 5 its one (at least one per job). A rate needs a thread's second reading: threads 11-13
+  // have one at sample 3 (0.1 + 0.2 + 0.3 cores), all six from sample 4 on (2.1).
+  const std::vector<double> expected9{-1, -1, 0.6, 2.1, 2.1, 2.1};
+  ASSERT_EQ(job9.size(), expected9.size());
+  for (size_t i = 0; i < job9.size(); ++i)
+    EXPECT_NEAR(job9[i], expected9[i], 1e-6) << "sample " << i + 1;
+  EXPECT_EQ(job5, (std::vector<double>{-1, 0, 0, 0, 0, 0}));
+}
+
+TEST_F(JobThreadsTest, AThreadsLastStateStandsForItUntilItIsReadAgain) {
+  options_.reads_per_sample = 2;
+  options_.cpu_wait = false;
+  const std::map<uint32_t, std::vector<int>> listed{{9, {1, 2, 3, 4}}};
+  JobThreads threads(options_);
+  SeriesBuffer buffer;
+  for (int tid : {1, 2, 3, 4})
+    Thread(tid, 0);
+  Thread(3, 0, 'D');
+  threads.Sample(listed, 1000, "gpu07", buffer);  // reads 1 and 2
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+  threads.Sample(listed, 2000, "gpu07", buffer);  // reads 3 (blocked) and 4
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+  Thread(3, 0, 'S');
+  threads.Sample(listed, 3000, "gpu07", buffer);  // reads 1 and 2: 3's last state stands
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+  threads.Sample(listed, 4000, "gpu07", buffer);  // reads 3 again
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+  // A thread that is no longer listed is forgotten with its state.
+  Thread(3, 0, 'D');
+  threads.Sample(listed, 5000, "gpu07", buffer);  // reads 1 and 2
+  threads.Sample(listed, 6000, "gpu07", buffer);  // reads 3 (blocked) and 4
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+  threads.Sample({{9, {1, 2, 4}}}, 7000, "gpu07", buffer);
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+  // And a job that is no longer listed is forgotten whole: listed again, it starts afresh.
+  threads.Sample({}, 8000, "gpu07", buffer);
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), -1);
+}
+
+TEST_F(JobThreadsTest, UnderTheBudgetEveryThreadIsReadAtEverySample) {
+  options_.reads_per_sample = 3;
+  const std::map<uint32_t, std::vector<int>> listed{{9, {1, 2}}, {10, {3}}};
+  JobThreads threads(options_);
+  SeriesBuffer buffer;
+  for (int t = 1; t <= 3; ++t) {
+    Thread(1, t * 0.5);
+    Thread(2, t * 0.25);
+    Thread(3, t * 1.0, t == 3 ? 'D' : 'S');
+    threads.Sample(listed, t * 1000, "gpu07", buffer);
+    const std::vector<wire::SeriesRecord> series = buffer.Take();
+    size_t waits = 0, states = 0;
+    for (const auto& s : series) {
+      if (s.metric == "job.cpu_wait_cores") {
+        EXPECT_NEAR(s.v.back(), s.device == "job/9" ? 0.75 : 1.0, 1e-6);
+        ++waits;
+      } else if (s.metric == "job.uninterruptible_some") {
+        EXPECT_EQ(s.v.back(), s.device == "job/10" && t == 3 ? 1.0 : 0.0) << s.device << t;
+        ++states;
+      }
+    }
+    EXPECT_EQ(waits, t == 1 ? 0u : 2u) << "a rate needs two readings; then one per job";
+    EXPECT_EQ(states, 2u);
+  }
+}
+
+}  // namespace
+}  // namespace expanse::telemetry
