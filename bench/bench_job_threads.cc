@@ -7,6 +7,7 @@
 // (telemetry/job_threads.h), which is what a node pays. Reported per sample; the figures are in
 // docs/performance.md.
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -124,6 +125,34 @@ void BM_BothWithinTheDefaultBudget(benchmark::State& state) {
   SampleJobThreads(state, true, true, true);
 }
 
+// Why the sampler reads a thread's state under /proc/<tid>/task/<tid>/: the same letter is in
+// /proc/<tid>/stat, but there the kernel sums every thread of the process to build the file.
+// One pass over the T threads of one process, each file read raw, either way.
+void ReadEachThreadsStat(benchmark::State& state, bool own) {
+  const int count = static_cast<int>(state.range(0));
+  SleepingThreads threads(count);
+  char text[512];
+  for (auto _ : state) {
+    for (int tid : threads.tids()) {
+      const std::string id = std::to_string(tid);
+      const std::string path =
+          own ? "/proc/" + id + "/task/" + id + "/stat" : "/proc/" + id + "/stat";
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        state.SkipWithError("cannot open a thread's stat");
+        return;
+      }
+      benchmark::DoNotOptimize(::read(fd, text, sizeof(text)));
+      ::close(fd);
+    }
+  }
+  state.counters["threads"] = count;
+}
+void BM_ProcessWideStatOfEachThread(benchmark::State& state) { ReadEachThreadsStat(state, false); }
+void BM_OwnStatOfEachThread(benchmark::State& state) { ReadEachThreadsStat(state, true); }
+
+BENCHMARK(BM_ProcessWideStatOfEachThread)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OwnStatOfEachThread)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RunQueueWaitOnly)->Arg(16)->Arg(256)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ThreadStatesOnly)->Arg(16)->Arg(256)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Both)->Arg(16)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);

@@ -56,18 +56,29 @@ std::optional<uint64_t> ReadRunQueueWaitNs(const std::string& path) {
 void JobThreads::Sample(const std::map<uint32_t, std::vector<int>>& threads, int64_t now_ms,
                         const std::string& host, SeriesBuffer& buffer) {
   std::erase_if(jobs_, [&](const auto& job) { return !threads.contains(job.first); });
+  last_reads_ = 0;
   if (!enabled())
     return;
-  size_t total = 0;
-  for (const auto& [job, tids] : threads)
+  size_t total = 0, jobs = 0;
+  for (const auto& [job, tids] : threads) {
     total += tids.size();
+    jobs += !tids.empty();
+  }
   const size_t budget = std::max<size_t>(options_.reads_per_sample, 1);
   for (const auto& [job, listed] : threads) {
-    if (listed.empty())
+    if (listed.empty()) {
+      jobs_.erase(job);  // no thread to be seen (between steps): the next listing starts afresh
       continue;
-    // Over the budget, each job reads its share: every thread is then read equally often.
-    const size_t quota =
-        total <= budget ? listed.size() : std::max<size_t>(1, budget * listed.size() / total);
+    }
+    // Over the budget, each job reads one thread and a share of the rest of the budget in
+    // proportion to its other threads, so every thread is read about equally often and the
+    // node reads at most max(budget, jobs) threads.
+    size_t quota = listed.size();
+    if (total > budget) {
+      quota = 1;
+      if (jobs < budget)
+        quota += (budget - jobs) * (listed.size() - 1) / (total - jobs);
+    }
     std::vector<int> tids = listed;
     std::sort(tids.begin(), tids.end());
     tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
@@ -89,9 +100,9 @@ void JobThreads::ReadThread(int tid, int64_t now_ms, bool read_state, Reading& r
     }
     reading.waiting_ns = waiting_ns;
   }
-  // The thread's own stat: /proc/<tid>/stat is its process's, and the kernel sums every
-  // thread's times to make it, so reading all of a thousand-thread process that way grows with the
-  // square of its threads.
+  // The thread's own stat: /proc/<tid>/stat has the same state letter, but the kernel builds
+  // it by summing the times and faults of every thread of the process, so reading all threads
+  // of a thousand-thread process that way grows with the square of its threads.
   if (read_state)
     reading.state = ReadThreadState(dir + "/task/" + std::to_string(tid) + "/stat");
   reading.at_ms = now_ms;
@@ -105,17 +116,24 @@ void JobThreads::SampleJob(uint32_t job, const std::vector<int>& tids, size_t qu
     return !std::binary_search(tids.begin(), tids.end(), thread.first);
   });
   const size_t reads = std::min(quota, tids.size());
+  last_reads_ += reads;
+  const bool all = reads == tids.size();
   const size_t start =
-      reads == tids.size()
-          ? 0
+      all ? 0
           : static_cast<size_t>(std::upper_bound(tids.begin(), tids.end(), state.cursor) -
                                 tids.begin());
+  const bool waits_before = state.waits_read;
+  state.waits_read = false;
   bool blocked = false;
   for (size_t i = 0; i < reads; ++i) {
     const int tid = tids[(start + i) % tids.size()];
-    // One thread found blocked settles this sample's state: the rest keep their last one.
-    ReadThread(tid, now_ms, options_.uninterruptible && !blocked, state.threads[tid]);
-    blocked = blocked || state.threads[tid].state == 'D';
+    // Reading every thread, one found blocked settles this sample's state, and the rest need
+    // not be read. In turns, each thread's state must be read in its turn: it stands for the
+    // thread until the next one.
+    Reading& reading = state.threads[tid];
+    ReadThread(tid, now_ms, options_.uninterruptible && !(all && blocked), reading);
+    blocked = blocked || reading.state == 'D';
+    state.waits_read = state.waits_read || reading.waiting_ns.has_value();
     state.cursor = tid;
   }
 
@@ -131,6 +149,9 @@ void JobThreads::SampleJob(uint32_t job, const std::vector<int>& tids, size_t qu
       some_blocked = some_blocked || reading.state == 'D';
     }
   }
+  // Reading every thread twice in a row, none with an interval (all new, or ids reused) waited
+  // nothing that can be seen: 0. In turns, a thread not yet read twice is not known to be 0.
+  any_wait = any_wait || (all && waits_before && state.waits_read);
   const std::string device = "job/" + std::to_string(job);
   if (options_.uninterruptible && any_state)
     buffer.Add({host, device, "job.uninterruptible_some"}, now_ms, some_blocked ? 1.0 : 0.0);

@@ -14,12 +14,14 @@
 // Why a budget: the two files cost the kernel ~20 us a thread to build (bench/bench_job_threads),
 // so a node running a thousand job threads, read every second, would cost the sampler ~2 % of a
 // core against its 0.5 % budget. At most `reads_per_sample` threads are read per sample across
-// the node. Where the jobs have fewer threads, every thread is read at every sample. Where they
-// have more, each job gets a share in proportion to its threads and reads them in turn (round
-// robin by thread id), so that every thread is read every ceil(threads / budget) samples. Each
-// thread keeps its last reading: its run-queue wait is a rate over the time since its previous
-// reading, and the job's figure sums the threads' latest rates (a moving average over that
-// round); a thread's latest state stands for it until it is read again.
+// the node (or one per job, where there are more jobs). Where the jobs have fewer threads,
+// every thread is read at every sample. Where they have more, each job reads one thread and a
+// share of the rest of the budget in proportion to its other threads, in turn (round robin by
+// thread id), so that every thread is read about every threads / budget samples. Each thread
+// keeps its last reading: its run-queue wait is a rate over the time since its previous
+// reading, and the job's figure sums the threads' latest rates (a moving figure over that
+// round); a thread's state read at its turn stands for it until its next turn. Listing the
+// threads still costs about a microsecond a thread at every sample.
 #ifndef EXPANSE_TELEMETRY_JOB_THREADS_H_
 #define EXPANSE_TELEMETRY_JOB_THREADS_H_
 
@@ -37,8 +39,8 @@ struct JobThreadOptions {
   std::string proc_root = "/proc";  // /proc/<tid>/schedstat, /proc/<tid>/task/<tid>/stat
   bool cpu_wait = true;             // job.cpu_wait_cores
   bool uninterruptible = true;      // job.uninterruptible_some
-  // Threads read per sample, all jobs together (each job at least one): ~1.4 ms of the
-  // sampler's CPU a second at worst on the 2-core test VM (docs/performance.md).
+  // Threads read per sample, all jobs together (each job at least one): 1-2 ms of the
+  // sampler's CPU a second on the 2-core test VM with the listing (docs/performance.md).
   size_t reads_per_sample = 64;
 };
 
@@ -48,11 +50,13 @@ class JobThreads {
 
   // Reads the threads this sample's budget allows, of the jobs in `threads` (job id -> its
   // thread ids, as the job's cgroups list them now), and adds each job's figures to `buffer` for
-  // `host` at `now_ms`. A job no longer in `threads` is forgotten.
+  // `host` at `now_ms`. A job no longer in `threads`, or listed without threads, is forgotten.
   void Sample(const std::map<uint32_t, std::vector<int>>& threads, int64_t now_ms,
               const std::string& host, SeriesBuffer& buffer);
 
   bool enabled() const { return options_.cpu_wait || options_.uninterruptible; }
+  // Threads read at the last Sample, all jobs together.
+  size_t last_reads() const { return last_reads_; }
 
  private:
   struct Reading {
@@ -64,6 +68,7 @@ class JobThreads {
   struct Job {
     std::map<int, Reading> threads;  // by thread id
     int cursor = 0;                  // the last thread id read: the next turn starts above it
+    bool waits_read = false;         // a run-queue wait was read at the job's last sample
   };
   // Reads `quota` of `tids` (sorted), from above the job's cursor, and adds the job's figures.
   void SampleJob(uint32_t job, const std::vector<int>& tids, size_t quota, int64_t now_ms,
@@ -72,6 +77,7 @@ class JobThreads {
 
   JobThreadOptions options_;
   std::map<uint32_t, Job> jobs_;
+  size_t last_reads_ = 0;
 };
 
 }  // namespace expanse::telemetry

@@ -33,8 +33,12 @@ class JobThreadsTest : public ::testing::Test {
   }
   // The value of `metric` for `job` in what the buffer holds, -1 when there is none.
   static double Value(SeriesBuffer& buffer, const std::string& job, const std::string& metric) {
+    return Value(buffer.Take(), job, metric);
+  }
+  static double Value(const std::vector<wire::SeriesRecord>& series, const std::string& job,
+                      const std::string& metric) {
     double value = -1;
-    for (const auto& s : buffer.Take()) {
+    for (const auto& s : series) {
       if (s.device == "job/" + job && s.metric == metric && !s.v.empty())
         value = s.v.back();
     }
@@ -86,6 +90,7 @@ TEST_F(JobThreadsTest, AThreadsLastStateStandsForItUntilItIsReadAgain) {
     Thread(tid, 0);
   Thread(3, 0, 'D');
   threads.Sample(listed, 1000, "gpu07", buffer);  // reads 1 and 2
+  EXPECT_EQ(threads.last_reads(), 2u);
   EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
   threads.Sample(listed, 2000, "gpu07", buffer);  // reads 3 (blocked) and 4
   EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
@@ -99,11 +104,84 @@ TEST_F(JobThreadsTest, AThreadsLastStateStandsForItUntilItIsReadAgain) {
   threads.Sample(listed, 5000, "gpu07", buffer);  // reads 1 and 2
   threads.Sample(listed, 6000, "gpu07", buffer);  // reads 3 (blocked) and 4
   EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
-  threads.Sample({{9, {1, 2, 4}}}, 7000, "gpu07", buffer);
+  threads.Sample({{9, {1, 2, 4}}}, 7000, "gpu07", buffer);  // reads 1 and 2
   EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
-  // And a job that is no longer listed is forgotten whole: listed again, it starts afresh.
-  threads.Sample({}, 8000, "gpu07", buffer);
-  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), -1);
+  // And a job no longer listed is forgotten whole: 4 is blocked at its turn, then the job is
+  // gone for a sample (or listed without threads), then back: it starts afresh from thread 1.
+  for (const std::map<uint32_t, std::vector<int>>& gone :
+       {std::map<uint32_t, std::vector<int>>{}, {{9, {}}}}) {
+    Thread(4, 0, 'D');
+    threads.Sample({{9, {1, 2, 4}}}, 7500, "gpu07", buffer);  // two turns read all three
+    threads.Sample({{9, {1, 2, 4}}}, 8000, "gpu07", buffer);
+    EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+    threads.Sample(gone, 9000, "gpu07", buffer);
+    EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), -1);
+    threads.Sample(listed, 10'000, "gpu07", buffer);  // reads 1 and 2 (3 and 4 are blocked)
+    EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+    threads.Sample({{9, {1, 2, 4}}}, 11'000, "gpu07", buffer);  // reads 4 (blocked) and 1
+    Thread(4, 0, 'S');
+    threads.Sample({{9, {1, 2, 4}}}, 12'000, "gpu07", buffer);  // reads 2 and 4
+    EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+  }
+}
+
+// In turns, a blocked thread does not end the turn's state reads: the threads after it would
+// otherwise keep an old state for another round.
+TEST_F(JobThreadsTest, InTurnsEveryThreadsStateIsReadAtItsTurn) {
+  options_.reads_per_sample = 2;
+  options_.cpu_wait = false;
+  JobThreads threads(options_);
+  SeriesBuffer buffer;
+  for (int tid : {1, 2, 3, 4})
+    Thread(tid, 0);
+  const std::map<uint32_t, std::vector<int>> listed{{9, {1, 2, 3, 4}}};
+  threads.Sample(listed, 1000, "gpu07", buffer);  // reads 1 and 2
+  Thread(4, 0, 'D');
+  threads.Sample(listed, 2000, "gpu07", buffer);  // reads 3 and 4 (blocked)
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+  Thread(3, 0, 'D');
+  Thread(4, 0, 'S');
+  threads.Sample(listed, 3000, "gpu07", buffer);  // reads 1 and 2
+  threads.Sample(listed, 4000, "gpu07", buffer);  // reads 3 (blocked) and 4, no longer
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 1);
+  // 3 ends: what stands for 4 is what its last turn read.
+  threads.Sample({{9, {1, 2, 4}}}, 5000, "gpu07", buffer);  // reads 1 and 2
+  EXPECT_EQ(Value(buffer, "9", "job.uninterruptible_some"), 0);
+}
+
+TEST_F(JobThreadsTest, EachJobReadsOneThreadAndAShareOfTheRestOfTheBudget) {
+  options_.reads_per_sample = 4;
+  JobThreads threads(options_);
+  SeriesBuffer buffer;
+  std::map<uint32_t, std::vector<int>> listed{{1, {11}}, {2, {21, 22, 23, 24, 25, 26, 27, 28, 29}}};
+  for (const auto& [job, tids] : listed) {
+    for (int tid : tids)
+      Thread(tid, 0);
+  }
+  // 10 threads of 2 jobs over a budget of 4: job 1 its one thread, job 2 one and 2 * 8 / 8 more.
+  threads.Sample(listed, 1000, "gpu07", buffer);
+  EXPECT_EQ(threads.last_reads(), 4u);
+  // More jobs than the budget: one thread each, whatever they have.
+  for (uint32_t job = 3; job <= 6; ++job) {
+    listed[job] = {static_cast<int>(job) * 10 + 1, static_cast<int>(job) * 10 + 2};
+    Thread(static_cast<int>(job) * 10 + 1, 0);
+    Thread(static_cast<int>(job) * 10 + 2, 0);
+  }
+  threads.Sample(listed, 2000, "gpu07", buffer);
+  EXPECT_EQ(threads.last_reads(), 6u);
+  // Under the budget again: everything, every sample.
+  options_.reads_per_sample = 1000;
+  JobThreads everything(options_);
+  everything.Sample(listed, 3000, "gpu07", buffer);
+  EXPECT_EQ(everything.last_reads(), 18u);
+  // Each job's series come every sample, whichever threads its turn read.
+  buffer.Take();
+  for (int64_t t = 4000; t <= 8000; t += 1000) {
+    threads.Sample(listed, t, "gpu07", buffer);
+    const std::vector<wire::SeriesRecord> series = buffer.Take();
+    for (uint32_t job = 1; job <= 6; ++job)
+      EXPECT_EQ(Value(series, std::to_string(job), "job.uninterruptible_some"), 0) << job << t;
+  }
 }
 
 TEST_F(JobThreadsTest, UnderTheBudgetEveryThreadIsReadAtEverySample) {
@@ -111,25 +189,37 @@ TEST_F(JobThreadsTest, UnderTheBudgetEveryThreadIsReadAtEverySample) {
   const std::map<uint32_t, std::vector<int>> listed{{9, {1, 2}}, {10, {3}}};
   JobThreads threads(options_);
   SeriesBuffer buffer;
-  for (int t = 1; t <= 3; ++t) {
-    Thread(1, t * 0.5);
-    Thread(2, t * 0.25);
-    Thread(3, t * 1.0, t == 3 ? 'D' : 'S');
+  double waited_1 = 0, waited_2 = 0;
+  for (int t = 1; t <= 4; ++t) {
+    // Rates that change every second: a figure from older readings would not match.
+    const double rate_1 = 0.1 * t, rate_2 = 0.5 / t;
+    waited_1 += rate_1;
+    waited_2 += rate_2;
+    Thread(1, waited_1);
+    Thread(2, waited_2, t == 3 ? 'D' : 'S');  // the second thread of its job
+    Thread(3, t * 1.0);
     threads.Sample(listed, t * 1000, "gpu07", buffer);
+    EXPECT_EQ(threads.last_reads(), 3u);
     const std::vector<wire::SeriesRecord> series = buffer.Take();
     size_t waits = 0, states = 0;
     for (const auto& s : series) {
       if (s.metric == "job.cpu_wait_cores") {
-        EXPECT_NEAR(s.v.back(), s.device == "job/9" ? 0.75 : 1.0, 1e-6);
+        EXPECT_NEAR(s.v.back(), s.device == "job/9" ? rate_1 + rate_2 : 1.0, 1e-6) << t;
         ++waits;
       } else if (s.metric == "job.uninterruptible_some") {
-        EXPECT_EQ(s.v.back(), s.device == "job/10" && t == 3 ? 1.0 : 0.0) << s.device << t;
+        EXPECT_EQ(s.v.back(), s.device == "job/9" && t == 3 ? 1.0 : 0.0) << s.device << t;
         ++states;
       }
     }
     EXPECT_EQ(waits, t == 1 ? 0u : 2u) << "a rate needs two readings; then one per job";
     EXPECT_EQ(states, 2u);
   }
+  // Every thread new (the job's processes replaced): no interval to rate, and it waited nothing
+  // that can be seen, 0, as the sampler always said; reading in turns, that would not be known.
+  Thread(7, 5.0);
+  Thread(8, 5.0);
+  threads.Sample({{9, {7, 8}}, {10, {3}}}, 5000, "gpu07", buffer);
+  EXPECT_EQ(Value(buffer, "9", "job.cpu_wait_cores"), 0);
 }
 
 }  // namespace
