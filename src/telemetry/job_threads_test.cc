@@ -1,9 +1,14 @@
 #include "telemetry/job_threads.h"
 
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -220,6 +225,59 @@ TEST_F(JobThreadsTest, UnderTheBudgetEveryThreadIsReadAtEverySample) {
   Thread(8, 5.0);
   threads.Sample({{9, {7, 8}}, {10, {3}}}, 5000, "gpu07", buffer);
   EXPECT_EQ(Value(buffer, "9", "job.cpu_wait_cores"), 0);
+}
+
+// The real /proc: 100 threads of this process that sleep all along, read 32 a sample. Their
+// files are where the sampler looks (a thread's own stat under /proc/<tid>/task/<tid>/, for a
+// thread that is not its process's leader too), and sleeping threads wait for no CPU.
+TEST(JobThreadsOnTheRealProcTest, ReadsAProcesssThreadsInTurns) {
+  std::mutex mu;
+  // Two: a sleeper woken by another's start would run (and could wait for a CPU) meanwhile.
+  std::condition_variable started, stopped;
+  bool stop = false;
+  std::vector<int> tids;
+  std::vector<std::thread> sleepers;
+  for (int i = 0; i < 100; ++i) {
+    sleepers.emplace_back([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      tids.push_back(static_cast<int>(syscall(SYS_gettid)));
+      started.notify_all();
+      stopped.wait(lock, [&] { return stop; });
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    started.wait(lock, [&] { return tids.size() == 100; });
+  }
+  JobThreadOptions options;
+  options.reads_per_sample = 32;
+  JobThreads threads(options);
+  SeriesBuffer buffer;
+  std::vector<int64_t> waits_at;
+  for (int64_t t = 1; t <= 6; ++t) {
+    threads.Sample({{7, tids}}, t * 1000, "gpu07", buffer);
+    EXPECT_EQ(threads.last_reads(), 32u);
+    bool state_seen = false;
+    for (const auto& s : buffer.Take()) {
+      if (s.metric == "job.uninterruptible_some") {
+        EXPECT_EQ(s.v, (std::vector<double>{0})) << "at " << t;
+        state_seen = true;
+      } else if (s.metric == "job.cpu_wait_cores") {
+        EXPECT_EQ(s.v, (std::vector<double>{0})) << "at " << t;
+        waits_at.push_back(t);
+      }
+    }
+    EXPECT_TRUE(state_seen) << "at " << t;
+  }
+  // Turns of 32 over 100 threads: the fourth reads the last 4 and the first 28 again.
+  EXPECT_EQ(waits_at, (std::vector<int64_t>{4, 5, 6}));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  stopped.notify_all();
+  for (auto& sleeper : sleepers)
+    sleeper.join();
 }
 
 }  // namespace
