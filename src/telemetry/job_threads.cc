@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <string_view>
+
+#include "telemetry/proc_thread_files.h"
 
 namespace expanse::telemetry {
 namespace {
@@ -22,33 +22,16 @@ size_t ReadSmallProcFile(const std::string& path, char* text, size_t size) {
   return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
-// The state letter of /proc/<tid>/stat ("R", "S", "D", ...), or 0 when it cannot be read (the
-// thread ended). The command name before it is the thread's own (prctl can put spaces and
-// parentheses in it), so the state is found after the line's last ')'.
+// The state letter of a thread's stat, 0 when it cannot be read (the thread ended).
 char ReadThreadState(const std::string& path) {
   char text[512];
-  const std::string_view line(text, ReadSmallProcFile(path, text, sizeof(text)));
-  const size_t paren = line.rfind(')');
-  if (paren == std::string_view::npos || paren + 2 >= line.size() || line[paren + 1] != ' ')
-    return 0;
-  return line[paren + 2];
+  return ParseThreadState(std::string_view(text, ReadSmallProcFile(path, text, sizeof(text))));
 }
 
-// The second field of /proc/<tid>/schedstat: ns the thread waited on a run queue.
+// The run-queue wait (ns) of a thread's schedstat.
 std::optional<uint64_t> ReadRunQueueWaitNs(const std::string& path) {
   char text[128];
-  const size_t n = ReadSmallProcFile(path, text, sizeof(text) - 1);
-  text[n] = '\0';
-  char* end = nullptr;
-  errno = 0;
-  (void)std::strtoull(text, &end, 10);  // time on a CPU
-  if (end == text || errno != 0)
-    return std::nullopt;
-  const char* second = end;
-  const uint64_t waiting = std::strtoull(second, &end, 10);
-  if (end == second || errno != 0)
-    return std::nullopt;
-  return waiting;
+  return ParseRunQueueWaitNs(std::string_view(text, ReadSmallProcFile(path, text, sizeof(text))));
 }
 
 }  // namespace
