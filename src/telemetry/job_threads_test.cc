@@ -229,7 +229,7 @@ TEST_F(JobThreadsTest, UnderTheBudgetEveryThreadIsReadAtEverySample) {
 
 // The real /proc: 100 threads of this process that sleep all along, read 32 a sample. Their
 // files are where the sampler looks (a thread's own stat under /proc/<tid>/task/<tid>/, for a
-// thread that is not its process's leader too), and sleeping threads wait for no CPU.
+// thread that is not its process's leader too), and sleeping threads wait for almost no CPU.
 TEST(JobThreadsOnTheRealProcTest, ReadsAProcesssThreadsInTurns) {
   std::mutex mu;
   // Two: a sleeper woken by another's start would run (and could wait for a CPU) meanwhile.
@@ -263,7 +263,12 @@ TEST(JobThreadsOnTheRealProcTest, ReadsAProcesssThreadsInTurns) {
         EXPECT_EQ(s.v, (std::vector<double>{0})) << "at " << t;
         state_seen = true;
       } else if (s.metric == "job.cpu_wait_cores") {
-        EXPECT_EQ(s.v, (std::vector<double>{0})) << "at " << t;
+        // Not exactly 0: on a loaded machine a thread still on its way into its wait at its
+        // first reading can have queued for a CPU for a few microseconds (the CI saw 0.0008
+        // cores). Asleep, none can add up to a tenth of a core.
+        ASSERT_EQ(s.v.size(), 1u);
+        EXPECT_GE(s.v[0], 0.0) << "at " << t;
+        EXPECT_LT(s.v[0], 0.1) << "at " << t;
         waits_at.push_back(t);
       }
     }
