@@ -4,7 +4,9 @@
 // Properties:
 // - neither parser throws or crashes;
 // - an accepted request name is exactly the one the sampler would write for what it names;
-// - an accepted grant file encodes and decodes again to the same grant.
+// - an accepted grant file encodes and decodes again to the same grant;
+// - the bytes read as the server's answer to a grant request never throw, and an accepted one
+//   makes a grant file the worker accepts.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (const auto request = ParseSegmentGrantRequestName(name)) {
     if (SegmentGrantRequestName(*request) != name || !IsSha256Hex(request->sha256))
       std::abort();
+  }
+  if (expanse::Result<SegmentGrantFile> answered =
+          GrantFileFromAnswer(bytes, "https://dp.example/dp/v1/segments");
+      answered.ok() && !DecodeSegmentGrantFile(EncodeSegmentGrantFile(*answered)).ok()) {
+    std::abort();
   }
   expanse::Result<SegmentGrantFile> grant = DecodeSegmentGrantFile(bytes);
   if (!grant.ok())

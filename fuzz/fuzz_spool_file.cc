@@ -3,7 +3,9 @@
 //  - decoding arbitrary bytes never crashes and fails only with kDataLoss and a known reason;
 //  - a file that decodes re-encodes (stored and zstd) to one that decodes to the same file;
 //  - the input cut into records encodes and decodes back exactly;
-//  - the aggregator's delivery state parser never crashes and round-trips what it accepts.
+//  - the aggregator's delivery state parser never crashes and round-trips what it accepts;
+//  - a spool file name (a worker chooses it) parses only when it is exactly the name the writer
+//    makes for its parts.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "spool/delivery_state.h"
 #include "spool/reasons.h"
 #include "spool/spool_file.h"
+#include "spool/spool_names.h"
 
 namespace {
 
@@ -72,6 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   RequireRoundTrip(FileFromBytes(bytes));
+
+  if (const auto name = expanse::spool::ParseSpoolFileName(bytes))
+    Require(expanse::spool::SpoolFileName(name->sequence, name->boot_id) == bytes);
 
   auto state = expanse::spool::DeliveryState::Parse(bytes);
   if (state.ok()) {

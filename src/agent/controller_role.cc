@@ -378,9 +378,7 @@ class Controller {
       heartbeat_ok_ = true;
       server_requests_.Acknowledge(reported);
       // The server's requests (an alert rule's scancel) ride on the answer.
-      const nlohmann::json answer = nlohmann::json::parse(response->body, nullptr, false);
-      if (answer.is_object())
-        server_requests_.Handle(answer);
+      server_requests_.HandleAnswer(response->body);
       return;
     }
     heartbeat_ok_ = false;

@@ -1,5 +1,7 @@
 #include "agent/gpu_json.h"
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 namespace expanse::agent {
@@ -9,6 +11,12 @@ template <typename T>
 void Put(nlohmann::json& out, const char* name, const std::optional<T>& value) {
   if (value)
     out[name] = *value;
+}
+
+bool IsUint32(const nlohmann::json& object, const char* name) {
+  const auto it = object.find(name);
+  return it != object.end() && it->is_number_unsigned() &&
+         it->get<uint64_t>() <= std::numeric_limits<uint32_t>::max();
 }
 
 }  // namespace
@@ -33,15 +41,15 @@ std::vector<gpu::GpuInfo> GpusFromJson(const nlohmann::json& inventory) {
   if (!inventory.is_object() || !inventory.contains("gpus") || !inventory["gpus"].is_array())
     return out;
   for (const auto& g : inventory["gpus"]) {
-    if (!g.is_object() || !g.contains("uuid") || !g["uuid"].is_string() || !g.contains("index") ||
-        !g["index"].is_number_unsigned()) {
+    // A worker wrote this: a number past uint32_t is refused, not cut to another GPU's.
+    if (!g.is_object() || !g.contains("uuid") || !g["uuid"].is_string() || !IsUint32(g, "index")) {
       continue;
     }
     gpu::GpuInfo info;
     info.uuid = g["uuid"].get<std::string>();
-    info.index = g["index"].get<uint32_t>();
-    if (g.contains("minor") && g["minor"].is_number_unsigned())
-      info.minor = g["minor"].get<uint32_t>();
+    info.index = static_cast<uint32_t>(g["index"].get<uint64_t>());
+    if (IsUint32(g, "minor"))
+      info.minor = static_cast<uint32_t>(g["minor"].get<uint64_t>());
     if (g.contains("name") && g["name"].is_string())
       info.name = g["name"].get<std::string>();
     out.push_back(std::move(info));

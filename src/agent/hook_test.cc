@@ -85,6 +85,29 @@ TEST_F(HookTest, NoJobIdIsLoggedNotFatal) {
   EXPECT_THAT(logs_, HasSubstr("no SLURM_JOB_ID"));
 }
 
+// slurmd's ids are 32-bit: a longer number is refused, never cut (std::stoul used to throw
+// out_of_range on 20 digits, ending the hook, and to truncate anything past 2^32).
+TEST_F(HookTest, AJobIdPastSlurmsRangeIsRefusedNotCut) {
+  Result<JobEvent> largest =
+      JobEventFromEnvironment("start", {{"SLURM_JOB_ID", "4294967295"}}, "h", 1);
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(largest->slurm_job_id, 4'294'967'295u);
+  for (const char* id :
+       {"4294967296", "99999999999999999999", "18446744073709551617", "-1", "+5", " 5", "5 "}) {
+    Result<JobEvent> refused = JobEventFromEnvironment("start", {{"SLURM_JOB_ID", id}}, "h", 1);
+    EXPECT_FALSE(refused.ok()) << id;
+  }
+  Result<JobEvent> array = JobEventFromEnvironment(
+      "start",
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_ARRAY_JOB_ID", "6"}, {"SLURM_ARRAY_TASK_ID", "4294967296"}},
+      "h", 1);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->job_id, "7") << "an array task id past the range is not used";
+  options_.kind = "prolog";
+  EXPECT_EQ(RunHook(options_, {{"SLURM_JOB_ID", "99999999999999999999"}}, clock_), "");
+  EXPECT_THAT(logs_, HasSubstr("SLURM_JOB_ID \"99999999999999999999\" is not a SLURM job id"));
+}
+
 TEST_F(HookTest, UnwritableEventsDirIsLoggedNotFatal) {
   std::ofstream(dir_ + "/file") << "x";
   options_.events_dir = dir_ + "/file/events";

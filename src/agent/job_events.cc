@@ -3,6 +3,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <limits>
 #include <optional>
 
@@ -20,10 +22,20 @@ std::string Get(const std::map<std::string, std::string>& env, const char* key) 
   return it == env.end() ? std::string() : it->second;
 }
 
-bool IsDigits(const std::string& s) {
-  return !s.empty() && s.size() <= 20 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+// SLURM's job, array task and het offset ids are 32-bit: decimal digits only (no sign or space)
+// within uint32_t. A longer number is not slurmd's, and is refused rather than cut.
+std::optional<uint32_t> SlurmNumber(const std::string& s) {
+  if (s.empty() || s.size() > 10 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  uint64_t value = 0;
+  std::from_chars(s.data(), s.data() + s.size(), value);
+  if (value > std::numeric_limits<uint32_t>::max())
+    return std::nullopt;
+  return static_cast<uint32_t>(value);
 }
+
+bool IsDigits(const std::string& s) { return SlurmNumber(s).has_value(); }
 
 // Keeps file names and JSON tame whatever the environment holds.
 std::string Clean(std::string value, size_t max) {
@@ -62,12 +74,16 @@ Result<JobEvent> JobEventFromEnvironment(const std::string& kind,
     e.job_id = het_job + "+" + het_offset;
   } else if (IsDigits(job)) {
     e.job_id = job;
-  } else {
+  } else if (job.empty()) {
     return InvalidArgumentError("no SLURM_JOB_ID in the hook's environment (was it run by slurmd?)")
         .WithReason("no_job");
+  } else {
+    return InvalidArgumentError("SLURM_JOB_ID \"" + Clean(job, 32) +
+                                "\" is not a SLURM job id (digits, at most 4294967295)")
+        .WithReason("no_job");
   }
-  if (IsDigits(job))
-    e.slurm_job_id = static_cast<uint32_t>(std::stoul(job));
+  if (const std::optional<uint32_t> id = SlurmNumber(job))
+    e.slurm_job_id = *id;
   const std::string node = Get(env, "SLURMD_NODENAME");
   e.host = Clean(node.empty() ? fallback_host : node, 253);
   e.at_ms = now_ms;

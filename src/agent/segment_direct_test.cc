@@ -70,6 +70,41 @@ TEST(SegmentGrantFilesTest, NamesAndDocumentsRoundTripAndRefuseAnythingElse) {
   }
 }
 
+// The server's answer to a grant request is read without throwing: a wrongly typed member used
+// to end the controller daemon (nlohmann's value() throws type_error on the upload thread).
+TEST(SegmentGrantFilesTest, TheServersGrantAnswerIsReadAsHostileInput) {
+  const std::string fallback = "https://dp.example/dp/v1/segments";
+  Result<SegmentGrantFile> file = GrantFileFromAnswer(
+      R"({"grant":"exp_sg_abc","expires_at_ms":1700000000000,"upload_url":"https://up.example/s"})",
+      fallback);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->grant, "exp_sg_abc");
+  EXPECT_EQ(file->expires_at_ms, 1'700'000'000'000);
+  EXPECT_EQ(file->upload_url, "https://up.example/s");
+  for (const char* relative : {R"("upload_url":"/dp/v1/segments",)", ""}) {
+    file = GrantFileFromAnswer(
+        std::string(R"({"grant":"exp_sg_abc",)") + relative + R"("expires_at_ms":5})", fallback);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->upload_url, fallback) << "a bare path or none: where the controller sends";
+  }
+  for (const std::string& bad : std::vector<std::string>{
+           R"({"grant":7,"expires_at_ms":5})", R"({"grant":["exp_sg_a"],"expires_at_ms":5})",
+           R"({"grant":"exp_sg_a","expires_at_ms":"5"})",
+           R"({"grant":"exp_sg_a","expires_at_ms":1.5e300})",
+           R"({"grant":"exp_sg_a","expires_at_ms":-1})",
+           R"({"grant":"exp_sg_a","expires_at_ms":18446744073709551615})",
+           R"({"grant":"exp_sg_a","expires_at_ms":5,"upload_url":{"a":1}})",
+           R"({"grant":"exp_sg_a","expires_at_ms":5,"upload_url":"http://far.example/s"})",
+           R"({"grant":"exp_cc_a","expires_at_ms":5})", R"({"expires_at_ms":5})", "[1]", "null",
+           "{", std::string(5000, ' ')}) {
+    Result<SegmentGrantFile> refused = GrantFileFromAnswer(bad, fallback);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().reason(), "bad_grant_answer") << bad;
+    EXPECT_EQ(refused.status().message().rfind("the server's segment grant answer: ", 0), 0u)
+        << refused.status();
+  }
+}
+
 class SegmentDirectTest : public SegmentServerTest {
  protected:
   void SetUp() override {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/url_policy.h"
+#include "wire/field_reader.h"
 #include "wire/json_parse.h"
 #include "wire/trace_segment_header.h"
 
@@ -101,6 +102,45 @@ Result<SegmentGrantFile> DecodeSegmentGrantFile(std::string_view bytes) {
   if (Status allowed = net::CheckUrlAllowed(out.upload_url); !allowed.ok())
     return BadGrantFile("upload URL: " + allowed.message());
   return out;
+}
+
+Result<SegmentGrantFile> GrantFileFromAnswer(std::string_view body,
+                                             const std::string& fallback_upload_url) {
+  constexpr char kReason[] = "bad_grant_answer";
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError("the server's segment grant answer: " + why).WithReason(kReason);
+  };
+  if (body.size() > kMaxSegmentGrantFileBytes)
+    return bad("larger than " + std::to_string(kMaxSegmentGrantFileBytes) + " bytes");
+  Result<nlohmann::json> answer = wire::ParseJson(
+      body, wire::JsonLimits{.max_depth = 2, .max_values = 16, .max_string_bytes = 4096});
+  if (!answer.ok())
+    return bad(answer.status().message());
+  Result<wire::FieldReader> reader = wire::FieldReader::Object(*answer, "", kReason);
+  if (!reader.ok())
+    return bad(reader.status().message());
+  SegmentGrantFile file;
+  Result<std::string> grant = reader->Text("grant", kMaxGrantBytes, wire::Need::kRequired);
+  Result<int64_t> expires =
+      reader->Int("expires_at_ms", 0, wire::kMaxTimeMs, wire::Need::kRequired);
+  Result<std::string> url = reader->Text("upload_url", kMaxUrlBytes, wire::Need::kOptional);
+  for (const Status* problem : {&grant.status(), &expires.status(), &url.status()}) {
+    if (!problem->ok())
+      return bad(problem->message());
+  }
+  file.grant = *grant;
+  file.expires_at_ms = *expires;
+  file.upload_url = *url;
+  // A server that does not know its public data-plane URL answers a bare path: the worker
+  // then sends where this controller does.
+  if (file.upload_url.rfind("https://", 0) != 0 && file.upload_url.rfind("http://", 0) != 0)
+    file.upload_url = fallback_upload_url;
+  // Checked as the worker will read it, so that an unusable grant never reaches the spool.
+  if (Result<SegmentGrantFile> checked = DecodeSegmentGrantFile(EncodeSegmentGrantFile(file));
+      !checked.ok()) {
+    return bad(checked.status().message());
+  }
+  return file;
 }
 
 }  // namespace expanse::agent

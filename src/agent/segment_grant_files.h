@@ -51,6 +51,13 @@ std::string EncodeSegmentGrantFile(const SegmentGrantFile& file);
 // that is not exp_sg_ text of at most 2 KiB, an upload URL the HTTP client would refuse.
 Result<SegmentGrantFile> DecodeSegmentGrantFile(std::string_view bytes);
 
+// The grant file for the server's 201 answer to a grant request, which is outside input too:
+// {"grant", "expires_at_ms", "upload_url"} read without throwing, an upload URL that is not
+// absolute (or absent) replaced by `fallback_upload_url`, and the result checked as a worker
+// will decode it. kInvalidArgument (reason bad_grant_answer) saying what is wrong.
+Result<SegmentGrantFile> GrantFileFromAnswer(std::string_view body,
+                                             const std::string& fallback_upload_url);
+
 bool IsSha256Hex(std::string_view text);
 
 }  // namespace expanse::agent

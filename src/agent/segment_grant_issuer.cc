@@ -16,7 +16,6 @@
 #include "core/file_util.h"
 #include "spool/hostile_read.h"
 #include "wire/error_answer.h"
-#include "wire/json_parse.h"
 
 namespace expanse::agent {
 
@@ -117,21 +116,11 @@ Result<bool> SegmentGrantIssuer::Issue(const std::string& dir, const std::string
     return Retry("HTTP " + std::to_string(response->status) + " asking for a segment grant");
 
   // The server's answer is outside input too: it must make a grant file the worker accepts.
-  SegmentGrantFile file;
-  Result<nlohmann::json> answer = wire::ParseJson(
-      response->body, wire::JsonLimits{.max_depth = 2, .max_values = 16, .max_string_bytes = 4096});
-  if (answer.ok() && answer->is_object()) {
-    file.grant = answer->value("grant", "");
-    file.expires_at_ms = answer->value("expires_at_ms", int64_t{0});
-    file.upload_url = answer->value("upload_url", "");
-  }
-  // A server that does not know its public data-plane URL answers a bare path: the worker
-  // then sends where this controller does.
-  if (file.upload_url.rfind("https://", 0) != 0 && file.upload_url.rfind("http://", 0) != 0)
-    file.upload_url = options_.data_plane_url + kSegmentIngestPath;
-  const std::string contents = EncodeSegmentGrantFile(file);
-  if (Result<SegmentGrantFile> checked = DecodeSegmentGrantFile(contents); !checked.ok())
-    return Retry("the server's segment grant is unusable: " + checked.status().message());
+  Result<SegmentGrantFile> file =
+      GrantFileFromAnswer(response->body, options_.data_plane_url + kSegmentIngestPath);
+  if (!file.ok())
+    return Retry(file.status().message());
+  const std::string contents = EncodeSegmentGrantFile(*file);
   if (Status written = fs::WriteFileAtomically(dir, SegmentGrantFileName(sha256), contents, 0600);
       !written.ok()) {
     return Retry(written.message());

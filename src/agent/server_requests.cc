@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "wire/json_parse.h"
+
 namespace expanse::agent {
 namespace {
 
@@ -67,6 +69,14 @@ void ServerRequests::Handle(const json& answer) {
     std::lock_guard lock(mu_);
     results_.push_back(std::move(result));
   }
+}
+
+void ServerRequests::HandleAnswer(std::string_view body) {
+  // At most kMaxResults requests of three short members each, plus what else the answer says.
+  Result<json> answer = wire::ParseJson(
+      body, wire::JsonLimits{.max_depth = 8, .max_values = 10'000, .max_string_bytes = 64 * 1024});
+  if (answer.ok() && answer->is_object())
+    Handle(*answer);
 }
 
 json ServerRequests::Run(int64_t id, const std::string& kind, const std::string& job_id) {

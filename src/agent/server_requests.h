@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,9 @@ class ServerRequests {
 
   // The answer's "requests": runs those not run before. Anything malformed is skipped.
   void Handle(const nlohmann::json& answer);
+  // The heartbeat answer's body as the server sent it: parsed within a heartbeat answer's
+  // limits (anything deeper or larger is not one of ours and is ignored), then Handle().
+  void HandleAnswer(std::string_view body);
   // The "request_results" the next heartbeat carries (the outcomes not yet accepted).
   nlohmann::json PendingResults();
   // The heartbeat that carried the first `count` of PendingResults() was accepted.

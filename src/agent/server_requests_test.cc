@@ -75,6 +75,20 @@ TEST_F(ServerRequestsTest, RefusesWhatIsNotAScancelOfASlurmJob) {
   EXPECT_EQ(requests_.PendingResults().size(), 4u);
 }
 
+// The body as it arrives: what is not a heartbeat answer within its limits is ignored.
+TEST_F(ServerRequestsTest, TheAnswersBodyIsParsedWithinLimits) {
+  requests_.HandleAnswer(R"({"requests":[{"id":9,"kind":"scancel","job_id":"77"}]})");
+  EXPECT_EQ(host_.commands(), (std::vector<std::string>{"scancel 77"}));
+  const std::string nested = std::string(100'000, '[') + std::string(100'000, ']');
+  for (const std::string& body :
+       {std::string("not json"), std::string(R"([{"id":10}])"), nested,
+        std::string(R"({"requests":[{"id":10,"kind":"scancel","job_id":"78"}],"x":)") +
+            std::string(20, '[') + std::string(20, ']') + "}"}) {
+    requests_.HandleAnswer(body);
+  }
+  EXPECT_EQ(host_.commands().size(), 1u) << "too deep: not one of ours, so nothing in it runs";
+}
+
 TEST(IsSlurmJobIdTest, TheFormsSqueuePrints) {
   for (const char* ok : {"1", "123", "123_4", "123+1"})
     EXPECT_TRUE(IsSlurmJobId(ok)) << ok;

@@ -111,8 +111,14 @@ TEST(SlurmAllocationFallbackTest, InventoriesFromWorkerReportsSkipWhatTheyCannot
   json["gpus"].push_back({{"uuid", 7}, {"index", 2}});
   json["gpus"].push_back({{"uuid", "GPU-x"}, {"index", -1}});
   json["gpus"].push_back("garbage");
+  // 2^32 + 1 would have been cut to index 1 (and minor 2^32 + 2 to minor 2): another GPU's.
+  json["gpus"].push_back({{"uuid", "GPU-wrap"}, {"index", 4'294'967'297ull}});
+  json["gpus"].push_back({{"uuid", "GPU-wrap-minor"}, {"index", 3u}, {"minor", 4'294'967'298ull}});
   const std::vector<gpu::GpuInfo> gpus = GpusFromJson(json);
-  ASSERT_EQ(gpus.size(), 2u);
+  ASSERT_EQ(gpus.size(), 3u);
+  EXPECT_EQ(gpus[2].uuid, "GPU-wrap-minor");
+  EXPECT_EQ(gpus[2].index, 3u);
+  EXPECT_FALSE(gpus[2].minor.has_value()) << "a minor past uint32_t is not one";
   EXPECT_EQ(gpus[1].uuid, "GPU-minor2");
   EXPECT_EQ(gpus[1].index, 1u);
   EXPECT_EQ(gpus[1].minor, 2u);

@@ -134,8 +134,11 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
   }
 
   // --daemon-binary: a staged archive with its signature, or a bare binary.
-  EXPANSE_ASSIGN_OR_RETURN(release::StagedBinary staged,
-                           release::InspectStagedBinary(o.daemon_binary, key));
+  // An archive is unpacked from the copy of the bytes that were verified (in the private staging
+  // directory), never from the operator's path again.
+  EXPANSE_ASSIGN_OR_RETURN(
+      release::StagedBinary staged,
+      release::InspectStagedBinary(o.daemon_binary, key, staging_dir + "/daemon.tar.gz"));
   log(staged.message);
   if (staged.kind == release::StagedBinary::Kind::kBareBinary) {
     out.daemon_path = o.daemon_binary;
@@ -144,7 +147,7 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
     return out;
   }
   EXPANSE_ASSIGN_OR_RETURN(release::ExtractedRelease extracted,
-                           release::ExtractArchive(o.daemon_binary, staging_dir + "/daemon"));
+                           release::ExtractArchive(staged.path, staging_dir + "/daemon"));
   EXPANSE_RETURN_IF_ERROR(TakeDaemon(extracted, out));
   out.verified = true;
   const std::string dir = o.daemon_binary.substr(0, o.daemon_binary.rfind('/'));

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class PackTest : public ::testing::Test {
  protected:
@@ -159,6 +160,23 @@ TEST_F(PackTest, StagingDirectoriesHoldOnlyRegularFiles) {
   std::filesystem::create_symlink("/etc/passwd", staging() + "/bin/link");
   EXPECT_THAT(FilesUnder(staging()).status().message(), HasSubstr("a symbolic link"));
   EXPECT_FALSE(FilesUnder(dir_ / "missing").ok());
+}
+
+// The operator guide's v1.8.0 failure ("unsupported type 49"): a packer that kept a staging
+// tree's hard links wrote tar type '1' entries, which the extractor refuses. Each of two names
+// for one file is packed as a regular file of its own, and the archive unpacks.
+TEST_F(PackTest, HardLinkedFilesArePackedAsRegularFiles) {
+  std::filesystem::create_hard_link(staging() + "/bin/py-spy", staging() + "/bin/py-spy-again");
+  ASSERT_EQ(std::filesystem::hard_link_count(staging() + "/bin/py-spy"), 2u);
+  Result<std::string> path = PackArchive(Options());
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string listing = Tar({"-tvzf", *path});
+  EXPECT_THAT(listing, HasSubstr("bin/py-spy-again"));
+  EXPECT_THAT(listing, Not(HasSubstr(" link to "))) << listing;
+  Result<ExtractedRelease> extracted = ExtractArchive(*path, dir_ / "x");
+  ASSERT_TRUE(extracted.ok()) << extracted.status();
+  EXPECT_EQ(testing::ReadFile(extracted->dir + "/bin/py-spy-again"),
+            testing::ReadFile(staging() + "/bin/py-spy"));
 }
 
 }  // namespace

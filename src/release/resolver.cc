@@ -263,7 +263,8 @@ Result<std::string> DownloadVerified(net::HttpClient& client, const ArchiveRef& 
   return dest_path;
 }
 
-Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_view public_key_pem) {
+Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_view public_key_pem,
+                                         const std::string& verified_copy) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return fs::ErrnoStatus(errno, "inspect " + path);
@@ -286,7 +287,11 @@ Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_vi
                              release_internal::ReadWholeFile(path, kMaxArchiveBytes));
     EXPANSE_RETURN_IF_ERROR(
         Annotate(crypto::VerifyBlob(public_key_pem, bytes, *signature), path + ": "));
-    EXPANSE_ASSIGN_OR_RETURN(ReleaseInfo info, Annotate(InspectArchive(path), path + ": "));
+    if (!verified_copy.empty()) {
+      EXPANSE_RETURN_IF_ERROR(release_internal::ReplaceFile(verified_copy, bytes, 0600));
+      staged.path = verified_copy;
+    }
+    EXPANSE_ASSIGN_OR_RETURN(ReleaseInfo info, Annotate(InspectArchive(staged.path), path + ": "));
     staged.kind = StagedBinary::Kind::kArchive;
     staged.verified = true;
     staged.message = path + ": signature verified; " + info.name + " " + info.version + " for " +

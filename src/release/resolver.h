@@ -92,7 +92,7 @@ Result<std::string> DownloadVerified(net::HttpClient& client, const ArchiveRef& 
 struct StagedBinary {
   enum class Kind { kArchive, kBareBinary };
   Kind kind = Kind::kBareBinary;
-  std::string path{};
+  std::string path{};                 // what to install from (the verified copy when one was made)
   bool verified = false;              // true only for an archive whose .sig verified
   std::optional<ReleaseInfo> info{};  // the archive's release.json
   std::string message{};              // for the operator: what was checked, or why nothing was
@@ -103,7 +103,11 @@ struct StagedBinary {
 // refused (kFailedPrecondition "archive_unsigned"); any other regular file that is an ELF
 // object or executable is a bare binary, verified=false, with a message saying it cannot be
 // verified. Anything else is kInvalidArgument.
-Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_view public_key_pem);
+// With `verified_copy`, the archive's bytes that were verified are written there (0600) and
+// checked there, and `path` in the result names that copy: the caller then unpacks exactly the
+// bytes the signature covers, not a file someone could replace after the check.
+Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_view public_key_pem,
+                                         const std::string& verified_copy = "");
 
 }  // namespace expanse::release
 

@@ -2,6 +2,7 @@
 // verify the manifest, pick release and CUPTI variant, download with every check, extract.
 #include "release/resolver.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -263,18 +264,23 @@ TEST(SelectCuptiVariantTest, NewestCompatibleOrPinnedOrNone) {
   EXPECT_THAT(absent.message(), HasSubstr("cuda1280 (driver >= 570.124.06), cuda1300"));
 }
 
-TEST(InspectStagedBinaryTest, ArchivesNeedTheirSignatureBareBinariesAreUnverified) {
-  testing::TempDir dir;
-  crypto::SigningKeyPair keys = crypto::GenerateSigningKey().value();
+// A daemon release archive 1.2.0 of one stand-in binary (dir/staging/bin/expanse-daemon), unsigned.
+std::string PackDaemonArchive(const testing::TempDir& dir) {
   testing::WriteFile(dir / "staging/bin/expanse-daemon",
                      "\x7f"
                      "ELF",
                      0755);
-  std::string archive = PackArchive({.name = "expanse-daemon",
-                                     .version = "1.2.0",
-                                     .files = FilesUnder(dir / "staging").value(),
-                                     .output_dir = dir.path()})
-                            .value();
+  return PackArchive({.name = "expanse-daemon",
+                      .version = "1.2.0",
+                      .files = FilesUnder(dir / "staging").value(),
+                      .output_dir = dir.path()})
+      .value();
+}
+
+TEST(InspectStagedBinaryTest, ArchivesNeedTheirSignatureBareBinariesAreUnverified) {
+  testing::TempDir dir;
+  crypto::SigningKeyPair keys = crypto::GenerateSigningKey().value();
+  std::string archive = PackDaemonArchive(dir);
   Status unsigned_archive = InspectStagedBinary(archive, keys.public_key_pem).status();
   EXPECT_EQ(unsigned_archive.reason(), "archive_unsigned");
   EXPECT_THAT(unsigned_archive.message(), HasSubstr(archive + ".sig"));
@@ -300,6 +306,29 @@ TEST(InspectStagedBinaryTest, ArchivesNeedTheirSignatureBareBinariesAreUnverifie
             StatusCode::kInvalidArgument);
   EXPECT_EQ(InspectStagedBinary(dir / "missing", "").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(InspectStagedBinary(dir.path(), "").status().code(), StatusCode::kInvalidArgument);
+}
+
+// With a copy path, what is checked and returned is a private copy of the very bytes the
+// signature covered: replacing the staged archive afterwards changes nothing that is installed.
+TEST(InspectStagedBinaryTest, TheVerifiedBytesAreKeptInACopy) {
+  testing::TempDir dir;
+  crypto::SigningKeyPair keys = crypto::GenerateSigningKey().value();
+  const std::string archive = PackDaemonArchive(dir);
+  const std::string signed_bytes = testing::ReadFile(archive);
+  testing::WriteFile(archive + ".sig",
+                     crypto::SignBlob(keys.private_key_pem, signed_bytes).value());
+  const std::string copy = dir / "private/daemon.tar.gz";
+  std::filesystem::create_directories(dir / "private");
+  Result<StagedBinary> staged = InspectStagedBinary(archive, keys.public_key_pem, copy);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(staged->path, copy);
+  EXPECT_EQ(testing::ReadFile(copy), signed_bytes);
+  struct stat st {};
+  ASSERT_EQ(stat(copy.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  testing::WriteFile(archive, "replaced after the check", 0644);
+  EXPECT_EQ(testing::ReadFile(staged->path), signed_bytes);
+  EXPECT_THAT(staged->message, HasSubstr(archive + ": signature verified"));
 }
 
 }  // namespace
