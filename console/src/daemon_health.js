@@ -22,3 +22,13 @@ export function refusedRecordsProblem(diagnostics) {
   const more = byHost.length > 3 ? `; and ${byHost.length - 3} more hosts` : '';
   return `${total} refused${hosts.length ? ' — ' + hosts.join('; ') : ''}${more}`;
 }
+
+// How many of the workers that sampled (their reports are fresh) supply one capability, as the
+// compute page's capability table sums each column up: "0 of 1 sampled worker nodes" under CUPTI
+// means the one worker sends baseline samples but no CUPTI counters, not that GPU telemetry is
+// missing. "ok" supplies it; degraded, absent or disabled do not.
+export function workersSupplying(workers, key) {
+  const reports = workers?.reports || [];
+  const supplying = reports.filter((r) => r?.capabilities?.[key]?.state === 'ok').length;
+  return `${supplying} of ${reports.length} sampled worker nodes`;
+}

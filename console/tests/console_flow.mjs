@@ -146,6 +146,9 @@ try {
   await assertLabelled(page, 'compute page');
   assert.match(await page.locator('#sampled-workers').innerText(), /\d+ of \d+ sampled worker nodes/);
   assert.match(await page.locator('#capabilities').innerText(), /controller/);
+  // Each capability's column sums up how many of the sampled workers supply it.
+  const supplyingRow = await page.locator('#workers-supplying td[data-capability="nvml"]').innerText();
+  assert.match(supplyingRow, /^\d+ of \d+ sampled worker nodes$/);
   ok('the compute page shows nodes, GPUs, sampled workers and capability health');
 
   // --- a job and its timeline ---------------------------------------------------------------------

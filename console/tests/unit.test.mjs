@@ -6,7 +6,7 @@ import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
 import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, stallName} from '../src/capture.js';
-import {refusedRecordsProblem, runsProblem} from '../src/daemon_health.js';
+import {refusedRecordsProblem, runsProblem, workersSupplying} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
 import {buildTree, shortFrame} from '../src/flame.js';
@@ -121,6 +121,19 @@ test('refused worker records are shown by host, worst first', () => {
   }};
   assert.equal(refusedRecordsProblem(diagnostics),
     '12 refused — w2: 10 (invalid_json); w1: 2 (gpu_series[0].t0 must be an integer)');
+});
+
+test('each capability counts the sampled workers that supply it (only ok supplies)', () => {
+  const workers = {sampled: 3, expected: 4, reports: [
+    {host: 'w1', capabilities: {cupti: {state: 'ok'}, dcgm: {state: 'absent', reason: 'dcgmi not found'}}},
+    {host: 'w2', capabilities: {cupti: {state: 'degraded', reason: 'CUPTI PM sampling unavailable'}}},
+    {host: 'w3'},
+  ]};
+  assert.equal(workersSupplying(workers, 'cupti'), '1 of 3 sampled worker nodes');
+  assert.equal(workersSupplying(workers, 'dcgm'), '0 of 3 sampled worker nodes');
+  assert.equal(workersSupplying({sampled: 1, reports: [{host: 'w1', capabilities: {cupti: {state: 'disabled'}}}]}, 'cupti'),
+    '0 of 1 sampled worker nodes');
+  assert.equal(workersSupplying(undefined, 'cupti'), '0 of 0 sampled worker nodes');
 });
 
 test('verdicts read as label, interval from the job start, confidence and evidence', () => {

@@ -80,7 +80,8 @@ ControllerRound::ControllerRound(ControllerRoundOptions options, Host& host,
       permissions_(DaemonPermissionOptions(options_.control_dir, options_.shared_prefix,
                                            options_.shared_prefix.empty()
                                                ? std::string()
-                                               : WorkerSpoolRoot(options_.shared_prefix)),
+                                               : WorkerSpoolRoot(options_.shared_prefix),
+                                           options_.hostname),
                    options_.settings.profiling_agent_enable),
       rename_([this](const std::string& id) { return DisplayId(id); }),
       detector_(LiveOptionsOf(options_.settings)) {}

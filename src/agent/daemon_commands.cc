@@ -192,6 +192,12 @@ int RunHookCommand(const HookCommandOptions& hook, const DaemonOptions& flags, H
   options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (kind == "prolog" && hook.sampler_bootstrap && !flags.shared_prefix.empty()) {
     options.bootstrap_sampler = [&] {
+      if (ControllerInstalledHere(host, deploy::kDefaultInstallStateDir)) {
+        options.log(
+            "expanse hook prolog: no sampler started: this host runs the controller "
+            "daemon, which samples its GPUs");
+        return;
+      }
       BootstrapOptions b;
       b.binary = flags.shared_prefix + "/bin/expanse-daemon";
       b.sampler_args = {"--role",       "sampler",        "--shared-prefix", flags.shared_prefix,

@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 
+#include "agent/hook.h"
 #include "core/file_util.h"
 #include "deploy/daemon_config.h"
 
@@ -29,6 +31,21 @@ std::vector<std::string> WithAncestors(const std::string& dir) {
   return out;
 }
 
+// The directories from `top` (exclusive) down to `dir` (inclusive), top first; just `dir` when it
+// is not under `top`.
+std::vector<std::string> DirectoriesBelow(const std::string& top, const std::string& dir) {
+  const std::filesystem::path bottom = std::filesystem::path(dir).lexically_normal();
+  if (top.empty() || !deploy::PathIsUnder(bottom.string(), top))
+    return {bottom.string()};
+  const std::filesystem::path stop = std::filesystem::path(top).lexically_normal();
+  std::vector<std::string> out;
+  for (std::filesystem::path p = bottom; !p.empty() && p != stop && p != p.root_path();
+       p = p.parent_path()) {
+    out.insert(out.begin(), p.string());
+  }
+  return out;
+}
+
 }  // namespace
 
 PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& options) {
@@ -37,8 +54,14 @@ PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& op
     paths = WithAncestors(options.control_dir);
   if (!options.shared_prefix.empty())
     paths.push_back(options.shared_prefix);
-  if (!options.spool_dir.empty())
-    paths.push_back(options.spool_dir);
+  for (const std::string* below : {&options.spool_dir, &options.agent_library_dir}) {
+    if (below->empty())
+      continue;
+    for (std::string& path : DirectoriesBelow(options.shared_prefix, *below)) {
+      if (std::find(paths.begin(), paths.end(), path) == paths.end())
+        paths.push_back(std::move(path));
+    }
+  }
 
   PermissionCheckResult result;
   for (const std::string& path : paths) {
@@ -72,13 +95,21 @@ PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& op
 
 PermissionCheckOptions DaemonPermissionOptions(const std::string& control_dir,
                                                const std::string& shared_prefix,
-                                               const std::string& spool_dir) {
+                                               const std::string& spool_dir,
+                                               const std::string& hostname) {
   PermissionCheckOptions options;
   options.control_dir = control_dir;
   options.shared_prefix = shared_prefix;
   options.spool_dir = spool_dir;
+  if (!shared_prefix.empty() && !hostname.empty()) {
+    options.agent_library_dir =
+        std::filesystem::path(NodeAgentLibrary(shared_prefix, hostname)).parent_path().string();
+  }
   options.repairable_roots = {"/var/lib/expanse", control_dir};
-  if (!spool_dir.empty())
+  // The shared spool tree: <prefix>/spool, which the installer makes for the daemon account.
+  if (!shared_prefix.empty() && deploy::PathIsUnder(spool_dir, shared_prefix + "/spool"))
+    options.repairable_roots.push_back(shared_prefix + "/spool");
+  else if (!spool_dir.empty())
     options.repairable_roots.push_back(spool_dir);
   options.daemon_uid = geteuid();
   return options;

@@ -1,7 +1,8 @@
 // With in-process agent injection on, the job's processes (running as the job's user) must be
 // able to reach the agent library and the profiling spool, so every directory on the way needs
 // other-execute (o+x). The daemon checks that every 30 seconds: the node-local control
-// directory and each of its ancestors, the shared-prefix root, and the spool. A missing bit
+// directory and each of its ancestors, the shared-prefix root, and the directories from there to
+// the spool and to the node's agent library. A missing bit
 // degrades `profiling_permissions` health with the exact path. The daemon repairs only that bit,
 // and only on directories it owns inside the roots it manages (/var/lib/expanse, the control
 // root, the shared spool tree); the shared-prefix root and the site's own ancestors are the
@@ -30,7 +31,9 @@ inline constexpr char kDisableMarkerName[] = "disabled";
 struct PermissionCheckOptions {
   std::string control_dir = kDefaultControlDir;
   std::string shared_prefix;  // "" when none
-  std::string spool_dir;      // "" when none
+  // Under the shared prefix, each is checked with every directory between the prefix and it.
+  std::string spool_dir;          // "" when none
+  std::string agent_library_dir;  // the directory of the node's agent library; "" when none
   // Directories under these roots that the daemon user owns may be repaired.
   std::vector<std::string> repairable_roots;
   uid_t daemon_uid = 0;
@@ -45,11 +48,14 @@ struct PermissionCheckResult {
 
 PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& options);
 
-// The options for a daemon: the control directory, the shared-prefix root and `spool_dir`, with
-// /var/lib/expanse, the control directory and the spool as the roots it may repair.
+// The options for a daemon on `hostname`: the control directory, the shared-prefix root,
+// `spool_dir` and the node's agent library directory (<prefix>/lib/cupti-nodes/<hostname>/lib,
+// which the job's processes load from), with /var/lib/expanse, the control directory and the
+// shared spool tree (<prefix>/spool) as the roots it may repair.
 PermissionCheckOptions DaemonPermissionOptions(const std::string& control_dir,
                                                const std::string& shared_prefix,
-                                               const std::string& spool_dir);
+                                               const std::string& spool_dir,
+                                               const std::string& hostname);
 
 // Runs the check at most every 30 s (when agent injection is on) and remembers the outcome.
 class PermissionMonitor {

@@ -72,6 +72,30 @@ TEST_F(ProfilingPermissionsTest, ReportsTheExactPathOfCustomerDirectories) {
   EXPECT_EQ(Mode(dir_ + "/var/lib"), 0750u);  // left for the operator
 }
 
+// As a daemon runs it: the shared spool tree down to the workers' spool, and every directory a
+// job's process passes to load the node's agent library, each from the shared prefix down.
+TEST_F(ProfilingPermissionsTest, TheDaemonChecksTheWayToTheSpoolAndToTheAgentLibrary) {
+  const std::string prefix = dir_ + "/srv/expanse";
+  std::filesystem::create_directories(prefix + "/spool/workers");
+  std::filesystem::create_directories(prefix + "/lib/cupti-nodes/h1/lib");
+  for (const char* d : {"/spool/workers", "/lib", "/lib/cupti-nodes", "/lib/cupti-nodes/h1",
+                        "/lib/cupti-nodes/h1/lib"}) {
+    chmod((prefix + d).c_str(), 0755);
+  }
+  const PermissionCheckOptions daemon = DaemonPermissionOptions(
+      dir_ + "/var/lib/expanse/control", prefix, prefix + "/spool/workers", "h1");
+  EXPECT_EQ(daemon.agent_library_dir, prefix + "/lib/cupti-nodes/h1/lib");
+  EXPECT_EQ(CheckProfilingPermissions(daemon).problem, "");
+
+  chmod((prefix + "/spool").c_str(), 0750);            // the spool tree's root: the daemon's
+  chmod((prefix + "/lib/cupti-nodes").c_str(), 0750);  // on the way to the agent library
+  const PermissionCheckResult result = CheckProfilingPermissions(daemon);
+  EXPECT_THAT(result.repaired, ElementsAre(prefix + "/spool"));
+  EXPECT_EQ(Mode(prefix + "/spool"), 0751u);
+  EXPECT_EQ(result.problem, "missing o+x on " + prefix + "/lib/cupti-nodes");
+  EXPECT_EQ(Mode(prefix + "/lib/cupti-nodes"), 0750u) << "not in a root the daemon repairs";
+}
+
 TEST_F(ProfilingPermissionsTest, NotOwnedIsNotRepaired) {
   chmod((dir_ + "/var/lib/expanse/control").c_str(), 0750);
   options_.daemon_uid = getuid() + 1;

@@ -171,6 +171,10 @@ SamplerInstanceLock::~SamplerInstanceLock() {
     close(fd_);  // releases the flock
 }
 
+bool ControllerInstalledHere(Host& host, const std::string& install_state_dir) {
+  return host.LinkStat(install_state_dir + "/controller.json").has_value();
+}
+
 std::string BootstrapDecision(const BootstrapOptions& options) {
   if (!LockHeld(options.state_dir))
     return "start";

@@ -60,6 +60,12 @@ class SamplerInstanceLock {
   int fd_;
 };
 
+// True when the installer's record of a controller install is on this host
+// (<install_state_dir>/controller.json): the controller daemon samples this node's GPUs itself,
+// so the Prolog starts no sampler here (two would sample the same GPUs twice; an explicit
+// `--role sampler` install is refused on such a host for the same reason).
+bool ControllerInstalledHere(Host& host, const std::string& install_state_dir);
+
 // What the bootstrap would do now: "running" (a current sampler holds the lock), "start" (none
 // runs) or "replace:<pid>" (one runs an older binary).
 std::string BootstrapDecision(const BootstrapOptions& options);

@@ -44,6 +44,14 @@ class SamplerBootstrapTest : public ::testing::Test {
   BootstrapOptions options_;
 };
 
+TEST_F(SamplerBootstrapTest, AHostWithTheControllerInstalledIsKnownByTheInstallersRecord) {
+  EXPECT_FALSE(ControllerInstalledHere(host_, "/var/lib/expanse-install"));
+  host_.Put("/var/lib/expanse-install/sampler.json", "{}", 0600);
+  EXPECT_FALSE(ControllerInstalledHere(host_, "/var/lib/expanse-install")) << "a worker's record";
+  host_.Put("/var/lib/expanse-install/controller.json", "{}", 0600);
+  EXPECT_TRUE(ControllerInstalledHere(host_, "/var/lib/expanse-install"));
+}
+
 TEST_F(SamplerBootstrapTest, WithoutSystemdTheCallerExecsTheSamplerAsTheAccount) {
   // Left by a sampler that ran as root: the account's sampler could not open them.
   host_.Put(options_.state_dir + "/sampler.lock", "", 0644);

@@ -41,9 +41,10 @@ class SamplerLoop {
         clock_(host.clock()),
         writer_(std::move(writer)),
         collector_(options.node, clock_),
-        permissions_(DaemonPermissionOptions(options.control_dir, options.shared_prefix,
-                                             WorkerSpoolRoot(options.shared_prefix)),
-                     options.settings.profiling_agent_enable),
+        permissions_(
+            DaemonPermissionOptions(options.control_dir, options.shared_prefix,
+                                    WorkerSpoolRoot(options.shared_prefix), options.node.hostname),
+            options.settings.profiling_agent_enable),
         bursts_(BurstInboxOptions{.control_root = ControlTreeRoot(options.shared_prefix),
                                   .hostname = options.node.hostname,
                                   .expected_uid = geteuid(),

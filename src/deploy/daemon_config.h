@@ -18,6 +18,10 @@
 namespace expanse::deploy {
 
 inline constexpr char kDefaultDaemonConfigPath[] = "/var/lib/slurm/.expanse/config.json";
+// Where `expanse compute install` records what it installed, one <role>.json per role
+// (install/install_state.h). A controller's record there also tells the Prolog's sampler
+// bootstrap that this node's GPUs are sampled by the controller daemon.
+inline constexpr char kDefaultInstallStateDir[] = "/var/lib/expanse-install";
 
 struct DaemonConfig {
   std::string compute_id;

@@ -40,17 +40,23 @@ constexpr CapabilityRule kCapabilityRules[] = {
      "names the library when it is not on the default path"},
     {"nvidia_smi", "GPU_BACKEND_DEGRADED", "check `nvidia-smi` on the node"},
     {"cupti", "CUPTI_DEGRADED",
-     "run `expanse-cupti-helper probe --json` on the node for the reason; the usual fix is "
-     "NVreg_RestrictProfilingToAdminUsers=0 (--cupti-mode) or EXPANSE_CUPTI_ENABLE=0"},
+     "run the node's helper (`<prefix>/lib/cupti-nodes/<host>/bin/expanse-cupti-helper probe "
+     "--json`) as the service account and read pm_sampling_reason; "
+     "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES needs CAP_PERFMON on the service (--cupti-mode "
+     "perfmon, the default, with RmProfilingAdminOnly=1 kept), `expanse-cupti-helper not found` "
+     "a signed CUPTI release for the node's driver; EXPANSE_CUPTI_ENABLE=0 turns counters off"},
     {"dcgm", "DCGM_DEGRADED",
-     "start the DCGM host engine (`systemctl start nvidia-dcgm`) or point EXPANSE_DCGM_HOST in "
-     "/etc/expanse/daemon.env at the one that runs"},
+     "make the DCGM host engine the site runs reachable (NVIDIA's unit is nvidia-dcgm; Expanse "
+     "never starts it), or point EXPANSE_DCGM_HOST and EXPANSE_DCGMI in "
+     "/etc/expanse/daemon.env at it; baseline GPU metrics do not need it"},
     {"py_stacks", "PYSTACKS_DEGRADED",
      "check ptrace permission (kernel.yama.ptrace_scope) on the node, or set "
      "EXPANSE_PYSTACKS_ENABLE=0 in /etc/expanse/daemon.env"},
     {"profiling_permissions", "PROFILING_PERMISSIONS_DEGRADED",
-     "re-run `expanse compute install --reinstall ...` so the agent library's permissions are "
-     "set again"},
+     "inspect the named path as the daemon account: directories the daemon owns are repaired on "
+     "their own, while the shared-prefix root and site-owned ancestors need o+x restored by your "
+     "configuration management (not a recursive chmod); EXPANSE_PROFILING_AGENT_ENABLE=0 when "
+     "in-process capture is not wanted"},
 };
 
 // "[GPU-a, GPU-b]", each quoted as a message needs it; "none" when empty.

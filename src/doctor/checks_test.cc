@@ -9,6 +9,7 @@ namespace expanse::doctor {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<std::string> Codes(const std::vector<Finding>& findings) {
   std::vector<std::string> codes;
@@ -184,6 +185,25 @@ TEST(DoctorChecks, DcgmUnreachable) {
   EXPECT_EQ(f.host, "w1");
   EXPECT_THAT(f.seen, HasSubstr("\"dcgmi cannot reach the host engine\""));
   EXPECT_THAT(f.fix, HasSubstr("nvidia-dcgm"));
+}
+
+// The fixes say what the operator guide says: keep the driver's profiling restriction and grant
+// the service CAP_PERFMON; managed directories repair themselves, site-owned ones do not.
+TEST(DoctorChecks, CountersAndPermissionFixesFollowTheGuide) {
+  DeploymentFacts facts = HealthyFacts();
+  facts.nodes[0].capabilities["cupti"] = {"degraded",
+                                          "CUPTI PM sampling unavailable: "
+                                          "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"};
+  const Finding cupti = Only(RunChecks(facts), "CUPTI_DEGRADED");
+  EXPECT_THAT(cupti.fix, HasSubstr("CAP_PERFMON"));
+  EXPECT_THAT(cupti.fix, HasSubstr("RmProfilingAdminOnly=1 kept"));
+  EXPECT_THAT(cupti.fix, Not(HasSubstr("RestrictProfilingToAdminUsers=0")));
+  facts = HealthyFacts();
+  facts.nodes[0].capabilities["profiling_permissions"] = {
+      "degraded", "missing o+x on /srv/expanse (the shared-prefix root)"};
+  const Finding permissions = Only(RunChecks(facts), "PROFILING_PERMISSIONS_DEGRADED");
+  EXPECT_THAT(permissions.fix, HasSubstr("configuration management"));
+  EXPECT_THAT(permissions.fix, Not(HasSubstr("--reinstall")));
 }
 
 TEST(DoctorChecks, CollectorTurnedOffIsANoteNotAnAction) {

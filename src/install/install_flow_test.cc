@@ -261,6 +261,64 @@ TEST_F(InstallFlowTest, AnExistingConfigIsNeverOverwrittenWithoutReinstall) {
   EXPECT_EQ(planes_.exchanges_, 0) << "the token is not used";
 }
 
+// daemon.env wins over the unit, so the 0 an install with --profiling-agent=false wrote there
+// must not outlive a later install with the flag true; a 0 the operator wrote stays, named.
+TEST_F(InstallFlowTest, TheProfilingAgentFlagOfTheLatestInstallWins) {
+  constexpr char kEnv[] = "/etc/expanse/daemon.env";
+  install_.profiling_agent = false;
+  ASSERT_TRUE(Install().ok());
+  EXPECT_NE(host_.Contents(kEnv).value_or("").find("EXPANSE_PROFILING_AGENT_ENABLE=0"),
+            std::string::npos);
+  EXPECT_NE(host_.Contents("/etc/systemd/system/expanse-daemon.service")
+                .value_or("")
+                .find("EXPANSE_PROFILING_AGENT_ENABLE=0"),
+            std::string::npos);
+
+  install_.profiling_agent = true;
+  install_.reinstall = true;
+  progress_.clear();
+  ASSERT_TRUE(RunInstall(install_, paths_, std::nullopt, Collect()).ok());
+  const std::string env = host_.Contents(kEnv).value_or("");
+  EXPECT_NE(env.find("EXPANSE_PROFILING_AGENT_ENABLE=1"), std::string::npos) << env;
+  EXPECT_EQ(env.find("EXPANSE_PROFILING_AGENT_ENABLE=0"), std::string::npos) << env;
+  EXPECT_TRUE(Said("which the earlier install wrote for --profiling-agent=false, becomes 1"));
+  EXPECT_EQ(host_.Contents("/etc/systemd/system/expanse-daemon.service")
+                .value_or("")
+                .find("EXPANSE_PROFILING_AGENT_ENABLE"),
+            std::string::npos);
+
+  // The operator's own 0, with no earlier --profiling-agent=false behind it: kept, and said.
+  host_.Put(kEnv, "# site policy\nEXPANSE_PROFILING_AGENT_ENABLE=0\n", 0640, 0, kSlurmUid);
+  progress_.clear();
+  ASSERT_TRUE(RunInstall(install_, paths_, std::nullopt, Collect()).ok());
+  EXPECT_EQ(host_.Contents(kEnv), "# site policy\nEXPANSE_PROFILING_AGENT_ENABLE=0\n");
+  EXPECT_TRUE(
+      Said("warning: /etc/expanse/daemon.env sets EXPANSE_PROFILING_AGENT_ENABLE=0, "
+           "which overrides --profiling-agent=true"));
+}
+
+// A rebuilt controller (the guide's "Replace a lost compute credential"): no config is left, so
+// --reinstall without a token is refused before anything changes, and with a re-issued token
+// and both plane URLs it exchanges the token and installs as a fresh install does.
+TEST_F(InstallFlowTest, ARebuiltControllerNeedsAReissuedTokenAndThePlanes) {
+  install_.reinstall = true;
+  const std::string before = host_.Snapshot();
+  Status s = RunInstall(install_, paths_, std::nullopt, Collect());
+  EXPECT_EQ(s.reason(), "no_saved_config") << s;
+  EXPECT_NE(s.message().find("a rebuilt controller needs a token re-issued"), std::string::npos)
+      << s;
+  EXPECT_EQ(host_.Snapshot(), before);
+  EXPECT_EQ(planes_.exchanges_, 0);
+
+  s = RunInstall(install_, paths_, SecretString(kToken), Collect());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(planes_.exchanges_, 1);
+  EXPECT_NE(
+      host_.Contents("/var/lib/slurm/.expanse/config.json").value_or("").find("exp_cc_secret"),
+      std::string::npos);
+  EXPECT_TRUE(Ran("systemctl enable --now expanse-daemon.service"));
+}
+
 TEST_F(InstallFlowTest, PreflightListsEveryProblemBeforeAnythingChanges) {
   ASSERT_TRUE(host_.RemoveTree("/run/systemd/system").ok());
   install_.user = "nobody-here";

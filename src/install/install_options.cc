@@ -4,6 +4,7 @@
 
 #include "core/version_compare.h"
 #include "deploy/daemon_config.h"
+#include "install/systemd_unit.h"
 
 namespace expanse::install {
 namespace {
@@ -37,10 +38,11 @@ void CheckTypeAndRole(const std::string& type, const std::string& role,
     out.push_back("--role '" + role + "' is unknown; use controller or sampler");
 }
 
+// The rule the unit's User= line is rendered with, checked here before anything changes: a
+// name only the renderer refused used to be found after the install token was spent.
 void CheckUser(const std::string& user, std::vector<std::string>& out) {
-  static const std::regex kUser("[a-z_][a-z0-9_.-]{0,31}");
-  if (!std::regex_match(user, kUser))
-    out.push_back("--user '" + user + "' is not a valid account name");
+  if (Status valid = CheckUserName("--user", user); !valid.ok())
+    out.push_back(valid.message());
 }
 
 void CheckUrl(const std::string& flag, const std::string& url, std::vector<std::string>& out) {

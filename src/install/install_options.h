@@ -12,6 +12,7 @@
 
 #include "core/host.h"
 #include "core/status.h"
+#include "deploy/daemon_config.h"
 
 namespace expanse::install {
 
@@ -34,7 +35,7 @@ struct HostPaths {
   // Root's own: install state, journal, staging and the lock. Kept apart from the daemon's
   // state directory, which the daemon account owns and so must not be able to edit a journal
   // that root replays.
-  std::string state_dir = "/var/lib/expanse-install";
+  std::string state_dir = deploy::kDefaultInstallStateDir;
   std::string lock_path = "/var/lib/expanse-install/install.lock";
   std::string unit_dir = "/etc/systemd/system";
   std::string systemd_runtime_dir = "/run/systemd/system";  // exists when systemd is PID 1

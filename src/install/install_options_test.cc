@@ -54,6 +54,26 @@ TEST(InstallOptionsTest, ContradictionsAreAllReportedBeforeAnythingRuns) {
   EXPECT_TRUE(Mentions(problems, "--cupti-mode 'root' is unknown"));
 }
 
+// The unit's User= rule, checked before anything changes: "svc.expanse" passed the flag check,
+// spent the install token, and was refused only when the unit was rendered.
+TEST(InstallOptionsTest, TheUserIsCheckedByTheUnitsRuleUpFront) {
+  for (const char* refused : {"svc.expanse", "1slurm", "slurm user", ""}) {
+    InstallOptions o = Valid();
+    o.user = refused;
+    EXPECT_TRUE(Mentions(CheckInstallFlags(o), "--user")) << refused;
+    UninstallOptions u;
+    u.user = refused;
+    if (*refused != '\0') {
+      EXPECT_TRUE(Mentions(CheckUninstallFlags(u), "--user")) << refused;
+    }
+  }
+  for (const char* accepted : {"slurm", "_svc", "expanse-daemon", "Slurm_2"}) {
+    InstallOptions o = Valid();
+    o.user = accepted;
+    EXPECT_TRUE(CheckInstallFlags(o).empty()) << accepted;
+  }
+}
+
 TEST(InstallOptionsTest, TheCredentialMayNotLiveOnTheSharedMount) {
   InstallOptions o = Valid();
   o.config_path = "/srv/expanse/config.json";

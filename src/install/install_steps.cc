@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/env_file.h"
 #include "core/file_util.h"
 #include "core/subprocess.h"
 #include "core/version_compare.h"
@@ -230,6 +231,30 @@ Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std
       out.detail(reloaded.message());
   }
   return OkStatus();
+}
+
+std::vector<std::pair<std::string, std::string>> ProfilingAgentSettings(
+    const HostPaths& paths, bool profiling_agent, const std::optional<InstallState>& previous,
+    const Output& out) {
+  constexpr char kKey[] = "EXPANSE_PROFILING_AGENT_ENABLE";
+  if (!profiling_agent)
+    return {{kKey, "0"}};
+  Result<std::optional<std::string>> text =
+      paths.host->ReadFile(paths.daemon_env, kMaxEnvFileBytes);
+  if (!text.ok() || !*text)
+    return {};  // no file, or one SeedDaemonEnvFile reports on
+  Result<EnvFile> parsed = ParseEnvFile(**text);
+  if (!parsed.ok() || parsed->Get(kKey) != std::optional<std::string_view>("0"))
+    return {};
+  if (previous && !previous->profiling_agent) {
+    out.progress(paths.daemon_env + ": " + kKey +
+                 "=0, which the earlier install wrote for --profiling-agent=false, becomes 1");
+    return {{kKey, "1"}};
+  }
+  out.progress("warning: " + paths.daemon_env + " sets " + kKey +
+               "=0, which overrides --profiling-agent=true: this node's services keep in-process "
+               "capture off until that line is removed and they are restarted");
+  return {};
 }
 
 Status SeedDaemonEnvFile(Journal& journal, const HostPaths& paths,

@@ -4,7 +4,9 @@
 #ifndef EXPANSE_INSTALL_INSTALL_STEPS_H_
 #define EXPANSE_INSTALL_INSTALL_STEPS_H_
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -73,6 +75,15 @@ Status CheckUnitIsOursOrAbsent(Host& host, const std::string& path);
 // unit, or a failing stop, is fine.
 Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std::string& unit_name,
                          const std::string& unit_path, const Output& out);
+
+// The daemon.env settings an install with --profiling-agent=`profiling_agent` seeds. false
+// records EXPANSE_PROFILING_AGENT_ENABLE=0 (the file outlives units an upgrade without the flag
+// renders). true undoes that 0 when `previous` says an earlier install of this role wrote it
+// (the file wins over the unit, so the flag would otherwise be silently ignored); a 0 the
+// operator wrote is kept, with a warning that it overrides the flag.
+std::vector<std::pair<std::string, std::string>> ProfilingAgentSettings(
+    const HostPaths& paths, bool profiling_agent, const std::optional<InstallState>& previous,
+    const Output& out);
 
 // Seeds daemon.env with the proxy/CA settings from our own environment and `extra` settings,
 // keeping what is there; never writes `secret`. Journalled.

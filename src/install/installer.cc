@@ -288,10 +288,9 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   }
   (void)compute;
 
-  std::vector<std::pair<std::string, std::string>> settings;
-  if (!o.profiling_agent)
-    settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");
-  EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(journal, paths, settings, "", plan.account.gid, out));
+  EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(
+      journal, paths, ProfilingAgentSettings(paths, o.profiling_agent, plan.previous, out), "",
+      plan.account.gid, out));
 
   // The unit, and the shared copy the worker bootstrap installs on autoscaled nodes.
   UnitOptions unit;

@@ -103,10 +103,9 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
       EXPANSE_RETURN_IF_ERROR(
           StopAndRemoveUnit(changes, paths, previous->unit_name, previous->unit_path, out));
     }
-    std::vector<std::pair<std::string, std::string>> settings;
-    if (!o.profiling_agent)
-      settings.emplace_back("EXPANSE_PROFILING_AGENT_ENABLE", "0");
-    EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(journal, paths, settings, "", account->gid, out));
+    EXPANSE_RETURN_IF_ERROR(SeedDaemonEnvFile(
+        journal, paths, ProfilingAgentSettings(paths, o.profiling_agent, previous, out), "",
+        account->gid, out));
     EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, *account));
     // This worker's CUPTI build, chosen for its own driver from what the controller staged.
     const std::string nodes = o.shared_prefix + "/" + release::kCuptiNodesDir;

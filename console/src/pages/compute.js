@@ -4,7 +4,7 @@
 import {api, path} from '../api.js';
 import {handleError, orgHash, session} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
-import {runsProblem, refusedRecordsProblem} from '../daemon_health.js';
+import {runsProblem, refusedRecordsProblem, workersSupplying} from '../daemon_health.js';
 import {age, dateTime, mib} from '../format.js';
 import {installTexts, tokenBlock} from './add_compute.js';
 import {stateBadge} from './computes.js';
@@ -28,7 +28,9 @@ function capabilityTable(hb) {
     h('caption', {}, 'Capability health'),
     h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Host'), CAPABILITIES.map(([, label]) => h('th', {scope: 'col'}, label)))),
     h('tbody', {}, sources.map(([host, caps]) => h('tr', {}, h('th', {scope: 'row'}, host),
-      CAPABILITIES.map(([key]) => capabilityCell(caps[key]))))));
+      CAPABILITIES.map(([key]) => capabilityCell(caps[key]))))),
+    h('tfoot', {}, h('tr', {id: 'workers-supplying'}, h('th', {scope: 'row'}, 'Workers supplying it'),
+      CAPABILITIES.map(([key]) => h('td', {'data-capability': key}, workersSupplying(hb.workers, key))))));
 }
 
 function gpuTable(hb) {

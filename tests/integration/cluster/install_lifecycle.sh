@@ -4,7 +4,8 @@
 #   - a site with its own Prolog (a glob), Epilog and TaskProlog;
 #   - a fresh controller install from a signed release with --patch-slurm-conf=true: the daemon
 #     runs as `slurm` under (stand-in) systemd, heartbeats, jobs run with the site hooks still
-#     working and Expanse's hook events arrive; the token is nowhere on the host;
+#     working and Expanse's hook events arrive; the token is nowhere on the host; a job on the
+#     controller's own node starts no sampler there;
 #   - a token issued for another compute is refused before anything changes;
 #   - upgrade to a newer signed release with --reinstall (no token); workers' samplers converge
 #     to the new shared binary at their next job;
@@ -150,6 +151,17 @@ pass "Expanse Prolog/Epilog events of job $job arrived through the daemon"
 for w in $EXPANSE_TC_WORKERS; do
   assert_match '^idle' "$(sinfo -h -n "$w" -o '%t')" "state of $w after the job"
 done
+
+# --- a job on the controller's own node: its Prolog starts no sampler beside the daemon ---------
+# (The job's 3 s give a sampler the Prolog would have started time to show.)
+job="$(submit -N 1 -w "$ctl_host" -o /dev/null --wrap 'sleep 3')"
+wait_job_done "$job" 60
+assert_eq COMPLETED "$(job_state "$job")" "job $job on the controller's node"
+if "$TESTCLUSTER" exec "$ctl" -- systemctl is-active -q expanse-sampler ||
+  pgrep -f -- "^$prefix/bin/expanse-daemon --role sampler .*--hostname $ctl_host( |\$)" >/dev/null; then
+  fail "job $job's Prolog started a sampler on the controller's node $ctl_host"
+fi
+pass "no sampler on the controller's node $ctl_host: its daemon samples the GPUs there"
 
 # --- reinstall with a token for another compute: refused, nothing changes ----------------------
 before="$(ctl_snapshot)"

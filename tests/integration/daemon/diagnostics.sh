@@ -3,7 +3,8 @@
 # view is `expanse doctor`): the effective runtime settings with where each came from, unknown
 # keys, each collector's state and reason, and the GPUs, as JSON. A node with two fake NVML GPUs
 # and settings from its daemon.env; then a damaged daemon.env, which is reported while the
-# rest is still described with the defaults.
+# rest is still described with the defaults. Last, a sampler with the profiling agent off: it
+# publishes the node's disable marker first, or stops at start naming where it could not.
 # Usage: diagnostics.sh BUILD_DIR
 set -euo pipefail
 BUILD="$(cd "${1:?build directory}" && pwd)"
@@ -57,3 +58,25 @@ run "$DIR/bad.env" >"$DIR/out.json" || fail "diagnostics of a node with a damage
   "$(q .capabilities.nvml.reason)" == *"cannot load libnvidia-ml.so.1"* ]] ||
   fail "with the defaults, NVML should be the system's (absent here): $(q .capabilities.nvml)"
 pass "a damaged daemon.env is reported, and the node described with the defaults"
+
+# --- EXPANSE_PROFILING_AGENT_ENABLE=0: the disable marker before anything else, or no service ---
+# (The operator guide: a service that cannot publish the marker fails at start with the path.)
+printf 'EXPANSE_PROFILING_AGENT_ENABLE=0\n' >"$DIR/agent-off.env"
+sampler=(env -i PATH=/usr/bin:/bin EXPANSE_FAKE_NVML_SCENARIO="$DIR/scenario.json" "$DAEMON"
+  --role sampler --env-file "$DIR/agent-off.env" --shared-prefix "$DIR/prefix" --hostname w1
+  --state-dir "$DIR/state" --events-dir "$DIR/events")
+touch "$DIR/a-file"
+rc=0
+timeout 30 "${sampler[@]}" --control-dir "$DIR/a-file/control" 2>"$DIR/marker.err" || rc=$?
+[[ $rc == 1 ]] || fail "a sampler that cannot publish the disable marker exited $rc: $(tail -3 "$DIR/marker.err")"
+grep -q "cannot publish the profiling-agent disable marker $DIR/a-file/control/disabled" "$DIR/marker.err" ||
+  fail "the failure does not name the marker's path: $(tail -3 "$DIR/marker.err")"
+pass "a sampler that cannot publish the disable marker stops at start, naming its path"
+"${sampler[@]}" --control-dir "$DIR/control" >/dev/null 2>"$DIR/sampler.err" &
+sampler_pid=$!
+for _ in $(seq 1 100); do [[ -f "$DIR/control/disabled" ]] && break; sleep 0.1; done
+kill "$sampler_pid" 2>/dev/null || true
+wait "$sampler_pid" 2>/dev/null || true
+grep -q 'EXPANSE_PROFILING_AGENT_ENABLE=0' "$DIR/control/disabled" 2>/dev/null ||
+  fail "no disable marker at $DIR/control/disabled: $(tail -3 "$DIR/sampler.err")"
+pass "a sampler with EXPANSE_PROFILING_AGENT_ENABLE=0 published $DIR/control/disabled"
