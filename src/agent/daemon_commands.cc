@@ -278,9 +278,12 @@ int RunDiagnosticsCommand(const DaemonOptions& flags, Host& host) {
   inputs.hostname = flags.hostname;
   inputs.path_env = host.GetEnv("PATH").value_or("");
   if (settings->profiling_agent_enable) {
-    PermissionCheckOptions check;
-    check.control_dir = flags.control_dir;
-    check.shared_prefix = flags.shared_prefix;
+    // What the running service checks, but only looked at: diagnostics repairs nothing.
+    PermissionCheckOptions check = DaemonPermissionOptions(
+        flags.control_dir, flags.shared_prefix,
+        flags.shared_prefix.empty() ? std::string() : WorkerSpoolRoot(flags.shared_prefix),
+        flags.hostname);
+    check.repairable_roots.clear();
     inputs.profiling_permissions_problem = CheckProfilingPermissions(check).problem;
   }
   out["capabilities"] = CapabilitiesJson(DescribeCapabilities(inputs));

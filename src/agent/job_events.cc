@@ -35,7 +35,7 @@ std::optional<uint32_t> SlurmNumber(const std::string& s) {
   return static_cast<uint32_t>(value);
 }
 
-bool IsDigits(const std::string& s) { return SlurmNumber(s).has_value(); }
+bool IsSlurmNumber(const std::string& s) { return SlurmNumber(s).has_value(); }
 
 // Keeps file names and JSON tame whatever the environment holds.
 std::string Clean(std::string value, size_t max) {
@@ -68,11 +68,11 @@ Result<JobEvent> JobEventFromEnvironment(const std::string& kind,
   const std::string array_task = Get(env, "SLURM_ARRAY_TASK_ID");
   const std::string het_job = Get(env, "SLURM_HET_JOB_ID");
   const std::string het_offset = Get(env, "SLURM_HET_JOB_OFFSET");
-  if (IsDigits(array_job) && IsDigits(array_task)) {
+  if (IsSlurmNumber(array_job) && IsSlurmNumber(array_task)) {
     e.job_id = array_job + "_" + array_task;  // how squeue and sacct name an array task
-  } else if (IsDigits(het_job) && IsDigits(het_offset)) {
+  } else if (IsSlurmNumber(het_job) && IsSlurmNumber(het_offset)) {
     e.job_id = het_job + "+" + het_offset;
-  } else if (IsDigits(job)) {
+  } else if (IsSlurmNumber(job)) {
     e.job_id = job;
   } else if (job.empty()) {
     return InvalidArgumentError("no SLURM_JOB_ID in the hook's environment (was it run by slurmd?)")

@@ -31,13 +31,21 @@ std::vector<std::string> WithAncestors(const std::string& dir) {
   return out;
 }
 
+// `path` normalised, without a trailing separator ("/srv/expanse/" is "/srv/expanse").
+std::filesystem::path Normal(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  if (!p.has_filename() && p != p.root_path())
+    p = p.parent_path();
+  return p;
+}
+
 // The directories from `top` (exclusive) down to `dir` (inclusive), top first; just `dir` when it
 // is not under `top`.
 std::vector<std::string> DirectoriesBelow(const std::string& top, const std::string& dir) {
-  const std::filesystem::path bottom = std::filesystem::path(dir).lexically_normal();
+  const std::filesystem::path bottom = Normal(dir);
   if (top.empty() || !deploy::PathIsUnder(bottom.string(), top))
     return {bottom.string()};
-  const std::filesystem::path stop = std::filesystem::path(top).lexically_normal();
+  const std::filesystem::path stop = Normal(top);
   std::vector<std::string> out;
   for (std::filesystem::path p = bottom; !p.empty() && p != stop && p != p.root_path();
        p = p.parent_path()) {
@@ -53,7 +61,7 @@ PermissionCheckResult CheckProfilingPermissions(const PermissionCheckOptions& op
   if (!options.control_dir.empty())
     paths = WithAncestors(options.control_dir);
   if (!options.shared_prefix.empty())
-    paths.push_back(options.shared_prefix);
+    paths.push_back(Normal(options.shared_prefix).string());
   for (const std::string* below : {&options.spool_dir, &options.agent_library_dir}) {
     if (below->empty())
       continue;

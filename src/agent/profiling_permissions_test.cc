@@ -96,6 +96,20 @@ TEST_F(ProfilingPermissionsTest, TheDaemonChecksTheWayToTheSpoolAndToTheAgentLib
   EXPECT_EQ(Mode(prefix + "/lib/cupti-nodes"), 0750u) << "not in a root the daemon repairs";
 }
 
+// A prefix given with a trailing slash is the same prefix: nothing above it is walked.
+TEST_F(ProfilingPermissionsTest, APrefixWithATrailingSlashStopsThere) {
+  std::filesystem::create_directories(dir_ + "/srv/expanse/spool/workers");
+  chmod((dir_ + "/srv/expanse/spool/workers").c_str(), 0755);
+  chmod((dir_ + "/srv").c_str(), 0750);  // above the prefix: not the check's business here
+  options_.control_dir.clear();
+  options_.shared_prefix = dir_ + "/srv/expanse/";
+  options_.spool_dir = dir_ + "/srv/expanse/spool/workers";
+  EXPECT_EQ(CheckProfilingPermissions(options_).problem, "");
+  chmod((dir_ + "/srv/expanse").c_str(), 0750);
+  EXPECT_EQ(CheckProfilingPermissions(options_).problem, "missing o+x on " + dir_ + "/srv/expanse")
+      << "named once";
+}
+
 TEST_F(ProfilingPermissionsTest, NotOwnedIsNotRepaired) {
   chmod((dir_ + "/var/lib/expanse/control").c_str(), 0750);
   options_.daemon_uid = getuid() + 1;

@@ -72,7 +72,8 @@ void ServerRequests::Handle(const json& answer) {
 }
 
 void ServerRequests::HandleAnswer(std::string_view body) {
-  // At most kMaxResults requests of three short members each, plus what else the answer says.
+  // A real answer is shallow (depth 3) with a few short requests; these limits are far above
+  // it and still bound what a wrong or hostile answer costs.
   Result<json> answer = wire::ParseJson(
       body, wire::JsonLimits{.max_depth = 8, .max_values = 10'000, .max_string_bytes = 64 * 1024});
   if (answer.ok() && answer->is_object())

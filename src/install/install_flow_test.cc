@@ -16,6 +16,7 @@
 #include "core/memory_host.h"
 #include "core/test_temp_dir.h"
 #include "install/installer.h"
+#include "install/systemd_unit.h"
 
 namespace expanse::install {
 namespace install_flow_test {
@@ -317,6 +318,25 @@ TEST_F(InstallFlowTest, ARebuiltControllerNeedsAReissuedTokenAndThePlanes) {
       host_.Contents("/var/lib/slurm/.expanse/config.json").value_or("").find("exp_cc_secret"),
       std::string::npos);
   EXPECT_TRUE(Ran("systemctl enable --now expanse-daemon.service"));
+}
+
+// A host that ran jobs as a worker before it became the controller: the sampler a Prolog
+// started there (under the bootstrap's unit, or directly) would sample the daemon's GPUs twice.
+TEST_F(InstallFlowTest, AControllerInstallRemovesTheSamplerAPrologLeftOnItsHost) {
+  const std::string unit = "/etc/systemd/system/expanse-sampler.service";
+  UnitOptions sampler;  // as the controller install renders it for the workers' bootstrap
+  sampler.role = UnitRole::kSampler;
+  sampler.daemon_binary = "/srv/expanse/bin/expanse-daemon";
+  sampler.shared_prefix = "/srv/expanse";
+  host_.Put(unit, RenderUnit(sampler).value(), 0644);
+  host_.Put("/var/lib/expanse/sampler/sampler.pid", "4242\n");
+  host_.Put("/proc/4242/cmdline", std::string("expanse-daemon\0--role\0sampler\0", 30));
+  host_.AddProcess(4242);
+  ASSERT_TRUE(Install().ok());
+  EXPECT_TRUE(Ran("systemctl disable --now expanse-sampler.service"));
+  EXPECT_FALSE(host_.Stat(unit)) << "the bootstrap's unit is gone";
+  EXPECT_TRUE(Ran("kill -15 4242"));
+  EXPECT_TRUE(Said("stopping the sampler a Prolog started (pid 4242); the controller daemon"));
 }
 
 TEST_F(InstallFlowTest, PreflightListsEveryProblemBeforeAnythingChanges) {

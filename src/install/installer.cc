@@ -158,6 +158,14 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   state.installed_ms = host.clock().NowMs();
 
   EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, plan.account));
+  // This host may have run jobs as a worker before: a sampler a Prolog left here would sample
+  // the GPUs the daemon samples. Its unit (the bootstrap's copy) goes, journalled; one started
+  // directly is stopped. The Prolog starts none on a controller's host.
+  if (Exists(host, paths.unit_dir + "/" + kSamplerUnitName)) {
+    JournalChanges changes(journal);
+    EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(changes, paths, kSamplerUnitName, "", out));
+  }
+  StopBootstrappedSampler(paths, "the controller daemon samples this host's GPUs", out);
   out.progress("installing the daemon into " + prefix);
   EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/bin", 0755));
   EXPANSE_RETURN_IF_ERROR(journal.MakeDirectories(prefix + "/hooks", 0755));

@@ -16,32 +16,6 @@
 #include "release/cupti_node.h"
 
 namespace expanse::install {
-namespace {
-
-// A sampler a Prolog started before this service existed holds the node's sampler lock, and the
-// service would find it and exit. It is stopped here; the service takes over. (Not journalled:
-// if the install fails, the next job's Prolog starts one again.)
-void StopBootstrappedSampler(const HostPaths& paths, const Output& out) {
-  Host& host = *paths.host;
-  Result<std::optional<std::string>> pid_text =
-      host.ReadFile(paths.daemon_state_dir + "/sampler/sampler.pid", 64);
-  long pid = 0;
-  if (!pid_text.ok() || !*pid_text || (pid = std::atol((*pid_text)->c_str())) <= 1)
-    return;
-  Result<std::optional<std::string>> cmdline =
-      host.ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
-  if (!cmdline.ok() || !*cmdline ||
-      (*cmdline)->find(std::string("--role\0sampler", 14)) == std::string::npos)
-    return;  // a stale pid file: that process is something else now
-  out.progress("stopping the sampler a Prolog started (pid " + std::to_string(pid) +
-               "); the service replaces it");
-  (void)host.SignalProcess(static_cast<pid_t>(pid), SIGTERM);
-  for (int i = 0; i < 100 && host.SignalProcess(static_cast<pid_t>(pid), 0).ok(); ++i)
-    host.Sleep(std::chrono::milliseconds(100));
-}
-
-}  // namespace
-
 Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Output& out) {
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> controller,
                            LoadInstallState(*paths.host, paths.state_dir, "controller"));
@@ -84,8 +58,9 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   unit.profiling_agent = o.profiling_agent;
   EXPANSE_ASSIGN_OR_RETURN(std::string unit_text, RenderUnit(unit));
 
+  // A Prolog's sampler holds the node's sampler lock, and the service would find it and exit.
   if (o.systemd)
-    StopBootstrappedSampler(paths, out);
+    StopBootstrappedSampler(paths, "the service replaces it", out);
   EXPANSE_ASSIGN_OR_RETURN(Journal journal,
                            Journal::Begin(*paths.host, paths.state_dir + "/journal", paths.faults));
   InstallState state;

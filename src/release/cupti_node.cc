@@ -131,6 +131,9 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
     out.note = "CUPTI: cannot create " + nodes;
     return out;
   }
+  // 0755 whatever the umask: every job's process passes through here to load the agent (a
+  // failure shows in profiling_permissions with this path).
+  (void)::chmod(nodes.c_str(), 0755);
   const std::string fresh = target + ".new." + std::to_string(getpid());
   std::error_code ec;
   std::filesystem::remove_all(fresh, ec);
