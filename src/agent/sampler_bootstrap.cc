@@ -183,7 +183,7 @@ std::string BootstrapDecision(const BootstrapOptions& options) {
   long pid = 0;
   std::string identity;
   pid_file >> pid >> identity;
-  if (current.ok() && pid > 0 && identity != *current)
+  if (current.ok() && pid > 0 && pid <= std::numeric_limits<pid_t>::max() && identity != *current)
     return "replace:" + std::to_string(pid);
   return "running";
 }
@@ -200,6 +200,10 @@ bool StopOldSampler(const std::string& state_dir, pid_t pid, const std::string& 
     return !LockHeld(state_dir);
   };
   if (pid <= 1)
+    return !LockHeld(state_dir);
+  // The pid comes from a file the daemon account writes, and this runs as root: only a process
+  // running our binary is ever signalled (a reused pid, or a forged file, is left alone).
+  if (!RunsBinaryNamed(pid, binary))
     return !LockHeld(state_dir);
   kill(pid, SIGTERM);
   if (released())

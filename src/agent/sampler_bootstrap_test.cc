@@ -169,16 +169,17 @@ TEST_F(SamplerBootstrapTest, AMissingSystemctlFallsBackToADirectStart) {
   EXPECT_EQ(host_.commands(), (Commands{"systemctl daemon-reload", kRestart}));
 }
 
-// An old sampler that ignores SIGTERM (stuck, or a blocked signal) while holding the node's
-// lock: a child of this test, which runs this test's binary.
+// An old sampler that ignores SIGTERM (stuck, or a blocked signal; unless told otherwise) while
+// holding the node's lock: a child of this test, which runs this test's binary.
 class OldSampler {
  public:
-  explicit OldSampler(const std::string& state_dir) {
+  explicit OldSampler(const std::string& state_dir, bool ignores_sigterm = true) {
     int ready[2];
     EXPECT_EQ(pipe(ready), 0);
     pid_ = fork();
     if (pid_ == 0) {
-      signal(SIGTERM, SIG_IGN);
+      if (ignores_sigterm)
+        signal(SIGTERM, SIG_IGN);
       Result<SamplerInstanceLock> lock = SamplerInstanceLock::Acquire(state_dir, "1:2:3:4");
       const char byte = lock.ok() ? 'y' : 'n';
       (void)!write(ready[1], &byte, 1);
@@ -244,6 +245,15 @@ TEST(StopOldSamplerTest, AProcessRunningAnotherProgramIsNeverKilled) {
   EXPECT_FALSE(StopOldSampler(dir.path(), other.pid(), "/srv/prefix/bin/expanse-daemon",
                               std::chrono::milliseconds(200)));
   EXPECT_EQ(other.EndedBy(), 0) << "still running: its pid may have been reused";
+}
+
+// Not even SIGTERM: the pid file is the daemon account's, and the bootstrap runs as root.
+TEST(StopOldSamplerTest, AnotherProgramIsNotSentSigtermEither) {
+  testing::TempDir dir;
+  OldSampler other(dir.path(), /*ignores_sigterm=*/false);
+  EXPECT_FALSE(StopOldSampler(dir.path(), other.pid(), "/srv/prefix/bin/expanse-daemon",
+                              std::chrono::milliseconds(200)));
+  EXPECT_EQ(other.EndedBy(), 0) << "a SIGTERM would have ended it";
 }
 
 }  // namespace
