@@ -20,7 +20,12 @@ using nlohmann::json;
 // controller's live detection.
 using CellState = wire::GpuCellState;
 
-double Round(double v, double unit = 0.001) { return std::round(v / unit) * unit; }
+// To a decimal unit (0.001, 0.01, 0.1, 1), dividing by the whole number of units per 1 so that
+// the result is the double nearest the decimal: 57 * 0.01 would print as 0.5700000000000001.
+double Round(double v, double unit = 0.001) {
+  const double per_one = std::round(1 / unit);
+  return std::round(v * per_one) / per_one;
+}
 
 const HostTrack* HostOf(const JobCells& job, const std::string& host) {
   for (const HostTrack& h : job.hosts) {
@@ -384,29 +389,36 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
       if (std::find(hosts.begin(), hosts.end(), g.host) == hosts.end())
         hosts.push_back(g.host);
     }
-    double cpu_sum = 0;
-    size_t cpu_n = 0;
+    // What the job's CPU side wanted: the cores it used plus the cores' worth of run-queue wait
+    // where the daemon sends it. On a node whose cores are oversubscribed (or a test machine
+    // shared with other work) a spinning job gets a fraction of a core and waits for the rest;
+    // it is no less a CPU-only job for that.
+    double cpu_sum = 0, wait_sum = 0;
+    size_t cpu_n = 0, wait_n = 0;
     for (const HostTrack& h : job.hosts) {
-      for (double c : h.cpu_cores) {
-        if (c >= 0) {
-          cpu_sum += c;
-          ++cpu_n;
+      for (size_t i = 0; i < h.cpu_cores.size(); ++i) {
+        if (h.cpu_cores[i] < 0)
+          continue;
+        cpu_sum += h.cpu_cores[i];
+        ++cpu_n;
+        if (const double w = At(h.cpu_wait, i); w >= 0) {
+          wait_sum += w;
+          ++wait_n;
         }
       }
     }
     const double cpu_mean = cpu_n > 0 ? cpu_sum / static_cast<double>(cpu_n) : -1;
+    const double wait_mean = wait_n > 0 ? wait_sum / static_cast<double>(wait_n) : -1;
+    const double cpu_wanted = cpu_mean < 0 ? -1 : cpu_mean + std::max(0.0, wait_mean);
     const bool cpu_only =
-        gpus_active == 0 && process_known && !any_process && cpu_mean >= t.cpu_only_cores;
+        gpus_active == 0 && process_known && !any_process && cpu_wanted >= t.cpu_only_cores;
     if (cpu_only) {
-      out.verdicts.push_back({"cpu_only",
-                              from,
-                              to,
-                              0.9,
-                              uuids,
-                              hosts,
-                              {{"gpus", per_gpu_activity},
-                               {"job_gpu_processes_max", 0},
-                               {"cpu_cores_used_mean", Round(cpu_mean, 0.01)}},
+      json evidence = {{"gpus", per_gpu_activity},
+                       {"job_gpu_processes_max", 0},
+                       {"cpu_cores_used_mean", Round(cpu_mean, 0.01)}};
+      if (wait_mean >= 0)
+        evidence["cpu_cores_waiting_mean"] = Round(wait_mean, 0.01);
+      out.verdicts.push_back({"cpu_only", from, to, 0.9, uuids, hosts, std::move(evidence),
                               "the job never used its GPUs: submit it without --gres=gpu (or "
                               "check that it finds CUDA)"});
       std::erase_if(per_gpu, [](const Verdict& v) { return v.code == "no_process"; });

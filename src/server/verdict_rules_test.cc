@@ -111,6 +111,28 @@ TEST(VerdictRulesTest, AJobThatNeverTouchedItsGpusIsCpuOnlyAndNothingElse) {
   EXPECT_THAT(v.verdicts[0].suggestion, HasSubstr("without --gres=gpu"));
 }
 
+TEST(VerdictRulesTest, ACpuOnlyJobStarvedOfItsCoreIsStillCpuOnly) {
+  // A spinning job on a host whose cores are shared: it got under half a core and waited for
+  // the rest. What it wanted, not what it got, makes it a CPU job.
+  JobBuilder b(20);
+  b.Gpu("GPU-a", Idle(0));
+  HostTrack& host = b.Host("w1", 1, 0.43, 0);
+  host.cpu_wait.assign(b.job.cells, 0.57);
+  host.cpu_wait[0] = -1;  // the first reading has no rate yet
+  const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+  ASSERT_EQ(Codes(v), std::vector<std::string>{"cpu_only"});
+  // Rounded to the hundredth as written (not 0.5700000000000001).
+  EXPECT_EQ(v.verdicts[0].evidence["cpu_cores_used_mean"].dump(), "0.43");
+  EXPECT_EQ(v.verdicts[0].evidence["cpu_cores_waiting_mean"].dump(), "0.57");
+
+  // Little used and little wanted: a job that mostly slept, its GPU held for nothing.
+  b.job.hosts[0].cpu_wait.assign(b.job.cells, 0.05);
+  EXPECT_EQ(Codes(ComputeSeriesVerdicts(b.job, {})), std::vector<std::string>{"no_process"});
+  // Without a wait series (a daemon that does not send it) only the cores used count.
+  b.job.hosts[0].cpu_wait.clear();
+  EXPECT_EQ(Codes(ComputeSeriesVerdicts(b.job, {})), std::vector<std::string>{"no_process"});
+}
+
 TEST(VerdictRulesTest, FourGpusWithOneActiveIsOverAllocated) {
   JobBuilder b(20);
   b.Gpu("GPU-a", Busy());
