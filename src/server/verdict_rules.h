@@ -44,7 +44,8 @@ struct VerdictThresholds {
   double uninterruptible_share = 0.5;
   double stack_share = 0.3;  // a stack class explains an interval from this share on
   double memory_oversized_share = 0.25;
-  double cpu_only_cores = 0.5;       // a job that never touched its GPUs but used (or waited for) this much CPU
+  // A job that never touched its GPUs but used (or waited for) this much CPU.
+  double cpu_only_cores = 0.5;
   int64_t min_interval_ms = 60'000;  // no interval verdict shorter than this
   int64_t stuck_after_ms = 600'000;  // spinning this long is stuck, shorter communication_wait
 };
