@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -111,24 +116,40 @@ InstallStateFacts ReadInstallState(Host& host, const std::string& path) {
   return state;
 }
 
-// "<dir>\t<seconds since the epoch, with a fraction>" per line, from find's -printf.
-std::map<std::string, int64_t> ParseMtimes(const std::string& output) {
-  std::map<std::string, int64_t> out;
-  std::istringstream lines(output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t tab = line.rfind('\t');
-    if (tab == std::string::npos)
-      continue;
-    const std::string dir = line.substr(0, tab);
-    const std::string host = dir.substr(dir.rfind('/') + 1);
-    char* end = nullptr;
-    const double seconds = std::strtod(line.c_str() + tab + 1, &end);
-    if (end == line.c_str() + tab + 1 || !(seconds > 0 && seconds < 253'402'300'799.0))
-      continue;
-    out[host] = static_cast<int64_t>(seconds * 1000.0);
+// find's %T@, seconds since the epoch with a fraction, in ms; nullopt unless the whole field is
+// a time between the epoch and the end of year 9999.
+std::optional<int64_t> EpochSecondsAsMs(std::string_view field) {
+  const std::string text(field);  // strtod wants a terminated string
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() ||
+      !(seconds > 0 && seconds < 253'402'300'799.0))
+    return std::nullopt;
+  return static_cast<int64_t>(seconds * 1000.0);
+}
+
+// A df size field, decimal KiB, in bytes: digits only (istream's >> read "-1" as 2^64 - 1) and
+// nullopt past what uint64_t holds in bytes.
+std::optional<uint64_t> KibibytesAsBytes(std::string_view field) {
+  uint64_t kib = 0;
+  const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), kib);
+  if (field.empty() || error != std::errc() || end != field.data() + field.size() ||
+      kib > UINT64_MAX / 1024)
+    return std::nullopt;
+  return kib * 1024;
+}
+
+// The first `count` fields of a df line, split at whitespace as df separates them.
+std::vector<std::string_view> DfFields(std::string_view line, size_t count) {
+  constexpr std::string_view kSpace = " \t\r\v\f";
+  std::vector<std::string_view> fields;
+  size_t at = line.find_first_not_of(kSpace);
+  while (at != std::string_view::npos && fields.size() < count) {
+    const size_t end = line.find_first_of(kSpace, at);
+    fields.push_back(line.substr(at, end == std::string_view::npos ? end : end - at));
+    at = end == std::string_view::npos ? end : line.find_first_not_of(kSpace, end);
   }
-  return out;
+  return fields;
 }
 
 NodeFacts ReadNode(Host& host, const std::string& root, const std::string& name,
@@ -277,15 +298,16 @@ std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const st
   }
   std::sort(hosts.begin(), hosts.end());
   // One `find` for every report's mtime: Host has no mtime of its own, and the time the file
-  // reached the shared file system is what tells a silent worker from a skewed clock.
+  // reached the shared file system is what tells a silent worker from a skewed clock. Records
+  // end in NUL, the one byte no directory name holds (workers name their own).
   SubprocessOptions find;
   find.argv = {"find",      root,         "-mindepth", "2",
                "-maxdepth", "2",          "-name",     spool::kHealthFileName,
-               "-printf",   "%h\\t%T@\\n"};
+               "-printf",   "%h\\t%T@\\0"};
   find.timeout = std::chrono::seconds(30);
   std::map<std::string, int64_t> mtimes;
   if (Result<SubprocessResult> run = host.Run(find); run.ok())
-    mtimes = ParseMtimes(run->stdout_text);
+    mtimes = ParseReportMtimes(run->stdout_text);
   for (const std::string& name : hosts) {
     if (!spool::IsValidHostName(name)) {
       NodeFacts bad;
@@ -299,21 +321,48 @@ std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const st
   return nodes;
 }
 
+std::map<std::string, int64_t> ParseReportMtimes(std::string_view output) {
+  std::map<std::string, int64_t> out;
+  while (!output.empty()) {
+    const size_t nul = output.find('\0');
+    const std::string_view record = output.substr(0, nul);
+    output.remove_prefix(nul == std::string_view::npos ? output.size() : nul + 1);
+    // The last tab is find's own: a directory's name may hold tabs, never a '/' or a NUL.
+    const size_t tab = record.rfind('\t');
+    const size_t slash = record.rfind('/', tab);
+    if (tab == std::string_view::npos || slash == std::string_view::npos)
+      continue;
+    const std::string_view host = record.substr(slash + 1, tab - slash - 1);
+    const std::optional<int64_t> ms = EpochSecondsAsMs(record.substr(tab + 1));
+    if (spool::IsValidHostName(host) && ms)
+      out[std::string(host)] = *ms;
+  }
+  return out;
+}
+
 std::vector<DiskFacts> ParseDf(const std::string& output, const std::vector<std::string>& paths) {
   std::vector<DiskFacts> out;
-  std::istringstream lines(output);
-  std::string line;
-  std::getline(lines, line);  // the header
-  size_t i = 0;
-  while (std::getline(lines, line) && i < paths.size()) {
-    std::istringstream fields(line);
-    std::string fs;
-    uint64_t total = 0, used = 0, avail = 0;
+  std::string_view rest = output;
+  bool header = true;
+  while (!rest.empty() && out.size() < paths.size()) {
+    const size_t newline = rest.find('\n');
+    const std::string_view line = rest.substr(0, newline);
+    rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
+    if (std::exchange(header, false))
+      continue;
     DiskFacts disk;
-    disk.path = paths[i++];
-    if (fields >> fs >> total >> used >> avail) {
-      disk.total_bytes = total * 1024;
-      disk.free_bytes = avail * 1024;
+    disk.path = paths[out.size()];
+    // Filesystem, 1024-blocks, Used, Available: the sizes must be numbers, Used included.
+    const std::vector<std::string_view> fields = DfFields(line, 4);
+    std::optional<uint64_t> total, used, avail;
+    if (fields.size() == 4) {
+      total = KibibytesAsBytes(fields[1]);
+      used = KibibytesAsBytes(fields[2]);
+      avail = KibibytesAsBytes(fields[3]);
+    }
+    if (total && used && avail) {
+      disk.total_bytes = *total;
+      disk.free_bytes = *avail;
     } else {
       disk.error = "df printed " + QuoteForMessage(line);
     }

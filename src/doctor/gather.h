@@ -8,7 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/host.h"
 #include "doctor/facts.h"
@@ -43,7 +46,14 @@ SpoolFacts GatherSpool(Host& host, const std::string& root);
 std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target);
 std::vector<DiskFacts> GatherDisks(Host& host, const std::vector<std::string>& paths);
 
-// `df -P -k` output: one DiskFacts per data line, in order.
+// `find <spool> -mindepth 2 -maxdepth 2 -name health.rec -printf '%h\t%T@\0'` output: each
+// host directory's report mtime in ms, by host. Records end in NUL because workers name their
+// own directories and a name may hold a line break (which could otherwise forge another host's
+// record); a record whose name is not a valid spool host name, or whose time is not one, is
+// skipped.
+std::map<std::string, int64_t> ParseReportMtimes(std::string_view output);
+// `df -P -k` output: one DiskFacts per data line, in order, at most one per path; a line whose
+// sizes are not decimal KiB that fit in bytes has an error instead.
 std::vector<DiskFacts> ParseDf(const std::string& output, const std::vector<std::string>& paths);
 // cgroup.conf's Key=Value lines, keys lower-cased; '#' comments.
 std::map<std::string, std::string> ParseCgroupConf(const std::string& text);

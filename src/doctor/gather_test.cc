@@ -81,7 +81,7 @@ class DoctorGather : public ::testing::Test {
       return MemoryHost::Exit(0, out);
     });
     const std::string seconds = std::to_string((Now() - 2000) / 1000) + ".5";
-    mtimes_ = std::string(kRoot) + "/w1\t" + seconds + "\n" + kRoot + "/w2\t" + seconds + "\n";
+    mtimes_ = std::string(kRoot) + "/w1\t" + seconds + '\0' + kRoot + "/w2\t" + seconds + '\0';
     options_.config_path = kConfig;
     options_.probe = [this](const std::string& method, const std::string& url,
                             const std::string& credential) {
@@ -240,6 +240,34 @@ TEST_F(DoctorGather, HugeOrOddConfigurationFilesAreRefusedNotRead) {
   ASSERT_TRUE(host_.RemoveFile("/etc/slurm/gres.conf").ok());
   ASSERT_TRUE(host_.MakeDirectories("/etc/slurm/gres.conf", 0755).ok());
   EXPECT_THAT(GatherFacts(host_, options_).nodes[0].gres->error, HasSubstr("not a regular file"));
+}
+
+// Workers name their own spool directories, and a name may hold a line break: with find's
+// records ending in '\n', a directory "x\nw2" printed a line "w2\t<its report's mtime>" that set
+// w2's arrival time. The records now end in NUL, which no name can hold.
+TEST(DoctorParse, ReportMtimesCannotBeForgedByADirectorysName) {
+  const std::string root = kRoot;
+  const std::string output = root + "/w1\t1800000000.25" + '\0' + root + "/x\nw2\t1900000000.0" +
+                             '\0' + root + "/w2\t1700000000.5" + '\0' + root + "/w3\t-1" + '\0' +
+                             root + "/w4\t1700000000x" + '\0' + "w5\t1700000000";
+  EXPECT_EQ(ParseReportMtimes(output),
+            (std::map<std::string, int64_t>{{"w1", 1'800'000'000'250}, {"w2", 1'700'000'000'500}}));
+  EXPECT_TRUE(ParseReportMtimes(root + "/w1\t1800000000\n" + root + "/w2\t1800000000\n").empty());
+}
+
+// istream's >> read "-1" as 2^64 - 1 KiB, and a size past 2^54 KiB wrapped when made bytes.
+TEST(DoctorParse, DfSizesAreDecimalKibibytesThatFitInBytes) {
+  const std::vector<DiskFacts> disks = ParseDf(
+      "Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+      "fuse 100 -1 40 1% /a\n"
+      "fuse 18014398509481984 0 1 0% /b\n"
+      "fuse 18014398509481983 0 1 0% /c\n",
+      {"/a", "/b", "/c"});
+  ASSERT_EQ(disks.size(), 3u);
+  EXPECT_EQ(disks[0].error, R"(df printed "fuse 100 -1 40 1% /a")");
+  EXPECT_NE(disks[1].error, "");
+  EXPECT_EQ(disks[2].error, "");
+  EXPECT_EQ(disks[2].total_bytes, UINT64_MAX - 1023);
 }
 
 TEST(DoctorParse, DfAndCgroupConf) {

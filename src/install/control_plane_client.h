@@ -1,7 +1,8 @@
 // The installer's calls to the control plane (docs/api.md, "/cp/v1"): introspect an install
 // token without using it, exchange it for the compute credential, wait for the first heartbeat
 // that carries a credential, and deprovision on uninstall. Bodies carry the token or
-// credential; neither ever appears in an error message.
+// credential; neither ever appears in an error message. The answers are decoded by
+// control_plane_answers.h.
 
 #ifndef EXPANSE_INSTALL_CONTROL_PLANE_CLIENT_H_
 #define EXPANSE_INSTALL_CONTROL_PLANE_CLIENT_H_
@@ -13,32 +14,16 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "install/control_plane_answers.h"
 #include "net/http_client.h"
 
 namespace expanse::install {
-
-struct ComputeSummary {
-  std::string id;
-  std::string name;
-  std::string state;
-  std::string organization_slug;
-  std::string organization_name;
-  std::string control_plane_url;
-  std::string data_plane_url;
-  std::string pinned_daemon_version;
-};
 
 struct ExchangeRequest {
   std::string hostname;
   std::string daemon_version;
   std::string slurm_version;
   std::string role = "controller";
-};
-
-struct ExchangedCredential {
-  std::string credential;  // exp_cc_…
-  std::string credential_id;
-  ComputeSummary compute;
 };
 
 class ControlPlaneClient {

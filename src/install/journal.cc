@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/quote.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 
@@ -34,6 +34,13 @@ std::string Trimmed(std::string text) {
   return text;
 }
 
+// What a failed command said, for a message the installer prints: the start of its stderr as
+// printable ASCII, so that neither a control character nor a UTF-8 sequence cut in two reaches
+// the terminal (a raw cut at `max_chars` bytes did both).
+std::string CommandSaid(const SubprocessResult& result, size_t max_chars) {
+  return result.timed_out ? "timed out" : EscapeForMessage(Trimmed(result.stderr_text), max_chars);
+}
+
 // Where MoveAside puts `path`: beside it, so the rename stays on its filesystem (the shared
 // prefix is often another filesystem than the journal's).
 std::string AsidePath(const std::string& path, int64_t seq) {
@@ -48,29 +55,14 @@ Status RunUndoCommand(Host& host, const std::vector<std::string>& argv) {
   options.timeout = std::chrono::seconds(60);
   EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host.Run(options));
   if (!result.Succeeded()) {
-    const std::string detail = result.timed_out ? "timed out" : result.stderr_text.substr(0, 300);
     return UnavailableError(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") +
-                            " failed: " + Trimmed(detail));
+                            " failed: " + CommandSaid(result, 300));
   }
   return OkStatus();
 }
 
-// One journal line (docs/formats/install-journal.md), decoded before anything is undone: a
-// record with a member of the wrong type (a damaged disk, a hand edit) is an undo failure
-// named by its line, never a throw in the middle of a rollback.
-struct JournalRecord {
-  int64_t seq = 0;
-  std::string op;
-  std::string path;
-  bool existed = false;
-  std::string backup;
-  int64_t mode = 0644;
-  int64_t uid = 0;
-  int64_t gid = 0;
-  std::string what;
-  std::vector<std::string> undo;
-};
-
+// One line, `number` counted from 1, that parsed as a JSON object: a member of the wrong type is
+// a refusal naming it.
 Result<JournalRecord> DecodeJournalRecord(const json& line, size_t number) {
   constexpr size_t kMaxText = 4096;
   constexpr wire::Need kOptional = wire::Need::kOptional;
@@ -168,6 +160,30 @@ Status UndoRecord(Host& host, const std::string& dir, const JournalRecord& r, co
 }
 
 }  // namespace
+
+std::vector<Result<JournalRecord>> DecodeJournal(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    lines.push_back(text.substr(0, newline));
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+  }
+  std::vector<Result<JournalRecord>> records;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Result<json> line = wire::ParseJson(lines[i], wire::JsonLimits{.max_depth = 4});
+    if (line.ok() && line->is_object()) {
+      records.push_back(DecodeJournalRecord(*line, i + 1));
+    } else if (i + 1 < lines.size()) {
+      // Every record is fsync'ed before the next one is written, so only the last line can be
+      // torn: one before it is damage, and the changes recorded after it did happen.
+      records.push_back(DataLossError("journal line " + std::to_string(i + 1) +
+                                      " is not a JSON object (a damaged journal)")
+                            .WithReason("bad_journal"));
+    }
+    // else: a torn last record; its change never started, because the record comes first.
+  }
+  return records;
+}
 
 bool Journal::Pending(Host& host, const std::string& dir) {
   return host.LinkStat(dir + "/" + kJournalName).has_value();
@@ -316,9 +332,8 @@ Status RunInstallCommand(Host& host, const std::string& what,
   options.timeout = std::chrono::seconds(120);
   EXPANSE_ASSIGN_OR_RETURN(SubprocessResult result, host.Run(options));
   if (!result.Succeeded()) {
-    const std::string detail =
-        result.timed_out ? "timed out" : Trimmed(result.stderr_text.substr(0, 500));
-    return UnavailableError(what + " failed: " + detail).WithReason("command_failed");
+    return UnavailableError(what + " failed: " + CommandSaid(result, 500))
+        .WithReason("command_failed");
   }
   return OkStatus();
 }
@@ -359,15 +374,7 @@ Status Journal::RollBack(Host& host, const std::string& dir, const LogFn& log) {
                            host.ReadFile(dir + "/" + kJournalName, kMaxJournalBytes));
   if (!text)
     return OkStatus();  // nothing was recorded
-  std::vector<Result<JournalRecord>> records;
-  std::istringstream in(*text);
-  std::string line;
-  while (std::getline(in, line)) {
-    Result<json> r = wire::ParseJson(line, wire::JsonLimits{.max_depth = 4});
-    if (!r.ok() || !r->is_object())
-      break;  // a torn last record: its change never started
-    records.push_back(DecodeJournalRecord(*r, records.size() + 1));
-  }
+  const std::vector<Result<JournalRecord>> records = DecodeJournal(*text);
   Status first = OkStatus();
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     Status s = it->ok() ? UndoRecord(host, dir, **it, log) : it->status();

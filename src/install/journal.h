@@ -18,9 +18,11 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/host.h"
@@ -107,6 +109,26 @@ class Journal {
   int seq_ = 0;
   std::vector<std::string> set_aside_;  // deleted once the journal is committed
 };
+
+// One record of journal.jsonl as a rollback reads it (docs/formats/install-journal.md).
+struct JournalRecord {
+  int64_t seq = 0;
+  std::string op;    // file, remove, mkdir, chown, command, aside or tree
+  std::string path;  // absolute, except for a command
+  bool existed = false;
+  std::string backup;  // backup-<seq>: [a-z0-9-] only, a name inside the journal's directory
+  int64_t mode = 0644;
+  int64_t uid = 0;
+  int64_t gid = 0;
+  std::string what;
+  std::vector<std::string> undo;
+};
+
+// The records of a journal's text, decoded before anything is undone, oldest first: one entry
+// per line, the record or the refusal of that line by its number. A damaged disk or a hand edit
+// is an undo failure named by its line, never a throw in the middle of a rollback. A last line
+// that is not a JSON object is a torn record and is left out: its change never started.
+std::vector<Result<JournalRecord>> DecodeJournal(std::string_view text);
 
 // Runs `argv` (nothing when empty) with a 120 s limit; a failure or timeout is kUnavailable,
 // reason "command_failed", naming `what` with the first 500 bytes of its stderr.

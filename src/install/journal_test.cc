@@ -123,6 +123,72 @@ TEST_F(JournalTest, ATornLastRecordIsSkipped) {
   EXPECT_EQ(Snapshot(host_), before);
 }
 
+// Records are fsync'ed one by one, so only the last line can be torn. A damaged line before it
+// used to end the reading there: the records after it were never undone and the journal was
+// deleted as if the rollback were complete. Now that line is refused by its number, every other
+// record is undone, and the journal is kept.
+TEST_F(JournalTest, ADamagedLineBeforeTheLastIsRefusedByName) {
+  {
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
+    ASSERT_TRUE(j.ok());
+    ASSERT_TRUE(j->WriteFile(host_ + "/first", "1", 0600).ok());
+  }
+  std::ofstream(jdir_ + "/journal.jsonl", std::ios::app)
+      << std::string("{\"seq\":2,\0\0\0\n", 13) << R"({"seq":3,"op":"file","path":")" << host_
+      << R"(/third","existed":false})"
+      << "\n";
+  std::ofstream(host_ + "/third") << "3";
+  const Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "journal line 2 is not a JSON object (a damaged journal)");
+  EXPECT_EQ(s.reason(), "bad_journal");
+  EXPECT_FALSE(stdfs::exists(host_ + "/third")) << "the record after the damage is undone";
+  EXPECT_FALSE(stdfs::exists(host_ + "/first"));
+  EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_)) << "kept for another try";
+}
+
+// The installer prints what a failed undo command said. It used to print its stderr's first
+// 300 bytes raw: a terminal escape went through, and a cut inside a UTF-8 character left
+// invalid text (fuzz_install_journal holds every logged line to clean text).
+TEST_F(JournalTest, AFailedUndoCommandsOutputIsLoggedAsPrintableText) {
+  {
+    auto j = Journal::Begin(RealHost::Get(), jdir_);
+    ASSERT_TRUE(j.ok());
+    ASSERT_TRUE(
+        j->RunCommand("reload", {}, {"/bin/sh", "-c", "printf '\\033]0;owned\\007\\n' >&2; exit 1"})
+            .ok());
+    ASSERT_TRUE(j->RunCommand("reload again", {},
+                              {"/bin/sh", "-c", "printf '%0299d\\303\\251' 0 >&2; exit 1"})
+                    .ok());
+  }
+  const Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "/bin/sh -c failed: " + std::string(299, '0') + "\\xC3...");
+  ASSERT_EQ(log_.size(), 4u);
+  EXPECT_EQ(log_[3], "undo failed: /bin/sh -c failed: \\x1B]0;owned\\x07");
+  for (const std::string& line : log_) {
+    for (const char c : line)
+      EXPECT_TRUE(c >= 0x20 && c < 0x7f) << line;
+  }
+}
+
+TEST(JournalDecodeTest, EachLineIsARecordOrItsRefusalAndOnlyTheLastMayBeTorn) {
+  const std::vector<Result<JournalRecord>> records = DecodeJournal(
+      "{\"seq\":1,\"op\":\"mkdir\",\"path\":\"/etc/expanse\"}\n"
+      "[1]\n"
+      "{\"seq\":3,\"op\":\"tree\",\"path\":\"relative\"}\n"
+      "{\"seq\":4,\"op\":\"fi");
+  ASSERT_EQ(records.size(), 3u);
+  ASSERT_TRUE(records[0].ok());
+  EXPECT_EQ(records[0]->path, "/etc/expanse");
+  EXPECT_EQ(records[1].status().message(),
+            "journal line 2 is not a JSON object (a damaged journal)");
+  EXPECT_EQ(records[2].status().message(), "journal line 3 names no absolute path to undo");
+  // A torn write may also leave a whole line of zeros where the file grew before its data.
+  EXPECT_TRUE(DecodeJournal(std::string("\0\0\0\n", 4)).empty());
+  EXPECT_TRUE(DecodeJournal("").empty());
+}
+
 // A whole record whose member has the wrong type (a damaged disk, a hand edit) used to throw
 // out of the rollback; now it is that record's undo failure, and every other record is undone.
 TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {

@@ -11,6 +11,7 @@
 
 #include "core/quote.h"
 #include "net/curl_global.h"
+#include "net/http_headers.h"
 #include "net/url_policy.h"
 
 namespace expanse::net {
@@ -47,27 +48,10 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-// libcurl hands over every header line of every response it reads, including interim ones
-// (100 Continue); a status line starts a new response, so only the final one's are kept.
+// libcurl's header callback, called with each header line of each response it reads.
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
-  auto* headers = static_cast<HeaderList*>(user);
   const size_t bytes = size * count;
-  std::string_view line(data, bytes);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
-    line.remove_suffix(1);
-  if (line.starts_with("HTTP/")) {
-    headers->clear();
-    return bytes;
-  }
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos || colon == 0)
-    return bytes;
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-    value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-    value.remove_suffix(1);
-  headers->emplace_back(std::string(line.substr(0, colon)), std::string(value));
+  AddResponseHeaderLine(*static_cast<HeaderList*>(user), std::string_view(data, bytes));
   return bytes;
 }
 

@@ -38,10 +38,9 @@
 #include <vector>
 
 #include "core/result.h"
+#include "net/http_headers.h"
 
 namespace expanse::net {
-
-using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // AWS Signature Version 4, as an S3-compatible object store wants it (libcurl signs). The
 // request must carry an x-amz-content-sha256 header (the hex SHA-256 of the body): libcurl
@@ -65,8 +64,9 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 0;
-  HeaderList headers{};  // of the final response, in the order received
-  std::string body{};    // at most HttpClientOptions::max_response_bytes
+  // Of the final response, in the order received, at most kMaxResponseHeaders (http_headers.h).
+  HeaderList headers{};
+  std::string body{};  // at most HttpClientOptions::max_response_bytes
 
   // The first value of header `name` (compared case-insensitively), if present.
   std::optional<std::string_view> Header(std::string_view name) const;

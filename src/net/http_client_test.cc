@@ -84,6 +84,12 @@ class HttpClientTest : public ::testing::Test {
       response.headers = {{"Retry-After", "7"}};
       return response;
     });
+    listener_->Get("/many-headers", [](const http::Request&) {
+      http::Response response = http::JsonResponse(200, "{}");
+      for (int i = 0; i < 1000; ++i)
+        response.headers.emplace_back("X-Header-" + std::to_string(i), std::to_string(i));
+      return response;
+    });
     ASSERT_TRUE(listener_->Start().ok());
   }
 
@@ -185,6 +191,33 @@ TEST_F(HttpClientTest, ErrorStatusesAreAnswersNotFailures) {
   Result<HttpResponse> missing = Client()->Send({.url = Url("/nothing")});
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->status, 404);
+}
+
+// A server could send millions of header lines (libcurl bounds each line, not their number);
+// the response used to keep every one of them.
+TEST_F(HttpClientTest, ResponseHeadersAreCapped) {
+  StartListener();
+  Result<HttpResponse> response = Client()->Send({.url = Url("/many-headers")});
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->headers.size(), kMaxResponseHeaders);
+  EXPECT_EQ(response->Header("X-Header-0"), "0");
+  EXPECT_EQ(response->Header("X-Header-999"), std::nullopt);
+}
+
+TEST(HttpHeadersTest, OnlyTheFinalResponsesNamedHeadersAreKept) {
+  HeaderList headers;
+  for (const char* line : {"HTTP/1.1 100 Continue\r\n", "X-Interim: 1\r\n", "\r\n",
+                           "HTTP/1.1 503 Service Unavailable\r\n", "Retry-After: \t 7 \r\n",
+                           "no colon\r\n", ": no name\r\n", "Empty:\r\n", "\r\n"})
+    AddResponseHeaderLine(headers, line);
+  EXPECT_EQ(headers, (HeaderList{{"Retry-After", "7"}, {"Empty", ""}}));
+  for (size_t i = 0; i < kMaxResponseHeaders + 10; ++i)
+    AddResponseHeaderLine(headers, "X-More: " + std::to_string(i));
+  EXPECT_EQ(headers.size(), kMaxResponseHeaders);
+  EXPECT_EQ(headers.back().second, std::to_string(kMaxResponseHeaders - 3));
+  AddResponseHeaderLine(headers, "HTTP/2 200");
+  EXPECT_TRUE(headers.empty()) << "a new response starts a new list";
 }
 
 TEST_F(HttpClientTest, ResponseBodyIsCapped) {

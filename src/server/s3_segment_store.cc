@@ -32,16 +32,11 @@ bool IsKeyPrefix(std::string_view prefix) {
   return prefix.find("//") == std::string_view::npos && prefix.find("..") == std::string_view::npos;
 }
 
-// The S3 error's <Code>, when the body is one (XML; bounded, read as text).
-std::string S3ErrorCode(std::string_view body) {
-  const size_t open = body.find("<Code>");
-  if (open == std::string_view::npos)
-    return "";
-  const size_t from = open + 6;
-  const size_t close = body.find("</Code>", from);
-  if (close == std::string_view::npos || close - from > 64)
-    return "";
-  return std::string(body.substr(from, close - from));
+// What S3's codes are made of (NoSuchKey, SlowDown, XAmzContentSHA256Mismatch) and all that
+// may reach a log line from the body.
+bool IsS3ErrorCodeChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
 }
 
 Status Unavailable(std::string message) {
@@ -49,6 +44,23 @@ Status Unavailable(std::string message) {
 }
 
 }  // namespace
+
+std::string S3ErrorCode(std::string_view body) {
+  constexpr std::string_view kOpen = "<Code>";
+  const size_t open = body.find(kOpen);
+  if (open == std::string_view::npos)
+    return "";
+  const size_t from = open + kOpen.size();
+  const size_t close = body.find("</Code>", from);
+  if (close == std::string_view::npos || close - from > kMaxS3ErrorCodeBytes)
+    return "";
+  const std::string_view code = body.substr(from, close - from);
+  for (const char c : code) {
+    if (!IsS3ErrorCodeChar(c))
+      return "";
+  }
+  return std::string(code);
+}
 
 S3SegmentStore::S3SegmentStore(S3SegmentStoreOptions options, std::string bucket_url,
                                std::string prefix, std::unique_ptr<net::HttpClient> client)

@@ -9,6 +9,7 @@
 #ifndef EXPANSE_SERVER_S3_SEGMENT_STORE_H_
 #define EXPANSE_SERVER_S3_SEGMENT_STORE_H_
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,15 @@ struct S3SegmentStoreOptions {
   std::string secret_key{};
   std::string ca_file{};  // "" = the system's
 };
+
+// The longest error code S3ErrorCode hands back.
+inline constexpr size_t kMaxS3ErrorCodeBytes = 64;
+
+// The <Code> of an S3 error answer (an XML body, searched as text, not parsed), which the store's
+// errors name: 1 to kMaxS3ErrorCodeBytes of [A-Za-z0-9._-], or "" when the body holds no such
+// code (a proxy's page, an empty body, a code with other bytes): whatever answered, only those
+// bytes reach a message or a log line.
+std::string S3ErrorCode(std::string_view body);
 
 class S3SegmentStore final : public SegmentStore {
  public:
