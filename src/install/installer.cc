@@ -588,8 +588,11 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
                  (journal.changes() == 1 ? "" : "s"));
     Status undone = Journal::RollBack(host, journal.dir(), out.detail);
     if (!undone.ok()) {
-      return Status(applied.code(), applied.message() + "; rollback incomplete: " +
-                                        undone.message() + " (re-run the install to finish it)")
+      // A damaged journal line says itself what to do; re-running would not finish it.
+      const bool retry_finishes = undone.reason() != "bad_journal";
+      return Status(applied.code(),
+                    applied.message() + "; rollback incomplete: " + undone.message() +
+                        (retry_finishes ? " (re-run the install to finish it)" : ""))
           .WithReason(applied.reason());
     }
     out.progress("the host is as it was before this install" +

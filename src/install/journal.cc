@@ -376,13 +376,25 @@ Status Journal::RollBack(Host& host, const std::string& dir, const LogFn& log) {
     return OkStatus();  // nothing was recorded
   const std::vector<Result<JournalRecord>> records = DecodeJournal(*text);
   Status first = OkStatus();
+  Status damaged = OkStatus();
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     Status s = it->ok() ? UndoRecord(host, dir, **it, log) : it->status();
     if (!s.ok()) {
       log("undo failed: " + s.message());
       if (first.ok())
         first = s;
+      if (!it->ok())
+        damaged = s;  // the oldest, as the loop runs newest first
     }
+  }
+  // A failed undo may succeed on the next try; a damaged line never will, so the way out is
+  // the operator's, and the message says where the journal is and what to do.
+  if (!damaged.ok()) {
+    return DataLossError(dir + "/" + std::string(kJournalName) + ": " + damaged.message() +
+                         "; every other change it recorded was undone: put back by hand what "
+                         "that line recorded (docs/formats/install-journal.md), then remove " +
+                         dir)
+        .WithReason("bad_journal");
   }
   if (!first.ok())
     return first;

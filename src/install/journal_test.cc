@@ -140,7 +140,13 @@ TEST_F(JournalTest, ADamagedLineBeforeTheLastIsRefusedByName) {
   std::ofstream(host_ + "/third") << "3";
   const Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), "journal line 2 is not a JSON object (a damaged journal)");
+  // Re-running cannot undo a damaged line: the message names the file and the way out.
+  EXPECT_EQ(s.message(), jdir_ +
+                             "/journal.jsonl: journal line 2 is not a JSON object (a damaged "
+                             "journal); every other change it recorded was undone: put back by "
+                             "hand what that line recorded (docs/formats/install-journal.md), "
+                             "then remove " +
+                             jdir_);
   EXPECT_EQ(s.reason(), "bad_journal");
   EXPECT_FALSE(stdfs::exists(host_ + "/third")) << "the record after the damage is undone";
   EXPECT_FALSE(stdfs::exists(host_ + "/first"));
@@ -204,6 +210,7 @@ TEST_F(JournalTest, AWronglyTypedRecordFailsOnlyItsOwnUndo) {
   const Status s = Journal::RollBack(RealHost::Get(), jdir_, Log());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("journal line 2.mode must be an integer"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("then remove " + jdir_), std::string::npos) << s;
   EXPECT_FALSE(stdfs::exists(host_ + "/new")) << "the good record is still undone";
   EXPECT_TRUE(Journal::Pending(RealHost::Get(), jdir_)) << "kept for another try";
 }
