@@ -223,8 +223,11 @@ Capability CounterHelper::Describe() const {
                         : "CUPTI PM sampling unavailable on " + uuid + ": " + gpu.reason +
                               (gpu.fix.empty() ? "" : " (" + gpu.fix + ")");
   }
-  if (ok == uuids_.size())
-    return {"ok", "PM sampling on " + std::to_string(ok) + " GPUs (" + options_.helper + ")"};
+  if (ok == uuids_.size()) {
+    // Said, so that an operator who sees no richer counters on an idle GPU knows why.
+    return {"ok", "PM sampling on " + std::to_string(ok) + " GPUs (" + options_.helper + ")" +
+                      (options_.escalation ? "" : "; escalation off (EXPANSE_PROFILING_ENABLE=0)")};
+  }
   if (first_problem.empty())
     return {"degraded", "expanse-cupti-helper starting"};
   return {"degraded", first_problem};

@@ -18,6 +18,7 @@ namespace counter_helper_test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kGpu0[] = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
 constexpr char kGpu1[] = "GPU-7a1c9e20-51b3-4c7d-8e2f-0b6d4a9c3e21";
@@ -203,6 +204,9 @@ TEST_F(CounterHelperTest, EscalationsReachTheHelperUnlessProfilingIsOff) {
   }));
   quiet.Escalate(kGpu0, std::chrono::seconds(60));
   EXPECT_EQ(quiet.Stats()["escalations"], 0);
+  ASSERT_TRUE(TickUntil(quiet, {kGpu0}, [&] { return quiet.Describe().state == "ok"; }));
+  EXPECT_THAT(quiet.Describe().reason, HasSubstr("escalation off (EXPANSE_PROFILING_ENABLE=0)"));
+  EXPECT_THAT(helper.Describe().reason, Not(HasSubstr("escalation off")));
 }
 
 TEST_F(CounterHelperTest, GpusOfJobsRunningACudaToolAreReleasedThenResumed) {

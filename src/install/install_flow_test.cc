@@ -9,6 +9,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -339,6 +340,113 @@ TEST_F(InstallFlowTest, AControllerInstallRemovesTheSamplerAPrologLeftOnItsHost)
   EXPECT_TRUE(Said("stopping the sampler a Prolog started (pid 4242); the controller daemon"));
 }
 
+// --write-config-only with --type slurm: the credential, and no cluster runtime at all.
+TEST_F(InstallFlowTest, WriteConfigOnlyWritesTheCredentialAndNothingElse) {
+  install_.write_config_only = true;
+  install_.daemon_binary.clear();
+  const std::string conf_before = host_.Contents("/etc/slurm/slurm.conf").value_or("");
+  ASSERT_TRUE(Install().ok());
+  EXPECT_EQ(planes_.exchanges_, 1);
+  const std::string config = host_.Contents("/var/lib/slurm/.expanse/config.json").value_or("");
+  EXPECT_NE(config.find("exp_cc_secret"), std::string::npos) << config;
+  EXPECT_FALSE(host_.Stat("/etc/systemd/system/expanse-daemon.service"));
+  EXPECT_FALSE(host_.Stat("/srv/expanse/bin"));
+  EXPECT_FALSE(host_.Stat("/srv/expanse/hooks"));
+  EXPECT_FALSE(host_.Stat("/var/lib/expanse-install/controller.json"));
+  EXPECT_EQ(host_.Contents("/etc/slurm/slurm.conf"), conf_before);
+  EXPECT_FALSE(Ran("scontrol reconfigure"));
+  EXPECT_FALSE(Ran("systemctl enable --now expanse-daemon.service"));
+}
+
+// --reconfigure=false: the hooks are wired but SLURM is left for the operator to reload, on
+// install and on uninstall, and each says the command.
+TEST_F(InstallFlowTest, ReconfigureFalsePrintsTheCommandInsteadOfRunningIt) {
+  install_.reconfigure = false;
+  ASSERT_TRUE(Install().ok());
+  EXPECT_NE(host_.Contents("/etc/slurm/slurm.conf")->find("/srv/expanse/hooks/prolog"),
+            std::string::npos);
+  EXPECT_FALSE(Ran("scontrol reconfigure"));
+  EXPECT_TRUE(Said("run `scontrol reconfigure` to make slurmctld and slurmd load the hooks"));
+  UninstallOptions un;
+  un.type = "slurm";
+  un.slurm_conf = "/etc/slurm/slurm.conf";
+  un.reconfigure = false;
+  progress_.clear();
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_EQ(host_.Contents("/etc/slurm/slurm.conf"), kSlurmConf);
+  EXPECT_FALSE(Ran("scontrol reconfigure"));
+  EXPECT_TRUE(Said("run `scontrol reconfigure` so SLURM stops calling the removed hooks"));
+}
+
+// --config and --user other than the defaults: the credential is written there, owned by that
+// account, the unit runs as it and names the file, and a later uninstall without the flags
+// finds both through the install state.
+TEST_F(InstallFlowTest, AnotherAccountAndConfigPathReachTheUnitAndTheUninstall) {
+  constexpr uid_t kSvcUid = 990;
+  host_.AddUser({"gpumon", kSvcUid, kSvcUid});
+  install_.user = "gpumon";
+  install_.config_path = "/etc/gpumon/expanse.json";
+  ASSERT_TRUE(Install().ok());
+  const std::optional<FileInfo> config = host_.Stat("/etc/gpumon/expanse.json");
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->uid, kSvcUid);
+  EXPECT_EQ(config->mode, 0600u);
+  EXPECT_FALSE(host_.Stat("/var/lib/slurm/.expanse/config.json"));
+  const std::string unit =
+      host_.Contents("/etc/systemd/system/expanse-daemon.service").value_or("");
+  EXPECT_NE(unit.find("User=gpumon\n"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("EXPANSE_DAEMON_CONFIG=/etc/gpumon/expanse.json"), std::string::npos) << unit;
+  UninstallOptions un;
+  un.type = "slurm";
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_FALSE(host_.Stat("/etc/gpumon/expanse.json"));
+  EXPECT_EQ(planes_.deprovisioned_with_, "Bearer exp_cc_secret");
+}
+
+// --cupti-mode decides the counter capability the unit grants: CAP_PERFMON by default,
+// CAP_SYS_ADMIN when asked for, neither with none (py-spy's CAP_SYS_PTRACE stays).
+TEST_F(InstallFlowTest, CuptiModeDecidesTheUnitsCapability) {
+  for (const auto& [mode, granted, not_granted] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"perfmon", "CAP_PERFMON", "CAP_SYS_ADMIN"},
+           {"sysadmin", "CAP_SYS_ADMIN", "CAP_PERFMON"},
+           {"none", "CAP_SYS_PTRACE", "CAP_PERFMON"}}) {
+    install_.cupti_mode = mode;
+    install_.reinstall = mode != "perfmon";
+    ASSERT_TRUE(RunInstall(install_, paths_,
+                           install_.reinstall ? std::nullopt : std::optional(SecretString(kToken)),
+                           Collect())
+                    .ok())
+        << mode;
+    const std::string unit =
+        host_.Contents("/etc/systemd/system/expanse-daemon.service").value_or("");
+    EXPECT_NE(unit.find(granted), std::string::npos) << mode << ":\n" << unit;
+    EXPECT_EQ(unit.find(not_granted), std::string::npos) << mode << ":\n" << unit;
+    if (mode == "none") {
+      EXPECT_EQ(unit.find("CAP_SYS_ADMIN"), std::string::npos) << unit;
+    }
+  }
+}
+
+// The installer's own proxy and CA settings become the daemon's (daemon.env), since a service
+// never sees the shell's exports.
+TEST_F(InstallFlowTest, TheInstallersNetworkSettingsAreSeededIntoDaemonEnv) {
+  host_.SetEnv("HTTPS_PROXY", "http://proxy.site:3128");
+  host_.SetEnv("NO_PROXY", "localhost,.site");
+  // Read for real by the installer's own HTTP client, so a real file.
+  host_.SetEnv("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt");
+  const Status s = Install();
+  ASSERT_TRUE(s.ok()) << s;
+  const std::string env = host_.Contents("/etc/expanse/daemon.env").value_or("");
+  EXPECT_NE(env.find("HTTPS_PROXY=http://proxy.site:3128\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("NO_PROXY=localhost,.site\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt\n"), std::string::npos)
+      << env;
+  const std::optional<FileInfo> info = host_.Stat("/etc/expanse/daemon.env");
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->mode & 0007, 0u) << "not world-readable: a proxy URL may carry a password";
+}
+
 TEST_F(InstallFlowTest, PreflightListsEveryProblemBeforeAnythingChanges) {
   ASSERT_TRUE(host_.RemoveTree("/run/systemd/system").ok());
   install_.user = "nobody-here";
@@ -450,6 +558,49 @@ TEST_F(SamplerFlowTest, ASamplerAPrologStartedIsStoppedForTheService) {
   host_.AddProcess(4242);
   ASSERT_TRUE(InstallSampler().ok());
   EXPECT_TRUE(Ran("kill -15 4242"));
+}
+
+// The default flow: no `--role sampler` install ever ran on the worker, a job's Prolog installed
+// the shared unit (or started the sampler directly). The worker's uninstall still stops it.
+TEST_F(SamplerFlowTest, UninstallStopsTheSamplerAPrologStarted) {
+  UninstallOptions un;
+  un.type = "slurm";
+  un.role = "sampler";
+  un.shared_prefix = "/srv/expanse";
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_TRUE(Said("nothing to uninstall")) << "a worker that never sampled";
+
+  const std::string unit = "/etc/systemd/system/expanse-sampler.service";
+  UnitOptions sampler;  // what the bootstrap copies from <prefix>/lib/systemd/
+  sampler.role = UnitRole::kSampler;
+  sampler.daemon_binary = "/srv/expanse/bin/expanse-daemon";
+  sampler.shared_prefix = "/srv/expanse";
+  host_.Put(unit, RenderUnit(sampler).value(), 0644);
+  progress_.clear();
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_TRUE(Ran("systemctl disable --now expanse-sampler.service"));
+  EXPECT_TRUE(Ran("systemctl daemon-reload"));
+  EXPECT_FALSE(host_.Stat(unit)) << "the bootstrap's copy of the unit";
+  EXPECT_FALSE(Said("nothing to uninstall"));
+  EXPECT_TRUE(Said("the next job on this host starts a sampler again"));
+
+  // Without systemd the Prolog ran the sampler itself.
+  ASSERT_TRUE(host_.RemoveTree("/run/systemd/system").ok());
+  host_.Put("/var/lib/expanse/sampler/sampler.pid", "4242\n");
+  host_.Put("/proc/4242/cmdline", std::string("expanse-daemon\0--role\0sampler\0", 30));
+  host_.AddProcess(4242);
+  progress_.clear();
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_TRUE(Ran("kill -15 4242"));
+  EXPECT_TRUE(Said("stopping the sampler a Prolog started (pid 4242); uninstalling"));
+
+  // An operator's own unit under that name is stopped but left in place.
+  host_.Put(unit, "[Unit]\nDescription=the site's own\n", 0644);
+  ASSERT_TRUE(host_.MakeDirectories("/run/systemd/system", 0755).ok());
+  progress_.clear();
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_EQ(host_.Contents(unit), "[Unit]\nDescription=the site's own\n");
+  EXPECT_TRUE(Said("is not ours"));
 }
 
 TEST_F(SamplerFlowTest, AMismatchedAccountAcrossTheMountIsRefused) {

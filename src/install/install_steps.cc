@@ -234,22 +234,23 @@ Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std
   return OkStatus();
 }
 
-void StopBootstrappedSampler(const HostPaths& paths, const std::string& why, const Output& out) {
+bool StopBootstrappedSampler(const HostPaths& paths, const std::string& why, const Output& out) {
   Host& host = *paths.host;
   Result<std::optional<std::string>> pid_text =
       host.ReadFile(paths.daemon_state_dir + "/sampler/sampler.pid", 64);
   long pid = 0;
   if (!pid_text.ok() || !*pid_text || (pid = std::atol((*pid_text)->c_str())) <= 1)
-    return;
+    return false;
   Result<std::optional<std::string>> cmdline =
       host.ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
   if (!cmdline.ok() || !*cmdline ||
       (*cmdline)->find(std::string("--role\0sampler", 14)) == std::string::npos)
-    return;  // a stale pid file: that process is something else now
+    return false;  // a stale pid file: that process is something else now
   out.progress("stopping the sampler a Prolog started (pid " + std::to_string(pid) + "); " + why);
   (void)host.SignalProcess(static_cast<pid_t>(pid), SIGTERM);
   for (int i = 0; i < 100 && host.SignalProcess(static_cast<pid_t>(pid), 0).ok(); ++i)
     host.Sleep(std::chrono::milliseconds(100));
+  return true;
 }
 
 std::vector<std::pair<std::string, std::string>> ProfilingAgentSettings(

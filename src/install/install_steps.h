@@ -79,7 +79,8 @@ Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std
 // A sampler a Prolog started on this host (its pid file in the daemon's state directory, the
 // process still a `--role sampler`) is sent SIGTERM and waited for up to 10 s; `why` ends the
 // progress line. Not journalled: were the install undone, the next job's Prolog starts one.
-void StopBootstrappedSampler(const HostPaths& paths, const std::string& why, const Output& out);
+// True when there was one to stop.
+bool StopBootstrappedSampler(const HostPaths& paths, const std::string& why, const Output& out);
 
 // The daemon.env settings an install with --profiling-agent=`profiling_agent` seeds. false
 // records EXPANSE_PROFILING_AGENT_ENABLE=0 (the file outlives units an upgrade without the flag

@@ -12,6 +12,7 @@
 #include "install/installer.h"
 #include "install/journal.h"
 #include "install/slurm_wiring.h"
+#include "install/systemd_unit.h"
 
 namespace expanse::install {
 namespace {
@@ -113,18 +114,38 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
 }
 
 Status UninstallSampler(const UninstallOptions& o, const HostPaths& paths, const Output& out) {
+  Host& host = *paths.host;
   EXPANSE_ASSIGN_OR_RETURN(std::optional<InstallState> state,
-                           LoadInstallState(*paths.host, paths.state_dir, "sampler"));
+                           LoadInstallState(host, paths.state_dir, "sampler"));
   EXPANSE_RETURN_IF_ERROR(CheckFlagsAgainstState(o, state, out));
-  if (!state) {
-    out.progress("nothing to uninstall: the sampler role is not installed on this host");
+  DirectChanges changes(host);
+  if (state) {
+    out.progress("stopping " + state->unit_name);
+    EXPANSE_RETURN_IF_ERROR(
+        StopAndRemoveUnit(changes, paths, state->unit_name, state->unit_path, out));
+    EXPANSE_RETURN_IF_ERROR(RemoveInstallState(paths, "sampler"));
+    out.progress("done");
     return OkStatus();
   }
-  out.progress("stopping " + state->unit_name);
-  DirectChanges changes(*paths.host);
-  EXPANSE_RETURN_IF_ERROR(
-      StopAndRemoveUnit(changes, paths, state->unit_name, state->unit_path, out));
-  EXPANSE_RETURN_IF_ERROR(RemoveInstallState(paths, "sampler"));
+  // No install state: on a worker under --sampler-bootstrap=prolog (every autoscaled one) the
+  // sampler was started by a job's Prolog, under the copy of the shared unit the bootstrap put
+  // here or directly. That is collection too, and the guide has every worker uninstalled.
+  const std::string unit_path = paths.unit_dir + "/" + kSamplerUnitName;
+  const bool have_unit = host.LinkStat(unit_path).has_value();
+  if (have_unit) {
+    out.progress("stopping " + std::string(kSamplerUnitName) + " (installed by a job's Prolog)");
+    EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(changes, paths, kSamplerUnitName, "", out));
+  }
+  const bool stopped = StopBootstrappedSampler(paths, "uninstalling", out);
+  if (!have_unit && !stopped) {
+    out.progress(
+        "nothing to uninstall: the sampler role is not installed on this host and no sampler a "
+        "Prolog started runs here");
+    return OkStatus();
+  }
+  out.progress(
+      "note: while the controller's hooks are installed, the next job on this host starts a "
+      "sampler again; uninstall the controller next, or drain this host first");
   out.progress("done");
   return OkStatus();
 }

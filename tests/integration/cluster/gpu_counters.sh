@@ -3,7 +3,8 @@
 # runs the real expanse-cupti-helper against the fake libcuda + libcupti pair (tests/fakes/cupti),
 # its per-second SM, tensor and DRAM activity reach the server as the job's timeline, keyed by
 # the same GPU UUIDs as the NVML series; EXPANSE_CUPTI_ENABLE=0 on one worker removes them there
-# only, and each worker's heartbeat report says so. DCGM beside it, through a fake `dcgmi`
+# only, EXPANSE_PROFILING_ENABLE=0 on the other keeps them but starts the helper without
+# escalation, and each worker's heartbeat report says so. DCGM beside it, through a fake `dcgmi`
 # speaking dcgmi's recorded formats (tests/fakes/dcgm): health and interconnect series on both
 # workers, DCGM's profiling fields only on the worker where CUPTI does not hold the counters,
 # keyed by NVML's UUIDs although DCGM numbers the GPUs the other way round.
@@ -58,11 +59,14 @@ JSON
  "health": {"incidents": [{"entity_group": "GPU", "entity_id": 0, "system": "Memory system",
    "health": "Failure", "message": "Detected 2 volatile double-bit ECC error(s) in GPU 0."}]}}
 JSON
-  enable=1
-  [[ "$w" == "$w2" ]] && enable=0
+  # w1: counters without escalation (EXPANSE_PROFILING_ENABLE=0 never turns the Light set
+  # off); w2: no counters at all.
+  enable=1 profiling=0
+  [[ "$w" == "$w2" ]] && enable=0 profiling=1
   "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/daemon.env" <<ENV
 EXPANSE_CUPTI_HELPER=$prefix/cupti-test/expanse-cupti-helper
 EXPANSE_CUPTI_ENABLE=$enable
+EXPANSE_PROFILING_ENABLE=$profiling
 EXPANSE_DCGMI=$prefix/dcgm-test/dcgmi
 ENV
 done
@@ -101,6 +105,9 @@ pass "EXPANSE_CUPTI_ENABLE=0 on $w2 removes its counters only"
 caps() { api GET "/api/v1/computes/$COMPUTE" | jq -c --arg h "$1" '.heartbeat.workers.reports[]? | select(.host == $h) | .capabilities.cupti'; }
 wait_until 60 "$w1's cupti capability ok in the heartbeat" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq_holds --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.state == \"ok\"' >/dev/null"
 assert_match 'PM sampling on 2 GPUs' "$(caps "$w1")" "cupti capability of $w1"
+assert_match 'escalation off \(EXPANSE_PROFILING_ENABLE=0\)' "$(caps "$w1")" "cupti capability of $w1"
+assert_match ' --no-escalation' "$(pgrep -af -- "sample --devices=[^ ]*$(uuid 1 "$lo")" | tr '\n' ';')" \
+  "the command line of $w1's helper"
 assert_eq 'disabled EXPANSE_CUPTI_ENABLE=0' "$(caps "$w2" | jq -r '"\(.state) \(.reason)"')" "cupti capability of $w2"
 pass "heartbeat: cupti ok on $w1, disabled on $w2"
 

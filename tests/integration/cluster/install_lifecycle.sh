@@ -272,7 +272,25 @@ assert_eq "$(cat "$prefix/lib/systemd/expanse-sampler.service")" \
   "the unit the bootstrap installed on $w2 is the shared one"
 assert_eq "User=slurm" "$("$TESTCLUSTER" exec "$w2" -- systemctl show expanse-sampler -p User)" \
   "bootstrapped sampler service user"
+# The worker's uninstall (the guide's first uninstall step) stops what its Prolog started, though
+# no sampler install ever ran there: first under the unit the bootstrap copied, ...
+out="$("$TESTCLUSTER" exec "$w2" -- "$EXPANSE" compute uninstall --type slurm --role sampler \
+  --shared-prefix "$prefix" 2>&1)" || fail "sampler uninstall on $w2: $out"
+assert_match 'installed by a job.s Prolog' "$out" "uninstall on $w2 found the bootstrapped unit"
+state="$("$TESTCLUSTER" exec "$w2" -- systemctl is-active expanse-sampler)" &&
+  fail "expanse-sampler on $w2 is still $state after the worker's uninstall"
+assert_eq "" "$("$TESTCLUSTER" exec "$w2" -- ls /etc/systemd/system)" "units left on $w2 after its uninstall"
 host_systemd_off "$w2"
+# ... then started directly, as on a node without systemd.
+direct_sampler() { pgrep -f -- "^$prefix/bin/expanse-daemon --role sampler .*--hostname $w2( |\$)"; }
+job="$(submit -N 1 -w "$w2" -o /dev/null --wrap 'sleep 1')"
+wait_job_done "$job" 60
+wait_until 20 "a sampler the Prolog started directly on $w2" direct_sampler
+out="$("$TESTCLUSTER" exec "$w2" -- "$EXPANSE" compute uninstall --type slurm --role sampler \
+  --shared-prefix "$prefix" 2>&1)" || fail "sampler uninstall on $w2 without systemd: $out"
+assert_match 'stopping the sampler a Prolog started' "$out" "uninstall on $w2 without systemd"
+pids="$(direct_sampler)" && fail "the sampler still runs on $w2 after its uninstall: $pids"
+pass "the worker's uninstall stopped the sampler a Prolog started on $w2"
 
 # --- uninstall: the site's slurm.conf comes back byte for byte ------------------------------------
 cred="$new_cred"

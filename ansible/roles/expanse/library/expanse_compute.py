@@ -61,6 +61,34 @@ def canonical_version(text):
     return m.group(1) if m else text
 
 
+# Where a job's Prolog leaves a sampler on a worker no sampler install ran on (the default
+# --sampler-bootstrap=prolog): its copy of the shared unit, or the pid file of one it started.
+SAMPLER_UNIT = "/etc/systemd/system/expanse-sampler.service"
+SAMPLER_PID_FILE = "/var/lib/expanse/sampler/sampler.pid"
+UNIT_HEADER = b"# Managed by `expanse compute install`"
+
+
+def prolog_sampler(unit=SAMPLER_UNIT, pid_file=SAMPLER_PID_FILE, proc="/proc"):
+    """What `compute uninstall --role sampler` stops on such a worker, in words, or None: our
+    unit (an operator's own under that name is left alone, so it must not keep the host
+    "changed"), or a live process that is a sampler (a stale pid file names none)."""
+    try:
+        with open(unit, "rb") as f:
+            if f.read(len(UNIT_HEADER)) == UNIT_HEADER:
+                return "the sampler unit a job's Prolog installed at %s" % unit
+    except OSError:
+        pass
+    try:
+        with open(pid_file, encoding="ascii") as f:
+            pid = int(f.read(64).split()[0])
+        with open("%s/%d/cmdline" % (proc, pid), "rb") as f:
+            if pid > 1 and b"--role\0sampler" in f.read(65536):
+                return "the sampler a job's Prolog started (pid %d)" % pid
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def load_state(module, role):
     path = os.path.join(module.params["state_dir"], role + ".json")
     if not os.path.exists(path):
@@ -229,9 +257,13 @@ def plan(module):
     config = p["config"] or (current or {}).get("config_path") or DEFAULT_CONFIG
     if p["state"] == "absent":
         has_config = role == "controller" and os.path.exists(config)
-        if current is None and not has_config:
+        left = prolog_sampler() if role == "sampler" and current is None else None
+        if current is None and not has_config and not left:
             return "none", [], "", "", False
-        before = render(current) if current else "credential config: %s\n" % config
+        if current:
+            before = render(current)
+        else:
+            before = "credential config: %s\n" % config if has_config else left + "\n"
         return "uninstall", ["state: absent"], before, "", False
 
     want = desired_settings(module)
