@@ -177,10 +177,14 @@ out="$(EXPANSE_INSTALL_TOKEN="$(new_token "$COMPUTE")" on_ctl "$EXPANSE" compute
 assert_match 'existing daemon config found' "$out" "second install without --reinstall"
 
 # --- upgrade: --reinstall, new version, no token -------------------------------------------------
+# With --cupti-variant: the pinned cuda1280 instead of the cuda1300 driver 580.95.05 would get.
 old_cred="$("$TESTCLUSTER" exec "$ctl" -- jq -r .credential /var/lib/slurm/.expanse/config.json)"
-out="$(on_ctl "$EXPANSE" compute install "${install_args[@]}" --reinstall \
-  --daemon-version 1.1.0 2>&1)" || fail "upgrade failed: $out"
+out="$(on_ctl PATH="$DIR/fakebin:$PATH" "$EXPANSE" compute install "${install_args[@]}" --reinstall \
+  --daemon-version 1.1.0 --cupti-variant cuda1280 2>&1)" || fail "upgrade failed: $out"
 assert_match "heartbeat received" "$out" "upgrade waited for a heartbeat"
+assert_match 'CUPTI cuda1280.*pinned' "$out" "the upgrade's CUPTI variant, pinned"
+assert_match '"variant": *"cuda1280"' "$(cat "$prefix/lib/cupti-nodes/$ctl_host/release.json")" \
+  "CUPTI build under lib/cupti-nodes/$ctl_host after the pinned upgrade"
 assert_eq 1.1.0 "$("$TESTCLUSTER" exec "$ctl" -- jq -r .daemon_version /var/lib/expanse-install/controller.json)" "installed version after upgrade"
 # (Compared by digest: test logs do not show credentials either.)
 assert_eq "$(sha256sum <<<"$old_cred")" \
