@@ -301,6 +301,7 @@ cred="$new_cred"
 out="$(on_ctl "$EXPANSE" compute uninstall --type slurm --role controller --shared-prefix "$prefix" \
   --slurm-conf "$SLURM_CONF" 2>&1)" || fail "uninstall failed: $out"
 assert_eq "$site_conf_sum" "$(sha256sum <"$SLURM_CONF")" "slurm.conf after uninstall vs the site's"
+[[ "$out" != *"removed $prefix/"* ]] || fail "uninstall without --verbose printed its diagnostics: $out"
 assert_eq deprovisioned "$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)" "compute state after uninstall"
 assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system /var/lib/slurm/.expanse -mindepth 1)" "units and credential left"
 assert_eq "" "$(find "$prefix" -mindepth 1 | head -5)" "files left in the shared prefix"
@@ -329,7 +330,9 @@ assert_eq "" "$("$TESTCLUSTER" exec "$ctl" -- find /etc/systemd/system -mindepth
 [[ ! -e "$prefix/bin/py-spy" ]] || fail "py-spy installed despite --bundled-pyspy=false"
 pass "--bundled-pyspy=false leaves py-spy out"
 assert_match "--sampler-bootstrap'? '?off" "$(cat "$prefix/hooks/prolog")" "the Prolog wrapper with --sampler-bootstrap off"
-on_ctl "$EXPANSE" compute uninstall --type slurm --keep-identity >/dev/null || fail "uninstall --keep-identity"
+out="$(on_ctl "$EXPANSE" compute uninstall --type slurm --keep-identity --verbose 2>&1)" ||
+  fail "uninstall --keep-identity: $out"
+assert_match "removed $prefix/bin/expanse-daemon" "$out" "uninstall --verbose names what it removed"
 assert_eq "$FOURTH" "$("$TESTCLUSTER" exec "$ctl" -- jq -r .compute_id /var/lib/slurm/.expanse/config.json)" \
   "the credential kept by uninstall --keep-identity"
 [[ "$(api GET "/api/v1/computes/$FOURTH" | jq -r .state)" != deprovisioned ]] ||
