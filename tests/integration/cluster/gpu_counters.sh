@@ -5,9 +5,10 @@
 # the same GPU UUIDs as the NVML series; EXPANSE_CUPTI_ENABLE=0 on one worker removes them there
 # only, EXPANSE_PROFILING_ENABLE=0 on the other keeps them but starts the helper without
 # escalation, and each worker's heartbeat report says so. DCGM beside it, through a fake `dcgmi`
-# speaking dcgmi's recorded formats (tests/fakes/dcgm): health and interconnect series on both
-# workers, DCGM's profiling fields only on the worker where CUPTI does not hold the counters,
-# keyed by NVML's UUIDs although DCGM numbers the GPUs the other way round.
+# speaking dcgmi's recorded formats (tests/fakes/dcgm), at each worker's EXPANSE_DCGM_HOST:
+# health and interconnect series on both workers, DCGM's profiling fields only on the worker
+# where CUPTI does not hold the counters, keyed by NVML's UUIDs although DCGM numbers the GPUs the
+# other way round.
 source "$(dirname "$0")/../lib/testlib.sh"
 BUILD="${EXPANSE_BUILD_DIR:?EXPANSE_BUILD_DIR (the build with expanse-daemon and expanse-server)}"
 source "$(dirname "$0")/../lib/daemon_cluster.sh"
@@ -52,8 +53,11 @@ for w in $EXPANSE_TC_WORKERS; do
 JSON
   # DCGM's GPU 0 is NVML's second GPU: the series must follow UUIDs, not positions. The job's
   # GPU (minor lo) fails its memory health check.
+  # Each worker's host engine listens at an address of its own, which only EXPANSE_DCGM_HOST
+  # tells the daemon.
   "$TESTCLUSTER" exec "$w" -- bash -c "cat >/etc/expanse/fake-dcgm.json" <<JSON
-{"gpus": [
+{"engine_host": "dcgm-$w.site:5555",
+ "gpus": [
   {"id": 0, "uuid": "$(uuid $n "$lo")", "values": {"1002": 0.62, "1004": 0.41, "202": 3}},
   {"id": 1, "uuid": "$(uuid $n "$hi")", "values": {"1002": 0.11, "202": 0}}],
  "health": {"incidents": [{"entity_group": "GPU", "entity_id": 0, "system": "Memory system",
@@ -68,6 +72,7 @@ EXPANSE_CUPTI_HELPER=$prefix/cupti-test/expanse-cupti-helper
 EXPANSE_CUPTI_ENABLE=$enable
 EXPANSE_PROFILING_ENABLE=$profiling
 EXPANSE_DCGMI=$prefix/dcgm-test/dcgmi
+EXPANSE_DCGM_HOST=dcgm-$w.site:5555
 ENV
 done
 cleanup_counters() {
