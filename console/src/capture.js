@@ -110,3 +110,35 @@ export function segmentRows(answer) {
     filename: `seg-${s.host}-${s.pid}-${s.window_start_ms}.json`,
   }));
 }
+
+// A time of day to the second, for windows ten seconds apart.
+function clock(ms) {
+  return new Date(ms).toLocaleTimeString(undefined, {hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false});
+}
+
+// The agent's windows one by one (the summary's timeline: each process's aggregate over one
+// window), newest first, at most `limit`: when, which process, its kernels and their GPU time
+// (with the share of the window's length: above 100 % when kernels overlapped, on several
+// streams or GPUs), the window's longest kernel, bytes copied and time waited in
+// synchronisation. {rows, note}: the note says when there were more windows than rows.
+export function windowRows(s, limit = 100) {
+  const timeline = (s && s.timeline) || [];
+  const rows = timeline.slice(-limit).reverse().map((w) => {
+    const ms = w.end_ms - w.start_ms;
+    const share = ms > 0 ? ` (${Math.round(w.kernel_ns / (ms * 1e4))} %)` : '';
+    const top = w.top_kernel;
+    return {
+      window: {text: `${new Date(w.start_ms).toLocaleDateString(undefined, {month: 'short', day: 'numeric'})}, ${clock(w.start_ms)}–${clock(w.end_ms)}`,
+        title: `${new Date(w.start_ms).toISOString()} to ${new Date(w.end_ms).toISOString()}`},
+      process: `${w.host} · ${w.pid}`,
+      kernels: `${w.kernel_count ?? '—'} · ${nanos(w.kernel_ns)}${share}`,
+      top: top ? {text: `${shortKernel(top.name)} · ${nanos(top.gpu_ns)}`, title: `${top.name}: ${top.count} launches`}
+        : {text: '—', title: 'no kernel in this window'},
+      copied: bytes(w.memcpy_bytes),
+      sync: nanos(w.sync_ns),
+    };
+  });
+  const total = Math.max((s && s.windows) || 0, timeline.length);
+  const note = total > rows.length ? `The newest ${rows.length} of ${total} windows.` : '';
+  return {rows, note};
+}

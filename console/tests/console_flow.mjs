@@ -219,9 +219,19 @@ try {
   assert.match(await page.locator('#top-frames').innerText(), /train\.py:load_batch/);
   assert.ok(await page.locator('.flame .flame-frame').count() >= 3, 'the flame graph has frames');
   ok('the job page shows the job\'s Python stacks: top frames and a flame graph');
-  // This job loads no CUDA: the capture agent's section answers, and says it has nothing.
-  await page.locator('#capture').waitFor();
-  assert.match(await page.locator('#capture').innerText(), /No CUDA activity was captured for this job/);
+  // The capture agent's two windows of this job (the hook sent them as the controller would):
+  // the kernels by GPU time, then each window, newest first, with its longest kernel.
+  await page.locator('#capture-kernels').waitFor();
+  assert.match(await page.locator('#capture p').first().innerText(),
+    /^52 kernels, 5\.0 s of GPU time, from 1 process on 1 host \(2 windows\)/);
+  assert.deepEqual((await page.locator('#capture-kernels tbody tr').first().locator('td').allInnerTexts()),
+    ['void gemm<…>', '50', '5.0 s', '100.0 %']);
+  const windowCells = await page.locator('#capture-windows tbody tr').evaluateAll(
+    (rows) => rows.map((r) => [...r.querySelectorAll('td')].slice(1).map((td) => td.innerText)));
+  for (const cells of windowCells) assert.match(cells[0], / · 4242$/, 'the process: host and pid');
+  assert.deepEqual(windowCells.map((cells) => cells.slice(1)), [
+    ['31 · 3.0 s (30 %)', 'void gemm<…> · 3.0 s', '3.0 MiB', '4.0 ms'],
+    ['21 · 2.0 s (20 %)', 'void gemm<…> · 2.0 s', '3.0 MiB', '4.0 ms']]);
   // The job's trace segment (the hook sent one as the controller would): listed, and its link
   // downloads the very bytes the server keeps under its SHA-256.
   const download = page.locator('#segment-list a.segment-download');
@@ -236,7 +246,7 @@ try {
   }, await download.getAttribute('href'));
   assert.equal(downloadedSha, listedSegments.segments[0].sha256);
   assert.match(await download.getAttribute('download'), /^seg-.*\.json$/);
-  ok('the job page shows the capture agent\'s section (nothing captured for a job without CUDA) and its trace segment, downloaded byte for byte');
+  ok('the job page shows the capture agent\'s kernels and windows, and its trace segment, downloaded byte for byte');
 
   await page.getByLabel('Metric').selectOption('gpu.mem_used_mib');
   await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));

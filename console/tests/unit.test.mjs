@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
-import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, stallName} from '../src/capture.js';
+import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, stallName, windowRows} from '../src/capture.js';
 import {refusedRecordsProblem, runsProblem, workersSupplying} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
@@ -301,6 +301,29 @@ test('alert rules are worded as the operator set them', () => {
   assert.equal(ruleAction({action: 'scancel', action_grace_s: 1800, action_dry_run: true}),
     'scancel after 30 min (dry run)');
   assert.equal(VERDICTS.length, 10);
+});
+
+test('capture window rows: newest first, each window\'s kernels, longest kernel, copies and sync', () => {
+  const start = Date.UTC(2026, 11, 6, 9, 0, 0);
+  const window = (i, extra) => ({host: 'w1', pid: 7, start_ms: start + i * 10000, end_ms: start + (i + 1) * 10000,
+    kernel_count: 21, kernel_ns: 2.5e9, top_kernel: {name: 'void gemm<float, 128>(float*)', count: 20, gpu_ns: 2e9},
+    memcpy_bytes: 3 * 1048576, sync_ns: 4e6, ...extra});
+  const {rows, note} = windowRows({windows: 3, timeline: [window(0), window(1), window(2, {top_kernel: null, kernel_count: 0, kernel_ns: 0})]});
+  assert.equal(rows.length, 3);
+  assert.equal(note, '');
+  assert.match(rows[0].window.title, /^2026-12-06T09:00:20\.000Z to 2026-12-06T09:00:30\.000Z$/, 'newest first');
+  assert.deepEqual(rows[0].top, {text: '—', title: 'no kernel in this window'});
+  assert.equal(rows[0].kernels, '0 · 0 µs (0 %)');
+  assert.equal(rows[1].process, 'w1 · 7');
+  assert.equal(rows[1].kernels, '21 · 2.5 s (25 %)', 'a quarter of the 10 s window');
+  assert.deepEqual(rows[1].top, {text: 'void gemm<…> · 2.0 s', title: 'void gemm<float, 128>(float*): 20 launches'});
+  assert.equal(rows[1].copied, '3.0 MiB');
+  assert.equal(rows[1].sync, '4.0 ms');
+  const many = windowRows({windows: 5000, timeline: Array.from({length: 2000}, (_, i) => window(i))}, 100);
+  assert.equal(many.rows.length, 100);
+  assert.equal(many.note, 'The newest 100 of 5000 windows.');
+  assert.match(many.rows[0].window.title, new RegExp(`^${new Date(start + 1999 * 10000).toISOString()}`));
+  assert.deepEqual(windowRows(null), {rows: [], note: ''});
 });
 
 test('capture summary rows: kernels with their share of GPU time, copies, syncs, NVTX', () => {

@@ -88,6 +88,14 @@ TEST_F(ApiCaptureTest, AJobsWindowsAreSummedAcrossProcessesAndTime) {
   EXPECT_EQ(r.body["processes"][0]["rank"], "1");
   ASSERT_EQ(r.body["timeline"].size(), 3u);
   EXPECT_EQ(r.body["timeline"][0]["start_ms"], api_testing::kStart);
+  // Each window with its own figures: the longest kernel, copies and time waited.
+  const json& latest = r.body["timeline"][2];  // worker1's second window
+  EXPECT_EQ(latest["host"], "worker1");
+  EXPECT_EQ(latest["kernel_count"], 21);
+  EXPECT_EQ(latest["kernel_ns"], 40'500'000);
+  EXPECT_EQ(latest["top_kernel"], (json{{"name", "gemm"}, {"count", 20}, {"gpu_ns", 40'000'000}}));
+  EXPECT_EQ(latest["memcpy_bytes"], 1 << 20);
+  EXPECT_EQ(latest["sync_ns"], 3'000'000);
 
   // A time range keeps the windows overlapping it.
   Reply later = Capture("?from=" + std::to_string(api_testing::kStart + kWindow));

@@ -96,11 +96,23 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
     p.rank = r->rank;
     p.kernel_ns += r->kernel_ns;
     if (i >= timeline_from) {
+      // The window's own longest kernel (its list is longest first; ties by name, as Top).
+      json top_kernel = nullptr;
+      const wire::CaptureTotal* longest = nullptr;
+      for (const auto& k : r->top_kernels) {
+        if (longest == nullptr || k.ns > longest->ns ||
+            (k.ns == longest->ns && k.name < longest->name))
+          longest = &k;
+      }
+      if (longest != nullptr)
+        top_kernel = {{"name", longest->name}, {"count", longest->count}, {"gpu_ns", longest->ns}};
       timeline.push_back({{"host", w.host},
                           {"pid", w.pid},
                           {"start_ms", w.window_start_ms},
                           {"end_ms", w.window_end_ms},
+                          {"kernel_count", r->kernel_count},
                           {"kernel_ns", r->kernel_ns},
+                          {"top_kernel", std::move(top_kernel)},
                           {"memcpy_bytes", copied},
                           {"sync_ns", synced}});
     }

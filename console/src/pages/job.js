@@ -7,7 +7,7 @@ import {api, path} from '../api.js';
 import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
-import {captureRows, segmentRows} from '../capture.js';
+import {captureRows, segmentRows, windowRows} from '../capture.js';
 import {flameGraph, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
 import {drawRibbon} from '../verdict_ribbon.js';
@@ -118,6 +118,21 @@ function captureTable(id, caption, headings, rows) {
       h('td', {}, h('code', {title: name.title}, name.text)), ...cells.map((c) => h('td', {}, c))))));
 }
 
+// The agent's windows one by one, newest first: where the GPU time went in each and what the
+// process waited for.
+function windowsTable(windows) {
+  if (!windows.rows.length) return null;
+  return h('div', {},
+    h('table', {class: 'data compact', id: 'capture-windows'},
+      h('caption', {}, 'Per window'),
+      h('thead', {}, h('tr', {}, ['Window', 'Process', 'Kernels · GPU time', 'Longest kernel', 'Copied', 'Waited in sync']
+        .map((t) => h('th', {scope: 'col'}, t)))),
+      h('tbody', {}, windows.rows.map((r) => h('tr', {},
+        h('td', {title: r.window.title}, r.window.text), h('td', {}, r.process), h('td', {}, r.kernels),
+        h('td', {}, h('code', {title: r.top.title}, r.top.text)), h('td', {}, r.copied), h('td', {}, r.sync))))),
+    windows.note ? h('p', {class: 'muted'}, windows.note) : null);
+}
+
 // The trace windows the agent recorded when a GPU of the job went idle or slowed, each a file to
 // download and open in Perfetto.
 function segmentsBlock(rows) {
@@ -158,7 +173,8 @@ async function captureSection(compute, job) {
     captureTable('capture-kernels', 'Top kernels', ['Kernel', 'Launches', 'GPU time', 'Share'], rows.kernels),
     rows.copies.length ? captureTable('capture-copies', 'Copies', ['Direction', 'Count', 'Bytes', 'GPU time'], rows.copies) : null,
     rows.syncs.length ? captureTable('capture-syncs', 'Synchronisation', ['Kind', 'Count', 'Time waited'], rows.syncs) : null,
-    rows.ranges.length ? captureTable('capture-nvtx', 'NVTX ranges', ['Range', 'Count', 'Time'], rows.ranges) : null);
+    rows.ranges.length ? captureTable('capture-nvtx', 'NVTX ranges', ['Range', 'Count', 'Time'], rows.ranges) : null,
+    windowsTable(windowRows(summary)));
 }
 
 // Why the GPUs were idle or not working, per interval, each with its evidence on demand. Row i

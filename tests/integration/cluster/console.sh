@@ -167,6 +167,24 @@ console_job() { # COMPUTE
   curl -sS --fail-with-body --cacert "$CA_FILE" -H "Authorization: Bearer $credential" \
     -H 'Content-Type: application/json' --data-binary @"$DIR/segment.json" "$DP_URL/dp/v1/segments" >&2 ||
     return 1
+  # And two windows of a capture agent's aggregates (this job loads no CUDA), in a batch of a
+  # stream of their own, as the controller uploads what its workers' agents spooled: the page
+  # shows the kernels and each window.
+  jq -cn --arg job "$job" --arg host "$w1" --argjson start "$(($(date +%s%3N) - 20000))" '
+    def window($i; $gemms): {format: "expanse-capture-aggregate/1", job_id: $job, rank: "0",
+      host: $host, pid: 4242, uid: 0, window_start_ms: ($start + $i * 10000),
+      window_end_ms: ($start + ($i + 1) * 10000), devices: [0],
+      kernels: {count: ($gemms + 1), gpu_ns: ($gemms * 100000000 + 500000),
+        top: [{name: "void gemm<float, 128>(float*)", count: $gemms, gpu_ns: ($gemms * 100000000)},
+              {name: "relu", count: 1, gpu_ns: 500000}], other: {count: 0, gpu_ns: 0}},
+      memcpy: {htod: {count: 1, bytes: 3145728, gpu_ns: 1000}},
+      sync: {device: {count: 2, wall_ns: 4000000}}, nvtx: {ranges: [], marks: 0},
+      dropped_records: 0};
+    {version: 1, stream: "console-test-capture", sequence: 1,
+     capture_aggregates: [window(0; 20), window(1; 30)]}' >"$DIR/capture.json"
+  curl -sS --fail-with-body --cacert "$CA_FILE" -H "Authorization: Bearer $credential" \
+    -H 'Content-Type: application/json' --data-binary @"$DIR/capture.json" "$DP_URL/dp/v1/ingest" >&2 ||
+    return 1
   echo "$job"
 }
 console_hook() {
