@@ -41,7 +41,7 @@ now_ms=$(($(date +%s) * 1000))
 start_ms=$(((now_ms - hours * 3600000 - 3 * 86400000) / 7200000 * 7200000 + 2 * 86400000))
 
 # --- expanse-server -------------------------------------------------------------------
-# --credential-rate: the default 20 requests/s per credential suits one controller sending
+# --credential-rate: the default 250 requests/s per credential suits one controller sending
 # in real time; this replays hours in seconds and measures the store, not the limiter.
 # $preload, when set, is put in LD_PRELOAD (the no-sync diagnostic below).
 preload=""

@@ -159,6 +159,12 @@ TEST_F(InstallFlowTest, AFreshControllerInstallPutsEverythingInPlaceAndStartsThe
   const std::string prolog = host_.Contents("/srv/expanse/hooks/prolog").value_or("");
   EXPECT_NE(prolog.find("/etc/slurm/site-prolog"), std::string::npos)
       << "the site's own Prolog is chained";
+  // This controller has no GPU (no driver, no CUPTI build of its own), yet every node's
+  // TaskProlog injects the capture agent of that node's own build.
+  const std::string taskprolog = host_.Contents("/srv/expanse/hooks/taskprolog").value_or("");
+  EXPECT_NE(taskprolog.find("--inject-agent"), std::string::npos) << taskprolog;
+  EXPECT_EQ(taskprolog.find("--agent-library"), std::string::npos)
+      << "not the controller's own build: " << taskprolog;
   EXPECT_TRUE(Ran("systemctl daemon-reload"));
   EXPECT_TRUE(Ran("systemctl enable --now expanse-daemon.service"));
   EXPECT_TRUE(Ran("scontrol reconfigure"));

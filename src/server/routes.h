@@ -34,8 +34,17 @@ struct RateLimits {
   std::unique_ptr<http::RateLimiter> per_credential;     // daemon calls
   std::unique_ptr<http::RateLimiter> per_principal;      // console and scripts
 
+  // A compute's controller uploads one batch per worker per flush (10 s) and one at a time,
+  // each a round trip of about 5 ms: some 200 requests a second at most, from the ~2,000
+  // workers one controller carries (docs/scaling.md). The default leaves it that and room for
+  // heartbeats, segments and retries, so no honest compute is throttled, while one leaked
+  // credential still cannot send more than this. (It was 20 until 2026-12-06: any compute of
+  // over ~200 workers fell behind for good, its outbox growing.)
+  static constexpr double kDefaultCredentialRequestsPerSecond = 250;
+
   // credential_per_second: sustained daemon requests per credential (burst 5 s worth).
-  static Result<RateLimits> Default(Clock& clock, double credential_per_second = 20);
+  static Result<RateLimits> Default(
+      Clock& clock, double credential_per_second = kDefaultCredentialRequestsPerSecond);
 };
 
 struct RouteContext {

@@ -41,7 +41,7 @@ struct ServerOptions {
   int64_t segment_retention_ms = int64_t{30} * 24 * 3600 * 1000;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
-  double credential_requests_per_second = 20;
+  double credential_requests_per_second = RateLimits::kDefaultCredentialRequestsPerSecond;
   // host:port of each plane. An empty data or console address shares the control plane's
   // listener; equal addresses share one listener too.
   std::string control_listen = "127.0.0.1:8443";

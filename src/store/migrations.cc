@@ -350,6 +350,12 @@ ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
   CHECK (length(pc_sampling) <= 4096);
 )sql";
 
+// PostgreSQL's index entries are bounded (pg_migrations.cc, kPgSchemaV12); SQLite's are not, so
+// its job_stacks keep the stack itself in their key and only the version advances.
+constexpr const char* kSchemaV12 = R"sql(
+SELECT 1;
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -364,10 +370,11 @@ extern const char* const kPgSchemaV8;
 extern const char* const kPgSchemaV9;
 extern const char* const kPgSchemaV10;
 extern const char* const kPgSchemaV11;
+extern const char* const kPgSchemaV12;
 
 namespace {
 
-const std::array<Migration, 11> kMigrations = {{
+const std::array<Migration, 12> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -379,6 +386,7 @@ const std::array<Migration, 11> kMigrations = {{
     {9, kSchemaV9, kPgSchemaV9},
     {10, kSchemaV10, kPgSchemaV10},
     {11, kSchemaV11, kPgSchemaV11},
+    {12, kSchemaV12, kPgSchemaV12},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

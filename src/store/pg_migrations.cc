@@ -320,4 +320,25 @@ ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
   CHECK (length(pc_sampling) <= 4096);
 )sql";
 
+// A folded stack is up to 16 KiB, and an entry of a B-tree index holds about 2.7 kB: with the
+// stack itself in job_stacks' unique key, a deep stack of distinct frames failed its whole
+// batch (and the batch was retried for ever). The key names the stack by its SHA-256 instead.
+// convert_to is only STABLE because a conversion could be redefined; UTF-8 to UTF-8 is none,
+// so the digest of a text never changes and may be indexed.
+extern const char* const kPgSchemaV12 = R"sql(
+CREATE FUNCTION job_stack_digest(folded TEXT) RETURNS BYTEA
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  AS $$ SELECT sha256(convert_to(folded, 'UTF8')) $$;
+DO $$
+DECLARE
+  key_name TEXT;
+BEGIN
+  SELECT conname INTO STRICT key_name FROM pg_constraint
+   WHERE conrelid = 'job_stacks'::regclass AND contype = 'u';
+  EXECUTE format('ALTER TABLE job_stacks DROP CONSTRAINT %I', key_name);
+END $$;
+CREATE UNIQUE INDEX job_stacks_window_stack ON job_stacks
+  (compute_id, job_id, host, window_start_ms, job_stack_digest(folded), thread_state, gpu_idle);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal

@@ -49,9 +49,16 @@ Status SqliteStore::RecordHeartbeat(const Heartbeat& heartbeat) {
         "WHERE id = ?1",
         heartbeat.compute_id, heartbeat.received_at_ms, heartbeat.controller_host,
         heartbeat.daemon_version));
-    return db_.Execute(
+    EXPANSE_RETURN_IF_ERROR(db_.Execute(
         "UPDATE credentials SET first_heartbeat_ms = ?2 WHERE id = ?1 AND first_heartbeat_ms = 0",
-        heartbeat.credential_id, heartbeat.received_at_ms);
+        heartbeat.credential_id, heartbeat.received_at_ms));
+    // Nothing reads a compute's history but the operator, and each heartbeat carries every
+    // node's report: without a bound the table grows by gigabytes a day at a large site
+    // (docs/scaling.md). By the newest stored, so a late older heartbeat deletes nothing new.
+    return db_.Execute(
+        "DELETE FROM heartbeats WHERE compute_id = ?1 AND received_at_ms < "
+        "(SELECT max(received_at_ms) FROM heartbeats WHERE compute_id = ?1) - ?2",
+        heartbeat.compute_id, kHeartbeatHistoryMs);
   });
 }
 

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/pg_connection.h"
+#include "store/sqlite_connection.h"
 #include "store/sqlite_store_test_util.h"
 
 namespace expanse::store {
@@ -23,6 +25,44 @@ ComputeState StateOf(Store& store, const std::string& id) {
   const Result<Compute> compute = store.GetCompute(id);
   EXPECT_TRUE(compute.ok()) << compute.status();
   return compute.ok() ? compute->state : ComputeState::kRegistered;
+}
+
+// The history keeps a day before the newest heartbeat of each compute; its rows are counted
+// with a connection of the test's own, which an in-memory database cannot have.
+class HeartbeatHistoryTest : public store_testing::SqliteStoreTest {};
+INSTANTIATE_TEST_SUITE_P(Backings, HeartbeatHistoryTest,
+                         ::testing::Values(store_testing::Backing::kFile,
+                                           store_testing::Backing::kPostgres),
+                         BackingName);
+
+TEST_P(HeartbeatHistoryTest, HistoryOlderThanADayBeforeTheNewestIsDeleted) {
+  MakeCompute("cmp_a");
+  MakeCompute("cmp_b");
+  const Credential a = Enroll("cmp_a", "s");
+  const Credential b = Enroll("cmp_b", "t");
+  constexpr int64_t kDay = Store::kHeartbeatHistoryMs;
+  for (const int64_t at : {kNow, kNow + kHour, kNow + kDay - 1})
+    ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(a, at)).ok());
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(b, kNow)).ok());
+  auto rows = [&](const std::string& compute) -> int64_t {
+    const std::string sql = "SELECT count(*) FROM heartbeats WHERE compute_id = '" + compute + "'";
+    if (GetParam() == store_testing::Backing::kPostgres) {
+      auto db = pg_internal::PgConnection::Open(postgres_conninfo());
+      auto count = db.ok() ? db->Query(sql) : decltype(db->Query(sql))(db.status());
+      return count.ok() && *count->Step() ? count->ColumnInt(0) : -1;
+    }
+    auto db = sqlite_internal::SqliteConnection::Open(db_path(), 5000);
+    auto count = db.ok() ? db->Query(sql) : decltype(db->Query(sql))(db.status());
+    return count.ok() && *count->Step() ? count->ColumnInt(0) : -1;
+  };
+  EXPECT_EQ(rows("cmp_a"), 3) << "all within a day of the newest";
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(a, kNow + kDay + kHour)).ok());
+  EXPECT_EQ(rows("cmp_a"), 3) << "the first, more than a day before the newest, is gone";
+  // A late heartbeat, older than the newest, deletes nothing newer than a day before it.
+  ASSERT_TRUE(store().RecordHeartbeat(HeartbeatOf(a, kNow + 2 * kHour)).ok());
+  EXPECT_EQ(rows("cmp_a"), 4);
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a")->received_at_ms, kNow + kDay + kHour);
+  EXPECT_EQ(rows("cmp_b"), 1) << "another compute's history is its own";
 }
 
 TEST_P(HeartbeatsTest, FirstHeartbeatActivatesTheCompute) {

@@ -461,7 +461,7 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   ASSERT_TRUE(versions.ok()) << versions.status();
   const Result<bool> has_row = versions->Step();
   ASSERT_TRUE(has_row.ok() && *has_row) << has_row.status();
-  EXPECT_EQ(versions->ColumnText(0), "1,2,3,4,5,6,7,8,9,10,11");
+  EXPECT_EQ(versions->ColumnText(0), "1,2,3,4,5,6,7,8,9,10,11,12");
 }
 
 // A database at schema version 3 with jobs in it: version 4 indexes the list order, and the

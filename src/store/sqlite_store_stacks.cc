@@ -23,12 +23,17 @@ Status SqliteStore::PutStacks(const std::vector<StackSample>& stacks) {
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
     // A window's aggregate is final: a redelivered batch must leave the count as it was, so
     // the repeat replaces it rather than adding to it.
+    // On PostgreSQL the key holds the stack's digest (migration 12), since an index entry
+    // there cannot hold a long stack.
+    const char* stack_key =
+        db_.engine() == Engine::kPostgres ? "job_stack_digest(folded)" : "folded";
     EXPANSE_ASSIGN_OR_RETURN(
         Statement upsert,
         db_.Prepare("INSERT INTO job_stacks (" + std::string(kStackSampleColumns) +
                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-                    "ON CONFLICT (compute_id, job_id, host, window_start_ms, folded, "
-                    "thread_state, gpu_idle) DO UPDATE SET "
+                    "ON CONFLICT (compute_id, job_id, host, window_start_ms, " +
+                    std::string(stack_key) +
+                    ", thread_state, gpu_idle) DO UPDATE SET "
                     "window_end_ms = excluded.window_end_ms, count = excluded.count"));
     for (const StackSample& sample : stacks) {
       EXPANSE_RETURN_IF_ERROR(upsert.BindAll(sample.compute_id, sample.job_id, sample.host,

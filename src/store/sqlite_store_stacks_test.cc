@@ -161,6 +161,23 @@ TEST_P(StacksTest, BadInputStoresNothing) {
   EXPECT_EQ(Totals().size(), 1u);
 }
 
+// A deep stack of distinct frames near the size limit does not compress the way a run of one
+// letter does; it is stored, and replaced by a redelivery, like any other (an index entry of
+// PostgreSQL holds at most about 2.7 kB, so the stack itself cannot be in a unique key there).
+TEST_P(StacksTest, ALongStackThatDoesNotCompressIsStoredAndMerged) {
+  std::string folded;
+  uint64_t state = 0x9e3779b97f4a7c15ULL;
+  for (int frame = 0; folded.size() < kMaxFoldedStackBytes - 64; ++frame) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    folded += (frame ? ";" : "") + std::string("m") + std::to_string(state) + ".py:f" +
+              std::to_string(state >> 7) + ":" + std::to_string(frame);
+  }
+  ASSERT_LE(folded.size(), kMaxFoldedStackBytes);
+  Put({Stack(folded, 2), Stack(folded + "x", 1)});
+  Put({Stack(folded, 3)});  // the same window again: it replaces the first
+  EXPECT_THAT(Totals(), ElementsAre(folded + "/gil=3(0)", folded + "x/gil=1(0)"));
+}
+
 TEST_P(StacksTest, UnknownComputeIsNotFound) {
   StackSample sample = Stack("a.py:main:1", 1);
   sample.compute_id = "cmp_zz";

@@ -290,8 +290,11 @@ class Store {
   // "Latest" is by received_at_ms: a heartbeat older than the newest stored one is kept as
   // history but does not roll the compute's fields back. The credential is checked again inside
   // the transaction: kPermissionDenied when it belongs to another compute, kUnauthenticated when
-  // it was revoked (e.g. replaced by a concurrent exchange).
+  // it was revoked (e.g. replaced by a concurrent exchange). The history keeps the compute's
+  // heartbeats of the kHeartbeatHistoryMs before the newest one stored; older ones are deleted.
   virtual Status RecordHeartbeat(const Heartbeat& heartbeat) = 0;
+  // A heartbeat every 30 s of a 1,000-GPU compute is ~0.3 MB: a day of them is ~750 MB.
+  static constexpr int64_t kHeartbeatHistoryMs = 24 * 3600 * 1000;
   // kNotFound when the compute is unknown or has sent no heartbeat.
   virtual Result<Heartbeat> LatestHeartbeat(std::string_view compute_id) = 0;
   // Active computes whose last heartbeat is older than cutoff_ms become stale; returns how many.

@@ -240,6 +240,14 @@ if ! (wait_until 30 "the corrupt and the oversized segment quarantined" quaranti
 fi
 assert_match 'bad_segment' "$(ls "$relay/.quarantine")" "the corrupt segment's reason"
 assert_match 'too_large' "$(ls "$relay/.quarantine")" "the oversized segment's reason"
+# ... and counted, by reason, in the controller's heartbeat.
+refusals_counted() {
+  api GET "/api/v1/computes/$COMPUTE" |
+    jq_holds '.heartbeat.diagnostics.segments.refused | .bad_segment >= 1 and .too_large >= 1' >/dev/null
+}
+if ! (wait_until 60 "the controller's heartbeat to count the refused segments" refusals_counted); then
+  fail "refused segments in the heartbeat: $(api GET "/api/v1/computes/$COMPUTE" | jq -c '.heartbeat.diagnostics.segments')"
+fi
 pass "job $job's segments: relayed ($w1) and direct ($w2) each delivered once across a controller kill -9 and a resend; hostile entries quarantined"
 touch "$DIR/train.stop"
 wait_job_done "$job" 120

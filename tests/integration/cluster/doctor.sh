@@ -142,6 +142,12 @@ for w in "$w1" "$w2"; do
   fi
 done
 pass "both workers' samplers report in $prefix/spool/workers"
+# Installed with --profiling-agent=false: no TaskProlog, so a task gets no capture agent (the
+# other installs' TaskProlog exports it: install_lifecycle.sh).
+job="$(submit -w "$w1" -o "$DIR/inject-%j.out" --wrap 'echo "inject=${CUDA_INJECTION64_PATH-unset}"')"
+wait_job_done "$job" 60
+assert_eq "inject=unset" "$(cat "$DIR/inject-$job.out")" \
+  "a task's CUDA_INJECTION64_PATH on a compute installed with --profiling-agent=false"
 
 # doctor ARGS... — runs `expanse doctor` on the controller; sets OUT and RC.
 doctor() {
