@@ -1,9 +1,12 @@
 // expanse-cupti-helper run as the sampler runs it, against the fake libcuda.so.1 and
 // libcupti.so.13 (tests/fakes/cupti): real dlopen, real process, real pipes. The scenario file
 // sets what the "driver" answers; the fakes' trace file shows which calls the helper made.
+#include <signal.h>
+
 #include <algorithm>
 #include <deque>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -617,6 +620,48 @@ TEST_F(CuptiHelperStreamTest, ReleasesAGpuOnRequestAndTakesItBackOnResume) {
   EXPECT_NE(Trace().find("cuptiPmSamplingDisable dev=1"), std::string::npos);
   ASSERT_TRUE(helper_->WriteLine(std::string("resume ") + kUuid1));
   ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+}
+
+// Whatever becomes of the sampler (a kill -9 included), its helper does not outlive it and
+// keep the GPUs' counters: PR_SET_PDEATHSIG. The helper's parent here is a shell, killed; the
+// helper keeps the shell's stdin, its command pipe (a background command's fd 0 is /dev/null
+// before any redirection, so the shell's is kept on fd 3 first).
+TEST_F(CuptiHelperStreamTest, DiesWithItsParent) {
+  SetScenario(TwoGpus());
+  std::string command;
+  for (const std::string& arg :
+       Argv({"sample", "--period-ms=100", std::string("--devices=") + kUuid0}))
+    command += "'" + arg + "' ";
+  auto parent =
+      ChildProcess::Start({{"/bin/sh", "-c", "exec 3<&0; " + command + "<&3 3<&- & echo $!; wait"},
+                           Env(),
+                           milliseconds(5000)});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  pid_t helper = 0;
+  for (int round = 0; round < 100 && helper == 0; ++round) {
+    for (const auto& line : (*parent)->ReadLines(milliseconds(100), 4096).lines) {
+      if (helper == 0)
+        helper = static_cast<pid_t>(std::stol(line));
+    }
+  }
+  ASSERT_GT(helper, 0) << "the shell did not say the helper's pid";
+  // Gone, or a zombie waiting for whoever adopted it to reap it.
+  auto alive = [&] {
+    std::ifstream stat("/proc/" + std::to_string(helper) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t end = text.rfind(')');
+    return end != std::string::npos && end + 2 < text.size() && text[end + 2] != 'Z';
+  };
+  // Sampling, so it is past its start-up (the death signal is set before any CUPTI call).
+  for (int round = 0; round < 100 && Trace().find("cuptiPmSamplingEnable") == std::string::npos;
+       ++round)
+    std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(alive()) << "helper " << helper << ": " << Trace();
+  ASSERT_EQ(kill((*parent)->pid(), SIGKILL), 0);
+  for (int round = 0; round < 100 && alive(); ++round)
+    std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(alive()) << "helper " << helper << " outlived its parent by 5 s";
+  (*parent)->Stop();
 }
 
 TEST_F(CuptiHelperStreamTest, ReportsGpusItCannotSample) {
