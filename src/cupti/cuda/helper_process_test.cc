@@ -600,6 +600,37 @@ TEST_F(CuptiHelperStreamTest, YieldsAGpuWhoseCountersAreTakenAndResumesAfterward
   EXPECT_NE(trace.find("cuptiPmSamplingEnable dev=0", initialised), std::string::npos);
 }
 
+// A GPU lost mid-stream (off the bus, reset): reported unavailable with CUPTI's word for it,
+// not as a profiler's, while the other GPU carries on and the helper lives; tried again with
+// backoff, and sampled again once it is back.
+TEST_F(CuptiHelperStreamTest, ALostGpuIsReportedWhileTheOthersCarryOn) {
+  SetScenario(TwoGpus());
+  Start({});
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  auto lost = TwoGpus();
+  lost["devices"][0]["lost"] = true;
+  SetScenario(lost);
+  const StatusRecord* gone = nullptr;
+  ReadUntil([&](const HelperRecord& r) {
+    gone = Status(r, kUuid0);
+    return gone != nullptr && gone->pm_sampling != "ok";
+  });
+  EXPECT_EQ(gone->pm_sampling, "unavailable");
+  EXPECT_EQ(gone->reason, "CUPTI_ERROR_UNKNOWN");
+  // GPU 1 is sampled meanwhile, GPU 0 not.
+  const size_t from = records_.size();
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
+  for (size_t i = from; i < records_.size(); ++i)
+    EXPECT_EQ(Counters(records_[i], kUuid0), nullptr) << "a counter of the lost GPU";
+  SetScenario(TwoGpus());
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* status = Status(r, kUuid0);
+    return status != nullptr && status->pm_sampling == "ok";
+  });
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+}
+
 TEST_F(CuptiHelperStreamTest, ReleasesAGpuOnRequestAndTakesItBackOnResume) {
   SetScenario(TwoGpus());
   Start({});

@@ -63,6 +63,16 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
   device.reconfigure_error = d.value("reconfigure_error", 0);
   device.start_error = d.value("start_error", 0);
   device.decode_error = d.value("decode_error", 0);
+  // A GPU gone from the bus (Xid 79) or reset: every PM sampling call on it fails with
+  // CUPTI's catch-all, CUPTI_ERROR_UNKNOWN, unless the scenario names another code.
+  if (d.value("lost", false)) {
+    constexpr int kUnknown = 999;
+    for (int* error : {&device.availability_error, &device.enable_error, &device.set_config_error,
+                       &device.start_error, &device.decode_error}) {
+      if (*error == 0)
+        *error = kUnknown;
+    }
+  }
   device.max_metrics_per_pass = d.value("max_metrics_per_pass", device.max_metrics_per_pass);
   device.samples_per_decode = d.value("samples_per_decode", device.samples_per_decode);
   if (d.contains("metrics") && d["metrics"].is_object()) {
