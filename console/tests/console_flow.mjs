@@ -161,7 +161,16 @@ try {
   });
   await assertLabelled(page, 'jobs');
   await shot(page, '04-jobs');
-  ok(`job ${jobId} is listed with requested and used resources`);
+  // The job's hardware counters (the hook sent a CUPTI helper's series for one of its GPUs):
+  // the SM/tensor column says what the API sums up.
+  const jobPath = `/api/v1/computes/${encodeURIComponent(computeId)}/jobs/${encodeURIComponent(jobId)}`;
+  const listedJob = await page.evaluate(async (p) => (await fetch(p)).json(), jobPath);
+  assert.ok(listedJob.used.sm_active_mean > 0, `sm_active_mean ${listedJob.used.sm_active_mean}`);
+  const smColumn = (await page.locator('#jobs thead th').allInnerTexts()).findIndex((t) => /SM\/tensor active/.test(t));
+  assert.ok(smColumn >= 0, 'an SM/tensor active column');
+  assert.equal(await row.locator('td, th').nth(smColumn).innerText(),
+    `${Math.round(listedJob.used.sm_active_mean * 100)} % / ${Math.round(listedJob.used.tensor_active_mean * 100)} %`);
+  ok(`job ${jobId} is listed with requested and used resources, its SM and tensor activity from the counters`);
   await page.locator('#jobs th button', {hasText: 'SM mean'}).click();
   assert.equal(await page.locator('#jobs th', {hasText: 'SM mean'}).getAttribute('aria-sort'), 'descending');
   ok('the jobs list sorts by a column');
@@ -252,6 +261,34 @@ try {
   await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));
   await page.locator('#timeline canvas').first().waitFor();
   ok('another metric redraws the timeline');
+  // The counters, named with their source: one GPU's ten seconds of SM activity.
+  assert.equal(await page.locator('#timeline-metric option[value="gpu.sm_active"]').innerText(), 'SM activity (CUPTI counters)');
+  await page.getByLabel('Metric').selectOption('gpu.sm_active');
+  await page.waitForFunction(() => !document.querySelector('#timeline[aria-busy]'));
+  await page.locator('#timeline canvas').first().waitFor();
+  // Ten seconds of one GPU, in buckets of at least 2 s: 5 to 10 points (none before the hook sent them).
+  const counterPoints = Number(await page.locator('#timeline').getAttribute('data-points'));
+  assert.ok(counterPoints >= 5 && counterPoints <= 10, `${counterPoints} points of gpu.sm_active`);
+  ok('the timeline draws the CUPTI counters under their source\'s name');
+
+  // --- the compute page's capability health, per worker, as the heartbeat reports it -----------
+  await page.getByRole('link', {name: 'Compute', exact: true}).click();
+  await page.getByRole('link', {name: 'console-cluster', exact: true}).click();
+  await page.locator('#capabilities').waitFor();
+  const computePath = `/api/v1/computes/${encodeURIComponent(computeId)}`;
+  const reports = (await page.evaluate(async (p) => (await fetch(p)).json(), computePath)).heartbeat.workers.reports;
+  assert.ok(reports.length >= 1, 'worker reports in the heartbeat');
+  const capabilityColumns = await page.locator('#capabilities thead th').allInnerTexts();
+  for (const report of reports) {
+    const cells = page.locator('#capabilities tbody tr', {has: page.locator('th', {hasText: new RegExp(`^${report.host}$`)})});
+    for (const [key, label] of [['cupti', 'CUPTI'], ['dcgm', 'DCGM']]) {
+      const cap = report.capabilities[key];
+      const text = await cells.locator('th, td').nth(capabilityColumns.indexOf(label)).innerText();
+      assert.ok(cap && text.startsWith(cap.state), `${report.host} ${label}: "${text}" against ${JSON.stringify(cap)}`);
+      assert.ok(!cap.reason || text.includes(cap.reason.slice(0, 40)), `${report.host} ${label}'s reason: "${text}"`);
+    }
+  }
+  ok(`the compute page shows each worker's CUPTI and DCGM state and reason (${reports.map((r) => r.host).join(', ')})`);
 
   // --- efficiency: idle GPU-hours per user, then per account, as the API counts them ---------------
   await page.getByRole('link', {name: 'Efficiency', exact: true}).click();

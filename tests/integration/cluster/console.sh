@@ -185,6 +185,20 @@ console_job() { # COMPUTE
   curl -sS --fail-with-body --cacert "$CA_FILE" -H "Authorization: Bearer $credential" \
     -H 'Content-Type: application/json' --data-binary @"$DIR/capture.json" "$DP_URL/dp/v1/ingest" >&2 ||
     return 1
+  # And ten seconds of hardware counters of the job's first GPU on $w1, as a worker's CUPTI
+  # helper reports them (this cluster has no helper): the job page charts them under their
+  # source, the jobs list's SM/tensor column sums them up.
+  local detail
+  detail="$(api GET "/api/v1/computes/$1/jobs/$job")" || return 1
+  jq -c --arg host "$w1" '[.gpus[] | select(.host == $host)][0] as $gpu |
+    def series($metric; $v): {host: $host, device: $gpu.gpu_uuid, metric: $metric,
+      t0: ($gpu.from_ms + 2000), dt: ([0] + [range(9) | 1000]), v: [range(10) | $v]};
+    {version: 1, stream: "console-test-counters", sequence: 1,
+     series: [series("gpu.sm_active"; 0.62), series("gpu.tensor_active"; 0.41)]}' \
+    <<<"$detail" >"$DIR/counters.json" || return 1
+  curl -sS --fail-with-body --cacert "$CA_FILE" -H "Authorization: Bearer $credential" \
+    -H 'Content-Type: application/json' --data-binary @"$DIR/counters.json" "$DP_URL/dp/v1/ingest" >&2 ||
+    return 1
   echo "$job"
 }
 console_hook() {
