@@ -352,6 +352,24 @@ TEST_F(AgentProcessTest, TheJobsOutputIsTheSameWithAndWithoutTheAgent) {
   EXPECT_EQ(pids.size(), 1u);
 }
 
+// A process that execs a new image (a launcher script, `exec python …`): same pid, the agent
+// injected afresh into the new image at its cuInit, the job's output unaltered, and the two
+// images' windows both spooled (one pid, so their names must not collide).
+TEST_F(AgentProcessTest, AnExecdImageIsInjectedAfreshAndBothAreSpooled) {
+  const SubprocessResult plain = RunJob({"--ms", "600", "--exec"}, false);
+  const SubprocessResult injected = RunJob({"--ms", "600", "--exec"}, true);
+  ASSERT_TRUE(plain.Succeeded()) << plain.stderr_text;
+  ASSERT_TRUE(injected.Succeeded()) << injected.stderr_text;
+  EXPECT_EQ(injected.stdout_text, plain.stdout_text);
+  EXPECT_EQ(Occurrences(plain.stdout_text, "cuInit=0"), 2u) << plain.stdout_text;
+  const std::string trace = Text(dir_ / "trace.txt");
+  EXPECT_EQ(Occurrences(trace, "cuInit.injection"), 2u) << trace;
+  const std::vector<std::string> windows = Spooled("agg-");
+  EXPECT_EQ(windows.size(), 2u) << AgentLogs();
+  for (const auto& name : windows)
+    EXPECT_GT(Json(name).at("kernels").at("count").get<int64_t>(), 0) << name;
+}
+
 TEST_F(AgentProcessTest, AJobWhoseAgentHasNoWorkingCuptiRunsUnaltered) {
   const SubprocessResult plain = RunJob({"--ms", "300"}, false);
   // Only libcuda on the library path; the override is not a library. What remains is whatever

@@ -3,12 +3,14 @@
 // CUDA_INJECTION64_PATH), then works for a while and prints a result that depends only on its
 // arguments, so a test can check that an injected agent changed nothing the job does.
 //
-//   expanse-fake-cuda-job [--ms N] [--threads N] [--fork] [--launches N] [--report-cupti]
-//                         [--profiler FROM_MS:FOR_MS]
+//   expanse-fake-cuda-job [--ms N] [--threads N] [--fork] [--exec] [--launches N]
+//                         [--report-cupti] [--profiler FROM_MS:FOR_MS]
 //
 // --threads: N threads call cuInit at once (the driver injects once per process).
 // --fork: a child is forked after cuInit and does the same work (a forked child cannot use CUDA;
 // the agent must leave it alone). Exit status 0 unless the work itself fails.
+// --exec: once done, the process execs this program again with half the --ms (same pid, a new
+// image: libcuda loaded and injected afresh at its cuInit, as a job's launcher script does).
 // --launches: N CUDA calls (cuCtxSynchronize) every 10 ms, as a launch-bound loop makes.
 // --report-cupti: prints to stderr how many of those calls found CUPTI attached or detached
 // (the fake libcupti counts them; an attached CUPTI is what costs a real job time per call).
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   int ms = 1000;
   int threads = 1;
   bool fork_child = false;
+  bool exec_again = false;
   int launches = 0;
   bool report_cupti = false;
   int profiler_from = -1, profiler_for = 0;
@@ -135,6 +138,8 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--fork") == 0) {
       fork_child = true;
+    } else if (std::strcmp(argv[i], "--exec") == 0) {
+      exec_again = true;
     } else if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--report-cupti") == 0) {
@@ -144,8 +149,8 @@ int main(int argc, char** argv) {
       ++i;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--ms N] [--threads N] [--fork] [--launches N] [--report-cupti] "
-                   "[--profiler FROM_MS:FOR_MS]\n",
+                   "usage: %s [--ms N] [--threads N] [--fork] [--exec] [--launches N] "
+                   "[--report-cupti] [--profiler FROM_MS:FOR_MS]\n",
                    argv[0]);
       return 2;
     }
@@ -212,6 +217,14 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(child, &status, 0);
     std::printf("child exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  if (exec_again) {
+    std::fflush(stdout);
+    const std::string half = std::to_string(ms / 2);
+    char* again[] = {argv[0], const_cast<char*>("--ms"), const_cast<char*>(half.c_str()), nullptr};
+    execv("/proc/self/exe", again);
+    std::perror("execv");
+    return 5;
   }
   return sum == 0 ? 4 : 0;  // `sum` only keeps the loop from being optimised away
 }
