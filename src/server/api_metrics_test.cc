@@ -1,5 +1,6 @@
 // GET /metrics against a real ServerApp on loopback: absent without its token, and with it the
 // replica's counters and its computes' latest heartbeats in Prometheus' text format.
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -41,6 +42,36 @@ TEST_F(ApiMetricsTest, WithoutItsTokenTheRouteIsAbsent) {
     EXPECT_EQ(r->status, 404);
     EXPECT_EQ(r->body, expected);
   }
+}
+
+// A site with more computes than the page carries: the first kMaxMetricComputes by id have
+// their series, the rest none, and a gauge says some were left out.
+TEST_F(ApiMetricsTest, ComputesBeyondTheCapAreLeftOutAndSaidToBe) {
+  Result<Principal> owner = app_->control().AuthenticateApiToken(token_);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  auto compute_series = [&](const std::string& text) {
+    std::set<std::string> ids;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t at = line.find("compute=\"");
+      if (line.rfind("expanse_compute_", 0) == 0 && at != std::string::npos)
+        ids.insert(line.substr(at + 9, line.find('"', at + 9) - at - 9));
+    }
+    return ids;
+  };
+  for (size_t i = 0; i < kMaxMetricComputes; ++i)
+    ASSERT_TRUE(
+        app_->control().CreateCompute(*owner, "acme", "c" + std::to_string(i), "slurm").ok());
+  httplib::Result at_cap = Scrape(kMetricsToken);
+  ASSERT_TRUE(at_cap);
+  EXPECT_EQ(compute_series(at_cap->body).size(), kMaxMetricComputes);
+  EXPECT_THAT(at_cap->body, HasSubstr("expanse_metrics_computes_left_out 0\n"));
+
+  ASSERT_TRUE(app_->control().CreateCompute(*owner, "acme", "one-more", "slurm").ok());
+  httplib::Result over = Scrape(kMetricsToken);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(compute_series(over->body).size(), kMaxMetricComputes);
+  EXPECT_THAT(over->body, HasSubstr("expanse_metrics_computes_left_out 1\n"));
 }
 
 TEST_F(ApiMetricsTest, CountsWhatTheReplicaTookInAndWhatEachComputeHolds) {
