@@ -600,13 +600,18 @@ TEST_F(SamplerFlowTest, UninstallStopsTheSamplerAPrologStarted) {
   EXPECT_TRUE(Ran("kill -15 4242"));
   EXPECT_TRUE(Said("stopping the sampler a Prolog started (pid 4242); uninstalling"));
 
-  // An operator's own unit under that name is stopped but left in place.
+  // An operator's own unit under that name is neither stopped nor removed: without an install
+  // state its name does not make it ours.
   host_.Put(unit, "[Unit]\nDescription=the site's own\n", 0644);
   ASSERT_TRUE(host_.MakeDirectories("/run/systemd/system", 0755).ok());
+  ASSERT_TRUE(host_.RemoveFile("/proc/4242/cmdline").ok());  // that sampler has exited
   progress_.clear();
+  host_.ClearCommands();
   ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
   EXPECT_EQ(host_.Contents(unit), "[Unit]\nDescription=the site's own\n");
-  EXPECT_TRUE(Said("is not ours"));
+  EXPECT_TRUE(Said("is not ours (no expanse header); left alone"));
+  EXPECT_FALSE(Ran("systemctl disable --now expanse-sampler.service"));
+  EXPECT_TRUE(Said("nothing to uninstall"));
 }
 
 TEST_F(SamplerFlowTest, AMismatchedAccountAcrossTheMountIsRefused) {

@@ -237,7 +237,7 @@ Status StopAndRemoveUnit(HostChanges& changes, const HostPaths& paths, const std
 bool StopBootstrappedSampler(const HostPaths& paths, const std::string& why, const Output& out) {
   Host& host = *paths.host;
   Result<std::optional<std::string>> pid_text =
-      host.ReadFile(paths.daemon_state_dir + "/sampler/sampler.pid", 64);
+      host.ReadFile(paths.daemon_state_dir + "/sampler/sampler.pid", 256);
   long pid = 0;
   if (!pid_text.ok() || !*pid_text || (pid = std::atol((*pid_text)->c_str())) <= 1)
     return false;

@@ -130,8 +130,14 @@ Status UninstallSampler(const UninstallOptions& o, const HostPaths& paths, const
   // No install state: on a worker under --sampler-bootstrap=prolog (every autoscaled one) the
   // sampler was started by a job's Prolog, under the copy of the shared unit the bootstrap put
   // here or directly. That is collection too, and the guide has every worker uninstalled.
+  // Without an install state the name alone does not make the unit ours: one without our
+  // header (the site's own, or a mask) is not even stopped.
   const std::string unit_path = paths.unit_dir + "/" + kSamplerUnitName;
-  const bool have_unit = host.LinkStat(unit_path).has_value();
+  bool have_unit = host.LinkStat(unit_path).has_value();
+  if (have_unit && !CheckUnitIsOursOrAbsent(host, unit_path).ok()) {
+    out.progress(unit_path + " is not ours (no expanse header); left alone");
+    have_unit = false;
+  }
   if (have_unit) {
     out.progress("stopping " + std::string(kSamplerUnitName) + " (installed by a job's Prolog)");
     EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(changes, paths, kSamplerUnitName, "", out));

@@ -350,10 +350,15 @@ ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
   CHECK (length(pc_sampling) <= 4096);
 )sql";
 
-// PostgreSQL's index entries are bounded (pg_migrations.cc, kPgSchemaV12); SQLite's are not, so
-// its job_stacks keep the stack itself in their key and only the version advances.
+// Heartbeat history is kept for a day before each compute's newest (RecordHeartbeat deletes
+// what falls out of it). Until now nothing was deleted: the backlog goes here, once, while
+// the store is being opened, rather than in the first heartbeat's request. (PostgreSQL also
+// re-keys job_stacks here, kPgSchemaV12; SQLite's index entries are not bounded, so its
+// job_stacks keep the stack itself in their key.)
 constexpr const char* kSchemaV12 = R"sql(
-SELECT 1;
+DELETE FROM heartbeats WHERE received_at_ms <
+  (SELECT max(newest.received_at_ms) FROM heartbeats AS newest
+    WHERE newest.compute_id = heartbeats.compute_id) - 86400000;
 )sql";
 
 }  // namespace

@@ -324,7 +324,8 @@ ALTER TABLE trace_segments ADD COLUMN pc_sampling TEXT NOT NULL DEFAULT ''
 // stack itself in job_stacks' unique key, a deep stack of distinct frames failed its whole
 // batch (and the batch was retried for ever). The key names the stack by its SHA-256 instead.
 // convert_to is only STABLE because a conversion could be redefined; UTF-8 to UTF-8 is none,
-// so the digest of a text never changes and may be indexed.
+// so the digest of a text never changes and may be indexed. And the heartbeat history's
+// backlog goes, as on SQLite (migrations.cc, kSchemaV12).
 extern const char* const kPgSchemaV12 = R"sql(
 CREATE FUNCTION job_stack_digest(folded TEXT) RETURNS BYTEA
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -339,6 +340,9 @@ BEGIN
 END $$;
 CREATE UNIQUE INDEX job_stacks_window_stack ON job_stacks
   (compute_id, job_id, host, window_start_ms, job_stack_digest(folded), thread_state, gpu_idle);
+DELETE FROM heartbeats WHERE received_at_ms <
+  (SELECT max(newest.received_at_ms) FROM heartbeats AS newest
+    WHERE newest.compute_id = heartbeats.compute_id) - 86400000;
 )sql";
 
 }  // namespace expanse::store::sqlite_internal

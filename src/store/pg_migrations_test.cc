@@ -67,7 +67,21 @@ TEST(PgMigrationsTest, AVersion11DatabaseKeepsItsStacksUnderTheNewKey) {
               "INSERT INTO job_stacks (compute_id, job_id, host, window_start_ms, window_end_ms, "
               "folded, thread_state, count, gpu_idle) VALUES ('cmp_old', '7', 'gpu01', " +
               std::to_string(kWindowMs) + ", " + std::to_string(kWindowMs + 60'000) +
-              ", 'a.py:main:1', 'gil', 5, 0);");
+              ", 'a.py:main:1', 'gil', 5, 0);"
+              // Heartbeat history from before it was bounded: a year old, a day old, the newest.
+              "INSERT INTO credentials (compute_id, secret_hash, created_at_ms, hostname, "
+              "daemon_version, slurm_version, role) VALUES ('cmp_old', 'h', 1, 'c', 'v', 's', "
+              "'controller');"
+              "INSERT INTO heartbeats (compute_id, credential_id, received_at_ms, controller_host, "
+              "daemon_version, body_json) VALUES "
+              "('cmp_old', 1, " +
+              std::to_string(kWindowMs - 365LL * 86'400'000) +
+              ", 'c', 'v', '{}'),"
+              "('cmp_old', 1, " +
+              std::to_string(kWindowMs - 86'400'000) +
+              ", 'c', 'v', '{}'),"
+              "('cmp_old', 1, " +
+              std::to_string(kWindowMs) + ", 'c', 'v', '{}');");
   Result<std::unique_ptr<Store>> store = OpenPostgresStore(conninfo);
   ASSERT_TRUE(store.ok()) << store.status();
   JobStore& jobs = (*store)->Jobs();
@@ -88,6 +102,16 @@ TEST(PgMigrationsTest, AVersion11DatabaseKeepsItsStacksUnderTheNewKey) {
   ASSERT_EQ(after->size(), 2u) << "the old window was replaced, not added beside";
   for (const StackTotal& total : *after)
     EXPECT_EQ(total.count, total.folded == deep ? 2 : 7) << total.folded.substr(0, 40);
+
+  // The backlog of heartbeats more than a day older than the newest went with the migration.
+  Result<PgConnection> db = PgConnection::Open(conninfo);
+  ASSERT_TRUE(db.ok()) << db.status();
+  Result<pg_internal::PgStatement> kept = db->Query(
+      "SELECT string_agg(received_at_ms::text, ',' ORDER BY received_at_ms) FROM heartbeats");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(*kept->Step());
+  EXPECT_EQ(kept->ColumnText(0),
+            std::to_string(kWindowMs - 86'400'000) + "," + std::to_string(kWindowMs));
 }
 
 // A database a newer expanse-server migrated is refused, and left as it was.

@@ -438,7 +438,17 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
                       "VALUES ('acme', 'Acme', 5); "
                       "INSERT INTO computes (id, org_id, name, type, state, created_at_ms, "
                       "created_by_user, pinned_daemon_version, control_plane_url, data_plane_url) "
-                      "VALUES ('cmp_old', 1, 'old', 'slurm', 'active', 5, 0, '0.1.0', 'c', 'd')")
+                      "VALUES ('cmp_old', 1, 'old', 'slurm', 'active', 5, 0, '0.1.0', 'c', 'd'); "
+                      // Heartbeat history from before it was bounded: a year before the
+                      // newest, a day before it, the newest (migration 12 keeps the last two).
+                      "INSERT INTO credentials (compute_id, secret_hash, created_at_ms, hostname, "
+                      "daemon_version, slurm_version, role) "
+                      "VALUES ('cmp_old', 'h', 1, 'c', 'v', 's', 'controller'); "
+                      "INSERT INTO heartbeats (compute_id, credential_id, received_at_ms, "
+                      "controller_host, daemon_version, body_json) VALUES "
+                      "('cmp_old', 1, 1000, 'c', 'v', '{}'), "
+                      "('cmp_old', 1, 31536000000, 'c', 'v', '{}'), "
+                      "('cmp_old', 1, 31622400000, 'c', 'v', '{}')")
                     .ok());
   }
   SqliteStoreOptions options;
@@ -462,6 +472,12 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   const Result<bool> has_row = versions->Step();
   ASSERT_TRUE(has_row.ok() && *has_row) << has_row.status();
   EXPECT_EQ(versions->ColumnText(0), "1,2,3,4,5,6,7,8,9,10,11,12");
+  Result<sqlite_internal::SqliteStatement> heartbeats = db->Query(
+      "SELECT group_concat(received_at_ms, ',') FROM "
+      "(SELECT received_at_ms FROM heartbeats ORDER BY received_at_ms)");
+  ASSERT_TRUE(heartbeats.ok()) << heartbeats.status();
+  ASSERT_TRUE(*heartbeats->Step());
+  EXPECT_EQ(heartbeats->ColumnText(0), "31536000000,31622400000");
 }
 
 // A database at schema version 3 with jobs in it: version 4 indexes the list order, and the

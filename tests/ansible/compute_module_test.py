@@ -56,6 +56,16 @@ class PrologSamplerTest(unittest.TestCase):
         self.write(os.path.join(self.proc, "4242", "cmdline"), b"/usr/bin/python3\0job.py\0")
         self.assertIsNone(self.found(), "the pid was reused by another program")
 
+    def test_a_fifo_or_a_link_for_a_pid_file_is_not_read(self):
+        self.write(os.path.join(self.proc, "4242", "cmdline"), b"x\0--role\0sampler\0")
+        os.mkfifo(self.pid_file)
+        self.assertIsNone(self.found(), "a FIFO: not read, so no hang")
+        os.unlink(self.pid_file)
+        target = os.path.join(self.dir.name, "elsewhere")
+        self.write(target, b"4242\n")
+        os.symlink(target, self.pid_file)
+        self.assertIsNone(self.found(), "a link: not followed")
+
     def test_a_damaged_pid_file_is_not_a_sampler(self):
         for text in (b"", b"not-a-pid\n", b"1 init\n"):
             self.write(self.pid_file, text)

@@ -287,9 +287,15 @@ assert_eq "" "$("$TESTCLUSTER" exec "$w2" -- ls /etc/systemd/system)" "units lef
 host_systemd_off "$w2"
 # ... then started directly, as on a node without systemd.
 direct_sampler() { pgrep -f -- "^$prefix/bin/expanse-daemon --role sampler .*--hostname $w2( |\$)"; }
+# Running, and its pid file written (the uninstall finds it there).
+direct_sampler_ready() {
+  local pid
+  pid="$(direct_sampler)" &&
+    [[ "$("$TESTCLUSTER" exec "$w2" -- cat /var/lib/expanse/sampler/sampler.pid | awk '{print $1}')" == "$pid" ]]
+}
 job="$(submit -N 1 -w "$w2" -o /dev/null --wrap 'sleep 1')"
 wait_job_done "$job" 60
-wait_until 20 "a sampler the Prolog started directly on $w2" direct_sampler
+wait_until 20 "a sampler the Prolog started directly on $w2" direct_sampler_ready
 out="$("$TESTCLUSTER" exec "$w2" -- "$EXPANSE" compute uninstall --type slurm --role sampler \
   --shared-prefix "$prefix" 2>&1)" || fail "sampler uninstall on $w2 without systemd: $out"
 assert_match 'stopping the sampler a Prolog started' "$out" "uninstall on $w2 without systemd"

@@ -17,6 +17,7 @@ environment at start-up. It is never on a command line or in a file.
 import json
 import os
 import re
+import stat
 import tarfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -79,8 +80,15 @@ def prolog_sampler(unit=SAMPLER_UNIT, pid_file=SAMPLER_PID_FILE, proc="/proc"):
     except OSError:
         pass
     try:
-        with open(pid_file, encoding="ascii") as f:
-            pid = int(f.read(64).split()[0])
+        # The daemon account owns that directory: no link is followed and a FIFO (which would
+        # block this root run) or anything else but a file is not read.
+        fd = os.open(pid_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            pid = int(os.read(fd, 256).split()[0])
+        finally:
+            os.close(fd)
         with open("%s/%d/cmdline" % (proc, pid), "rb") as f:
             if pid > 1 and b"--role\0sampler" in f.read(65536):
                 return "the sampler a job's Prolog started (pid %d)" % pid
