@@ -96,7 +96,8 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
     p.rank = r->rank;
     p.kernel_ns += r->kernel_ns;
     if (i >= timeline_from) {
-      // The window's own longest kernel (its list is longest first; ties by name, as Top).
+      // The window's own longest kernel: the agent lists them longest first, but the decoder does
+      // not hold a job's file to that order, so it is found here (ties by name, as Top).
       json top_kernel = nullptr;
       const wire::CaptureTotal* longest = nullptr;
       for (const auto& k : r->top_kernels) {
