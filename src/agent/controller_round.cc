@@ -125,7 +125,7 @@ RoundReport ControllerRound::Round(bool final) {
   if (jobs.ok()) {
     for (const slurm::JobInfo& j : *jobs) {
       if (Storable(j))
-        batch.AddJob(JobRecordOf(j, now_ms));
+        AddJobIfNews(JobRecordOf(j, now_ms), now_ms, batch);
       Remember(j);
     }
     slurm_problem_.clear();
@@ -141,11 +141,15 @@ RoundReport ControllerRound::Round(bool final) {
   if (!batch.empty()) {
     if (Status s = Enqueue(batch); s.ok()) {
       collector_.Commit(local);
+      job_filter_.Commit(now_ms);
       Detect(batch);
     } else {
       Log("cannot queue this host's telemetry: " + s.message());
       collector_.Restore(local);
+      job_filter_.Abandon();
     }
+  } else {
+    job_filter_.Commit(now_ms);  // nothing taken: only forgets jobs SLURM no longer lists
   }
 
   RoundReport report;
@@ -431,6 +435,11 @@ std::optional<std::string> ControllerRound::DisplayId(const std::string& number)
 // Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
 // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
 // accounting, sacct is asked again only every ten minutes (it may be configured later).
+void ControllerRound::AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBuilder& batch) {
+  if (job_filter_.Take(job, now_ms))
+    batch.AddJob(std::move(job));
+}
+
 void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   if (now_ms < next_sacct_ms_)
     return;
@@ -451,9 +460,8 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   for (const slurm::JobInfo& j : *jobs) {
     // Only ended jobs: squeue is the fresher source for the others.
     Remember(j);
-    if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING") {
-      batch.AddJob(JobRecordOf(j, now_ms));
-    }
+    if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING")
+      AddJobIfNews(JobRecordOf(j, now_ms), now_ms, batch);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/batch_builder.h"
+#include "agent/job_record_filter.h"
 #include "agent/live_detector.h"
 #include "agent/node_collector.h"
 #include "agent/profiling_permissions.h"
@@ -111,6 +112,8 @@ class ControllerRound {
   void Remember(const slurm::JobInfo& job);
   std::optional<std::string> DisplayId(const std::string& number) const;
   void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
+  // A job record into the batch unless the server holds it already (job_record_filter.h).
+  void AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBuilder& batch);
   void Detect(const BatchBuilder& batch, const std::string& only_host = {});
   void AskForStackBursts(const LiveTrigger& trigger, int64_t now_ms);
   nlohmann::json LiveDetectionJson() const;
@@ -128,6 +131,7 @@ class ControllerRound {
   std::string sacct_problem_;
   // SLURM's job number -> the id squeue and the server use ("130" -> "123_4").
   std::map<std::string, std::string> display_by_number_;
+  JobRecordFilter job_filter_;
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
   uint64_t bad_records_ = 0;

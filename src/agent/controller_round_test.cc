@@ -190,6 +190,39 @@ TEST_F(ControllerRoundTest, QueuesThisHostsSamplesAndSlurmsJobsInOneBatch) {
   EXPECT_EQ(report->diagnostics["aggregator"]["files"], 0);
 }
 
+// squeue lists a job every round; its record goes out when it changed, and at least every five
+// minutes, not every 10 s with only the time it was seen changed.
+TEST_F(ControllerRoundTest, AJobsRecordIsSentWhenItChangesAndEveryFiveMinutes) {
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  auto round_jobs = [&] {
+    host_.clock().Advance(10'000);
+    collector_->TickFast();
+    EXPECT_TRUE(round->Run().has_value());
+    const nlohmann::json batch = Batches().back();
+    return batch.contains("jobs") ? batch["jobs"] : nlohmann::json::array();
+  };
+  const nlohmann::json first = round_jobs();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["state"], "RUNNING");
+  EXPECT_TRUE(round_jobs().empty()) << "the same job again, 10 s later";
+  EXPECT_TRUE(round_jobs().empty());
+
+  std::string completing = kSqueue;
+  completing.replace(completing.find(R"(["RUNNING"])"), 11, R"(["COMPLETING"])");
+  Squeue(0, completing);
+  const nlohmann::json changed = round_jobs();
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0]["state"], "COMPLETING");
+  EXPECT_EQ(changed[0]["observed_ms"], host_.clock().NowMs());
+  EXPECT_TRUE(round_jobs().empty());
+
+  host_.clock().Advance(JobRecordFilter::kDefaultRefreshMs - 20'000);
+  const nlohmann::json refreshed = round_jobs();
+  ASSERT_EQ(refreshed.size(), 1u) << "unchanged, but five minutes after it was last sent";
+  EXPECT_EQ(refreshed[0]["state"], "COMPLETING");
+  EXPECT_EQ(refreshed[0]["observed_ms"], host_.clock().NowMs());
+}
+
 TEST_F(ControllerRoundTest, WorkerRecordsAreRenamedAndABadOneIsCountedWhileTheRestGoesOn) {
   WorkerFile("w1", {{"job_event", EventJson("130")}, {"gpu_series", "not json"}});
   std::unique_ptr<ControllerRound> round = MakeRound();

@@ -93,12 +93,13 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
   if (settings->profiling_agent_enable) {
     // Where capture agents spool and find their Phase B triggers; a failure costs only Phase B
     // and the aggregates, never the daemon.
-    if (Status dirs = PrepareCaptureDirectories(flags.control_dir); !dirs.ok())
-      Log("in-process capture: " + dirs.message());
-    else {
-      node.capture_control_dir = flags.control_dir;
-      if (settings->profiling_enable)
-        node.phase_b_control_dir = flags.control_dir;
+    Result<CaptureDirectories> dirs = CaptureDirectoriesFor(
+        settings->profiling_agent_enable, settings->profiling_enable, flags.control_dir);
+    if (!dirs.ok()) {
+      Log("in-process capture: " + dirs.status().message());
+    } else {
+      node.capture_control_dir = dirs->capture_control_dir;
+      node.phase_b_control_dir = dirs->phase_b_control_dir;
     }
     node.phase_b_log = Log;
   }

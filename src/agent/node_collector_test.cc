@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -74,6 +75,30 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
 
 // Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
 // window, through the node-local control directory (no counter helper needed).
+// Job 7 starts on GPU-a at 50 %, which then goes idle (the fake NVML's 0 %).
+void RunJobWhoseGpuGoesIdle(NodeCollector& collector, ManualClock& clock, const std::string& dir,
+                            const std::function<void()>& while_busy) {
+  collector.TickFast();
+  JobEvent e;
+  e.kind = "start";
+  e.job_id = "7";
+  e.slurm_job_id = 7;
+  e.host = "n1";
+  e.at_ms = clock.NowMs();
+  e.gpus = "1";  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
+  ASSERT_TRUE(WriteJobEvent(dir + "/events", e).ok());
+  collector.Commit(collector.Collect());
+  clock.Advance(1000);
+  collector.TickFast();  // busy
+  while_busy();
+  std::ofstream(dir + "/scenario.json.tmp")
+      << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
+  std::filesystem::rename(dir + "/scenario.json.tmp", dir + "/scenario.json");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
+  clock.Advance(1000);
+  collector.TickFast();  // idle: escalate
+}
+
 TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   const std::string control = dir_ + "/control";
   ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
@@ -81,18 +106,8 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   std::vector<std::string> logged;
   options_.phase_b_log = [&](const std::string& line) { logged.push_back(line); };
   NodeCollector collector(options_, clock_);
-  collector.TickFast();
-  Event("start", clock_.NowMs(), "1");  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
-  collector.Commit(collector.Collect());
-  clock_.Advance(1000);
-  collector.TickFast();  // busy
-  EXPECT_FALSE(std::filesystem::exists(control + "/phase-b/7"));
-  std::ofstream(dir_ + "/scenario.json.tmp")
-      << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
-  std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
-  clock_.Advance(1000);
-  collector.TickFast();  // idle: escalate
+  RunJobWhoseGpuGoesIdle(collector, clock_, dir_,
+                         [&] { EXPECT_FALSE(std::filesystem::exists(control + "/phase-b/7")); });
   std::ifstream in(control + "/phase-b/7");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, ::testing::HasSubstr(R"("reason":"gpu_idle")"));
@@ -101,6 +116,21 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
               ::testing::HasSubstr(R"("until_ms":)" + std::to_string(clock_.NowMs() + 60000)));
   EXPECT_EQ(collector.PhaseBTriggers(), 1u);
   EXPECT_TRUE(logged.empty());
+}
+
+// EXPANSE_PROFILING_ENABLE=0, the directories as the daemon sets them: the same idle GPU asks
+// no agent for a trace (the agents' spool is still read: CaptureDirectoriesFor).
+TEST_F(NodeCollectorTest, WithEscalationOffAnIdleGpuWritesNoPhaseBTrigger) {
+  const std::string control = dir_ + "/control";
+  Result<CaptureDirectories> dirs =
+      CaptureDirectoriesFor(/*agent_enabled=*/true, /*escalation_enabled=*/false, control);
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  options_.capture_control_dir = dirs->capture_control_dir;
+  options_.phase_b_control_dir = dirs->phase_b_control_dir;
+  NodeCollector collector(options_, clock_);
+  RunJobWhoseGpuGoesIdle(collector, clock_, dir_, [] {});
+  EXPECT_EQ(collector.PhaseBTriggers(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(control + "/phase-b"));
 }
 
 // The capture agents' spool is read at each collection: a window of a job this node runs, by

@@ -30,6 +30,18 @@ Status PrepareCaptureDirectories(const std::string& control_dir) {
   return EnsureDirectory(control_dir + "/" + capture::kTriggerDirName, 0755);
 }
 
+Result<CaptureDirectories> CaptureDirectoriesFor(bool agent_enabled, bool escalation_enabled,
+                                                 const std::string& control_dir) {
+  CaptureDirectories dirs;
+  if (!agent_enabled)
+    return dirs;
+  EXPANSE_RETURN_IF_ERROR(PrepareCaptureDirectories(control_dir));
+  dirs.capture_control_dir = control_dir;
+  if (escalation_enabled)
+    dirs.phase_b_control_dir = control_dir;
+  return dirs;
+}
+
 Status WritePhaseBTrigger(const std::string& control_dir, const std::string& job_id,
                           const std::string& reason, const std::string& gpu_uuid, int64_t now_ms,
                           std::chrono::milliseconds window, std::chrono::milliseconds keep) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/result.h"
 #include "core/status.h"
 
 namespace expanse::agent {
@@ -21,6 +22,19 @@ namespace expanse::agent {
 // Creates <control>/capture and <control>/phase-b with their modes (repairing a mode that
 // drifted). An error names the path.
 Status PrepareCaptureDirectories(const std::string& control_dir);
+
+// Where a node's capture agents spool their windows and find their Phase B triggers, as the
+// operator's settings allow (both <control>, where the agents look; "" = not used):
+// EXPANSE_PROFILING_AGENT_ENABLE=0 (`agent_enabled` false) gives neither, and no directory is
+// made; EXPANSE_PROFILING_ENABLE=0 (`escalation_enabled` false) keeps the aggregates but writes
+// no trigger, so no agent ever records a trace window. The directories are prepared
+// (PrepareCaptureDirectories) when the agent is on; an error names the path.
+struct CaptureDirectories {
+  std::string capture_control_dir;  // NodeCollectorOptions::capture_control_dir
+  std::string phase_b_control_dir;  // NodeCollectorOptions::phase_b_control_dir
+};
+Result<CaptureDirectories> CaptureDirectoriesFor(bool agent_enabled, bool escalation_enabled,
+                                                 const std::string& control_dir);
 
 // Writes the trigger for `job_id` (a numeric SLURM job id), replacing an earlier one, and
 // removes triggers `keep` older than it (their jobs are long past the window).

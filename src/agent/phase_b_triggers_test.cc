@@ -45,6 +45,31 @@ TEST(PrepareCaptureDirectories, AFileInTheWayIsAnErrorNamingIt) {
   EXPECT_NE(status.message().find("capture"), std::string::npos) << status.message();
 }
 
+// The operator's two switches (docs/runtime-settings.md): the agent off leaves the control
+// directory alone; escalation off keeps the aggregates' spool but asks for no trace.
+TEST(CaptureDirectoriesFor, TheSettingsDecideWhatTheCollectorUses) {
+  TempDir dir;
+  Result<CaptureDirectories> off = CaptureDirectoriesFor(false, true, dir / "off");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->capture_control_dir, "");
+  EXPECT_EQ(off->phase_b_control_dir, "");
+  EXPECT_FALSE(std::filesystem::exists(dir / "off"));
+
+  Result<CaptureDirectories> no_escalation = CaptureDirectoriesFor(true, false, dir / "quiet");
+  ASSERT_TRUE(no_escalation.ok()) << no_escalation.status();
+  EXPECT_EQ(no_escalation->capture_control_dir, dir / "quiet");
+  EXPECT_EQ(no_escalation->phase_b_control_dir, "");
+  EXPECT_EQ(Mode(dir / "quiet/capture"), static_cast<mode_t>(S_ISVTX | 0733));
+
+  Result<CaptureDirectories> both = CaptureDirectoriesFor(true, true, dir / "on");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->capture_control_dir, dir / "on");
+  EXPECT_EQ(both->phase_b_control_dir, dir / "on");
+
+  dir.Write("bad/capture", "not a directory");
+  EXPECT_FALSE(CaptureDirectoriesFor(true, true, dir / "bad").ok());
+}
+
 TEST(WritePhaseBTrigger, WritesWhatTheAgentReads) {
   TempDir dir;
   ASSERT_TRUE(PrepareCaptureDirectories(dir.path()).ok());

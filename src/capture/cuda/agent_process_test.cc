@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -527,6 +528,93 @@ TEST_F(AgentProcessTest, TheDisableMarkerStopsCaptureInNewProcesses) {
   const SubprocessResult job = RunJob({"--ms", "800"}, true);
   ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
   EXPECT_TRUE(std::filesystem::is_empty(control_ / "capture"));
+}
+
+// The marker is read when a process initialises CUDA: a task already running when the operator
+// turns the agent off keeps its agent, unaltered, to its end; a task started afterwards has none.
+TEST_F(AgentProcessTest, ADisableMarkerWrittenWhileAJobRunsLeavesThatTaskAsItWas) {
+  SubprocessResult running;
+  std::thread job([&] { running = RunJob({"--ms", "3000"}, true); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Spooled("agg-").empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(20));
+  const bool captured_before = !Spooled("agg-").empty();
+  std::ofstream(control_ / "disabled") << "";
+  const uint64_t disabled_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  job.join();
+  ASSERT_TRUE(captured_before) << "no window within 20 s: " << AgentLogs();
+  ASSERT_TRUE(running.Succeeded()) << running.stderr_text;
+  const SubprocessResult plain = RunJob({"--ms", "3000"}, false);
+  EXPECT_EQ(running.stdout_text, plain.stdout_text);
+  size_t after_marker = 0;
+  for (const auto& name : Spooled("agg-"))
+    after_marker += Json(name).at("window_start_ms").get<uint64_t>() >= disabled_ms ? 1 : 0;
+  EXPECT_GE(after_marker, 2u) << "the running task's windows after the marker";
+
+  const std::vector<std::string> before_next = Spooled("");
+  const SubprocessResult next = RunJob({"--ms", "1500"}, true);
+  ASSERT_TRUE(next.Succeeded()) << next.stderr_text;
+  EXPECT_EQ(Spooled(""), before_next) << "a task started after the marker";
+}
+
+// A process driving two GPUs has a CUDA context on each: both devices' activity is aggregated,
+// the trace window keeps a track per device and stream, and PC sampling runs on each context
+// (made current on the agent's thread) and releases both.
+TEST_F(AgentProcessTest, AProcessWithAContextOnEachOfTwoGpusIsCapturedOnBoth) {
+  nlohmann::json scenario = WithPcSampling(TrainingLoop());
+  scenario["devices"] = {{{"name", "NVIDIA H200"}}, {{"name", "NVIDIA H200"}}};
+  scenario["activity"]["loop"] = {
+      {{"kind", "kernel"},
+       {"name", "_Z9sgemm_128PfS_"},
+       {"duration_us", 2000},
+       {"device", 0},
+       {"stream", 7}},
+      {{"kind", "kernel"}, {"name", "relu"}, {"duration_us", 500}, {"device", 1}, {"stream", 9}},
+      {{"kind", "memcpy"},
+       {"copy", "dtod"},
+       {"bytes", 4096},
+       {"duration_us", 10},
+       {"device", 1},
+       {"stream", 9}}};
+  SetScenario(scenario);
+  WriteTrigger(control_.path());
+  const SubprocessResult job = RunJob({"--ms", "2500", "--threads", "2"}, true);
+  ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
+
+  std::set<uint32_t> devices;
+  uint64_t gemms = 0, relus = 0;
+  for (const auto& name : Spooled("agg-4242-")) {
+    const nlohmann::json doc = Json(name);
+    for (uint32_t d : doc.at("devices"))
+      devices.insert(d);
+    for (const auto& k : doc.at("kernels").at("top"))
+      (k.at("name") == "relu" ? relus : gemms) += k.at("count").get<uint64_t>();
+  }
+  EXPECT_EQ(devices, (std::set<uint32_t>{0, 1})) << AgentLogs();
+  EXPECT_GE(gemms, 30u);
+  EXPECT_EQ(relus, gemms);
+
+  const auto segments = Spooled("seg-4242-");
+  ASSERT_EQ(segments.size(), 1u) << AgentLogs();
+  const nlohmann::json doc = Json(segments[0]);
+  std::set<std::string> tracks;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      tracks.insert(e.at("args").at("name").get<std::string>());
+  }
+  EXPECT_TRUE(tracks.count("GPU 0 stream 7")) << doc.at("traceEvents").at(0).dump();
+  EXPECT_TRUE(tracks.count("GPU 1 stream 9"));
+  const nlohmann::json pc = doc.at("otherData").at("pc_sampling");
+  EXPECT_EQ(pc.at("state"), "sampled") << pc.dump();
+
+  const std::string trace = Text(dir_ / "trace.txt");
+  EXPECT_EQ(Occurrences(trace, "cuptiPCSamplingEnable"), 2u) << trace;
+  EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
+  EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=1 retained=0"), std::string::npos);
+  EXPECT_EQ(trace.find("current=no"), std::string::npos) << trace;
+  EXPECT_EQ(AgentLogs(), "");
 }
 
 TEST_F(AgentProcessTest, AnUnwritableSpoolLeavesTheJobAlone) {

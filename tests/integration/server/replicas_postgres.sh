@@ -318,6 +318,43 @@ jq -e '.duplicate == false and .samples == 20' "$DIR/answer.json" >/dev/null ||
 [[ "$(in_vm)" == $((20 * (sent + 2))) ]] || fail "VictoriaMetrics holds $(in_vm) samples after it came back"
 pass "VictoriaMetrics down: 503 with Retry-After; back: the batch stored once"
 
+# Each of 20 new batches given to both replicas at once, as a daemon's retry can race its first
+# attempt. VictoriaMetrics would keep a sample written twice once (its dedup, which takeovers
+# after a crash rely on), so its count cannot show a second write: the replicas' own count of
+# batches written to it can. Each batch must be written once, by whichever replica claimed it
+# in the ledger; the other answers it as a duplicate or as in flight (then it is sent again,
+# as a daemon does, until it is answered).
+scrape() { "${k[@]}" -H "Authorization: Bearer $(cat "$DIR/metrics.token")" "$1/metrics"; }
+written_batches() { { scrape "$A"; scrape "$B"; } | awk '$1 == "expanse_remote_write_batches_total" { n += $2 } END { print n + 0 }'; }
+written_before="$(written_batches)"
+in_vm_before="$(in_vm)"
+raced() { # URL SEQ -> "stored", "duplicate" once answered 200 (503 in flight: sent again)
+  local i status
+  for i in $(seq 1 180); do
+    status="$("${k[@]}" -o "$DIR/race-$2-${1##*:}.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
+      -H 'Content-Type: application/json' --data "$(telemetry_batch "$2")" "$1/dp/v1/ingest" || echo 000)"
+    if [[ "$status" == 200 ]]; then
+      jq -r 'if .duplicate then "duplicate" else "stored \(.samples)" end' "$DIR/race-$2-${1##*:}.json"
+      return
+    fi
+    sleep 0.5
+  done
+  echo "unanswered"
+}
+: >"$DIR/race.answers"
+for seq in $(seq 70 89); do
+  raced "$DP_A" "$seq" >>"$DIR/race.answers" &
+  racer_a=$!
+  raced "$DP_B" "$seq" >>"$DIR/race.answers" &
+  wait "$racer_a" "$!"  # not a bare wait: the replicas are this shell's children too
+done
+[[ "$(grep -c '^stored 20$' "$DIR/race.answers")" == 20 && "$(grep -c '^duplicate$' "$DIR/race.answers")" == 20 ]] ||
+  fail "20 batches raced to both replicas: answers $(sort "$DIR/race.answers" | uniq -c | tr '\n' ';')"
+[[ "$(in_vm)" == $((in_vm_before + 400)) ]] || fail "VictoriaMetrics holds $(in_vm) samples after 20 raced batches, not $((in_vm_before + 400))"
+written=$(($(written_batches) - written_before))
+[[ "$written" == 20 ]] || fail "the replicas wrote $written batches to VictoriaMetrics for 20 raced to both, not 20"
+pass "20 batches raced to both replicas: each stored once (20 stored, 20 duplicate answers), 400 samples in VictoriaMetrics, 20 batch writes counted by the replicas themselves"
+
 # The Grafana dashboard (packaging/grafana/expanse-gpus.json): each variable's label_values and
 # each panel's query run against this VictoriaMetrics, on what the replicas wrote, must answer
 # with data. A batch of the other metrics its panels show comes first.
@@ -365,7 +402,6 @@ grep -qi '^retry-after: [0-9]' <<<"$headers" || fail "no Retry-After on the 503:
 [[ "$(heartbeat "$B" "$credential2")" == 503 ]] || fail "heartbeat with the database down"
 [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/readyz")" == 503 ]] || fail "/readyz with the database down"
 [[ "$("${k[@]}" -o /dev/null -w '%{http_code}' "$B/healthz")" == 200 ]] || fail "/healthz with the database down"
-scrape() { "${k[@]}" -H "Authorization: Bearer $(cat "$DIR/metrics.token")" "$1/metrics"; }
 grep -qx 'expanse_store_up 0' <<<"$(scrape "$B")" || fail "/metrics with the database down: $(scrape "$B" | head -20)"
 pg_resume
 status="$("${k[@]}" -o "$DIR/ingest.json" -w '%{http_code}' -H "Authorization: Bearer $credential2" \
