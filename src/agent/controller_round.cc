@@ -108,6 +108,7 @@ std::optional<RoundReport> ControllerRound::Run(bool final) {
 
 RoundReport ControllerRound::Round(bool final) {
   const int64_t now_ms = host_.clock().NowMs();
+  job_filter_.Abandon();  // what a round that threw had taken was never queued
   NodeCollection local = collector_.Collect(final);
   for (const std::string& problem : collector_.TakeProblems())
     Log(problem);
@@ -432,14 +433,14 @@ std::optional<std::string> ControllerRound::DisplayId(const std::string& number)
   return it->second;
 }
 
-// Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
-// ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
-// accounting, sacct is asked again only every ten minutes (it may be configured later).
 void ControllerRound::AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBuilder& batch) {
   if (job_filter_.Take(job, now_ms))
     batch.AddJob(std::move(job));
 }
 
+// Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
+// ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
+// accounting, sacct is asked again only every ten minutes (it may be configured later).
 void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   if (now_ms < next_sacct_ms_)
     return;
@@ -460,8 +461,11 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   for (const slurm::JobInfo& j : *jobs) {
     // Only ended jobs: squeue is the fresher source for the others.
     Remember(j);
+    // Sent at every query that covers the job, unfiltered: a job's final record is the one
+    // that must not be lost with a batch the server refused (the outbox's dead letters), and
+    // each query's window ((300 + 60) s) sends it about six times, then never again.
     if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING")
-      AddJobIfNews(JobRecordOf(j, now_ms), now_ms, batch);
+      batch.AddJob(JobRecordOf(j, now_ms));
   }
 }
 

@@ -74,8 +74,10 @@ class ControllerRound {
 
   // One round:
   //   1. this host's collection, squeue's jobs and (once a minute) sacct's ended jobs into one
-  //      batch, array tasks and het components renamed to SLURM's display ids; the collection
-  //      is committed only once the batch is in the outbox, and restored otherwise;
+  //      batch, array tasks and het components renamed to SLURM's display ids, each of squeue's
+  //      job records only when it changed or every 5 minutes (job_record_filter.h), sacct's at
+  //      every query; the collection is committed only once the batch is in the outbox, and
+  //      restored otherwise;
   //   2. the workers' spool, one batch per file: every record checked, a bad one dropped,
   //      counted for its host and logged once per host and reason while the rest goes on; a
   //      file with no usable record is refused (the aggregator quarantines it);
@@ -112,7 +114,8 @@ class ControllerRound {
   void Remember(const slurm::JobInfo& job);
   std::optional<std::string> DisplayId(const std::string& number) const;
   void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
-  // A job record into the batch unless the server holds it already (job_record_filter.h).
+  // squeue's record of a job into the batch unless the server holds it already
+  // (job_record_filter.h).
   void AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBuilder& batch);
   void Detect(const BatchBuilder& batch, const std::string& only_host = {});
   void AskForStackBursts(const LiveTrigger& trigger, int64_t now_ms);

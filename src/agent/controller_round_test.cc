@@ -190,16 +190,26 @@ TEST_F(ControllerRoundTest, QueuesThisHostsSamplesAndSlurmsJobsInOneBatch) {
   EXPECT_EQ(report->diagnostics["aggregator"]["files"], 0);
 }
 
-// squeue lists a job every round; its record goes out when it changed, and at least every five
-// minutes, not every 10 s with only the time it was seen changed.
+// squeue lists a job every round; its record goes out when it changed, and again within five
+// minutes (less a per-job share of up to a quarter), not every 10 s with only the time it was
+// seen changed.
 TEST_F(ControllerRoundTest, AJobsRecordIsSentWhenItChangesAndEveryFiveMinutes) {
   std::unique_ptr<ControllerRound> round = MakeRound();
+  size_t queued = 0;
+  // The job records of every batch the next round queues, 10 s on.
   auto round_jobs = [&] {
     host_.clock().Advance(10'000);
     collector_->TickFast();
     EXPECT_TRUE(round->Run().has_value());
-    const nlohmann::json batch = Batches().back();
-    return batch.contains("jobs") ? batch["jobs"] : nlohmann::json::array();
+    const std::vector<nlohmann::json> batches = Batches();
+    nlohmann::json jobs = nlohmann::json::array();
+    for (size_t i = queued; i < batches.size(); ++i) {
+      if (batches[i].contains("jobs"))
+        jobs.insert(jobs.end(), batches[i]["jobs"].begin(), batches[i]["jobs"].end());
+    }
+    EXPECT_GT(batches.size(), queued) << "every round queues this host's samples";
+    queued = batches.size();
+    return jobs;
   };
   const nlohmann::json first = round_jobs();
   ASSERT_EQ(first.size(), 1u);
@@ -213,14 +223,17 @@ TEST_F(ControllerRoundTest, AJobsRecordIsSentWhenItChangesAndEveryFiveMinutes) {
   const nlohmann::json changed = round_jobs();
   ASSERT_EQ(changed.size(), 1u);
   EXPECT_EQ(changed[0]["state"], "COMPLETING");
-  EXPECT_EQ(changed[0]["observed_ms"], host_.clock().NowMs());
-  EXPECT_TRUE(round_jobs().empty());
+  const int64_t changed_ms = host_.clock().NowMs();
+  EXPECT_EQ(changed[0]["observed_ms"], changed_ms);
 
-  host_.clock().Advance(JobRecordFilter::kDefaultRefreshMs - 20'000);
-  const nlohmann::json refreshed = round_jobs();
-  ASSERT_EQ(refreshed.size(), 1u) << "unchanged, but five minutes after it was last sent";
+  nlohmann::json refreshed = nlohmann::json::array();
+  while (refreshed.empty() && host_.clock().NowMs() - changed_ms < 2 * 5 * 60'000)
+    refreshed = round_jobs();
+  ASSERT_EQ(refreshed.size(), 1u) << "unchanged, but due for its refresh";
   EXPECT_EQ(refreshed[0]["state"], "COMPLETING");
-  EXPECT_EQ(refreshed[0]["observed_ms"], host_.clock().NowMs());
+  const int64_t waited_ms = host_.clock().NowMs() - changed_ms;
+  EXPECT_GE(waited_ms, JobRecordFilter::kDefaultRefreshMs * 3 / 4);
+  EXPECT_LE(waited_ms, JobRecordFilter::kDefaultRefreshMs + 10'000);
 }
 
 TEST_F(ControllerRoundTest, WorkerRecordsAreRenamedAndABadOneIsCountedWhileTheRestGoesOn) {

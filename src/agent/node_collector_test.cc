@@ -73,10 +73,9 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
   EXPECT_TRUE(std::filesystem::is_empty(options_.events_dir));
 }
 
-// Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
-// window, through the node-local control directory (no counter helper needed).
 // Job 7 starts on GPU-a at 50 %, which then goes idle (the fake NVML's 0 %).
 void RunJobWhoseGpuGoesIdle(NodeCollector& collector, ManualClock& clock, const std::string& dir,
+                            const std::string& events_dir,
                             const std::function<void()>& while_busy) {
   collector.TickFast();
   JobEvent e;
@@ -86,7 +85,7 @@ void RunJobWhoseGpuGoesIdle(NodeCollector& collector, ManualClock& clock, const 
   e.host = "n1";
   e.at_ms = clock.NowMs();
   e.gpus = "1";  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
-  ASSERT_TRUE(WriteJobEvent(dir + "/events", e).ok());
+  ASSERT_TRUE(WriteJobEvent(events_dir, e).ok());
   collector.Commit(collector.Collect());
   clock.Advance(1000);
   collector.TickFast();  // busy
@@ -99,6 +98,8 @@ void RunJobWhoseGpuGoesIdle(NodeCollector& collector, ManualClock& clock, const 
   collector.TickFast();  // idle: escalate
 }
 
+// Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
+// window, through the node-local control directory (no counter helper needed).
 TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   const std::string control = dir_ + "/control";
   ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
@@ -106,7 +107,7 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   std::vector<std::string> logged;
   options_.phase_b_log = [&](const std::string& line) { logged.push_back(line); };
   NodeCollector collector(options_, clock_);
-  RunJobWhoseGpuGoesIdle(collector, clock_, dir_,
+  RunJobWhoseGpuGoesIdle(collector, clock_, dir_, options_.events_dir,
                          [&] { EXPECT_FALSE(std::filesystem::exists(control + "/phase-b/7")); });
   std::ifstream in(control + "/phase-b/7");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -118,19 +119,29 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   EXPECT_TRUE(logged.empty());
 }
 
-// EXPANSE_PROFILING_ENABLE=0, the directories as the daemon sets them: the same idle GPU asks
-// no agent for a trace (the agents' spool is still read: CaptureDirectoriesFor).
+// The directories as the daemon sets them from its settings: the same idle GPU asks the job's
+// agents for a trace with escalation on, and none with EXPANSE_PROFILING_ENABLE=0.
 TEST_F(NodeCollectorTest, WithEscalationOffAnIdleGpuWritesNoPhaseBTrigger) {
-  const std::string control = dir_ + "/control";
-  Result<CaptureDirectories> dirs =
-      CaptureDirectoriesFor(/*agent_enabled=*/true, /*escalation_enabled=*/false, control);
-  ASSERT_TRUE(dirs.ok()) << dirs.status();
-  options_.capture_control_dir = dirs->capture_control_dir;
-  options_.phase_b_control_dir = dirs->phase_b_control_dir;
-  NodeCollector collector(options_, clock_);
-  RunJobWhoseGpuGoesIdle(collector, clock_, dir_, [] {});
-  EXPECT_EQ(collector.PhaseBTriggers(), 0u);
-  EXPECT_TRUE(std::filesystem::is_empty(control + "/phase-b"));
+  const std::string busy_scenario = dir_ + "/busy.json";
+  std::filesystem::copy_file(dir_ + "/scenario.json", busy_scenario);
+  for (const bool escalation : {true, false}) {
+    SCOPED_TRACE(escalation ? "escalation on" : "escalation off");
+    std::filesystem::copy_file(busy_scenario, dir_ + "/scenario.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    const std::string control = dir_ + (escalation ? "/control-on" : "/control-off");
+    Result<CaptureDirectories> dirs =
+        CaptureDirectoriesFor(/*agent_enabled=*/true, escalation, control);
+    ASSERT_TRUE(dirs.ok()) << dirs.status();
+    NodeCollectorOptions options = options_;
+    options.capture_control_dir = dirs->capture_control_dir;
+    options.phase_b_control_dir = dirs->phase_b_control_dir;
+    options.events_dir = dir_ + (escalation ? "/events-on" : "/events-off");
+    options.allocations_file = dir_ + (escalation ? "/state-on" : "/state-off") + "/open.json";
+    NodeCollector collector(options, clock_);
+    RunJobWhoseGpuGoesIdle(collector, clock_, dir_, options.events_dir, [] {});
+    EXPECT_EQ(collector.PhaseBTriggers(), escalation ? 1u : 0u);
+    EXPECT_EQ(std::filesystem::exists(control + "/phase-b/7"), escalation);
+  }
 }
 
 // The capture agents' spool is read at each collection: a window of a job this node runs, by

@@ -580,7 +580,7 @@ TEST_F(AgentProcessTest, AProcessWithAContextOnEachOfTwoGpusIsCapturedOnBoth) {
        {"stream", 9}}};
   SetScenario(scenario);
   WriteTrigger(control_.path());
-  const SubprocessResult job = RunJob({"--ms", "2500", "--threads", "2"}, true);
+  const SubprocessResult job = RunJob({"--ms", "2500"}, true);
   ASSERT_TRUE(job.Succeeded()) << job.stderr_text;
 
   std::set<uint32_t> devices;
@@ -611,6 +611,7 @@ TEST_F(AgentProcessTest, AProcessWithAContextOnEachOfTwoGpusIsCapturedOnBoth) {
 
   const std::string trace = Text(dir_ / "trace.txt");
   EXPECT_EQ(Occurrences(trace, "cuptiPCSamplingEnable"), 2u) << trace;
+  EXPECT_EQ(Occurrences(trace, "cuptiPCSamplingDisable"), 2u) << trace;
   EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos);
   EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=1 retained=0"), std::string::npos);
   EXPECT_EQ(trace.find("current=no"), std::string::npos) << trace;

@@ -325,8 +325,11 @@ pass "VictoriaMetrics down: 503 with Retry-After; back: the batch stored once"
 # in the ledger; the other answers it as a duplicate or as in flight (then it is sent again,
 # as a daemon does, until it is answered).
 scrape() { "${k[@]}" -H "Authorization: Bearer $(cat "$DIR/metrics.token")" "$1/metrics"; }
-written_batches() { { scrape "$A"; scrape "$B"; } | awk '$1 == "expanse_remote_write_batches_total" { n += $2 } END { print n + 0 }'; }
+# A counter summed over both replicas: batches written (a failed write counts too), failed writes.
+replicas_counter() { { scrape "$A"; scrape "$B"; } | awk -v f="$1" '$1 == f { n += $2 } END { print n + 0 }'; }
+written_batches() { replicas_counter expanse_remote_write_batches_total; }
 written_before="$(written_batches)"
+failed_before="$(replicas_counter expanse_remote_write_failures_total)"
 in_vm_before="$(in_vm)"
 raced() { # URL SEQ -> "stored", "duplicate" once answered 200 (503 in flight: sent again)
   local i status
@@ -351,6 +354,8 @@ done
 [[ "$(grep -c '^stored 20$' "$DIR/race.answers")" == 20 && "$(grep -c '^duplicate$' "$DIR/race.answers")" == 20 ]] ||
   fail "20 batches raced to both replicas: answers $(sort "$DIR/race.answers" | uniq -c | tr '\n' ';')"
 [[ "$(in_vm)" == $((in_vm_before + 400)) ]] || fail "VictoriaMetrics holds $(in_vm) samples after 20 raced batches, not $((in_vm_before + 400))"
+failed=$(($(replicas_counter expanse_remote_write_failures_total) - failed_before))
+[[ "$failed" == 0 ]] || fail "$failed remote writes failed while the batches were raced (a retried write counts twice)"
 written=$(($(written_batches) - written_before))
 [[ "$written" == 20 ]] || fail "the replicas wrote $written batches to VictoriaMetrics for 20 raced to both, not 20"
 pass "20 batches raced to both replicas: each stored once (20 stored, 20 duplicate answers), 400 samples in VictoriaMetrics, 20 batch writes counted by the replicas themselves"
