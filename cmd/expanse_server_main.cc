@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
         ->add_option("--segment-retention", serve.segment_retention,
                      "How long trace segments are kept after they arrive (0 = forever)")
         ->capture_default_str();
+    serve_cmd
+        ->add_option("--stack-retention", serve.stack_retention,
+                     "How long jobs' Python stacks are kept after their window (0 = forever)")
+        ->capture_default_str();
 
     serve_cmd
         ->add_option("--alert-interval", serve.alert_interval,

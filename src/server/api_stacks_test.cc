@@ -94,6 +94,26 @@ TEST_F(ApiStacksTest, IngestedStacksAreSummedPerJob) {
   EXPECT_EQ(window.body["total_count"], 20);
 }
 
+// --stack-retention (30 days by default): the windows that ended longer ago than that are
+// deleted; the rest of the job's stacks are served as before.
+TEST_F(ApiStacksTest, RetentionDeletesWindowsThatEndedLongerAgo) {
+  ASSERT_EQ(Ingest(1, kWindows).status, 200);
+  const int64_t thirty_days = int64_t{30} * 24 * 3600 * 1000;
+  // The cut falls just after the end of minute 1's window.
+  Result<int64_t> deleted =
+      app_->ApplyStackRetention(api_testing::kStart + 2 * kMinute + 1 + thirty_days);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 3);
+  Reply r = Stacks();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["total_count"], 5);
+  ASSERT_EQ(r.body["stacks"].size(), 1u) << r.body;
+  EXPECT_EQ(r.body["stacks"][0]["folded"], "train.py:main:10;train.py:step:20");
+  deleted = app_->ApplyStackRetention(api_testing::kStart + 2 * kMinute + 1 + thirty_days);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 0);
+}
+
 TEST_F(ApiStacksTest, RedeliveredBatchesDoNotDoubleCounts) {
   ASSERT_EQ(Ingest(1, kWindows).status, 200);
   Reply again = Ingest(1, kWindows);

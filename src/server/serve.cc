@@ -203,6 +203,11 @@ int RunServe(ServeFlags flags) {
     return Fail(Status(segment_retention.status().code(),
                        "--segment-retention: " + segment_retention.status().message()));
   flags.options.segment_retention_ms = segment_retention->count();
+  auto stack_retention = ParseDuration(flags.stack_retention);
+  if (!stack_retention.ok())
+    return Fail(Status(stack_retention.status().code(),
+                       "--stack-retention: " + stack_retention.status().message()));
+  flags.options.stack_retention_ms = stack_retention->count();
   auto alert_interval = ParseDuration(flags.alert_interval);
   if (!alert_interval.ok())
     return Fail(alert_interval.status());
@@ -271,6 +276,7 @@ int RunServe(ServeFlags flags) {
   auto next_stale_check = std::chrono::steady_clock::now();
   auto next_flush = next_stale_check + std::chrono::minutes(5);
   auto next_segment_retention = next_stale_check;
+  auto next_stack_retention = next_stale_check;
   while (!g_stop) {
     if (std::chrono::steady_clock::now() >= next_flush) {
       // Sealing head chunks bounds the WAL and the replay time after a crash.
@@ -288,6 +294,16 @@ int RunServe(ServeFlags flags) {
         std::fprintf(stderr, "expanse-server: trace segment retention: %s\n", s.ToString().c_str());
       }
       next_segment_retention += std::chrono::minutes(5);
+    }
+    // Each minute: a large site stores thousands of stack rows a second (docs/scaling.md), and
+    // a call deletes at most a few seconds' worth of batches, so that the writers it holds up
+    // wait little.
+    if (std::chrono::steady_clock::now() >= next_stack_retention) {
+      if (Result<int64_t> n = (*app)->ApplyStackRetention(clock.NowMs()); !n.ok()) {
+        std::fprintf(stderr, "expanse-server: stack retention: %s\n",
+                     n.status().ToString().c_str());
+      }
+      next_stack_retention = std::chrono::steady_clock::now() + std::chrono::minutes(1);
     }
     if (std::chrono::steady_clock::now() >= next_stale_check) {
       if (auto n = (*app)->control().MarkStaleComputes(); !n.ok()) {

@@ -14,6 +14,7 @@ struct ServeFlags {
   std::string stale_after = "5m";
   std::string retention = "0";  // telemetry kept forever
   std::string segment_retention = "30d";
+  std::string stack_retention = "30d";
   // How often the alert rules are evaluated (alert_evaluator.h).
   std::string alert_interval = "1m";
   // "username:password" on one line, for the SMTP server; "" = no login.

@@ -159,6 +159,21 @@ Status ServerApp::ApplySegmentRetention(int64_t now_ms) {
       .status();
 }
 
+Result<int64_t> ServerApp::ApplyStackRetention(int64_t now_ms, std::chrono::milliseconds budget) {
+  if (options_.stack_retention_ms <= 0)
+    return int64_t{0};
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  int64_t total = 0;
+  while (true) {
+    EXPANSE_ASSIGN_OR_RETURN(const int64_t deleted,
+                             store_->Jobs().ExpireStacks(now_ms - options_.stack_retention_ms,
+                                                         store::kMaxExpireStacksLimit));
+    total += deleted;
+    if (deleted < store::kMaxExpireStacksLimit || std::chrono::steady_clock::now() >= deadline)
+      return total;
+  }
+}
+
 Result<http::Listener*> ServerApp::ListenerFor(const std::string& address) {
   EXPANSE_ASSIGN_OR_RETURN(auto host_port, ParseListenAddress(address));
   // Planes given the same address share a listener; port 0 asks for a fresh port each time.

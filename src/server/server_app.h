@@ -3,6 +3,7 @@
 #ifndef EXPANSE_SERVER_SERVER_APP_H_
 #define EXPANSE_SERVER_SERVER_APP_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ struct ServerOptions {
   S3SegmentStoreOptions segment_s3;
   // Trace segments kept this long after they arrived; 0 = forever.
   int64_t segment_retention_ms = int64_t{30} * 24 * 3600 * 1000;
+  // Python stack windows kept this long after they ended; 0 = forever.
+  int64_t stack_retention_ms = int64_t{30} * 24 * 3600 * 1000;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
   double credential_requests_per_second = RateLimits::kDefaultCredentialRequestsPerSecond;
@@ -88,6 +91,11 @@ class ServerApp {
   SegmentStore* segments() { return segments_.get(); }  // null: none kept
   // Forgets the trace segments older than the retention (a batch of them per call).
   Status ApplySegmentRetention(int64_t now_ms);
+  // Deletes the stack windows that ended more than the retention ago, in batches of
+  // store::kMaxExpireStacksLimit (one transaction each, so writers wait for one batch at
+  // most), until none is left or `budget` has passed. Returns the rows deleted.
+  Result<int64_t> ApplyStackRetention(int64_t now_ms,
+                                      std::chrono::milliseconds budget = std::chrono::seconds(5));
 
  private:
   ServerApp() = default;

@@ -72,6 +72,8 @@ inline constexpr std::size_t kMaxFoldedStackBytes = 16 * 1024;
 // Far above what a window of sampling can count; keeps sums over a job's stacks below 2^63.
 inline constexpr int64_t kMaxStackSampleCount = 1'000'000'000;
 inline constexpr int kMaxJobStacksLimit = 10'000;
+// Rows one retention call deletes at most: the store's writers wait while it runs.
+inline constexpr int kMaxExpireStacksLimit = 10'000;
 
 // One folded stack's count for one job, host and window. The thread states are the ones
 // thread_state may hold: "gil" (held the GIL), "running", "idle", and "" for unknown.
@@ -180,6 +182,10 @@ class JobStore {
   // non-positive or oversized count, a thread_state outside the set, or a folded stack that
   // is empty, too long, not UTF-8, holds a control character or an empty frame.
   virtual Status PutStacks(const std::vector<StackSample>& stacks) = 0;
+  // Retention: deletes up to `limit` (1..kMaxExpireStacksLimit) stack windows that ended
+  // before `before_ms`, oldest first, and returns how many. kInvalidArgument for a limit out of
+  // range.
+  virtual Result<int64_t> ExpireStacks(int64_t before_ms, int limit) = 0;
   // Idempotent on (compute_id, job_id, host, pid, window_start_ms): a repeat replaces the
   // window. kInvalidArgument for an empty key, a pid or window out of range, or a doc that is
   // not 2..kMaxCaptureWindowBytes bytes; kNotFound for an unknown compute.

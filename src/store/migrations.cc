@@ -361,6 +361,12 @@ DELETE FROM heartbeats WHERE received_at_ms <
     WHERE newest.compute_id = heartbeats.compute_id) - 86400000;
 )sql";
 
+// Stack retention (ExpireStacks) deletes the oldest windows first, in batches: by this index,
+// not by reading the whole table.
+constexpr const char* kSchemaV13 = R"sql(
+CREATE INDEX job_stacks_by_window_end ON job_stacks (window_end_ms);
+)sql";
+
 }  // namespace
 
 // pg_migrations.cc
@@ -376,10 +382,11 @@ extern const char* const kPgSchemaV9;
 extern const char* const kPgSchemaV10;
 extern const char* const kPgSchemaV11;
 extern const char* const kPgSchemaV12;
+extern const char* const kPgSchemaV13;
 
 namespace {
 
-const std::array<Migration, 12> kMigrations = {{
+const std::array<Migration, 13> kMigrations = {{
     {1, kSchemaV1, kPgSchemaV1},
     {2, kSchemaV2, kPgSchemaV2},
     {3, kSchemaV3, kPgSchemaV3},
@@ -392,6 +399,7 @@ const std::array<Migration, 12> kMigrations = {{
     {10, kSchemaV10, kPgSchemaV10},
     {11, kSchemaV11, kPgSchemaV11},
     {12, kSchemaV12, kPgSchemaV12},
+    {13, kSchemaV13, kPgSchemaV13},
 }};
 
 // applied_at_ms comes from SQLite's clock rather than an injected one: it is a note for

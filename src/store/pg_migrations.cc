@@ -345,4 +345,9 @@ DELETE FROM heartbeats WHERE received_at_ms <
     WHERE newest.compute_id = heartbeats.compute_id) - 86400000;
 )sql";
 
+// As on SQLite (migrations.cc, kSchemaV13): stack retention's index.
+extern const char* const kPgSchemaV13 = R"sql(
+CREATE INDEX job_stacks_by_window_end ON job_stacks (window_end_ms);
+)sql";
+
 }  // namespace expanse::store::sqlite_internal

@@ -122,6 +122,7 @@ class SqliteStore final : public Store, public JobStore {
   Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) override;
   Result<int64_t> ForgetIngestBatches(int64_t before_ms) override;
   Status PutStacks(const std::vector<StackSample>& stacks) override;
+  Result<int64_t> ExpireStacks(int64_t before_ms, int limit) override;
   Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,
                                             int64_t from_ms, int64_t to_ms, int limit) override;
   Status PutCaptureWindows(const std::vector<CaptureWindow>& windows) override;

@@ -471,7 +471,7 @@ TEST(JobsMigrationTest, VersionOneDatabaseIsMigratedKeepingItsData) {
   ASSERT_TRUE(versions.ok()) << versions.status();
   const Result<bool> has_row = versions->Step();
   ASSERT_TRUE(has_row.ok() && *has_row) << has_row.status();
-  EXPECT_EQ(versions->ColumnText(0), "1,2,3,4,5,6,7,8,9,10,11,12");
+  EXPECT_EQ(versions->ColumnText(0), "1,2,3,4,5,6,7,8,9,10,11,12,13");
   Result<sqlite_internal::SqliteStatement> heartbeats = db->Query(
       "SELECT group_concat(received_at_ms, ',') FROM "
       "(SELECT received_at_ms FROM heartbeats ORDER BY received_at_ms)");

@@ -47,6 +47,28 @@ Status SqliteStore::PutStacks(const std::vector<StackSample>& stacks) {
   });
 }
 
+Result<int64_t> SqliteStore::ExpireStacks(int64_t before_ms, int limit) {
+  if (limit < 1 || limit > kMaxExpireStacksLimit) {
+    return InvalidArgumentError("stack retention: limit is " + std::to_string(limit) +
+                                "; it must be between 1 and " +
+                                std::to_string(kMaxExpireStacksLimit));
+  }
+  return Transact(Access::kWrite, [&]() -> Result<int64_t> {
+    // The oldest windows by job_stacks_by_window_end (migration 13), a row's own address from
+    // each engine: SQLite's rowid, PostgreSQL's ctid (read and deleted in one statement, so
+    // the address still names the same row; a TID array is a TID scan, not a join).
+    const std::string oldest =
+        "SELECT " + std::string(db_.engine() == Engine::kPostgres ? "ctid" : "rowid") +
+        " FROM job_stacks WHERE window_end_ms < ?1 ORDER BY window_end_ms LIMIT ?2";
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute(db_.engine() == Engine::kPostgres
+                        ? "DELETE FROM job_stacks WHERE ctid = ANY(ARRAY(" + oldest + "))"
+                        : "DELETE FROM job_stacks WHERE rowid IN (" + oldest + ")",
+                    before_ms, int64_t{limit}));
+    return db_.Changes();
+  });
+}
+
 Result<std::vector<StackTotal>> SqliteStore::JobStacks(std::string_view compute_id,
                                                        std::string_view job_id, int64_t from_ms,
                                                        int64_t to_ms, int limit) {

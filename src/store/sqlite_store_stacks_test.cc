@@ -108,6 +108,29 @@ TEST_P(StacksTest, WindowsOverlappingTheRangeCountWhole) {
   EXPECT_THAT(Totals(0, kNow), IsEmpty());
 }
 
+// Retention deletes whole windows that ended before the cut, oldest first, at most `limit`
+// a call; windows ending at or after it stay, and so does every other job's newer stack.
+TEST_P(StacksTest, RetentionDeletesTheOldestWindowsInBatches) {
+  Put({Stack("a.py:w0:1", 1, 0), Stack("a.py:w1:1", 2, 1), Stack("a.py:w1:2", 3, 1),
+       Stack("a.py:w2:1", 4, 2), Stack("a.py:w3:1", 8, 3)});
+  // w0 ends at kNow + 1 min, w1 at + 2 min, w2 at + 3 min: the cut at + 3 min keeps w2 and w3.
+  const int64_t cut = kNow + 3 * kMinute;
+  Result<int64_t> deleted = jobs().ExpireStacks(cut, 2);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);
+  EXPECT_EQ(Totals().size(), 3u) << "w0 and one of w1's two stacks";
+  EXPECT_THAT(Totals(0, kNow + kMinute), IsEmpty()) << "the oldest window went first";
+  deleted = jobs().ExpireStacks(cut, 2);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_THAT(Totals(), ElementsAre("a.py:w3:1/gil=8(0)", "a.py:w2:1/gil=4(0)"));
+  deleted = jobs().ExpireStacks(cut, 2);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 0);
+  for (const int bad : {0, -1, kMaxExpireStacksLimit + 1})
+    EXPECT_EQ(jobs().ExpireStacks(cut, bad).status().code(), StatusCode::kInvalidArgument) << bad;
+}
+
 TEST_P(StacksTest, TopNByCountThenByStack) {
   Put({Stack("c.py:f:1", 5), Stack("b.py:f:1", 5), Stack("a.py:f:1", 1), Stack("d.py:f:1", 9)});
   EXPECT_THAT(Totals(0, 0, 3),

@@ -34,6 +34,10 @@ out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 0.0.0.0:0 2>&1 || 
 [[ "$out" == *"plain HTTP is only allowed on loopback"* ]] || fail "plain HTTP on 0.0.0.0 not refused: $out"
 pass "plain HTTP off loopback is refused"
 
+out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --stack-retention 30 2>&1 || true)"
+[[ "$out" == *"--stack-retention: "* ]] || fail "a retention without its unit is not refused by name: $out"
+pass "--stack-retention without a unit is refused, naming the flag"
+
 mkdir "$dir/releases"
 head -c 1048576 /dev/urandom >"$dir/releases/daemon.tar.gz"
 (umask 022 && exec "$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 \
