@@ -57,3 +57,15 @@ export function flameGraph(stacks) {
   return h('div', {class: 'flame', role: 'img', 'aria-label': `Flame graph of ${root.count} stack samples`},
     renderNode(root, root.count, root.count));
 }
+
+// Why a job's stacks answer is empty: none were sampled, or the server's retention deleted them
+// (`retained_from_ms`, the stacks API's cut; 0 when stacks are kept for ever). `job` is the
+// job's record, `nowMs` the time to count the retention's days from.
+export function noStacksText(stacks, job, nowMs) {
+  const ended = job.end_ms || 0;
+  if (stacks.retained_from_ms && ended && ended < stacks.retained_from_ms) {
+    const days = Math.round((nowMs - stacks.retained_from_ms) / 86400000);
+    return `This job's Python stacks are gone: the server keeps them ${days} days after they were sampled.`;
+  }
+  return 'No Python stacks were collected for this job.';
+}

@@ -9,7 +9,7 @@ import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, sta
 import {refusedRecordsProblem, runsProblem, workersSupplying} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
-import {buildTree, shortFrame} from '../src/flame.js';
+import {buildTree, noStacksText, shortFrame} from '../src/flame.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {METRICS, toColumns} from '../src/timeline.js';
 import {MIN_BAND_PX, legendCodes, ribbonBands, verdictColor} from '../src/verdict_ribbon.js';
@@ -405,4 +405,14 @@ test('a segment\'s PC sampling reads as the shares of its main stall reasons', (
     trigger_reason: 'gpu_idle', bytes: 1, events: 1, download: '/d',
     pc_sampling: {state: 'restricted', reason: 'r'}}]});
   assert.equal(row.stalls.text, 'not allowed on this node');
+});
+
+test('a job without stacks says whether retention deleted them', () => {
+  const day = 86400000;
+  const now = 100 * day;
+  const kept = {retained_from_ms: now - 30 * day};
+  assert.match(noStacksText(kept, {end_ms: now - 31 * day}, now), /gone: the server keeps them 30 days/);
+  assert.equal(noStacksText(kept, {end_ms: now - 29 * day}, now), 'No Python stacks were collected for this job.');
+  assert.equal(noStacksText(kept, {end_ms: 0}, now), 'No Python stacks were collected for this job.');
+  assert.equal(noStacksText({retained_from_ms: 0}, {end_ms: 1}, now), 'No Python stacks were collected for this job.');
 });

@@ -141,6 +141,33 @@ Status ResolveRemoteTelemetry(ServeFlags& flags) {
   return OkStatus();
 }
 
+// Stack retention on a thread of its own, each minute: a large site stores thousands of stack
+// rows a second (docs/scaling.md), and deleting them takes seconds a minute. Each batch holds
+// the store's writers for one transaction; the thread then waits as long as the batch took, so
+// that the store's other users have it at least half the time, and goes on while whole batches
+// expire (a backlog drains at half the store's delete rate).
+void RunStackRetention(ServerApp& app, Clock& clock, const std::atomic<bool>& stop) {
+  auto next = std::chrono::steady_clock::now();
+  while (!stop) {
+    if (std::chrono::steady_clock::now() >= next) {
+      next = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (!stop) {
+        const auto start = std::chrono::steady_clock::now();
+        Result<int64_t> deleted = app.ExpireStacksOnce(clock.NowMs());
+        if (!deleted.ok()) {
+          std::fprintf(stderr, "expanse-server: stack retention: %s\n",
+                       deleted.status().ToString().c_str());
+          break;
+        }
+        if (*deleted < ServerApp::kStackRetentionBatch)
+          break;
+        std::this_thread::sleep_for(std::chrono::steady_clock::now() - start);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // Runs the alert evaluator every `interval` until `stop`; a round's problems go to stderr.
 void RunAlerts(AlertEvaluator& evaluator, std::chrono::milliseconds interval,
                const std::atomic<bool>& stop) {
@@ -270,13 +297,14 @@ int RunServe(ServeFlags flags) {
                         alert_options);
   std::thread alert_thread(RunAlerts, std::ref(alerts),
                            std::chrono::milliseconds(alert_interval->count()), std::cref(g_stop));
+  std::thread stack_retention_thread(RunStackRetention, std::ref(**app), std::ref(clock),
+                                     std::cref(g_stop));
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto next_stale_check = std::chrono::steady_clock::now();
   auto next_flush = next_stale_check + std::chrono::minutes(5);
   auto next_segment_retention = next_stale_check;
-  auto next_stack_retention = next_stale_check;
   while (!g_stop) {
     if (std::chrono::steady_clock::now() >= next_flush) {
       // Sealing head chunks bounds the WAL and the replay time after a crash.
@@ -295,16 +323,6 @@ int RunServe(ServeFlags flags) {
       }
       next_segment_retention += std::chrono::minutes(5);
     }
-    // Each minute: a large site stores thousands of stack rows a second (docs/scaling.md), and
-    // a call deletes at most a few seconds' worth of batches, so that the writers it holds up
-    // wait little.
-    if (std::chrono::steady_clock::now() >= next_stack_retention) {
-      if (Result<int64_t> n = (*app)->ApplyStackRetention(clock.NowMs()); !n.ok()) {
-        std::fprintf(stderr, "expanse-server: stack retention: %s\n",
-                     n.status().ToString().c_str());
-      }
-      next_stack_retention = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-    }
     if (std::chrono::steady_clock::now() >= next_stale_check) {
       if (auto n = (*app)->control().MarkStaleComputes(); !n.ok()) {
         std::fprintf(stderr, "expanse-server: marking stale computes: %s\n",
@@ -316,6 +334,7 @@ int RunServe(ServeFlags flags) {
   }
   std::printf("expanse-server: shutting down\n");
   alert_thread.join();
+  stack_retention_thread.join();
   (*app)->Stop();
   // Seal and persist the head chunks, so the next start has no WAL to replay and the
   // telemetry directory holds exactly the data at rest.

@@ -111,6 +111,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   }
   app->context_->remote_telemetry = remote_store;
   app->context_->segments = app->segments_.get();
+  app->context_->stack_retention_ms = app->options_.stack_retention_ms;
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;
@@ -159,19 +160,10 @@ Status ServerApp::ApplySegmentRetention(int64_t now_ms) {
       .status();
 }
 
-Result<int64_t> ServerApp::ApplyStackRetention(int64_t now_ms, std::chrono::milliseconds budget) {
+Result<int64_t> ServerApp::ExpireStacksOnce(int64_t now_ms, int limit) {
   if (options_.stack_retention_ms <= 0)
     return int64_t{0};
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  int64_t total = 0;
-  while (true) {
-    EXPANSE_ASSIGN_OR_RETURN(const int64_t deleted,
-                             store_->Jobs().ExpireStacks(now_ms - options_.stack_retention_ms,
-                                                         store::kMaxExpireStacksLimit));
-    total += deleted;
-    if (deleted < store::kMaxExpireStacksLimit || std::chrono::steady_clock::now() >= deadline)
-      return total;
-  }
+  return store_->Jobs().ExpireStacks(now_ms - options_.stack_retention_ms, limit);
 }
 
 Result<http::Listener*> ServerApp::ListenerFor(const std::string& address) {

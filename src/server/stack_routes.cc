@@ -47,10 +47,15 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
         frames.push_back(
             {{"frame", f.frame}, {"self_count", f.self_count}, {"total_count", f.total_count}});
       }
+      // Windows that ended before this are deleted (--stack-retention), so a job that ended
+      // before it has no stacks left, whatever was sampled.
+      const int64_t retained_from_ms =
+          ctx->stack_retention_ms > 0 ? ctx->clock.NowMs() - ctx->stack_retention_ms : 0;
       return json{{"stacks", list},
                   {"total_count", total},
                   {"distinct_stacks", stacks.size()},
-                  {"top_frames", frames}};
+                  {"top_frames", frames},
+                  {"retained_from_ms", retained_from_ms}};
     });
   });
 }

@@ -364,7 +364,7 @@ DELETE FROM heartbeats WHERE received_at_ms <
 // Stack retention (ExpireStacks) deletes the oldest windows first, in batches: by this index,
 // not by reading the whole table.
 constexpr const char* kSchemaV13 = R"sql(
-CREATE INDEX job_stacks_by_window_end ON job_stacks (window_end_ms);
+CREATE INDEX IF NOT EXISTS job_stacks_by_window_end ON job_stacks (window_end_ms);
 )sql";
 
 }  // namespace

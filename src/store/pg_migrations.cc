@@ -345,9 +345,11 @@ DELETE FROM heartbeats WHERE received_at_ms <
     WHERE newest.compute_id = heartbeats.compute_id) - 86400000;
 )sql";
 
-// As on SQLite (migrations.cc, kSchemaV13): stack retention's index.
+// As on SQLite (migrations.cc, kSchemaV13): stack retention's index. IF NOT EXISTS: on a large
+// job_stacks the operator builds it beforehand without stopping the site (CREATE INDEX
+// CONCURRENTLY, docs/scaling.md "Upgrading replicas"), and the migration then only records it.
 extern const char* const kPgSchemaV13 = R"sql(
-CREATE INDEX job_stacks_by_window_end ON job_stacks (window_end_ms);
+CREATE INDEX IF NOT EXISTS job_stacks_by_window_end ON job_stacks (window_end_ms);
 )sql";
 
 }  // namespace expanse::store::sqlite_internal

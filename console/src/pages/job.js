@@ -8,7 +8,7 @@ import {orgHash} from '../app.js';
 import {definitionList, errorBox, h, page} from '../dom.js';
 import {dateTime, duration, hours, mib, percent, ratioPercent, timeLimit} from '../format.js';
 import {captureRows, segmentRows, windowRows} from '../capture.js';
-import {flameGraph, shortFrame} from '../flame.js';
+import {flameGraph, noStacksText, shortFrame} from '../flame.js';
 import {METRICS, drawTimeline} from '../timeline.js';
 import {drawRibbon} from '../verdict_ribbon.js';
 import {verdictRows} from '../verdicts.js';
@@ -94,9 +94,9 @@ function eventList(events) {
     events.map((e) => h('li', {}, `${dateTime(e.at_ms)} — ${e.kind} on ${e.host}`)));
 }
 
-async function stacksSection(compute, job) {
+async function stacksSection(compute, job, j) {
   const s = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/stacks?limit=2000`);
-  if (!s.total_count) return h('section', {}, h('h2', {}, 'Python stacks'), h('p', {class: 'muted'}, 'No Python stacks were collected for this job.'));
+  if (!s.total_count) return h('section', {}, h('h2', {}, 'Python stacks'), h('p', {class: 'muted'}, noStacksText(s, j, Date.now())));
   const idle = s.stacks.reduce((n, x) => n + (x.gpu_idle_count || 0), 0);
   return h('section', {id: 'stacks', 'aria-labelledby': 'stacks-heading'},
     h('h2', {id: 'stacks-heading'}, 'Python stacks'),
@@ -225,7 +225,7 @@ export async function render({compute, job}) {
     captureHolder.replaceChildren(errorBox(err));
   }
   try {
-    stacksHolder.replaceChildren(await stacksSection(compute, job));
+    stacksHolder.replaceChildren(await stacksSection(compute, job, j));
   } catch (err) {
     stacksHolder.replaceChildren(errorBox(err));
   }
