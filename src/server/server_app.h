@@ -90,8 +90,8 @@ class ServerApp {
   SegmentStore* segments() { return segments_.get(); }  // null: none kept
   // Forgets the trace segments older than the retention (a batch of them per call).
   Status ApplySegmentRetention(int64_t now_ms);
-  // Rows one stack-retention transaction deletes at most: at the 17-29 k rows/s measured on
-  // PostgreSQL (docs/scaling.md), a store user waits at most about half a second for one.
+  // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
+  // PostgreSQL (docs/scaling.md), a store user waits about a quarter of a second for one.
   static constexpr int kStackRetentionBatch = store::kMaxExpireStacksLimit;
   // One batch of stack retention: deletes up to `limit` windows that ended more than the
   // retention ago, oldest first, in one transaction. Returns the rows deleted (0 with the
