@@ -2,6 +2,7 @@
 // sample counts. Each frame's width is its share of the samples; hovering shows the counts.
 // Built from plain elements, so it needs no canvas and every frame is reachable by keyboard.
 import {h} from './dom.js';
+import {duration} from './format.js';
 
 export function buildTree(stacks) {
   const root = {name: 'all', count: 0, children: new Map()};
@@ -58,14 +59,14 @@ export function flameGraph(stacks) {
     renderNode(root, root.count, root.count));
 }
 
-// Why a job's stacks answer is empty: none were sampled, or the server's retention deleted them
-// (`retained_from_ms`, the stacks API's cut; 0 when stacks are kept for ever). `job` is the
-// job's record, `nowMs` the time to count the retention's days from.
-export function noStacksText(stacks, job, nowMs) {
+// Why a job's stacks answer is empty: none were sampled, or the server's retention deleted any
+// there were (`retained_from_ms`, the stacks API's cut, and `stack_retention_ms`; 0 when stacks
+// are kept for ever). `job` is the job's record.
+export function noStacksText(stacks, job) {
   const ended = job.end_ms || 0;
-  if (stacks.retained_from_ms && ended && ended < stacks.retained_from_ms) {
-    const days = Math.round((nowMs - stacks.retained_from_ms) / 86400000);
-    return `This job's Python stacks are gone: the server keeps them ${days} days after they were sampled.`;
+  if (stacks.retained_from_ms && stacks.stack_retention_ms && ended && ended < stacks.retained_from_ms) {
+    return `The server keeps Python stacks ${duration(stacks.stack_retention_ms)} after they were sampled; ` +
+      'any of this job\'s have been deleted.';
   }
   return 'No Python stacks were collected for this job.';
 }

@@ -410,9 +410,13 @@ test('a segment\'s PC sampling reads as the shares of its main stall reasons', (
 test('a job without stacks says whether retention deleted them', () => {
   const day = 86400000;
   const now = 100 * day;
-  const kept = {retained_from_ms: now - 30 * day};
-  assert.match(noStacksText(kept, {end_ms: now - 31 * day}, now), /gone: the server keeps them 30 days/);
-  assert.equal(noStacksText(kept, {end_ms: now - 29 * day}, now), 'No Python stacks were collected for this job.');
-  assert.equal(noStacksText(kept, {end_ms: 0}, now), 'No Python stacks were collected for this job.');
-  assert.equal(noStacksText({retained_from_ms: 0}, {end_ms: 1}, now), 'No Python stacks were collected for this job.');
+  const kept = {retained_from_ms: now - 30 * day, stack_retention_ms: 30 * day};
+  assert.equal(noStacksText(kept, {end_ms: now - 31 * day}),
+    'The server keeps Python stacks 30 d 0 h after they were sampled; any of this job\'s have been deleted.');
+  assert.match(noStacksText({retained_from_ms: now - 6 * 3600000, stack_retention_ms: 6 * 3600000},
+    {end_ms: now - day}), /keeps Python stacks 6 h 0 min after/);
+  assert.equal(noStacksText(kept, {end_ms: now - 29 * day}), 'No Python stacks were collected for this job.');
+  assert.equal(noStacksText(kept, {end_ms: 0}), 'No Python stacks were collected for this job.');
+  assert.equal(noStacksText({retained_from_ms: 0, stack_retention_ms: 0}, {end_ms: 1}),
+    'No Python stacks were collected for this job.');
 });

@@ -116,6 +116,7 @@ TEST_F(ApiStacksTest, RetentionDeletesWindowsThatEndedLongerAgo) {
   EXPECT_EQ(r.body["stacks"][0]["folded"], "train.py:main:10;train.py:step:20");
   // Where the retention cuts now, for the console to tell a deleted job's stacks from none.
   EXPECT_EQ(r.body["retained_from_ms"], clock_.NowMs() - thirty_days);
+  EXPECT_EQ(r.body["stack_retention_ms"], thirty_days);
 }
 
 TEST_F(ApiStacksTest, RedeliveredBatchesDoNotDoubleCounts) {

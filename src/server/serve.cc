@@ -161,7 +161,11 @@ void RunStackRetention(ServerApp& app, Clock& clock, const std::atomic<bool>& st
         }
         if (*deleted < ServerApp::kStackRetentionBatch)
           break;
-        std::this_thread::sleep_for(std::chrono::steady_clock::now() - start);
+        // In steps, so that a batch that waited long for the lock does not hold up a stop.
+        const auto resume =
+            std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - start);
+        while (!stop && std::chrono::steady_clock::now() < resume)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

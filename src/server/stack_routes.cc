@@ -55,7 +55,8 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
                   {"total_count", total},
                   {"distinct_stacks", stacks.size()},
                   {"top_frames", frames},
-                  {"retained_from_ms", retained_from_ms}};
+                  {"retained_from_ms", retained_from_ms},
+                  {"stack_retention_ms", ctx->stack_retention_ms}};
     });
   });
 }

@@ -96,7 +96,7 @@ function eventList(events) {
 
 async function stacksSection(compute, job, j) {
   const s = await api.get(path`/api/v1/computes/${compute}/jobs/${job}/stacks?limit=2000`);
-  if (!s.total_count) return h('section', {}, h('h2', {}, 'Python stacks'), h('p', {class: 'muted'}, noStacksText(s, j, Date.now())));
+  if (!s.total_count) return h('section', {}, h('h2', {}, 'Python stacks'), h('p', {class: 'muted'}, noStacksText(s, j)));
   const idle = s.stacks.reduce((n, x) => n + (x.gpu_idle_count || 0), 0);
   return h('section', {id: 'stacks', 'aria-labelledby': 'stacks-heading'},
     h('h2', {id: 'stacks-heading'}, 'Python stacks'),
