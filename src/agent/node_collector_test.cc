@@ -41,7 +41,9 @@ class NodeCollectorTest : public ::testing::Test {
     unsetenv("EXPANSE_FAKE_NVML_SCENARIO");
     std::filesystem::remove_all(dir_);
   }
-  void Event(const std::string& kind, int64_t at_ms, const std::string& gpus) {
+  // Job 7's Prolog/Epilog event, into `events_dir` ("" = the collector options').
+  void Event(const std::string& kind, int64_t at_ms, const std::string& gpus,
+             const std::string& events_dir = "") {
     JobEvent e;
     e.kind = kind;
     e.job_id = "7";
@@ -49,7 +51,23 @@ class NodeCollectorTest : public ::testing::Test {
     e.host = "n1";
     e.at_ms = at_ms;
     e.gpus = gpus;
-    ASSERT_TRUE(WriteJobEvent(options_.events_dir, e).ok());
+    ASSERT_TRUE(WriteJobEvent(events_dir.empty() ? options_.events_dir : events_dir, e).ok());
+  }
+  // Job 7 starts on GPU-a at 50 %, which then goes idle (the fake NVML's 0 %).
+  void RunJobWhoseGpuGoesIdle(NodeCollector& collector, const std::string& events_dir,
+                              const std::function<void()>& while_busy) {
+    collector.TickFast();
+    Event("start", clock_.NowMs(), "1", events_dir);  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
+    collector.Commit(collector.Collect());
+    clock_.Advance(1000);
+    collector.TickFast();  // busy
+    while_busy();
+    std::ofstream(dir_ + "/scenario.json.tmp")
+        << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
+    std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
+    clock_.Advance(1000);
+    collector.TickFast();  // idle: escalate
   }
   std::string dir_;
   NodeCollectorOptions options_;
@@ -73,31 +91,6 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
   EXPECT_TRUE(std::filesystem::is_empty(options_.events_dir));
 }
 
-// Job 7 starts on GPU-a at 50 %, which then goes idle (the fake NVML's 0 %).
-void RunJobWhoseGpuGoesIdle(NodeCollector& collector, ManualClock& clock, const std::string& dir,
-                            const std::string& events_dir,
-                            const std::function<void()>& while_busy) {
-  collector.TickFast();
-  JobEvent e;
-  e.kind = "start";
-  e.job_id = "7";
-  e.slurm_job_id = 7;
-  e.host = "n1";
-  e.at_ms = clock.NowMs();
-  e.gpus = "1";  // GRES 1 = /dev/nvidia1 = GPU-a, at 50 %
-  ASSERT_TRUE(WriteJobEvent(events_dir, e).ok());
-  collector.Commit(collector.Collect());
-  clock.Advance(1000);
-  collector.TickFast();  // busy
-  while_busy();
-  std::ofstream(dir + "/scenario.json.tmp")
-      << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
-  std::filesystem::rename(dir + "/scenario.json.tmp", dir + "/scenario.json");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
-  clock.Advance(1000);
-  collector.TickFast();  // idle: escalate
-}
-
 // Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
 // window, through the node-local control directory (no counter helper needed).
 TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
@@ -107,7 +100,7 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   std::vector<std::string> logged;
   options_.phase_b_log = [&](const std::string& line) { logged.push_back(line); };
   NodeCollector collector(options_, clock_);
-  RunJobWhoseGpuGoesIdle(collector, clock_, dir_, options_.events_dir,
+  RunJobWhoseGpuGoesIdle(collector, options_.events_dir,
                          [&] { EXPECT_FALSE(std::filesystem::exists(control + "/phase-b/7")); });
   std::ifstream in(control + "/phase-b/7");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -138,7 +131,7 @@ TEST_F(NodeCollectorTest, WithEscalationOffAnIdleGpuWritesNoPhaseBTrigger) {
     options.events_dir = dir_ + (escalation ? "/events-on" : "/events-off");
     options.allocations_file = dir_ + (escalation ? "/state-on" : "/state-off") + "/open.json";
     NodeCollector collector(options, clock_);
-    RunJobWhoseGpuGoesIdle(collector, clock_, dir_, options.events_dir, [] {});
+    RunJobWhoseGpuGoesIdle(collector, options.events_dir, [] {});
     EXPECT_EQ(collector.PhaseBTriggers(), escalation ? 1u : 0u);
     EXPECT_EQ(std::filesystem::exists(control + "/phase-b/7"), escalation);
   }
