@@ -1,11 +1,14 @@
 // The capture agent's aggregates of a job end to end: ingested in a batch from the compute's
 // daemon, summed through the console API.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "server/api_test_util.h"
+#include "wire/capture_records.h"
 
 namespace expanse::server {
 namespace api_capture_test {
@@ -115,6 +118,43 @@ TEST_F(ApiCaptureTest, ABadAggregateRefusesTheBatchNamingTheField) {
   Reply none = Capture();
   ASSERT_EQ(none.status, 200);
   EXPECT_EQ(none.body["windows"], 0);
+}
+
+// Each figure is bounded on intake, but ten windows of the largest ones add past int64: the
+// sums stop at its maximum (neither wrapped negative nor undefined), a window's own figures stay.
+TEST_F(ApiCaptureTest, SumsOfTheLargestFiguresStopAtTheInt64Maximum) {
+  constexpr int64_t kMaxNs = wire::kMaxCaptureCount * 1000;
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  json windows = json::array();
+  for (int i = 0; i < 10; ++i) {
+    json w = Aggregate("worker1", 101, i, 1, kMaxNs);
+    w["kernels"] = {{"count", wire::kMaxCaptureCount},
+                    {"gpu_ns", kMaxNs},
+                    {"top", {{{"name", "gemm"}, {"count", wire::kMaxCaptureCount}, {"gpu_ns", kMaxNs}}}},
+                    {"other", {{"count", 0}, {"gpu_ns", 0}}}};
+    w["sync"]["device"]["wall_ns"] = kMaxNs;
+    w["nvtx"]["marks"] = wire::kMaxCaptureCount;
+    w["dropped_records"] = wire::kMaxCaptureCount;
+    windows.push_back(std::move(w));
+  }
+  Reply ingested = Ingest(1, windows);
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+
+  Reply r = Capture();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["windows"], 10);
+  EXPECT_EQ(r.body["kernels"]["count"], wire::kMaxCaptureCount * 10);  // still within int64
+  EXPECT_EQ(r.body["kernels"]["gpu_ns"], kInt64Max);
+  EXPECT_EQ(r.body["kernels"]["top"][0]["gpu_ns"], kInt64Max);
+  EXPECT_EQ(r.body["memcpy"]["htod"]["bytes"], kInt64Max);
+  EXPECT_EQ(r.body["sync"]["device"]["wall_ns"], kInt64Max);
+  EXPECT_EQ(r.body["nvtx"]["marks"], wire::kMaxCaptureCount * 10);
+  EXPECT_EQ(r.body["dropped_records"], wire::kMaxCaptureCount * 10);
+  ASSERT_EQ(r.body["processes"].size(), 1u);
+  EXPECT_EQ(r.body["processes"][0]["kernel_ns"], kInt64Max);
+  ASSERT_EQ(r.body["timeline"].size(), 10u);
+  EXPECT_EQ(r.body["timeline"][9]["kernel_ns"], kMaxNs);
+  EXPECT_EQ(r.body["timeline"][9]["memcpy_bytes"], kMaxNs);
 }
 
 TEST_F(ApiCaptureTest, AJobWithoutCaptureHasAnEmptySummary) {

@@ -231,10 +231,10 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
 
   listener.Get("/api/v1/orgs/:org/audit", [ctx](const http::Request& req) {
     return Authed(*ctx, req, [&](const Principal& p) {
-      int limit = 100;
-      if (auto l = req.QueryParam("limit"))
-        limit = std::atoi(std::string(*l).c_str());
-      auto events = ctx->control.Audit(p, req.PathParam("org"), limit);
+      Result<int64_t> limit = IntQueryParam(req, "limit", 100, 1, 1000);
+      if (!limit.ok())
+        return http::ErrorResponse(limit.status());
+      auto events = ctx->control.Audit(p, req.PathParam("org"), static_cast<int>(*limit));
       if (!events.ok())
         return http::ErrorResponse(events.status());
       json list = json::array();

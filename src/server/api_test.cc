@@ -282,6 +282,15 @@ TEST_F(ApiTest, AuditLogRecordsSecurityEvents) {
                            "install_token.refused"}) {
     EXPECT_NE(actions.find(want), std::string::npos) << want << " in " << actions;
   }
+  // A limit that is no integer from 1 to 1,000 (one past int's range among them) is named.
+  for (const char* bad : {"0", "1001", "abc", "99999999999", "-1", "5x"}) {
+    Reply r = Call("GET", std::string("/api/v1/orgs/acme/audit?limit=") + bad, "", Bearer(token_));
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.dump().find("limit must be an integer from 1 to 1000"), std::string::npos)
+        << bad << ": " << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/audit?limit=1", "", Bearer(token_)).body["events"].size(),
+            1u);
 }
 
 TEST_F(ApiTest, UnknownRoutesAndMethodsAreJson) {

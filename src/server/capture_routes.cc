@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "server/idle_ledger.h"
 #include "server/route_util.h"
 #include "server/routes.h"
 #include "wire/capture_records.h"
@@ -23,14 +24,16 @@ constexpr size_t kTimelineEntries = 2000;
 constexpr size_t kTopEntries = 20;
 constexpr size_t kMaxProcesses = 1000;
 
+// Sums saturate at INT64_MAX: each figure a worker sends is bounded (2^50 counts, 2^50 us), but
+// a day of windows of such figures adds past int64.
 struct Sum {
   int64_t count = 0;
   int64_t ns = 0;
   int64_t bytes = 0;
   void Add(const wire::CaptureTotal& t) {
-    count += t.count;
-    ns += t.ns;
-    bytes += t.bytes;
+    count = SaturatingAdd(count, t.count);
+    ns = SaturatingAdd(ns, t.ns);
+    bytes = SaturatingAdd(bytes, t.bytes);
   }
 };
 
@@ -70,31 +73,31 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
       ++unreadable;
       continue;
     }
-    kernels.count += r->kernel_count;
-    kernels.ns += r->kernel_ns;
+    kernels.count = SaturatingAdd(kernels.count, r->kernel_count);
+    kernels.ns = SaturatingAdd(kernels.ns, r->kernel_ns);
     for (const auto& k : r->top_kernels)
       by_kernel[k.name].Add(k);
     other.Add(r->other_kernels);
     int64_t copied = 0, synced = 0;
     for (const auto& c : r->memcpy) {
       by_direction[c.name].Add(c);
-      copied += c.bytes;
+      copied = SaturatingAdd(copied, c.bytes);
     }
     memset.Add(r->memset);
     for (const auto& s : r->sync) {
       by_sync[s.name].Add(s);
-      synced += s.ns;
+      synced = SaturatingAdd(synced, s.ns);
     }
     for (const auto& n : r->nvtx_ranges)
       by_range[n.name].Add(n);
-    marks += r->nvtx_marks;
-    dropped += r->dropped_records;
+    marks = SaturatingAdd(marks, r->nvtx_marks);
+    dropped = SaturatingAdd(dropped, r->dropped_records);
     Process& p = processes[{w.host, w.pid}];
     if (p.windows++ == 0)
       p.first_ms = w.window_start_ms;
     p.last_ms = std::max(p.last_ms, w.window_end_ms);
     p.rank = r->rank;
-    p.kernel_ns += r->kernel_ns;
+    p.kernel_ns = SaturatingAdd(p.kernel_ns, r->kernel_ns);
     if (i >= timeline_from) {
       // The window's own longest kernel: the agent lists them longest first, but the decoder does
       // not hold a job's file to that order, so it is found here (ties by name, as Top).
