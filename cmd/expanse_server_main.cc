@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
         ->required();
     serve_cmd->add_option("--tsdb-dir", serve.options.tsdb_dir,
                           "The embedded telemetry store's directory (default: the --db file + "
-                          ".tsdb; required with a PostgreSQL --db)");
+                          ".tsdb; required with a PostgreSQL --db; refused with --telemetry-store "
+                          "remote)");
     serve_cmd
         ->add_option("--telemetry-store", serve.options.telemetry_store,
                      "Where samples live: embedded (this machine's --tsdb-dir) or remote (a "
@@ -146,6 +147,11 @@ int main(int argc, char** argv) {
                           "File (mode 600) holding access-key:secret-key for the bucket");
     serve_cmd->add_option("--segment-s3-ca-file", serve.options.segment_s3.ca_file,
                           "CA bundle for the bucket's TLS (default: the system's)");
+    serve_cmd
+        ->add_option("--retention", serve.retention,
+                     "How long the embedded telemetry store keeps samples (0 = forever; a remote "
+                     "store keeps its own)")
+        ->capture_default_str();
     serve_cmd
         ->add_option("--segment-retention", serve.segment_retention,
                      "How long trace segments are kept after they arrive (0 = forever)")

@@ -227,7 +227,8 @@ int RunServe(ServeFlags flags) {
   flags.options.control.stale_after_ms = stale->count();
   auto retention = ParseDuration(flags.retention);
   if (!retention.ok())
-    return Fail(retention.status());
+    return Fail(
+        Status(retention.status().code(), "--retention: " + retention.status().message()));
   flags.options.retention_ms = retention->count();
   auto segment_retention = ParseDuration(flags.segment_retention);
   if (!segment_retention.ok())

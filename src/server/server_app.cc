@@ -51,6 +51,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   }
   if (remote_telemetry && !app->options_.tsdb_dir.empty())
     return InvalidArgumentError("--tsdb-dir is for the embedded telemetry store, not remote");
+  if (remote_telemetry && app->options_.retention_ms != 0) {
+    return InvalidArgumentError(
+        "--retention is for the embedded telemetry store; a remote store keeps samples as long "
+        "as its own retention says (VictoriaMetrics: -retentionPeriod)");
+  }
 
   if (!app->options_.tls_self_signed_dir.empty()) {
     if (!app->options_.tls_cert.empty()) {

@@ -38,6 +38,15 @@ out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --stac
 [[ "$out" == *"--stack-retention: "* ]] || fail "a retention without its unit is not refused by name: $out"
 pass "--stack-retention without a unit is refused, naming the flag"
 
+out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --retention 30 2>&1 || true)"
+[[ "$out" == *"--retention: "* ]] || fail "a telemetry retention without its unit is not refused by name: $out"
+# Read into the server's options: a remote store keeps its own retention, so one is refused there.
+out="$("$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 --telemetry-store remote \
+  --telemetry-url "$VM_URL" --retention 30d 2>&1 || true)"
+[[ "$out" == *"--retention is for the embedded telemetry store"* ]] ||
+  fail "--retention with a remote telemetry store is not refused: $out"
+pass "--retention without a unit is refused by name, and with a remote store at all"
+
 mkdir "$dir/releases"
 head -c 1048576 /dev/urandom >"$dir/releases/daemon.tar.gz"
 (umask 022 && exec "$SERVER" serve --db "$dir/db.sqlite" --control-listen 127.0.0.1:0 \
