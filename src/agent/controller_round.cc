@@ -7,6 +7,7 @@
 #include "agent/gpu_json.h"
 #include "agent/sampler_role.h"
 #include "agent/stack_burst_request.h"
+#include "core/utf8.h"
 #include "outbox/payload.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
@@ -21,14 +22,37 @@ constexpr size_t kMaxRefusingHosts = 4096;
 // The heartbeat stays small; the total is in bad_worker_records.
 constexpr size_t kMaxRefusingHostsReported = 50;
 
+// A node list cut to the record's limit at its last top-level comma: a shorter host list, not a
+// broken one ("gpu[001-003],gpu[0" would name no host).
+std::string FitNodeList(const std::string& nodes) {
+  std::string clean = CleanText(nodes, std::string::npos);
+  if (clean.size() <= wire::kMaxJobNodesBytes)
+    return clean;
+  size_t last_comma = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= wire::kMaxJobNodesBytes; ++i) {
+    if (clean[i] == '[')
+      ++depth;
+    else if (clean[i] == ']')
+      --depth;
+    else if (clean[i] == ',' && depth == 0)
+      last_comma = i;
+  }
+  clean.resize(last_comma);
+  return clean;
+}
+
+// SLURM's text fitted to what the server takes (wire::DecodeJob): users choose job names (a
+// tab, 300 bytes) and accounts, and a large job's node list can pass 4 KiB; one field over a
+// limit would have the server refuse the round's whole batch, this node's telemetry with it.
 wire::JobRecord JobRecordOf(const slurm::JobInfo& j, int64_t observed_ms) {
   return wire::JobRecord{.job_id = j.job_id,
-                         .name = j.name,
-                         .user = j.user,
-                         .account = j.account,
-                         .partition = j.partition,
-                         .state = j.state,
-                         .nodes = j.nodes,
+                         .name = CleanText(j.name, wire::kMaxJobNameBytes),
+                         .user = CleanText(j.user, wire::kMaxJobWordBytes),
+                         .account = CleanText(j.account, wire::kMaxJobWordBytes),
+                         .partition = CleanText(j.partition, wire::kMaxJobWordBytes),
+                         .state = CleanText(j.state, wire::kMaxJobStateBytes),
+                         .nodes = FitNodeList(j.nodes),
                          .submit_ms = j.submit_ms,
                          .start_ms = j.start_ms,
                          .end_ms = j.end_ms,
@@ -62,7 +86,9 @@ constexpr size_t kRecentTriggerHosts = 8;
 // The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
 // reported once they exist.
 bool Storable(const slurm::JobInfo& j) {
-  return !j.job_id.empty() && j.job_id.find('[') == std::string::npos && j.job_id.size() <= 64;
+  return !j.job_id.empty() && j.job_id.find('[') == std::string::npos &&
+         j.job_id.size() <= wire::kMaxJobIdBytes && CleanText(j.job_id, wire::kMaxJobIdBytes) == j.job_id &&
+         !j.state.empty();
 }
 
 }  // namespace
@@ -403,11 +429,19 @@ void ControllerRound::AddSlurmAllocations(const std::vector<slurm::JobInfo>& job
       fallback_.Reconcile(jobs, inventories, now_ms, &problems);
   for (const std::string& problem : problems)
     Log(problem);
-  if (entries.empty())
-    return;
+  // A worker's health report names its GPUs: a UUID the server would refuse (too long, a
+  // control character) is that worker's bad record, not a reason to lose every allocation.
   BatchBuilder batch;
-  for (wire::GpuAllocationRecord& e : entries)
-    batch.AddAllocation(std::move(e));
+  for (wire::GpuAllocationRecord& e : entries) {
+    Result<wire::GpuAllocationRecord> checked =
+        wire::DecodeGpuAllocation(wire::Encode(e), "allocation", "bad_record");
+    if (checked.ok())
+      batch.AddAllocation(std::move(e));
+    else
+      NoteRefusedRecords(e.host, 1, checked.status());
+  }
+  if (batch.allocations().empty())
+    return;
   if (Status s = Enqueue(batch); !s.ok())
     Log("cannot queue SLURM's GPU allocations: " + s.message());
   else

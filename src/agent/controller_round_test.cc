@@ -19,6 +19,7 @@
 #include "core/test_temp_dir.h"
 #include "spool/spool_writer.h"
 #include "wire/json_parse.h"
+#include "wire/records.h"
 
 namespace expanse::agent {
 namespace controller_round_test {
@@ -352,6 +353,80 @@ TEST_F(ControllerRoundTest, SlurmAllocationsMapGresIndicesThroughTheHostsGresCon
   round = MakeRound();
   ASSERT_TRUE(round->Run().has_value());
   EXPECT_THAT(allocated(), ElementsAre("GPU-a"));
+}
+
+// Users choose job names and accounts, and a large job's node list can pass 4 KiB: each field
+// is fitted to the server's limits, since one the server refuses would cost the round's batch
+// (this host's samples with it).
+TEST_F(ControllerRoundTest, SlurmTextIsFittedSoTheServerTakesTheBatch) {
+  std::string nodes;
+  for (int i = 0; nodes.size() < 5000; ++i)
+    nodes += (nodes.empty() ? "" : ",") + std::string("rack") + std::to_string(i) + "-gpu[01-08]";
+  nlohmann::json squeue = nlohmann::json::parse(kSqueue);
+  squeue["jobs"][0]["name"] = "train\tsweep " + std::string(300, 'x');
+  squeue["jobs"][0]["account"] = "lab\x01" "a";
+  squeue["jobs"][0]["nodes"] = nodes;
+  Squeue(0, squeue.dump());
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  collector_->TickFast();
+  ASSERT_TRUE(round->Run().has_value());
+
+  const std::vector<nlohmann::json> batches = Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0]["jobs"].size(), 1u);
+  EXPECT_FALSE(batches[0]["series"].empty());
+  const nlohmann::json& job = batches[0]["jobs"][0];
+  Result<wire::JobRecord> taken = wire::DecodeJob(job, "job", "invalid_batch");
+  ASSERT_TRUE(taken.ok()) << taken.status();  // as the server decodes it
+  EXPECT_EQ(taken->name.size(), wire::kMaxJobNameBytes);
+  EXPECT_TRUE(taken->name.starts_with("train?sweep xxx")) << taken->name;
+  EXPECT_EQ(taken->account, "lab?a");
+  // Cut at the last whole host-list entry that fits: a shorter list, not a broken one.
+  ASSERT_LE(taken->nodes.size(), wire::kMaxJobNodesBytes);
+  EXPECT_GT(taken->nodes.size(), wire::kMaxJobNodesBytes - 40);
+  EXPECT_TRUE(nodes.starts_with(taken->nodes + ",")) << taken->nodes.substr(taken->nodes.size() - 40);
+  EXPECT_TRUE(taken->nodes.ends_with("-gpu[01-08]"));
+}
+
+// A worker's health report names its GPUs; one whose UUID the server would refuse costs that
+// GPU's allocation, counted against the worker, not every allocation SLURM showed this round.
+TEST_F(ControllerRoundTest, AWorkersUnstorableGpuUuidCostsOnlyItsOwnAllocation) {
+  Squeue(0, R"json({"jobs": [
+    {"job_id": 71, "name": "a", "user_name": "ana", "partition": "gpu", "job_state": ["RUNNING"],
+     "nodes": "ctl", "start_time": {"set": true, "number": 1700000000},
+     "gres_detail": ["gpu:1(IDX:0)"], "job_resources": {"allocated_nodes": [{"nodename": "ctl"}]}},
+    {"job_id": 72, "name": "b", "user_name": "ana", "partition": "gpu", "job_state": ["RUNNING"],
+     "nodes": "w1", "start_time": {"set": true, "number": 1700000000},
+     "gres_detail": ["gpu:1(IDX:0)"], "job_resources": {"allocated_nodes": [{"nodename": "w1"}]}}]})json");
+  spool::SpoolWriterOptions w;
+  w.spool_root = tmp_ / "spool";
+  w.hostname = "w1";
+  w.boot_id = "boot-1";
+  w.state_dir = tmp_ / "writer-w1";
+  Result<std::unique_ptr<spool::SpoolWriter>> writer = spool::SpoolWriter::Open(w, host_.clock());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const nlohmann::json health = {
+      {"inventory",
+       {{"gpus", {{{"uuid", "GPU-" + std::string(200, 'f')}, {"index", 0}, {"minor", 0}}}}}}};
+  ASSERT_TRUE((*writer)->WriteHealth(health.dump()).ok());
+  options_.gres_conf_path = "/etc/slurm/gres.conf";
+  host_.Put("/etc/slurm/gres.conf",
+            "NodeName=ctl Name=gpu File=/dev/nvidia0\nNodeName=w1 Name=gpu File=/dev/nvidia0\n");
+
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  collector_->TickFast();
+  std::optional<RoundReport> report = round->Run();
+  ASSERT_TRUE(report.has_value());
+  std::vector<std::string> allocated;
+  for (const nlohmann::json& batch : Batches()) {
+    for (const nlohmann::json& a : batch.value("gpu_allocations", nlohmann::json::array())) {
+      ASSERT_TRUE(wire::DecodeGpuAllocation(a, "allocation", "invalid_batch").ok()) << a;
+      allocated.push_back(a["job_id"].get<std::string>() + "@" + a["host"].get<std::string>());
+    }
+  }
+  EXPECT_THAT(allocated, ElementsAre("71@ctl")) << ::testing::PrintToString(log_);
+  EXPECT_EQ(report->diagnostics["bad_worker_records"], 1);
+  EXPECT_EQ(report->diagnostics["bad_worker_records_by_host"]["w1"]["records"], 1);
 }
 
 // Live detection: a 2-node job whose GPUs spin near idle power past the threshold gets one

@@ -37,24 +37,6 @@ std::optional<uint32_t> SlurmNumber(const std::string& s) {
 
 bool IsSlurmNumber(const std::string& s) { return SlurmNumber(s).has_value(); }
 
-// Keeps file names and JSON tame whatever the environment holds.
-std::string Clean(std::string value, size_t max) {
-  if (value.size() > max)
-    value.resize(max);
-  for (char& c : value) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      c = '?';
-  }
-  // JSON holds only UTF-8 (nlohmann's dump throws on anything else), and the cut above may
-  // split a character: then every non-ASCII byte goes.
-  if (!IsValidUtf8(value)) {
-    for (char& c : value) {
-      if (static_cast<unsigned char>(c) >= 0x80)
-        c = '?';
-    }
-  }
-  return value;
-}
 
 }  // namespace
 
@@ -78,19 +60,19 @@ Result<JobEvent> JobEventFromEnvironment(const std::string& kind,
     return InvalidArgumentError("no SLURM_JOB_ID in the hook's environment (was it run by slurmd?)")
         .WithReason("no_job");
   } else {
-    return InvalidArgumentError("SLURM_JOB_ID \"" + Clean(job, 32) +
+    return InvalidArgumentError("SLURM_JOB_ID \"" + CleanText(job, 32) +
                                 "\" is not a SLURM job id (digits, at most 4294967295)")
         .WithReason("no_job");
   }
   if (const std::optional<uint32_t> id = SlurmNumber(job))
     e.slurm_job_id = *id;
   const std::string node = Get(env, "SLURMD_NODENAME");
-  e.host = Clean(node.empty() ? fallback_host : node, 253);
+  e.host = CleanText(node.empty() ? fallback_host : node, 253);
   e.at_ms = now_ms;
-  e.user = Clean(Get(env, "SLURM_JOB_USER"), 64);
-  e.partition = Clean(Get(env, "SLURM_JOB_PARTITION"), 64);
-  e.gpus = Clean(Get(env, "SLURM_JOB_GPUS"), 512);
-  e.cuda_visible_devices = Clean(Get(env, "CUDA_VISIBLE_DEVICES"), 2048);
+  e.user = CleanText(Get(env, "SLURM_JOB_USER"), 64);
+  e.partition = CleanText(Get(env, "SLURM_JOB_PARTITION"), 64);
+  e.gpus = CleanText(Get(env, "SLURM_JOB_GPUS"), 512);
+  e.cuda_visible_devices = CleanText(Get(env, "CUDA_VISIBLE_DEVICES"), 2048);
   return e;
 }
 

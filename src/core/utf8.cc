@@ -52,4 +52,25 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
+std::string CleanText(std::string text, std::size_t max_bytes) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  }
+  if (!IsValidUtf8(text)) {
+    for (char& c : text) {
+      if (static_cast<unsigned char>(c) >= 0x80)
+        c = '?';
+    }
+  }
+  if (text.size() > max_bytes) {
+    std::size_t cut = max_bytes;
+    // Valid UTF-8 by now: back off over continuation bytes (10xxxxxx) to a character's start.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+      --cut;
+    text.resize(cut);
+  }
+  return text;
+}
+
 }  // namespace expanse

@@ -4,6 +4,8 @@
 #ifndef EXPANSE_CORE_UTF8_H_
 #define EXPANSE_CORE_UTF8_H_
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace expanse {
@@ -12,6 +14,12 @@ namespace expanse {
 // no UTF-16 surrogates (U+D800..U+DFFF), nothing above U+10FFFF, no truncated
 // sequences. NUL bytes are valid UTF-8; callers that forbid them check separately.
 bool IsValidUtf8(std::string_view text);
+
+// `text` made fit for a record another program checks (a batch the server refuses whole when
+// one field breaks its rules): control characters become '?', and so does every non-ASCII
+// byte of text that is not valid UTF-8; then it is cut to at most `max_bytes` at a character's
+// start. SLURM job names, accounts and node lists are written by users and can be anything.
+std::string CleanText(std::string text, std::size_t max_bytes);
 
 }  // namespace expanse
 

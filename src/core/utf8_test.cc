@@ -38,5 +38,24 @@ TEST(Utf8Test, RejectsSurrogatesAndCodePointsAboveUnicode) {
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // U+110000
 }
 
+TEST(Utf8Test, CleanTextReplacesControlsAndCutsAtACharactersStart) {
+  EXPECT_EQ(CleanText("train\tjob\n\x7f", 64), "train?job??");
+  EXPECT_EQ(CleanText("short", 64), "short");
+  // "é" is two bytes: a cut through it backs off to its start, and the result stays UTF-8.
+  EXPECT_EQ(CleanText("ab\xC3\xA9", 3), "ab");
+  EXPECT_EQ(CleanText("ab\xC3\xA9", 4), "ab\xC3\xA9");
+  EXPECT_EQ(CleanText("\xE2\x82\xAC\xE2\x82\xAC", 5), "\xE2\x82\xAC");  // two euro signs, 5 bytes
+  // Not UTF-8 at all: every non-ASCII byte goes, the ASCII stays.
+  EXPECT_EQ(CleanText("a\xFF\xFE" "b", 64), "a??b");
+  for (const char* text : {"x\xC3", "\xF0\x9F\x98\x80\xF0\x9F\x98\x80", "\xFF\xFF\xFF"}) {
+    for (size_t max = 0; max < 9; ++max) {
+      const std::string cleaned = CleanText(text, max);
+      EXPECT_LE(cleaned.size(), max) << text;
+      EXPECT_TRUE(IsValidUtf8(cleaned)) << text << " cut to " << max;
+    }
+  }
+  EXPECT_EQ(CleanText(std::string(300, 'n'), 256), std::string(256, 'n'));
+}
+
 }  // namespace
 }  // namespace expanse

@@ -109,13 +109,13 @@ Result<StackRecord> DecodeStack(const json& value, const std::string& path,
 Result<JobRecord> DecodeJob(const json& value, const std::string& path, std::string_view reason) {
   EXPANSE_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Object(value, path, std::string(reason)));
   JobRecord j;
-  EXPANSE_ASSIGN_OR_RETURN(j.job_id, r.Text("job_id", 64, Need::kRequired));
-  EXPANSE_ASSIGN_OR_RETURN(j.name, r.Text("name", 256, Need::kOptional));
-  EXPANSE_ASSIGN_OR_RETURN(j.user, r.Text("user", 64, Need::kOptional));
-  EXPANSE_ASSIGN_OR_RETURN(j.account, r.Text("account", 64, Need::kOptional));
-  EXPANSE_ASSIGN_OR_RETURN(j.partition, r.Text("partition", 64, Need::kOptional));
-  EXPANSE_ASSIGN_OR_RETURN(j.state, r.Text("state", 32, Need::kRequired));
-  EXPANSE_ASSIGN_OR_RETURN(j.nodes, r.Text("nodes", 4096, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.job_id, r.Text("job_id", kMaxJobIdBytes, Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(j.name, r.Text("name", kMaxJobNameBytes, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.user, r.Text("user", kMaxJobWordBytes, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.account, r.Text("account", kMaxJobWordBytes, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.partition, r.Text("partition", kMaxJobWordBytes, Need::kOptional));
+  EXPANSE_ASSIGN_OR_RETURN(j.state, r.Text("state", kMaxJobStateBytes, Need::kRequired));
+  EXPANSE_ASSIGN_OR_RETURN(j.nodes, r.Text("nodes", kMaxJobNodesBytes, Need::kOptional));
   for (auto [key, field] :
        {std::pair{"submit_ms", &j.submit_ms}, std::pair{"start_ms", &j.start_ms},
         std::pair{"end_ms", &j.end_ms}, std::pair{"observed_ms", &j.observed_ms}}) {

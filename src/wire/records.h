@@ -60,6 +60,13 @@ struct GpuAllocationRecord {
   int64_t slurm_job_id = 0;
 };
 
+// A job record's text limits, in bytes (DecodeJob; the controller fits SLURM's text to them).
+inline constexpr size_t kMaxJobIdBytes = 64;
+inline constexpr size_t kMaxJobNameBytes = 256;
+inline constexpr size_t kMaxJobWordBytes = 64;  // user, account, partition
+inline constexpr size_t kMaxJobStateBytes = 32;
+inline constexpr size_t kMaxJobNodesBytes = 4096;
+
 // A SLURM job as the controller saw it (squeue or sacct) at observed_ms. Times are Unix ms,
 // 0 when not (yet) known; counts are 0 when SLURM did not say.
 struct JobRecord {
