@@ -6,8 +6,8 @@
 #include "agent/capabilities.h"
 #include "agent/gpu_json.h"
 #include "agent/sampler_role.h"
+#include "agent/slurm_job_record.h"
 #include "agent/stack_burst_request.h"
-#include "core/utf8.h"
 #include "outbox/payload.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
@@ -21,48 +21,6 @@ constexpr size_t kMaxGresConfBytes = 1 << 20;
 constexpr size_t kMaxRefusingHosts = 4096;
 // The heartbeat stays small; the total is in bad_worker_records.
 constexpr size_t kMaxRefusingHostsReported = 50;
-
-// A node list cut to the record's limit at its last top-level comma: a shorter host list, not a
-// broken one ("gpu[001-003],gpu[0" would name no host).
-std::string FitNodeList(const std::string& nodes) {
-  std::string clean = CleanText(nodes, std::string::npos);
-  if (clean.size() <= wire::kMaxJobNodesBytes)
-    return clean;
-  size_t last_comma = 0;
-  int depth = 0;
-  for (size_t i = 0; i <= wire::kMaxJobNodesBytes; ++i) {
-    if (clean[i] == '[')
-      ++depth;
-    else if (clean[i] == ']')
-      --depth;
-    else if (clean[i] == ',' && depth == 0)
-      last_comma = i;
-  }
-  clean.resize(last_comma);
-  return clean;
-}
-
-// SLURM's text fitted to what the server takes (wire::DecodeJob): users choose job names (a
-// tab, 300 bytes) and accounts, and a large job's node list can pass 4 KiB; one field over a
-// limit would have the server refuse the round's whole batch, this node's telemetry with it.
-wire::JobRecord JobRecordOf(const slurm::JobInfo& j, int64_t observed_ms) {
-  return wire::JobRecord{.job_id = j.job_id,
-                         .name = CleanText(j.name, wire::kMaxJobNameBytes),
-                         .user = CleanText(j.user, wire::kMaxJobWordBytes),
-                         .account = CleanText(j.account, wire::kMaxJobWordBytes),
-                         .partition = CleanText(j.partition, wire::kMaxJobWordBytes),
-                         .state = CleanText(j.state, wire::kMaxJobStateBytes),
-                         .nodes = FitNodeList(j.nodes),
-                         .submit_ms = j.submit_ms,
-                         .start_ms = j.start_ms,
-                         .end_ms = j.end_ms,
-                         .req_nodes = j.req_nodes,
-                         .req_cpus = j.req_cpus,
-                         .req_gpus = j.req_gpus,
-                         .req_mem_mib = j.req_mem_mib,
-                         .time_limit_s = j.time_limit_s,
-                         .observed_ms = observed_ms};
-}
 
 // The cluster's gres.conf; "" when there is none or it cannot be read.
 std::string ReadGresConf(Host& host, const std::string& path) {
@@ -82,14 +40,6 @@ LiveDetectorOptions LiveOptionsOf(const RuntimeSettings& s) {
 // Kept for the heartbeat's diagnostics, each naming at most a few hosts.
 constexpr size_t kRecentTriggers = 16;
 constexpr size_t kRecentTriggerHosts = 8;
-
-// The pending-array record "123_[5-9]" is not a job the server can store as one; its tasks are
-// reported once they exist.
-bool Storable(const slurm::JobInfo& j) {
-  return !j.job_id.empty() && j.job_id.find('[') == std::string::npos &&
-         j.job_id.size() <= wire::kMaxJobIdBytes && CleanText(j.job_id, wire::kMaxJobIdBytes) == j.job_id &&
-         !j.state.empty();
-}
 
 }  // namespace
 
@@ -151,8 +101,8 @@ RoundReport ControllerRound::Round(bool final) {
             : slurm_.ListJobs();
   if (jobs.ok()) {
     for (const slurm::JobInfo& j : *jobs) {
-      if (Storable(j))
-        AddJobIfNews(JobRecordOf(j, now_ms), now_ms, batch);
+      if (StorableJobId(j.job_id) && !j.state.empty())
+        AddJobIfNews(SlurmJobRecord(j, now_ms), now_ms, batch);
       Remember(j);
     }
     slurm_problem_.clear();
@@ -450,7 +400,7 @@ void ControllerRound::AddSlurmAllocations(const std::vector<slurm::JobInfo>& job
 
 // SLURM's number for an array task or het component -> the id squeue and the server use.
 void ControllerRound::Remember(const slurm::JobInfo& j) {
-  if (j.slurm_job_id <= 0 || !Storable(j))
+  if (j.slurm_job_id <= 0 || !StorableJobId(j.job_id))
     return;
   const std::string number = std::to_string(j.slurm_job_id);
   if (j.job_id == number)
@@ -498,8 +448,9 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
     // Sent at every query that covers the job, unfiltered: a job's final record is the one
     // that must not be lost with a batch the server refused (the outbox's dead letters), and
     // each query's window ((300 + 60) s) sends it about six times, then never again.
-    if (Storable(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING")
-      batch.AddJob(JobRecordOf(j, now_ms));
+    if (StorableJobId(j.job_id) && !j.state.empty() && j.end_ms > 0 && j.state != "RUNNING" &&
+        j.state != "PENDING")
+      batch.AddJob(SlurmJobRecord(j, now_ms));
   }
 }
 

@@ -364,7 +364,9 @@ TEST_F(ControllerRoundTest, SlurmTextIsFittedSoTheServerTakesTheBatch) {
     nodes += (nodes.empty() ? "" : ",") + std::string("rack") + std::to_string(i) + "-gpu[01-08]";
   nlohmann::json squeue = nlohmann::json::parse(kSqueue);
   squeue["jobs"][0]["name"] = "train\tsweep " + std::string(300, 'x');
-  squeue["jobs"][0]["account"] = "lab\x01" "a";
+  squeue["jobs"][0]["account"] =
+      "lab\x01"
+      "a";
   squeue["jobs"][0]["nodes"] = nodes;
   Squeue(0, squeue.dump());
   std::unique_ptr<ControllerRound> round = MakeRound();
@@ -384,7 +386,8 @@ TEST_F(ControllerRoundTest, SlurmTextIsFittedSoTheServerTakesTheBatch) {
   // Cut at the last whole host-list entry that fits: a shorter list, not a broken one.
   ASSERT_LE(taken->nodes.size(), wire::kMaxJobNodesBytes);
   EXPECT_GT(taken->nodes.size(), wire::kMaxJobNodesBytes - 40);
-  EXPECT_TRUE(nodes.starts_with(taken->nodes + ",")) << taken->nodes.substr(taken->nodes.size() - 40);
+  EXPECT_TRUE(nodes.starts_with(taken->nodes + ","))
+      << taken->nodes.substr(taken->nodes.size() - 40);
   EXPECT_TRUE(taken->nodes.ends_with("-gpu[01-08]"));
 }
 

@@ -37,7 +37,6 @@ std::optional<uint32_t> SlurmNumber(const std::string& s) {
 
 bool IsSlurmNumber(const std::string& s) { return SlurmNumber(s).has_value(); }
 
-
 }  // namespace
 
 Result<JobEvent> JobEventFromEnvironment(const std::string& kind,

@@ -57,18 +57,19 @@ std::string CleanText(std::string text, std::size_t max_bytes) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       c = '?';
   }
+  if (text.size() > max_bytes) {
+    // Back off over continuation bytes (10xxxxxx) to a character's start: at most three in
+    // UTF-8, so invalid text cannot pull the cut further. What is past the cut is not judged.
+    std::size_t cut = max_bytes;
+    for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++i)
+      --cut;
+    text.resize(cut);
+  }
   if (!IsValidUtf8(text)) {
     for (char& c : text) {
       if (static_cast<unsigned char>(c) >= 0x80)
         c = '?';
     }
-  }
-  if (text.size() > max_bytes) {
-    std::size_t cut = max_bytes;
-    // Valid UTF-8 by now: back off over continuation bytes (10xxxxxx) to a character's start.
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-      --cut;
-    text.resize(cut);
   }
   return text;
 }

@@ -16,9 +16,10 @@ namespace expanse {
 bool IsValidUtf8(std::string_view text);
 
 // `text` made fit for a record another program checks (a batch the server refuses whole when
-// one field breaks its rules): control characters become '?', and so does every non-ASCII
-// byte of text that is not valid UTF-8; then it is cut to at most `max_bytes` at a character's
-// start. SLURM job names, accounts and node lists are written by users and can be anything.
+// one field breaks its rules): control characters become '?'; it is cut to at most `max_bytes`
+// at a character's start; and if what is left is still not valid UTF-8, every non-ASCII byte of
+// it becomes '?'. SLURM job names, accounts and node lists are written by users and can be
+// anything.
 std::string CleanText(std::string text, std::size_t max_bytes);
 
 }  // namespace expanse

@@ -46,7 +46,10 @@ TEST(Utf8Test, CleanTextReplacesControlsAndCutsAtACharactersStart) {
   EXPECT_EQ(CleanText("ab\xC3\xA9", 4), "ab\xC3\xA9");
   EXPECT_EQ(CleanText("\xE2\x82\xAC\xE2\x82\xAC", 5), "\xE2\x82\xAC");  // two euro signs, 5 bytes
   // Not UTF-8 at all: every non-ASCII byte goes, the ASCII stays.
-  EXPECT_EQ(CleanText("a\xFF\xFE" "b", 64), "a??b");
+  EXPECT_EQ(CleanText("a\xFF\xFE"
+                      "b",
+                      64),
+            "a??b");
   for (const char* text : {"x\xC3", "\xF0\x9F\x98\x80\xF0\x9F\x98\x80", "\xFF\xFF\xFF"}) {
     for (size_t max = 0; max < 9; ++max) {
       const std::string cleaned = CleanText(text, max);
@@ -55,6 +58,9 @@ TEST(Utf8Test, CleanTextReplacesControlsAndCutsAtACharactersStart) {
     }
   }
   EXPECT_EQ(CleanText(std::string(300, 'n'), 256), std::string(256, 'n'));
+  // A bad byte past the cut costs nothing before it.
+  EXPECT_EQ(CleanText("\xC3\xA9" + std::string(300, 'n') + "\xFF", 10),
+            "\xC3\xA9" + std::string(8, 'n'));
 }
 
 }  // namespace

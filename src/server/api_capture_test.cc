@@ -128,10 +128,11 @@ TEST_F(ApiCaptureTest, SumsOfTheLargestFiguresStopAtTheInt64Maximum) {
   json windows = json::array();
   for (int i = 0; i < 10; ++i) {
     json w = Aggregate("worker1", 101, i, 1, kMaxNs);
-    w["kernels"] = {{"count", wire::kMaxCaptureCount},
-                    {"gpu_ns", kMaxNs},
-                    {"top", {{{"name", "gemm"}, {"count", wire::kMaxCaptureCount}, {"gpu_ns", kMaxNs}}}},
-                    {"other", {{"count", 0}, {"gpu_ns", 0}}}};
+    w["kernels"] = {
+        {"count", wire::kMaxCaptureCount},
+        {"gpu_ns", kMaxNs},
+        {"top", {{{"name", "gemm"}, {"count", wire::kMaxCaptureCount}, {"gpu_ns", kMaxNs}}}},
+        {"other", {{"count", 0}, {"gpu_ns", 0}}}};
     w["sync"]["device"]["wall_ns"] = kMaxNs;
     w["nvtx"]["marks"] = wire::kMaxCaptureCount;
     w["dropped_records"] = wire::kMaxCaptureCount;

@@ -289,8 +289,8 @@ TEST_F(ApiTest, AuditLogRecordsSecurityEvents) {
     EXPECT_NE(r.body.dump().find("limit must be an integer from 1 to 1000"), std::string::npos)
         << bad << ": " << r.body;
   }
-  EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/audit?limit=1", "", Bearer(token_)).body["events"].size(),
-            1u);
+  EXPECT_EQ(
+      Call("GET", "/api/v1/orgs/acme/audit?limit=1", "", Bearer(token_)).body["events"].size(), 1u);
 }
 
 TEST_F(ApiTest, UnknownRoutesAndMethodsAreJson) {

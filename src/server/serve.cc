@@ -215,35 +215,28 @@ std::string PublicUrl(const std::string& listen_address, int bound_port, bool tl
 }
 
 int RunServe(ServeFlags flags) {
-  auto ttl = ParseDuration(flags.install_token_ttl);
-  if (!ttl.ok())
-    return Fail(ttl.status());
-  auto stale = ParseDuration(flags.stale_after);
-  if (!stale.ok())
-    return Fail(stale.status());
-  if (ttl->count() <= 0)
+  // Each duration flag in ms; the first that does not parse is refused by its name.
+  Status bad_duration;
+  auto duration_ms = [&bad_duration](const char* flag, const std::string& text) -> int64_t {
+    Result<std::chrono::milliseconds> d = ParseDuration(text);
+    if (d.ok())
+      return d->count();
+    if (bad_duration.ok())
+      bad_duration = Status(d.status().code(), std::string(flag) + ": " + d.status().message());
+    return 0;
+  };
+  const int64_t ttl_ms = duration_ms("--install-token-ttl", flags.install_token_ttl);
+  flags.options.control.stale_after_ms = duration_ms("--stale-after", flags.stale_after);
+  flags.options.retention_ms = duration_ms("--retention", flags.retention);
+  flags.options.segment_retention_ms = duration_ms("--segment-retention", flags.segment_retention);
+  flags.options.stack_retention_ms = duration_ms("--stack-retention", flags.stack_retention);
+  const int64_t alert_interval_ms = duration_ms("--alert-interval", flags.alert_interval);
+  if (!bad_duration.ok())
+    return Fail(bad_duration);
+  if (ttl_ms <= 0)
     return Fail(InvalidArgumentError("--install-token-ttl must be positive"));
-  flags.options.control.install_token_ttl_ms = ttl->count();
-  flags.options.control.stale_after_ms = stale->count();
-  auto retention = ParseDuration(flags.retention);
-  if (!retention.ok())
-    return Fail(
-        Status(retention.status().code(), "--retention: " + retention.status().message()));
-  flags.options.retention_ms = retention->count();
-  auto segment_retention = ParseDuration(flags.segment_retention);
-  if (!segment_retention.ok())
-    return Fail(Status(segment_retention.status().code(),
-                       "--segment-retention: " + segment_retention.status().message()));
-  flags.options.segment_retention_ms = segment_retention->count();
-  auto stack_retention = ParseDuration(flags.stack_retention);
-  if (!stack_retention.ok())
-    return Fail(Status(stack_retention.status().code(),
-                       "--stack-retention: " + stack_retention.status().message()));
-  flags.options.stack_retention_ms = stack_retention->count();
-  auto alert_interval = ParseDuration(flags.alert_interval);
-  if (!alert_interval.ok())
-    return Fail(alert_interval.status());
-  if (alert_interval->count() < 1000)
+  flags.options.control.install_token_ttl_ms = ttl_ms;
+  if (alert_interval_ms < 1000)
     return Fail(InvalidArgumentError("--alert-interval must be at least 1s"));
   if (!flags.metrics_token_file.empty()) {
     if (Status s = ReadMetricsToken(flags.metrics_token_file, flags.options.metrics_token); !s.ok())
@@ -301,7 +294,7 @@ int RunServe(ServeFlags flags) {
   AlertEvaluator alerts((*app)->store(), (*app)->telemetry(), clock, (*app)->alert_sender(),
                         alert_options);
   std::thread alert_thread(RunAlerts, std::ref(alerts),
-                           std::chrono::milliseconds(alert_interval->count()), std::cref(g_stop));
+                           std::chrono::milliseconds(alert_interval_ms), std::cref(g_stop));
   std::thread stack_retention_thread(RunStackRetention, std::ref(**app), std::ref(clock),
                                      std::cref(g_stop));
 
