@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,9 +28,10 @@ void Require(bool condition) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0)
     return 0;
-  static constexpr std::string_view kKinds[] = {"gpu_series", "job_event", "gpu_allocation",
-                                                "py_stacks", "future_kind"};
-  const std::string_view kind = kKinds[data[0] % 5];
+  static constexpr std::string_view kKinds[] = {"gpu_series",         "job_event",
+                                                "gpu_allocation",     "py_stacks",
+                                                "capture_aggregates", "future_kind"};
+  const std::string_view kind = kKinds[data[0] % std::size(kKinds)];
   const std::string_view payload(reinterpret_cast<const char*>(data + 1), size - 1);
   expanse::agent::BatchBuilder batch;
   const expanse::agent::BatchBuilder::Intake intake = batch.AddSpoolRecord(kind, payload);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capture/process_identity.h"
+#include "core/utf8.h"
 
 namespace expanse::capture {
 
@@ -23,8 +24,8 @@ std::optional<CaptureTrigger> ParseTrigger(std::string_view text, std::string* e
   const auto id = doc.find("id");
   const auto until = doc.find("until_ms");
   if (id == doc.end() || !id->is_string() || id->get<std::string>().empty() ||
-      id->get<std::string>().size() > 128) {
-    *error = "trigger has no id (a string of 1 to 128 bytes)";
+      CleanText(id->get<std::string>(), 128) != id->get<std::string>()) {
+    *error = "trigger has no id (a string of 1 to 128 bytes of UTF-8 text)";
     return std::nullopt;
   }
   if (until == doc.end() || !until->is_number_unsigned()) {
@@ -34,11 +35,11 @@ std::optional<CaptureTrigger> ParseTrigger(std::string_view text, std::string* e
   t.id = id->get<std::string>();
   t.until_ms = until->get<uint64_t>();
   if (const auto reason = doc.find("reason"); reason != doc.end() && reason->is_string())
-    t.reason = reason->get<std::string>().substr(0, 64);
+    t.reason = CleanText(reason->get<std::string>(), 64);  // never half a character
   if (const auto gpus = doc.find("gpus"); gpus != doc.end() && gpus->is_array()) {
     for (const auto& gpu : *gpus) {
       if (gpu.is_string() && t.gpus.size() < 64)
-        t.gpus.push_back(gpu.get<std::string>().substr(0, 64));
+        t.gpus.push_back(CleanText(gpu.get<std::string>(), 64));
     }
   }
   return t;

@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace expanse::capture {
 namespace {
@@ -34,6 +37,23 @@ TEST(ParseTrigger, RefusesWhatIsNotATrigger) {
   std::string error;
   EXPECT_FALSE(
       ParseTrigger(R"({"id": ")" + std::string(200, 'x') + R"(", "until_ms": 1})", &error));
+}
+
+// The reason and GPUs are cut to 64 bytes at a character's start, never through one: half a
+// character would make the JSON written of the trigger invalid (TriggerJson threw on it).
+TEST(ParseTrigger, CutsLongTextAtACharactersStartAndRefusesAnIdThatIsNotText) {
+  const std::string long_text = std::string(63, 'a') + "\xC3\xA9";  // 65 bytes, 'é' across 64
+  const nlohmann::json doc = {
+      {"id", "t"}, {"until_ms", 5}, {"reason", long_text}, {"gpus", {long_text}}};
+  std::string error;
+  const auto parsed = ParseTrigger(doc.dump(), &error);
+  ASSERT_TRUE(parsed) << error;
+  EXPECT_EQ(parsed->reason, std::string(63, 'a'));
+  EXPECT_EQ(parsed->gpus, (std::vector<std::string>{std::string(63, 'a')}));
+  EXPECT_NO_THROW(EXPECT_TRUE(ParseTrigger(TriggerJson(*parsed), &error)));
+
+  EXPECT_FALSE(ParseTrigger(R"({"id": "a\tb", "until_ms": 5})", &error));
+  EXPECT_FALSE(error.empty());
 }
 
 class ReadTriggerTest : public ::testing::Test {
