@@ -101,7 +101,7 @@ RoundReport ControllerRound::Round(bool final) {
             : slurm_.ListJobs();
   if (jobs.ok()) {
     for (const slurm::JobInfo& j : *jobs) {
-      if (StorableJobId(j.job_id) && !j.state.empty())
+      if (SendableJob(j))
         AddJobIfNews(SlurmJobRecord(j, now_ms), now_ms, batch);
       Remember(j);
     }
@@ -448,8 +448,7 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
     // Sent at every query that covers the job, unfiltered: a job's final record is the one
     // that must not be lost with a batch the server refused (the outbox's dead letters), and
     // each query's window ((300 + 60) s) sends it about six times, then never again.
-    if (StorableJobId(j.job_id) && !j.state.empty() && j.end_ms > 0 && j.state != "RUNNING" &&
-        j.state != "PENDING")
+    if (SendableJob(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING")
       batch.AddJob(SlurmJobRecord(j, now_ms));
   }
 }

@@ -16,7 +16,11 @@ int64_t FitCount(int64_t n) { return std::max<int64_t>(n, 0); }
 
 bool StorableJobId(const std::string& job_id) {
   return !job_id.empty() && job_id.find('[') == std::string::npos &&
-         job_id.size() <= wire::kMaxJobIdBytes && CleanText(job_id, wire::kMaxJobIdBytes) == job_id;
+         job_id.size() <= wire::kMaxJobIdBytes && wire::IsCleanText(job_id);
+}
+
+bool SendableJob(const slurm::JobInfo& job) {
+  return StorableJobId(job.job_id) && !job.state.empty();
 }
 
 std::string FitNodeList(const std::string& nodes, size_t max_bytes) {

@@ -18,6 +18,10 @@ namespace expanse::agent {
 // limit, not a pending array's "123_[5-9]" (its tasks are reported once they exist).
 bool StorableJobId(const std::string& job_id);
 
+// Whether a record of `job` goes to the server: a storable id and a state (DecodeJob requires
+// one; squeue and sacct leave it empty only when SLURM said none).
+bool SendableJob(const slurm::JobInfo& job);
+
 // A host list cut to at most `max_bytes` at a whole entry, so what is sent is a shorter list,
 // not a broken one: at the last top-level comma ("a[1-3],b" -> "a[1-3]"), or inside the last
 // bracket that fits, closed again ("gpu[0001-0003,0005,...]" -> "gpu[0001-0003,0005]"),
@@ -26,8 +30,7 @@ std::string FitNodeList(const std::string& nodes, size_t max_bytes = wire::kMaxJ
 
 // The record of `job` observed at `observed_ms`: text cleaned and cut to the record's limits,
 // times within [0, wire::kMaxTimeMs], an end before the start dropped (0: not known; a
-// requeued job's previous end), negative counts 0. An empty state is left empty: the caller
-// sends no record for it.
+// requeued job's previous end), negative counts 0. Only for a SendableJob.
 wire::JobRecord SlurmJobRecord(const slurm::JobInfo& job, int64_t observed_ms);
 
 }  // namespace expanse::agent
