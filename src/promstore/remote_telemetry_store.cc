@@ -201,59 +201,92 @@ Result<tsdb::TelemetryStore::AppendResult> RemoteTelemetryStore::AppendAndWait(
   return answered.get();
 }
 
-void RemoteTelemetryStore::AppendLater(std::string_view batch_id, const tsdb::Batch& batch,
-                                       Ack /*ack*/, std::string_view credential_hash,
-                                       AppendDone done) {
+void RemoteTelemetryStore::AppendLater(std::string_view batch_id, const tsdb::Batch& batch, Ack ack,
+                                       std::string_view credential_hash, AppendDone done) {
+  std::vector<PendingAppend> one;
+  one.push_back({.batch_id = batch_id,
+                 .batch = &batch,
+                 .credential_hash = credential_hash,
+                 .done = std::move(done)});
+  AppendAllLater(std::move(one), ack);
+}
+
+std::unique_ptr<RemoteTelemetryStore::Writer> RemoteTelemetryStore::NewWriter(
+    PendingAppend& append) {
   // Answers are always durable: the store's acceptance is the only mark there is.
+  const tsdb::Batch& batch = *append.batch;
   size_t samples = 0;
   for (const auto& [key, series] : batch)
     samples += series.size();
   if (samples == 0) {
     // Nothing to claim, so nothing would check the credential.
-    if (!credential_hash.empty()) {
-      done(FailedPreconditionError("a batch without samples is not checked for its credential"));
-      return;
+    if (!append.credential_hash.empty()) {
+      append.done(
+          FailedPreconditionError("a batch without samples is not checked for its credential"));
+      return nullptr;
     }
-    done(AppendResult{.durable = true});
-    return;
+    append.done(AppendResult{.durable = true});
+    return nullptr;
   }
   // Checked before the batch joins a group, whose claim statement it would otherwise fail.
-  if (batch_id.empty() || batch_id.size() > store::JobStore::kMaxBatchIdBytes) {
-    done(InvalidArgumentError("batch id must be 1 to " +
-                              std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes"));
-    return;
+  if (append.batch_id.empty() || append.batch_id.size() > store::JobStore::kMaxBatchIdBytes) {
+    append.done(InvalidArgumentError("batch id must be 1 to " +
+                                     std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes"));
+    return nullptr;
   }
   const std::string& compute_id = batch.front().first.compute_id;
   if (compute_id.empty()) {
-    done(InvalidArgumentError("a batch's series must name their compute"));
-    return;
+    append.done(InvalidArgumentError("a batch's series must name their compute"));
+    return nullptr;
   }
+  auto writer = std::make_unique<Writer>();
+  writer->batch_id = append.batch_id;
+  writer->compute_id = compute_id;
+  writer->credential_hash = append.credential_hash;
+  writer->batch = &batch;
+  writer->samples = samples;
+  writer->done = std::move(append.done);
+  return writer;
+}
 
-  auto self = std::make_unique<Writer>();
-  self->batch_id = batch_id;
-  self->compute_id = compute_id;
-  self->credential_hash = credential_hash;
-  self->batch = &batch;
-  self->samples = samples;
-  self->done = std::move(done);
+void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ack /*ack*/) {
+  std::vector<std::unique_ptr<Writer>> writers;
+  writers.reserve(appends.size());
+  for (PendingAppend& append : appends) {
+    if (std::unique_ptr<Writer> writer = NewWriter(append))
+      writers.push_back(std::move(writer));
+  }
+  std::vector<std::unique_ptr<Writer>> refused;  // answered once the lock is let go
+  size_t waiting_when_refused = 0;
   std::unique_lock lock(write_mu_);
   // Waiting batches are parsed batches in memory whose requests hold no worker: bounded (see
   // max_waiting_samples). Over it the sender is told to come back, as when the remote store
-  // is slow to answer.
-  if (!waiting_.empty() && waiting_samples_ + samples > options_.max_waiting_samples) {
-    const size_t waiting = waiting_samples_;
-    lock.unlock();
-    self->done(UnavailableError("the telemetry store is behind: " + std::to_string(waiting) +
-                                " samples wait for it already; send the batch again shortly")
-                   .WithReason("store_busy"));
-    return;
+  // is slow to answer. One request's batches join together, so a group takes them all.
+  for (std::unique_ptr<Writer>& writer : writers) {
+    if (!waiting_.empty() && waiting_samples_ + writer->samples > options_.max_waiting_samples) {
+      waiting_when_refused = waiting_samples_;
+      refused.push_back(std::move(writer));
+      continue;
+    }
+    waiting_samples_ += writer->samples;
+    waiting_.push_back(std::move(writer));
   }
-  waiting_samples_ += samples;
-  waiting_.push_back(std::move(self));
-  // Lead groups while batches wait and a slot is free: the batches from the front, this one
-  // among them unless a bound cut it off (then this thread, or another leader that finished
-  // first, takes it next). A leader that finished its group takes the next itself, so a busy
-  // replica wakes no thread to write it; with every slot taken, the batch waits for a leader.
+  if (!refused.empty()) {
+    lock.unlock();
+    for (std::unique_ptr<Writer>& writer : refused) {
+      writer->result = UnavailableError("the telemetry store is behind: " +
+                                        std::to_string(waiting_when_refused) +
+                                        " samples wait for it already; send the batch again "
+                                        "shortly")
+                           .WithReason("store_busy");
+      Answer(*writer);
+    }
+    lock.lock();
+  }
+  // Lead groups while batches wait and a slot is free: the batches from the front, these
+  // among them unless a bound cut them off (then this thread, or another leader that finished
+  // first, takes them next). A leader that finished its group takes the next itself, so a busy
+  // replica wakes no thread to write it; with every slot taken, the batches wait for a leader.
   while (!waiting_.empty() && groups_in_flight_ < options_.write_groups) {
     std::vector<std::unique_ptr<Writer>> group;
     std::vector<std::string> marks;

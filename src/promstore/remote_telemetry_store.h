@@ -107,6 +107,7 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
                                            std::string_view credential_hash) override;
   void AppendLater(std::string_view batch_id, const tsdb::Batch& batch, Ack ack,
                    std::string_view credential_hash, AppendDone done) override;
+  void AppendAllLater(std::vector<PendingAppend> appends, Ack ack) override;
   Status CheckSeriesLimit(const tsdb::Batch& batch) override;
   Result<Durability> SyncAll() override;
   Durability durability() override;
@@ -139,6 +140,8 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
 
   // A batch waiting for its group's write, and how to answer it.
   struct Writer;
+  // The writer for `append`, or null when it was answered at once (no samples, a bad id).
+  static std::unique_ptr<Writer> NewWriter(PendingAppend& append);
   // AppendLater, waiting for the answer ("" credential_hash: none to check).
   Result<AppendResult> AppendAndWait(std::string_view batch_id, const tsdb::Batch& batch,
                                      std::string_view credential_hash);

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -565,6 +566,65 @@ TEST_P(HeldWriteTest, AMarkLeftForAGroupWhoseClaimFailedIsWrittenByFlush) {
   EXPECT_EQ(held->stats().unmarked_batches, 0u);
   EXPECT_EQ(*db_->Jobs().ClaimIngestBatch("cmp_a", "cmp_a/held/3", start + 120'000, 60'000),
             store::JobStore::BatchClaim::kStored);
+}
+
+// The batches of one request (an ingest envelope) go to the store in one group: one claim
+// statement and one remote write for all, each answered on its own, a bad one alone.
+TEST_F(RemoteTelemetryStoreTest, OneRequestsBatchesAreWrittenInOneGroup) {
+  constexpr int kBatches = 5;
+  std::vector<tsdb::Batch> batches;
+  for (int i = 0; i < kBatches; ++i) {
+    const tsdb::SeriesKey key{"cmp_a", "node-envelope", "GPU-" + std::to_string(i), "gpu.sm_util"};
+    batches.push_back({{key, {{Base() + 1000, 1.0 + i}, {Base() + 2000, 2.0 + i}}}});
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < kBatches; ++i)
+    ids.push_back("cmp_a/envelope/" + std::to_string(i));
+  ids[3] = std::string(store::JobStore::kMaxBatchIdBytes + 1, 'x');  // refused alone
+  const RemoteTelemetryStore::Stats before = remote_->stats();
+  std::vector<std::optional<Result<tsdb::TelemetryStore::AppendResult>>> answers(kBatches);
+  auto append_all = [&] {
+    std::vector<tsdb::TelemetryStore::PendingAppend> appends;
+    for (int i = 0; i < kBatches; ++i) {
+      appends.push_back({.batch_id = ids[i],
+                         .batch = &batches[i],
+                         .credential_hash = "",
+                         .done = [&answers, i](Result<tsdb::TelemetryStore::AppendResult> r) {
+                           answers[i] = std::move(r);
+                         }});
+    }
+    remote_->AppendAllLater(std::move(appends), tsdb::TelemetryStore::Ack::kDurable);
+  };
+  append_all();  // no other writer: this thread leads the group and answers before returning
+  const RemoteTelemetryStore::Stats after = remote_->stats();
+  EXPECT_EQ(after.groups - before.groups, 1u);
+  EXPECT_EQ(after.group_batches - before.group_batches, kBatches - 1u);
+  for (int i = 0; i < kBatches; ++i) {
+    ASSERT_TRUE(answers[i].has_value()) << i;
+    if (i == 3) {
+      EXPECT_EQ(answers[i]->status().code(), StatusCode::kInvalidArgument) << i;
+      continue;
+    }
+    ASSERT_TRUE(answers[i]->ok()) << i << ": " << answers[i]->status();
+    EXPECT_FALSE((*answers[i])->duplicate) << i;
+    EXPECT_EQ((*answers[i])->samples, 2u) << i;
+  }
+  append_all();  // the same request again: repeats, nothing written twice
+  for (int i = 0; i < kBatches; ++i) {
+    if (i != 3) {
+      ASSERT_TRUE(answers[i]->ok()) << i;
+      EXPECT_TRUE((*answers[i])->duplicate) << i;
+    }
+  }
+  vm().ForceFlush();
+  for (int i = 0; i < kBatches; ++i) {
+    if (i == 3)
+      continue;
+    const auto buckets = remote_->Query(batches[i].front().first, Base(), Base() + 10'000, 1);
+    ASSERT_TRUE(buckets.ok()) << buckets.status();
+    ASSERT_EQ(buckets->size(), 1u);
+    EXPECT_EQ(buckets->front().count, 2u) << i;
+  }
 }
 
 TEST_F(RemoteTelemetryStoreTest, ABatchIdTheTableCannotTakeIsRefusedAlone) {

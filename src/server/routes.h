@@ -63,7 +63,8 @@ struct RouteContext {
   promstore::RemoteTelemetryStore* remote_telemetry = nullptr;
   // Where trace segments' bytes are kept (segment_store.h); null: the server keeps none.
   SegmentStore* segments = nullptr;
-  int64_t stack_retention_ms = 0;  // --stack-retention; 0: stacks are kept for ever
+  int64_t stack_retention_ms = 0;   // --stack-retention; 0: stacks are kept for ever
+  size_t max_envelope_samples = 0;  // ServerOptions::max_envelope_samples
 };
 
 // The compute behind the request's credential, rate-limited per credential; on refusal

@@ -117,6 +117,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->context_->remote_telemetry = remote_store;
   app->context_->segments = app->segments_.get();
   app->context_->stack_retention_ms = app->options_.stack_retention_ms;
+  app->context_->max_envelope_samples = app->options_.max_envelope_samples;
 
   EXPANSE_ASSIGN_OR_RETURN(app->control_listener_, app->ListenerFor(app->options_.control_listen));
   app->data_listener_ = app->control_listener_;

@@ -13,6 +13,7 @@
 #include "promstore/remote_telemetry_store.h"
 #include "server/alert_sender.h"
 #include "server/control_plane.h"
+#include "server/ingest_batch.h"
 #include "server/routes.h"
 #include "server/s3_segment_store.h"
 #include "server/segment_store.h"
@@ -41,6 +42,10 @@ struct ServerOptions {
   int64_t segment_retention_ms = int64_t{30} * 24 * 3600 * 1000;
   // Python stack windows kept this long after they ended; 0 = forever.
   int64_t stack_retention_ms = int64_t{30} * 24 * 3600 * 1000;
+  // The samples of one request's batches, all together, that an ingest envelope's parsed
+  // batches may hold (the rest are answered envelope_full, to be sent again): one batch's cap
+  // by default, so a request of several batches needs no more memory than one of one.
+  size_t max_envelope_samples = kMaxIngestSamples;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
   double credential_requests_per_second = RateLimits::kDefaultCredentialRequestsPerSecond;

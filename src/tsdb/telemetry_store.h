@@ -87,6 +87,19 @@ class TelemetryStore {
     done(credential_hash.empty() ? Append(batch_id, batch, ack)
                                  : AppendForCredential(batch_id, batch, credential_hash));
   }
+  // One batch of AppendAllLater: what AppendLater takes, with the same lifetime rules.
+  struct PendingAppend {
+    std::string_view batch_id;
+    const Batch* batch = nullptr;
+    std::string_view credential_hash;
+    AppendDone done;
+  };
+  // AppendLater for each of `appends` (the batches of one request), handed to the store
+  // together: the remote store then writes them in one group rather than one group each.
+  virtual void AppendAllLater(std::vector<PendingAppend> appends, Ack ack) {
+    for (PendingAppend& a : appends)
+      AppendLater(a.batch_id, *a.batch, ack, a.credential_hash, std::move(a.done));
+  }
   // What Append would say about the series limit now: lets a caller refuse a batch before it
   // stores anything else of it.
   virtual Status CheckSeriesLimit(const Batch& batch) = 0;
