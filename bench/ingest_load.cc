@@ -7,7 +7,9 @@
 //
 //   ingest_load expanse --port P --credential C [--nodes 8] [--hours 2] [--conns 4]
 //                       [--ack durable|received]   (Expanse-Ack; received: keep until synced)
+//                       [--batches-per-request 1]  (more: an envelope of that many batches)
 //   ingest_load vm      --port P [--nodes 8] [--hours 2] [--conns 4]
+//                       [--batches-per-request 1]  (more: their lines in one import body)
 //   ingest_load sqlite  --dir D [--nodes 8] [--hours 2]
 //   ingest_load job     --port P --credential C     (24 h of gpu.sm_util, 8 GPUs, a job)
 //   ingest_load query   --port P --api-token A --compute ID [--repeat 9]
@@ -33,6 +35,7 @@
 #include "http_client.h"
 #include "ingest_documents.h"
 #include "tsdb_telemetry.h"
+#include "wire/ingest_envelope.h"
 
 namespace {
 
@@ -119,6 +122,13 @@ double SendAll(const std::vector<int>& ports, const std::vector<std::vector<std:
         const auto r = conn.Request("POST", target, headers, body);
         if (r.status != expect_status)
           Die(target + ": HTTP " + std::to_string(r.status) + " " + r.body);
+        // An envelope's batches are answered one by one: each must be stored too.
+        if (r.body.starts_with("{\"answers\"")) {
+          for (const auto& answer : nlohmann::json::parse(r.body).at("answers")) {
+            if (answer.at("status") != 200)
+              Die(target + ": a batch answered " + answer.dump());
+          }
+        }
       }
     });
   }
@@ -208,21 +218,47 @@ double CpuSeconds() {
 
 void RunHttpLoad(const Flags& flags, bool expanse) {
   const int nodes = flags.Int("nodes", 8), conns = flags.Int("conns", 4);
+  // Batches per request: Expanse's in one envelope (wire/ingest_envelope.h), VictoriaMetrics'
+  // as one body of their JSON lines, so both get the same samples in the same requests.
+  const int per_request = flags.Int("batches-per-request", 1);
+  if (per_request < 1 || per_request > 64)
+    Die("--batches-per-request must be 1 to 64");
   const std::vector<NodeWindow> windows = Generate(nodes, flags.Int("hours", 2), g_start_ms);
-  std::vector<std::vector<std::string>> bodies(static_cast<size_t>(conns));
+  std::vector<std::vector<std::string>> docs(static_cast<size_t>(conns));
   uint64_t raw_bytes = 0, sent_bytes = 0;
   for (size_t i = 0; i < windows.size(); ++i) {
     // A node always goes over the same connection, so its batches arrive in order.
-    const std::string doc = expanse ? ExpanseJson(windows[i], i + 1) : VmJsonLines(windows[i]);
-    std::string body = expanse ? Zstd(doc) : Gzip(doc);
+    std::string doc = expanse ? ExpanseJson(windows[i], i + 1) : VmJsonLines(windows[i]);
     raw_bytes += doc.size();
-    sent_bytes += body.size();
-    bodies[static_cast<size_t>(windows[i].node % conns)].push_back(std::move(body));
+    docs[static_cast<size_t>(windows[i].node % conns)].push_back(std::move(doc));
   }
+  std::vector<std::vector<std::string>> bodies(static_cast<size_t>(conns));
+  for (size_t c = 0; c < docs.size(); ++c) {
+    for (size_t first = 0; first < docs[c].size(); first += static_cast<size_t>(per_request)) {
+      const size_t end = std::min(docs[c].size(), first + static_cast<size_t>(per_request));
+      std::string body;
+      if (!expanse) {
+        std::string lines;
+        for (size_t i = first; i < end; ++i)
+          lines += docs[c][i];
+        body = Gzip(lines);
+      } else if (per_request == 1) {
+        body = Zstd(docs[c][first]);
+      } else {
+        for (size_t i = first; i < end; ++i)
+          expanse::wire::AppendEnvelopeFrame(body, "application/zstd", Zstd(docs[c][i]));
+      }
+      sent_bytes += body.size();
+      bodies[c].push_back(std::move(body));
+    }
+  }
+  docs.clear();
   const uint64_t samples = windows.size() * kGpusPerNode * kFieldCount * kBatchSeconds;
   const std::string ack = flags.Get("ack", "durable");
   if (ack != "durable" && ack != "received")
     Die("--ack must be durable or received");
+  if (ack == "received" && per_request > 1)
+    Die("--ack received sends one batch per request");
   uint64_t resent = 0;
   // --port2: every other connection goes there (a second replica).
   std::vector<int> ports = {flags.Int("port", 0)};
@@ -236,7 +272,9 @@ void RunHttpLoad(const Flags& flags, bool expanse) {
           ? SendAllOnReceipt(flags.Int("port", 0), bodies, flags.Get("credential"), &resent)
           : SendAll(ports, bodies, "/dp/v1/ingest",
                     {"Authorization: Bearer " + flags.Get("credential"),
-                     "Content-Type: application/zstd"},
+                     per_request == 1 ? "Content-Type: application/zstd"
+                                      : std::string("Content-Type: ") +
+                                            expanse::wire::kIngestEnvelopeContentType},
                     200);
   // The load's own CPU while sending (its bodies were made before), so a script can tell the
   // server's share of a CPU both use.

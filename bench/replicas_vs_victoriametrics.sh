@@ -15,15 +15,18 @@
 #
 #   bench/replicas_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
-#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 REPEAT=3 environment knobs. A node's batches go over one
-#   connection, in order (as one daemon sends them), so min(NODES, CONNS) requests are in
-#   flight at once, in both runs.
+#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 REPEAT=3 BATCHES=1 environment knobs. A node's batches
+#   go over one connection, in order (as one daemon sends them), so min(NODES, CONNS) requests
+#   are in flight at once, in both runs. BATCHES: batches per request, as a controller sends
+#   queued batches in one envelope; VictoriaMetrics then gets the same batches' lines in one
+#   import body.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build/h-bench}"
 server="$build/bin/expanse-server"
 load="$build/bin/ingest_load"
 hours="${HOURS:-1}" nodes="${NODES:-8}" conns="${CONNS:-4}" jobs="${JOBS:-1000000}"
+batches="${BATCHES:-1}"
 repeat="${REPEAT:-3}"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "REPEAT must be a whole number of runs, 1 or more" >&2; exit 1; }
 for f in "$server" "$load"; do
@@ -79,7 +82,8 @@ boot="$(EXPANSE_ADMIN_PASSWORD='bench pass' "$server" admin bootstrap --db "$PG_
   --org-name Bench --email bench@example.com)"
 api_token="$(jq -r .api_token <<<"$boot")"
 auth=(-H "Authorization: Bearer $api_token")
-common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms" --conns "$conns")
+common=(--nodes "$nodes" --hours "$hours" --start-ms "$start_ms" --conns "$conns"
+  --batches-per-request "$batches")
 
 # pin CPUS PID: every thread of PID on CPUS ("" leaves it be).
 pin() { [[ -z "$1" ]] || taskset -a -pc "$1" "$2" >/dev/null; }
@@ -255,7 +259,7 @@ api_median="$(printf '%s\n' "${api_ms[@]}" | sort -n | sed -n 3p)"
 # One line per run, then the median ratio of each layout.
 report_layout() {
   local layout="$1" what="$2" run_line rep_busy vm_busy
-  echo "ingest, $what (ratio budget >= 0.8x; $(((nodes < conns ? nodes : conns))) requests in flight):"
+  echo "ingest, $what (ratio budget >= 0.8x; $(((nodes < conns ? nodes : conns))) requests in flight, $batches batches per request):"
   while read -r run_line; do
     read -r name r v n rc rvc vc pc lr lv vb va <<<"$run_line"
     IFS='|' read -r _ rep_busy vm_busy < <(grep "^$name|" "$dir/busy")

@@ -305,6 +305,7 @@ class Controller {
     report->diagnostics["runs"] = runs_.ToJson();
     report->diagnostics["uploader"] = {{"sent", up.sent},
                                        {"acked", up.acked},
+                                       {"envelopes", up.envelopes},
                                        {"duplicates", up.duplicates},
                                        {"retries", up.retries},
                                        {"dead_lettered", up.dead_lettered},

@@ -7,6 +7,7 @@
 #include "core/quote.h"
 #include "net/url_policy.h"
 #include "wire/error_answer.h"
+#include "wire/ingest_envelope.h"
 
 namespace expanse::outbox {
 namespace {
@@ -39,6 +40,7 @@ Uploader::Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& cli
                    CredentialSupplier credential, Clock& clock, RandomSource random)
     : options_(std::move(options)),
       ack_on_receipt_(options_.ack_on_receipt),
+      envelopes_(options_.max_batches_per_request > 1),
       ingest_url_(JoinUrl(options_.data_plane_url, kIngestPath)),
       sync_url_(JoinUrl(options_.data_plane_url, kSyncPath)),
       outbox_(outbox),
@@ -82,14 +84,19 @@ Result<RunSummary> Uploader::RunOnce() {
   }
   uint64_t handled = 0;  // entries answered or dead-lettered by this run
   while (options_.max_entries_per_run == 0 || handled < options_.max_entries_per_run) {
-    if (sent_.size() >= std::max<size_t>(options_.max_unconfirmed, 1)) {
+    const size_t max_sent = std::max<size_t>(options_.max_unconfirmed, 1);
+    if (sent_.size() >= max_sent) {
       if (auto done = SyncSent(summary))
         return *std::move(done);
       continue;
     }
-    EXPANSE_ASSIGN_OR_RETURN(std::optional<OutboxEntry> entry,
-                             outbox_.Peek(sent_.empty() ? 0 : sent_.back().sequence));
-    if (!entry) {
+    // As many as one request may carry, within what may wait unconfirmed and this run's share.
+    size_t room = envelopes_ ? std::max<size_t>(options_.max_batches_per_request, 1) : 1;
+    room = std::min(room, max_sent - sent_.size());
+    if (options_.max_entries_per_run != 0)
+      room = std::min<uint64_t>(room, options_.max_entries_per_run - handled);
+    EXPANSE_ASSIGN_OR_RETURN(std::vector<OutboxEntry> entries, PeekNext(room));
+    if (entries.empty()) {
       if (sent_.empty()) {
         summary.drained = true;
         return summary;
@@ -98,63 +105,173 @@ Result<RunSummary> Uploader::RunOnce() {
         return *std::move(done);
       continue;
     }
-    net::HttpRequest request{.method = "POST",
-                             .url = ingest_url_,
-                             .headers = {{"Content-Type", entry->content_type}},
-                             .body = std::move(entry->payload)};
-    if (ack_on_receipt_)
-      request.headers.emplace_back("Expanse-Ack", "received");
-    Result<net::HttpResponse> response = Send(request);
-    if (!response.ok())
-      return Failed(response.status(), summary);
-    const int status = response->status;
-    if (status >= 200 && status < 300) {
-      ++handled;
-      const wire::IngestAnswer answer = wire::DecodeIngestAnswer(response->body);
-      const bool duplicate = answer.duplicate;
-      Sent sent{.sequence = entry->sequence, .durable = true};
-      // An answer with a store_epoch is durable only when it says so; one without (a server
-      // that ignores Expanse-Ack) came after its sync, as answers always did. A missing mark
-      // stays 0, which only a sync can cover.
-      if (!answer.store_epoch.empty() && !answer.durable) {
-        sent.durable = false;
-        sent.epoch = answer.store_epoch;
-        sent.mark = answer.mark;
-      }
-      sent_.push_back(std::move(sent));
-      {
-        std::lock_guard lock(mu_);
-        stats_.duplicates += duplicate ? 1 : 0;
-      }
-      NoteSuccess();
-      EXPANSE_RETURN_IF_ERROR(Settle(answer, /*after_sync=*/false, summary).status());
-      continue;
+    std::vector<net::HttpResponse> answers;
+    if (entries.size() == 1) {
+      net::HttpRequest request = IngestRequest(entries[0].content_type);
+      request.body = std::move(entries[0].payload);
+      Result<net::HttpResponse> response = Send(request);
+      entries[0].payload = std::move(request.body);  // kept for a dead-letter
+      if (!response.ok())
+        return Failed(response.status(), summary);
+      answers.push_back(*std::move(response));
+    } else {
+      EnvelopeOutcome sent = SendEnvelope(entries, summary);
+      if (sent.done)
+        return *std::move(sent.done);
+      if (sent.answers.empty())
+        continue;  // the server takes no envelopes: the same entries go one at a time
+      answers = std::move(sent.answers);
     }
-    if (std::optional<Result<RunSummary>> refused = Refused(*response, summary))
-      return *std::move(refused);
-    // Refused for good. Dead-lettering acknowledges everything before the entry too, so the
-    // entries still waiting for their sync must be durable first.
-    if (!sent_.empty()) {
-      if (auto done = SyncSent(summary))
-        return *std::move(done);
-      if (rewound_since_sync_)
-        continue;  // some are to be sent again first
+    for (size_t i = 0; i < entries.size(); ++i) {
+      AnswerStep step = HandleAnswer(entries[i], answers[i], summary, handled);
+      if (step.done)
+        return *std::move(step.done);
+      if (step.peek_again)
+        break;
     }
-    ++handled;
-    const auto [code, message] = wire::DecodeErrorAnswer(response->body);
-    const std::string reason = "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) +
-                               (message.empty() ? "" : ": " + message);
-    Log("uploader: the data plane refused batch " + std::to_string(entry->sequence) +
-        " for good (" + QuoteForMessage(reason, 300) + "); moved to the dead-letter file");
-    entry->payload = std::move(request.body);
-    Status dead = outbox_.DeadLetter(*entry, reason);
-    std::lock_guard lock(mu_);
-    ++stats_.dead_lettered;
-    ++summary.acked;
-    if (!dead.ok())
-      return dead;
   }
   return summary;
+}
+
+Result<std::vector<OutboxEntry>> Uploader::PeekNext(size_t room) {
+  std::vector<OutboxEntry> entries;
+  uint64_t after = sent_.empty() ? 0 : sent_.back().sequence;
+  size_t bytes = 0;
+  while (entries.size() < room) {
+    EXPANSE_ASSIGN_OR_RETURN(std::optional<OutboxEntry> entry, outbox_.Peek(after));
+    if (!entry)
+      break;
+    // A frame's header line: its content type, a space, the length and a newline.
+    const size_t framed = entry->payload.size() + entry->content_type.size() + 16;
+    if (!entries.empty() && bytes + framed > options_.max_envelope_bytes)
+      break;
+    bytes += framed;
+    after = entry->sequence;
+    entries.push_back(*std::move(entry));
+  }
+  return entries;
+}
+
+net::HttpRequest Uploader::IngestRequest(std::string content_type) const {
+  net::HttpRequest request{
+      .method = "POST", .url = ingest_url_, .headers = {{"Content-Type", std::move(content_type)}}};
+  if (ack_on_receipt_)
+    request.headers.emplace_back("Expanse-Ack", "received");
+  return request;
+}
+
+Uploader::EnvelopeOutcome Uploader::SendEnvelope(const std::vector<OutboxEntry>& entries,
+                                                 RunSummary& summary) {
+  net::HttpRequest request = IngestRequest(wire::kIngestEnvelopeContentType);
+  size_t bytes = 0;
+  for (const OutboxEntry& entry : entries)
+    bytes += entry.payload.size() + entry.content_type.size() + 16;
+  request.body.reserve(bytes);
+  for (const OutboxEntry& entry : entries)
+    wire::AppendEnvelopeFrame(request.body, entry.content_type, entry.payload);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.envelopes;
+  }
+  Result<net::HttpResponse> response = Send(request);
+  if (!response.ok())
+    return {.done = Failed(response.status(), summary)};
+  const int status = response->status;
+  if (status >= 200 && status < 300) {
+    Result<std::vector<wire::EnvelopeAnswer>> answers =
+        wire::DecodeEnvelopeAnswers(response->body, entries.size());
+    if (!answers.ok()) {
+      // Nothing of it can be trusted; the entries go again one at a time, where each answer
+      // is its own (a batch the server did store is then answered as a repeat).
+      StopEnvelopes("its answer to " + std::to_string(entries.size()) +
+                    " batches was unreadable (" + answers.status().message() + ")");
+      return {};
+    }
+    std::vector<net::HttpResponse> out;
+    out.reserve(answers->size());
+    for (wire::EnvelopeAnswer& answer : *answers) {
+      net::HttpResponse one{.status = answer.status, .body = std::move(answer.body)};
+      if (answer.retry_after)
+        one.headers.emplace_back("Retry-After", *answer.retry_after);
+      out.push_back(std::move(one));
+    }
+    return {.answers = std::move(out)};
+  }
+  const auto [code, message] = wire::DecodeErrorAnswer(response->body);
+  // An older server (after a rollback, say) refuses the content type (400 or 415), a proxy may
+  // refuse the body's size (413) or the route: the same entries then go one at a time.
+  if ((IsPoison(status, code) && status != 422) || status == 404 || status == 405 ||
+      status == 501) {
+    StopEnvelopes("HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code));
+    return {};
+  }
+  std::optional<Result<RunSummary>> refused = Refused(*response, summary);
+  if (!refused)  // a 422 for the whole request: a fault on the server's side, tried again
+    refused =
+        Retry(summary, "HTTP " + std::to_string(status) + " to several batches", std::nullopt);
+  return {.done = *std::move(refused)};
+}
+
+void Uploader::StopEnvelopes(const std::string& why) {
+  Log("uploader: the data plane takes no requests of several batches (" +
+      QuoteForMessage(why, 300) + "); sending one batch per request from now on");
+  envelopes_ = false;
+}
+
+Uploader::AnswerStep Uploader::HandleAnswer(OutboxEntry& entry, const net::HttpResponse& response,
+                                            RunSummary& summary, uint64_t& handled) {
+  const int status = response.status;
+  if (status >= 200 && status < 300) {
+    ++handled;
+    const wire::IngestAnswer answer = wire::DecodeIngestAnswer(response.body);
+    const bool duplicate = answer.duplicate;
+    Sent sent{.sequence = entry.sequence, .durable = true};
+    // An answer with a store_epoch is durable only when it says so; one without (a server
+    // that ignores Expanse-Ack) came after its sync, as answers always did. A missing mark
+    // stays 0, which only a sync can cover.
+    if (!answer.store_epoch.empty() && !answer.durable) {
+      sent.durable = false;
+      sent.epoch = answer.store_epoch;
+      sent.mark = answer.mark;
+    }
+    sent_.push_back(std::move(sent));
+    {
+      std::lock_guard lock(mu_);
+      stats_.duplicates += duplicate ? 1 : 0;
+    }
+    NoteSuccess();
+    Result<bool> rewound = Settle(answer, /*after_sync=*/false, summary);
+    if (!rewound.ok())
+      return {.done = Result<RunSummary>(rewound.status())};
+    // Entries were dropped to be sent again: the next ones follow the last one kept.
+    return {.peek_again = *rewound};
+  }
+  // A request's batches past what it could hold: sent again in the next request, not a failure.
+  if (status == 503 && wire::DecodeErrorAnswer(response.body).code == "envelope_full")
+    return {.peek_again = true};
+  if (std::optional<Result<RunSummary>> refused = Refused(response, summary))
+    return {.done = *std::move(refused)};
+  // Refused for good. Dead-lettering acknowledges everything before the entry too, so the
+  // entries still waiting for their sync must be durable first.
+  if (!sent_.empty()) {
+    if (auto done = SyncSent(summary))
+      return {.done = *std::move(done)};
+    if (rewound_since_sync_)
+      return {.peek_again = true};  // some are to be sent again first
+  }
+  ++handled;
+  const auto [code, message] = wire::DecodeErrorAnswer(response.body);
+  const std::string reason = "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) +
+                             (message.empty() ? "" : ": " + message);
+  Log("uploader: the data plane refused batch " + std::to_string(entry.sequence) + " for good (" +
+      QuoteForMessage(reason, 300) + "); moved to the dead-letter file");
+  Status dead = outbox_.DeadLetter(entry, reason);
+  std::lock_guard lock(mu_);
+  ++stats_.dead_lettered;
+  ++summary.acked;
+  if (!dead.ok())
+    return {.done = Result<RunSummary>(dead)};
+  return {};
 }
 
 Result<net::HttpResponse> Uploader::Send(net::HttpRequest& request) {

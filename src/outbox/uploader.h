@@ -1,5 +1,11 @@
 // Uploader: drains the outbox into the data plane, `POST /dp/v1/ingest`
-// (docs/formats/ingest-batch.md), one entry at a time, oldest first.
+// (docs/formats/ingest-batch.md), oldest first. When several entries are queued, up to
+// max_batches_per_request go in one request (an envelope, wire/ingest_envelope.h): the server
+// answers each entry as if it had come alone, and the answers are taken in queue order with
+// the rules below, as if they had come one by one; after an answer that ends the run or sends
+// entries again, the later answers are not used (those entries go again; the server answers a
+// stored one as a repeat). A server that refuses envelopes (an older one answers 400 or 415 to
+// the content type; 404, 405, 413, 501) gets one entry per request from then on.
 //
 // With ack_on_receipt (the default) it asks for answers on receipt (`Expanse-Ack:
 // received`): the server answers before its fdatasync, and the uploader moves on to the
@@ -41,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/result.h"
@@ -68,6 +75,11 @@ struct UploaderOptions {
   bool ack_on_receipt = true;
   // Entries answered on receipt that may wait for their sync before the uploader asks for one.
   size_t max_unconfirmed = 64;
+  // Queued entries sent together in one request (an envelope, wire/ingest_envelope.h), at
+  // most, and the envelope's bytes (a single entry over it still goes alone). 1: one per
+  // request. A server that refuses envelopes gets one per request from then on.
+  size_t max_batches_per_request = 32;
+  size_t max_envelope_bytes = size_t{8} << 20;
   // Operator-facing lines: the first failure of a streak, recovery, dead-lettered batches, a
   // refused credential. Default: stderr.
   std::function<void(std::string_view)> log = nullptr;
@@ -79,6 +91,7 @@ using CredentialSupplier = std::function<std::string()>;
 
 struct UploaderStats {
   uint64_t sent = 0;        // requests made
+  uint64_t envelopes = 0;   // ... of which carried several entries
   uint64_t acked = 0;       // entries the server acknowledged (durably)
   uint64_t duplicates = 0;  // ... of which it already had
   uint64_t retries = 0;     // failed tries that will be repeated
@@ -131,7 +144,30 @@ class Uploader {
     uint64_t mark = 0;
     bool durable = false;
   };
-  // What happened to a request: a 2xx body, or the run's return value (a retry, a stop).
+  // What one entry's answer means for the run: its end (a retry, a stop, a failed
+  // acknowledgement), or to go on with the next answer, or to stop reading this request's
+  // answers and peek again (entries were dropped to be sent again, or left for the next
+  // request).
+  struct AnswerStep {
+    std::optional<Result<RunSummary>> done{};
+    bool peek_again = false;
+  };
+  // What a request of several entries came to: an answer per entry, or the run's end, or
+  // neither (the server takes no envelopes; the entries go one at a time).
+  struct EnvelopeOutcome {
+    std::vector<net::HttpResponse> answers{};
+    std::optional<Result<RunSummary>> done{};
+  };
+  // The next entries after those sent, at most `room` and (beyond the first) within
+  // max_envelope_bytes.
+  Result<std::vector<OutboxEntry>> PeekNext(size_t room);
+  net::HttpRequest IngestRequest(std::string content_type) const;
+  EnvelopeOutcome SendEnvelope(const std::vector<OutboxEntry>& entries, RunSummary& summary);
+  // Logs why and sends one entry per request from now on.
+  void StopEnvelopes(const std::string& why);
+  // Applies the data plane's answer to one entry, in queue order (the header's rules).
+  AnswerStep HandleAnswer(OutboxEntry& entry, const net::HttpResponse& response,
+                          RunSummary& summary, uint64_t& handled);
   // Adds the credential and sends; kUnauthenticated when there is no credential.
   Result<net::HttpResponse> Send(net::HttpRequest& request);
   // The run's result after a request could not be made or got no answer.
@@ -153,6 +189,7 @@ class Uploader {
 
   const UploaderOptions options_;
   bool ack_on_receipt_;  // off for good once the server showed it has no /dp/v1/sync
+  bool envelopes_;       // off for good once the server refused a request of several entries
   const std::string ingest_url_;
   const std::string sync_url_;
   Outbox& outbox_;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "outbox/outbox.h"
 #include "outbox/outbox_test_util.h"
 #include "outbox/uploader.h"
+#include "wire/ingest_envelope.h"
 
 namespace expanse::outbox {
 namespace uploader_policy_test {
@@ -45,20 +47,46 @@ struct Received {
   std::string ack;  // the Expanse-Ack header
 };
 
-// Answers POST /dp/v1/ingest from a script, 200 once the script is used up.
+// Answers POST /dp/v1/ingest from a script, 200 once the script is used up. A request of
+// several batches (an envelope) takes one scripted answer per batch, as the real server answers
+// each batch as if it had come alone; each batch is recorded as received on its own.
 class ScriptedServer {
  public:
   ScriptedServer() {
     server_.Post(kIngestPath, [this](const httplib::Request& request, httplib::Response& response) {
       std::lock_guard lock(mu_);
-      received_.push_back({request.get_header_value("Authorization"),
-                           request.get_header_value("Content-Type"), request.body, request.path,
-                           request.get_header_value("Expanse-Ack")});
-      Answer answer;
-      if (!script_.empty()) {
-        answer = script_.front();
-        script_.pop_front();
+      const std::string content_type = request.get_header_value("Content-Type");
+      if (content_type == wire::kIngestEnvelopeContentType) {
+        ++envelopes_;
+        if (envelope_answer_) {  // a server without envelopes, or an unreadable answer
+          response.status = envelope_answer_->status;
+          response.set_content(envelope_answer_->body, "application/json");
+          return;
+        }
+        Result<std::vector<wire::EnvelopeFrame>> frames = wire::ParseIngestEnvelope(request.body);
+        if (!frames.ok()) {
+          response.status = 400;
+          response.set_content(Error("invalid_envelope", frames.status().message()),
+                               "application/json");
+          return;
+        }
+        std::vector<wire::EnvelopeAnswer> answers;
+        for (const wire::EnvelopeFrame& frame : *frames) {
+          received_.push_back({request.get_header_value("Authorization"),
+                               std::string(frame.content_type), std::string(frame.body),
+                               request.path, request.get_header_value("Expanse-Ack")});
+          const Answer answer = NextAnswer();
+          answers.push_back({.status = answer.status, .body = answer.body});
+          if (!answer.retry_after.empty())
+            answers.back().retry_after = answer.retry_after;
+        }
+        response.status = 200;
+        response.set_content(wire::EncodeEnvelopeAnswers(answers), "application/json");
+        return;
       }
+      received_.push_back({request.get_header_value("Authorization"), content_type, request.body,
+                           request.path, request.get_header_value("Expanse-Ack")});
+      const Answer answer = NextAnswer();
       response.status = answer.status;
       if (!answer.retry_after.empty())
         response.set_header("Retry-After", answer.retry_after);
@@ -100,9 +128,27 @@ class ScriptedServer {
     std::lock_guard lock(mu_);
     return received_;
   }
+  // Every envelope from now on gets `answer` for the whole request.
+  void AnswerEnvelopes(Answer answer) {
+    std::lock_guard lock(mu_);
+    envelope_answer_ = std::move(answer);
+  }
+  size_t envelopes() {
+    std::lock_guard lock(mu_);
+    return envelopes_;
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  Answer NextAnswer() {
+    Answer answer;
+    if (!script_.empty()) {
+      answer = script_.front();
+      script_.pop_front();
+    }
+    return answer;
+  }
+
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -110,9 +156,12 @@ class ScriptedServer {
   std::deque<Answer> script_;
   std::deque<Answer> sync_script_;
   std::vector<Received> received_;
+  size_t envelopes_ = 0;
+  std::optional<Answer> envelope_answer_;
 };
 
-class UploaderPolicyTest : public ::testing::Test {
+// Run with one batch per request and with envelopes of several: the rules are the same.
+class UploaderPolicyTest : public ::testing::TestWithParam<size_t> {
  protected:
   void SetUp() override {
     OutboxOptions options;
@@ -133,6 +182,7 @@ class UploaderPolicyTest : public ::testing::Test {
                                          uint64_t max_entries_per_run = 100) {
     UploaderOptions options;
     options.max_entries_per_run = max_entries_per_run;
+    options.max_batches_per_request = GetParam();
     options.data_plane_url = url + "/";
     options.backoff_base_ms = 1000;
     options.backoff_cap_ms = 300'000;
@@ -169,7 +219,7 @@ class UploaderPolicyTest : public ::testing::Test {
   std::unique_ptr<Uploader> uploader_;
 };
 
-TEST_F(UploaderPolicyTest, SendsCompressedBatchesWithTheCredentialAndAcks) {
+TEST_P(UploaderPolicyTest, SendsCompressedBatchesWithTheCredentialAndAcks) {
   Enqueue("a");
   Enqueue("b");
   server_.Script({{200, R"({"batch_id":"c/telemetry/1","duplicate":false})"},
@@ -183,13 +233,15 @@ TEST_F(UploaderPolicyTest, SendsCompressedBatchesWithTheCredentialAndAcks) {
   EXPECT_EQ(received[0].content_type, "application/zstd");
   EXPECT_EQ(received[0].body.substr(0, 4), std::string("\x28\xb5\x2f\xfd", 4));
   UploaderStats stats = uploader_->stats();
-  EXPECT_EQ(stats.sent, 2u);
+  EXPECT_EQ(stats.sent, GetParam() == 1 ? 2u : 1u);  // both in one request when they may
+  EXPECT_EQ(stats.envelopes, GetParam() == 1 ? 0u : 1u);
+  EXPECT_EQ(server_.envelopes(), stats.envelopes);
   EXPECT_EQ(stats.acked, 2u);
   EXPECT_EQ(stats.duplicates, 1u);
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
 }
 
-TEST_F(UploaderPolicyTest, ServerErrorsBackOffExponentiallyWithJitter) {
+TEST_P(UploaderPolicyTest, ServerErrorsBackOffExponentiallyWithJitter) {
   const uint64_t sequence = Enqueue("a");
   server_.Script({{500, Error("internal")},
                   {502, "bad gateway"},
@@ -225,7 +277,7 @@ TEST_F(UploaderPolicyTest, ServerErrorsBackOffExponentiallyWithJitter) {
   EXPECT_EQ(log_.lines().size(), 2u) << log_.joined();
 }
 
-TEST_F(UploaderPolicyTest, BackoffIsCappedAndFullyJittered) {
+TEST_P(UploaderPolicyTest, BackoffIsCappedAndFullyJittered) {
   Enqueue("a");
   std::vector<Answer> failures(12, Answer{503, Error("unavailable")});
   server_.Script(failures);
@@ -243,7 +295,7 @@ TEST_F(UploaderPolicyTest, BackoffIsCappedAndFullyJittered) {
   EXPECT_EQ(Run().retry_at_ms, clock_.NowMs());
 }
 
-TEST_F(UploaderPolicyTest, FailureAfterSomeSuccessesStillReportsThem) {
+TEST_P(UploaderPolicyTest, FailureAfterSomeSuccessesStillReportsThem) {
   Enqueue("a");
   Enqueue("b");
   server_.Script({{200}, {503, Error("unavailable")}});
@@ -253,13 +305,13 @@ TEST_F(UploaderPolicyTest, FailureAfterSomeSuccessesStillReportsThem) {
   EXPECT_FALSE(summary.drained);
 }
 
-TEST_F(UploaderPolicyTest, OddErrorCodesAreNotTrusted) {
+TEST_P(UploaderPolicyTest, OddErrorCodesAreNotTrusted) {
   Enqueue("a");
   server_.Script({{401, Error("Bad Code\nX")}});
   EXPECT_EQ(uploader_->RunOnce().status().reason(), "credential_invalid");
 }
 
-TEST_F(UploaderPolicyTest, RateLimitedHonoursRetryAfter) {
+TEST_P(UploaderPolicyTest, RateLimitedHonoursRetryAfter) {
   Enqueue("a");
   server_.Script({{429, Error("rate_limited"), "7"}, {429, Error("rate_limited"), "86400"}});
   EXPECT_EQ(Run().retry_at_ms, clock_.NowMs() + 7000);
@@ -271,7 +323,7 @@ TEST_F(UploaderPolicyTest, RateLimitedHonoursRetryAfter) {
   EXPECT_TRUE(Run().drained);
 }
 
-TEST_F(UploaderPolicyTest, PoisonBatchIsDeadLetteredAndTheQueueMovesOn) {
+TEST_P(UploaderPolicyTest, PoisonBatchIsDeadLetteredAndTheQueueMovesOn) {
   const uint64_t poison = Enqueue("poison");
   Enqueue("good");
   server_.Script(
@@ -290,7 +342,7 @@ TEST_F(UploaderPolicyTest, PoisonBatchIsDeadLetteredAndTheQueueMovesOn) {
 
 // Answers on receipt leave entries in the outbox until a sync of the same epoch covers them;
 // fields of the wrong type are not trusted (and do not throw).
-TEST_F(UploaderPolicyTest, ReceiptsWaitForTheirSyncAndOddFieldsAreNotTrusted) {
+TEST_P(UploaderPolicyTest, ReceiptsWaitForTheirSyncAndOddFieldsAreNotTrusted) {
   uploader_ = MakeUploader(server_.url(), /*max_entries_per_run=*/2);
   const uint64_t first = Enqueue("a");
   Enqueue("b");
@@ -317,7 +369,7 @@ TEST_F(UploaderPolicyTest, ReceiptsWaitForTheirSyncAndOddFieldsAreNotTrusted) {
 
 // A server without /dp/v1/sync (an older build) cannot confirm receipts: what waits is sent
 // again, asking for durable answers.
-TEST_F(UploaderPolicyTest, ServerWithoutSyncGetsTheUnconfirmedAgainDurably) {
+TEST_P(UploaderPolicyTest, ServerWithoutSyncGetsTheUnconfirmedAgainDurably) {
   Enqueue("a");
   server_.Script({{200, R"({"durable":false,"store_epoch":"e1","mark":1,"durable_mark":0})"},
                   {200, R"({"duplicate":true})"}});
@@ -336,7 +388,7 @@ TEST_F(UploaderPolicyTest, ServerWithoutSyncGetsTheUnconfirmedAgainDurably) {
 }
 
 // A new store epoch in an answer: the server restarted after answering on receipt.
-TEST_F(UploaderPolicyTest, NewStoreEpochSendsTheUnconfirmedAgain) {
+TEST_P(UploaderPolicyTest, NewStoreEpochSendsTheUnconfirmedAgain) {
   Enqueue("a");
   Enqueue("b");
   server_.Script({{200, R"({"durable":false,"store_epoch":"e1","mark":7,"durable_mark":6})"},
@@ -355,7 +407,7 @@ TEST_F(UploaderPolicyTest, NewStoreEpochSendsTheUnconfirmedAgain) {
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
 }
 
-TEST_F(UploaderPolicyTest, RefusedHeaderIsRetriedNotDeadLettered) {
+TEST_P(UploaderPolicyTest, RefusedHeaderIsRetriedNotDeadLettered) {
   Enqueue("a");
   server_.Script({{400, Error("invalid_header", "Expanse-Ack must be ...")}});
   EXPECT_GT(Run().retry_at_ms, 0);
@@ -363,7 +415,7 @@ TEST_F(UploaderPolicyTest, RefusedHeaderIsRetriedNotDeadLettered) {
   EXPECT_EQ(outbox_->stats().depth_entries, 1u);
 }
 
-TEST_F(UploaderPolicyTest, RevokedCredentialStopsUploadsWithoutLosingData) {
+TEST_P(UploaderPolicyTest, RevokedCredentialStopsUploadsWithoutLosingData) {
   const uint64_t sequence = Enqueue("a");
   server_.Script({{401, Error("credential_revoked")}});
   Result<RunSummary> stopped = uploader_->RunOnce();
@@ -386,7 +438,7 @@ TEST_F(UploaderPolicyTest, RevokedCredentialStopsUploadsWithoutLosingData) {
   EXPECT_EQ(uploader_->RunOnce().status().reason(), "credential_invalid");
 }
 
-TEST_F(UploaderPolicyTest, ConfigurationErrorsRetryInsteadOfDroppingData) {
+TEST_P(UploaderPolicyTest, ConfigurationErrorsRetryInsteadOfDroppingData) {
   Enqueue("a");
   server_.Script({{404, Error("not_found")}, {403, Error("permission_denied")}});
   EXPECT_GT(Run().retry_at_ms, 0);
@@ -396,7 +448,7 @@ TEST_F(UploaderPolicyTest, ConfigurationErrorsRetryInsteadOfDroppingData) {
   EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
 }
 
-TEST_F(UploaderPolicyTest, NetworkErrorsRetryAndNeverLogTheCredential) {
+TEST_P(UploaderPolicyTest, NetworkErrorsRetryAndNeverLogTheCredential) {
   Enqueue("a");
   // Nothing listens on the port of a server that has gone away.
   std::string gone_url;
@@ -413,7 +465,7 @@ TEST_F(UploaderPolicyTest, NetworkErrorsRetryAndNeverLogTheCredential) {
   EXPECT_EQ(outbox_->stats().depth_entries, 1u);
 }
 
-TEST_F(UploaderPolicyTest, RefusesPlainHttpOffLoopback) {
+TEST_P(UploaderPolicyTest, RefusesPlainHttpOffLoopback) {
   UploaderOptions options;
   options.data_plane_url = "http://dp.example.com";
   auto uploader = Uploader::Create(
@@ -421,7 +473,7 @@ TEST_F(UploaderPolicyTest, RefusesPlainHttpOffLoopback) {
   EXPECT_EQ(uploader.status().reason(), "insecure_url");
 }
 
-TEST_F(UploaderPolicyTest, RunWaitsAsRunOnceSays) {
+TEST_P(UploaderPolicyTest, RunWaitsAsRunOnceSays) {
   Enqueue("a");
   server_.Script({{503, Error("unavailable")}});
   std::vector<int64_t> waits;
@@ -436,7 +488,7 @@ TEST_F(UploaderPolicyTest, RunWaitsAsRunOnceSays) {
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
 }
 
-TEST_F(UploaderPolicyTest, LongBackfillsComeInSlicesSoTheDaemonCanStop) {
+TEST_P(UploaderPolicyTest, LongBackfillsComeInSlicesSoTheDaemonCanStop) {
   for (int i = 0; i < 250; ++i)
     Enqueue("e" + std::to_string(i));
   std::vector<int64_t> waits;
@@ -459,6 +511,110 @@ TEST(BackoffTest, RetryAfterParsing) {
   EXPECT_FALSE(ParseRetryAfterMs("").has_value());
   EXPECT_FALSE(ParseRetryAfterMs("99999999999999999999").has_value());
 }
+
+// What only requests of several batches meet.
+class UploaderEnvelopeTest : public UploaderPolicyTest {};
+
+// A server that refuses the envelope (an older build answers its content type 400
+// unsupported_media_type) gets the same entries one per request, at once and from then on.
+TEST_P(UploaderEnvelopeTest, AServerWithoutEnvelopesGetsOneBatchPerRequest) {
+  for (int status : {400, 404, 413, 415}) {
+    SCOPED_TRACE(status);
+    uploader_ = MakeUploader(server_.url());
+    server_.AnswerEnvelopes({status, Error("unsupported_media_type")});
+    const size_t envelopes_before = server_.envelopes();
+    const size_t received_before = server_.received().size();
+    Enqueue("a");
+    Enqueue("b");
+    Enqueue("c");
+    RunSummary summary = Run();
+    EXPECT_TRUE(summary.drained);
+    EXPECT_EQ(summary.acked, 3u);
+    EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
+    EXPECT_EQ(server_.envelopes() - envelopes_before, 1u);
+    EXPECT_EQ(server_.received().size() - received_before, 3u);  // each alone
+    EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+    Enqueue("d");
+    Enqueue("e");
+    EXPECT_TRUE(Run().drained);
+    EXPECT_EQ(server_.envelopes() - envelopes_before, 1u);  // not tried again
+  }
+  EXPECT_THAT(log_.joined(), HasSubstr("sending one batch per request from now on"));
+}
+
+// An answer that does not hold one answer per batch is not trusted for any of them: the same
+// entries go again, one per request, and nothing is acknowledged or dead-lettered on its word.
+TEST_P(UploaderEnvelopeTest, AnUnreadableAnswerSendsTheBatchesAgainAlone) {
+  server_.AnswerEnvelopes({200, R"({"answers":[{"status":400,"body":{}}]})"});
+  Enqueue("a");
+  Enqueue("b");
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 2u);
+  EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
+  EXPECT_EQ(server_.received().size(), 2u);
+  EXPECT_THAT(log_.joined(), HasSubstr("holds 1 answers for 2 batches"));
+}
+
+// Batches the server left for the next request (envelope_full) go in it, with no backoff and
+// no failure counted; a retryable answer stops at its batch, and the batches after it (stored
+// or not) go again: a stored one is answered as a repeat.
+TEST_P(UploaderEnvelopeTest, LeftOverBatchesGoInTheNextRequestAndARetryStopsAtItsBatch) {
+  Enqueue("a");
+  Enqueue("b");
+  Enqueue("c");
+  Enqueue("d");
+  server_.Script({{200},
+                  {503, Error("envelope_full")},
+                  {200},  // the server's answer to c in the first request: not used
+                  {200},  // d, not used either
+                  {200},  // b again
+                  {503, Error("unavailable")},
+                  {200},  // d: stored, its answer not used
+                  {200},
+                  {200, R"({"duplicate":true})"}});
+  RunSummary first = Run();
+  EXPECT_EQ(first.acked, 2u);  // a, then b in the second request
+  EXPECT_GT(first.retry_at_ms, 0);
+  EXPECT_EQ(uploader_->stats().consecutive_failures, 1u);  // the 503 unavailable, not the full
+  clock_.Advance(first.retry_at_ms - clock_.NowMs());
+  RunSummary second = Run();
+  EXPECT_TRUE(second.drained);
+  EXPECT_EQ(second.acked, 2u);
+  EXPECT_EQ(uploader_->stats().duplicates, 1u);
+  std::vector<std::string> tags;
+  for (const Received& r : server_.received())
+    tags.push_back(r.body);
+  ASSERT_EQ(tags.size(), 9u);
+  EXPECT_EQ(server_.envelopes(), 3u);
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+}
+
+// Entries beyond max_envelope_bytes wait for the next request; one larger than it goes alone.
+TEST_P(UploaderEnvelopeTest, AnEnvelopeStaysWithinItsBytes) {
+  UploaderOptions options;
+  options.data_plane_url = server_.url();
+  options.max_envelope_bytes = 1;  // every entry is larger: one per request
+  options.log = log_.sink();
+  auto uploader = Uploader::Create(
+      options, *outbox_, *client_, [] { return std::string(kCredential); }, clock_);
+  ASSERT_TRUE(uploader.ok());
+  Enqueue("a");
+  Enqueue("b");
+  Result<RunSummary> summary = (*uploader)->RunOnce();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_TRUE(summary->drained);
+  EXPECT_EQ(server_.envelopes(), 0u);
+  EXPECT_EQ(server_.received().size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(SeveralPerRequest, UploaderEnvelopeTest, ::testing::Values(32));
+
+INSTANTIATE_TEST_SUITE_P(BatchesPerRequest, UploaderPolicyTest, ::testing::Values(1, 32),
+                         [](const ::testing::TestParamInfo<size_t>& param) {
+                           return param.param == 1 ? std::string("OnePerRequest")
+                                                   : std::string("Envelopes");
+                         });
 
 }  // namespace
 }  // namespace uploader_policy_test

@@ -269,7 +269,8 @@ TEST_F(UploaderServerTest, EntriesAnsweredOnReceiptLeaveTheOutboxOnceDurable) {
   RunSummary first = Run();
   EXPECT_FALSE(first.drained);
   UploaderStats mid = uploader_->stats();
-  EXPECT_EQ(mid.sent, 3u);
+  EXPECT_EQ(mid.sent, 1u);  // the run's three entries in one request
+  EXPECT_EQ(mid.envelopes, 1u);
   // The last answer always comes before its own sync, so it is still waiting.
   EXPECT_GE(mid.unconfirmed, 1u);
   EXPECT_EQ(mid.acked + mid.unconfirmed, 3u);
@@ -280,7 +281,10 @@ TEST_F(UploaderServerTest, EntriesAnsweredOnReceiptLeaveTheOutboxOnceDurable) {
   UploaderStats done = uploader_->stats();
   EXPECT_EQ(done.acked, 5u);
   EXPECT_EQ(done.unconfirmed, 0u);
-  EXPECT_EQ(done.sent, 5u + 1u);  // five batches and the sync that settled the last ones
+  // The first three in one request, the other two in another, and the sync that settled the
+  // last ones.
+  EXPECT_EQ(done.sent, 3u);
+  EXPECT_EQ(done.envelopes, 2u);
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
   EXPECT_EQ(StoredSamples(), 5u * kSamplesPerBatch);
 }
