@@ -2,8 +2,9 @@
 // ServerApp (SQLite in a temporary directory, every route registered as expanse-server serve
 // registers it) answers requests over a loopback connection, each built from the input:
 //   byte 0: the route (a table below: sign-in, install-token introspection and exchange,
-//           heartbeat, ingest, segment grants and segments, API tokens, alert rules, computes,
-//           and the GET and DELETE routes whose path and query come from the input);
+//           heartbeat, ingest (one batch, or an envelope of several), segment grants and segments,
+//           API tokens, alert rules, computes, and the GET and DELETE routes whose path and query
+//           come from the input);
 //   byte 1: who asks (nobody, the organisation's owner, the compute's daemon, a made-up token);
 //   the rest: the body of a POST or PATCH, or what follows the route's path for GET and DELETE
 //           (bytes outside printable ASCII are percent-encoded, so the request line stays one).
@@ -46,6 +47,7 @@ enum class Who { kNobody, kOwner, kDaemon, kMadeUp };
 struct Route {
   const char* method;
   const char* path;  // "{c}": the compute's id
+  const char* content_type = "application/json";
 };
 
 constexpr Route kRoutes[] = {
@@ -55,6 +57,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/cp/v1/heartbeat"},
     {"POST", "/cp/v1/deprovision"},
     {"POST", "/dp/v1/ingest"},
+    {"POST", "/dp/v1/ingest", "application/x-expanse-batches"},  // several batches
     {"POST", "/dp/v1/sync"},
     {"POST", "/dp/v1/segment-grants"},
     {"POST", "/dp/v1/segments"},
@@ -181,8 +184,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   httplib::Result r =
       method == "GET"     ? f->client->Get(path, headers)
-      : method == "POST"  ? f->client->Post(path, headers, std::string(rest), "application/json")
-      : method == "PATCH" ? f->client->Patch(path, headers, std::string(rest), "application/json")
+      : method == "POST"  ? f->client->Post(path, headers, std::string(rest), route.content_type)
+      : method == "PATCH" ? f->client->Patch(path, headers, std::string(rest), route.content_type)
                           : f->client->Delete(path, headers);
   Require(static_cast<bool>(r), method + " " + path.substr(0, 200) + ": no answer (" +
                                     httplib::to_string(r.error()) + ")");
@@ -194,6 +197,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 body["error"].contains("code"),
             method + " " + path.substr(0, 200) +
                 ": an error answer not in the API's shape: " + r->body.substr(0, 300));
+  }
+  // An envelope's answers are each a batch's own answer: held to the same properties.
+  if (r->status == 200 && r->body.starts_with("{\"answers\"")) {
+    const json body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    Require(body.is_object() && body["answers"].is_array(), "an envelope answer not in shape");
+    for (const json& answer : body["answers"]) {
+      Require(answer.value("status", 0) != 500,
+              "a batch of an envelope answered 500: " + answer.dump().substr(0, 300));
+      if (answer.value("status", 0) >= 400) {
+        Require(answer.contains("body") && answer["body"].is_object() &&
+                    answer["body"].contains("error"),
+                "a batch's refusal not in the API's shape: " + answer.dump().substr(0, 300));
+      }
+    }
   }
   return 0;
 }

@@ -228,7 +228,9 @@ void IngestEnvelope(RouteContext* ctx, const http::Request& req, http::Responder
   if (prepared.empty())
     return answers->Finish();
   answers->ExpectAppended(prepared.size());
-  for (auto& [index, appending] : prepared) {
+  for (auto& entry : prepared) {
+    const size_t index = entry.first;  // a structured binding cannot be captured (clang 14)
+    std::shared_ptr<Appending> appending = std::move(entry.second);
     const Appending& a = *appending;
     appends.push_back(
         {.batch_id = a.batch_id,
