@@ -34,8 +34,7 @@ void CheckEnvelope(std::string_view body) {
   std::string again;
   for (const EnvelopeFrame& frame : *frames) {
     Require(!frame.body.empty());
-    Require(!frame.content_type.empty() &&
-            frame.content_type.size() <= expanse::wire::kMaxFrameContentTypeBytes);
+    Require(expanse::wire::IsFrameContentType(frame.content_type));
     Require(frame.body.data() >= body.data() &&
             frame.body.data() + frame.body.size() <= body.data() + body.size());
     expanse::wire::AppendEnvelopeFrame(again, frame.content_type, frame.body);

@@ -41,6 +41,9 @@ Uploader::Uploader(UploaderOptions options, Outbox& outbox, net::HttpClient& cli
     : options_(std::move(options)),
       ack_on_receipt_(options_.ack_on_receipt),
       envelopes_(options_.max_batches_per_request > 1),
+      batches_per_request_(
+          std::clamp<size_t>(options_.max_batches_per_request, 1, wire::kMaxEnvelopeBatches)),
+      envelope_bytes_(options_.max_envelope_bytes),
       ingest_url_(JoinUrl(options_.data_plane_url, kIngestPath)),
       sync_url_(JoinUrl(options_.data_plane_url, kSyncPath)),
       outbox_(outbox),
@@ -91,7 +94,7 @@ Result<RunSummary> Uploader::RunOnce() {
       continue;
     }
     // As many as one request may carry, within what may wait unconfirmed and this run's share.
-    size_t room = envelopes_ ? std::max<size_t>(options_.max_batches_per_request, 1) : 1;
+    size_t room = envelopes_ ? batches_per_request_ : 1;
     room = std::min(room, max_sent - sent_.size());
     if (options_.max_entries_per_run != 0)
       room = std::min<uint64_t>(room, options_.max_entries_per_run - handled);
@@ -119,7 +122,7 @@ Result<RunSummary> Uploader::RunOnce() {
       if (sent.done)
         return *std::move(sent.done);
       if (sent.answers.empty())
-        continue;  // the server takes no envelopes: the same entries go one at a time
+        continue;  // the envelope was refused as such: the same entries go again, alone or fewer
       answers = std::move(sent.answers);
     }
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -143,8 +146,14 @@ Result<std::vector<OutboxEntry>> Uploader::PeekNext(size_t room) {
       break;
     // A frame's header line: its content type, a space, the length and a newline.
     const size_t framed = entry->payload.size() + entry->content_type.size() + 16;
-    if (!entries.empty() && bytes + framed > options_.max_envelope_bytes)
+    if (!entries.empty() && bytes + framed > envelope_bytes_)
       break;
+    // An entry whose content type no frame can carry goes alone, as a request of its own.
+    if (!wire::IsFrameContentType(entry->content_type)) {
+      if (entries.empty())
+        entries.push_back(*std::move(entry));
+      break;
+    }
     bytes += framed;
     after = entry->sequence;
     entries.push_back(*std::move(entry));
@@ -169,11 +178,11 @@ Uploader::EnvelopeOutcome Uploader::SendEnvelope(const std::vector<OutboxEntry>&
   request.body.reserve(bytes);
   for (const OutboxEntry& entry : entries)
     wire::AppendEnvelopeFrame(request.body, entry.content_type, entry.payload);
-  {
-    std::lock_guard lock(mu_);
+  Result<net::HttpResponse> response = Send(request);
+  if (response.ok() || response.status().code() != StatusCode::kUnauthenticated) {
+    std::lock_guard lock(mu_);  // made (not refused for want of a credential)
     ++stats_.envelopes;
   }
-  Result<net::HttpResponse> response = Send(request);
   if (!response.ok())
     return {.done = Failed(response.status(), summary)};
   const int status = response->status;
@@ -187,6 +196,15 @@ Uploader::EnvelopeOutcome Uploader::SendEnvelope(const std::vector<OutboxEntry>&
                     " batches was unreadable (" + answers.status().message() + ")");
       return {};
     }
+    // A stored batch's answer always names it: a 2xx that does not (an empty body from a proxy
+    // or a faulty build) would acknowledge what may never have been stored.
+    for (const wire::EnvelopeAnswer& answer : *answers) {
+      if (answer.status >= 200 && answer.status < 300 &&
+          wire::DecodeIngestAnswer(answer.body).batch_id.empty()) {
+        StopEnvelopes("a batch's 2xx answer in it names no batch_id");
+        return {};
+      }
+    }
     std::vector<net::HttpResponse> out;
     out.reserve(answers->size());
     for (wire::EnvelopeAnswer& answer : *answers) {
@@ -198,8 +216,18 @@ Uploader::EnvelopeOutcome Uploader::SendEnvelope(const std::vector<OutboxEntry>&
     return {.answers = std::move(out)};
   }
   const auto [code, message] = wire::DecodeErrorAnswer(response->body);
-  // An older server (after a rollback, say) refuses the content type (400 or 415), a proxy may
-  // refuse the body's size (413) or the route: the same entries then go one at a time.
+  // Too large for the server or a proxy in front of it (nginx's default is 1 MiB): smaller
+  // requests from now on, down to one entry each. Not a failure: sent again at once.
+  if (status == 413) {
+    envelope_bytes_ = std::min(envelope_bytes_, request.body.size()) / 2;
+    Log("uploader: the data plane refused a request of " + std::to_string(request.body.size()) +
+        " bytes (HTTP 413); at most " + std::to_string(envelope_bytes_) +
+        " bytes per request from now on");
+    return {};
+  }
+  // An older server (after a rollback, say) refuses the content type (400 or 415) or the
+  // route, or refuses the envelope itself (400 invalid_envelope): the same entries then go one
+  // at a time, from now on.
   if ((IsPoison(status, code) && status != 422) || status == 404 || status == 405 ||
       status == 501) {
     StopEnvelopes("HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code));

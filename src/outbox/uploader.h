@@ -5,7 +5,8 @@
 // the rules below, as if they had come one by one; after an answer that ends the run or sends
 // entries again, the later answers are not used (those entries go again; the server answers a
 // stored one as a repeat). A server that refuses envelopes (an older one answers 400 or 415 to
-// the content type; 404, 405, 413, 501) gets one entry per request from then on.
+// the content type; 404, 405, 501; an answer that is not one per entry) gets one entry per
+// request from then on; a 413 halves the envelope's bytes instead.
 //
 // With ack_on_receipt (the default) it asks for answers on receipt (`Expanse-Ack:
 // received`): the server answers before its fdatasync, and the uploader moves on to the
@@ -76,8 +77,9 @@ struct UploaderOptions {
   // Entries answered on receipt that may wait for their sync before the uploader asks for one.
   size_t max_unconfirmed = 64;
   // Queued entries sent together in one request (an envelope, wire/ingest_envelope.h), at
-  // most, and the envelope's bytes (a single entry over it still goes alone). 1: one per
-  // request. A server that refuses envelopes gets one per request from then on.
+  // most (up to 64), and the envelope's bytes (a single entry over it still goes alone; a 413
+  // halves it). 1: one per request. A server that refuses envelopes gets one per request from
+  // then on.
   size_t max_batches_per_request = 32;
   size_t max_envelope_bytes = size_t{8} << 20;
   // Operator-facing lines: the first failure of a streak, recovery, dead-lettered batches, a
@@ -190,6 +192,8 @@ class Uploader {
   const UploaderOptions options_;
   bool ack_on_receipt_;  // off for good once the server showed it has no /dp/v1/sync
   bool envelopes_;       // off for good once the server refused a request of several entries
+  const size_t batches_per_request_;  // max_batches_per_request, within what a request may hold
+  size_t envelope_bytes_;             // max_envelope_bytes, halved at each 413 to an envelope
   const std::string ingest_url_;
   const std::string sync_url_;
   Outbox& outbox_;

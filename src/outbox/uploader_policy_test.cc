@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "net/http_client.h"
 #include "outbox/outbox.h"
@@ -76,7 +78,7 @@ class ScriptedServer {
                                std::string(frame.content_type), std::string(frame.body),
                                request.path, request.get_header_value("Expanse-Ack")});
           const Answer answer = NextAnswer();
-          answers.push_back({.status = answer.status, .body = answer.body});
+          answers.push_back({.status = answer.status, .body = WithBatchId(answer)});
           if (!answer.retry_after.empty())
             answers.back().retry_after = answer.retry_after;
         }
@@ -129,7 +131,7 @@ class ScriptedServer {
     return received_;
   }
   // Every envelope from now on gets `answer` for the whole request.
-  void AnswerEnvelopes(Answer answer) {
+  void AnswerEnvelopes(std::optional<Answer> answer) {
     std::lock_guard lock(mu_);
     envelope_answer_ = std::move(answer);
   }
@@ -140,6 +142,16 @@ class ScriptedServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  // In an envelope the server's 2xx answers always name their batch (the uploader trusts no
+  // answer that does not): scripted JSON objects without one get one.
+  std::string WithBatchId(const Answer& answer) {
+    nlohmann::json body = nlohmann::json::parse(answer.body, nullptr, false);
+    if (answer.status < 200 || answer.status >= 300 || !body.is_object() ||
+        body.contains("batch_id"))
+      return answer.body;
+    body["batch_id"] = "scripted/" + std::to_string(received_.size());
+    return body.dump();
+  }
   Answer NextAnswer() {
     Answer answer;
     if (!script_.empty()) {
@@ -518,10 +530,10 @@ class UploaderEnvelopeTest : public UploaderPolicyTest {};
 // A server that refuses the envelope (an older build answers its content type 400
 // unsupported_media_type) gets the same entries one per request, at once and from then on.
 TEST_P(UploaderEnvelopeTest, AServerWithoutEnvelopesGetsOneBatchPerRequest) {
-  for (int status : {400, 404, 413, 415}) {
+  for (int status : {400, 404, 405, 415, 501}) {
     SCOPED_TRACE(status);
     uploader_ = MakeUploader(server_.url());
-    server_.AnswerEnvelopes({status, Error("unsupported_media_type")});
+    server_.AnswerEnvelopes(Answer{status, Error("unsupported_media_type")});
     const size_t envelopes_before = server_.envelopes();
     const size_t received_before = server_.received().size();
     Enqueue("a");
@@ -545,7 +557,7 @@ TEST_P(UploaderEnvelopeTest, AServerWithoutEnvelopesGetsOneBatchPerRequest) {
 // An answer that does not hold one answer per batch is not trusted for any of them: the same
 // entries go again, one per request, and nothing is acknowledged or dead-lettered on its word.
 TEST_P(UploaderEnvelopeTest, AnUnreadableAnswerSendsTheBatchesAgainAlone) {
-  server_.AnswerEnvelopes({200, R"({"answers":[{"status":400,"body":{}}]})"});
+  server_.AnswerEnvelopes(Answer{200, R"({"answers":[{"status":400,"body":{}}]})"});
   Enqueue("a");
   Enqueue("b");
   RunSummary summary = Run();
@@ -560,10 +572,13 @@ TEST_P(UploaderEnvelopeTest, AnUnreadableAnswerSendsTheBatchesAgainAlone) {
 // no failure counted; a retryable answer stops at its batch, and the batches after it (stored
 // or not) go again: a stored one is answered as a repeat.
 TEST_P(UploaderEnvelopeTest, LeftOverBatchesGoInTheNextRequestAndARetryStopsAtItsBatch) {
-  Enqueue("a");
-  Enqueue("b");
-  Enqueue("c");
-  Enqueue("d");
+  std::map<std::string, std::string> tag_of;  // payload -> tag
+  for (const std::string tag : {"a", "b", "c", "d"}) {
+    const uint64_t sequence = Enqueue(tag);
+    Result<std::optional<OutboxEntry>> entry = outbox_->Peek(sequence - 1);
+    ASSERT_TRUE(entry.ok() && entry->has_value());
+    tag_of[(*entry)->payload] = tag;
+  }
   server_.Script({{200},
                   {503, Error("envelope_full")},
                   {200},  // the server's answer to c in the first request: not used
@@ -584,8 +599,8 @@ TEST_P(UploaderEnvelopeTest, LeftOverBatchesGoInTheNextRequestAndARetryStopsAtIt
   EXPECT_EQ(uploader_->stats().duplicates, 1u);
   std::vector<std::string> tags;
   for (const Received& r : server_.received())
-    tags.push_back(r.body);
-  ASSERT_EQ(tags.size(), 9u);
+    tags.push_back(tag_of[r.body]);
+  EXPECT_EQ(tags, (std::vector<std::string>{"a", "b", "c", "d", "b", "c", "d", "c", "d"}));
   EXPECT_EQ(server_.envelopes(), 3u);
   EXPECT_EQ(outbox_->stats().depth_entries, 0u);
 }
@@ -606,6 +621,97 @@ TEST_P(UploaderEnvelopeTest, AnEnvelopeStaysWithinItsBytes) {
   EXPECT_TRUE(summary->drained);
   EXPECT_EQ(server_.envelopes(), 0u);
   EXPECT_EQ(server_.received().size(), 2u);
+}
+
+// A request too large for the server or a proxy (413) is not a reason to stop: the envelope's
+// bytes halve until the entries fit, down to one per request.
+TEST_P(UploaderEnvelopeTest, ATooLargeEnvelopeIsSentSmaller) {
+  server_.AnswerEnvelopes(Answer{413, Error("body_too_large")});
+  for (const char* tag : {"a", "b", "c", "d"})
+    Enqueue(tag);
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 4u);
+  EXPECT_EQ(uploader_->stats().dead_lettered, 0u);
+  EXPECT_EQ(uploader_->stats().consecutive_failures, 0u);
+  EXPECT_GE(server_.envelopes(), 1u);        // then smaller ones, down to one entry a request
+  EXPECT_EQ(server_.received().size(), 4u);  // each one alone in the end
+  EXPECT_THAT(log_.joined(), HasSubstr("bytes per request from now on"));
+}
+
+// A whole envelope answered 503 (or 429, a network failure) is retried with backoff as a single
+// batch would be: envelopes stay on.
+TEST_P(UploaderEnvelopeTest, AnEnvelopeTheServerCannotTakeNowIsRetried) {
+  server_.AnswerEnvelopes(Answer{503, Error("unavailable")});
+  Enqueue("a");
+  Enqueue("b");
+  RunSummary failed = Run();
+  EXPECT_GT(failed.retry_at_ms, 0);
+  EXPECT_EQ(uploader_->stats().last_error, "HTTP 503 unavailable");
+  server_.AnswerEnvelopes(std::nullopt);
+  clock_.Advance(failed.retry_at_ms - clock_.NowMs());
+  EXPECT_TRUE(Run().drained);
+  EXPECT_EQ(server_.envelopes(), 2u);
+  EXPECT_EQ(server_.received().size(), 2u);  // both in the second envelope
+  EXPECT_THAT(log_.joined(), Not(HasSubstr("one batch per request")));
+}
+
+// A 2xx among the answers that names no batch could be a proxy's empty answer: none of the
+// envelope's answers is trusted, and the entries go again alone.
+TEST_P(UploaderEnvelopeTest, AnAnswerThatNamesNoBatchIsNotTrusted) {
+  server_.AnswerEnvelopes(
+      Answer{200, R"({"answers":[{"status":200,"body":{}},{"status":200,"body":{}}]})"});
+  Enqueue("a");
+  Enqueue("b");
+  EXPECT_TRUE(Run().drained);
+  EXPECT_EQ(server_.received().size(), 2u);  // sent alone after the envelope
+  EXPECT_THAT(log_.joined(), HasSubstr("names no batch_id"));
+}
+
+// An entry of a content type no frame can carry goes in a request of its own; the others
+// still go together.
+TEST_P(UploaderEnvelopeTest, AnEntryNoFrameCanCarryGoesAlone) {
+  Enqueue("a");
+  ASSERT_TRUE(outbox_
+                  ->Enqueue("telemetry",
+                            [](uint64_t) -> Result<Payload> {
+                              return Payload{.content_type = "application/json; charset=utf-8",
+                                             .bytes = R"({"version":1})"};
+                            })
+                  .ok());
+  Enqueue("c");
+  Enqueue("d");
+  EXPECT_TRUE(Run().drained);
+  std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 4u);
+  EXPECT_EQ(received[1].content_type, "application/json; charset=utf-8");
+  // a alone (the odd entry stops its envelope), the odd one alone, then c and d together.
+  EXPECT_EQ(server_.envelopes(), 1u);
+  EXPECT_EQ(uploader_->stats().sent, 3u);
+}
+
+// A refusal for good after receipts in the same envelope: the receipts are synced first (the
+// dead-letter acknowledges everything before it), then the batch is dead-lettered and the
+// answers after it are taken.
+TEST_P(UploaderEnvelopeTest, ARefusalAfterReceiptsInTheSameEnvelopeWaitsForTheirSync) {
+  Enqueue("a");
+  const uint64_t poison = Enqueue("poison");
+  Enqueue("c");
+  server_.Script({{200, R"({"batch_id":"x/1","durable":false,"store_epoch":"e1","mark":1,)"
+                        R"("durable_mark":0})"},
+                  {400, Error("invalid_batch")},
+                  {200, R"({"batch_id":"x/3","durable":true,"store_epoch":"e1","mark":3,)"
+                        R"("durable_mark":3})"}});
+  server_.ScriptSync({{200, R"({"store_epoch":"e1","durable_mark":1})"}});
+  RunSummary summary = Run();
+  EXPECT_TRUE(summary.drained);
+  EXPECT_EQ(summary.acked, 3u);
+  UploaderStats stats = uploader_->stats();
+  EXPECT_EQ(stats.acked, 2u);
+  EXPECT_EQ(stats.dead_lettered, 1u);
+  EXPECT_EQ(stats.sent, 2u);  // the envelope and the sync before the dead-letter
+  EXPECT_EQ(outbox_->stats().depth_entries, 0u);
+  EXPECT_THAT(log_.joined(), HasSubstr("refused batch " + std::to_string(poison)));
 }
 
 INSTANTIATE_TEST_SUITE_P(SeveralPerRequest, UploaderEnvelopeTest, ::testing::Values(32));

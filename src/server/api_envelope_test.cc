@@ -52,9 +52,13 @@ std::string Zstd(const std::string& text) {
 class ApiEnvelopeTest : public ApiTest {
  protected:
   void Customize(ServerOptions& options) override { options.max_envelope_samples = 1300; }
-  Reply PostEnvelope(const std::string& body, const std::string& credential) {
+  Reply PostEnvelope(const std::string& body, const std::string& credential,
+                     const std::string& ack = "") {
+    httplib::Headers headers = Bearer(credential);
+    if (!ack.empty())
+      headers.emplace("Expanse-Ack", ack);
     httplib::Result r =
-        client_->Post("/dp/v1/ingest", Bearer(credential), body, wire::kIngestEnvelopeContentType);
+        client_->Post("/dp/v1/ingest", headers, body, wire::kIngestEnvelopeContentType);
     Reply reply;
     if (!r) {
       ADD_FAILURE() << httplib::to_string(r.error());
@@ -84,6 +88,7 @@ TEST_F(ApiEnvelopeTest, EachBatchIsAnsweredAsIfItCameAlone) {
   ASSERT_EQ(answers.size(), 4u) << first.body;
   EXPECT_EQ(answers[0]["status"], 200);
   EXPECT_EQ(answers[0]["body"]["samples"], 60);
+  EXPECT_EQ(answers[0]["body"]["jobs"], 1);
   EXPECT_EQ(answers[0]["body"]["duplicate"], false);
   EXPECT_EQ(answers[0]["body"]["durable"], true);
   EXPECT_NE(answers[0]["body"]["batch_id"].get<std::string>().find("/telemetry/1"),
@@ -148,6 +153,32 @@ TEST_F(ApiEnvelopeTest, BatchesPastTheRequestsSampleCapAreLeftForTheNext) {
   ASSERT_EQ(second.status, 200) << second.body;
   EXPECT_EQ(second.body["answers"][0]["body"]["duplicate"], false);
   EXPECT_EQ(second.body["answers"][0]["body"]["samples"], 1200);
+}
+
+// Answers on receipt apply to every batch of the envelope: each has its own mark, in order,
+// and a sync covers them all. The same batch twice in one request is stored once.
+TEST_F(ApiEnvelopeTest, ReceiptsAndRepeatsWithinOneRequest) {
+  const std::string credential = NewCredential();
+  std::string envelope;
+  wire::AppendEnvelopeFrame(envelope, "application/json", Batch(1, "GPU-a"));
+  wire::AppendEnvelopeFrame(envelope, "application/json", Batch(2, "GPU-b"));
+  wire::AppendEnvelopeFrame(envelope, "application/json", Batch(1, "GPU-a"));
+  Reply reply = PostEnvelope(envelope, credential, "received");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json& answers = reply.body["answers"];
+  ASSERT_EQ(answers.size(), 3u);
+  const uint64_t first = answers[0]["body"]["mark"].get<uint64_t>();
+  const uint64_t second = answers[1]["body"]["mark"].get<uint64_t>();
+  EXPECT_GE(first, 1u);
+  EXPECT_GT(second, first);
+  EXPECT_EQ(answers[0]["body"]["duplicate"], false);
+  EXPECT_EQ(answers[1]["body"]["duplicate"], false);
+  EXPECT_EQ(answers[2]["body"]["duplicate"], true);
+  EXPECT_EQ(answers[2]["body"]["samples"], 0);
+  EXPECT_EQ(answers[0]["body"]["store_epoch"], answers[1]["body"]["store_epoch"]);
+  Reply synced = Call("POST", "/dp/v1/sync", "", Bearer(credential));
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_GE(synced.body["durable_mark"].get<uint64_t>(), second);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ http::Response AnswerAppended(RouteContext& ctx, const IngestBatch& batch,
   return Json(200, wire::Encode(wire::IngestAnswer{.batch_id = batch_id,
                                                    .duplicate = appended->duplicate,
                                                    .samples = appended->samples,
-                                                   .jobs = batch.jobs.size(),
+                                                   .jobs = batch.jobs_written,
                                                    .durable = appended->durable,
                                                    .store_epoch = ctx.tsdb->epoch(),
                                                    .mark = appended->mark,
@@ -123,11 +123,22 @@ std::variant<http::Response, std::shared_ptr<Appending>> PrepareBatch(
       return http::ErrorResponse(id.status());
     sender.unchecked_hash.clear();
   }
-  // Refused before the job records below are written, so nothing of the batch is stored.
+  // Refused before the job records below are written, so nothing of the batch is stored. Each
+  // batch is checked alone: batches arriving together (in one envelope or in concurrent
+  // requests) may cross the limit between them, and the one the store then refuses keeps its
+  // (idempotent) records.
   if (Status s = ctx.tsdb->CheckSeriesLimit(batch->series); !s.ok())
     return TsdbErrorResponse(s);
   if (Status s = WriteRecords(ctx, *batch); !s.ok())
     return http::ErrorResponse(s);
+  // Written: only the samples wait for the store. Let go of the records now, so a request's
+  // batches hold no more than their samples while the last ones are read.
+  batch->jobs_written = batch->jobs.size();
+  batch->jobs = {};
+  batch->job_events = {};
+  batch->gpu_allocations = {};
+  batch->stacks = {};
+  batch->capture_windows = {};
   auto appending = std::make_shared<Appending>();
   appending->batch_id = batch->BatchId(sender.compute_id);
   appending->batch = *std::move(batch);
@@ -187,6 +198,11 @@ class EnvelopeAnswers {
   http::Responder responder_;
 };
 
+// A batch left for the sender's next request: not a failure, and not counted as one.
+http::Response EnvelopeFull(const std::string& why) {
+  return http::ErrorResponse(503, "envelope_full", why + "; send this batch again");
+}
+
 // POST /dp/v1/ingest with several batches (wire/ingest_envelope.h): each validated, its records
 // written and its answer given as if sent alone; the samples of all go to the store together.
 void IngestEnvelope(RouteContext* ctx, const http::Request& req, http::Responder responder,
@@ -203,6 +219,13 @@ void IngestEnvelope(RouteContext* ctx, const http::Request& req, http::Responder
   size_t decoded_bytes = 0, samples = 0;
   for (size_t i = 0; i < frames->size(); ++i) {
     const wire::EnvelopeFrame& frame = (*frames)[i];
+    // One batch's decoded document at most, all together (a small zstd frame can decode to
+    // 64 MiB): the rest wait for the next request, undecoded. Frame 0 is always read.
+    if (i > 0 && decoded_bytes >= kMaxIngestJsonBytes) {
+      answers->SetEarly(i, EnvelopeFull("this request's batches decoded to " +
+                                        std::to_string(decoded_bytes) + " bytes already"));
+      continue;
+    }
     auto batch = PrepareBatch(*ctx, req, sender, frame.content_type, frame.body, decoded_bytes);
     if (auto* refused = std::get_if<http::Response>(&batch)) {
       CountAnswer(*ctx, refused->status);
@@ -214,10 +237,8 @@ void IngestEnvelope(RouteContext* ctx, const http::Request& req, http::Responder
     // next request; the first batch is always taken, so every request makes progress.
     if (!prepared.empty() && samples + appending->batch.samples > ctx->max_envelope_samples) {
       // Its records are written (idempotent upserts); the next request stores the rest.
-      answers->SetEarly(
-          i, http::ErrorResponse(503, "envelope_full",
-                                 "this request's batches hold " + std::to_string(samples) +
-                                     " samples already; send this batch again"));
+      answers->SetEarly(i, EnvelopeFull("this request's batches hold " + std::to_string(samples) +
+                                        " samples already"));
       continue;
     }
     samples += appending->batch.samples;

@@ -31,6 +31,8 @@ struct IngestBatch {
   std::vector<store::GpuAllocation> gpu_allocations;
   std::vector<store::StackSample> stacks;
   std::vector<store::CaptureWindow> capture_windows;
+  // How many job records the batch held once they are written and let go (data_routes.cc).
+  size_t jobs_written = 0;
 
   // The idempotency key: compute, stream and sequence.
   std::string BatchId(std::string_view compute_id) const;

@@ -30,6 +30,16 @@ Status BadFrame(size_t index, std::string_view what) {
 
 }  // namespace
 
+bool IsFrameContentType(std::string_view content_type) {
+  if (content_type.empty() || content_type.size() > kMaxFrameContentTypeBytes)
+    return false;
+  for (char c : content_type) {
+    if (!IsContentTypeByte(c))
+      return false;
+  }
+  return true;
+}
+
 void AppendEnvelopeFrame(std::string& envelope, std::string_view content_type,
                          std::string_view body) {
   envelope.append(content_type);

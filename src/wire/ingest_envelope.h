@@ -27,6 +27,9 @@ inline constexpr size_t kMaxEnvelopeBatches = 64;
 // A frame's content type: 1..64 bytes of [a-z0-9/.+-].
 inline constexpr size_t kMaxFrameContentTypeBytes = 64;
 
+// Whether a batch of this content type can go in a frame: 1..64 bytes of [a-z0-9/.+-].
+bool IsFrameContentType(std::string_view content_type);
+
 struct EnvelopeFrame {
   std::string_view content_type;
   std::string_view body;  // views into the envelope's body
