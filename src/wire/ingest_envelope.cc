@@ -74,10 +74,8 @@ Result<std::vector<EnvelopeFrame>> ParseIngestEnvelope(std::string_view body) {
       return BadFrame(index, "the content type must be 1 to " +
                                  std::to_string(kMaxFrameContentTypeBytes) + " bytes");
     }
-    for (char c : type) {
-      if (!IsContentTypeByte(c))
-        return BadFrame(index, "the content type may hold only [a-z0-9/.+-]");
-    }
+    if (!IsFrameContentType(type))  // its length is right: a byte is not
+      return BadFrame(index, "the content type may hold only [a-z0-9/.+-]");
     size_t length = 0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), length);
     if (digits.empty() || digits.size() > kMaxLengthDigits || error != std::errc() ||
