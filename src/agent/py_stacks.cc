@@ -1,5 +1,6 @@
 #include "agent/py_stacks.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +34,16 @@ bool WorthPyspy(const Status& s) {
   const std::string& r = s.reason();
   return r == "unsupported_version" || r == "bad_debug_offsets" || r == "binary_unavailable" ||
          r == "inconsistent_read" || r == "unreadable_address" || r == "read_budget_exceeded";
+}
+
+// The calling thread's CPU time in microseconds, -1 if unknown. A native read runs on this
+// thread (its /proc reads and process_vm_readv included), so this is what it cost the node,
+// however long a busy node kept the thread waiting for a core.
+int64_t ThreadCpuMicros() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return -1;
+  return int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1000;
 }
 
 std::string ExecutableOf(pid_t pid) {
@@ -116,8 +127,10 @@ Status PyStacksCollector::RequestBurst(const std::string& job_id, int64_t trigge
     pystack::StackAggregatorOptions window = AggregatorOptions(options_.settings);
     window.window_ms = window_ms;
     window.window_origin_ms = trigger_ms;
-    live_bursts_[job_id] = LiveBurst{trigger_ms, clock_.NowMs() + window_ms,
-                                     std::make_unique<pystack::StackAggregator>(window)};
+    LiveBurst& burst = live_bursts_[job_id];
+    burst.trigger_ms = trigger_ms;
+    burst.until_ms = clock_.NowMs() + window_ms;
+    burst.stacks = std::make_unique<pystack::StackAggregator>(window);
     burst_requests_.push_back(job_id);
     ++live_bursts_started_;
     jobs_changed_ = true;
@@ -141,7 +154,8 @@ void PyStacksCollector::Loop() {
   }
 }
 
-Result<pystack::ProcessStacks> PyStacksCollector::SampleOne(pid_t pid) {
+Result<pystack::ProcessStacks> PyStacksCollector::SampleOne(pid_t pid, bool& ran_pyspy) {
+  ran_pyspy = !native_;
   if (!native_)
     return pyspy_->Sample(pid);
   Result<pystack::ProcessStacks> stacks = native_->Sample(pid);
@@ -151,6 +165,7 @@ Result<pystack::ProcessStacks> PyStacksCollector::SampleOne(pid_t pid) {
   } else {
     return stacks;
   }
+  ran_pyspy = true;
   return pyspy_->Sample(pid);
 }
 
@@ -190,10 +205,15 @@ void PyStacksCollector::TickOnce() {
 
   for (const pystack::SampleTarget& target : policy_.Due(jobs)) {
     const auto started = std::chrono::steady_clock::now();
-    Result<pystack::ProcessStacks> stacks = SampleOne(target.pid);
-    const auto cost = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - started);
-    policy_.Record(target.pid, cost.count());
+    const int64_t cpu_started = ThreadCpuMicros();
+    bool ran_pyspy = false;
+    Result<pystack::ProcessStacks> stacks = SampleOne(target.pid, ran_pyspy);
+    const int64_t wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - started)
+                                .count();
+    const int64_t cpu_ended = cpu_started < 0 ? -1 : ThreadCpuMicros();
+    // py-spy works in a process of its own: the wall time of its run stands for its CPU.
+    policy_.Record(target.pid, ran_pyspy || cpu_ended < 0 ? wall_us : cpu_ended - cpu_started);
     std::lock_guard lock(mu_);
     if (stacks.ok()) {
       ++samples_ok_;
@@ -206,12 +226,17 @@ void PyStacksCollector::TickOnce() {
         const int64_t at =
             std::clamp(now_ms, live->second.trigger_ms, live->second.trigger_ms + window_ms - 1);
         live->second.stacks->Add(target.job_id, options_.hostname, at, *stacks, target.gpu_idle);
+        ++live->second.samples;
       } else {
         aggregator_.Add(target.job_id, options_.hostname, now_ms, *stacks, target.gpu_idle);
       }
       continue;
     }
     ++samples_failed_;
+    if (auto live = live_bursts_.find(target.job_id); live != live_bursts_.end()) {
+      ++live->second.failed;
+      live->second.last_failure = stacks.status().message().substr(0, 200);
+    }
     if (failures_by_reason_.size() < 64)
       ++failures_by_reason_[stacks.status().reason()];
     // Most jobs run shells and launchers beside their Python: not a problem of the collector.
@@ -236,11 +261,28 @@ std::vector<wire::StackRecord> PyStacksCollector::TakeStacks(bool all) {
       continue;
     }
     std::vector<wire::StackRecord> burst = it->second.stacks->TakeAll();
+    LogBurstEnd(it->first, it->second);
     out.insert(out.end(), std::make_move_iterator(burst.begin()),
                std::make_move_iterator(burst.end()));
     it = live_bursts_.erase(it);
   }
   return out;
+}
+
+void PyStacksCollector::LogBurstEnd(const std::string& job_id, const LiveBurst& burst) {
+  // The one line that tells an operator why a stuck job's burst brought no stacks from a node.
+  if (burst.samples == 0)
+    ++live_bursts_empty_;
+  if (!options_.log)
+    return;
+  std::string line =
+      "stack burst for job " + job_id + " ended: " + std::to_string(burst.samples) + " sample(s)";
+  if (burst.failed > 0)
+    line +=
+        ", " + std::to_string(burst.failed) + " failed read(s), the last: " + burst.last_failure;
+  else if (burst.samples == 0)
+    line += " (no read was due: the job's processes backed off or the CPU budget spent)";
+  options_.log(line);
 }
 
 Capability PyStacksCollector::Describe() const {
@@ -275,6 +317,7 @@ nlohmann::json PyStacksCollector::Stats() const {
           {"threads_dropped_late", a.threads_dropped_late},
           {"windows_discarded", a.windows_discarded},
           {"live_bursts", live_bursts_started_},
+          {"live_bursts_empty", live_bursts_empty_},
           {"bytes_held", aggregator_.bytes_held()}};
 }
 

@@ -78,7 +78,9 @@ class PyStacksCollector {
 
  private:
   void Loop();
-  Result<pystack::ProcessStacks> SampleOne(pid_t pid);
+  // Reads `pid`'s stacks; `ran_pyspy` tells whether py-spy did (alone or after the native
+  // reader), which decides how the read's cost is measured.
+  Result<pystack::ProcessStacks> SampleOne(pid_t pid, bool& ran_pyspy);
 
   PyStacksOptions options_;
   Clock& clock_;
@@ -109,10 +111,15 @@ class PyStacksCollector {
     int64_t trigger_ms = 0;
     int64_t until_ms = 0;
     std::unique_ptr<pystack::StackAggregator> stacks;
+    uint64_t samples = 0;  // read into the burst's window
+    uint64_t failed = 0;   // reads of the job's processes that failed during the burst
+    std::string last_failure;
   };
-  std::map<std::string, LiveBurst> live_bursts_;  // under mu_
-  std::vector<std::string> burst_requests_;       // for the tick thread's policy; under mu_
+  std::map<std::string, LiveBurst> live_bursts_;                        // under mu_
+  void LogBurstEnd(const std::string& job_id, const LiveBurst& burst);  // under mu_
+  std::vector<std::string> burst_requests_;  // for the tick thread's policy; under mu_
   uint64_t live_bursts_started_ = 0;
+  uint64_t live_bursts_empty_ = 0;  // ended without one stack: logged with why
 
   std::atomic<bool> stop_{false};
   std::condition_variable wake_;

@@ -125,6 +125,8 @@ TEST(PyStacksCollectorTest, ALiveBurstFoldsIntoTheTriggersWindow) {
   PyStacksOptions options = Options();
   options.settings.pystacks_burst_seconds = 5;
   options.settings.pystacks_cpu_percent = 10;  // sanitizer builds read slowly: keep 10 Hz
+  std::vector<std::string> lines;
+  options.log = [&](const std::string& line) { lines.push_back(line); };
   PyStacksCollector collector(options, clock);
   EXPECT_EQ(collector.RequestBurst("7", 1'799'999'998'123).reason(), "job_not_here");
   collector.SetJobs({{"7", {python.pid()}, true, /*gpus_idle=*/false}});
@@ -149,11 +151,38 @@ TEST(PyStacksCollectorTest, ALiveBurstFoldsIntoTheTriggersWindow) {
   }
   EXPECT_GE(counted, 5);  // the burst rate, not the base rate's one sample a second
   EXPECT_EQ(collector.Stats()["live_bursts"], 1u);
+  EXPECT_EQ(collector.Stats()["live_bursts_empty"], 0u);
+  EXPECT_THAT(lines, ::testing::Contains("stack burst for job 7 ended: " + std::to_string(counted) +
+                                         " sample(s)"));
 
   options.settings.pystacks_burst_seconds = 0;
   PyStacksCollector no_bursts(options, clock);
   no_bursts.SetJobs({{"7", {python.pid()}, true, false}});
   EXPECT_EQ(no_bursts.RequestBurst("7", trigger_ms).reason(), "bursts_off");
+}
+
+// A burst that read nothing says so, with the failure that left it empty.
+TEST(PyStacksCollectorTest, AnEmptyLiveBurstIsLoggedWithWhy) {
+  pystack::test_util::ChildProcess sleeper;
+  ASSERT_TRUE(sleeper.Start({"/bin/sleep", "60"}));
+  ManualClock clock(1'800'000'000'000);
+  PyStacksOptions options = Options();
+  options.settings.pystacks_burst_seconds = 5;
+  std::vector<std::string> lines;
+  options.log = [&](const std::string& line) { lines.push_back(line); };
+  PyStacksCollector collector(options, clock);
+  collector.SetJobs({{"7", {sleeper.pid()}, true, false}});
+  ASSERT_TRUE(collector.RequestBurst("7", 1'799'999'999'123).ok());
+  for (int i = 0; i < 50; ++i) {
+    collector.TickOnce();
+    clock.Advance(100);
+  }
+  EXPECT_TRUE(collector.TakeStacks(/*all=*/false).empty());
+  EXPECT_EQ(collector.Stats()["live_bursts_empty"], 1u);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), HasSubstr("stack burst for job 7 ended: 0 sample(s), 1 failed read(s), "
+                                      "the last: py_stacks: "));
+  EXPECT_THAT(lines.back(), HasSubstr(std::to_string(sleeper.pid())));
 }
 
 // A process that is not Python is not a capability problem; a bad EXPANSE_PYSPY is named.

@@ -65,6 +65,7 @@ void CollectionPolicy::RequestBurst(const std::string& job_id) {
   JobState& state = jobs_[job_id];
   state.requested_until_ms = now_ms + std::max<int64_t>(options_.burst_ms, 1);
   state.next_due_ms = now_ms;
+  state.requested_first_due = true;
   ++stats_.bursts_requested;
 }
 
@@ -112,30 +113,41 @@ std::vector<SampleTarget> CollectionPolicy::Due(const std::vector<JobProcesses>&
   }
   const double budget_in_window_us =
       budget_us_per_second * static_cast<double>(options_.budget_window_ms) / 1000.0;
-  if (static_cast<double>(cost_in_window_us_) >= budget_in_window_us) {
-    if (any_due)
-      ++stats_.ticks_over_budget;
-    return {};
-  }
+  const bool over_budget = static_cast<double>(cost_in_window_us_) >= budget_in_window_us;
 
   std::vector<SampleTarget> due;
   for (const JobProcesses& job : jobs) {
     JobState& state = jobs_[job.job_id];
-    if (state.next_due_ms > now)
+    if (state.next_due_ms > now || (over_budget && !state.requested_first_due))
       continue;
-    const double rate = RateHz(state, now) * budget_scale_;
-    // A vanishing scale (one sample far over budget) must not overflow the interval.
-    const double interval_ms = std::min(1000.0 / std::max(rate, 1e-9), 86400000.0);
-    state.next_due_ms = now + static_cast<int64_t>(interval_ms);
-    const bool in_burst = InBurst(state, now);
-    for (pid_t pid : job.pids) {
-      if (BackedOff(pid, now))
-        continue;
-      due.push_back({job.job_id, pid, job.gpu_allocated && job.gpus_idle, in_burst});
-    }
+    AddTargets(job, state, now, due);
   }
+  if (over_budget && any_due && due.empty())
+    ++stats_.ticks_over_budget;
   stats_.targets += due.size();
   return due;
+}
+
+void CollectionPolicy::AddTargets(const JobProcesses& job, JobState& state, int64_t now_ms,
+                                  std::vector<SampleTarget>& due) {
+  if (state.requested_first_due) {
+    state.requested_first_due = false;
+    for (pid_t pid : job.pids) {
+      auto it = pids_.find(pid);
+      if (it != pids_.end() && !it->second.lasting)
+        it->second.retry_after_ms = 0;
+    }
+  }
+  const double rate = RateHz(state, now_ms) * budget_scale_;
+  // A vanishing scale (one sample far over budget) must not overflow the interval.
+  const double interval_ms = std::min(1000.0 / std::max(rate, 1e-9), 86400000.0);
+  state.next_due_ms = now_ms + static_cast<int64_t>(interval_ms);
+  const bool in_burst = InBurst(state, now_ms);
+  for (pid_t pid : job.pids) {
+    if (BackedOff(pid, now_ms))
+      continue;
+    due.push_back({job.job_id, pid, job.gpu_allocated && job.gpus_idle, in_burst});
+  }
 }
 
 void CollectionPolicy::Record(pid_t /*pid*/, int64_t cost_us) {
@@ -148,8 +160,9 @@ bool CollectionPolicy::RecordError(pid_t pid, const Status& error) {
   ++stats_.errors_recorded;
   const std::string reason = error.reason().empty() ? "unknown" : error.reason();
   PidState& state = pids_[pid];
+  state.lasting = IsLasting(reason);
   const int64_t backoff =
-      IsLasting(reason) ? options_.lasting_error_backoff_ms : options_.error_backoff_ms;
+      state.lasting ? options_.lasting_error_backoff_ms : options_.error_backoff_ms;
   state.retry_after_ms = clock_->NowMs() + backoff;
   return state.reported.insert(reason).second;
 }

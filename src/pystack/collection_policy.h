@@ -9,7 +9,10 @@
 //    starts per job per burst_cooldown_ms.
 //  - Requested bursts: RequestBurst (the controller's live detection, through the sampler)
 //    samples a job at burst_hz for burst_ms from now whatever its GPUs do, without the
-//    cooldown; the caller rate-limits requests.
+//    cooldown; the caller rate-limits requests. Such a burst is the one moment a stuck job's
+//    stacks are asked for, so its first read is due at once even when the window's budget is
+//    spent (its cost still counts), and it ends the backoff of the job's processes after
+//    failures a retry may cure (a torn read a minute ago must not leave the burst empty).
 //  - CPU budget: the sampling cost reported through Record is summed over a sliding window.
 //    Rates are scaled down so the expected cost stays under cpu_percent of one core, and while
 //    the window's cost is already at the budget nothing is due at all. The budget can be
@@ -112,13 +115,15 @@ class CollectionPolicy {
     int64_t next_due_ms = 0;
     bool gpu_state_known = false;
     bool gpus_were_idle = false;
-    int64_t burst_until_ms = 0;       // in a burst while now < this
-    int64_t requested_until_ms = 0;   // ... or while now < this (RequestBurst)
-    int64_t last_burst_start_ms = 0;  // meaningful when has_burst
+    int64_t burst_until_ms = 0;        // in a burst while now < this
+    int64_t requested_until_ms = 0;    // ... or while now < this (RequestBurst)
+    bool requested_first_due = false;  // RequestBurst's first read not handed out yet
+    int64_t last_burst_start_ms = 0;   // meaningful when has_burst
     bool has_burst = false;
   };
   struct PidState {
     int64_t retry_after_ms = 0;
+    bool lasting = false;            // the backoff is for a failure that will not change
     std::set<std::string> reported;  // reasons already reported for this pid
   };
 
@@ -127,6 +132,9 @@ class CollectionPolicy {
   void PruneCosts(int64_t now_ms);
   bool BackedOff(pid_t pid, int64_t now_ms) const;
   double RateHz(const JobState& state, int64_t now_ms) const;
+  // Hands out the job's processes that are not backed off and sets its next due time.
+  void AddTargets(const JobProcesses& job, JobState& state, int64_t now_ms,
+                  std::vector<SampleTarget>& due);
   static bool InBurst(const JobState& state, int64_t now_ms) {
     return now_ms < state.burst_until_ms || now_ms < state.requested_until_ms;
   }

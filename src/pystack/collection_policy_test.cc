@@ -124,6 +124,45 @@ TEST_F(CollectionPolicyTest, ARequestedBurstSamplesAtOnceWhileGpusAreBusy) {
   EXPECT_EQ(policy.stats().bursts_started, 0u);
 }
 
+// A read torn a moment before the request must not leave the live burst without a stack;
+// a process known not to be Python stays alone.
+TEST_F(CollectionPolicyTest, ARequestedBurstRetriesProcessesBackedOffByPassingFailures) {
+  CollectionPolicy policy({.burst_ms = 5000}, &clock_);
+  const std::vector<JobProcesses> jobs = {{"7", {100, 101}, true, false}};
+  ASSERT_THAT(Pids(policy.Due(jobs)), ElementsAre(100, 101));
+  EXPECT_TRUE(policy.RecordError(
+      100, UnavailableError("py_stacks: torn read").WithReason("inconsistent_read")));
+  EXPECT_TRUE(policy.RecordError(
+      101, FailedPreconditionError("py_stacks: not Python").WithReason("not_python")));
+  clock_.Advance(2000);
+  EXPECT_THAT(policy.Due(jobs), IsEmpty());  // both backed off
+  policy.RequestBurst("7");
+  EXPECT_THAT(Pids(policy.Due(jobs)), ElementsAre(100));
+  // Failing again backs it off again: the request lifts one backoff, not every later one.
+  EXPECT_FALSE(policy.RecordError(
+      100, UnavailableError("py_stacks: torn read").WithReason("inconsistent_read")));
+  EXPECT_EQ(CountDue(policy, jobs, 5000, 100), 0);
+}
+
+// The budget spent (a costly read a moment ago): a requested burst still gets its first read
+// at once, which counts against the budget, and nothing more until the window moves.
+TEST_F(CollectionPolicyTest, ARequestedBurstReadsOnceEvenWithTheBudgetSpent) {
+  CollectionPolicy policy({.burst_ms = 5000, .cpu_percent = 1.0, .budget_window_ms = 10000},
+                          &clock_);
+  const std::vector<JobProcesses> jobs = {{"7", {100}, true, false}, {"8", {200}, true, false}};
+  ASSERT_THAT(Pids(policy.Due(jobs)), ElementsAre(100, 200));
+  policy.Record(100, 150000);  // more than the 100 ms the 10 s window allows
+  clock_.Advance(2000);
+  EXPECT_THAT(policy.Due(jobs), IsEmpty());
+  policy.RequestBurst("7");
+  EXPECT_THAT(Pids(policy.Due(jobs)), ElementsAre(100));  // not job 8: nothing asked for it
+  policy.Record(100, 1000);
+  EXPECT_EQ(policy.cost_in_window_us(), 151000);
+  clock_.Advance(100);
+  EXPECT_EQ(CountDue(policy, jobs, 4900, 100), 0);
+  EXPECT_EQ(CountDue(policy, jobs, 4000, 200), 1);  // the costly read left the window
+}
+
 TEST_F(CollectionPolicyTest, IdleFromTheStartIsNoEdge) {
   CollectionPolicy policy({}, &clock_);
   const std::vector<JobProcesses> jobs = {{"7", {100}, true, true}};

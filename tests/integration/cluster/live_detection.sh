@@ -73,7 +73,16 @@ bursts() {
   sqlite3 -readonly "$DIR/db.sqlite" "SELECT host, window_start_ms, SUM(count) FROM job_stacks
     WHERE job_id = '$job' AND window_start_ms % 1000 != 0 GROUP BY host, window_start_ms"
 }
-wait_until 90 "burst stacks of job $job from both nodes" bash -c "[[ \$(sqlite3 -readonly '$DIR/db.sqlite' \"SELECT COUNT(DISTINCT host) FROM job_stacks WHERE job_id = '$job' AND window_start_ms % 1000 != 0\") == 2 ]]"
+if ! (wait_until 90 "burst stacks of job $job from both nodes" bash -c "[[ \$(sqlite3 -readonly '$DIR/db.sqlite' \"SELECT COUNT(DISTINCT host) FROM job_stacks WHERE job_id = '$job' AND window_start_ms % 1000 != 0\") == 2 ]]"); then
+  # What each sampler said of the request and its burst, and what the store holds.
+  for w in "$w1" "$w2"; do
+    echo "--- $w: the sampler's lines on bursts and stacks" >&2
+    "$TESTCLUSTER" exec "$w" -- grep -E 'burst|py_stacks' /var/lib/expanse/sampler.log | tail -n 20 >&2 || true
+  done
+  sqlite3 -readonly "$DIR/db.sqlite" "SELECT host, window_start_ms, window_end_ms, SUM(count) FROM job_stacks
+    WHERE job_id = '$job' GROUP BY host, window_start_ms" >&2 || true
+  fail "no burst stacks of job $job from both nodes within 90 s"
+fi
 bursts
 assert_eq 1 "$(bursts | cut -d'|' -f2 | sort -u | wc -l)" "distinct burst window starts over both nodes"
 for w in "$w1" "$w2"; do
@@ -83,6 +92,11 @@ for w in "$w1" "$w2"; do
     fail "$w's burst stacks of job $job lack hang.py:wait_for_peers: $(head -c 800 <<<"$folded")"
 done
 pass "both nodes' burst stacks of job $job start at $(bursts | head -1 | cut -d'|' -f2) and show hang.py:wait_for_peers"
+# Each sampler said how its burst went, with the count of samples the stacks above came from.
+for w in "$w1" "$w2"; do
+  ended="$("$TESTCLUSTER" exec "$w" -- grep -h "stack burst for job $job ended" /var/lib/expanse/sampler.log || true)"
+  assert_match "stack burst for job $job ended: [1-9][0-9]* sample\\(s\\)" "$ended" "$w's line on its burst"
+done
 
 for w in "$w1" "$w2"; do
   assert_eq "" "$(ls -A "$prefix/spool/control/$w")" "requests left in $w's control directory"
