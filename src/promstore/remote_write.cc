@@ -145,9 +145,14 @@ std::string EncodeWriteRequest(const std::vector<const tsdb::Batch*>& batches) {
                  out - serialized.get());
     std::abort();
   }
-  std::string compressed;
-  snappy::Compress(reinterpret_cast<const char*>(serialized.get()), total, &compressed);
-  return compressed;
+  // snappy::Compress would zero-fill a string of the worst-case size before compressing into
+  // it (7 % of a replica's CPU); the compressed bytes, a fraction of that, are copied instead.
+  const std::unique_ptr<char[]> compressed =
+      std::make_unique_for_overwrite<char[]>(snappy::MaxCompressedLength(total));
+  size_t compressed_bytes = 0;
+  snappy::RawCompress(reinterpret_cast<const char*>(serialized.get()), total, compressed.get(),
+                      &compressed_bytes);
+  return std::string(compressed.get(), compressed_bytes);
 }
 
 net::HttpRequest RemoteWriteRequest(std::string url, std::string body,
