@@ -281,7 +281,7 @@ void PyStacksCollector::LogBurstEnd(const std::string& job_id, const LiveBurst& 
     line +=
         ", " + std::to_string(burst.failed) + " failed read(s), the last: " + burst.last_failure;
   else if (burst.samples == 0)
-    line += " (no read was due: the job's processes backed off or the CPU budget spent)";
+    line += " (no read was made in it)";
   options_.log(line);
 }
 

@@ -115,11 +115,13 @@ class PyStacksCollector {
     uint64_t failed = 0;   // reads of the job's processes that failed during the burst
     std::string last_failure;
   };
-  std::map<std::string, LiveBurst> live_bursts_;                        // under mu_
-  void LogBurstEnd(const std::string& job_id, const LiveBurst& burst);  // under mu_
-  std::vector<std::string> burst_requests_;  // for the tick thread's policy; under mu_
+  std::map<std::string, LiveBurst> live_bursts_;  // under mu_
+  std::vector<std::string> burst_requests_;       // for the tick thread's policy; under mu_
   uint64_t live_bursts_started_ = 0;
   uint64_t live_bursts_empty_ = 0;  // ended without one stack: logged with why
+
+  // Counts an empty burst and logs how `burst` of `job_id` went; under mu_.
+  void LogBurstEnd(const std::string& job_id, const LiveBurst& burst);
 
   std::atomic<bool> stop_{false};
   std::condition_variable wake_;

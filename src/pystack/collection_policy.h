@@ -15,8 +15,8 @@
 //    failures a retry may cure (a torn read a minute ago must not leave the burst empty).
 //  - CPU budget: the sampling cost reported through Record is summed over a sliding window.
 //    Rates are scaled down so the expected cost stays under cpu_percent of one core, and while
-//    the window's cost is already at the budget nothing is due at all. The budget can be
-//    exceeded by at most the samples of one tick.
+//    the window's cost is already at the budget nothing is due but a requested burst's first
+//    read. The budget can be exceeded by at most the samples of one tick.
 //  - Errors: a process whose sample failed is left alone for a while (error_backoff_ms, or
 //    lasting_error_backoff_ms for failures that will not change: not Python, an unsupported
 //    version, the process gone), and each (pid, reason) is reported once.
