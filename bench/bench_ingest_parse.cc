@@ -78,7 +78,7 @@ void BM_ParseSinglePass(benchmark::State& state) {
     auto batch = expanse::server::ParseCommonIngestBatch(docs.json[i++ % kDocuments], kComputeId);
     if (!batch.has_value())
       Die("the single-pass reader declined a document");
-    benchmark::DoNotOptimize(batch->series.data());
+    benchmark::DoNotOptimize(batch->series);
   }
   state.SetItemsProcessed(state.iterations() * kSamplesPerDocument);
 }
@@ -92,7 +92,7 @@ void BM_ParseDom(benchmark::State& state) {
         expanse::server::ParseIngestBatchWithoutFastPath(docs.json[i++ % kDocuments], kComputeId);
     if (!batch.ok())
       Die("the DOM parser refused a document");
-    benchmark::DoNotOptimize(batch->series.data());
+    benchmark::DoNotOptimize(batch->series);
   }
   state.SetItemsProcessed(state.iterations() * kSamplesPerDocument);
 }

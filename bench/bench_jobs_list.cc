@@ -304,7 +304,7 @@ class TelemetryWriter {
   void Add(SeriesKey key, std::vector<Sample> samples) {
     samples_ += samples.size();
     pending_ += samples.size();
-    batch_.emplace_back(std::move(key), std::move(samples));
+    batch_.Add(key, samples);
     if (pending_ >= 400'000)
       Send();
   }
@@ -316,7 +316,7 @@ class TelemetryWriter {
                                  expanse::tsdb::Tsdb::Ack::kReceived);
     if (!appended.ok())
       Die("Append", appended.status());
-    batch_.clear();
+    batch_ = {};
     pending_ = 0;
   }
 
@@ -574,9 +574,10 @@ int main(int argc, char** argv) {
   if (!tsdb.ok())
     Die("Tsdb::Open", tsdb.status());
   const double generation_s = Seconds(std::chrono::steady_clock::now() - generation_start);
-  auto db = expanse::store::sqlite_internal::Connection::Open(dir + "/store.db", 5000);
-  if (!db.ok())
-    Die("Connection::Open", db.status());
+  auto sqlite = expanse::store::sqlite_internal::SqliteConnection::Open(dir + "/store.db", 5000);
+  if (!sqlite.ok())
+    Die("SqliteConnection::Open", sqlite.status());
+  expanse::store::sqlite_internal::Connection db(*std::move(sqlite));
 
   size_t allocations = 0;
   for (const SimJob& job : jobs) {
@@ -606,11 +607,11 @@ int main(int argc, char** argv) {
   for (const auto& [name, offset] : pages) {
     Timing old_timing, new_timing;
     // One untimed round each: the first touch of a page reads its pages into the cache.
-    identical = SamePage(OldPage(*db, store->Jobs(), **tsdb, offset, now_ms),
+    identical = SamePage(OldPage(db, store->Jobs(), **tsdb, offset, now_ms),
                          NewPage(store->Jobs(), **tsdb, offset, now_ms)) &&
                 identical;
     for (int round = 0; round < options.rounds; ++round) {
-      old_timing.Add(OldPage(*db, store->Jobs(), **tsdb, offset, now_ms));
+      old_timing.Add(OldPage(db, store->Jobs(), **tsdb, offset, now_ms));
       new_timing.Add(NewPage(store->Jobs(), **tsdb, offset, now_ms));
     }
     const double old_ms = Median(old_timing.total);

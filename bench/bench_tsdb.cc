@@ -24,6 +24,9 @@ namespace {
 
 using expanse::bench::TelemetryGenerator;
 using expanse::tsdb::Batch;
+using expanse::tsdb::OwnedKey;
+using expanse::tsdb::Sample;
+using expanse::tsdb::SeriesKey;
 using expanse::tsdb::Tsdb;
 
 constexpr int64_t kStartMs = 1'767'225'600'000;  // 2026-01-01T00:00:00Z
@@ -107,7 +110,7 @@ IngestFigures IngestSqliteRows(int nodes, int seconds) {
        "CREATE TABLE samples (series_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, v REAL NOT "
        "NULL, PRIMARY KEY (series_id, t_ms)) WITHOUT ROWID;");
   TelemetryGenerator gen(nodes, 1);
-  std::map<expanse::tsdb::SeriesKey, int64_t> ids;
+  std::map<expanse::tsdb::SeriesKey, int64_t, std::less<>> ids;
   for (const auto& key : gen.keys())
     ids.emplace(key, static_cast<int64_t>(ids.size()) + 1);
   sqlite3_stmt* insert = nullptr;
@@ -121,7 +124,7 @@ IngestFigures IngestSqliteRows(int nodes, int seconds) {
     const auto start = std::chrono::steady_clock::now();
     Exec(db, "BEGIN");
     for (const auto& [key, points] : batch) {
-      const int64_t id = ids.at(key);
+      const int64_t id = ids.find(key)->second;
       for (const auto& p : points) {
         sqlite3_bind_int64(insert, 1, id);
         sqlite3_bind_int64(insert, 2, p.t_ms);
@@ -176,19 +179,23 @@ void BM_Query24hJob8Gpus(benchmark::State& state) {
   TelemetryGenerator gen(1, 2);
   constexpr int kDaySeconds = 86'400;
   for (int s = 0; s < kDaySeconds; s += 60) {
-    Batch minute;
+    std::vector<std::pair<SeriesKey, std::vector<Sample>>> series;
     for (int i = 0; i < 60; ++i) {
-      for (auto& [key, points] : gen.Next(kStartMs + (s + i) * 1000)) {
+      const Batch second = gen.Next(kStartMs + (s + i) * 1000);
+      for (const auto& [key, points] : second) {
         if (key.metric != "gpu.power_w")
           continue;
         if (i == 0)
-          minute.push_back({key, {}});
-        for (auto& m : minute) {
-          if (m.first == key)
-            m.second.push_back(points[0]);
+          series.emplace_back(OwnedKey(key), std::vector<Sample>{});
+        for (auto& [minute_key, minute_points] : series) {
+          if (minute_key == key)
+            minute_points.push_back(points[0]);
         }
       }
     }
+    Batch minute;
+    for (const auto& [key, points] : series)
+      minute.Add(key, points);
     Check((*db)->Append(BatchId("m", s), minute).ok(), "Append");
   }
   Check((*db)->Flush().ok(), "Flush");

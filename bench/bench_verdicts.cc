@@ -166,7 +166,7 @@ uint64_t WriteJobHistory(expanse::store::JobStore& jobs, expanse::tsdb::Tsdb& ts
         {"gpu.processes", &GpuReading::processes},
         {"gpu.sm_active", &GpuReading::sm_active}};
     for (const auto& [metric, field] : metrics) {
-      batch.emplace_back(SeriesKey{kCompute, kHost, Uuid(0, g), metric}, series(field));
+      batch.Add(SeriesKey{kCompute, kHost, Uuid(0, g), metric}, series(field));
       samples += readings.size();
     }
   }
@@ -175,9 +175,8 @@ uint64_t WriteJobHistory(expanse::store::JobStore& jobs, expanse::tsdb::Tsdb& ts
   // GPUs 0-3, 6 and 7 hold a process all day.
   auto gpu_processes = SampleRun(kJobSeriesStepMs, [](int64_t) { return 6.0; });
   samples += cpu.size() + gpu_processes.size();
-  batch.emplace_back(SeriesKey{kCompute, kHost, device, "job.cpu_used_cores"}, std::move(cpu));
-  batch.emplace_back(SeriesKey{kCompute, kHost, device, "job.gpu_processes"},
-                     std::move(gpu_processes));
+  batch.Add(SeriesKey{kCompute, kHost, device, "job.cpu_used_cores"}, cpu);
+  batch.Add(SeriesKey{kCompute, kHost, device, "job.gpu_processes"}, gpu_processes);
   auto appended = tsdb.Append("bench-verdicts", batch, expanse::tsdb::Tsdb::Ack::kReceived);
   if (!appended.ok())
     Die("Append", appended.status());

@@ -91,12 +91,14 @@ class TelemetryGenerator {
   // One second of readings for every series, as one batch.
   tsdb::Batch Next(int64_t t_ms) {
     tsdb::Batch batch;
-    batch.reserve(keys_.size());
+    batch.Reserve(keys_.size(), keys_.size(), 0);
     double v[kFieldCount];
     for (size_t g = 0; g < gpus_.size(); ++g) {
       NextGpu(g, v);
-      for (int f = 0; f < kFieldCount; ++f)
-        batch.push_back({keys_[g * kFieldCount + f], {{t_ms, v[f]}}});
+      for (int f = 0; f < kFieldCount; ++f) {
+        const tsdb::Sample sample{t_ms, v[f]};
+        batch.Add(keys_[g * kFieldCount + f], {&sample, 1});
+      }
     }
     return batch;
   }

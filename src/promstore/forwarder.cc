@@ -39,8 +39,7 @@ RemoteWriteForwarder::~RemoteWriteForwarder() {
 
 void RemoteWriteForwarder::Enqueue(const tsdb::Batch& batch) {
   Request request;
-  for (const auto& [key, samples] : batch)
-    request.samples += samples.size();
+  request.samples = batch.sample_count();
   if (request.samples == 0)
     return;
   request.body = EncodeWriteRequest(batch);

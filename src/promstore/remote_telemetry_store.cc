@@ -218,9 +218,7 @@ std::unique_ptr<RemoteTelemetryStore::Writer> RemoteTelemetryStore::NewWriter(
     PendingAppend& append) {
   // Answers are always durable: the store's acceptance is the only mark there is.
   const tsdb::Batch& batch = *append.batch;
-  size_t samples = 0;
-  for (const auto& [key, series] : batch)
-    samples += series.size();
+  const size_t samples = batch.sample_count();
   if (samples == 0) {
     // Nothing to claim, so nothing would check the credential.
     if (!append.credential_hash.empty()) {
@@ -237,7 +235,7 @@ std::unique_ptr<RemoteTelemetryStore::Writer> RemoteTelemetryStore::NewWriter(
                                      std::to_string(store::JobStore::kMaxBatchIdBytes) + " bytes"));
     return nullptr;
   }
-  const std::string& compute_id = batch.front().first.compute_id;
+  const std::string_view compute_id = batch.front().key.compute_id;
   if (compute_id.empty()) {
     append.done(InvalidArgumentError("a batch's series must name their compute"));
     return nullptr;

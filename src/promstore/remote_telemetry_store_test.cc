@@ -63,10 +63,10 @@ tsdb::Batch TenMinutes() {
       host.push_back({t + 17, 2.0 + (i % 11)});
     other.push_back({t, 1000.0 + i});
   }
-  batch.push_back({kBusy, busy});
-  batch.push_back({kSparse, sparse});
-  batch.push_back({kHost, host});
-  batch.push_back({kOther, other});
+  batch.Add(kBusy, busy);
+  batch.Add(kSparse, sparse);
+  batch.Add(kHost, host);
+  batch.Add(kOther, other);
   return batch;
 }
 
@@ -230,7 +230,8 @@ TEST_F(RemoteTelemetryStoreTest, ConcurrentBatchesAreWrittenTogetherAndEachIsSto
   EXPECT_EQ(stored, 1);
   vm().ForceFlush();
   for (int i = 0; i < kSenders; ++i) {
-    const auto buckets = remote_->Query(batches[i].front().first, Base(), Base() + 10'000, 1);
+    const auto buckets =
+        remote_->Query(tsdb::OwnedKey(batches[i].front().key), Base(), Base() + 10'000, 1);
     ASSERT_TRUE(buckets.ok()) << buckets.status();
     ASSERT_EQ(buckets->size(), 1u);
     EXPECT_EQ(buckets->front().count, 2u) << i;
@@ -620,7 +621,8 @@ TEST_F(RemoteTelemetryStoreTest, OneRequestsBatchesAreWrittenInOneGroup) {
   for (int i = 0; i < kBatches; ++i) {
     if (i == 3)
       continue;
-    const auto buckets = remote_->Query(batches[i].front().first, Base(), Base() + 10'000, 1);
+    const auto buckets =
+        remote_->Query(tsdb::OwnedKey(batches[i].front().key), Base(), Base() + 10'000, 1);
     ASSERT_TRUE(buckets.ok()) << buckets.status();
     ASSERT_EQ(buckets->size(), 1u);
     EXPECT_EQ(buckets->front().count, 2u) << i;

@@ -60,7 +60,7 @@ size_t LabelBytes(std::string_view name, std::string_view value) {
 // The labels of a series, sorted by name as receivers want them: __name__, compute, device
 // (absent for a host-level metric, not empty), host.
 template <typename Visit>
-void ForEachLabel(const tsdb::SeriesKey& key, std::string_view metric_name, Visit visit) {
+void ForEachLabel(const tsdb::SeriesKeyView& key, std::string_view metric_name, Visit visit) {
   visit("__name__", metric_name);
   visit(kComputeLabel, key.compute_id);
   if (!key.device.empty())

@@ -61,10 +61,10 @@ std::string GeneratedBytes(const std::vector<const tsdb::Batch*>& batches) {
       if (samples.empty())
         continue;
       wire::TimeSeries* series = request.add_timeseries();
-      auto add = [&](const std::string& name, const std::string& value) {
+      auto add = [&](const std::string& name, std::string_view value) {
         wire::Label* label = series->add_labels();
         label->set_name(name);
-        label->set_value(value);
+        label->set_value(std::string(value));
       };
       add("__name__", MetricName(key.metric));
       add(kComputeLabel, key.compute_id);
@@ -98,12 +98,12 @@ TEST(EncodeWriteRequest, WritesTheBytesOfTheGeneratedCodeForSeveralBatches) {
   };
   tsdb::Batch second;
   for (int i = 0; i < 50; ++i) {
-    std::pair<tsdb::SeriesKey, std::vector<tsdb::Sample>> series{
-        {"cmp_b", "node" + std::to_string(i), "GPU-" + std::to_string(i), "gpu.mem_used_bytes"},
-        {}};
+    std::vector<tsdb::Sample> samples;
     for (int t = 0; t < 200; ++t)
-      series.second.push_back({1'700'000'000'000 + t * 1000, t * 1.5 - 40});
-    second.push_back(std::move(series));
+      samples.push_back({1'700'000'000'000 + t * 1000, t * 1.5 - 40});
+    second.Add(tsdb::SeriesKey{"cmp_b", "node" + std::to_string(i), "GPU-" + std::to_string(i),
+                               "gpu.mem_used_bytes"},
+               samples);
   }
   for (const std::vector<const tsdb::Batch*>& batches :
        {std::vector<const tsdb::Batch*>{&first}, std::vector<const tsdb::Batch*>{&first, &second},

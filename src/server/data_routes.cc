@@ -188,7 +188,9 @@ class EnvelopeAnswers {
     }
   }
   void Finish() {
-    responder_.Respond(Json(200, nlohmann::json::parse(wire::EncodeEnvelopeAnswers(answers_))));
+    // Already a JSON document (written with invalid UTF-8 replaced, as Json() would): not
+    // parsed and written again.
+    responder_.Respond(http::JsonResponse(200, wire::EncodeEnvelopeAnswers(answers_)));
   }
 
  private:

@@ -57,7 +57,7 @@ TEST(IngestBatchTest, AcceptsAHetComponentsJobSeries) {
                   "t0": 1800000000000, "dt": [0], "v": [1.5]}]})",
                             "cmp_1");
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->series[0].first.device, "job/123+1");
+  EXPECT_EQ(b->series[0].key.device, "job/123+1");
   auto bad = ParseIngestBatch(R"({"version": 1, "stream": "telemetry", "sequence": 1,
       "series": [{"host": "w1", "device": "job/1 2", "metric": "m", "t0": 1, "dt": [0],
                   "v": [1]}]})",
@@ -171,12 +171,12 @@ TEST(IngestBatchTest, FastPathMatchesTheFullParserBitForBit) {
     EXPECT_EQ(fast->samples, full->samples);
     ASSERT_EQ(fast->series.size(), full->series.size());
     for (size_t i = 0; i < fast->series.size(); ++i) {
-      EXPECT_TRUE(fast->series[i].first == full->series[i].first) << i;
-      ASSERT_EQ(fast->series[i].second.size(), full->series[i].second.size());
-      for (size_t j = 0; j < fast->series[i].second.size(); ++j) {
-        EXPECT_EQ(fast->series[i].second[j].t_ms, full->series[i].second[j].t_ms);
-        EXPECT_EQ(std::bit_cast<uint64_t>(fast->series[i].second[j].v),
-                  std::bit_cast<uint64_t>(full->series[i].second[j].v))
+      EXPECT_TRUE(fast->series[i].key == full->series[i].key) << i;
+      ASSERT_EQ(fast->series[i].samples.size(), full->series[i].samples.size());
+      for (size_t j = 0; j < fast->series[i].samples.size(); ++j) {
+        EXPECT_EQ(fast->series[i].samples[j].t_ms, full->series[i].samples[j].t_ms);
+        EXPECT_EQ(std::bit_cast<uint64_t>(fast->series[i].samples[j].v),
+                  std::bit_cast<uint64_t>(full->series[i].samples[j].v))
             << i << "," << j;
       }
     }
@@ -201,6 +201,32 @@ TEST(IngestBatchTest, FastPathLeavesUnusualBatchesToTheFullParser) {
   auto escaped = ParseIngestBatch(R"({"version":1,"stream":"t\u0065","sequence":1})", "c");
   ASSERT_TRUE(escaped.ok()) << escaped.status();
   EXPECT_EQ(escaped->stream, "te");
+}
+
+// The fast path checks a host or device only when it differs from the last one that passed:
+// a bad name after a good one is still refused, an empty one too.
+TEST(IngestBatchTest, FastPathChecksEachNewNameAfterOnesThatPassed) {
+  const auto doc = [](const char* second_host, const char* second_device) {
+    return std::string(R"({"version":1,"stream":"t","sequence":1,"series":[)") +
+           R"({"host":"w1","device":"GPU-1","metric":"m","t0":1,"dt":[0],"v":[1]},)" +
+           R"({"host":")" + second_host + R"(","device":")" + second_device +
+           R"(","metric":"m2","t0":1,"dt":[0],"v":[1]}]})";
+  };
+  std::optional<IngestBatch> same = ParseCommonIngestBatch(doc("w1", "GPU-1"), "cmp_1");
+  ASSERT_TRUE(same.has_value());
+  ASSERT_EQ(same->series.size(), 2u);
+  EXPECT_EQ(same->series[1].key, (tsdb::SeriesKey{"cmp_1", "w1", "GPU-1", "m2"}));
+  for (const auto& [host, device] : std::vector<std::pair<const char*, const char*>>{
+           {"", "GPU-1"}, {"w 1", "GPU-1"}, {"w1", "GPU 1"}}) {
+    EXPECT_FALSE(ParseCommonIngestBatch(doc(host, device), "cmp_1").has_value())
+        << host << " " << device;
+    EXPECT_FALSE(ParseIngestBatch(doc(host, device), "cmp_1").ok()) << host << " " << device;
+  }
+  // Before any name passed, an empty one is not taken for the last that did.
+  EXPECT_FALSE(ParseCommonIngestBatch(R"({"version":1,"stream":"t","sequence":1,"series":[
+      {"host":"","metric":"m","t0":1,"dt":[0],"v":[1]}]})",
+                                      "cmp_1")
+                   .has_value());
 }
 
 struct BadCase {

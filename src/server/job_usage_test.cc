@@ -93,8 +93,8 @@ class JobUsageTest : public ::testing::Test {
     tsdb::Batch first_half, second_half;
     const auto add_series = [&](tsdb::SeriesKey key, std::vector<tsdb::Sample> samples) {
       const auto middle = samples.begin() + static_cast<long>(samples.size() / 2);
-      first_half.emplace_back(key, std::vector<tsdb::Sample>(samples.begin(), middle));
-      second_half.emplace_back(std::move(key), std::vector<tsdb::Sample>(middle, samples.end()));
+      first_half.Add(key, std::vector<tsdb::Sample>(samples.begin(), middle));
+      second_half.Add(std::move(key), std::vector<tsdb::Sample>(middle, samples.end()));
     };
     for (const char* compute : {"cmp_a", "cmp_b"}) {
       for (int h = 1; h <= 4; ++h) {
@@ -218,11 +218,10 @@ TEST_F(JobUsageTest, CounterMeansWeighEveryGpuSecondAndAreUnknownWithoutCounters
   }
   // GPU 0: three seconds at 0.9; GPU 1: one second at 0.1. Mean over GPU-seconds: 0.7.
   tsdb::Batch batch;
-  batch.emplace_back(
-      tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.sm_active"},
-      std::vector<tsdb::Sample>{{kT0 + 1000, 0.9}, {kT0 + 2000, 0.9}, {kT0 + 3000, 0.9}});
-  batch.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-1", "gpu.sm_active"},
-                     std::vector<tsdb::Sample>{{kT0 + 1000, 0.1}});
+  batch.Add(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.sm_active"},
+            std::vector<tsdb::Sample>{{kT0 + 1000, 0.9}, {kT0 + 2000, 0.9}, {kT0 + 3000, 0.9}});
+  batch.Add(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-1", "gpu.sm_active"},
+            std::vector<tsdb::Sample>{{kT0 + 1000, 0.1}});
   ASSERT_TRUE(tsdb_->Append("counters", batch).ok());
   auto usage = ComputeJobUsage(*tsdb_, job, allocations, {"n1"}, kT0 + kHour);
   ASSERT_TRUE(usage.ok()) << usage.status();
@@ -237,12 +236,12 @@ TEST_F(JobUsageTest, CounterMeansWeighEveryGpuSecondAndAreUnknownWithoutCounters
   third.gpu_index = 2;
   allocations.push_back(third);
   tsdb::Batch dcgm;
-  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.dcgm.sm_active"},
-                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.0}, {kT0 + 2000, 0.0}});
-  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.sm_active"},
-                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.3}, {kT0 + 2000, 0.3}});
-  dcgm.emplace_back(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.tensor_active"},
-                    std::vector<tsdb::Sample>{{kT0 + 1000, 0.2}, {kT0 + 2000, 0.4}});
+  dcgm.Add(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-0", "gpu.dcgm.sm_active"},
+           std::vector<tsdb::Sample>{{kT0 + 1000, 0.0}, {kT0 + 2000, 0.0}});
+  dcgm.Add(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.sm_active"},
+           std::vector<tsdb::Sample>{{kT0 + 1000, 0.3}, {kT0 + 2000, 0.3}});
+  dcgm.Add(tsdb::SeriesKey{"cmp_a", "n1", "GPU-n1-2", "gpu.dcgm.tensor_active"},
+           std::vector<tsdb::Sample>{{kT0 + 1000, 0.2}, {kT0 + 2000, 0.4}});
   ASSERT_TRUE(tsdb_->Append("dcgm", dcgm).ok());
   usage = ComputeJobUsage(*tsdb_, job, allocations, {"n1"}, kT0 + kHour);
   ASSERT_TRUE(usage.ok()) << usage.status();

@@ -53,7 +53,7 @@ Status ValidateBatch(std::string_view batch_id, const Batch& batch) {
         .WithReason("bad_batch_id");
   }
   for (size_t i = 0; i < batch.size(); ++i) {
-    const SeriesKey& key = batch[i].first;
+    const SeriesKeyView key = batch[i].key;
     if (key.compute_id.empty() || key.host.empty() || key.metric.empty()) {
       return InvalidArgumentError("series " + std::to_string(i) +
                                   ": compute_id, host and metric must not be empty")
@@ -303,15 +303,15 @@ Status Tsdb::WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t reco
   return OkStatus();
 }
 
-size_t Tsdb::SeriesKeyHash::operator()(const SeriesKey& k) const {
+size_t Tsdb::SeriesKeyHash::operator()(const SeriesKeyView& k) const {
   const std::hash<std::string_view> hash;
   size_t h = hash(k.compute_id);
-  for (const std::string* part : {&k.host, &k.device, &k.metric})
-    h = h * 0x9e3779b97f4a7c15ULL + hash(*part);
+  for (const std::string_view part : {k.host, k.device, k.metric})
+    h = h * 0x9e3779b97f4a7c15ULL + hash(part);
   return h;
 }
 
-Tsdb::Series* Tsdb::FindSeries(const SeriesKey& key) {
+Tsdb::Series* Tsdb::FindSeries(const SeriesKeyView& key) {
   const auto it = series_index_.find(key);
   return it == series_index_.end() ? nullptr : it->second;
 }
@@ -319,7 +319,7 @@ Tsdb::Series* Tsdb::FindSeries(const SeriesKey& key) {
 Status Tsdb::CheckSeriesLimitLocked(const Batch& batch) {
   // Only series with samples are created (ApplyLocked), each once however often it repeats.
   std::unordered_map<std::string_view, size_t> new_per_compute;
-  std::unordered_set<SeriesKey, SeriesKeyHash> new_keys;
+  std::unordered_set<SeriesKeyView, SeriesKeyHash> new_keys;
   for (const auto& [key, samples] : batch) {
     if (samples.empty() || FindSeries(key) != nullptr)
       continue;
@@ -345,25 +345,26 @@ void Tsdb::ForgetSeriesLocked(std::map<SeriesKey, Series>::iterator it) {
   const auto count = series_per_compute_.find(it->first.compute_id);
   if (count != series_per_compute_.end() && --count->second == 0)
     series_per_compute_.erase(count);
-  series_index_.erase(it->first);
+  series_index_.erase(SeriesKeyView(it->first));
   series_.erase(it);
 }
 
-Tsdb::Series& Tsdb::IndexedSeries(const SeriesKey& key, bool* inserted) {
+Tsdb::Series& Tsdb::IndexedSeries(const SeriesKeyView& key, bool* inserted) {
   if (Series* found = FindSeries(key)) {
     if (inserted)
       *inserted = false;
     return *found;
   }
-  Series& series = series_[key];
-  series_index_.emplace(key, &series);
-  ++series_per_compute_[key.compute_id];
+  const auto it = series_.try_emplace(OwnedKey(key)).first;
+  Series& series = it->second;
+  series_index_.emplace(SeriesKeyView(it->first), &series);
+  ++series_per_compute_[it->first.compute_id];
   if (inserted)
     *inserted = true;
   return series;
 }
 
-Tsdb::Series& Tsdb::SeriesFor(const SeriesKey& key) {
+Tsdb::Series& Tsdb::SeriesFor(const SeriesKeyView& key) {
   bool inserted = false;
   Series& series = IndexedSeries(key, &inserted);
   if (inserted)
@@ -380,7 +381,7 @@ size_t Tsdb::ApplyLocked(const Batch& batch) {
   return accepted;
 }
 
-size_t Tsdb::ApplySeriesLocked(Series& series, const std::vector<Sample>& samples) {
+size_t Tsdb::ApplySeriesLocked(Series& series, std::span<const Sample> samples) {
   size_t accepted = 0;
   std::vector<Sample>& head = series.head;
   // The open chunk's extent (saved and head together), kept up to date below rather than

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -137,7 +138,7 @@ class Tsdb final : public TelemetryStore {
       : options_(std::move(options)), clock_(clock), epoch_(std::move(epoch)) {}
   Status Replay(std::string_view payload);
   size_t ApplyLocked(const Batch& batch);
-  size_t ApplySeriesLocked(Series& series, const std::vector<Sample>& samples);
+  size_t ApplySeriesLocked(Series& series, std::span<const Sample> samples);
   void SealLocked(Series& series);
   // Encodes the open chunk into `saved` and empties `head`.
   void SaveHeadLocked(Series& series);
@@ -157,10 +158,10 @@ class Tsdb final : public TelemetryStore {
   // itself unless another caller's sync is running (it then waits for that or the next).
   Status WaitDurableLocked(std::unique_lock<std::mutex>& lock, uint64_t records);
   // The series of `key`, created (with a new id) if missing.
-  Series& SeriesFor(const SeriesKey& key);
+  Series& SeriesFor(const SeriesKeyView& key);
   // The series of `key` in both series_ and series_index_, created without an id if missing.
-  Series& IndexedSeries(const SeriesKey& key, bool* inserted = nullptr);
-  Series* FindSeries(const SeriesKey& key);
+  Series& IndexedSeries(const SeriesKeyView& key, bool* inserted = nullptr);
+  Series* FindSeries(const SeriesKeyView& key);
   // kResourceExhausted ("series_limit") when `batch` adds so many new series to a compute
   // that it would hold more than max_series_per_compute.
   Status CheckSeriesLimitLocked(const Batch& batch);
@@ -168,7 +169,7 @@ class Tsdb final : public TelemetryStore {
   void ForgetSeriesLocked(std::map<SeriesKey, Series>::iterator it);
 
   struct SeriesKeyHash {
-    size_t operator()(const SeriesKey& k) const;
+    size_t operator()(const SeriesKeyView& k) const;
   };
 
   const TsdbOptions options_;
@@ -178,8 +179,9 @@ class Tsdb final : public TelemetryStore {
   std::unique_ptr<Wal> wal_;
   std::map<SeriesKey, Series> series_;  // sorted, for ListSeries; nodes never move
   // The same series by hash: every ingested series is looked up once per batch, and the
-  // map's comparisons of four mostly-equal strings showed in the ingest profile.
-  std::unordered_map<SeriesKey, Series*, SeriesKeyHash> series_index_;
+  // map's comparisons of four mostly-equal strings showed in the ingest profile. Its keys
+  // view series_'s own.
+  std::unordered_map<SeriesKeyView, Series*, SeriesKeyHash> series_index_;
   int64_t next_series_id_ = 1;
   // Invariant: the number of entries of series_ per compute id (entries with a count of 0
   // are erased).

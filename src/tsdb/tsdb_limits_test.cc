@@ -45,7 +45,7 @@ class TsdbLimitsTest : public ::testing::Test {
   static Batch NewSeries(const std::string& compute, int first, int count, int64_t t_ms) {
     Batch batch;
     for (int i = first; i < first + count; ++i)
-      batch.push_back({{compute, "node01", "GPU-0", "m" + std::to_string(i)}, {{t_ms, 1.0}}});
+      batch.Add(SeriesKey{compute, "node01", "GPU-0", "m" + std::to_string(i)}, {{{t_ms, 1.0}}});
     return batch;
   }
 
@@ -73,9 +73,10 @@ TEST_F(TsdbLimitsTest, BatchPastTheSeriesLimitIsRefusedWholeAndStoresNothing) {
   EXPECT_EQ(db->ListSeries("c1", "")->size(), 8u);
   // Repeated keys count once; known series never count; other computes have their own limit.
   Batch fits = NewSeries("c1", 8, 2, kT0 + 1000);
-  fits.push_back(fits.front());
-  for (const auto& entry : NewSeries("c1", 0, 8, kT0 + 1000))
-    fits.push_back(entry);
+  fits.Add(fits.front().key, fits.front().samples);
+  const Batch known = NewSeries("c1", 0, 8, kT0 + 1000);
+  for (const auto& [key, samples] : known)
+    fits.Add(key, samples);
   Result<Tsdb::AppendResult> ok = db->Append("b", fits);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_FALSE(ok->duplicate);

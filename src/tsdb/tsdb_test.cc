@@ -619,7 +619,7 @@ TEST_F(TsdbTest, QueryManyAnswersExactlyAsQueryOneByOne) {
         std::swap(samples.front(), samples.back());
       last_ms[k] = t;
       end_ms = std::max(end_ms, t);
-      batch.emplace_back(keys[k], std::move(samples));
+      batch.Add(keys[k], samples);
     }
     ASSERT_TRUE(db->Append("b" + std::to_string(round), batch).ok());
     if (random() % 5 == 0) {

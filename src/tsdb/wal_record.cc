@@ -20,13 +20,14 @@ void PutString(std::string& out, std::string_view s) {
   out.append(s);
 }
 
-std::string GetString(ByteReader& in) {
+// A view into the reader's input.
+std::string_view GetString(ByteReader& in) {
   const uint64_t size = in.Varint();
   if (size > in.remaining()) {
     (void)in.Bytes(in.remaining() + 1);  // marks the reader failed
     return {};
   }
-  return std::string(in.Bytes(size));
+  return in.Bytes(size);
 }
 
 }  // namespace
@@ -125,15 +126,15 @@ Result<WalBatch> DecodePlainWalBatch(std::string_view payload) {
   }
   (void)in.Bytes(1);
   WalBatch out;
-  out.batch_id = GetString(in);
+  out.batch_id = std::string(GetString(in));
   out.received_ms = static_cast<int64_t>(in.U64());
   const uint64_t series_count = in.Varint();
   // Each series takes at least 5 bytes, which bounds the reservation by the input size.
   if (!in.ok() || series_count > in.remaining() / 5)
     return corrupt("bad series count");
-  out.series.reserve(series_count);
+  out.series.Reserve(series_count, 0, 0);
   for (uint64_t i = 0; i < series_count && in.ok(); ++i) {
-    auto& [key, samples] = out.series.emplace_back();
+    SeriesKeyView key;
     key.compute_id = GetString(in);
     key.host = GetString(in);
     key.device = GetString(in);
@@ -141,8 +142,7 @@ Result<WalBatch> DecodePlainWalBatch(std::string_view payload) {
     const uint64_t sample_count = in.Varint();
     if (!in.ok() || sample_count > in.remaining() / 16)
       return corrupt("bad sample count");
-    samples.resize(sample_count);
-    for (Sample& s : samples) {
+    for (Sample& s : out.series.AddToFill(key, sample_count)) {
       s.t_ms = static_cast<int64_t>(in.U64());
       s.v = std::bit_cast<double>(in.U64());
     }

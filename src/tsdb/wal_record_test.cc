@@ -22,10 +22,10 @@ Batch TelemetryBatch() {
       std::vector<Sample> samples;
       for (int i = 0; i < 10; ++i)
         samples.push_back({1'700'000'000'000 + i * 1000, 600.0 + (i * 37 + metric) % 11 / 4.0});
-      batch.emplace_back(SeriesKey{"cmp_0fodNRgJwGRl", "node01",
-                                   "GPU-aaaaaaaa-0000-0000-0000-00000000000" + std::to_string(gpu),
-                                   "gpu.metric_" + std::to_string(metric)},
-                         std::move(samples));
+      batch.Add(SeriesKey{"cmp_0fodNRgJwGRl", "node01",
+                          "GPU-aaaaaaaa-0000-0000-0000-00000000000" + std::to_string(gpu),
+                          "gpu.metric_" + std::to_string(metric)},
+                samples);
     }
   }
   return batch;
@@ -36,12 +36,12 @@ void ExpectSame(const WalBatch& got, std::string_view id, int64_t received_ms, c
   EXPECT_EQ(got.received_ms, received_ms);
   ASSERT_EQ(got.series.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(got.series[i].first, want[i].first);
-    ASSERT_EQ(got.series[i].second.size(), want[i].second.size());
-    for (size_t j = 0; j < want[i].second.size(); ++j) {
-      EXPECT_EQ(got.series[i].second[j].t_ms, want[i].second[j].t_ms);
-      EXPECT_EQ(std::bit_cast<uint64_t>(got.series[i].second[j].v),
-                std::bit_cast<uint64_t>(want[i].second[j].v));
+    EXPECT_EQ(got.series[i].key, want[i].key);
+    ASSERT_EQ(got.series[i].samples.size(), want[i].samples.size());
+    for (size_t j = 0; j < want[i].samples.size(); ++j) {
+      EXPECT_EQ(got.series[i].samples[j].t_ms, want[i].samples[j].t_ms);
+      EXPECT_EQ(std::bit_cast<uint64_t>(got.series[i].samples[j].v),
+                std::bit_cast<uint64_t>(want[i].samples[j].v));
     }
   }
 }
