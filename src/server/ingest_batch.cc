@@ -552,12 +552,15 @@ std::optional<IngestBatch> ParseCommonIngestBatch(std::string_view text,
                                                   std::string_view compute_id) {
   IngestBatch out;
   // Room for what a daemon's document holds (about 26 bytes of JSON a sample, 260 a series),
-  // so that the batch's buffers are not grown and copied as it fills. An overestimate costs
-  // at most about the document's size, which is in memory already.
+  // so that the batch's buffers are not grown and copied as it fills. The estimate is about
+  // the document's size at most, and what it overshot (a document padded with spaces, whose
+  // text is let go while the batch waits for the store) is given back once it is read.
   out.series.Reserve(text.size() / 200, std::min(text.size() / 20, kMaxIngestSamples),
                      text.size() / 16);
-  if (FastBatchReader(text).Read(compute_id, &out))
+  if (FastBatchReader(text).Read(compute_id, &out)) {
+    out.series.TrimExcess();
     return out;
+  }
   return std::nullopt;
 }
 

@@ -203,6 +203,18 @@ TEST(IngestBatchTest, FastPathLeavesUnusualBatchesToTheFullParser) {
   EXPECT_EQ(escaped->stream, "te");
 }
 
+// The batch's buffers are reserved from the document's size; a document padded with spaces
+// (small once compressed) does not leave the batch holding that estimate while it waits.
+TEST(IngestBatchTest, FastPathKeepsNoMoreThanTheBatchNeeds) {
+  const std::string doc =
+      R"({"version":1,"stream":"t","sequence":1,"series":[)" + std::string(4 << 20, ' ') +
+      R"({"host":"w1","device":"GPU-1","metric":"m","t0":1,"dt":[0],"v":[1]}]})";
+  std::optional<IngestBatch> batch = ParseCommonIngestBatch(doc, "cmp_1");
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->series.sample_count(), 1u);
+  EXPECT_LT(batch->series.capacity_bytes(), 64u << 10);
+}
+
 // The fast path checks a host or device only when it differs from the last one that passed:
 // a bad name after a good one is still refused, an empty one too.
 TEST(IngestBatchTest, FastPathChecksEachNewNameAfterOnesThatPassed) {

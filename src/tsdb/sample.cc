@@ -51,6 +51,10 @@ std::span<Sample> Batch::AddToFill(const SeriesKeyView& key, size_t count) {
   e.metric = Intern(key.metric, previous ? &previous->metric : nullptr);
   e.samples_at = samples_.size();
   e.samples_size = count;
+  // Room for the entry first, so that once the samples are added nothing can fail: a batch
+  // left by bad_alloc holds no samples outside a series.
+  if (entries_.size() == entries_.capacity())
+    entries_.reserve(std::max<size_t>(16, 2 * entries_.capacity()));
   samples_.resize(samples_.size() + count);
   entries_.push_back(e);
   return std::span<Sample>(samples_).subspan(e.samples_at, count);
@@ -71,6 +75,17 @@ void Batch::Reserve(size_t series, size_t samples, size_t text_bytes) {
   entries_.reserve(series);
   samples_.reserve(samples);
   text_.reserve(text_bytes);
+}
+
+void Batch::TrimExcess() {
+  // Each buffer kept when within twice its contents (what growing by doubling leaves anyway).
+  const auto trim = [](auto& buffer) {
+    if (buffer.capacity() > 2 * buffer.size() + 64)
+      buffer.shrink_to_fit();
+  };
+  trim(text_);
+  trim(samples_);
+  trim(entries_);
 }
 
 Batch::Series Batch::operator[](size_t i) const {

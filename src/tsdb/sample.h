@@ -115,6 +115,15 @@ class Batch {
   // Room for `series` series, `samples` samples and `text_bytes` bytes of key strings.
   void Reserve(size_t series, size_t samples, size_t text_bytes);
 
+  // Gives back what a Reserve set aside beyond twice what the batch holds (an estimate that
+  // proved too large, e.g. for a document padded with spaces).
+  void TrimExcess();
+  // Bytes of heap the batch holds, reserved or used.
+  size_t capacity_bytes() const {
+    return text_.capacity() + samples_.capacity() * sizeof(Sample) +
+           entries_.capacity() * sizeof(Entry);
+  }
+
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
   // Samples across all series.

@@ -76,5 +76,22 @@ TEST(Batch, CopiesOwnTheirStrings) {
             (SeriesKey{"cmp_a", "node-with-a-long-name-01", "GPU-0", "gpu.sm_util"}));
 }
 
+TEST(Batch, GivesBackWhatAReservationOvershot) {
+  Batch batch;
+  batch.Reserve(10'000, 100'000, 100'000);
+  batch.Add(SeriesKey{"cmp_a", "node01", "GPU-0", "gpu.sm_util"}, {{{1, 1}, {2, 2}}});
+  EXPECT_GT(batch.capacity_bytes(), 1'000'000u);
+  batch.TrimExcess();
+  EXPECT_LT(batch.capacity_bytes(), 4'096u);
+  EXPECT_EQ(batch, (Batch{{{"cmp_a", "node01", "GPU-0", "gpu.sm_util"}, {{1, 1}, {2, 2}}}}));
+  // Within twice its contents, a buffer is kept as it is.
+  Batch full;
+  full.Reserve(1, 1'000, 0);
+  full.Add(SeriesKey{"c", "h", "d", "m"}, std::vector<Sample>(900, Sample{1, 1}));
+  const size_t before = full.capacity_bytes();
+  full.TrimExcess();
+  EXPECT_EQ(full.capacity_bytes(), before);
+}
+
 }  // namespace
 }  // namespace expanse::tsdb
