@@ -15,18 +15,21 @@
 #
 #   bench/replicas_vs_victoriametrics.sh [build dir] (default build/h-bench, a Release build
 #   with -DEXPANSE_BUILD_BENCH=ON; `ninja expanse-server ingest_load` first)
-#   HOURS=1 NODES=8 CONNS=4 JOBS=1000000 REPEAT=3 BATCHES=1 environment knobs. A node's batches
-#   go over one connection, in order (as one daemon sends them), so min(NODES, CONNS) requests
-#   are in flight at once, in both runs. BATCHES: batches per request, as a controller sends
-#   queued batches in one envelope; VictoriaMetrics then gets the same batches' lines in one
-#   import body.
+#   HOURS=4 NODES=16 CONNS=16 JOBS=1000000 REPEAT=3 BATCHES=16 environment knobs; the defaults
+#   are the budget's configuration (docs/performance.md): 16 requests in flight of 16 batches,
+#   36.9 M samples a run, long enough that a replica's start (first allocations, first
+#   statements, first connections) is not a visible share of it. A node's batches go over one
+#   connection, in order (as one daemon sends them), so min(NODES, CONNS) requests are in
+#   flight at once, in both runs. BATCHES: batches per request, as a controller sends queued
+#   batches in one envelope; VictoriaMetrics then gets the same batches' lines in one import
+#   body.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build/h-bench}"
 server="$build/bin/expanse-server"
 load="$build/bin/ingest_load"
-hours="${HOURS:-1}" nodes="${NODES:-8}" conns="${CONNS:-4}" jobs="${JOBS:-1000000}"
-batches="${BATCHES:-1}"
+hours="${HOURS:-4}" nodes="${NODES:-16}" conns="${CONNS:-16}" jobs="${JOBS:-1000000}"
+batches="${BATCHES:-16}"
 repeat="${REPEAT:-3}"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "REPEAT must be a whole number of runs, 1 or more" >&2; exit 1; }
 for f in "$server" "$load"; do

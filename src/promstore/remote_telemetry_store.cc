@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -103,6 +104,13 @@ Result<std::unique_ptr<RemoteTelemetryStore>> RemoteTelemetryStore::Open(
     EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> client,
                              net::HttpClient::Create(client_options));
     store->idle_.push_back(std::move(client));
+  }
+  try {
+    for (int i = 1; i < store->options_.write_groups; ++i)
+      store->helpers_.emplace_back([s = store.get()] { s->HelperLoop(); });
+  } catch (const std::system_error& e) {
+    return InternalError(std::string("cannot start the remote store's writer threads: ") +
+                         e.what());
   }
   return store;
 }
@@ -259,6 +267,7 @@ void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ac
   }
   std::vector<std::unique_ptr<Writer>> refused;  // answered once the lock is let go
   size_t waiting_when_refused = 0;
+  const Writer* own_last = nullptr;  // the last of this request's batches to wait
   std::unique_lock lock(write_mu_);
   // Waiting batches are parsed batches in memory whose requests hold no worker: bounded (see
   // max_waiting_samples). Over it the sender is told to come back, as when the remote store
@@ -270,6 +279,7 @@ void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ac
       continue;
     }
     waiting_samples_ += writer->samples;
+    own_last = writer.get();
     waiting_.push_back(std::move(writer));
   }
   if (!refused.empty()) {
@@ -284,10 +294,15 @@ void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ac
     }
     lock.lock();
   }
+  LeadGroups(lock, own_last);
+}
+
+void RemoteTelemetryStore::LeadGroups(std::unique_lock<std::mutex>& lock, const Writer* own_last) {
   // Lead groups while batches wait and a slot is free: the batches from the front, these
-  // among them unless a bound cut them off (then this thread, or another leader that finished
-  // first, takes them next). A leader that finished its group takes the next itself, so a busy
-  // replica wakes no thread to write it; with every slot taken, the batches wait for a leader.
+  // among them unless a bound cut them off (then a helper, this thread, or another leader
+  // that finished first, takes them next). A leader that finished its group takes the next
+  // itself, so a busy replica wakes no thread to write it; with every slot taken, the
+  // batches wait for a leader.
   while (!waiting_.empty() && groups_in_flight_ < options_.write_groups) {
     std::vector<std::unique_ptr<Writer>> group;
     std::vector<std::string> marks;
@@ -305,6 +320,15 @@ void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ac
       }
       while (!unmarked_.empty() && marks.size() < kMaxMarksPerClaim)
         marks.push_back(std::move(unmarked_.extract(unmarked_.begin()).value()));
+      // This request's own batches left behind, more than one group holds, with a slot free:
+      // a helper writes the next group beside this one instead of after it. Batches of other
+      // requests are left to their leaders as before (a wake-up each would cost more than
+      // it saved when many requests arrive together).
+      if (own_last != nullptr && !waiting_.empty() && waiting_.back().get() == own_last &&
+          groups_in_flight_ < options_.write_groups && idle_helpers_ > 0) {
+        helper_cv_.notify_one();
+      }
+      own_last = nullptr;  // since the lock is let go, later batches may be anyone's
       lock.unlock();
       std::vector<Writer*> members;
       for (const std::unique_ptr<Writer>& member : group)
@@ -333,6 +357,19 @@ void RemoteTelemetryStore::AppendAllLater(std::vector<PendingAppend> appends, Ac
       member.reset();
     }
     lock.lock();
+  }
+}
+
+void RemoteTelemetryStore::HelperLoop() {
+  std::unique_lock lock(write_mu_);
+  while (!closing_) {
+    ++idle_helpers_;
+    helper_cv_.wait(lock, [this] {
+      return closing_ || (!waiting_.empty() && groups_in_flight_ < options_.write_groups);
+    });
+    --idle_helpers_;
+    if (!closing_)
+      LeadGroups(lock, nullptr);
   }
 }
 
@@ -481,6 +518,13 @@ RemoteTelemetryStore::RemoteTelemetryStore(RemoteTelemetryOptions options, store
     : options_(std::move(options)), batches_(batches), clock_(clock) {}
 
 RemoteTelemetryStore::~RemoteTelemetryStore() {
+  {
+    std::lock_guard lock(write_mu_);
+    closing_ = true;
+  }
+  helper_cv_.notify_all();
+  for (std::thread& helper : helpers_)
+    helper.join();  // a helper writing a group finishes it (bounded by the request timeout)
   if (Status s = Flush(); !s.ok())
     std::fprintf(stderr, "expanse-server: marking written batches: %s\n", s.ToString().c_str());
 }

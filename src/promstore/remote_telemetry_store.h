@@ -19,7 +19,9 @@
 //   group if batches wait; the others' threads go on at once (AppendLater) or wait for their
 //   answer (Append, for tests and tools: a thread that led keeps leading while batches wait,
 //   its own answer given). A busy replica so pays for its round trips per group, not per
-//   batch, and wakes no thread per batch. At most max_waiting_samples wait at once (the
+//   batch, and wakes no thread per batch. Only when one request brings more batches than a
+//   group holds (a controller's envelope of 32) and a slot is free is a helper thread woken
+//   to lead its next group beside the first. At most max_waiting_samples wait at once (the
 //   memory of parsed batches whose requests hold no worker); past it a batch is answered
 //   kUnavailable (reason store_busy), to be sent again shortly. When batches are already waiting
 //   for the next group, a written group is answered at once and its marks ride in that group's
@@ -49,6 +51,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/clock.h"
@@ -152,6 +155,12 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   // remote write, and one statement for the marks unless the next group carries them. False
   // when `marks` were not written (the claim failed with them), so that the caller keeps them.
   bool WriteGroup(const std::vector<Writer*>& group, const std::vector<std::string>& marks);
+  // Leads groups while batches wait and a slot is free (see AppendAllLater); `lock` holds
+  // write_mu_ on entry and on return. `own_last`: the last batch of the caller's request
+  // when it has just joined the waiting ones (a helper is woken if it is left behind).
+  void LeadGroups(std::unique_lock<std::mutex>& lock, const Writer* own_last);
+  // A helper's life: it leads groups when woken (LeadGroups), until the store closes.
+  void HelperLoop();
 
   // One of the pooled clients, returned to the pool when the lease ends.
   class Lease;
@@ -176,6 +185,13 @@ class RemoteTelemetryStore final : public tsdb::TelemetryStore {
   // Written and answered batches whose mark waits for the next group's claim (see Append).
   std::set<std::string> unmarked_;
   Stats counted_;  // groups, group_batches, failed_writes, write_seconds; under write_mu_
+  // write_groups - 1 threads that take a request's next group while its own thread writes
+  // the first: a controller's envelope of 32 batches is two groups, which one thread would
+  // write one after the other. Under write_mu_: idle_helpers_, closing_.
+  std::condition_variable helper_cv_;
+  int idle_helpers_ = 0;
+  bool closing_ = false;
+  std::vector<std::thread> helpers_;
 };
 
 // application/x-www-form-urlencoded text of the fields (RFC 3986 unreserved kept as is).

@@ -373,12 +373,13 @@ class HeldWriteTest : public RemoteTelemetryStoreTest, public ::testing::WithPar
   // One group at a time, so that the next batches wait while the first is written; a timeout
   // far past the test's own waits.
   std::unique_ptr<RemoteTelemetryStore> OpenHeld(HeldReceiver& receiver,
-                                                 size_t max_waiting_samples = 16'000'000) {
+                                                 size_t max_waiting_samples = 16'000'000,
+                                                 int write_groups = 1) {
     RemoteTelemetryOptions options;
     options.max_waiting_samples = max_waiting_samples;
     options.write_url = receiver.url() + "/api/v1/write";
     options.query_url = vm().url();
-    options.write_groups = 1;
+    options.write_groups = write_groups;
     options.timeout = std::chrono::seconds(60);
     auto store = RemoteTelemetryStore::Open(options, db_->Jobs(), clock_);
     EXPECT_TRUE(store.ok()) << store.status();
@@ -483,6 +484,68 @@ TEST_P(HeldWriteTest, AppendLaterReturnsAtOnceAndTheGroupsWriterAnswers) {
   ASSERT_TRUE(first_answer.ok()) << first_answer.status();
   EXPECT_EQ(receiver.writes(), 2);
   EXPECT_EQ(held->stats().groups, 2u);
+}
+
+// One request of more batches than a group holds (a controller's envelope of 32) is two
+// groups: with a second slot, a helper writes the second while the request's own thread still
+// waits on the first, rather than after it.
+TEST_P(HeldWriteTest, ARequestsSecondGroupIsWrittenBesideItsFirst) {
+  HeldReceiver receiver;
+  auto held = OpenHeld(receiver, 16'000'000, /*write_groups=*/2);
+  ASSERT_NE(held, nullptr);
+  constexpr int kBatches = 20;  // a group holds 16
+  std::vector<tsdb::Batch> batches;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kBatches; ++i) {
+    batches.push_back({{kBusy, {{Base() + 10'000 + i * 1000, 1.0 + i}}}});
+    ids.push_back("cmp_a/two-groups/" + std::to_string(i));
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<Result<tsdb::TelemetryStore::AppendResult>>> answers(kBatches);
+  int answered = 0;
+  std::jthread sender;
+  const ReleasedFirst released(receiver);  // before the sender is joined, however this ends
+  sender = std::jthread([&] {
+    std::vector<tsdb::TelemetryStore::PendingAppend> appends;
+    for (int i = 0; i < kBatches; ++i) {
+      appends.push_back({.batch_id = ids[i],
+                         .batch = &batches[i],
+                         .credential_hash = "",
+                         .done = [&, i](Result<tsdb::TelemetryStore::AppendResult> r) {
+                           std::lock_guard lock(mu);
+                           answers[i] = std::move(r);
+                           ++answered;
+                           cv.notify_all();
+                         }});
+    }
+    held->AppendAllLater(std::move(appends), tsdb::TelemetryStore::Ack::kDurable);
+  });
+  // The first group's write is held by the receiver; the second arrives all the same.
+  EXPECT_TRUE(receiver.WaitForWrites(2)) << "the second group waited for the first";
+  {
+    // One group answered while the other is still held (whichever reached the receiver
+    // first: the request's own 16 batches or the helper's 4).
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(30), [&] { return answered >= kBatches - 16; }));
+    EXPECT_LT(answered, kBatches);
+  }
+  receiver.Release();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return answered == kBatches; }));
+  }
+  sender.join();
+  for (int i = 0; i < kBatches; ++i) {
+    ASSERT_TRUE(answers[i].has_value() && answers[i]->ok()) << i;
+    EXPECT_FALSE((*answers[i])->duplicate) << i;
+  }
+  EXPECT_EQ(receiver.writes(), 2);
+  const RemoteTelemetryStore::Stats stats = held->stats();
+  EXPECT_EQ(stats.groups, 2u);
+  EXPECT_EQ(stats.group_batches, static_cast<uint64_t>(kBatches));
+  EXPECT_EQ(stats.waiting_batches, 0u);
 }
 
 // The samples waiting for a group are bounded: past the bound a batch is refused at once, to
