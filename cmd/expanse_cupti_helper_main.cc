@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/version.h"
 #include "cupti/call_watchdog.h"
+#include "cupti/cuda/plan.h"
 #include "cupti/cuda/probe.h"
 #include "cupti/cuda/sample_loop.h"
 #include "cupti/helper_records.h"
@@ -59,6 +60,12 @@ int Run(int argc, char** argv) {
   bool json = false;
   probe->add_flag("--json", json, "JSON (the only format; the flag is for scripts)");
 
+  auto* plan = app.add_subcommand(
+      "plan", "which metric each counter series uses on a chip (no GPU needed; JSON)");
+  std::vector<std::string> chips;
+  plan->add_option("--chip", chips, "CUPTI chip name (GH100, GA100, ...), repeatable, or all")
+      ->required();
+
   auto* sample = app.add_subcommand("sample", "sample the Light set; records on stdout");
   cupti::SampleOptions options;
   std::string devices;
@@ -90,6 +97,14 @@ int Run(int argc, char** argv) {
     probe_options.libcupti = libcupti;
     std::printf("%s\n", cupti::Probe(probe_options, watchdog).dump(2).c_str());
     return 0;  // it reported, whatever it found
+  }
+  if (plan->parsed()) {
+    cupti::PlanOptions plan_options;
+    plan_options.libcupti = libcupti;
+    plan_options.chips = chips;
+    const nlohmann::json report = cupti::Plan(plan_options, watchdog);
+    std::printf("%s\n", report.dump(2).c_str());
+    return report.contains("reason") ? 1 : 0;
   }
 
   // The helper never outlives the sampler that started it.

@@ -60,6 +60,32 @@ def probe(helper, prefix, out, name):
             f"submetrics listed {Catalogue(devices[0]) if devices else None}")
 
 
+def plan_beside_probe(helper, out):
+    """What `plan` (the host calls alone, no availability image) chose for this GPU's chip,
+    against what the root probe chose on the device: a difference is the availability image's."""
+    try:
+        with open(os.path.join(out, "probe_root.json")) as f:
+            # The file holds the probe's JSON, then whatever it wrote to standard error.
+            device = json.JSONDecoder().raw_decode(f.read())[0]["devices"][0]
+    except (OSError, ValueError, KeyError, IndexError) as error:
+        return f"{'plan':>18}: no chip from the root probe ({error})"
+    chip = device.get("chip")
+    if not chip:
+        return f"{'plan':>18}: the root probe named no chip"
+    result = subprocess.run([helper, "plan", "--chip", chip], capture_output=True, text=True)
+    with open(os.path.join(out, "plan.json"), "w") as f:
+        f.write(result.stdout + result.stderr)
+    try:
+        planned = json.loads(result.stdout)["chips"][0]
+    except (ValueError, KeyError, IndexError):
+        return f"{'plan':>18}: exit {result.returncode}, {result.stderr.strip()[:200]}"
+    light = planned["light"].get("series", {})
+    probed = device.get("light_set", {})
+    differ = sorted(k for k in set(light) | set(probed) if light.get(k) != probed.get(k))
+    return (f"{'plan ' + chip:>18}: light {len(light)} series, rich "
+            f"{len(planned['rich'].get('series', {}))}; differs from the probe on {differ}")
+
+
 def Catalogue(device):
     """metric_catalogue in short (probe_<name>.json has it whole): how many base names CUPTI
     listed submetrics for, and those it did not, with or without the availability image."""
@@ -146,6 +172,8 @@ def main():
                 "user"))
     print(probe(args.helper, user + ["--inh-caps=+perfmon", "--ambient-caps=+perfmon"],
                 args.out, "user_perfmon"))
+
+    print(plan_beside_probe(args.helper, args.out))
 
     print("-- Light set: idle, then a bf16 matmul")
     sampling = Sampling(args.helper, args.out, "light")

@@ -313,7 +313,7 @@ TEST_F(NodeCollectorTest, CountersFromTheHelperJoinTheNvmlSeries) {
   collector.Collect();
   collector.TickFast();  // the allocated GPU seen busy
   nvml(0);
-  EXPECT_DOUBLE_EQ(collect_until("gpu.fp32_active"), 0.03);
+  EXPECT_DOUBLE_EQ(collect_until("gpu.fma_pipe_utilization"), 0.03);
   EXPECT_EQ(collector.CuptiStats()["escalations"], 1);
   unsetenv("EXPANSE_FAKE_CUPTI_SCENARIO");
 }

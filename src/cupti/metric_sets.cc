@@ -18,10 +18,11 @@ std::vector<CounterSeries> MakeLightSet() {
        kPercent},
       // Share of cycles the DRAM interface was busy (DCGM's DRAM_ACTIVE).
       {"gpu.dram_active", {"dram__cycles_active.avg.pct_of_peak_sustained_elapsed"}, kPercent},
-      // Instruction throughput against the SMs' sustained peak.
+      // Instructions executed against the SMs' sustained peak issue rate. (sm__throughput, the
+      // busiest SM unit, is a different measure and takes 10-19 PM passes on every chip.)
       {"gpu.sm_throughput",
-       {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"},
+       {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__inst_executed.avg.pct_of_peak_sustained_elapsed"},
        kPercent},
       // DRAM bandwidth used against its peak.
       {"gpu.dram_throughput",
@@ -36,36 +37,50 @@ std::vector<CounterSeries> MakeLightSet() {
 }
 
 std::vector<CounterSeries> MakeRichSet() {
-  // The one-pass cut drops series from the end, so the escalation's own series come right after
-  // the three activity series and before the Light set's optional ones (throughputs, PCIe,
-  // NVLink): on a chip where the Light set nearly fills a pass, escalating still adds evidence.
+  // Series are placed in order, each where it still fits the one pass, so the escalation's own
+  // series come right after the three activity series and before the Light set's optional ones
+  // (throughputs, PCIe, NVLink): on a chip where the pass is nearly full, escalating still adds
+  // evidence. Candidates that are NVIDIA's own one-pass "TriageCompute" counters (Hopper,
+  // Blackwell) come first where the plain name needs more passes there.
+  //
+  // No warp stall reasons: every smsp__warps_issue_stalled_* counter needs two PM passes on
+  // every chip CUPTI 13.0 knows (`expanse-cupti-helper plan`), so they can never be sampled
+  // this way; the capture agent's PC sampling gives stall reasons per instruction instead.
   const std::vector<CounterSeries> light = MakeLightSet();
   std::vector<CounterSeries> rich(light.begin(), light.begin() + 3);
   const std::vector<CounterSeries> extra = {
-      {"gpu.fp32_active",
-       {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"},
+      // How much of the FMA pipe's peak was used: FP32 add/multiply/FMA and integer multiply
+      // (and FP16x2 on GA10x). Busy while the tensor pipes idle: matrix work done in FP32
+      // rather than on tensor cores. Cycles the pipe was busy where the chip takes that in the
+      // pass, else instructions issued to it against its peak rate (Hopper's one-pass form).
+      {"gpu.fma_pipe_utilization",
+       {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "TPC.TriageCompute.sm__inst_executed_pipe_fma_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__inst_executed_pipe_fma_realtime.avg.pct_of_peak_sustained_elapsed"},
        kPercent},
-      {"gpu.fp16_active",
-       {"sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_elapsed"},
+      // Share of cycles an SM issued an instruction: low beside high sm_active means resident
+      // warps that could not issue (waiting on memory, barriers, dependencies).
+      {"gpu.issue_active", {"sm__issue_active.avg.pct_of_peak_sustained_elapsed"}, kPercent},
+      // Resident warps against the most an SM holds, over its active cycles.
+      {"gpu.achieved_occupancy", {"sm__warps_active.avg.pct_of_peak_sustained_active"}, kPercent},
+      // FP16 instructions issued to the FMA pipe against its peak (Ampere GA10x and later).
+      {"gpu.fp16_inst_throughput",
+       {"sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed"},
        kPercent},
-      {"gpu.fp64_active",
-       {"sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"},
+      {"gpu.fp64_pipe_active",
+       {"TPC.TriageCompute.sm__pipe_fp64_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"},
        kPercent},
-      {"gpu.l2_hit_rate", {"lts__t_sector_hit_rate.pct"}, kPercent},
-      {"gpu.l1_hit_rate", {"l1tex__t_sector_hit_rate.pct"}, kPercent},
-      // Warps stalled per active cycle, by reason: memory latency, barriers, pipe and MIO
-      // pressure. Per cycle, so the value does not grow with the sample's length.
-      {"gpu.stall_long_scoreboard",
-       {"smsp__warps_issue_stalled_long_scoreboard.avg.per_cycle_active"},
-       1.0},
-      {"gpu.stall_barrier", {"smsp__warps_issue_stalled_barrier.avg.per_cycle_active"}, 1.0},
-      {"gpu.stall_math_pipe_throttle",
-       {"smsp__warps_issue_stalled_math_pipe_throttle.avg.per_cycle_active"},
-       1.0},
-      {"gpu.stall_mio_throttle",
-       {"smsp__warps_issue_stalled_mio_throttle.avg.per_cycle_active"},
-       1.0},
-      {"gpu.stall_membar", {"smsp__warps_issue_stalled_membar.avg.per_cycle_active"}, 1.0},
+      {"gpu.l1_hit_rate",
+       {"SM_B.TriageCompute.l1tex__t_sector_hit_rate.pct", "l1tex__t_sector_hit_rate.pct"},
+       kPercent},
+      {"gpu.l2_hit_rate",
+       {"LTS.TriageCompute.lts__average_t_sector_hit_rate_realtime.pct",
+        "lts__t_sector_hit_rate.pct"},
+       kPercent},
+      // Bytes moved to and from DRAM each second, by direction.
+      {"gpu.dram_read_bytes_per_s", {"dram__bytes_read.sum.per_second"}, 1.0},
+      {"gpu.dram_write_bytes_per_s", {"dram__bytes_write.sum.per_second"}, 1.0},
   };
   rich.insert(rich.end(), extra.begin(), extra.end());
   rich.insert(rich.end(), light.begin() + 3, light.end());

@@ -28,7 +28,8 @@ TEST(MetricSetsTest, RichSetKeepsEveryLightSeriesAndPutsItsOwnBeforeTheOptionalO
     EXPECT_EQ(rich_names.count(series.series), 1u) << series.series;
   for (size_t i = 0; i < 3; ++i)
     EXPECT_EQ(rich[i].series, light[i].series);
-  EXPECT_EQ(rich[3].series, "gpu.fp32_active");  // cut last, after the Light set's optional ones
+  // Placed right after them, before the Light set's optional ones.
+  EXPECT_EQ(rich[3].series, "gpu.fma_pipe_utilization");
   EXPECT_EQ(rich.back().series, light.back().series);
 }
 
@@ -43,10 +44,12 @@ TEST(MetricSetsTest, EverySeriesIsUniqueAndAcceptedByTheRecordFormat) {
   }
 }
 
-TEST(MetricSetsTest, PercentMetricsBecomeRatios) {
-  for (const auto& series : LightSet()) {
-    if (series.candidates.front().find("pct_of_peak") != std::string::npos) {
-      EXPECT_DOUBLE_EQ(series.scale, 0.01) << series.series;
+TEST(MetricSetsTest, PercentMetricsBecomeRatiosAndEveryCandidateOfASeriesSharesItsUnit) {
+  for (const auto& series : RichSet()) {
+    for (const auto& candidate : series.candidates) {
+      const bool percent =
+          candidate.find("pct_of_peak") != std::string::npos || candidate.ends_with(".pct");
+      EXPECT_DOUBLE_EQ(series.scale, percent ? 0.01 : 1.0) << candidate;
     }
   }
   EXPECT_EQ(CounterSetName(CounterSet::kLight), "light");

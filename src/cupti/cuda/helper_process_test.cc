@@ -19,6 +19,7 @@
 #include "core/subprocess.h"
 #include "core/test_temp_dir.h"
 #include "cupti/helper_records.h"
+#include "cupti/metric_sets.h"
 
 extern char** environ;
 
@@ -38,7 +39,8 @@ nlohmann::json Device(const char* uuid) {
            {{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", 93.5},
             {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 71.0},
             {"dram__cycles_active.avg.pct_of_peak_sustained_elapsed", 35.0},
-            {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 80.0},
+            {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", 80.0},
+            {"dram__throughput.avg.pct_of_peak_sustained_elapsed", 30.0},
             {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed", 12.0},
             {"lts__t_sector_hit_rate.pct", 64.0}}}};
 }
@@ -136,6 +138,116 @@ TEST_F(CuptiHelperTest, ProbeReportsEachGpuReadyWithTheMetricsItChose) {
   EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos) << trace;
 }
 
+TEST_F(CuptiHelperTest, PlanWithoutChipListNamesWhatIsMissing) {
+  // The fake libcupti, like a CUPTI before 12.6, has no cuptiProfilerHostGetSupportedChips.
+  const auto result = Run(Argv({"plan", "--chip", "all"}));
+  EXPECT_EQ(result.exit_code, 1) << result.stdout_text;
+  const auto report = nlohmann::json::parse(result.stdout_text, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << result.stdout_text;
+  EXPECT_NE(report.value("reason", "").find("name the chips"), std::string::npos) << report;
+}
+
+#ifdef EXPANSE_TOOLKIT_LIBCUPTI
+// The toolkit's own libcupti: its profiler host calls need neither a GPU nor a driver, so the
+// counter sets are checked here against what CUPTI really says of each chip. (On an H200 every
+// metric once came back CUPTI_ERROR_UNKNOWN; the names were never the cause: see the probe's
+// metric_checks.)
+class CuptiPlanTest : public CuptiHelperTest {
+ protected:
+  nlohmann::json Plan(std::vector<std::string> chips) {
+    std::vector<std::string> tail = {"plan"};
+    for (auto& chip : chips) {
+      tail.push_back("--chip");
+      tail.push_back(std::move(chip));
+    }
+    std::vector<std::string> argv = {EXPANSE_PLAN_HELPER,
+                                     std::string("--libcupti=") + EXPANSE_TOOLKIT_LIBCUPTI};
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    const auto result = Run(argv);
+    EXPECT_EQ(result.exit_code, 0) << result.stdout_text << result.stderr_text;
+    auto doc = nlohmann::json::parse(result.stdout_text, nullptr, false);
+    EXPECT_TRUE(doc.is_object()) << result.stdout_text << result.stderr_text;
+    return doc;
+  }
+
+  static std::set<std::string> Series(const nlohmann::json& set) {
+    std::set<std::string> names;
+    for (const auto& [name, metric] : set["series"].items())
+      names.insert(name);
+    return names;
+  }
+};
+
+TEST_F(CuptiPlanTest, DatacentreChipsSampleTheWholeLightSetAndEscalateToMoreInOnePass) {
+  const auto report = Plan({"GA100", "GH100", "GB100"});
+  EXPECT_EQ(report["libcupti"], EXPANSE_TOOLKIT_LIBCUPTI);
+  ASSERT_EQ(report["chips"].size(), 3u) << report;
+  for (const auto& chip : report["chips"]) {
+    SCOPED_TRACE(chip["chip"].get<std::string>());
+    const auto& light = chip["light"];
+    ASSERT_FALSE(light.contains("error")) << light;
+    EXPECT_EQ(light["passes"], 1);
+    for (const char* series : {"gpu.sm_active", "gpu.tensor_active", "gpu.dram_active",
+                               "gpu.sm_throughput", "gpu.dram_throughput"})
+      EXPECT_TRUE(Series(light).contains(series)) << series << " " << light;
+    const auto& rich = chip["rich"];
+    ASSERT_FALSE(rich.contains("error")) << rich;
+    EXPECT_EQ(rich["passes"], 1);
+    // The escalation adds evidence of its own, beside the three activity series.
+    size_t own = 0;
+    std::set<std::string> light_names;
+    for (const auto& series : LightSet())
+      light_names.insert(series.series);
+    for (const auto& name : Series(rich))
+      own += light_names.contains(name) ? 0 : 1;
+    EXPECT_GE(own, 4u) << rich;
+    for (const char* series : {"gpu.sm_active", "gpu.tensor_active", "gpu.dram_active"})
+      EXPECT_TRUE(Series(rich).contains(series)) << series;
+    // Every absent series says why, candidate by candidate.
+    for (const auto& [series, why] : rich["absent"].items())
+      EXPECT_NE(why.get<std::string>().find(": "), std::string::npos) << series << " " << why;
+  }
+  // Hopper: FP32 work beside idle tensor pipes, issue and occupancy, L2 hits, in the one pass
+  // (the FMA pipe through NVIDIA's one-pass TriageCompute counter there).
+  const auto& hopper = report["chips"][1];
+  for (const char* series : {"gpu.fma_pipe_utilization", "gpu.issue_active",
+                             "gpu.achieved_occupancy", "gpu.l2_hit_rate", "gpu.fp64_pipe_active"})
+    EXPECT_TRUE(Series(hopper["rich"]).contains(series)) << series << " " << hopper["rich"];
+  EXPECT_EQ(hopper["rich"]["series"]["gpu.fma_pipe_utilization"],
+            "TPC.TriageCompute.sm__inst_executed_pipe_fma_realtime.avg.pct_of_peak_sustained_"
+            "elapsed");
+}
+
+TEST_F(CuptiPlanTest, EveryChipTheLibraryKnowsIsPlannedOrSaysWhyNot) {
+  const auto report = Plan({"all"});
+  ASSERT_TRUE(report["chips"].is_array()) << report;
+  EXPECT_GE(report["chips"].size(), 20u);
+  size_t planned = 0;
+  for (const auto& chip : report["chips"]) {
+    SCOPED_TRACE(chip["chip"].get<std::string>());
+    const auto& light = chip["light"];
+    if (light.contains("error")) {
+      // Volta: CUPTI's PM sampling starts with Turing.
+      EXPECT_NE(light["error"].get<std::string>().find("CUPTI_ERROR_"), std::string::npos);
+      continue;
+    }
+    ++planned;
+    EXPECT_EQ(light["passes"], 1);
+    EXPECT_TRUE(Series(light).contains("gpu.sm_active")) << light;
+  }
+  EXPECT_GE(planned, 20u);
+}
+
+TEST_F(CuptiPlanTest, AChipCuptiDoesNotKnowGetsItsOwnError) {
+  const auto report = Plan({"GH100", "XZ999"});
+  ASSERT_EQ(report["chips"].size(), 2u) << report;
+  EXPECT_FALSE(report["chips"][0]["light"].contains("error"));
+  EXPECT_EQ(report["chips"][1]["light"].value("error", ""),
+            "CUPTI_ERROR_INVALID_CHIP_NAME in cuptiProfilerHostInitialize")
+      << report["chips"][1];
+}
+#endif  // EXPANSE_TOOLKIT_LIBCUPTI
+
 TEST_F(CuptiHelperTest, AMetricRefusedForAnotherReasonRulesOutThatMetricOnly) {
   auto scenario = TwoGpus();
   // As on the H200: CUPTI_ERROR_UNKNOWN for a metric, only with the availability image.
@@ -184,7 +296,7 @@ TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
   EXPECT_EQ(listed["sm__cycles_active"]["type"], "counter");
   EXPECT_EQ(listed["sm__cycles_active"]["submetrics"],
             nlohmann::json::array({".avg.pct_of_peak_sustained_elapsed"}));
-  EXPECT_EQ(listed["sm__throughput"]["type"], "throughput");
+  EXPECT_EQ(listed["dram__throughput"]["type"], "throughput");
   EXPECT_EQ(listed["lts__t_sector_hit_rate"]["type"], "ratio");
   EXPECT_EQ(listed["lts__t_sector_hit_rate"]["submetrics"], nlohmann::json::array({".pct"}));
   EXPECT_EQ(listed["pcie__read_bytes"]["error"],
@@ -392,7 +504,7 @@ TEST_F(CuptiHelperStreamTest, WritesPerSecondMeansOfTheLightSetForEachGpu) {
   EXPECT_DOUBLE_EQ(Value(*first, "gpu.sm_active"), 0.935);
   EXPECT_DOUBLE_EQ(Value(*first, "gpu.tensor_active"), 0.71);
   EXPECT_DOUBLE_EQ(Value(*first, "gpu.dram_active"), 0.35);
-  EXPECT_EQ(Value(*first, "gpu.fp32_active"), -1);  // Rich set only
+  EXPECT_EQ(Value(*first, "gpu.fma_pipe_utilization"), -1);  // Rich set only
   bool ok_status = false, alive = false;
   for (const auto& record : records_) {
     if (const auto* status = Status(record, kUuid0))
@@ -430,7 +542,7 @@ TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {
     return rich != nullptr && rich->set == CounterSet::kRich;
   });
   ASSERT_NE(rich, nullptr);
-  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fp32_active"), 0.12);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fma_pipe_utilization"), 0.12);
   EXPECT_DOUBLE_EQ(Value(*rich, "gpu.l2_hit_rate"), 0.64);
   EXPECT_DOUBLE_EQ(Value(*rich, "gpu.sm_active"), 0.935);  // the Light series carry on
   // The other GPU stays on the Light set.
@@ -495,7 +607,7 @@ TEST_F(CuptiHelperStreamTest, EscalationOnACuptiThatConfiguresASamplerOnceUsesAN
     return rich != nullptr && rich->set == CounterSet::kRich;
   });
   ASSERT_NE(rich, nullptr);
-  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fp32_active"), 0.12);
+  EXPECT_DOUBLE_EQ(Value(*rich, "gpu.fma_pipe_utilization"), 0.12);
   ASSERT_TRUE(helper_->WriteLine(std::string("light ") + kUuid0));
   ReadUntil([&](const HelperRecord& r) {
     const auto* counters = Counters(r, kUuid0);
@@ -521,13 +633,14 @@ TEST_F(CuptiHelperStreamTest, EscalationOnACuptiThatConfiguresASamplerOnceUsesAN
 }
 
 TEST_F(CuptiHelperStreamTest, ATightPassKeepsTheRichSetsOwnSeriesOverOptionalLightOnes) {
-  // Every metric known, five per pass: the Light set is cut to its first five, the Rich set to
-  // the three activity series and its own first two, not the Light set's optional ones.
+  // Every metric known, five per pass: the Light set keeps its first five, the Rich set the
+  // three activity series and its own first two the chip knows, not the Light set's optional
+  // ones (series are placed in set order while the pass has room).
   auto scenario = TwoGpus();
-  scenario["known_metrics"] = {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                               "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                               "pcie__read_bytes.sum.per_second",
-                               "sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_elapsed"};
+  scenario["known_metrics"] = {
+      "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
+      "dram__throughput.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum.per_second",
+      "sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed"};
   scenario["devices"][0]["max_metrics_per_pass"] = 5;
   SetScenario(scenario);
   Start({});
@@ -543,9 +656,9 @@ TEST_F(CuptiHelperStreamTest, ATightPassKeepsTheRichSetsOwnSeriesOverOptionalLig
   for (const auto& [name, value] : rich->values)
     names.push_back(name);
   std::sort(names.begin(), names.end());  // a JSON object: in name order
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"gpu.dram_active", "gpu.fp16_active", "gpu.fp32_active",
-                                      "gpu.sm_active", "gpu.tensor_active"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu.dram_active", "gpu.fma_pipe_utilization",
+                                             "gpu.fp16_inst_throughput", "gpu.sm_active",
+                                             "gpu.tensor_active"}));
 }
 
 TEST_F(CuptiHelperStreamTest, EscalationOffKeepsTheLightSet) {

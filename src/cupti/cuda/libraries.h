@@ -53,6 +53,8 @@ struct CuptiFunctions {
   decltype(&::cuptiProfilerHostEvaluateToGpuValues) ProfilerHostEvaluateToGpuValues;
   decltype(&::cuptiProfilerHostGetMetricProperties) ProfilerHostGetMetricProperties;
   decltype(&::cuptiProfilerHostGetSubMetrics) ProfilerHostGetSubMetrics;
+  // Optional (null when this libcupti lacks it): only `plan --chip all` needs the list.
+  decltype(&::cuptiProfilerHostGetSupportedChips) ProfilerHostGetSupportedChips;
   decltype(&::cuptiPmSamplingEnable) PmSamplingEnable;
   decltype(&::cuptiPmSamplingDisable) PmSamplingDisable;
   decltype(&::cuptiPmSamplingSetConfig) PmSamplingSetConfig;

@@ -72,7 +72,9 @@ CuptiStatus PmDevice::NewHostObject(CUpti_Profiler_Host_Object** host, bool with
   auto init = EXPANSE_PARAMS(CUpti_Profiler_Host_Initialize_Params);
   init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
   init.pChipName = chip_.c_str();
-  init.pCounterAvailabilityImage = with_availability ? availability_.data() : nullptr;
+  // Planning for a chip has no image: what the chip takes when no other profiler holds it.
+  init.pCounterAvailabilityImage =
+      with_availability && !availability_.empty() ? availability_.data() : nullptr;
   if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostInitialize, init))
     return error;
   *host = init.pHostObject;
@@ -102,9 +104,9 @@ CuptiStatus PmDevice::TryMetric(const std::string& metric, bool with_availabilit
   return error;
 }
 
-CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
+CuptiStatus PmDevice::Accepts(const std::string& metric, std::string* refusal) {
   const CuptiStatus error = TryMetric(metric, /*with_availability=*/true);
-  *accepted = !error;
+  refusal->clear();
   if (!error)
     return std::nullopt;
   if (error->call != "cuptiProfilerHostConfigAddMetrics")
@@ -115,11 +117,14 @@ CuptiStatus PmDevice::Accepts(const std::string& metric, bool* accepted) {
   if (error->code == CUPTI_ERROR_INVALID_PARAMETER)
     saw_invalid_parameter_ = true;
   if (error->code == CUPTI_ERROR_INVALID_METRIC_NAME ||
-      error->code == CUPTI_ERROR_INVALID_PARAMETER)
+      error->code == CUPTI_ERROR_INVALID_PARAMETER) {
+    *refusal = "not on this chip";
     return std::nullopt;
+  }
   // Any other refusal rules out this metric, not the set: the next candidate is tried. It is
   // kept, with the same metric's result on a host object without the availability image, for
   // the probe to report; the set fails with it only when no metric is accepted.
+  *refusal = error->name();
   const CuptiStatus bare = TryMetric(metric, /*with_availability=*/false);
   metric_checks_.push_back({metric, error->name(), bare ? bare->name() : "CUPTI_SUCCESS"});
   if (!first_refusal_)
@@ -218,6 +223,12 @@ CuptiStatus PmDevice::Configure(const std::vector<std::string>& metrics,
   return error;
 }
 
+CuptiStatus PmDevice::PassesOf(const std::vector<std::string>& metrics, size_t* passes) {
+  std::vector<uint8_t> image;
+  *passes = 0;
+  return Configure(metrics, &image, passes);
+}
+
 CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   if (auto it = resolved_.find(set); it != resolved_.end()) {
     *out = &it->second;
@@ -227,34 +238,55 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     return error;
   ResolvedSet resolved;
   resolved.set = set;
+  // PM sampling runs one pass: each series takes the first candidate that fits beside those
+  // placed before it. A host configuration costs milliseconds and a set is resolved once per
+  // GPU, so trying each candidate in turn is cheap.
   for (const CounterSeries& series : SeriesOf(set)) {
-    bool found = false;
+    std::string why;
+    const auto note = [&why](const std::string& metric, const std::string& text) {
+      why += (why.empty() ? "" : "; ") + metric + ": " + text;
+    };
+    bool placed = false;
     for (const std::string& candidate : series.candidates) {
-      if (auto error = Accepts(candidate, &found))
+      std::string refusal;
+      if (auto error = Accepts(candidate, &refusal))
         return error;
-      if (found) {
+      if (!refusal.empty()) {
+        note(candidate, refusal);
+        continue;
+      }
+      resolved.metrics.push_back(candidate);
+      size_t passes = 0;
+      const CuptiStatus combined = PassesOf(resolved.metrics, &passes);
+      resolved.metrics.pop_back();
+      if (!combined && passes == 1) {
         resolved.series.push_back(&series);
         resolved.metrics.push_back(candidate);
+        placed = true;
         break;
       }
+      if (combined) {
+        note(candidate, combined->name() + " beside the series before it");
+        if (!first_refusal_)
+          first_refusal_ = combined;
+        continue;
+      }
+      size_t alone = passes;
+      if (!resolved.metrics.empty() && !PassesOf({candidate}, &alone) && alone == 1)
+        note(candidate, "no room beside the series before it");
+      else
+        note(candidate, std::to_string(alone) + " passes alone");
     }
-    if (!found)
+    if (!placed) {
       resolved.absent.push_back(series.series);
+      resolved.why_absent[series.series] = why;
+    }
   }
-  // PM sampling runs one pass: drop series from the end of the set until it fits.
-  while (!resolved.metrics.empty()) {
-    size_t passes = 0;
-    FreeHostObject(resolved.host);  // a configuration of more series than fit
-    if (auto error = Configure(resolved.metrics, &resolved.config_image, &passes, &resolved.host))
+  if (!resolved.metrics.empty()) {
+    if (auto error =
+            Configure(resolved.metrics, &resolved.config_image, &resolved.passes, &resolved.host))
       return error;
-    if (passes == 1)
-      break;
-    resolved.absent.push_back(resolved.series.back()->series);
-    resolved.series.pop_back();
-    resolved.metrics.pop_back();
   }
-  if (resolved.metrics.empty())
-    FreeHostObject(resolved.host);  // that of the last configuration that did not fit
   if (resolved.metrics.empty() && first_refusal_)
     return first_refusal_;
   if (resolved.metrics.empty())

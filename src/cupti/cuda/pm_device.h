@@ -39,6 +39,10 @@ struct ResolvedSet {
   std::vector<const CounterSeries*> series;  // sampled, in set order
   std::vector<std::string> metrics;          // the CUPTI metric chosen for each
   std::vector<std::string> absent;           // series the chip has no metric for, or no pass
+  // Why each absent series is absent: for each candidate, "not on this chip", "N passes
+  // alone" or "no room beside the series before it", or the error that refused it.
+  std::map<std::string, std::string> why_absent;
+  size_t passes = 0;  // of the configuration kept: 1 on success
   std::vector<uint8_t> config_image;
   // The host object that made config_image, kept to evaluate what the sampler records, as
   // NVIDIA's sample and OpenXLA's sampler do (PmDevice frees it).
@@ -55,9 +59,17 @@ class PmDevice {
 
   // Chip name and counter availability: the first calls that need profiling rights.
   CuptiStatus Prepare();
+  // Plans for `chip` (a CUPTI chip name, "GH100") without a GPU: Prepare() then has nothing to
+  // ask the device, and host objects are made without a counter availability image, so what
+  // Resolve keeps is what the chip takes when nothing else holds its counters. `plan` uses it.
+  void PlanForChip(std::string chip) { chip_ = std::move(chip); }
   const std::string& chip() const { return chip_; }
 
-  // Metric names for `set` that the chip accepts, cut to one pass (cached per set).
+  // Metric names for `set` that the chip accepts in one pass (cached per set). Series are
+  // placed in set order: each takes its first candidate that the chip accepts and that still
+  // fits one pass beside the series placed before it, so a candidate that needs passes of its
+  // own (sm__throughput is 19 on GH100) gives way to the next one instead of pushing the
+  // series after it out.
   CuptiStatus Resolve(CounterSet set, const ResolvedSet** resolved);
 
   // Enables PM sampling on the GPU if needed and runs `set`.
@@ -104,11 +116,14 @@ class PmDevice {
  private:
   CuptiStatus Call(const char* name, CUptiResult result);
   CuptiStatus NewHostObject(CUpti_Profiler_Host_Object** host, bool with_availability = true);
+  // Passes `metrics` need together (0 with the error when CUPTI refused the combination).
+  CuptiStatus PassesOf(const std::vector<std::string>& metrics, size_t* passes);
   // The result of adding `metric` alone to a new host object.
   CuptiStatus TryMetric(const std::string& metric, bool with_availability);
   void FreeHostObject(CUpti_Profiler_Host_Object*& host);
-  // Whether the chip accepts `metric` alone.
-  CuptiStatus Accepts(const std::string& metric, bool* accepted);
+  // Whether the chip accepts `metric` alone: `refusal` "" when it does, else "not on this chip"
+  // or the CUPTI error that refused it. A returned error ends the set.
+  CuptiStatus Accepts(const std::string& metric, std::string* refusal);
   // Config image and pass count for `metrics`; the host object that made them in `*host`
   // (the caller frees it), or freed when `host` is null or the call failed.
   CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,

@@ -187,6 +187,8 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
     series[light->series[i]->series] = light->metrics[i];
   entry["light_set"] = series;
   entry["light_set_absent"] = light->absent;
+  if (!light->why_absent.empty())
+    entry["light_set_why_absent"] = light->why_absent;
   if (auto error = pm.Start(CounterSet::kLight))
     return Unavailable(entry, error->name(), "in " + error->call);
   pm.Release();
