@@ -133,8 +133,11 @@ class Sampling:
         stat = open(f"/proc/{self.proc.pid}/stat").read().split(")")[1].split()
         ticks = int(stat[11]) + int(stat[12])
         status = open(f"/proc/{self.proc.pid}/status").read()
-        hwm = next(l for l in status.splitlines() if l.startswith("VmHWM")).split()[1]
-        return 100.0 * ticks / os.sysconf("SC_CLK_TCK") / wall, int(hwm)
+        # VmHWM, and what the memory now is: RssAnon the helper's own (heap, CUPTI's buffers),
+        # RssFile mapped libraries (libcuda, libcupti, nvperf) shared with other users.
+        fields = {l.split(":")[0]: l.split()[1] for l in status.splitlines()
+                  if l.split(":")[0] in ("VmHWM", "RssAnon", "RssFile")}
+        return 100.0 * ticks / os.sysconf("SC_CLK_TCK") / wall, fields
 
     def stop(self):
         try:
@@ -190,7 +193,7 @@ def main():
     if cpu is None:
         print(f"the helper exited ({sampling.proc.returncode}): no cost to report")
     else:
-        print(f"helper cost: {cpu:.3f} % of a core, VmHWM {hwm} KiB over {busy_end - started:.0f} s")
+        print(f"helper cost: {cpu:.3f} % of a core, KiB {hwm} over {busy_end - started:.0f} s")
 
     print("-- escalation: Rich set for 10 s")
     uuid = next((r["uuid"] for r in sampling.statuses() if r.get("pm_sampling") == "ok"), None)

@@ -107,7 +107,7 @@ std::string CudaLibrary::Name(CUresult result) const {
   }
 }
 
-Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path) {
+Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path, bool host_only) {
   std::vector<std::string> tried;
   Result<std::unique_ptr<LoadedLibrary>> opened = NotFoundError("");
   std::vector<std::string> candidates;
@@ -137,6 +137,8 @@ Result<std::unique_ptr<CuptiLibrary>> CuptiLibrary::Open(const std::string& path
   const std::filesystem::path directory =
       std::filesystem::path((*opened)->loaded_path()).parent_path();
   for (const char* name : {"libnvperf_target.so", "libnvperf_host.so"}) {
+    if (host_only && std::string_view(name) == "libnvperf_target.so")
+      continue;
     const std::filesystem::path perf = directory / name;
     if (directory.empty() || access(perf.c_str(), F_OK) != 0)
       continue;

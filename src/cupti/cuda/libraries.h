@@ -100,8 +100,11 @@ class CudaLibrary {
 
 class CuptiLibrary {
  public:
-  // "" = beside the helper, then the loader's path.
-  static Result<std::unique_ptr<CuptiLibrary>> Open(const std::string& path);
+  // "" = beside the helper, then the loader's path. `host_only`: only the profiler host calls
+  // will be made (`plan`), so libnvperf_target.so is not opened: loading it alone fills ~100 MiB
+  // of its static data (CUDA 13.0; docs/performance.md, "GPU counter helper").
+  static Result<std::unique_ptr<CuptiLibrary>> Open(const std::string& path,
+                                                    bool host_only = false);
   const CuptiFunctions& fn() const { return fn_; }
   const std::string& loaded_path() const { return library_->loaded_path(); }
   // The libnvperf_host.so the profiler host calls run on: the one beside libcupti when present

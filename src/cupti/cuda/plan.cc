@@ -52,7 +52,7 @@ nlohmann::json PlanSet(PmDevice& pm, CounterSet set) {
 nlohmann::json Plan(const PlanOptions& options, CallWatchdog& watchdog) {
   nlohmann::json report;
   report["variant"] = VariantName();
-  auto opened = CuptiLibrary::Open(options.libcupti);
+  auto opened = CuptiLibrary::Open(options.libcupti, /*host_only=*/true);
   if (!opened.ok()) {
     report["reason"] = opened.status().message();
     return report;
