@@ -72,7 +72,11 @@ def plan_beside_probe(helper, out):
     chip = device.get("chip")
     if not chip:
         return f"{'plan':>18}: the root probe named no chip"
-    result = subprocess.run([helper, "plan", "--chip", chip], capture_output=True, text=True)
+    try:
+        result = subprocess.run([helper, "plan", "--chip", chip], capture_output=True, text=True,
+                                timeout=120)
+    except subprocess.TimeoutExpired:
+        return f"{'plan':>18}: no answer in 120 s"
     with open(os.path.join(out, "plan.json"), "w") as f:
         f.write(result.stdout + result.stderr)
     try:

@@ -24,6 +24,14 @@ std::vector<const char*> Pointers(const std::vector<std::string>& names) {
   return pointers;
 }
 
+// The calls that configure metrics on a host object that exists: their refusal is about the
+// metrics, not about the library or the chip.
+bool IsMetricConfigurationCall(const std::string& call) {
+  return call == "cuptiProfilerHostConfigAddMetrics" ||
+         call == "cuptiProfilerHostGetConfigImageSize" ||
+         call == "cuptiProfilerHostGetConfigImage" || call == "cuptiProfilerHostGetNumOfPasses";
+}
+
 }  // namespace
 
 PmDevice::PmDevice(const CuptiLibrary& cupti, CallWatchdog& watchdog, size_t device_index,
@@ -236,11 +244,14 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   }
   if (auto error = Prepare())
     return error;
+  // What refused this set's metrics decides its error, not what refused another set's.
+  first_refusal_.reset();
+  saw_invalid_parameter_ = false;
   ResolvedSet resolved;
   resolved.set = set;
   // PM sampling runs one pass: each series takes the first candidate that fits beside those
-  // placed before it. A host configuration costs milliseconds and a set is resolved once per
-  // GPU, so trying each candidate in turn is cheap.
+  // placed before it. That is one host configuration (a few milliseconds of CPU) per candidate
+  // tried, once per set and GPU when the helper starts: under a second for the Rich set.
   for (const CounterSeries& series : SeriesOf(set)) {
     std::string why;
     const auto note = [&why](const std::string& metric, const std::string& text) {
@@ -265,14 +276,23 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
         placed = true;
         break;
       }
+      const char* beside = resolved.metrics.empty() ? "alone" : "beside the series before it";
       if (combined) {
-        note(candidate, combined->name() + " beside the series before it");
+        if (!IsMetricConfigurationCall(combined->call))
+          return combined;  // no host object at all: nothing else will work either
+        note(candidate, combined->name() + " in " + combined->call + " " + beside);
         if (!first_refusal_)
           first_refusal_ = combined;
         continue;
       }
-      size_t alone = passes;
-      if (!resolved.metrics.empty() && !PassesOf({candidate}, &alone) && alone == 1)
+      if (resolved.metrics.empty()) {
+        note(candidate, std::to_string(passes) + " passes alone");
+        continue;
+      }
+      size_t alone = 0;
+      if (const CuptiStatus by_itself = PassesOf({candidate}, &alone))
+        note(candidate, by_itself->name() + " in " + by_itself->call + " alone");
+      else if (alone == 1)
         note(candidate, "no room beside the series before it");
       else
         note(candidate, std::to_string(alone) + " passes alone");
@@ -282,10 +302,15 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
       resolved.why_absent[series.series] = why;
     }
   }
+  last_why_absent_ = resolved.why_absent;
   if (!resolved.metrics.empty()) {
     if (auto error =
             Configure(resolved.metrics, &resolved.config_image, &resolved.passes, &resolved.host))
       return error;
+    if (resolved.passes != 1) {  // CUPTI said one pass for the same metrics a moment ago
+      FreeHostObject(resolved.host);
+      return CuptiError{"cuptiProfilerHostGetNumOfPasses", CUPTI_ERROR_NOT_COMPATIBLE};
+    }
   }
   if (resolved.metrics.empty() && first_refusal_)
     return first_refusal_;

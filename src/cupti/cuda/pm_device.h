@@ -90,6 +90,8 @@ class PmDevice {
     std::string without_image;  // the same metric, host object without it
   };
   const std::vector<MetricCheck>& metric_checks() const { return metric_checks_; }
+  // The absent series of the last Resolve and why, whether or not it succeeded.
+  const std::map<std::string, std::string>& last_why_absent() const { return last_why_absent_; }
   // Tries each of `metrics` alone, with and without the availability image, and records both
   // results in metric_checks() whatever they are (a probe's diagnosis when nothing resolved).
   void CheckMetrics(const std::vector<std::string>& metrics);
@@ -147,7 +149,8 @@ class PmDevice {
   std::vector<uint8_t> counter_data_;
   bool running_ = false;
   bool saw_invalid_parameter_ = false;
-  CuptiStatus first_refusal_;  // the first refusal that was not "no such metric"
+  CuptiStatus first_refusal_;  // the set's first refusal that was not "no such metric"
+  std::map<std::string, std::string> last_why_absent_;
   std::vector<MetricCheck> metric_checks_;
   uint64_t overflows_ = 0;  // decodes that found the hardware buffer had overflowed
 };

@@ -165,7 +165,10 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
   entry["counter_availability_bytes"] = pm.availability_bytes();
   const ResolvedSet* light = nullptr;
   const CuptiStatus resolved = pm.Resolve(CounterSet::kLight, &light);
-  if (resolved && !pm.metric_checks().empty())
+  // A refusal other than "no such name" (of one metric, or of metrics together): how the plain
+  // counters fare tells a refused rollup from a refused host setup.
+  if (resolved &&
+      (!pm.metric_checks().empty() || resolved->code != CUPTI_ERROR_INVALID_METRIC_NAME))
     pm.CheckMetrics(PlainCounters());
   // Whatever the refusal: which names the chip takes is what the next attempt needs.
   if (resolved)
@@ -178,6 +181,8 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
                         {"without_availability_image", check.without_image}});
     entry["metric_checks"] = std::move(checks);
   }
+  if (!pm.last_why_absent().empty())
+    entry["light_set_why_absent"] = pm.last_why_absent();
   if (const auto& error = resolved) {
     const bool none = error->code == CUPTI_ERROR_INVALID_METRIC_NAME;
     return Unavailable(entry, none ? kReasonNoMetrics : error->name(), "in " + error->call);
@@ -187,8 +192,6 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
     series[light->series[i]->series] = light->metrics[i];
   entry["light_set"] = series;
   entry["light_set_absent"] = light->absent;
-  if (!light->why_absent.empty())
-    entry["light_set_why_absent"] = light->why_absent;
   if (auto error = pm.Start(CounterSet::kLight))
     return Unavailable(entry, error->name(), "in " + error->call);
   pm.Release();

@@ -125,14 +125,17 @@ std::optional<Availability> ReadAvailability(const uint8_t* image) {
 }
 
 // The config image: which chip and device it was made for, how many metrics fit in one pass
-// there, and the metric names.
+// there, the most passes any one of its metrics needs alone, and the metric names.
 struct ConfigImage {
   uint32_t device = 0;
   uint32_t max_per_pass = 1;
+  uint32_t min_passes = 1;
   std::string chip;
   std::vector<std::string> metrics;
 
-  size_t Passes() const { return (metrics.size() + max_per_pass - 1) / max_per_pass; }
+  size_t Passes() const {
+    return std::max<size_t>(min_passes, (metrics.size() + max_per_pass - 1) / max_per_pass);
+  }
 };
 
 std::vector<uint8_t> WriteConfig(const ConfigImage& config) {
@@ -140,6 +143,7 @@ std::vector<uint8_t> WriteConfig(const ConfigImage& config) {
   w.U32(kConfigMagic);
   w.U32(config.device);
   w.U32(config.max_per_pass);
+  w.U32(config.min_passes);
   w.Str(config.chip);
   w.U32(static_cast<uint32_t>(config.metrics.size()));
   for (const std::string& metric : config.metrics)
@@ -152,7 +156,7 @@ std::optional<ConfigImage> ReadConfig(const uint8_t* image, size_t size) {
   uint32_t magic = 0, count = 0;
   ConfigImage c;
   if (!r.U32(&magic) || magic != kConfigMagic || !r.U32(&c.device) || !r.U32(&c.max_per_pass) ||
-      c.max_per_pass == 0 || !r.Str(&c.chip) || !r.U32(&count)) {
+      c.max_per_pass == 0 || !r.U32(&c.min_passes) || !r.Str(&c.chip) || !r.U32(&count)) {
     return std::nullopt;
   }
   for (uint32_t i = 0; i < count; ++i) {
@@ -336,6 +340,12 @@ ConfigImage MakeConfig(const Call& call, const HostObject& host) {
   config.max_per_pass = std::max(1u, device == nullptr ? 8u : device->max_metrics_per_pass);
   config.chip = host.chip;
   config.metrics = host.metrics;
+  for (const std::string& metric : config.metrics) {
+    if (device == nullptr)
+      break;
+    if (auto it = device->metric_passes.find(metric); it != device->metric_passes.end())
+      config.min_passes = std::max(config.min_passes, static_cast<uint32_t>(it->second));
+  }
   return config;
 }
 

@@ -79,6 +79,10 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
     for (const auto& [metric, value] : d["metrics"].items())
       device.metrics[metric] = value.get<double>();
   }
+  if (d.contains("metric_passes") && d["metric_passes"].is_object()) {
+    for (const auto& [metric, passes] : d["metric_passes"].items())
+      device.metric_passes[metric] = std::max(1, passes.get<int>());
+  }
   if (d.contains("refused_metrics") && d["refused_metrics"].is_object()) {
     for (const auto& [metric, code] : d["refused_metrics"].items())
       device.refused_metrics[metric] = code.get<int>();

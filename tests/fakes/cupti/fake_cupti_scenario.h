@@ -44,6 +44,7 @@ struct Device {
   // object made with this device's counter availability image (not on one made without).
   std::map<std::string, int> refused_metrics;
   unsigned max_metrics_per_pass = 8;
+  std::map<std::string, int> metric_passes;  // passes a metric needs alone (default 1)
   unsigned samples_per_decode = 10;
   std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
   // Whether the job's runtime has made the device's primary context (cuDevicePrimaryCtxGetState).
