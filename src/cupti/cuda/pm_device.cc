@@ -260,26 +260,37 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     bool placed = false;
     for (const std::string& candidate : series.candidates) {
       std::string refusal;
-      if (auto error = Accepts(candidate, &refusal))
+      if (auto error = Accepts(candidate, &refusal)) {
+        FreeHostObject(resolved.host);  // the configuration of the series placed so far
         return error;
+      }
       if (!refusal.empty()) {
         note(candidate, refusal);
         continue;
       }
       resolved.metrics.push_back(candidate);
       size_t passes = 0;
-      const CuptiStatus combined = PassesOf(resolved.metrics, &passes);
-      resolved.metrics.pop_back();
+      std::vector<uint8_t> image;
+      CUpti_Profiler_Host_Object* host = nullptr;
+      const CuptiStatus combined = Configure(resolved.metrics, &image, &passes, &host);
       if (!combined && passes == 1) {
+        // The configuration with this series is the set's until a later series joins it.
+        FreeHostObject(resolved.host);
+        resolved.host = host;
+        resolved.config_image = std::move(image);
+        resolved.passes = passes;
         resolved.series.push_back(&series);
-        resolved.metrics.push_back(candidate);
         placed = true;
         break;
       }
+      FreeHostObject(host);
+      resolved.metrics.pop_back();
       const char* beside = resolved.metrics.empty() ? "alone" : "beside the series before it";
       if (combined) {
-        if (!IsMetricConfigurationCall(combined->call))
+        if (!IsMetricConfigurationCall(combined->call)) {
+          FreeHostObject(resolved.host);
           return combined;  // no host object at all: nothing else will work either
+        }
         note(candidate, combined->name() + " in " + combined->call + " " + beside);
         if (!first_refusal_)
           first_refusal_ = combined;
@@ -303,15 +314,6 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     }
   }
   last_why_absent_ = resolved.why_absent;
-  if (!resolved.metrics.empty()) {
-    if (auto error =
-            Configure(resolved.metrics, &resolved.config_image, &resolved.passes, &resolved.host))
-      return error;
-    if (resolved.passes != 1) {  // CUPTI said one pass for the same metrics a moment ago
-      FreeHostObject(resolved.host);
-      return CuptiError{"cuptiProfilerHostGetNumOfPasses", CUPTI_ERROR_NOT_COMPATIBLE};
-    }
-  }
   if (resolved.metrics.empty() && first_refusal_)
     return first_refusal_;
   if (resolved.metrics.empty())
