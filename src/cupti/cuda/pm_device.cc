@@ -251,7 +251,8 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   resolved.set = set;
   // PM sampling runs one pass: each series takes the first candidate that fits beside those
   // placed before it. That is one host configuration (a few milliseconds of CPU) per candidate
-  // tried, once per set and GPU when the helper starts: under a second for the Rich set.
+  // tried, once per set and GPU for the helper's life: ~90 ms for both sets on GH100
+  // (bench/cupti_helper_memory.sh), too little to share between GPUs of one chip.
   for (const CounterSeries& series : SeriesOf(set)) {
     std::string why;
     const auto note = [&why](const std::string& metric, const std::string& text) {
