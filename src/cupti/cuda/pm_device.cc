@@ -244,9 +244,12 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   }
   if (auto error = Prepare())
     return error;
-  // What refused this set's metrics decides its error, not what refused another set's.
+  // What refused this set's metrics decides its error, not what refused another set's. The
+  // checks are this attempt's too: a set refused on every retry (backoff up to five minutes,
+  // for weeks on a node whose counters are unavailable) must not add to them each time.
   first_refusal_.reset();
   saw_invalid_parameter_ = false;
+  metric_checks_.clear();
   ResolvedSet resolved;
   resolved.set = set;
   // PM sampling runs one pass: each series takes the first candidate that fits beside those

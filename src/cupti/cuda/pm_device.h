@@ -80,10 +80,10 @@ class PmDevice {
   // Stops and disables PM sampling; errors are ignored (the GPU may be gone).
   void Release();
 
-  // Each metric tried for a set that CUPTI refused with something other than "no such metric",
-  // with its result, and the result of the same metric on a host object made without the
-  // counter availability image: what a probe reports when no metric was accepted (on an H200,
-  // every metric came back CUPTI_ERROR_UNKNOWN; this tells the image from the names).
+  // Each metric the last Resolve tried that CUPTI refused with something other than "no such
+  // metric", with its result, and the result of the same metric on a host object made without
+  // the counter availability image: what a probe reports when no metric was accepted (on an
+  // H200, every metric came back CUPTI_ERROR_UNKNOWN; this tells the image from the names).
   struct MetricCheck {
     std::string metric;
     std::string result;         // with the availability image
