@@ -207,12 +207,14 @@ Capability CounterHelper::Describe() const {
   }
   if (!child_ && !last_exit_.empty())
     return {"degraded", "expanse-cupti-helper " + last_exit_ + "; restarting"};
-  size_t ok = 0;
-  std::string first_problem;
+  size_t ok = 0, noted = 0;
+  std::string first_problem, first_note;  // a note: an "ok" GPU's reason (sampled, with a caveat)
   for (const auto& uuid : uuids_) {
     auto it = gpus_.find(uuid);
     if (it != gpus_.end() && it->second.pm_sampling == "ok") {
       ++ok;
+      if (!it->second.reason.empty() && noted++ == 0)
+        first_note = it->second.reason;
       continue;
     }
     if (!first_problem.empty() || it == gpus_.end() || it->second.pm_sampling.empty())
@@ -226,6 +228,7 @@ Capability CounterHelper::Describe() const {
   if (ok == uuids_.size()) {
     // Said, so that an operator who sees no richer counters on an idle GPU knows why.
     return {"ok", "PM sampling on " + std::to_string(ok) + " GPUs (" + options_.helper + ")" +
+                      (noted == 0 ? "" : "; " + std::to_string(noted) + " of them: " + first_note) +
                       (options_.escalation ? "" : "; escalation off (EXPANSE_PROFILING_ENABLE=0)")};
   }
   if (first_problem.empty())

@@ -112,6 +112,20 @@ TEST_F(CounterHelperTest, CountersBecomeSeriesAndTheCapabilityIsOk) {
                                               kGpu1 + " --period-ms=1000"));
 }
 
+TEST_F(CounterHelperTest, AGpuSampledWithACaveatIsOkAndTheCapabilitySaysWhich) {
+  const std::string note =
+      "counter_availability_refused (CUPTI_ERROR_UNKNOWN in cuptiProfilerHostConfigAddMetrics)";
+  WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok", note, "CUPTI refused ..."));
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(
+      TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Stats()["gpus"].size() == 2; }));
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "ok");
+  EXPECT_THAT(capability.reason, HasSubstr("PM sampling on 2 GPUs"));
+  EXPECT_THAT(capability.reason, HasSubstr("; 1 of them: " + note));
+  EXPECT_EQ(helper.Stats()["gpus"][kGpu1]["reason"], note);
+}
+
 TEST_F(CounterHelperTest, HostileLinesAreRefusedAndCountedWhileGoodOnesCount) {
   WriteHelper("not json\n" + std::string(20'000, 'x') + "\n" +
               Counters(kGpu1, kNow, 0.4) +              // a GPU it was not asked for

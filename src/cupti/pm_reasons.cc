@@ -47,6 +47,12 @@ std::string FixFor(std::string_view reason) {
   if (reason == kReasonHungCall)
     return "a CUDA or CUPTI call did not return within the deadline; the sampler restarts the "
            "helper with backoff. Check the driver's health (dmesg, nvidia-smi)";
+  if (reason == kReasonAvailabilityRefused)
+    return "CUPTI refused every counter when given the driver's counter availability image, and "
+           "accepted them without it, so this GPU is sampled without the image (CUPTI needs it "
+           "only for chips newer than the library). If its SM and tensor activity stay at zero "
+           "under load, compare `expanse-cupti-helper probe --json` (metric_checks) with a CUPTI "
+           "archive built for this driver";
   return "";
 }
 

@@ -20,6 +20,9 @@ inline constexpr char kReasonNoMetrics[] = "no_metrics";
 inline constexpr char kReasonNotVisible[] = "not_visible_to_cuda";
 inline constexpr char kReasonYielded[] = "yielded_to_job_profiler";
 inline constexpr char kReasonHungCall[] = "hung_call";
+// Not a failure: the GPU is sampled, configured without its counter availability image because
+// CUPTI refused every metric with it (a status "ok" with this reason).
+inline constexpr char kReasonAvailabilityRefused[] = "counter_availability_refused";
 
 // What to do; "" when the reason needs no action.
 std::string FixFor(std::string_view reason);

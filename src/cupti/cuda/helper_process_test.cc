@@ -309,13 +309,39 @@ TEST_F(CuptiHelperTest, AMetricRefusedForAnotherReasonRulesOutThatMetricOnly) {
   EXPECT_GT(gpu["counter_availability_bytes"].get<int>(), 0);
 }
 
-TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
+// Every Light metric refused with CUPTI_ERROR_UNKNOWN on host objects made with the GPU's
+// counter availability image, as on the H200s; `anyway`: without the image too.
+nlohmann::json EveryMetricRefused(bool anyway) {
   auto scenario = TwoGpus();
   nlohmann::json refused = nlohmann::json::object();
   for (const auto& [metric, value] : scenario["devices"][0]["metrics"].items())
     refused[metric] = 999;
   scenario["devices"][0]["refused_metrics"] = refused;
-  SetScenario(scenario);
+  scenario["devices"][0]["refused_without_image"] = anyway;
+  return scenario;
+}
+
+TEST_F(CuptiHelperTest, RefusedOnlyWithTheAvailabilityImageTheGpuIsSampledWithoutIt) {
+  SetScenario(EveryMetricRefused(/*anyway=*/false));
+  const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
+  EXPECT_EQ(gpu["pm_sampling"], "ok") << gpu.dump();
+  EXPECT_EQ(gpu["light_set"]["gpu.sm_active"],
+            "sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+  EXPECT_EQ(gpu["counter_availability_image"],
+            "refused (CUPTI_ERROR_UNKNOWN in cuptiProfilerHostConfigAddMetrics for every "
+            "metric); configured without it");
+  // What the image did is still shown, metric by metric.
+  ASSERT_FALSE(gpu["metric_checks"].empty()) << gpu.dump();
+  EXPECT_EQ(gpu["metric_checks"][0]["result"], "CUPTI_ERROR_UNKNOWN");
+  EXPECT_EQ(gpu["metric_checks"][0]["without_availability_image"], "CUPTI_SUCCESS");
+  // The other GPU took its image.
+  const auto other = Probe(Argv({"probe", "--json"}))["devices"][1];
+  EXPECT_EQ(other["pm_sampling"], "ok");
+  EXPECT_FALSE(other.contains("counter_availability_image")) << other.dump();
+}
+
+TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
+  SetScenario(EveryMetricRefused(/*anyway=*/true));
   const auto gpu = Probe(Argv({"probe", "--json"}))["devices"][0];
   EXPECT_EQ(gpu["pm_sampling"], "unavailable");
   EXPECT_EQ(gpu["pm_sampling_reason"], "CUPTI_ERROR_UNKNOWN");
@@ -325,7 +351,8 @@ TEST_F(CuptiHelperTest, EveryMetricRefusedReportsTheRefusalAndEachCheck) {
   const auto& checks = gpu["metric_checks"];
   ASSERT_GE(checks.size(), 6u) << gpu.dump();
   EXPECT_EQ(checks[0]["result"], "CUPTI_ERROR_UNKNOWN");
-  EXPECT_EQ(checks[0]["without_availability_image"], "CUPTI_SUCCESS");
+  EXPECT_EQ(checks[0]["without_availability_image"], "CUPTI_ERROR_UNKNOWN");
+  EXPECT_FALSE(gpu.contains("counter_availability_image")) << gpu.dump();
   const auto& last = checks[checks.size() - 1];
   EXPECT_EQ(last["metric"], "pcie__read_bytes.sum");
   EXPECT_EQ(last["result"], "CUPTI_ERROR_INVALID_METRIC_NAME");
@@ -572,6 +599,36 @@ TEST_F(CuptiHelperStreamTest, WritesPerSecondMeansOfTheLightSetForEachGpu) {
   const std::string trace = Trace();
   EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=0"), std::string::npos);
   EXPECT_NE(trace.find("cuptiPmSamplingDisable dev=1"), std::string::npos);
+}
+
+TEST_F(CuptiHelperStreamTest, AGpuSampledWithoutItsAvailabilityImageSaysSo) {
+  SetScenario(EveryMetricRefused(/*anyway=*/false));
+  Start({});
+  const CounterRecord* counters = nullptr;
+  ReadUntil([&](const HelperRecord& r) { return (counters = Counters(r, kUuid0)) != nullptr; });
+  ASSERT_NE(counters, nullptr);
+  EXPECT_DOUBLE_EQ(Value(*counters, "gpu.sm_active"), 0.935);
+  const StatusRecord* status = nullptr;
+  for (const auto& record : records_) {
+    if (const auto* found = Status(record, kUuid0))
+      status = found;
+  }
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(status->pm_sampling, "ok");
+  EXPECT_EQ(status->reason,
+            "counter_availability_refused (CUPTI_ERROR_UNKNOWN in "
+            "cuptiProfilerHostConfigAddMetrics)");
+  EXPECT_NE(status->fix.find("without the image"), std::string::npos) << status->fix;
+  // The other GPU, whose image CUPTI takes, reports nothing of the kind.
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* other = Status(r, kUuid1);
+    return other != nullptr || (Counters(r, kUuid1) != nullptr);
+  });
+  for (const auto& record : records_) {
+    if (const auto* other = Status(record, kUuid1)) {
+      EXPECT_EQ(other->reason, "");
+    }
+  }
 }
 
 TEST_F(CuptiHelperStreamTest, EscalationSwitchesOneGpuToTheRichSetAndBack) {

@@ -81,8 +81,9 @@ CuptiStatus PmDevice::NewHostObject(CUpti_Profiler_Host_Object** host, bool with
   init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
   init.pChipName = chip_.c_str();
   // Planning for a chip has no image: what the chip takes when no other profiler holds it.
-  init.pCounterAvailabilityImage =
-      with_availability && !availability_.empty() ? availability_.data() : nullptr;
+  init.pCounterAvailabilityImage = with_availability && use_availability_ && !availability_.empty()
+                                       ? availability_.data()
+                                       : nullptr;
   if (auto error = EXPANSE_CUPTI_CALL(ProfilerHostInitialize, init))
     return error;
   *host = init.pHostObject;
@@ -133,8 +134,10 @@ CuptiStatus PmDevice::Accepts(const std::string& metric, std::string* refusal) {
   // kept, with the same metric's result on a host object without the availability image, for
   // the probe to report; the set fails with it only when no metric is accepted.
   *refusal = error->name();
-  const CuptiStatus bare = TryMetric(metric, /*with_availability=*/false);
-  metric_checks_.push_back({metric, error->name(), bare ? bare->name() : "CUPTI_SUCCESS"});
+  if (use_availability_) {
+    const CuptiStatus bare = TryMetric(metric, /*with_availability=*/false);
+    metric_checks_.push_back({metric, error->name(), bare ? bare->name() : "CUPTI_SUCCESS"});
+  }
   if (!first_refusal_)
     first_refusal_ = error;
   return std::nullopt;
@@ -237,6 +240,17 @@ CuptiStatus PmDevice::PassesOf(const std::vector<std::string>& metrics, size_t* 
   return Configure(metrics, &image, passes);
 }
 
+bool PmDevice::ImageRefusedEverything(const CuptiStatus& error) const {
+  if (!error || error->code == CUPTI_ERROR_INVALID_METRIC_NAME ||
+      error->code == CUPTI_ERROR_INVALID_PARAMETER || !IsMetricConfigurationCall(error->call))
+    return false;
+  for (const MetricCheck& check : metric_checks_) {
+    if (check.without_image == "CUPTI_SUCCESS")
+      return true;
+  }
+  return false;
+}
+
 CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   if (auto it = resolved_.find(set); it != resolved_.end()) {
     *out = &it->second;
@@ -244,13 +258,33 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   }
   if (auto error = Prepare())
     return error;
-  // What refused this set's metrics decides its error, not what refused another set's. The
-  // checks are this attempt's too: a set refused on every retry (backoff up to five minutes,
+  // The checks are this attempt's: a set refused on every retry (backoff up to five minutes,
   // for weeks on a node whose counters are unavailable) must not add to them each time.
-  first_refusal_.reset();
-  saw_invalid_parameter_ = false;
   metric_checks_.clear();
   ResolvedSet resolved;
+  CuptiStatus error = Place(set, &resolved);
+  if (use_availability_ && ImageRefusedEverything(error)) {
+    // CUPTI's header calls the availability image "required for future chip support": a chip
+    // the library knows is configured without it. On two H200 VMs CUPTI refused every metric
+    // with the image (CUPTI_ERROR_UNKNOWN) and accepted them without; such a GPU is sampled
+    // without it, and says so, rather than not at all. Start still asks the GPU, so counters
+    // the driver really withholds fail there with the driver's own error.
+    availability_refusal_ = error;
+    use_availability_ = false;
+    resolved = ResolvedSet{};
+    error = Place(set, &resolved);
+  }
+  if (error)
+    return error;
+  *out = &(resolved_[set] = std::move(resolved));
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::Place(CounterSet set, ResolvedSet* out) {
+  // What refused this set's metrics decides its error, not what refused another set's.
+  first_refusal_.reset();
+  saw_invalid_parameter_ = false;
+  ResolvedSet& resolved = *out;
   resolved.set = set;
   // PM sampling runs one pass: each series takes the first candidate that fits beside those
   // placed before it. That is one host configuration (a few milliseconds of CPU) per candidate
@@ -324,7 +358,6 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
     return CuptiError{"cuptiProfilerHostConfigAddMetrics", saw_invalid_parameter_
                                                                ? CUPTI_ERROR_INVALID_PARAMETER
                                                                : CUPTI_ERROR_INVALID_METRIC_NAME};
-  *out = &(resolved_[set] = std::move(resolved));
   return std::nullopt;
 }
 

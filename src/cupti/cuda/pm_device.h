@@ -90,6 +90,11 @@ class PmDevice {
     std::string without_image;  // the same metric, host object without it
   };
   const std::vector<MetricCheck>& metric_checks() const { return metric_checks_; }
+  // Set when CUPTI refused every metric of a set on host objects made with this GPU's counter
+  // availability image and accepted some without it: the error it gave with the image. From
+  // then on this GPU is configured without the image (CUPTI needs it only for chips newer than
+  // the library).
+  const CuptiStatus& availability_refusal() const { return availability_refusal_; }
   // The absent series of the last Resolve and why, whether or not it succeeded.
   const std::map<std::string, std::string>& last_why_absent() const { return last_why_absent_; }
   // Tries each of `metrics` alone, with and without the availability image, and records both
@@ -126,6 +131,11 @@ class PmDevice {
   // Whether the chip accepts `metric` alone: `refusal` "" when it does, else "not on this chip"
   // or the CUPTI error that refused it. A returned error ends the set.
   CuptiStatus Accepts(const std::string& metric, std::string* refusal);
+  // The placement of Resolve: each series of `set` in one pass, into `*resolved`.
+  CuptiStatus Place(CounterSet set, ResolvedSet* resolved);
+  // Whether `error`, Place's, came from CUPTI refusing every metric with the availability
+  // image while accepting one without it (metric_checks()).
+  bool ImageRefusedEverything(const CuptiStatus& error) const;
   // Config image and pass count for `metrics`; the host object that made them in `*host`
   // (the caller frees it), or freed when `host` is null or the call failed.
   CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,
@@ -149,6 +159,8 @@ class PmDevice {
   std::vector<uint8_t> counter_data_;
   bool running_ = false;
   bool saw_invalid_parameter_ = false;
+  bool use_availability_ = true;  // false once CUPTI refused everything with the image
+  CuptiStatus availability_refusal_;
   CuptiStatus first_refusal_;  // the set's first refusal that was not "no such metric"
   std::map<std::string, std::string> last_why_absent_;
   std::vector<MetricCheck> metric_checks_;

@@ -23,7 +23,7 @@ class PmDeviceTest : public ::testing::Test {
     // The fake reads its scenario from this variable; written before its first call, since it
     // looks for a change at most every 20 ms.
     ::setenv("EXPANSE_FAKE_CUPTI_SCENARIO", scenario_path_.c_str(), 1);
-    RefuseEveryLightMetric();
+    RefuseEveryLightMetric(refuse_anyway_);
     auto opened = CuptiLibrary::Open(std::string(EXPANSE_FAKES_DIR) + "/cupti/libcupti.so.13");
     ASSERT_TRUE(opened.ok()) << opened.status();
     cupti_ = std::move(*opened);
@@ -41,9 +41,9 @@ class PmDeviceTest : public ::testing::Test {
     ::unsetenv("EXPANSE_FAKE_CUPTI_SCENARIO");
   }
 
-  // One GH100 that knows every Light candidate and refuses each with CUPTI_ERROR_UNKNOWN on a
-  // host object made with its availability image, as the H200s did.
-  void RefuseEveryLightMetric() {
+  // One GH100 that knows every Light candidate and refuses each with CUPTI_ERROR_UNKNOWN, with
+  // its availability image (as the H200s did) and, when `anyway`, without it too.
+  void RefuseEveryLightMetric(bool anyway) {
     nlohmann::json metrics = nlohmann::json::object(), refused = nlohmann::json::object();
     for (const CounterSeries& series : LightSet()) {
       for (const std::string& candidate : series.candidates) {
@@ -55,10 +55,12 @@ class PmDeviceTest : public ::testing::Test {
                                       {{{"uuid", "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10"},
                                         {"chip", "GH100"},
                                         {"metrics", metrics},
-                                        {"refused_metrics", refused}}}}};
+                                        {"refused_metrics", refused},
+                                        {"refused_without_image", anyway}}}}};
     std::ofstream(scenario_path_) << scenario.dump();
   }
 
+  bool refuse_anyway_ = true;
   testing::TempDir dir_{"pm_device_test"};
   std::string scenario_path_ = dir_ / "scenario.json";
   std::unique_ptr<CuptiLibrary> cupti_;
@@ -76,7 +78,7 @@ TEST_F(PmDeviceTest, ASetRefusedOnEveryRetryKeepsOnlyTheLastAttemptsChecks) {
   ASSERT_FALSE(checks.empty());
   for (const auto& check : checks) {
     EXPECT_EQ(check.result, "CUPTI_ERROR_UNKNOWN") << check.metric;
-    EXPECT_EQ(check.without_image, "CUPTI_SUCCESS") << check.metric;
+    EXPECT_EQ(check.without_image, "CUPTI_ERROR_UNKNOWN") << check.metric;
   }
   // The sampler's retries after each backoff.
   for (int retry = 0; retry < 3; ++retry) {
@@ -85,6 +87,27 @@ TEST_F(PmDeviceTest, ASetRefusedOnEveryRetryKeepsOnlyTheLastAttemptsChecks) {
   }
   for (size_t i = 0; i < checks.size(); ++i)
     EXPECT_EQ(pm.metric_checks()[i].metric, checks[i].metric);
+}
+
+// The same GPU, but CUPTI takes the metrics on host objects made without the image.
+class PmDeviceImageOnlyTest : public PmDeviceTest {
+ protected:
+  PmDeviceImageOnlyTest() { refuse_anyway_ = false; }
+};
+
+TEST_F(PmDeviceImageOnlyTest, EverySetIsConfiguredWithoutTheImage) {
+  PmDevice pm(*cupti_, watchdog_, 0, PmOptions{});
+  const ResolvedSet* light = nullptr;
+  ASSERT_FALSE(pm.Resolve(CounterSet::kLight, &light).has_value());
+  ASSERT_NE(light, nullptr);
+  EXPECT_FALSE(light->metrics.empty());
+  ASSERT_TRUE(pm.availability_refusal().has_value());
+  EXPECT_EQ(pm.availability_refusal()->code, CUPTI_ERROR_UNKNOWN);
+  EXPECT_EQ(pm.availability_refusal()->call, "cuptiProfilerHostConfigAddMetrics");
+  // The Rich set shares the Light set's candidates: resolved without the image at once.
+  const ResolvedSet* rich = nullptr;
+  ASSERT_FALSE(pm.Resolve(CounterSet::kRich, &rich).has_value());
+  EXPECT_TRUE(pm.metric_checks().empty());
 }
 
 }  // namespace

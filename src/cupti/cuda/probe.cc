@@ -183,6 +183,9 @@ void ProbeDevice(const CudaLibrary& cuda, const CuptiLibrary& cupti, CallWatchdo
   }
   if (!pm.last_why_absent().empty())
     entry["light_set_why_absent"] = pm.last_why_absent();
+  if (const CuptiStatus& refusal = pm.availability_refusal())
+    entry["counter_availability_image"] = "refused (" + refusal->name() + " in " + refusal->call +
+                                          " for every metric); configured without it";
   if (const auto& error = resolved) {
     const bool none = error->code == CUPTI_ERROR_INVALID_METRIC_NAME;
     return Unavailable(entry, none ? kReasonNoMetrics : error->name(), "in " + error->call);

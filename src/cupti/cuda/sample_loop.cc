@@ -47,6 +47,14 @@ class Loop {
     return !output_gone_;
   }
 
+  // An "ok" status's reason: empty, or that the GPU runs without its availability image.
+  static std::string OkReason(const Gpu& gpu) {
+    const CuptiStatus& refusal = gpu.pm->availability_refusal();
+    return refusal ? std::string(kReasonAvailabilityRefused) + " (" + refusal->name() + " in " +
+                         refusal->call + ")"
+                   : "";
+  }
+
   void Status(Gpu& gpu, const std::string& state, const std::string& reason) {
     // "yielded_to_job_profiler (CUPTI_ERROR_HARDWARE_BUSY)": the fix is the code's.
     StatusRecord status{static_cast<unsigned>(gpu.device.index),
@@ -105,7 +113,7 @@ class Loop {
           continue;
         }
         gpu.means = std::make_unique<SecondMeans>(gpu.pm->active()->series.size());
-        Status(gpu, "ok", "");
+        Status(gpu, "ok", OkReason(gpu));
       }
       if (!gpu.pm->running()) {
         if (!gpu.plan.MayTry(now))
@@ -116,7 +124,7 @@ class Loop {
         }
         gpu.good_decodes = 0;
         gpu.means = std::make_unique<SecondMeans>(gpu.pm->active()->series.size());
-        Status(gpu, "ok", "");
+        Status(gpu, "ok", OkReason(gpu));
         continue;  // the first decode has nothing yet
       }
       size_t samples = 0;

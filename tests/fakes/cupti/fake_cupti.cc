@@ -623,8 +623,10 @@ cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params* p
       return call.Return(CUPTI_ERROR_INVALID_PARAMETER);
     if (!MetricKnown(call.scenario(), host->chip, pParams->ppMetricNames[i]))
       return call.Return(CUPTI_ERROR_INVALID_METRIC_NAME);
-    if (host->with_availability) {
-      const auto& refused = call.scenario().devices[host->device].refused_metrics;
+    const auto& devices = call.scenario().devices;
+    const Device* device = host->device < devices.size() ? &devices[host->device] : nullptr;
+    if (device != nullptr && (host->with_availability || device->refused_without_image)) {
+      const auto& refused = device->refused_metrics;
       if (auto it = refused.find(pParams->ppMetricNames[i]); it != refused.end())
         return call.Return(static_cast<CUptiResult>(it->second));
     }

@@ -87,6 +87,7 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
     for (const auto& [metric, code] : d["refused_metrics"].items())
       device.refused_metrics[metric] = code.get<int>();
   }
+  device.refused_without_image = d.value("refused_without_image", false);
   device.primary_context_active = d.value("primary_context_active", true);
   return device;
 }

@@ -43,6 +43,9 @@ struct Device {
   // Metrics cuptiProfilerHostConfigAddMetrics refuses with the given CUPTI result on a host
   // object made with this device's counter availability image (not on one made without).
   std::map<std::string, int> refused_metrics;
+  // Whether refused_metrics also apply on a host object made without an availability image (such
+  // an object belongs to the first device of its chip).
+  bool refused_without_image = false;
   unsigned max_metrics_per_pass = 8;
   std::map<std::string, int> metric_passes;  // passes a metric needs alone (default 1)
   unsigned samples_per_decode = 10;
