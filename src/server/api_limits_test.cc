@@ -217,6 +217,26 @@ TEST_F(ApiLimitsTest, MalformedSignInsCountAgainstTheAddressLimit) {
       200);
 }
 
+TEST_F(ApiLimitsTest, ASignInWithAnEmailNoAccountCanHaveKeepsNoLimiterKeyOfIt) {
+  // 16,000 bytes of "email" (a body's strings may be 16 KiB): the sign-in limiters per email
+  // and per account would each keep it as a key, up to 100,000 of them.
+  const std::string huge = std::string(16'000, 'a') + "@acme.example";
+  for (const std::string& email : {huge, std::string("no-at-sign")}) {
+    Reply r =
+        Call("POST", "/api/v1/session", json{{"email", email}, {"password", "pw-owner"}}.dump());
+    EXPECT_EQ(r.status, 401) << r.body;
+  }
+  EXPECT_EQ(app_->limits().login_per_address->size(), 1u);
+  EXPECT_EQ(app_->limits().login_per_email->size(), 0u);
+  EXPECT_EQ(app_->limits().login_per_account->size(), 0u);
+  // It still costs the address a try, as any sign-in does.
+  Reply good =
+      Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"pw-owner"})");
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(app_->limits().login_per_email->size(), 1u);
+  EXPECT_EQ(app_->limits().login_per_account->size(), 1u);
+}
+
 TEST_F(ApiLimitsTest, StoredHeartbeatKeepsOnlySmallUnknownFields) {
   const std::string compute = NewCompute(token_);
   const std::string credential = Exchange(IssueToken(compute)).body["credential"];

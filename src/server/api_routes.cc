@@ -6,6 +6,7 @@
 #include "http/error.h"
 #include "server/route_util.h"
 #include "server/routes.h"
+#include "server/validate.h"
 
 namespace expanse::server {
 namespace {
@@ -85,12 +86,18 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
       return malformed(email.status());
     if (!password.ok())
       return malformed(password.status());
-    // Keyed on the email as Login looks it up, so "OPS@…" gets no tries of its own.
+    // Keyed on the email as Login looks it up, so "OPS@…" gets no tries of its own. An email
+    // no account can have (Login refuses it unread) costs the address's try only: the other
+    // two limiters keep a key per email, and an anonymous client's 16 KiB "emails" would make
+    // each of their 100,000 keys that large.
     const std::string account = store::NormalizeEmail(*email);
+    const bool could_be_account = ValidateEmail(account).ok();
     for (auto [limiter, key] :
          {std::pair{ctx->limits.login_per_address.get(), req.remote_addr},
           std::pair{ctx->limits.login_per_email.get(), account + " " + req.remote_addr},
           std::pair{ctx->limits.login_per_account.get(), account}}) {
+      if (!could_be_account && limiter != ctx->limits.login_per_address.get())
+        continue;
       if (!limiter->Allow(key))
         return http::TooManyRequestsResponse(limiter->RetryAfter(key));
     }

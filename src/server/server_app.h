@@ -93,6 +93,7 @@ class ServerApp {
   store::Store& store() { return *store_; }
   AlertSender& alert_sender() { return *alert_sender_; }
   SegmentStore* segments() { return segments_.get(); }  // null: none kept
+  const RateLimits& limits() const { return limits_; }
   // Forgets the trace segments older than the retention (a batch of them per call).
   Status ApplySegmentRetention(int64_t now_ms);
   // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
