@@ -121,9 +121,17 @@ void NodeCollector::Escalate() {
           std::chrono::duration_cast<std::chrono::milliseconds>(escalation_.window()));
       if (written.ok()) {
         ++phase_b_triggers_;
-      } else if (options_.phase_b_log && phase_b_errors_.insert(written.message()).second) {
-        options_.phase_b_log("phase B trigger for job " + job +
-                             " not written: " + written.message());
+        phase_b_errors_.clear();  // a cause that comes back is logged again
+        continue;
+      }
+      // Keyed by the kind of failure, not its message: that names the random temporary file
+      // of each attempt, and a job can fill the file system the control directory is on.
+      const std::string cause =
+          std::to_string(static_cast<int>(written.code())) + " " + written.reason();
+      if (options_.phase_b_log && phase_b_errors_.size() < 32 &&
+          phase_b_errors_.insert(cause).second) {
+        options_.phase_b_log("phase B trigger for job " + job + " not written: " +
+                             written.message() + " (logged once until a trigger is written)");
       }
     }
   }
@@ -355,8 +363,12 @@ NodeCollection NodeCollector::Collect(bool final) {
   bad_event_files_ = std::move(pending.bad);
   if (capture_) {
     CaptureScan scan = capture_->Scan(clock_.NowMs());
-    c.captures = std::move(scan.aggregates);
-    c.capture_files = std::move(scan.aggregate_files);
+    for (size_t i = 0; i < scan.aggregates.size() && i < scan.aggregate_files.size(); ++i) {
+      if (!captures_in_flight_.insert(scan.aggregate_files[i]).second)
+        continue;
+      c.captures.push_back(std::move(scan.aggregates[i]));
+      c.capture_files.push_back(std::move(scan.aggregate_files[i]));
+    }
   }
 
   // After the events, so a job that started since the last collection is already allocated.
@@ -420,6 +432,8 @@ void NodeCollector::Commit(const NodeCollection& collection) {
     unlink((options_.events_dir + "/" + file).c_str());
     in_flight_.erase(file);
   }
+  for (const std::string& file : collection.capture_files)
+    captures_in_flight_.erase(file);
   for (const std::string& file : bad_event_files_) {
     unlink((options_.events_dir + "/" + file).c_str());
   }
@@ -431,6 +445,8 @@ void NodeCollector::Restore(const NodeCollection& collection) {
   // rule still apply, so an outage long enough to fill it drops (and counts) the newest.
   for (const std::string& file : collection.event_files)
     in_flight_.erase(file);
+  for (const std::string& file : collection.capture_files)
+    captures_in_flight_.erase(file);
   for (const auto& entry : collection.stacks) {
     if (unsent_stacks_.size() >= kMaxUnsentStacks)
       break;  // a long outage of the spool: the oldest windows are what is kept

@@ -145,6 +145,9 @@ class NodeCollector {
   std::vector<std::string> bad_event_files_;
   std::vector<std::string> problems_;
   std::set<std::string> in_flight_;
+  // Capture aggregate files in a collection neither committed nor restored: a later scan reads
+  // them again (they are deleted on Commit only) and must not send them twice.
+  std::set<std::string> captures_in_flight_;
   // Allocations opened by a start event, so the end event closes the same GPUs even when the
   // Epilog's environment does not name them (kept in options.allocations_file).
   void SaveOpenAllocations();
@@ -165,7 +168,7 @@ class NodeCollector {
   // SLURM's job number -> the job's user, from start events (bounded): who may spool for it.
   std::map<std::string, std::string> job_users_;
   std::optional<uid_t> JobUid(const std::string& job_number) const;
-  std::set<std::string> phase_b_errors_;  // causes already logged
+  std::set<std::string> phase_b_errors_;  // kinds of failure logged since the last trigger
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;

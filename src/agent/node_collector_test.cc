@@ -112,6 +112,38 @@ TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {
   EXPECT_TRUE(logged.empty());
 }
 
+// A trigger that cannot be written (here its name is taken by a directory; a full file system
+// does the same) is logged once, however often the GPU goes idle again.
+TEST_F(NodeCollectorTest, APhaseBTriggerThatCannotBeWrittenIsLoggedOnce) {
+  const std::string control = dir_ + "/control";
+  ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
+  options_.phase_b_control_dir = control;
+  std::filesystem::create_directories(control + "/phase-b/7/in-the-way");
+  std::vector<std::string> logged;
+  options_.phase_b_log = [&](const std::string& line) { logged.push_back(line); };
+  const std::string busy = dir_ + "/busy.json";
+  std::filesystem::copy_file(dir_ + "/scenario.json", busy);
+  NodeCollector collector(options_, clock_);
+  RunJobWhoseGpuGoesIdle(collector, options_.events_dir, [] {});
+  for (int again = 0; again < 2; ++again) {
+    std::filesystem::copy_file(busy, dir_ + "/scenario.json.tmp",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    clock_.Advance(61'000);  // past the escalation's window
+    collector.TickFast();    // busy again
+    std::ofstream(dir_ + "/scenario.json.tmp")
+        << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 0}, {"uuid": "GPU-b", "minor": 0}]})";
+    std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    clock_.Advance(1000);
+    collector.TickFast();  // idle: escalate again
+  }
+  EXPECT_EQ(collector.PhaseBTriggers(), 0u);
+  ASSERT_EQ(logged.size(), 1u) << ::testing::PrintToString(logged);
+  EXPECT_THAT(logged[0], ::testing::HasSubstr("phase B trigger for job 7 not written"));
+}
+
 // The directories as the daemon sets them from its settings: the same idle GPU asks the job's
 // agents for a trace with escalation on, and none with EXPANSE_PROFILING_ENABLE=0.
 TEST_F(NodeCollectorTest, WithEscalationOffAnIdleGpuWritesNoPhaseBTrigger) {
@@ -173,6 +205,13 @@ TEST_F(NodeCollectorTest, CaptureAgentWindowsAreCollectedForTheJobsUser) {
   EXPECT_EQ(c.captures[0].top_kernels[0].name, "gemm");
   EXPECT_FALSE(c.empty());
   EXPECT_TRUE(std::filesystem::exists(mine));  // until committed
+  // Not sent twice while its collection's fate is unknown (a spool write failing); offered
+  // again once that collection is restored.
+  EXPECT_TRUE(collector.Collect().captures.empty());
+  collector.Restore(c);
+  c = collector.Collect();
+  ASSERT_EQ(c.captures.size(), 1u);
+  EXPECT_EQ(c.capture_files, std::vector<std::string>{mine});
   collector.Commit(c);
   EXPECT_FALSE(std::filesystem::exists(mine));
   EXPECT_FALSE(std::filesystem::exists(stranger));  // quarantined

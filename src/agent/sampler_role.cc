@@ -11,6 +11,7 @@
 #include "agent/segment_direct.h"
 #include "agent/segment_grant_files.h"
 #include "agent/segment_relay.h"
+#include "agent/spool_handoff.h"
 #include "spool/spool_writer.h"
 #include "wire/records.h"
 
@@ -23,14 +24,6 @@ std::string WorkerSpoolRoot(const std::string& shared_prefix) {
 namespace {
 
 constexpr size_t kHealthProcessListBudget = 48 * 1024;
-constexpr size_t kStacksRecordBytes = 4 << 20;
-
-// Every record and the health report are dumped with the replace handler: a field that is not
-// UTF-8 (a process name, a refused file's message) costs a character, never the record (a
-// throw here would end the sampler).
-std::string DumpJson(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 class SamplerLoop {
  public:
@@ -41,6 +34,8 @@ class SamplerLoop {
         clock_(host.clock()),
         writer_(std::move(writer)),
         collector_(options.node, clock_),
+        handoff_(*writer_, {.commit = [this](const NodeCollection& c) { collector_.Commit(c); },
+                            .restore = [this](const NodeCollection& c) { collector_.Restore(c); }}),
         permissions_(
             DaemonPermissionOptions(options.control_dir, options.shared_prefix,
                                     WorkerSpoolRoot(options.shared_prefix), options.node.hostname),
@@ -89,54 +84,11 @@ class SamplerLoop {
   }
 
   void Flush(bool force = false) {
-    NodeCollection c = collector_.Collect(/*final=*/force);
-    const spool::SpoolWriterCounters before = writer_->counters();
-    if (!c.series.empty()) {
-      nlohmann::json series = nlohmann::json::array();
-      for (const wire::SeriesRecord& s : c.series)
-        series.push_back(wire::Encode(s));
-      Add("gpu_series", DumpJson(series));
-    }
-    for (const JobEvent& e : c.events)
-      Add("job_event", DumpJson(ToJson(e)));
-    for (const wire::GpuAllocationRecord& a : c.allocations)
-      Add("gpu_allocation", DumpJson(wire::Encode(a)));
-    AddStacks(c.stacks);
-    // The capture agents' windows, a few KiB each: one record of at most ~4 MiB per chunk.
-    nlohmann::json captures = nlohmann::json::array();
-    size_t capture_bytes = 0;
-    for (const wire::CaptureAggregateRecord& r : c.captures) {
-      nlohmann::json entry = wire::Encode(r);
-      const size_t size = DumpJson(entry).size() + 1;
-      if (!captures.empty() && capture_bytes + size > kStacksRecordBytes) {
-        Add("capture_aggregates", DumpJson(captures));
-        captures = nlohmann::json::array();
-        capture_bytes = 0;
-      }
-      captures.push_back(std::move(entry));
-      capture_bytes += size;
-    }
-    if (!captures.empty())
-      Add("capture_aggregates", DumpJson(captures));
-    pending_.push_back(std::move(c));
-
-    const Status flushed = writer_->Flush(force);
-    const spool::SpoolWriterCounters after = writer_->counters();
-    if (after.records_dropped_spool_full > before.records_dropped_spool_full) {
-      // The batch was dropped: its events are collected again once the spool has room.
-      for (const NodeCollection& p : pending_) {
-        NodeCollection again;
-        again.event_files = p.event_files;
-        again.stacks = p.stacks;  // their windows are closed: only the collector can resend them
-        collector_.Restore(again);
-      }
-      pending_.clear();
-    } else if (after.files_written > before.files_written) {
-      for (const NodeCollection& p : pending_)
-        collector_.Commit(p);
-      pending_.clear();
+    handoff_.Put(collector_.Collect(/*final=*/force));
+    bool wrote = false;
+    const Status flushed = handoff_.Flush(force, &wrote);
+    if (wrote)
       last_written_ms_ = clock_.NowMs();
-    }
     for (const std::string& problem : collector_.TakeProblems()) {
       if (options_.log)
         options_.log(problem);
@@ -211,9 +163,12 @@ class SamplerLoop {
       }
       health["job_devices_gpus_omitted"] = true;
     }
-    if (Status s = writer_->WriteHealth(DumpJson(health)); !s.ok() && options_.log) {
-      options_.log("cannot write the health report: " + s.message());
-    }
+    // Logged when the problem starts or changes, not at every flush while it lasts.
+    const Status written = writer_->WriteHealth(DumpJson(health));
+    const std::string health_problem = written.ok() ? "" : written.message();
+    if (!health_problem.empty() && health_problem != health_problem_ && options_.log)
+      options_.log("cannot write the health report: " + health_problem);
+    health_problem_ = health_problem;
   }
 
   NodeCollector& collector() { return collector_; }
@@ -237,37 +192,15 @@ class SamplerLoop {
 
  private:
   // py_stacks records of at most ~4 MiB each (a record's payload is capped at 8 MiB).
-  void AddStacks(const std::vector<wire::StackRecord>& stacks) {
-    nlohmann::json chunk = nlohmann::json::array();
-    size_t bytes = 0;
-    for (const wire::StackRecord& record : stacks) {
-      nlohmann::json entry = wire::Encode(record);
-      const size_t size = DumpJson(entry).size() + 1;
-      if (!chunk.empty() && bytes + size > kStacksRecordBytes) {
-        Add("py_stacks", DumpJson(chunk));
-        chunk = nlohmann::json::array();
-        bytes = 0;
-      }
-      chunk.push_back(std::move(entry));
-      bytes += size;
-    }
-    if (!chunk.empty())
-      Add("py_stacks", DumpJson(chunk));
-  }
-
-  void Add(std::string_view kind, const std::string& payload) {
-    // A refused record is counted by the writer; nothing else to do here.
-    (void)writer_->Add(kind, payload);
-  }
-
   const SamplerRoleOptions& options_;
   Host& host_;
   Clock& clock_;
   std::unique_ptr<spool::SpoolWriter> writer_;
   NodeCollector collector_;
-  std::vector<NodeCollection> pending_;
+  SpoolHandoff handoff_;
   int64_t last_written_ms_ = 0;
   std::string problem_;
+  std::string health_problem_;  // the last health report's write error, "" when written
   PermissionMonitor permissions_;
   BurstInbox bursts_;
   SegmentRelay relay_;

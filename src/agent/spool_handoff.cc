@@ -1,0 +1,107 @@
+#include "agent/spool_handoff.h"
+
+#include <nlohmann/json.hpp>
+
+#include "agent/job_events.h"
+#include "wire/records.h"
+
+namespace expanse::agent {
+
+namespace {
+
+// Stack windows and capture aggregates go in records of at most this many bytes each.
+constexpr size_t kChunkRecordBytes = 4 << 20;
+
+// Encodes `items` into JSON arrays of at most kChunkRecordBytes and hands each to `add`, with
+// the range of items it holds; `add` says whether the batch took it.
+template <typename Item, typename Encode, typename Added>
+void AddInChunks(const std::vector<Item>& items, Encode encode, Added added) {
+  nlohmann::json chunk = nlohmann::json::array();
+  size_t bytes = 0, first = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    nlohmann::json entry = encode(items[i]);
+    const size_t size = DumpJson(entry).size() + 1;
+    if (!chunk.empty() && bytes + size > kChunkRecordBytes) {
+      added(DumpJson(chunk), first, i);
+      chunk = nlohmann::json::array();
+      bytes = 0;
+      first = i;
+    }
+    chunk.push_back(std::move(entry));
+    bytes += size;
+  }
+  if (!chunk.empty())
+    added(DumpJson(chunk), first, items.size());
+}
+
+}  // namespace
+
+std::string DumpJson(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool SpoolHandoff::Add(std::string_view kind, const std::string& payload) {
+  // A refused record is counted by the writer.
+  return writer_.Add(kind, payload).ok();
+}
+
+void SpoolHandoff::Put(const NodeCollection& c) {
+  NodeCollection taken, refused;
+  if (!c.series.empty()) {
+    nlohmann::json series = nlohmann::json::array();
+    for (const wire::SeriesRecord& s : c.series)
+      series.push_back(wire::Encode(s));
+    Add("gpu_series", DumpJson(series));
+  }
+  for (size_t i = 0; i < c.events.size(); ++i) {
+    NodeCollection& fate = Add("job_event", DumpJson(ToJson(c.events[i]))) ? taken : refused;
+    if (i < c.event_files.size())
+      fate.event_files.push_back(c.event_files[i]);
+  }
+  // Derived from the events again when a refused event is collected again.
+  for (const wire::GpuAllocationRecord& a : c.allocations)
+    Add("gpu_allocation", DumpJson(wire::Encode(a)));
+  AddInChunks(
+      c.stacks, [](const wire::StackRecord& r) { return wire::Encode(r); },
+      [&](const std::string& payload, size_t from, size_t to) {
+        NodeCollection& fate = Add("py_stacks", payload) ? taken : refused;
+        fate.stacks.insert(fate.stacks.end(), c.stacks.begin() + from, c.stacks.begin() + to);
+      });
+  // The capture agents' windows, a few KiB each; an aggregate's file is aggregates[i]'s.
+  AddInChunks(
+      c.captures, [](const wire::CaptureAggregateRecord& r) { return wire::Encode(r); },
+      [&](const std::string& payload, size_t from, size_t to) {
+        NodeCollection& fate = Add("capture_aggregates", payload) ? taken : refused;
+        for (size_t i = from; i < to && i < c.capture_files.size(); ++i)
+          fate.capture_files.push_back(c.capture_files[i]);
+      });
+  const auto holds = [](const NodeCollection& part) {
+    return !part.event_files.empty() || !part.stacks.empty() || !part.capture_files.empty();
+  };
+  if (holds(refused))
+    callbacks_.restore(refused);
+  // One entry even when empty, so that the next written file still commits (the collector
+  // also deletes its malformed event files then); more only with something to commit.
+  if (holds(taken) || pending_.empty())
+    pending_.push_back(std::move(taken));
+}
+
+Status SpoolHandoff::Flush(bool force, bool* wrote) {
+  const spool::SpoolWriterCounters before = writer_.counters();
+  Status flushed = writer_.Flush(force);
+  const spool::SpoolWriterCounters after = writer_.counters();
+  *wrote = after.files_written > before.files_written;
+  if (after.records_dropped_spool_full > before.records_dropped_spool_full) {
+    // The batch was dropped: its events and windows are collected again once there is room.
+    for (const NodeCollection& p : pending_)
+      callbacks_.restore(p);
+    pending_.clear();
+  } else if (*wrote) {
+    for (const NodeCollection& p : pending_)
+      callbacks_.commit(p);
+    pending_.clear();
+  }
+  return flushed;
+}
+
+}  // namespace expanse::agent

@@ -1,0 +1,109 @@
+#include "agent/spool_handoff.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+#include "core/test_temp_dir.h"
+
+namespace expanse::agent {
+namespace spool_handoff_test {
+namespace {
+
+// One flush's worth: a GPU series of a minute of samples, a hook event and a capture window,
+// each with the file it came from.
+NodeCollection Collection(int n) {
+  NodeCollection c;
+  wire::SeriesRecord series{"n1", "", "gpu.sm_util", 1'800'000'000'000 + n * 60'000, {}, {}};
+  for (int i = 0; i < 60; ++i) {
+    series.dt.push_back(i == 0 ? 0 : 1000);
+    series.v.push_back(0.5);
+  }
+  c.series.push_back(series);
+  c.events.push_back({"start", std::to_string(100 + n), static_cast<uint32_t>(100 + n), "n1",
+                      1'800'000'000'000 + n, "alice", "gpu", "0", "0"});
+  c.event_files.push_back("event-" + std::to_string(n));
+  wire::CaptureAggregateRecord capture;
+  capture.job_id = std::to_string(100 + n);
+  capture.host = "n1";
+  capture.window_start_ms = 1'800'000'000'000;
+  capture.window_end_ms = capture.window_start_ms + 10'000;
+  c.captures.push_back(capture);
+  c.capture_files.push_back("capture-" + std::to_string(n));
+  return c;
+}
+
+class SpoolHandoffTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_ / "spool");
+    spool::SpoolWriterOptions options;
+    options.spool_root = dir_ / "spool";
+    options.hostname = "n1";
+    options.boot_id = "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0";
+    options.state_dir = dir_ / "state";
+    options.min_flush_interval_ms = 0;
+    options.max_batch_bytes = 64 << 10;  // ~20 collections
+    auto writer = spool::SpoolWriter::Open(options, clock_);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    writer_ = std::move(*writer);
+    handoff_ = std::make_unique<SpoolHandoff>(
+        *writer_,
+        SpoolHandoffCallbacks{.commit = [this](const NodeCollection& c) { Note(committed_, c); },
+                              .restore = [this](const NodeCollection& c) { Note(restored_, c); }});
+  }
+
+  static void Note(std::vector<std::string>& files, const NodeCollection& c) {
+    files.insert(files.end(), c.event_files.begin(), c.event_files.end());
+    files.insert(files.end(), c.capture_files.begin(), c.capture_files.end());
+    EXPECT_TRUE(c.series.empty() && c.captures.empty() && c.events.empty())
+        << "only file names and stack windows are kept";
+  }
+
+  testing::TempDir dir_{"spool_handoff_test"};
+  ManualClock clock_{1'800'000'000'000};
+  std::unique_ptr<spool::SpoolWriter> writer_;
+  std::unique_ptr<SpoolHandoff> handoff_;
+  std::vector<std::string> committed_, restored_;
+};
+
+TEST_F(SpoolHandoffTest, AWrittenFileCommitsWhatItHolds) {
+  handoff_->Put(Collection(1));
+  handoff_->Put(Collection(2));
+  bool wrote = false;
+  ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
+  EXPECT_TRUE(wrote);
+  EXPECT_EQ(committed_, (std::vector<std::string>{"event-1", "capture-1", "event-2", "capture-2"}));
+  EXPECT_TRUE(restored_.empty());
+  EXPECT_EQ(handoff_->pending(), 0u);
+}
+
+TEST_F(SpoolHandoffTest, WhileWritesFailNothingGrowsAndWhatTheBatchRefusesIsOfferedAgain) {
+  // The host directory goes away under the writer (a shared mount failing): every flush fails
+  // and the writer keeps its batch, which fills.
+  std::filesystem::remove_all(std::filesystem::path(dir_ / "spool") / "n1");
+  size_t pending_after_100 = 0;
+  for (int n = 0; n < 500; ++n) {
+    handoff_->Put(Collection(n));
+    bool wrote = true;
+    EXPECT_FALSE(handoff_->Flush(false, &wrote).ok());
+    EXPECT_FALSE(wrote);
+    if (n == 99)
+      pending_after_100 = handoff_->pending();
+  }
+  EXPECT_GT(writer_->counters().write_errors, 0u);
+  EXPECT_GT(writer_->counters().records_dropped_batch_full, 0u);
+  // What the full batch refused was handed back, not kept: the collections kept are those the
+  // batch holds, however long the outage lasts.
+  EXPECT_LT(pending_after_100, 100u);
+  EXPECT_EQ(handoff_->pending(), pending_after_100);
+  EXPECT_TRUE(committed_.empty());
+  ASSERT_FALSE(restored_.empty());
+  EXPECT_EQ(restored_.back(), "capture-499");
+  EXPECT_EQ(restored_[restored_.size() - 2], "event-499");
+}
+
+}  // namespace
+}  // namespace spool_handoff_test
+}  // namespace expanse::agent
