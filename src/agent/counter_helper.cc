@@ -52,6 +52,8 @@ void CounterHelper::Start(int64_t now_ms) {
   }
   child_ = std::move(*child);
   last_line_ms_ = now_ms;
+  started_ms_ = now_ms;
+  counters_seen_ = false;
   fatal_.clear();
   // A new helper knows nothing of the GPUs left to a job's tool: tell it before it samples them.
   for (const std::string& uuid : held_)
@@ -82,10 +84,18 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
   std::erase_if(stopping_, [](const auto& child) { return child->Poll().has_value(); });
   std::vector<std::string> wanted = uuids;
   std::sort(wanted.begin(), wanted.end());
-  if (child_ && wanted != uuids_)
-    Retire();  // a GPU came or went: the helper samples a fixed set
+  if (wanted != uuids_) {
+    if (child_)
+      Retire();  // a GPU came or went: the helper samples a fixed set
+    std::erase_if(gpus_, [&](const auto& gpu) {
+      return !std::binary_search(wanted.begin(), wanted.end(), gpu.first);
+    });
+  }
   uuids_ = wanted;
-  if (!child_ && !uuids_.empty() && now >= restart_at_ms_)
+  // Not beside a helper that has not ended yet: one stuck in a driver call outlives even
+  // SIGKILL, and a new one each backoff would pile up holding /dev/nvidia* and a pipe each.
+  waiting_for_stuck_ = !child_ && !uuids_.empty() && now >= restart_at_ms_ && !stopping_.empty();
+  if (!child_ && !uuids_.empty() && now >= restart_at_ms_ && stopping_.empty())
     Start(now);
   if (!child_)
     return;
@@ -98,6 +108,10 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
   if (!lines.lines.empty()) {
     last_line_ms_ = now;
   }
+  // A fresh backoff only for a helper that has worked for a while, not one that gave a record
+  // and then died (a hung call on one GPU after the others flushed): that one keeps doubling.
+  if (counters_seen_ && now - started_ms_ >= kWorkingAfterMs)
+    backoff_ = std::chrono::milliseconds(0);
   if (lines.closed) {
     // It closed its output: it has exited or is about to. Its status, when already known.
     const std::optional<int> status = child_->TryWait();
@@ -135,7 +149,7 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
       last_refusal_ = "counters stamped " + std::to_string(counters->unix_ms) + " ms";
       return;
     }
-    backoff_ = std::chrono::milliseconds(0);  // counters flow: a working helper, fresh backoff
+    counters_seen_ = true;
     std::lock_guard lock(buffer_mu);
     for (const auto& [series, value] : counters->values) {
       buffer.Add({options_.hostname, counters->uuid, series}, counters->unix_ms, value);
@@ -205,6 +219,11 @@ Capability CounterHelper::Describe() const {
     return {"degraded", "CUPTI PM sampling unavailable: " + fatal_ +
                             (fix.empty() ? "" : " (" + fix + ")") + "; restarting"};
   }
+  if (!child_ && waiting_for_stuck_ && !stopping_.empty())
+    return {"degraded", "expanse-cupti-helper " + last_exit_ + "; pid " +
+                            std::to_string(stopping_.front()->pid()) +
+                            " has not ended (a driver call that does not return?): no new helper "
+                            "until it does"};
   if (!child_ && !last_exit_.empty())
     return {"degraded", "expanse-cupti-helper " + last_exit_ + "; restarting"};
   size_t ok = 0, noted = 0;

@@ -90,6 +90,12 @@ class CounterHelper {
   std::vector<std::string> uuids_;                       // the GPUs the running helper samples
   std::set<std::string> held_;                           // GPUs left to a job's own CUDA tool
   int64_t last_line_ms_ = 0;
+  // A helper that has sent counters and run this long counts as working: its backoff starts
+  // over.
+  static constexpr int64_t kWorkingAfterMs = 60'000;
+  int64_t started_ms_ = 0;          // when the running helper started
+  bool counters_seen_ = false;      // it has sent counters
+  bool waiting_for_stuck_ = false;  // a restart is due, but an old helper has not ended
   int64_t restart_at_ms_ = 0;
   std::chrono::milliseconds backoff_{0};
   std::string last_exit_;  // why the helper last stopped ("" while none has)

@@ -1,5 +1,6 @@
 #include "agent/counter_helper.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -258,6 +259,67 @@ TEST_F(CounterHelperTest, ANewGpuRestartsTheHelperWithTheNewSet) {
   ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1},
                         [&] { return Slurp(dir_ / "argv").find(kGpu1) != std::string::npos; }));
   EXPECT_EQ(helper.Stats()["restarts"], 0);  // a change of set is not a failure
+}
+
+// One good record then death (a hung call on one GPU after the others flushed): that is not a
+// working helper, so the restarts keep backing off instead of starting over at 5 s each time.
+TEST_F(CounterHelperTest, AHelperThatDiesRightAfterItsFirstCountersKeepsBackingOff) {
+  WriteHelper(Counters(kGpu0, kNow, 0.5) +
+                  R"({"kind":"fatal","reason":"hung_call in cuptiPmSamplingDecodeData"})"
+                  "\n",
+              "exit 3\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 1; }));
+  clock_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 2; }));
+  clock_.Advance(5'000);  // the second failure in a row waits 10 s, not 5
+  for (int i = 0; i < 50; ++i) {
+    helper.Tick({kGpu0}, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string argv = Slurp(dir_ / "argv");
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), '\n'), 2) << helper.Stats().dump();
+  clock_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["restarts"] == 3; }));
+}
+
+TEST_F(CounterHelperTest, AGpuThatLeftIsForgotten) {
+  WriteHelper(Status(kGpu0, "ok") + Status(kGpu1, "ok"));
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(
+      TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Stats()["gpus"].size() == 2; }));
+  helper.Tick({kGpu0}, buffer_, mu_);
+  EXPECT_EQ(helper.Stats()["gpus"].size(), 1u) << helper.Stats().dump();
+  EXPECT_TRUE(helper.Stats()["gpus"].contains(kGpu0));
+}
+
+// A helper that does not end (stuck in a driver call, which even SIGKILL does not end; here one
+// that leaves the process group the signals go to and ignores SIGTERM) is not joined by a new
+// one at each silence and backoff: no new helper until it ends, and the capability says why.
+TEST_F(CounterHelperTest, AHelperThatDoesNotEndIsNotJoinedByAnother) {
+  WriteHelper("", "echo $$ >> '" + dir_ / "pids" +
+                      "'\nexec perl -e '$SIG{TERM}=\"IGNORE\"; setpgrp(0, getpgrp(getppid())); "
+                      "sleep 600'\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 30; ++i) {
+      helper.Tick({kGpu0}, buffer_, mu_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    clock_.Advance(31'000);  // past the silence limit: retired
+    helper.Tick({kGpu0}, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the kill's grace
+    helper.Tick({kGpu0}, buffer_, mu_);
+    clock_.Advance(400'000);  // past any backoff
+    helper.Tick({kGpu0}, buffer_, mu_);
+  }
+  const std::string argv = Slurp(dir_ / "argv");
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), '\n'), 1) << helper.Stats().dump();
+  EXPECT_EQ(helper.Stats()["stopping"], 1);
+  EXPECT_THAT(helper.Describe().reason, HasSubstr("has not ended"));
+  std::ifstream pids(dir_ / "pids");
+  for (int pid; pids >> pid;)
+    kill(pid, SIGKILL);  // the helpers this test started
 }
 
 TEST_F(CounterHelperTest, AMissingHelperIsAbsentWithWhereItWasLookedFor) {

@@ -178,6 +178,7 @@ void DcgmEnricher::StartDmon(int64_t now, bool with_dcp) {
   parser_ = std::move(*parser);
   dmon_has_dcp_ = with_dcp;
   last_line_ms_ = now;
+  dmon_started_ms_ = now;
   dmon_closed_ms_ = -1;
   dmon_error_.clear();
   dmon_rows_ = false;
@@ -251,7 +252,12 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
     std::lock_guard lock(buffer_mu);
     for (const auto& [id, sample] : newest)
       Write(sample, at, buffer);
-    backoff_ = std::chrono::milliseconds(0);  // values flow: a working engine, fresh backoff
+    // Values flow: a working engine, once it has kept them flowing for a while (a dmon that
+    // gives its first rows and dies keeps backing off, with its discovery and health check).
+    if (now - dmon_started_ms_ >= kWorkingAfterMs)
+      backoff_ = std::chrono::milliseconds(0);
+    if (dmon_has_dcp_)
+      dcp_backoff_ = std::chrono::milliseconds(0);  // the engine watches the DCP fields now
     problem_.clear();
   }
   unsupported_.clear();
@@ -267,8 +273,12 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
   if (error && error->failure == dcgm::DcgmiFailure::kWatchFailed && dmon_has_dcp_) {
     // The engine will not watch the profiling fields (module not loaded, unsupported GPU,
     // another profiler holds them): the rest is still wanted, at once, without them.
+    // Asked again later, less often each time it refuses in a row (a module that is not
+    // loaded stays so): dmon restarts twice for each question.
     dcp_refusal_ = ErrorText(*error);
-    dcp_refused_until_ms_ = now + options_.dcp_retry.count();
+    dcp_backoff_ =
+        dcp_backoff_.count() == 0 ? options_.dcp_retry : std::min(dcp_backoff_ * 2, kMaxDcpRetry);
+    dcp_refused_until_ms_ = now + dcp_backoff_.count();
     StopDmon();
     return;
   }

@@ -113,6 +113,11 @@ class DcgmEnricher {
   int64_t cupti_released_ms_ = -1;  // when CUPTI last stopped holding the counters
   bool cupti_holds_ = false;
   int64_t dcp_refused_until_ms_ = 0;
+  std::chrono::milliseconds dcp_backoff_{0};  // dcp_retry, doubled per refusal in a row
+  static constexpr std::chrono::milliseconds kMaxDcpRetry{6 * 3600 * 1000};
+  // A dmon that has given rows this long counts as working: the restart backoff starts over.
+  static constexpr int64_t kWorkingAfterMs = 60'000;
+  int64_t dmon_started_ms_ = 0;
   std::string dcp_refusal_;  // what the host engine said when it last refused the DCP watches
   std::vector<std::string> unsupported_;  // fields N/A on every row of the running dmon
 

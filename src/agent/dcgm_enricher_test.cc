@@ -192,6 +192,14 @@ TEST_F(DcgmEnricherTest, ARefusedProfilingWatchGivesADmonWithoutItAndSaysWhy) {
   EXPECT_EQ(capability.state, "ok");
   EXPECT_THAT(capability.reason, HasSubstr("profiling fields off: the host engine refused them: "
                                            "watch_failed (DCGM_ST_MODULE_NOT_LOADED)"));
+  // Asked again after dcp_retry, then less and less often while the engine keeps refusing: each
+  // question restarts dmon twice.
+  AdvanceWhileStreaming(enricher, {kGpu0, kGpu1}, 605'000);
+  EXPECT_EQ(DmonCalls().size(), 4u);  // asked again after 10 minutes
+  AdvanceWhileStreaming(enricher, {kGpu0, kGpu1}, 605'000);
+  EXPECT_EQ(DmonCalls().size(), 4u) << "the second question waits 20 minutes";
+  AdvanceWhileStreaming(enricher, {kGpu0, kGpu1}, 605'000);
+  EXPECT_EQ(DmonCalls().size(), 6u);
 }
 
 TEST_F(DcgmEnricherTest, AnUnreachableEngineDegradesTheCapabilityAndIsRetriedWithBackoff) {
@@ -382,6 +390,22 @@ TEST_F(DcgmEnricherTest, DmonExitingReportsItsStatusByDcgmName) {
   EXPECT_THAT(enricher.Describe().reason,
               HasSubstr("dcgmi dmon exited with status 235 (DCGM_ST_CONNECTION_NOT_VALID)"));
   EXPECT_THAT(enricher.Describe().reason, HasSubstr("read_failed"));
+  // It gave rows before it died, but that is not a working engine: each restart waits longer,
+  // instead of discovery, a health check and dmon every 5 s.
+  monotonic_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    const auto stats = enricher.Stats();
+    return stats["dmon_starts"].get<int>() == 2 && !stats["dmon_running"].get<bool>();
+  }));
+  monotonic_.Advance(5'000);  // two failures in a row: the third start waits 10 s
+  for (int i = 0; i < 200; ++i) {
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(enricher.Stats()["dmon_starts"].get<int>(), 2) << enricher.Stats().dump();
+  monotonic_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] { return enricher.Stats()["dmon_starts"].get<int>() == 3; }));
 }
 
 TEST(FindDcgmiTest, APathIsTakenAsGivenAndANameIsLookedUpOnPath) {
