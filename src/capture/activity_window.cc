@@ -58,11 +58,36 @@ std::string BoundedName(std::string_view name) {
   return out;
 }
 
+std::string_view LongNameKey(std::string_view name) {
+  if (name.size() <= kMaxNameBytes)
+    return {};
+  // The cut lands at kMaxNameBytes, or before a character that starts there and ends past it.
+  size_t cut = kMaxNameBytes;
+  while (cut > kMaxNameBytes - 3 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+    --cut;
+  if (cut < kMaxNameBytes) {
+    // BoundedName keeps that character out only when it is whole UTF-8 (a bad byte becomes a
+    // '?' that still fits).
+    const size_t n = Utf8Length(name, cut);
+    if (n == 0 || cut + n <= kMaxNameBytes)
+      return {};
+  }
+  return name.substr(0, cut);
+}
+
 void ActivityWindow::AddNamed(NamedTotals& totals, std::string_view name, uint64_t ns) {
   if (name.empty())
     name = "(unnamed)";
-  // The name as it came, first: a clean name of a kernel seen before costs one hash.
-  auto it = totals.find(name);
+  // The name as it came, first: a clean name of a kernel seen before costs one hash. A longer
+  // one than any key (CUTLASS, FlashAttention and CUB kernels take 0.6-3 KB) is looked up by
+  // the key BoundedName would give it, without making that key: every key is clean, so a key
+  // equal to the name's first bytes is that name's cut. This runs on CUPTI's thread for every
+  // record.
+  auto it = totals.end();
+  if (name.size() <= kMaxNameBytes)
+    it = totals.find(name);
+  else if (const std::string_view key = LongNameKey(name); !key.empty())
+    it = totals.find(key);
   if (it == totals.end()) {
     std::string key = BoundedName(name);
     it = totals.find(key);

@@ -101,6 +101,10 @@ class ActivityWindow {
 // A name cut to kMaxNameBytes on a UTF-8 character boundary (kernel names of deep templates
 // run to kilobytes).
 std::string BoundedName(std::string_view name);
+// For a name over kMaxNameBytes, its first bytes up to where BoundedName would cut it, or ""
+// where that cannot be told without cleaning the name: equal to BoundedName(name) whenever
+// those bytes are clean text. What a long name is looked up by before it is cleaned.
+std::string_view LongNameKey(std::string_view name);
 
 }  // namespace expanse::capture
 

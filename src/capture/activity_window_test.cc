@@ -181,5 +181,40 @@ TEST(BoundedName, CutsLongNamesOnACharacterBoundary) {
   EXPECT_EQ(BoundedName(std::string(kMaxNameBytes + 10, 'x')).size(), kMaxNameBytes);
 }
 
+// The key a long name is looked up by is the one BoundedName makes of it, or finds none.
+TEST(LongNameKey, IsBoundedNameWhereItTellsOne) {
+  const std::string ascii = std::string(kMaxNameBytes + 200, 'k');
+  const std::string a511 = std::string(kMaxNameBytes - 1, 'a');
+  for (const std::string& name :
+       {ascii, a511 + "\xc3\xa9tail",                              // 'é' straddles the limit
+        std::string(kMaxNameBytes - 2, 'b') + "\xe2\x82\xactail",  // '€' straddles it
+        a511 + "\xc3\x28tail",   // a bad sequence at the limit: '?' fits
+        a511 + "\x80" + "tail",  // a lone continuation byte there
+        "x\ty" + std::string(kMaxNameBytes, 'z')}) {
+    // Keys are clean text, so only a clean key can find one.
+    const std::string key(LongNameKey(name));
+    if (!key.empty() && BoundedName(key) == key) {
+      EXPECT_EQ(key, BoundedName(name)) << name.size();
+    }
+  }
+  EXPECT_EQ(LongNameKey(ascii), std::string(kMaxNameBytes, 'k'));
+  EXPECT_EQ(LongNameKey(a511 + "\xc3\xa9tail"), a511);
+  EXPECT_EQ(LongNameKey("short"), "");
+}
+
+// Records of one long kernel count as one, however its name came (the first cleaned it, the
+// rest are found by their first bytes).
+TEST(ActivityWindow, ALongKernelNameIsOneKernel) {
+  ActivityWindow window(0);
+  const std::string name = std::string(kMaxNameBytes + 600, 'k');
+  for (int i = 0; i < 3; ++i)
+    window.Add(Kernel(name, 100));
+  window.Add(Kernel(name.substr(0, kMaxNameBytes), 100));  // the same kernel, cut by someone
+  const WindowSummary s = window.Close(10000);
+  ASSERT_EQ(s.top_kernels.size(), 1u);
+  EXPECT_EQ(s.top_kernels[0].count, 4u);
+  EXPECT_EQ(s.top_kernels[0].name.size(), kMaxNameBytes);
+}
+
 }  // namespace
 }  // namespace expanse::capture
