@@ -1,9 +1,11 @@
 #include "agent/node_collector.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 
@@ -26,7 +28,8 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       sink_(options_.hostname, buffer_, buffer_mu_),
-      escalation_({.idle_percent = options_.idle_sm_util_percent}) {
+      escalation_({.idle_percent = options_.idle_sm_util_percent}),
+      cgroups_(options_.cgroups) {
   gpu::SelectedBackend selected = gpu::SelectBackend(options_.backend);
   std::unique_ptr<gpu::GuardedBackend> guarded;
   if (selected.backend) {
@@ -411,10 +414,10 @@ nlohmann::json NodeCollector::CaptureStats() const {
           {"problems", capture_->problems()}};
 }
 
-std::optional<uid_t> NodeCollector::JobUid(const std::string& job_number) const {
+std::optional<uid_t> NodeCollector::JobUid(const std::string& job_number) {
   auto it = job_users_.find(job_number);
   if (it == job_users_.end())
-    return std::nullopt;
+    return JobUidOfProcesses(job_number);
   struct passwd entry {};
   struct passwd* found = nullptr;
   std::vector<char> buffer(16384);
@@ -422,6 +425,46 @@ std::optional<uid_t> NodeCollector::JobUid(const std::string& job_number) const 
       found == nullptr)
     return std::nullopt;
   return found->pw_uid;
+}
+
+std::optional<uid_t> NodeCollector::JobUidOfProcesses(const std::string& job_number) {
+  // A job that started before this daemon did (a restart, an upgrade): its start event was
+  // committed by the daemon before, so its user is read from its cgroup's processes instead.
+  // Only root can move a process into a job's cgroup, so they are the job's user's (and
+  // slurmstepd's, root's: another owner wins over root). Once per job.
+  if (auto known = uids_of_processes_.find(job_number); known != uids_of_processes_.end())
+    return known->second;
+  uint32_t job = 0;
+  const char* end = job_number.data() + job_number.size();
+  if (job_number.empty() || std::from_chars(job_number.data(), end, job).ptr != end)
+    return std::nullopt;
+  std::vector<int> pids;
+  {
+    std::lock_guard lock(buffer_mu_);
+    if (cgroups_.jobs().count(job) == 0)
+      return std::nullopt;
+    pids = cgroups_.Pids(job, 64);
+  }
+  std::map<uid_t, size_t> owners;
+  for (int pid : pids) {
+    struct stat st {};
+    if (stat((options_.attribution.proc_root + "/" + std::to_string(pid)).c_str(), &st) == 0)
+      ++owners[st.st_uid];
+  }
+  std::optional<uid_t> uid;
+  size_t most = 0;
+  for (const auto& [owner, count] : owners) {
+    if (!uid || (*uid == 0 && owner != 0) || (owner != 0 && count > most)) {
+      uid = owner;
+      most = count;
+    }
+  }
+  if (!uid)
+    return std::nullopt;
+  if (uids_of_processes_.size() >= 10'000)
+    uids_of_processes_.clear();
+  uids_of_processes_[job_number] = *uid;
+  return uid;
 }
 
 void NodeCollector::Commit(const NodeCollection& collection) {

@@ -144,7 +144,7 @@ class NodeCollector {
   std::unique_ptr<gpu::Sampler> sampler_;
   std::vector<std::string> bad_event_files_;
   std::vector<std::string> problems_;
-  std::set<std::string> in_flight_;
+  std::set<std::string> in_flight_;  // event files collected, not yet committed or restored
   // Capture aggregate files in a collection neither committed nor restored: a later scan reads
   // them again (they are deleted on Commit only) and must not send them twice.
   std::set<std::string> captures_in_flight_;
@@ -167,14 +167,15 @@ class NodeCollector {
   std::unique_ptr<CaptureIntake> capture_;
   // SLURM's job number -> the job's user, from start events (bounded): who may spool for it.
   std::map<std::string, std::string> job_users_;
-  std::optional<uid_t> JobUid(const std::string& job_number) const;
+  std::optional<uid_t> JobUid(const std::string& job_number);
+  std::optional<uid_t> JobUidOfProcesses(const std::string& job_number);
+  std::map<std::string, uid_t> uids_of_processes_;  // jobs whose start event this daemon missed
   std::set<std::string> phase_b_errors_;  // kinds of failure logged since the last trigger
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
   telemetry::JobCgroups cgroups_;
-  std::string gres_problem_;  // why gres.conf could not be used, for the log  // event files
-                              // collected but not yet committed or restored
+  std::string gres_problem_;  // why gres.conf could not be used, for the log
 };
 
 }  // namespace expanse::agent

@@ -218,6 +218,34 @@ TEST_F(NodeCollectorTest, CaptureAgentWindowsAreCollectedForTheJobsUser) {
   EXPECT_EQ(collector.CaptureStats()["refused"]["not_the_jobs_user"], 1);
 }
 
+// A daemon restarted while a job runs never sees that job's start event (committed before):
+// its capture windows are still taken, the job's user read from its cgroup's processes.
+TEST_F(NodeCollectorTest, AfterARestartARunningJobsCaptureWindowsAreStillTaken) {
+  const std::string control = dir_ + "/control";
+  ASSERT_TRUE(PrepareCaptureDirectories(control).ok());
+  options_.capture_control_dir = control;
+  const std::string job = dir_ + "/cgroup/system.slice/slurmstepd.scope/job_7";
+  std::filesystem::create_directories(job + "/step_0/user/task_0");
+  std::ofstream(job + "/cpu.stat") << "usage_usec 1\n";
+  std::ofstream(job + "/memory.current") << "1\n";
+  std::ofstream(job + "/cgroup.procs") << "";
+  std::ofstream(job + "/step_0/user/task_0/cgroup.procs") << getpid() << "\n";
+  for (const bool cgroup : {false, true}) {
+    SCOPED_TRACE(cgroup ? "the job's cgroup is there" : "no cgroup");
+    options_.cgroups.cgroup_root = dir_ + (cgroup ? "/cgroup" : "/no-cgroups");
+    const std::string name = "agg-7-n1-77-1800000010000.json";
+    std::ofstream(control + "/capture/" + name)
+        << R"({"format":"expanse-capture-aggregate/1","job_id":"7","host":"n1","pid":77,"uid":)"
+        << getuid() << R"(,"window_start_ms":1800000000000,"window_end_ms":1800000010000,)"
+        << R"("kernels":{"count":1,"gpu_ns":9,"top":[{"name":"gemm","count":1,"gpu_ns":9}]}})";
+    NodeCollector collector(options_, clock_);
+    collector.TickFast();
+    const NodeCollection c = collector.Collect();
+    EXPECT_EQ(c.captures.size(), cgroup ? 1u : 0u) << collector.CaptureStats().dump();
+    EXPECT_EQ(collector.CaptureStats()["refused"].value("not_the_jobs_user", 0), cgroup ? 0 : 1);
+  }
+}
+
 TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {
   NodeCollector collector(options_, clock_);
   collector.TickFast();

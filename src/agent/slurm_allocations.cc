@@ -49,7 +49,7 @@ std::vector<wire::GpuAllocationRecord> SlurmAllocationFallback::Reconcile(
       if (!gres_conf_.empty()) {
         Result<attribution::NodeGres> gres = attribution::ParseGresConf(gres_conf_, host);
         if (!gres.ok()) {
-          problems->push_back("gres.conf for " + host + ": " + gres.status().message());
+          Problem(key, "gres.conf for " + host + ": " + gres.status().message(), problems);
           continue;
         }
         node.gres = std::move(*gres);
@@ -64,10 +64,13 @@ std::vector<wire::GpuAllocationRecord> SlurmAllocationFallback::Reconcile(
       Result<attribution::ResolvedAllocation> resolved =
           attribution::ResolveAllocation(evidence, node);
       if (!resolved.ok()) {
-        problems->push_back("squeue's GPUs of job " + job.job_id + " on " + host + ": " +
-                            resolved.status().message());
+        Problem(key,
+                "squeue's GPUs of job " + job.job_id + " on " + host + ": " +
+                    resolved.status().message(),
+                problems);
         continue;
       }
+      failed_.erase(key);
       std::vector<wire::GpuAllocationRecord> entries;
       for (const std::string& uuid : resolved->allocation.gpu_uuids) {
         for (const gpu::GpuInfo& g : node.inventory) {
@@ -110,7 +113,19 @@ std::vector<wire::GpuAllocationRecord> SlurmAllocationFallback::Reconcile(
     hooked_.erase(it->first);
     it = opened_.erase(it);
   }
+  std::erase_if(failed_, [&](const auto& entry) { return !running.count(entry.first); });
   return out;
+}
+
+void SlurmAllocationFallback::Problem(const std::string& key, std::string message,
+                                      std::vector<std::string>* problems) {
+  // Once per job and host until the problem changes: it is tried again every round (gres.conf
+  // may be fixed), and one line per round and job would be ~8,600 a day each.
+  std::string& last = failed_[key];
+  if (last == message)
+    return;
+  last = message;
+  problems->push_back(std::move(message));
 }
 
 }  // namespace expanse::agent

@@ -57,6 +57,11 @@ class SlurmAllocationFallback {
   std::set<std::string> hooked_;  // "host/job"
   // "host/job" -> the allocations we opened
   std::map<std::string, std::vector<wire::GpuAllocationRecord>> opened_;
+  // "host/job" of running jobs whose GPUs could not be resolved, with the problem last
+  // reported for each: reported again only when it changes.
+  std::map<std::string, std::string> failed_;
+
+  void Problem(const std::string& key, std::string message, std::vector<std::string>* problems);
 };
 
 }  // namespace expanse::agent

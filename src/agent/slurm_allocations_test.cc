@@ -136,6 +136,13 @@ TEST(SlurmAllocationFallbackTest, UnknownHostWaitsAndBadIndexIsAProblem) {
           .empty());
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("job 9 on w2"), std::string::npos) << problems[0];
+  // Tried again every round, reported once while it stays the same.
+  fallback.Reconcile({Running("9", 9, "w2", {5})}, {{"w2", Reversed()}}, later + 10'000, &problems);
+  EXPECT_EQ(problems.size(), 1u);
+  // Once the job is gone and a new one has the same trouble, that one is reported.
+  fallback.Reconcile({}, {{"w2", Reversed()}}, later + 20'000, &problems);
+  fallback.Reconcile({Running("9", 9, "w2", {5})}, {{"w2", Reversed()}}, later + 30'000, &problems);
+  EXPECT_EQ(problems.size(), 2u);
 }
 
 }  // namespace
