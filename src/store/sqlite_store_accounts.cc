@@ -181,6 +181,11 @@ Result<std::vector<Membership>> SqliteStore::ListMembershipsOfUser(int64_t user_
 Status SqliteStore::CreateSession(const Session& session) {
   return Transact(Access::kWrite, [&]() -> Status {
     EXPANSE_RETURN_IF_ERROR(UserByIdLocked(session.user_id));
+    // The user's expired sessions go as a new one comes: nothing else deletes them (a sign-out
+    // deletes its own), so each sign-in would leave a row for good.
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute("DELETE FROM sessions WHERE user_id = ?1 AND expires_at_ms <= ?2",
+                    session.user_id, session.created_at_ms));
     Status inserted = db_.Execute(
         "INSERT INTO sessions (id_hash, user_id, csrf_token, created_at_ms, expires_at_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5)",

@@ -245,6 +245,20 @@ TEST_P(AccountsTest, DeletedAndUnknownSessionsAreNotFound) {
   EXPECT_EQ(store().DeleteSession("h1"), NotFoundError("session not found"));
 }
 
+TEST_P(AccountsTest, ANewSessionDropsTheUsersExpiredOnes) {
+  const User user = MakeUser();
+  const User other = MakeUser("other@example.org");
+  ASSERT_TRUE(store().CreateSession({"old", user.id, "c", kNow - 2 * kHour, kNow - kHour}).ok());
+  ASSERT_TRUE(store().CreateSession({"live", user.id, "c", kNow - 60, kNow + kHour}).ok());
+  ASSERT_TRUE(store().CreateSession({"others", other.id, "c", kNow - 2 * kHour, kNow}).ok());
+  ASSERT_TRUE(store().CreateSession({"new", user.id, "c", kNow, kNow + kHour}).ok());
+  // Gone, even asked at a time it was still valid; the live one and another user's stay.
+  EXPECT_EQ(store().GetSession("old", kNow - 2 * kHour).status(),
+            NotFoundError("session not found"));
+  EXPECT_TRUE(store().GetSession("live", kNow).ok());
+  EXPECT_TRUE(store().GetSession("others", kNow - 1).ok());
+}
+
 TEST_P(AccountsTest, SessionErrors) {
   const User user = MakeUser();
   ASSERT_TRUE(store().CreateSession({"h1", user.id, "c", kNow, kNow + kHour}).ok());
