@@ -55,7 +55,8 @@ def probe(helper, prefix, out, name):
             f"RmProfilingAdminOnly {report.get('rm_profiling_admin_only')}; {states}; "
             f"light set {sorted(light)} absent {devices[0].get('light_set_absent') if devices else None}; "
             f"libnvperf_host {report.get('libnvperf_host')}; availability image "
-            f"{devices[0].get('counter_availability_bytes') if devices else None} bytes; "
+            f"{devices[0].get('counter_availability_bytes') if devices else None} bytes, "
+            f"{devices[0].get('counter_availability_image', 'used') if devices else None}; "
             f"metric checks {devices[0].get('metric_checks') if devices else None}; "
             f"submetrics listed {Catalogue(devices[0]) if devices else None}")
 
