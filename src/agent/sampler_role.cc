@@ -191,7 +191,6 @@ class SamplerLoop {
   }
 
  private:
-  // py_stacks records of at most ~4 MiB each (a record's payload is capped at 8 MiB).
   const SamplerRoleOptions& options_;
   Host& host_;
   Clock& clock_;

@@ -9,11 +9,12 @@ namespace expanse::agent {
 
 namespace {
 
-// Stack windows and capture aggregates go in records of at most this many bytes each.
+// Stack windows and capture aggregates go in records of at most this many bytes each (a
+// record's payload is capped at 8 MiB).
 constexpr size_t kChunkRecordBytes = 4 << 20;
 
-// Encodes `items` into JSON arrays of at most kChunkRecordBytes and hands each to `add`, with
-// the range of items it holds; `add` says whether the batch took it.
+// Encodes `items` into JSON arrays of at most kChunkRecordBytes and hands each to `added`,
+// with the range [from, to) of the items it holds.
 template <typename Item, typename Encode, typename Added>
 void AddInChunks(const std::vector<Item>& items, Encode encode, Added added) {
   nlohmann::json chunk = nlohmann::json::array();

@@ -266,9 +266,9 @@ CuptiStatus PmDevice::Resolve(CounterSet set, const ResolvedSet** out) {
   if (use_availability_ && ImageRefusedEverything(error)) {
     // CUPTI's header calls the availability image "required for future chip support": a chip
     // the library knows is configured without it. On two H200 VMs CUPTI refused every metric
-    // with the image (CUPTI_ERROR_UNKNOWN) and accepted them without; such a GPU is sampled
-    // without it, and says so, rather than not at all. Start still asks the GPU, so counters
-    // the driver really withholds fail there with the driver's own error.
+    // with the image (CUPTI_ERROR_UNKNOWN), names that `plan` places without one; such a GPU
+    // is sampled without it, and says so, rather than not at all. Start still asks the GPU, so
+    // counters the driver really withholds fail there with the driver's own error.
     availability_refusal_ = error;
     use_availability_ = false;
     resolved = ResolvedSet{};
