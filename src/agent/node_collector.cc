@@ -75,6 +75,7 @@ void NodeCollector::TickFast() {
   {
     std::lock_guard lock(buffer_mu_);
     cgroups_.Sample(clock_.NowMs(), options_.hostname, buffer_);
+    job_cgroups_seen_ = job_cgroups_seen_ || !cgroups_.jobs().empty();
   }
   if (py_stacks_)
     PublishJobsForStacks();
@@ -324,11 +325,58 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
                    .slurm_job_id = static_cast<int64_t>(event.slurm_job_id)});
   }
   if (event.kind == "start") {
+    std::vector<wire::GpuAllocationRecord> closed = CloseVanishedHolders(key, event.at_ms, out);
     open_allocations_[key] = out;
+    out.insert(out.end(), closed.begin(), closed.end());
   } else {
     open_allocations_.erase(key);
   }
   SaveOpenAllocations();
+  return out;
+}
+
+std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
+    const std::string& key, int64_t at_ms, const std::vector<wire::GpuAllocationRecord>& given) {
+  // A job whose Epilog never ran here (the node crashed or rebooted in it) stays open in the
+  // saved allocations; when SLURM gives one of its GPUs to a new job and the old job has no
+  // cgroup here, it has ended: closed now, or both jobs would be charged for the GPU. Only
+  // where job cgroups are seen at all (a node without them cannot tell a job from a ghost).
+  std::vector<wire::GpuAllocationRecord> out;
+  std::set<uint32_t> running;
+  {
+    std::lock_guard lock(buffer_mu_);
+    if (cgroups_.jobs().empty() && !job_cgroups_seen_)
+      return out;
+    job_cgroups_seen_ = true;
+    for (const auto& [job, dirs] : cgroups_.jobs())
+      running.insert(job);
+  }
+  std::set<std::string> gpus;
+  for (const wire::GpuAllocationRecord& a : given)
+    gpus.insert(a.gpu_uuid);
+  for (auto it = open_allocations_.begin(); it != open_allocations_.end();) {
+    const std::vector<wire::GpuAllocationRecord>& held = it->second;
+    const bool shares_a_gpu = std::any_of(
+        held.begin(), held.end(), [&](const auto& a) { return gpus.count(a.gpu_uuid) != 0; });
+    // Saved by an older daemon without SLURM's number: not known to have ended.
+    const bool vanished =
+        std::all_of(held.begin(), held.end(), [](const auto& a) { return a.slurm_job_id > 0; }) &&
+        std::none_of(held.begin(), held.end(), [&](const auto& a) {
+          return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
+        });
+    if (it->first == key || !shares_a_gpu || !vanished) {
+      ++it;
+      continue;
+    }
+    for (wire::GpuAllocationRecord a : held) {
+      a.to_ms = std::max(at_ms, a.from_ms);
+      out.push_back(std::move(a));
+    }
+    problems_.push_back("job " + held.front().job_id + " still held " + held.front().gpu_uuid +
+                        " without a cgroup here when job " + key.substr(key.find('/') + 1) +
+                        " was given it: closed (its Epilog never ran here)");
+    it = open_allocations_.erase(it);
+  }
   return out;
 }
 

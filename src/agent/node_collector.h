@@ -135,6 +135,10 @@ class NodeCollector {
  private:
   std::vector<wire::GpuAllocationRecord> AllocationsFor(const JobEvent& event);
   void LoadOpenAllocations();
+  // Closes the open allocations of jobs without a cgroup here that hold one of the GPUs
+  // `given` to the job of `key`; returns their closing records.
+  std::vector<wire::GpuAllocationRecord> CloseVanishedHolders(
+      const std::string& key, int64_t at_ms, const std::vector<wire::GpuAllocationRecord>& given);
 
   NodeCollectorOptions options_;
   Clock& clock_;
@@ -175,7 +179,8 @@ class NodeCollector {
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
   telemetry::JobCgroups cgroups_;
-  std::string gres_problem_;  // why gres.conf could not be used, for the log
+  bool job_cgroups_seen_ = false;  // a job's cgroup has been seen on this node since start
+  std::string gres_problem_;       // why gres.conf could not be used, for the log
 };
 
 }  // namespace expanse::agent

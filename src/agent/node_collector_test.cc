@@ -298,6 +298,42 @@ TEST_F(NodeCollectorTest, DamagedSavedAllocationsAreDroppedAndReported) {
   EXPECT_EQ(c.allocations[0].to_ms, 1'800'000'005'000);
 }
 
+// A job whose Epilog never ran (the node crashed in it) is still open in the saved allocations
+// after the restart. When its GPU goes to a new job and it has no cgroup here, it is closed,
+// where job cgroups are seen at all; elsewhere it is left as it was.
+TEST_F(NodeCollectorTest, AJobLeftOpenByACrashIsClosedWhenItsGpuIsGivenAgain) {
+  const std::string other = dir_ + "/cgroup/system.slice/slurmstepd.scope/job_99";
+  std::filesystem::create_directories(other);
+  std::ofstream(other + "/cpu.stat") << "usage_usec 1\n";
+  std::ofstream(other + "/memory.current") << "1\n";
+  for (const bool cgroups : {false, true}) {
+    SCOPED_TRACE(cgroups ? "job cgroups here" : "no job cgroups here");
+    options_.cgroups.cgroup_root = dir_ + (cgroups ? "/cgroup" : "/no-cgroups");
+    std::filesystem::remove_all(options_.events_dir);
+    std::filesystem::create_directories(dir_ + "/state");
+    std::ofstream(options_.allocations_file) << R"({
+        "n1/5": [{"job_id": "5", "host": "n1", "gpu_uuid": "GPU-a", "from_ms": 100,
+                  "slurm_job_id": 5}],
+        "n1/6": [{"job_id": "6", "host": "n1", "gpu_uuid": "GPU-b", "from_ms": 100,
+                  "slurm_job_id": 6}]})";
+    NodeCollector collector(options_, clock_);
+    collector.TickFast();
+    Event("start", 1'800'000'000'100, "1");  // job 7 gets GRES 1 = GPU-a
+    const NodeCollection c = collector.Collect();
+    std::map<std::string, int64_t> closed;
+    for (const wire::GpuAllocationRecord& a : c.allocations) {
+      if (a.job_id != "7")
+        closed[a.job_id] = a.to_ms;
+    }
+    if (cgroups) {
+      // Job 5 held GPU-a; job 6's GPU was not given to anyone and stays open.
+      EXPECT_EQ(closed, (std::map<std::string, int64_t>{{"5", 1'800'000'000'100}}));
+    } else {
+      EXPECT_TRUE(closed.empty());
+    }
+  }
+}
+
 TEST_F(NodeCollectorTest, RestoredSeriesAreRebuiltSampleForSample) {
   NodeCollector collector(options_, clock_);
   collector.TickFast();
