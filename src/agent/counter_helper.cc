@@ -220,8 +220,8 @@ Capability CounterHelper::Describe() const {
                             (fix.empty() ? "" : " (" + fix + ")") + "; restarting"};
   }
   if (!child_ && waiting_for_stuck_ && !stopping_.empty())
-    return {"degraded", "expanse-cupti-helper " + last_exit_ + "; pid " +
-                            std::to_string(stopping_.front()->pid()) +
+    return {"degraded", "expanse-cupti-helper " + (last_exit_.empty() ? "retired" : last_exit_) +
+                            "; pid " + std::to_string(stopping_.front()->pid()) +
                             " has not ended (a driver call that does not return?): no new helper "
                             "until it does"};
   if (!child_ && !last_exit_.empty())

@@ -345,9 +345,8 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
   std::set<uint32_t> running;
   {
     std::lock_guard lock(buffer_mu_);
-    if (cgroups_.jobs().empty() && !job_cgroups_seen_)
+    if (!job_cgroups_seen_)  // TickFast's
       return out;
-    job_cgroups_seen_ = true;
     for (const auto& [job, dirs] : cgroups_.jobs())
       running.insert(job);
   }
@@ -499,14 +498,16 @@ std::optional<uid_t> NodeCollector::JobUidOfProcesses(const std::string& job_num
     if (stat((options_.attribution.proc_root + "/" + std::to_string(pid)).c_str(), &st) == 0)
       ++owners[st.st_uid];
   }
-  std::optional<uid_t> uid;
+  std::optional<uid_t> uid;  // the owner of most processes, root only when no one else
   size_t most = 0;
   for (const auto& [owner, count] : owners) {
-    if (!uid || (*uid == 0 && owner != 0) || (owner != 0 && count > most)) {
+    if (owner != 0 && count > most) {
       uid = owner;
       most = count;
     }
   }
+  if (!uid && owners.count(0) != 0)
+    uid = 0;
   if (!uid)
     return std::nullopt;
   if (uids_of_processes_.size() >= 10'000)
