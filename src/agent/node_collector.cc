@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <optional>
 
 #include "agent/gpu_use.h"
@@ -22,6 +24,20 @@ namespace {
 
 constexpr size_t kMaxUnsentStacks = 100'000;
 
+// When the node booted, from the `btime` line of /proc/stat (the kernel keeps it in step with
+// the wall clock); nullopt when unreadable.
+std::optional<int64_t> BootTimeMs(const std::string& proc_stat) {
+  std::ifstream stat(proc_stat);
+  std::string key;
+  int64_t seconds = 0;
+  while (stat >> key) {
+    if (key == "btime" && stat >> seconds && seconds > 0)
+      return seconds * 1000;
+    stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
@@ -29,7 +45,8 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
       clock_(clock),
       sink_(options_.hostname, buffer_, buffer_mu_),
       escalation_({.idle_percent = options_.idle_sm_util_percent}),
-      cgroups_(options_.cgroups) {
+      cgroups_(options_.cgroups),
+      boot_ms_(BootTimeMs(options_.cgroups.proc_stat)) {
   gpu::SelectedBackend selected = gpu::SelectBackend(options_.backend);
   std::unique_ptr<gpu::GuardedBackend> guarded;
   if (selected.backend) {
@@ -75,7 +92,6 @@ void NodeCollector::TickFast() {
   {
     std::lock_guard lock(buffer_mu_);
     cgroups_.Sample(clock_.NowMs(), options_.hostname, buffer_);
-    job_cgroups_seen_ = job_cgroups_seen_ || !cgroups_.jobs().empty();
   }
   if (py_stacks_)
     PublishJobsForStacks();
@@ -308,6 +324,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
       out.push_back(std::move(a));
     }
     open_allocations_.erase(open);
+    holders_with_cgroup_.erase(key);
     SaveOpenAllocations();
     return out;
   }
@@ -326,27 +343,40 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
   }
   if (event.kind == "start") {
     std::vector<wire::GpuAllocationRecord> closed = CloseVanishedHolders(key, event.at_ms, out);
+    holders_with_cgroup_.erase(key);  // a requeued job's earlier run
     open_allocations_[key] = out;
     out.insert(out.end(), closed.begin(), closed.end());
   } else {
     open_allocations_.erase(key);
+    holders_with_cgroup_.erase(key);
   }
   SaveOpenAllocations();
   return out;
 }
 
+void NodeCollector::NoteHoldersWithCgroups() {
+  std::lock_guard lock(buffer_mu_);
+  for (const auto& [key, held] : open_allocations_) {
+    if (std::any_of(held.begin(), held.end(), [&](const auto& a) {
+          return a.slurm_job_id > 0 &&
+                 cgroups_.jobs().contains(static_cast<uint32_t>(a.slurm_job_id));
+        }))
+      holders_with_cgroup_.insert(key);
+  }
+}
+
 std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     const std::string& key, int64_t at_ms, const std::vector<wire::GpuAllocationRecord>& given) {
   // A job whose Epilog never ran here (the node crashed or rebooted in it) stays open in the
-  // saved allocations; when SLURM gives one of its GPUs to a new job and the old job has no
-  // cgroup here, it has ended: closed now, or both jobs would be charged for the GPU. Only
-  // where job cgroups are seen at all (a node without them cannot tell a job from a ghost).
+  // saved allocations; when SLURM gives one of its GPUs to a new job, it is closed now, or both
+  // jobs would be charged for the GPU. Known to have ended: it has no cgroup here, and it
+  // started before this boot, or its cgroup was seen and is gone. Having no cgroup is not
+  // enough: a job's cgroup appears only with its first step (an salloc with PrologFlags=Alloc
+  // may have none for hours), and jobs share GPUs (gres/shard, MPS).
   std::vector<wire::GpuAllocationRecord> out;
   std::set<uint32_t> running;
   {
     std::lock_guard lock(buffer_mu_);
-    if (!job_cgroups_seen_)  // TickFast's
-      return out;
     for (const auto& [job, dirs] : cgroups_.jobs())
       running.insert(job);
   }
@@ -360,9 +390,13 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     // Saved by an older daemon without SLURM's number: not known to have ended.
     const bool vanished =
         std::all_of(held.begin(), held.end(), [](const auto& a) { return a.slurm_job_id > 0; }) &&
-        std::none_of(held.begin(), held.end(), [&](const auto& a) {
-          return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
-        });
+        std::none_of(held.begin(), held.end(),
+                     [&](const auto& a) {
+                       return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
+                     }) &&
+        (holders_with_cgroup_.contains(it->first) ||
+         std::all_of(held.begin(), held.end(),
+                     [&](const auto& a) { return boot_ms_ && a.from_ms < *boot_ms_; }));
     if (it->first == key || !shares_a_gpu || !vanished) {
       ++it;
       continue;
@@ -374,6 +408,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     problems_.push_back("job " + held.front().job_id + " still held " + held.front().gpu_uuid +
                         " without a cgroup here when job " + key.substr(key.find('/') + 1) +
                         " was given it: closed (its Epilog never ran here)");
+    holders_with_cgroup_.erase(it->first);
     it = open_allocations_.erase(it);
   }
   return out;
@@ -387,6 +422,7 @@ NodeCollection NodeCollector::Collect(bool final) {
     for (auto& entry : py_stacks_->TakeStacks(final))
       c.stacks.push_back(std::move(entry));
   }
+  NoteHoldersWithCgroups();
   PendingEvents pending = ReadJobEvents(options_.events_dir, options_.max_events_per_collection);
   for (auto& [file, event] : pending.events) {
     if (!in_flight_.insert(file).second)

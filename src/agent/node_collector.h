@@ -135,8 +135,9 @@ class NodeCollector {
  private:
   std::vector<wire::GpuAllocationRecord> AllocationsFor(const JobEvent& event);
   void LoadOpenAllocations();
-  // Closes the open allocations of jobs without a cgroup here that hold one of the GPUs
-  // `given` to the job of `key`; returns their closing records.
+  // Closes the open allocations of jobs known to have ended (no cgroup here, and started before
+  // this boot or their cgroup seen and gone) that hold one of the GPUs `given` to the job of
+  // `key`; returns their closing records.
   std::vector<wire::GpuAllocationRecord> CloseVanishedHolders(
       const std::string& key, int64_t at_ms, const std::vector<wire::GpuAllocationRecord>& given);
 
@@ -179,8 +180,11 @@ class NodeCollector {
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
   telemetry::JobCgroups cgroups_;
-  bool job_cgroups_seen_ = false;  // a job's cgroup has been seen on this node since start
-  std::string gres_problem_;       // why gres.conf could not be used, for the log
+  std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)
+  // Open allocations whose job's cgroup has been seen by this daemon.
+  void NoteHoldersWithCgroups();
+  std::set<std::string> holders_with_cgroup_;
+  std::string gres_problem_;  // why gres.conf could not be used, for the log
 };
 
 }  // namespace expanse::agent

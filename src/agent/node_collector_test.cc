@@ -41,13 +41,14 @@ class NodeCollectorTest : public ::testing::Test {
     unsetenv("EXPANSE_FAKE_NVML_SCENARIO");
     std::filesystem::remove_all(dir_);
   }
-  // Job 7's Prolog/Epilog event, into `events_dir` ("" = the collector options').
+  // A job's (7 unless named) Prolog/Epilog event, into `events_dir` ("" = the collector
+  // options').
   void Event(const std::string& kind, int64_t at_ms, const std::string& gpus,
-             const std::string& events_dir = "") {
+             const std::string& events_dir = "", const std::string& job = "7") {
     JobEvent e;
     e.kind = kind;
-    e.job_id = "7";
-    e.slurm_job_id = 7;
+    e.job_id = job;
+    e.slurm_job_id = static_cast<uint32_t>(std::stoul(job));
     e.host = "n1";
     e.at_ms = at_ms;
     e.gpus = gpus;
@@ -299,9 +300,11 @@ TEST_F(NodeCollectorTest, DamagedSavedAllocationsAreDroppedAndReported) {
 }
 
 // A job whose Epilog never ran (the node crashed in it) is still open in the saved allocations
-// after the restart. When its GPU goes to a new job and it has no cgroup here, it is closed,
-// where job cgroups are seen at all; elsewhere it is left as it was.
+// after the restart. It started before this boot, so when its GPU goes to a new job it is
+// closed, cgroups or not; a job whose GPU was given to no one stays open.
 TEST_F(NodeCollectorTest, AJobLeftOpenByACrashIsClosedWhenItsGpuIsGivenAgain) {
+  std::ofstream(dir_ + "/stat") << "cpu 1 0 1 10 0 0 0 0\nbtime 1700000000\n";
+  options_.cgroups.proc_stat = dir_ + "/stat";
   const std::string other = dir_ + "/cgroup/system.slice/slurmstepd.scope/job_99";
   std::filesystem::create_directories(other);
   std::ofstream(other + "/cpu.stat") << "usage_usec 1\n";
@@ -325,13 +328,54 @@ TEST_F(NodeCollectorTest, AJobLeftOpenByACrashIsClosedWhenItsGpuIsGivenAgain) {
       if (a.job_id != "7")
         closed[a.job_id] = a.to_ms;
     }
-    if (cgroups) {
-      // Job 5 held GPU-a; job 6's GPU was not given to anyone and stays open.
-      EXPECT_EQ(closed, (std::map<std::string, int64_t>{{"5", 1'800'000'000'100}}));
-    } else {
-      EXPECT_TRUE(closed.empty());
-    }
+    EXPECT_EQ(closed, (std::map<std::string, int64_t>{{"5", 1'800'000'000'100}}));
   }
+}
+
+// Jobs of this boot without a cgroup are not known to have ended: a job's cgroup appears only
+// with its first step, and jobs share GPUs (gres/shard). A job that had a cgroup and lost it
+// has ended; one whose cgroup is still there is running.
+TEST_F(NodeCollectorTest, OnlyAJobWhoseCgroupIsGoneIsClosedWhenItsGpuIsGivenAgain) {
+  std::ofstream(dir_ + "/stat") << "cpu 1 0 1 10 0 0 0 0\nbtime 1700000000\n";
+  options_.cgroups.proc_stat = dir_ + "/stat";
+  options_.cgroups.cgroup_root = dir_ + "/cgroup";
+  options_.cgroups.rescan_every = 1;
+  auto job_cgroup = [&](int job) {
+    const std::string path =
+        dir_ + "/cgroup/system.slice/slurmstepd.scope/job_" + std::to_string(job);
+    std::filesystem::create_directories(path);
+    std::ofstream(path + "/cpu.stat") << "usage_usec 1\n";
+    std::ofstream(path + "/memory.current") << "1\n";
+    return path;
+  };
+  job_cgroup(99);  // another job: cgroups are seen here
+  NodeCollector collector(options_, clock_);
+  auto start = [&](const std::string& job, const std::string& gpus) {
+    Event("start", clock_.NowMs(), gpus, "", job);
+    collector.TickFast();
+    NodeCollection c = collector.Collect();
+    collector.Commit(c);
+    std::set<std::string> closed;
+    for (const wire::GpuAllocationRecord& a : c.allocations) {
+      if (a.job_id != job && a.to_ms != 0)
+        closed.insert(a.job_id);
+    }
+    clock_.Advance(1000);
+    return closed;
+  };
+  EXPECT_TRUE(start("10", "1").empty());
+  // Job 11 shares GPU-a (GRES 1) while job 10 has not got its cgroup yet: both stay open.
+  EXPECT_TRUE(start("11", "1").empty());
+  // Job 10's cgroup comes; job 12 shares the GPU while it runs: still open.
+  const std::string ten = job_cgroup(10);
+  collector.TickFast();
+  collector.Collect();
+  EXPECT_TRUE(start("12", "1").empty());
+  // Job 10's cgroup goes without an Epilog: the next job given its GPU closes it. Job 11 never
+  // had a cgroup and is left.
+  std::filesystem::remove_all(ten);
+  collector.TickFast();
+  EXPECT_EQ(start("13", "1"), (std::set<std::string>{"10"}));
 }
 
 TEST_F(NodeCollectorTest, RestoredSeriesAreRebuiltSampleForSample) {
