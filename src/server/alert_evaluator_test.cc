@@ -141,6 +141,22 @@ class AlertEvaluatorTest : public api_testing::ApiTest {
   int sequence_ = 0;
 };
 
+// A job's name is its user's to choose; a chat service must show it as written, not ping a
+// channel or show a disguised link. The facts keep it raw for receivers that read them.
+TEST(WebhookBodyTest, AJobsNameCannotPingOrLinkInAChat) {
+  AlertText alert;
+  alert.subject = "[Expanse] job 77 (ana): over_allocated";
+  alert.text = "job 77 \"<!channel> @here [reset](https://evil.example) a&b\" of ana\n";
+  alert.facts = {{"job_name", "<!channel> @here"}};
+  const json body = json::parse(WebhookBody(alert));
+  const std::string text = body["text"].get<std::string>();
+  EXPECT_EQ(text,
+            "[Expanse] job 77 (ana): over_allocated\njob 77 \"&lt;!channel&gt; @\u200bhere "
+            "[reset]\u200b(https://evil.example) a&amp;b\" of ana\n");
+  EXPECT_EQ(body["expanse"]["job_name"], "<!channel> @here");
+  EXPECT_EQ(ChatSafeText("a]b ] ("), "a]b ] (");
+}
+
 TEST_F(AlertEvaluatorTest, AVerdictRuleFiresOncePerJobWithItsEvidence) {
   Ingest("77");
   MakeRule({{"name", "too many GPUs"},

@@ -173,8 +173,39 @@ AlertText DigestText(const store::AlertRule& rule, const RollupGroup& user, int6
   return alert;
 }
 
+std::string ChatSafeText(std::string_view text) {
+  constexpr std::string_view kZeroWidthSpace = "\u200b";
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (size_t i = 0; i < text.size(); ++i) {
+    switch (text[i]) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '@':
+        out += '@';
+        out += kZeroWidthSpace;
+        break;
+      case ']':
+        out += ']';
+        if (i + 1 < text.size() && text[i + 1] == '(')
+          out += kZeroWidthSpace;
+        break;
+      default:
+        out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string WebhookBody(const AlertText& alert) {
-  json body = {{"text", alert.subject + "\n" + alert.text},
+  json body = {{"text", ChatSafeText(alert.subject + "\n" + alert.text)},
                {"username", "Expanse"},
                {"expanse", alert.facts}};
   return body.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -42,8 +42,15 @@ AlertText ActionText(const store::AlertRule& rule, const store::JobRecord& job,
                      const Verdict& verdict, bool dry_run, std::string_view org_console);
 
 // {"text": subject + text, "username": "Expanse", "expanse": facts}: Slack's and
-// Mattermost's incoming webhooks read "text" (and ignore what they do not know).
+// Mattermost's incoming webhooks read "text" (and ignore what they do not know). The text is
+// ChatSafeText: a job's name is the job's user's to choose.
 std::string WebhookBody(const AlertText& alert);
+
+// `text` shown as written by chat services reading Slack-style webhooks, whoever wrote part of
+// it: '&', '<' and '>' escaped as Slack asks (else "<!channel>" pings a channel and
+// "<https://x|Job page>" disguises a link), a zero-width space after each '@' ("@here",
+// "@channel", "@all" notify in Mattermost) and between "](" (a Markdown link).
+std::string ChatSafeText(std::string_view text);
 
 // The rule's target for `user`: "{user}" replaced by the job's (or digest's) user.
 std::string ExpandAlertTarget(std::string_view target, std::string_view user);
