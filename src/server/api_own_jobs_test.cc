@@ -58,8 +58,8 @@ class ApiOwnJobsTest : public api_testing::ApiTest {
   void SetUp() override {
     ApiTest::SetUp();
     compute_ = NewCompute(token_);
-    const std::string credential = Exchange(IssueToken(compute_)).body.value("credential", "");
-    Reply ingested = Call("POST", "/dp/v1/ingest", TwoUsersBatch(), Bearer(credential));
+    credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
+    Reply ingested = Call("POST", "/dp/v1/ingest", TwoUsersBatch(), Bearer(credential_));
     ASSERT_EQ(ingested.status, 200) << ingested.body;
     clock_.Set(kEnd + 60'000);
     ASSERT_TRUE(app_->control()
@@ -93,6 +93,7 @@ class ApiOwnJobsTest : public api_testing::ApiTest {
   }
 
   std::string compute_;
+  std::string credential_;
   httplib::Headers ana_;
 };
 
@@ -148,6 +149,61 @@ TEST_F(ApiOwnJobsTest, AJobsOwnTokenReadsOnlyTheJobsOfItsMembersSlurmUser) {
   // Operators set it; the audit log says so.
   Reply audit = Call("GET", "/api/v1/orgs/acme/audit", "", Bearer(token_));
   EXPECT_NE(audit.body.dump().find("membership.slurm_user_set"), std::string::npos) << audit.body;
+}
+
+// A GPU's series are the node's: a job's timeline shows a GPU only while the job held it, not
+// while another user's job had it (job 77 held GPU-c for its first minute, bob's 79 next).
+TEST_F(ApiOwnJobsTest, TheTimelineShowsAGpuOnlyWhileTheJobHeldIt) {
+  const json batch = {{"version", 1},
+                      {"stream", "telemetry"},
+                      {"sequence", 2},
+                      {"series",
+                       {{{"host", "worker2"},
+                         {"device", "GPU-c"},
+                         {"metric", "gpu.sm_util"},
+                         {"t0", kStart},
+                         {"dt", {0, 60'000, 30'000}},
+                         {"v", {10.0, 99.0, 99.0}}}}},
+                      {"jobs",
+                       {{{"job_id", "79"},
+                         {"state", "COMPLETED"},
+                         {"user", "bob"},
+                         {"req_gpus", 1},
+                         {"start_ms", kStart + 60'000},
+                         {"end_ms", kEnd},
+                         {"observed_ms", kStart}}}},
+                      {"gpu_allocations",
+                       {{{"job_id", "77"},
+                         {"host", "worker2"},
+                         {"gpu_uuid", "GPU-c"},
+                         {"gpu_index", 2},
+                         {"from_ms", kStart},
+                         {"to_ms", kStart + 60'000}},
+                        {{"job_id", "79"},
+                         {"host", "worker2"},
+                         {"gpu_uuid", "GPU-c"},
+                         {"gpu_index", 2},
+                         {"from_ms", kStart + 60'000},
+                         {"to_ms", kEnd}}}}};
+  Reply ingested = Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential_));
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  ASSERT_TRUE(app_->control().SetSlurmUser("acme", "ana@acme.example", "ana").ok());
+  const std::string own = MakeToken({"jobs:own"}).body.value("token", "");
+  Reply r = Call("GET", Job("77") + "/timeline?points=10000", "", Bearer(own));
+  ASSERT_EQ(r.status, 200) << r.body;
+  int gpu_c_points = 0;
+  for (const json& series : r.body["series"]) {
+    if (series["gpu_uuid"] != "GPU-c")
+      continue;
+    EXPECT_EQ(series["from_ms"], kStart);
+    EXPECT_EQ(series["to_ms"], kStart + 60'000);
+    for (const json& point : series["points"]) {
+      ++gpu_c_points;
+      EXPECT_LT(point[0].get<int64_t>(), kStart + 60'000) << "bob's use of GPU-c: " << series;
+      EXPECT_EQ(point[3], 10.0) << series;
+    }
+  }
+  EXPECT_EQ(gpu_c_points, 1) << r.body;
 }
 
 TEST_F(ApiOwnJobsTest, SlurmUserNamesAreCheckedAndKeptWhenTheMemberIsAddedAgain) {

@@ -19,19 +19,6 @@ bool Counted(const std::vector<tsdb::Bucket>& buckets) {
   return false;
 }
 
-struct Window {
-  int64_t from_ms;
-  int64_t to_ms;
-};
-
-Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a,
-                        int64_t now_ms) {
-  int64_t job_end = job.end_ms != 0 ? job.end_ms : now_ms;
-  int64_t from = std::max(a.from_ms, job.start_ms);
-  int64_t to = a.to_ms != 0 ? std::min(a.to_ms, job_end) : job_end;
-  return {from, to};
-}
-
 // The telemetry questions behind one job's usage, as indexes into a list of queries that a
 // whole page shares. Asking (PlanJobUsage) and summing up (FoldJobUsage) are apart so that the
 // one-job and the many-job forms differ only in how the questions reach the telemetry store.
@@ -192,6 +179,14 @@ const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& 
 }
 
 }  // namespace
+
+Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a,
+                        int64_t now_ms) {
+  int64_t job_end = job.end_ms != 0 ? job.end_ms : now_ms;
+  int64_t from = std::max(a.from_ms, job.start_ms);
+  int64_t to = a.to_ms != 0 ? std::min(a.to_ms, job_end) : job_end;
+  return {from, to};
+}
 
 Result<JobUsage> ComputeJobUsage(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                  const std::vector<store::GpuAllocation>& allocations,

@@ -66,6 +66,14 @@ Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::TelemetryStore& tsdb,
                                                const std::vector<JobUsageInput>& jobs,
                                                int64_t now_ms, int buckets = 120);
 
+// The part of the job's life during which allocation `a` was the job's: a GPU's series outside
+// it are another job's use (a GPU given to the job late, or taken back before it ended).
+struct Window {
+  int64_t from_ms;
+  int64_t to_ms;
+};
+Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a, int64_t now_ms);
+
 // Where a job ran: the hosts of its GPU allocations and of its Prolog/Epilog events, sorted,
 // each once.
 std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& allocations,

@@ -141,7 +141,8 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
     });
   });
 
-  // Per-GPU series of one metric over the job's lifetime, downsampled by the server.
+  // Per-GPU series of one metric over each GPU's allocation to the job, downsampled by the
+  // server.
   listener.Get("/api/v1/computes/:id/jobs/:job/timeline", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
@@ -170,14 +171,23 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
           series.push_back({{"host", host}, {"device", device}, {"points", pts}});
         }
       } else if (from != 0 && to > from) {
+        // A GPU's series are the node's, whichever job held it: each is read only while this
+        // job held that GPU (a requeued job's first GPU went to another user's job next).
         for (const auto& a : allocations) {
+          const Window held = AllocationWindow(job, a, ctx->clock.NowMs());
+          if (held.to_ms <= held.from_ms)
+            continue;
           EXPANSE_ASSIGN_OR_RETURN(
-              auto buckets, ctx->tsdb->Query({compute.id, a.host, a.gpu_uuid, metric}, from, to,
-                                             static_cast<int>(points)));
+              auto buckets, ctx->tsdb->Query({compute.id, a.host, a.gpu_uuid, metric}, held.from_ms,
+                                             held.to_ms, static_cast<int>(points)));
           json pts = json::array();
           for (const auto& b : buckets)
             pts.push_back({b.start_ms, b.min, b.max, b.mean});
-          series.push_back({{"host", a.host}, {"gpu_uuid", a.gpu_uuid}, {"points", pts}});
+          series.push_back({{"host", a.host},
+                            {"gpu_uuid", a.gpu_uuid},
+                            {"from_ms", held.from_ms},
+                            {"to_ms", held.to_ms},
+                            {"points", pts}});
         }
       }
       return json{{"metric", metric},
