@@ -403,8 +403,12 @@ void ControllerRound::Remember(const slurm::JobInfo& j) {
   if (j.slurm_job_id <= 0 || !StorableJobId(j.job_id))
     return;
   const std::string number = std::to_string(j.slurm_job_id);
-  if (j.job_id == number)
+  if (j.job_id == number) {
+    // A plain job with the number of a task remembered before (ids start again after
+    // slurmctld's state is wiped): its records are its own.
+    display_by_number_.erase(number);
     return;
+  }
   if (display_by_number_.size() > 200'000)
     display_by_number_.clear();  // bounded
   display_by_number_[number] = j.job_id;

@@ -260,6 +260,29 @@ TEST_F(ControllerRoundTest, WorkerRecordsAreRenamedAndABadOneIsCountedWhileTheRe
   EXPECT_THAT(log_, ::testing::Contains(HasSubstr("refused 1 record(s) from w1")));
 }
 
+// SLURM numbers start again after slurmctld's state is wiped: once squeue lists 130 as a plain
+// job, a hook's records for 130 are that job's, not the array task 130 was before.
+TEST_F(ControllerRoundTest, ANumberReusedByAPlainJobIsNoLongerRenamed) {
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  ASSERT_TRUE(round->Run().has_value());
+  std::string plain = kSqueue;
+  plain.replace(plain.find(R"("array_job_id": {"set": true, "number": 123},)"),
+                std::string_view(R"("array_job_id": {"set": true, "number": 123},)").size(), "");
+  plain.replace(plain.find(R"("array_task_id": {"set": true, "number": 4},)"),
+                std::string_view(R"("array_task_id": {"set": true, "number": 4},)").size(), "");
+  Squeue(0, plain);
+  ASSERT_TRUE(round->Run().has_value());
+  WorkerFile("w1", {{"job_event", EventJson("130")}});
+  ASSERT_TRUE(round->Run().has_value());
+  nlohmann::json events = nlohmann::json::array();
+  for (const nlohmann::json& batch : Batches()) {
+    if (batch.contains("job_events"))
+      events.insert(events.end(), batch["job_events"].begin(), batch["job_events"].end());
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["job_id"], "130");
+}
+
 TEST_F(ControllerRoundTest, AFileWithNoUsableRecordIsRefusedAndOtherHostsGoOn) {
   WorkerFile("w1", {{"gpu_series", "not json"}, {"job_event", "{}"}});
   WorkerFile("w2", {{"job_event", EventJson("77")}});

@@ -320,7 +320,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
     if (open == open_allocations_.end())
       return out;
     for (wire::GpuAllocationRecord a : open->second) {
-      a.to_ms = event.at_ms;
+      a.to_ms = std::max(event.at_ms, a.from_ms);  // a clock stepped back between the hooks
       out.push_back(std::move(a));
     }
     open_allocations_.erase(open);
@@ -343,6 +343,18 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
   }
   if (event.kind == "start") {
     std::vector<wire::GpuAllocationRecord> closed = CloseVanishedHolders(key, event.at_ms, out);
+    // The job runs here again (requeued after a crash, so no Epilog closed the first run): the
+    // first run's GPUs that this run does not hold are closed at its start. Those it holds again
+    // stay one allocation (the server keeps one per job and GPU).
+    if (auto earlier = open_allocations_.find(key); earlier != open_allocations_.end()) {
+      for (wire::GpuAllocationRecord a : earlier->second) {
+        if (std::any_of(out.begin(), out.end(),
+                        [&](const auto& now) { return now.gpu_uuid == a.gpu_uuid; }))
+          continue;
+        a.to_ms = std::max(event.at_ms, a.from_ms);
+        closed.push_back(std::move(a));
+      }
+    }
     holders_with_cgroup_.erase(key);  // a requeued job's earlier run
     open_allocations_[key] = out;
     out.insert(out.end(), closed.begin(), closed.end());

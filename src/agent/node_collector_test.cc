@@ -378,6 +378,33 @@ TEST_F(NodeCollectorTest, OnlyAJobWhoseCgroupIsGoneIsClosedWhenItsGpuIsGivenAgai
   EXPECT_EQ(start("13", "1"), (std::set<std::string>{"10"}));
 }
 
+// A job requeued after a crash starts here again with its first run still open: the first run's
+// GPU that the new run does not hold is closed at the new start; one it holds again stays open.
+TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedOnTheGpusItLeft) {
+  std::filesystem::create_directories(dir_ + "/state");
+  std::ofstream(options_.allocations_file) << R"({
+      "n1/7": [{"job_id": "7", "host": "n1", "gpu_uuid": "GPU-a", "from_ms": 100,
+                "slurm_job_id": 7},
+               {"job_id": "7", "host": "n1", "gpu_uuid": "GPU-b", "from_ms": 100,
+                "slurm_job_id": 7}]})";
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 1'800'000'000'100, "1");  // this run holds GRES 1 = GPU-a only
+  const NodeCollection c = collector.Collect();
+  std::map<std::string, int64_t> to_by_gpu;
+  for (const wire::GpuAllocationRecord& a : c.allocations)
+    to_by_gpu[a.gpu_uuid] = a.to_ms;
+  EXPECT_EQ(to_by_gpu,
+            (std::map<std::string, int64_t>{{"GPU-a", 0}, {"GPU-b", 1'800'000'000'100}}));
+  collector.Commit(c);
+  // Its Epilog closes what this run holds, never before it opened.
+  Event("end", 50, "");
+  const NodeCollection end = collector.Collect();
+  ASSERT_EQ(end.allocations.size(), 1u);
+  EXPECT_EQ(end.allocations[0].gpu_uuid, "GPU-a");
+  EXPECT_EQ(end.allocations[0].to_ms, 1'800'000'000'100);
+}
+
 TEST_F(NodeCollectorTest, RestoredSeriesAreRebuiltSampleForSample) {
   NodeCollector collector(options_, clock_);
   collector.TickFast();
