@@ -1,6 +1,14 @@
 // Small DOM helpers. Text always goes in through textContent, never as HTML, so nothing the
 // server or a job name holds can become markup.
 
+// Bidirectional controls (U+202E and kin) shown as visible marks: in a name a job's user chose,
+// they would reverse the text after them, trusted words included.
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+export function visibleText(text) {
+  return String(text).replace(BIDI_CONTROLS,
+    (c) => `<U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}>`);
+}
+
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -12,7 +20,7 @@ export function h(tag, attrs = {}, ...children) {
     } else if (value === true) {
       el.setAttribute(key, '');
     } else {
-      el.setAttribute(key, String(value));
+      el.setAttribute(key, key === 'title' || key.startsWith('aria-') ? visibleText(value) : String(value));
     }
   }
   append(el, children);
@@ -23,7 +31,7 @@ function append(el, children) {
   for (const child of children) {
     if (child === undefined || child === null || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    else el.append(child instanceof Node ? child : document.createTextNode(visibleText(child)));
   }
 }
 
@@ -36,7 +44,7 @@ export function clear(el) {
 export function page(title, ...children) {
   const main = document.getElementById('main');
   clear(main);
-  document.title = `${title} · Expanse`;
+  document.title = visibleText(`${title} · Expanse`);
   main.append(h('h1', {}, title), ...children.flat().filter(Boolean));
   return main;
 }

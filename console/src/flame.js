@@ -4,12 +4,20 @@
 import {h} from './dom.js';
 import {duration} from './format.js';
 
+// Frames deeper than this are folded into one node: each frame is three nested elements, and a
+// stack of ~1,700 frames (a recursion, or a hostile sample: the server takes 16 KiB) crashed
+// the browser's renderer.
+export const MAX_DEPTH = 256;
+export const DEEPER = '… deeper frames';
+
 export function buildTree(stacks) {
   const root = {name: 'all', count: 0, children: new Map()};
   for (const s of stacks) {
     root.count += s.count;
     let node = root;
-    for (const frame of s.folded.split(';')) {
+    const frames = s.folded.split(';');
+    if (frames.length > MAX_DEPTH) frames.splice(MAX_DEPTH, frames.length - MAX_DEPTH, DEEPER);
+    for (const frame of frames) {
       if (!node.children.has(frame)) node.children.set(frame, {name: frame, count: 0, children: new Map()});
       node = node.children.get(frame);
       node.count += s.count;

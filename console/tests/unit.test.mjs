@@ -9,7 +9,8 @@ import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, sta
 import {refusedRecordsProblem, runsProblem, workersSupplying} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
   sortRows, truncationNotice} from '../src/efficiency.js';
-import {buildTree, noStacksText, shortFrame} from '../src/flame.js';
+import {DEEPER, MAX_DEPTH, buildTree, noStacksText, shortFrame} from '../src/flame.js';
+import {visibleText} from '../src/dom.js';
 import {duration, mib, percent, ratioPercent} from '../src/format.js';
 import {METRICS, toColumns} from '../src/timeline.js';
 import {MIN_BAND_PX, legendCodes, ribbonBands, verdictColor} from '../src/verdict_ribbon.js';
@@ -59,6 +60,27 @@ test('folded stacks become a tree whose counts add up at every level', () => {
 test('a frame name repeated at another depth is a different node', () => {
   const root = buildTree([{folded: 'f;f;f', count: 2}]);
   assert.equal(root.children.get('f').children.get('f').children.get('f').count, 2);
+});
+
+test('a stack deeper than the flame graph draws is folded below its last drawn frame', () => {
+  const root = buildTree([{folded: Array(2048).fill('a').join(';'), count: 1},
+    {folded: Array(300).fill('a').join(';') + ';b', count: 2}]);
+  let depth = 0;
+  let node = root;
+  while (node.children.size) {
+    assert.equal(node.children.size, 1);
+    node = [...node.children.values()][0];
+    depth++;
+  }
+  assert.equal(depth, MAX_DEPTH + 1);
+  assert.equal(node.name, DEEPER);
+  assert.equal(node.count, 3);
+});
+
+test('bidirectional controls in data are shown, not obeyed', () => {
+  assert.equal(visibleText('ab\u202Ecd\u2066e'), 'ab<U+202E>cd<U+2066>e');
+  assert.equal(visibleText('שלום train.py'), 'שלום train.py');
+  assert.equal(visibleText(7), '7');
 });
 
 test('timeline series with different buckets share a union x axis with gaps', () => {

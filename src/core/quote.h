@@ -16,6 +16,10 @@ std::string QuoteForMessage(std::string_view text, std::size_t max_chars = 64);
 // parser's "last read: '...'"): the result is printable ASCII, so also valid UTF-8.
 std::string EscapeForMessage(std::string_view text, std::size_t max_chars = 256);
 
+// `text` percent-encoded for one segment of a URL's path or a query value: every byte but
+// RFC 3986's unreserved ones as %XX, so an id holding '/', '?' or '#' stays one segment.
+std::string PercentEncode(std::string_view text);
+
 }  // namespace expanse
 
 #endif  // EXPANSE_CORE_QUOTE_H_

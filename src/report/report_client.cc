@@ -22,24 +22,6 @@ std::string Described(const wire::ErrorAnswer& answer) {
 
 }  // namespace
 
-std::string UrlEncode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-    if (unreserved) {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 Result<std::unique_ptr<ReportClient>> ReportClient::Create(const Connection& connection,
                                                            ApiToken token,
                                                            std::chrono::milliseconds timeout) {
@@ -86,7 +68,7 @@ Status ReportClient::AnswerError(int status, const std::string& body, const Subj
     // compute; the compute's own page tells the two apart.
     Result<net::HttpResponse> compute_page = http_->Send(
         {.method = "GET",
-         .url = connection_.server_url + "/api/v1/computes/" + UrlEncode(connection_.compute),
+         .url = connection_.server_url + "/api/v1/computes/" + PercentEncode(connection_.compute),
          .headers = {{"Authorization", "Bearer " + std::string(token_.view())}}});
     if (compute_page.ok() && compute_page->status == 404) {
       return NotFoundError("no compute " + compute + " visible to this token" + details);
@@ -132,7 +114,7 @@ Result<JobReport> ReportClient::FetchJobReport(const std::string& job_id, int po
   EXPANSE_RETURN_IF_ERROR(CheckJobId(job_id));
   const Subject subject{job_id};
   const std::string base =
-      "/api/v1/computes/" + UrlEncode(connection_.compute) + "/jobs/" + UrlEncode(job_id);
+      "/api/v1/computes/" + PercentEncode(connection_.compute) + "/jobs/" + PercentEncode(job_id);
   JobReport report;
   EXPANSE_ASSIGN_OR_RETURN(const std::string job, Get(base, subject));
   EXPANSE_ASSIGN_OR_RETURN(report.job, DecodeJob(job));
@@ -158,10 +140,10 @@ Result<JobList> ReportClient::FetchJobList(const std::string& user, int64_t sinc
   list.user = user;
   list.since_ms = since_ms;
   list.as_of_ms = now_ms;
-  std::string query = "user=" + UrlEncode(user) + "&from=" + std::to_string(since_ms);
+  std::string query = "user=" + PercentEncode(user) + "&from=" + std::to_string(since_ms);
   if (!connection_.compute.empty())
-    query += "&compute=" + UrlEncode(connection_.compute);
-  const std::string path = "/api/v1/orgs/" + UrlEncode(connection_.org) + "/jobs?" + query;
+    query += "&compute=" + PercentEncode(connection_.compute);
+  const std::string path = "/api/v1/orgs/" + PercentEncode(connection_.org) + "/jobs?" + query;
   // Pages may shift while they are read (a job starting meanwhile): a job seen twice is kept once.
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t offset = 0; list.jobs.size() < max_jobs; offset += kJobPage) {

@@ -56,9 +56,6 @@ class ReportClient {
   std::unique_ptr<net::HttpClient> http_;
 };
 
-// `text` percent-encoded for a URL's query or path (RFC 3986 unreserved bytes kept).
-std::string UrlEncode(std::string_view text);
-
 }  // namespace expanse::report
 
 #endif  // EXPANSE_REPORT_REPORT_CLIENT_H_

@@ -149,6 +149,19 @@ TEST_F(ApiHostileTest, UnknownAndForeignIdsAnswerTheSame) {
   EXPECT_EQ(r.body["error"]["message"], "no such organization or compute");
 }
 
+// Another site's form posting a sign-in (login CSRF) is refused; the console's own pages and
+// clients that are not browsers (no Sec-Fetch-Site) sign in.
+TEST_F(ApiHostileTest, ASignInFromAnotherSiteIsRefused) {
+  const std::string body = R"({"email":"owner@acme.example","password":"pw-owner"})";
+  for (const std::string site : {"cross-site", "same-site"}) {
+    Reply r = Call("POST", "/api/v1/session", body, {{"Sec-Fetch-Site", site}});
+    EXPECT_EQ(r.status, 403) << site;
+    EXPECT_EQ(Code(r), "cross_site_sign_in") << site;
+  }
+  EXPECT_EQ(Call("POST", "/api/v1/session", body, {{"Sec-Fetch-Site", "same-origin"}}).status, 200);
+  EXPECT_EQ(Call("POST", "/api/v1/session", body).status, 200);
+}
+
 TEST_F(ApiHostileTest, SignInsAreAuditedInTheUsersOrganisation) {
   Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"nope"})");
   Call("POST", "/api/v1/session", R"({"email":"owner@acme.example","password":"pw-owner"})");

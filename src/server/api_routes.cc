@@ -70,6 +70,17 @@ void RegisterConsoleApiRoutes(http::Listener& listener, RouteContext& context) {
     // Sign-in is open to anyone, so its parser must not be free to hammer: an address with no
     // tries left is refused before its body is parsed, and a malformed body costs a try like a
     // wrong password does.
+    // A browser says where a request comes from: a sign-in posted by another site's form
+    // would put the victim in the attacker's account (login CSRF). Clients that are not
+    // browsers send no Sec-Fetch-Site.
+    if (const auto site = req.Header("Sec-Fetch-Site");
+        site && *site != "same-origin" && *site != "none") {
+      return http::ErrorResponse(
+          PermissionDeniedError(
+              "sign-in is taken only from the console's own pages (Sec-Fetch-Site: " +
+              std::string(site->substr(0, 32)) + ")")
+              .WithReason("cross_site_sign_in"));
+    }
     http::RateLimiter& per_address = *ctx->limits.login_per_address;
     if (const std::chrono::seconds wait = per_address.RetryAfter(req.remote_addr); wait.count() > 0)
       return http::TooManyRequestsResponse(wait);

@@ -104,6 +104,27 @@ TEST_F(ApiSegmentsTest, ASegmentSentTwiceIsKeptOnceListedAndDownloadedAsSent) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// Job ids and a relayed segment's host are a worker's text: the download link keeps the job id
+// one path segment, and the file name cannot close its quotes and name another file.
+TEST_F(ApiSegmentsTest, AHostileJobIdOrHostCannotBendTheDownload) {
+  const std::string host = "x\"; filename*=UTF-8''evil.html; a=";
+  const std::string text = Segment("7?x", host, 101, api_testing::kStart).dump();
+  Reply sent = Send(text);
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  Reply listed = List("7%3Fx");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.body["segments"].size(), 1u) << listed.body;
+  const std::string download = listed.body["segments"][0]["download"];
+  EXPECT_EQ(download,
+            "/api/v1/computes/" + compute_ + "/jobs/7%3Fx/segments/" + crypto::Sha256Hex(text));
+  Reply got = Call("GET", download, "", Bearer(token_));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.body.dump(), text);
+  EXPECT_EQ(got.headers.find("Content-Disposition")->second,
+            "attachment; filename=\"seg-7_x-x___filename__UTF-8__evil.html__a_-101-" +
+                std::to_string(api_testing::kStart) + ".json\"");
+}
+
 TEST_F(ApiSegmentsTest, TheListBriefsEachWindowsPcSampling) {
   json sampled = Segment("77", "worker1", 101, api_testing::kStart);
   sampled["otherData"]["pc_sampling"] = {

@@ -1,9 +1,11 @@
 // Trace segments (docs/api.md, "Trace segments"): the data plane takes a segment from a
 // compute's daemon, the console API lists a job's segments and hands one out as the Chrome
 // trace JSON file that Perfetto opens.
+#include <cctype>
 #include <string>
 #include <utility>
 
+#include "core/quote.h"
 #include "crypto/hash.h"
 #include "server/ingest_batch.h"
 #include "server/route_util.h"
@@ -24,7 +26,20 @@ constexpr int kListedSegments = 1000;
 
 std::string SegmentPath(const std::string& compute_id, const std::string& job_id,
                         const std::string& sha256) {
-  return "/api/v1/computes/" + compute_id + "/jobs/" + job_id + "/segments/" + sha256;
+  // A job id is a worker's text: "7?x" must not end the path at "7".
+  return "/api/v1/computes/" + PercentEncode(compute_id) + "/jobs/" + PercentEncode(job_id) +
+         "/segments/" + sha256;
+}
+
+// `text` with every byte but [A-Za-z0-9._-] as '_': a download's file name made of a worker's
+// text (a relayed segment's host) must not close the header's quotes and name another file.
+std::string FileNameText(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      c = '_';
+  }
+  return out;
 }
 
 json SegmentJson(const store::TraceSegmentRecord& s) {
@@ -154,9 +169,11 @@ http::Response DownloadSegment(RouteContext& ctx, const http::Request& req) {
   response.content_type = "application/json";
   response.body = std::move(**bytes);
   response.headers = {
-      {"Content-Disposition", "attachment; filename=\"seg-" + record->job_id + "-" + record->host +
-                                  "-" + std::to_string(record->pid) + "-" +
-                                  std::to_string(record->window_start_ms) + ".json\""},
+      {"Content-Disposition", "attachment; filename=\"" +
+                                  FileNameText("seg-" + record->job_id + "-" + record->host + "-" +
+                                               std::to_string(record->pid) + "-" +
+                                               std::to_string(record->window_start_ms) + ".json") +
+                                  "\""},
       {"X-Content-Type-Options", "nosniff"}};
   return response;
 }
