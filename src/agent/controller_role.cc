@@ -140,6 +140,7 @@ class Controller {
     round.control_dir = options_.control_dir;
     round.gres_conf_path = options_.node.gres_conf_path;
     round.settings = options_.settings;
+    round.sacct_mark_file = options_.state_dir + "/sacct-covered-to";
     round.log = options_.log;
     round_ = std::make_unique<ControllerRound>(std::move(round), host_, collector_, *outbox_,
                                                aggregator_.get());

@@ -1,5 +1,9 @@
 #include "agent/controller_round.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
 #include <exception>
 #include <utility>
 
@@ -60,7 +64,9 @@ ControllerRound::ControllerRound(ControllerRoundOptions options, Host& host,
                                            options_.hostname),
                    options_.settings.profiling_agent_enable),
       rename_([this](const std::string& id) { return DisplayId(id); }),
-      detector_(LiveOptionsOf(options_.settings)) {}
+      detector_(LiveOptionsOf(options_.settings)) {
+  LoadSacctMark();
+}
 
 void ControllerRound::Log(const std::string& line) const {
   if (options_.log)
@@ -426,6 +432,37 @@ void ControllerRound::AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBui
     batch.AddJob(std::move(job));
 }
 
+void ControllerRound::LoadSacctMark() {
+  if (options_.sacct_mark_file.empty())
+    return;
+  const int64_t now_ms = host_.clock().NowMs();
+  Result<std::optional<std::string>> text = host_.ReadFile(options_.sacct_mark_file, 64);
+  if (!text.ok() || !text->has_value()) {
+    if (!text.ok())
+      Log("sacct mark: " + text.status().message());
+    return;
+  }
+  int64_t mark = 0;
+  const std::string& digits = **text;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), mark);
+  if (error != std::errc() || (end != digits.data() + digits.size() && *end != '\n') || mark <= 0 ||
+      mark > now_ms) {
+    Log("sacct mark " + options_.sacct_mark_file + " is not a past time in ms: ignored");
+    return;
+  }
+  last_sacct_ms_ = std::max(mark, now_ms - kMaxSacctCatchUpMs);
+}
+
+void ControllerRound::SaveSacctMark() {
+  if (options_.sacct_mark_file.empty())
+    return;
+  const Status written = host_.WriteFile(
+      options_.sacct_mark_file, std::to_string(last_sacct_ms_) + "\n", 0600, geteuid(), getegid());
+  if (!written.ok() && sacct_mark_problem_ != written.message())
+    Log("sacct mark: " + written.message());
+  sacct_mark_problem_ = written.ok() ? "" : written.message();
+}
+
 // Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
 // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
 // accounting, sacct is asked again only every ten minutes (it may be configured later).
@@ -445,6 +482,7 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   }
   sacct_problem_.clear();
   last_sacct_ms_ = now_ms;
+  SaveSacctMark();
   next_sacct_ms_ = now_ms + 60 * 1000;
   for (const slurm::JobInfo& j : *jobs) {
     // Only ended jobs: squeue is the fresher source for the others.

@@ -38,6 +38,9 @@ namespace expanse::agent {
 // The outbox stream every batch of the controller goes to.
 inline constexpr char kTelemetryStream[] = "telemetry";
 
+// How far back sacct is asked after a restart at most (its answer is one batch of records).
+inline constexpr int64_t kMaxSacctCatchUpMs = 2LL * 24 * 3600 * 1000;
+
 struct ControllerRoundOptions {
   std::string hostname;  // this host, as its collector names it
   // The shared prefix in use ("" = none): the permission check looks at its worker spool.
@@ -50,6 +53,11 @@ struct ControllerRoundOptions {
   RuntimeSettings settings;
   // squeue and sacct, run through Host::Run.
   slurm::SlurmClientOptions slurm;
+  // Where the time sacct's answers cover up to is kept ("" = in memory only), so that after a
+  // restart sacct is asked from there (at most kMaxSacctCatchUpMs back): squeue forgets a job
+  // five minutes after it ends, and a job that ended while the daemon was down would otherwise
+  // stay RUNNING on the server for good.
+  std::string sacct_mark_file;
   std::function<void(const std::string&)> log;
 };
 
@@ -132,11 +140,14 @@ class ControllerRound {
   std::function<std::optional<std::string>(const std::string&)> rename_;
   std::string slurm_problem_;
   std::string sacct_problem_;
+  std::string sacct_mark_problem_;  // the mark file's last write error, logged once
   // SLURM's job number -> the id squeue and the server use ("130" -> "123_4").
   std::map<std::string, std::string> display_by_number_;
   JobRecordFilter job_filter_;
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
+  void LoadSacctMark();
+  void SaveSacctMark();
   uint64_t bad_records_ = 0;
   uint64_t round_failures_ = 0;
   std::map<std::string, RefusedRecords> refused_by_host_;

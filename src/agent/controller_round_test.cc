@@ -17,6 +17,7 @@
 #include "agent/stack_burst_request.h"
 #include "core/memory_host.h"
 #include "core/test_temp_dir.h"
+#include "slurm/slurm_client.h"
 #include "spool/spool_writer.h"
 #include "wire/json_parse.h"
 #include "wire/records.h"
@@ -339,6 +340,45 @@ TEST_F(ControllerRoundTest, SlurmTroubleIsReportedOnceAndSacctAskedByTheClock) {
   report = round->Run();
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->diagnostics["slurm"], "ok");
+}
+
+// After a restart sacct is asked from where its answers covered before (kept in a file), at
+// most two days back: a job that ended while the daemon was down still gets its final record.
+TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
+  std::vector<std::string> starts;
+  host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--starttime")
+        starts.push_back(argv[i + 1]);
+    }
+    return MemoryHost::Exit(0, R"({"jobs": []})", "");
+  });
+  options_.sacct_mark_file = "/state/sacct-covered-to";
+  ASSERT_TRUE(host_.MakeDirectories("/state", 0755).ok());
+  const int64_t now = host_.clock().NowMs();
+  auto starttime = [](int64_t ms) { return slurm::FormatSlurmLocalTime(ms / 1000 - 300); };
+  auto first_sacct_after_restart = [&]() {
+    starts.clear();
+    std::unique_ptr<ControllerRound> round = MakeRound();
+    EXPECT_TRUE(round->Run().has_value());
+    return starts.empty() ? std::string("none") : starts.front();
+  };
+  // No mark yet: the last five minutes, as before.
+  EXPECT_EQ(first_sacct_after_restart(), starttime(now));
+  Result<std::optional<std::string>> mark = host_.ReadFile("/state/sacct-covered-to", 64);
+  ASSERT_TRUE(mark.ok() && mark->has_value());
+  EXPECT_EQ(**mark, std::to_string(now) + "\n");
+  // Down for three hours: asked from the mark.
+  host_.clock().Advance(3 * 3600 * 1000);
+  EXPECT_EQ(first_sacct_after_restart(), starttime(now));
+  // Down for ten days: two days back at most.
+  host_.clock().Advance(10LL * 24 * 3600 * 1000);
+  EXPECT_EQ(first_sacct_after_restart(), starttime(host_.clock().NowMs() - kMaxSacctCatchUpMs));
+  // A damaged mark is ignored, and said so.
+  ASSERT_TRUE(host_.WriteFile("/state/sacct-covered-to", "soon", 0600, 0, 0).ok());
+  host_.clock().Advance(60'000);
+  EXPECT_EQ(first_sacct_after_restart(), starttime(host_.clock().NowMs()));
+  EXPECT_THAT(log_, ::testing::Contains(HasSubstr("is not a past time in ms: ignored")));
 }
 
 TEST_F(ControllerRoundTest, TheFinalRoundRunsNoSlurmCommandAndFlushesWhatWasSampled) {
