@@ -478,6 +478,12 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
       Log("sacct: " + jobs.status().message());
     }
     sacct_problem_ = disabled ? "accounting disabled" : jobs.status().message();
+    // A long window's answer may be what fails (past the timeout or the output cap): it is
+    // halved at each failure down to an hour, or it would fail every minute for good.
+    if (!disabled && last_sacct_ms_ > 0 && now_ms - last_sacct_ms_ > kSacctWindowFloorMs) {
+      last_sacct_ms_ += std::max<int64_t>(0, now_ms - kSacctWindowFloorMs - last_sacct_ms_) / 2;
+      SaveSacctMark();
+    }
     return;
   }
   sacct_problem_.clear();

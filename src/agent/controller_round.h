@@ -40,6 +40,8 @@ inline constexpr char kTelemetryStream[] = "telemetry";
 
 // How far back sacct is asked after a restart at most (its answer is one batch of records).
 inline constexpr int64_t kMaxSacctCatchUpMs = 2LL * 24 * 3600 * 1000;
+// A failing sacct query's window is halved at each failure down to this.
+inline constexpr int64_t kSacctWindowFloorMs = 3600 * 1000;
 
 struct ControllerRoundOptions {
   std::string hostname;  // this host, as its collector names it

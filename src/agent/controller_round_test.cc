@@ -346,13 +346,14 @@ TEST_F(ControllerRoundTest, SlurmTroubleIsReportedOnceAndSacctAskedByTheClock) {
 // most two days back: a job that ended while the daemon was down still gets its final record.
 TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
   std::vector<std::string> starts;
-  host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
+  auto answering = [&](const std::vector<std::string>& argv) {
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
       if (argv[i] == "--starttime")
         starts.push_back(argv[i + 1]);
     }
     return MemoryHost::Exit(0, R"({"jobs": []})", "");
-  });
+  };
+  host_.OnRun("sacct", answering);
   options_.sacct_mark_file = "/state/sacct-covered-to";
   ASSERT_TRUE(host_.MakeDirectories("/state", 0755).ok());
   const int64_t now = host_.clock().NowMs();
@@ -374,6 +375,31 @@ TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
   // Down for ten days: two days back at most.
   host_.clock().Advance(10LL * 24 * 3600 * 1000);
   EXPECT_EQ(first_sacct_after_restart(), starttime(host_.clock().NowMs() - kMaxSacctCatchUpMs));
+  // A catch-up whose answer fails (timeout, output cap) is halved at each failure, down to an
+  // hour, instead of failing every minute for good.
+  host_.clock().Advance(10LL * 24 * 3600 * 1000);
+  std::vector<std::string> windows;
+  host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--starttime")
+        windows.push_back(argv[i + 1]);
+    }
+    return MemoryHost::Exit(1, "", "sacct: error: timed out");
+  });
+  {
+    std::unique_ptr<ControllerRound> round = MakeRound();
+    const int64_t restart = host_.clock().NowMs();
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_TRUE(round->Run().has_value());
+      host_.clock().Advance(60'000);
+    }
+    ASSERT_GE(windows.size(), 3u);
+    EXPECT_EQ(windows[0], starttime(restart - kMaxSacctCatchUpMs));
+    EXPECT_EQ(windows[1], starttime(restart - kMaxSacctCatchUpMs +
+                                    (kMaxSacctCatchUpMs - kSacctWindowFloorMs) / 2));
+    EXPECT_GE(windows.back(), starttime(host_.clock().NowMs() - kSacctWindowFloorMs - 5 * 60'000));
+  }
+  host_.OnRun("sacct", answering);
   // A damaged mark is ignored, and said so.
   ASSERT_TRUE(host_.WriteFile("/state/sacct-covered-to", "soon", 0600, 0, 0).ok());
   host_.clock().Advance(60'000);
