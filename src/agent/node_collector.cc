@@ -23,6 +23,7 @@ namespace expanse::agent {
 namespace {
 
 constexpr size_t kMaxUnsentStacks = 100'000;
+constexpr size_t kMaxUnsentAllocations = 100'000;
 
 // When the node booted, from the `btime` line of /proc/stat (the kernel keeps it in step with
 // the wall clock); nullopt when unreadable.
@@ -344,20 +345,23 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
   if (event.kind == "start") {
     std::vector<wire::GpuAllocationRecord> closed = CloseVanishedHolders(key, event.at_ms, out);
     // The job runs here again (requeued after a crash, so no Epilog closed the first run): the
-    // first run's GPUs that this run does not hold are closed at its start. Those it holds again
-    // stay one allocation (the server keeps one per job and GPU).
-    if (auto earlier = open_allocations_.find(key); earlier != open_allocations_.end()) {
+    // first run is closed at this one's start, before the new run opens (the server then
+    // replaces an ended run on a GPU held again instead of counting the time between them).
+    std::vector<wire::GpuAllocationRecord> earlier_run;
+    // (The same start event read again after a collection was restored is no new run.)
+    if (auto earlier = open_allocations_.find(key);
+        earlier != open_allocations_.end() &&
+        std::any_of(earlier->second.begin(), earlier->second.end(),
+                    [&](const auto& a) { return a.from_ms != event.at_ms; })) {
       for (wire::GpuAllocationRecord a : earlier->second) {
-        if (std::any_of(out.begin(), out.end(),
-                        [&](const auto& now) { return now.gpu_uuid == a.gpu_uuid; }))
-          continue;
         a.to_ms = std::max(event.at_ms, a.from_ms);
-        closed.push_back(std::move(a));
+        earlier_run.push_back(std::move(a));
       }
     }
     holders_with_cgroup_.erase(key);  // a requeued job's earlier run
     open_allocations_[key] = out;
     out.insert(out.end(), closed.begin(), closed.end());
+    out.insert(out.begin(), earlier_run.begin(), earlier_run.end());
   } else {
     open_allocations_.erase(key);
     holders_with_cgroup_.erase(key);
@@ -430,6 +434,8 @@ NodeCollection NodeCollector::Collect(bool final) {
   NodeCollection c;
   c.stacks = std::move(unsent_stacks_);
   unsent_stacks_.clear();
+  c.allocations = std::move(unsent_allocations_);
+  unsent_allocations_.clear();
   if (py_stacks_) {
     for (auto& entry : py_stacks_->TakeStacks(final))
       c.stacks.push_back(std::move(entry));
@@ -591,6 +597,13 @@ void NodeCollector::Restore(const NodeCollection& collection) {
     if (unsent_stacks_.size() >= kMaxUnsentStacks)
       break;  // a long outage of the spool: the oldest windows are what is kept
     unsent_stacks_.push_back(entry);
+  }
+  // Sent again first: an event read again does not derive them all again (an Epilog closed
+  // the open allocations it came from). The server takes a record twice as once.
+  for (const wire::GpuAllocationRecord& a : collection.allocations) {
+    if (unsent_allocations_.size() >= kMaxUnsentAllocations)
+      break;
+    unsent_allocations_.push_back(a);
   }
   std::lock_guard lock(buffer_mu_);
   for (const wire::SeriesRecord& s : collection.series) {

@@ -179,6 +179,8 @@ class NodeCollector {
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
+  // Allocation records of such collections (bounded): sent again at the next collection.
+  std::vector<wire::GpuAllocationRecord> unsent_allocations_;
   telemetry::JobCgroups cgroups_;
   std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)
   // Open allocations whose job's cgroup has been seen by this daemon.

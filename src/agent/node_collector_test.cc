@@ -260,6 +260,25 @@ TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {
   EXPECT_EQ(again.samples, samples);
 }
 
+// An Epilog's close is derived from the open allocation, which it ends: when its collection
+// cannot be handed on, the record itself is sent again (its event read again derives nothing).
+TEST_F(NodeCollectorTest, AnEpilogsCloseSurvivesARestoredCollection) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 1'800'000'000'100, "1");
+  collector.Commit(collector.Collect());
+  Event("end", 1'800'000'005'000, "");
+  NodeCollection c = collector.Collect();
+  ASSERT_EQ(c.allocations.size(), 1u);
+  collector.Restore(c);
+  NodeCollection again = collector.Collect();
+  ASSERT_EQ(again.allocations.size(), 1u);
+  EXPECT_EQ(again.allocations[0].to_ms, 1'800'000'005'000);
+  EXPECT_EQ(again.events.size(), 1u);
+  collector.Commit(again);
+  EXPECT_TRUE(collector.Collect().allocations.empty());
+}
+
 TEST_F(NodeCollectorTest, EpilogAfterRestartClosesTheSavedAllocation) {
   {
     NodeCollector collector(options_, clock_);
@@ -378,9 +397,10 @@ TEST_F(NodeCollectorTest, OnlyAJobWhoseCgroupIsGoneIsClosedWhenItsGpuIsGivenAgai
   EXPECT_EQ(start("13", "1"), (std::set<std::string>{"10"}));
 }
 
-// A job requeued after a crash starts here again with its first run still open: the first run's
-// GPU that the new run does not hold is closed at the new start; one it holds again stays open.
-TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedOnTheGpusItLeft) {
+// A job requeued after a crash starts here again with its first run still open: the first run
+// is closed at the new start, before the new run opens (in that order: the server replaces an
+// ended run on a GPU held again).
+TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedBeforeTheNewRunOpens) {
   std::filesystem::create_directories(dir_ + "/state");
   std::ofstream(options_.allocations_file) << R"({
       "n1/7": [{"job_id": "7", "host": "n1", "gpu_uuid": "GPU-a", "from_ms": 100,
@@ -391,12 +411,25 @@ TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedOnTheGpusItLeft) {
   collector.TickFast();
   Event("start", 1'800'000'000'100, "1");  // this run holds GRES 1 = GPU-a only
   const NodeCollection c = collector.Collect();
-  std::map<std::string, int64_t> to_by_gpu;
+  std::vector<std::string> records;
   for (const wire::GpuAllocationRecord& a : c.allocations)
-    to_by_gpu[a.gpu_uuid] = a.to_ms;
-  EXPECT_EQ(to_by_gpu,
-            (std::map<std::string, int64_t>{{"GPU-a", 0}, {"GPU-b", 1'800'000'000'100}}));
-  collector.Commit(c);
+    records.push_back(a.gpu_uuid + "[" + std::to_string(a.from_ms) + "," + std::to_string(a.to_ms) +
+                      ")");
+  EXPECT_EQ(records,
+            (std::vector<std::string>{"GPU-a[100,1800000000100)", "GPU-b[100,1800000000100)",
+                                      "GPU-a[1800000000100,0)"}));
+  // The collection could not be handed on: its records are sent again in order, and its start
+  // event read again is no new run (it only opens the run again).
+  collector.Restore(c);
+  const NodeCollection again = collector.Collect();
+  records.clear();
+  for (const wire::GpuAllocationRecord& a : again.allocations)
+    records.push_back(a.gpu_uuid + "[" + std::to_string(a.from_ms) + "," + std::to_string(a.to_ms) +
+                      ")");
+  EXPECT_EQ(records,
+            (std::vector<std::string>{"GPU-a[100,1800000000100)", "GPU-b[100,1800000000100)",
+                                      "GPU-a[1800000000100,0)", "GPU-a[1800000000100,0)"}));
+  collector.Commit(again);
   // Its Epilog closes what this run holds, never before it opened.
   Event("end", 50, "");
   const NodeCollection end = collector.Collect();

@@ -59,9 +59,10 @@ void SpoolHandoff::Put(const NodeCollection& c) {
     if (i < c.event_files.size())
       fate.event_files.push_back(c.event_files[i]);
   }
-  // Derived from the events again when a refused event is collected again.
+  // Kept until the batch's fate is known, like the files: an event read again does not derive
+  // them all again (an Epilog's close, or a crashed run's, comes from allocations since closed).
   for (const wire::GpuAllocationRecord& a : c.allocations)
-    Add("gpu_allocation", DumpJson(wire::Encode(a)));
+    (Add("gpu_allocation", DumpJson(wire::Encode(a))) ? taken : refused).allocations.push_back(a);
   AddInChunks(
       c.stacks, [](const wire::StackRecord& r) { return wire::Encode(r); },
       [&](const std::string& payload, size_t from, size_t to) {
@@ -77,7 +78,8 @@ void SpoolHandoff::Put(const NodeCollection& c) {
           fate.capture_files.push_back(c.capture_files[i]);
       });
   const auto holds = [](const NodeCollection& part) {
-    return !part.event_files.empty() || !part.stacks.empty() || !part.capture_files.empty();
+    return !part.event_files.empty() || !part.stacks.empty() || !part.capture_files.empty() ||
+           !part.allocations.empty();
   };
   if (holds(refused))
     callbacks_.restore(refused);

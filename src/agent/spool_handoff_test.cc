@@ -31,6 +31,11 @@ NodeCollection Collection(int n) {
   capture.window_end_ms = capture.window_start_ms + 10'000;
   c.captures.push_back(capture);
   c.capture_files.push_back("capture-" + std::to_string(n));
+  c.allocations.push_back({.job_id = std::to_string(100 + n),
+                           .host = "n1",
+                           .gpu_uuid = "GPU-a",
+                           .from_ms = 1'800'000'000'000,
+                           .to_ms = 1'800'000'000'000 + n});
   return c;
 }
 
@@ -57,8 +62,10 @@ class SpoolHandoffTest : public ::testing::Test {
   static void Note(std::vector<std::string>& files, const NodeCollection& c) {
     files.insert(files.end(), c.event_files.begin(), c.event_files.end());
     files.insert(files.end(), c.capture_files.begin(), c.capture_files.end());
+    for (const wire::GpuAllocationRecord& a : c.allocations)
+      files.push_back("allocation-" + a.job_id);
     EXPECT_TRUE(c.series.empty() && c.captures.empty() && c.events.empty())
-        << "only file names and stack windows are kept";
+        << "only file names, stack windows and allocation records are kept";
   }
 
   testing::TempDir dir_{"spool_handoff_test"};
@@ -74,7 +81,8 @@ TEST_F(SpoolHandoffTest, AWrittenFileCommitsWhatItHolds) {
   bool wrote = false;
   ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
   EXPECT_TRUE(wrote);
-  EXPECT_EQ(committed_, (std::vector<std::string>{"event-1", "capture-1", "event-2", "capture-2"}));
+  EXPECT_EQ(committed_, (std::vector<std::string>{"event-1", "capture-1", "allocation-101",
+                                                  "event-2", "capture-2", "allocation-102"}));
   EXPECT_TRUE(restored_.empty());
   EXPECT_EQ(handoff_->pending(), 0u);
 }
@@ -100,8 +108,10 @@ TEST_F(SpoolHandoffTest, WhileWritesFailNothingGrowsAndWhatTheBatchRefusesIsOffe
   EXPECT_EQ(handoff_->pending(), pending_after_100);
   EXPECT_TRUE(committed_.empty());
   ASSERT_FALSE(restored_.empty());
-  EXPECT_EQ(restored_.back(), "capture-499");
-  EXPECT_EQ(restored_[restored_.size() - 2], "event-499");
+  // An Epilog's close is not derived from its event again: the records go back too.
+  EXPECT_EQ(restored_.back(), "allocation-599");
+  EXPECT_EQ(restored_[restored_.size() - 2], "capture-499");
+  EXPECT_EQ(restored_[restored_.size() - 3], "event-499");
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ UsagePlan PlanJobUsage(const JobUsageInput& in, int64_t now_ms, int buckets,
 JobUsage FoldJobUsage(const JobUsageInput& in, const UsagePlan& plan,
                       const std::vector<std::vector<tsdb::Bucket>>& answers) {
   JobUsage u;
-  u.gpus_allocated = static_cast<int64_t>(in.allocations.size());
+  u.gpus_allocated = std::count_if(in.allocations.begin(), in.allocations.end(),
+                                   [&](const auto& a) { return OfCurrentRun(in.job, a); });
   double sm_weighted = 0;
   uint64_t sm_count = 0;
   // Count-weighted means of the counter series: each sample is a second of one GPU.
@@ -179,6 +180,10 @@ const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& 
 }
 
 }  // namespace
+
+bool OfCurrentRun(const store::JobRecord& job, const store::GpuAllocation& a) {
+  return job.start_ms == 0 || a.to_ms == 0 || a.to_ms >= job.start_ms;
+}
 
 Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a,
                         int64_t now_ms) {

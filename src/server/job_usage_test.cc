@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -248,6 +249,36 @@ TEST_F(JobUsageTest, CounterMeansWeighEveryGpuSecondAndAreUnknownWithoutCounters
   EXPECT_DOUBLE_EQ(usage->sm_active_mean, (3 * 0.9 + 0.1 + 2 * 0.3) / 6);
   EXPECT_DOUBLE_EQ(usage->tensor_active_mean, 0.3);
   EXPECT_EQ(usage->counters_source, "cupti+dcgm");
+}
+
+// A job requeued after its node failed: the first run's GPUs on the failed node ended before
+// the current run started and are not this run's GPUs.
+TEST_F(JobUsageTest, ARequeuedJobsGpusAreItsCurrentRuns) {
+  store::JobRecord job;
+  job.compute_id = "cmp_a";
+  job.job_id = "88";
+  job.state = "RUNNING";
+  job.start_ms = kT0 + 30 * kMinute;
+  job.observed_ms = kT0;
+  std::vector<store::GpuAllocation> allocations;
+  for (const auto& [host, from, to] :
+       {std::tuple{"node01", kT0, kT0 + 5 * kMinute}, {"node02", kT0 + 30 * kMinute, int64_t{0}}}) {
+    for (int g = 0; g < 2; ++g) {
+      store::GpuAllocation a{};
+      a.compute_id = "cmp_a";
+      a.job_id = "88";
+      a.host = host;
+      a.gpu_uuid = std::string("GPU-") + host + "-" + std::to_string(g);
+      a.gpu_index = g;
+      a.from_ms = from;
+      a.to_ms = to;
+      allocations.push_back(a);
+    }
+  }
+  auto usage = ComputeJobUsage(*tsdb_, job, allocations, {"node02"}, job.start_ms + kHour);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->gpus_allocated, 2);
+  EXPECT_DOUBLE_EQ(usage->allocated_gpu_hours, 2.0);
 }
 
 TEST_F(JobUsageTest, JobsWithUsageEqualsTheOneJobPathOnRandomJobs) {

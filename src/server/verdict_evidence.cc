@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/job_usage.h"
+
 namespace expanse::server {
 namespace {
 
@@ -77,9 +79,16 @@ std::map<std::string, GpuModel> GpuModelsFromHeartbeat(std::string_view heartbea
 }
 
 Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
-                                const std::vector<store::GpuAllocation>& allocations,
+                                const std::vector<store::GpuAllocation>& all_allocations,
                                 const std::vector<std::string>& hosts,
                                 const std::map<std::string, GpuModel>& models, int64_t now_ms) {
+  // An earlier run's GPUs (a requeued job) are not this run's: neither tracks nor the grid's
+  // start, which would otherwise judge the time between the runs.
+  std::vector<store::GpuAllocation> allocations;
+  for (const store::GpuAllocation& a : all_allocations) {
+    if (OfCurrentRun(job, a))
+      allocations.push_back(a);
+  }
   JobCells cells;
   cells.requested_gpus = job.req_gpus;
   // From the allocation's start (the Prolog), not the first process.

@@ -79,6 +79,24 @@ TEST_F(VerdictEvidenceTest, AJobsSeriesAndStacksGiveItsVerdicts) {
   EXPECT_THAT(input.suggestion, HasSubstr("torch/utils/data/dataloader.py:__next__:631"));
 }
 
+// A job requeued after its node failed runs again elsewhere: its record is the new run's, and
+// the first run's GPUs (ended before it) are neither tracked nor counted. Judged with them, the
+// 2-GPU job held "4 GPUs, 2 of them never used" (over_allocated) and a grid from the first run.
+TEST_F(VerdictEvidenceTest, ARequeuedJobIsJudgedOnItsCurrentRunOnly) {
+  const int64_t first = kM, requeued = kM + 30 * kMinute, end = requeued + 10 * kMinute;
+  Allocate("45", "GPU-a", 0, first, first + 5 * kMinute, "w1");
+  Allocate("45", "GPU-b", 1, first, first + 5 * kMinute, "w1");
+  Allocate("45", "GPU-c", 0, requeued, end, "w2");
+  Allocate("45", "GPU-d", 1, requeued, end, "w2");
+  const store::JobRecord job = Job("45", requeued, end, 2);
+  auto cells = GatherJobCells(*tsdb_, job, AllocationsOf("45"), {"w1", "w2"}, {}, end);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  EXPECT_EQ(cells->start_ms, requeued);
+  ASSERT_EQ(cells->gpus.size(), 2u);
+  EXPECT_EQ(cells->gpus[0].uuid, "GPU-c");
+  EXPECT_EQ(cells->gpus[1].uuid, "GPU-d");
+}
+
 TEST_F(VerdictEvidenceTest, ProcessCountsReadOncePerFlushHoldUntilTheNext) {
   // Counts come at each flush, here every 15 s, so some 10 s cells hold none: each holds until
   // the next, and the idle GPU is no_process throughout, not "processes unknown" (underused).

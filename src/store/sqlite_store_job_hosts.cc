@@ -105,13 +105,16 @@ Status SqliteStore::AddNodeEvents(const std::vector<JobNodeEvent>& events) {
   }
   return Transact(Access::kWrite, [&]() -> Status {
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
-    // The first delivery wins, also its at_ms. DO NOTHING names the uniqueness conflict
-    // alone, where INSERT OR IGNORE would also skip rows failing a CHECK without a word.
+    // One event of each kind per host: the latest (a requeued job's run on the host again; a
+    // duplicate delivery changes nothing). ON CONFLICT names the uniqueness conflict alone,
+    // where INSERT OR REPLACE would also act on rows failing a CHECK without a word.
     EXPANSE_ASSIGN_OR_RETURN(
         Statement insert,
         db_.Prepare("INSERT INTO job_node_events (" + std::string(kJobNodeEventColumns) +
                     ") VALUES (?1, ?2, ?3, ?4, ?5) "
-                    "ON CONFLICT (compute_id, job_id, host, kind) DO NOTHING"));
+                    "ON CONFLICT (compute_id, job_id, host, kind) DO UPDATE SET "
+                    "at_ms = CASE WHEN excluded.at_ms > job_node_events.at_ms "
+                    "THEN excluded.at_ms ELSE job_node_events.at_ms END"));
     for (const JobNodeEvent& event : events) {
       EXPANSE_RETURN_IF_ERROR(
           insert.BindAll(event.compute_id, event.job_id, event.host, event.kind, event.at_ms));
@@ -136,8 +139,13 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
     // Reports of one allocation arrive in any order: the interval only ever widens (earliest
     // from_ms, latest to_ms, so a non-zero to_ms stays over a late 0), and a known GPU index
-    // or minor is never replaced by -1. CASE rather than min()/max(), which PostgreSQL calls
-    // LEAST/GREATEST.
+    // or minor is never replaced by -1. Except an opening at or after the stored end: the job
+    // holds the GPU again in a new run (requeued), which replaces the ended one; widened, the
+    // row would count the time between the runs. CASE rather than min()/max(), which
+    // PostgreSQL calls LEAST/GREATEST.
+    const std::string new_run =
+        "(excluded.to_ms = 0 AND gpu_allocations.to_ms <> 0 "
+        "AND excluded.from_ms >= gpu_allocations.to_ms)";
     EXPANSE_ASSIGN_OR_RETURN(
         Statement upsert,
         db_.Prepare("INSERT INTO gpu_allocations (" + std::string(kGpuAllocationColumns) +
@@ -147,9 +155,13 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
                     "ELSE gpu_allocations.gpu_index END, "
                     "gpu_minor = CASE WHEN excluded.gpu_minor >= 0 THEN excluded.gpu_minor "
                     "ELSE gpu_allocations.gpu_minor END, "
-                    "from_ms = CASE WHEN excluded.from_ms < gpu_allocations.from_ms "
+                    "from_ms = CASE WHEN " +
+                    new_run +
+                    " OR excluded.from_ms < gpu_allocations.from_ms "
                     "THEN excluded.from_ms ELSE gpu_allocations.from_ms END, "
-                    "to_ms = CASE WHEN excluded.to_ms > gpu_allocations.to_ms "
+                    "to_ms = CASE WHEN " +
+                    new_run +
+                    " OR excluded.to_ms > gpu_allocations.to_ms "
                     "THEN excluded.to_ms ELSE gpu_allocations.to_ms END"));
     for (const GpuAllocation& allocation : allocations) {
       EXPANSE_RETURN_IF_ERROR(upsert.BindAll(

@@ -78,7 +78,8 @@ class JobHostsTest : public store_testing::SqliteStoreTest {
 };
 INSTANTIATE_TEST_SUITE_P(Backings, JobHostsTest, kBackings, BackingName);
 
-TEST_P(JobHostsTest, NodeEventsAreIdempotentAndTheFirstDeliveryWins) {
+// One event of each kind per host, the latest: a requeued job's run on the host again.
+TEST_P(JobHostsTest, NodeEventsAreIdempotentAndTheLatestRunWins) {
   // No job record is needed: the Prolog may report before squeue shows the job.
   ASSERT_TRUE(jobs()
                   .AddNodeEvents(
@@ -89,7 +90,9 @@ TEST_P(JobHostsTest, NodeEventsAreIdempotentAndTheFirstDeliveryWins) {
                                   Event("1", "gpu01", "end", kNow + 100),
                                   Event("1", "gpu01", "end", kNow + 100)})
                   .ok());
-  EXPECT_THAT(Events("1"), ElementsAre("gpu01:start@0", "gpu02:start@5", "gpu01:end@100"));
+  EXPECT_THAT(Events("1"), ElementsAre("gpu02:start@5", "gpu01:start@99", "gpu01:end@100"));
+  ASSERT_TRUE(jobs().AddNodeEvents({Event("1", "gpu01", "start", kNow + 1)}).ok());
+  EXPECT_THAT(Events("1"), ElementsAre("gpu02:start@5", "gpu01:start@99", "gpu01:end@100"));
   EXPECT_THAT(Events("2"), IsEmpty());
   EXPECT_TRUE(jobs().AddNodeEvents({}).ok());
 }
@@ -134,6 +137,24 @@ TEST_P(JobHostsTest, AllocationIntervalOnlyWidens) {
   EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "1")), ElementsAre("1/GPU-a[5,50)"));
   Put({Allocation("1", "GPU-a", kNow + 10, kNow + 60)});
   EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "1")), ElementsAre("1/GPU-a[5,60)"));
+}
+
+// A requeued job holds the GPU again in a new run: an opening at or after the stored end
+// replaces the ended run (widened, the row would count the time between the runs); its close
+// then widens as before.
+TEST_P(JobHostsTest, ANewRunOnTheSameGpuReplacesTheEndedOne) {
+  Put({Allocation("1", "GPU-a", kNow + 5, kNow + 50)});
+  Put({Allocation("1", "GPU-a", kNow + 80)});
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "1")), ElementsAre("1/GPU-a[80,open)"));
+  Put({Allocation("1", "GPU-a", kNow + 80, kNow + 120)});
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "1")), ElementsAre("1/GPU-a[80,120)"));
+  // The first run closed at the second's start by a node that saw no Epilog, then the opening.
+  Put({Allocation("2", "GPU-a", kNow + 5)});
+  Put({Allocation("2", "GPU-a", kNow + 5, kNow + 70), Allocation("2", "GPU-a", kNow + 70)});
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "2")), ElementsAre("2/GPU-a[70,open)"));
+  // An Epilog's close at its own time is no opening: it closes the run.
+  Put({Allocation("2", "GPU-a", kNow + 90, kNow + 90)});
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "2")), ElementsAre("2/GPU-a[70,90)"));
 }
 
 TEST_P(JobHostsTest, KnownGpuIndexIsNotForgotten) {
