@@ -357,6 +357,9 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
         a.to_ms = std::max(event.at_ms, a.from_ms);
         earlier_run.push_back(std::move(a));
       }
+      problems_.push_back("job " + event.job_id +
+                          " started here again while its earlier run was "
+                          "still open (no Epilog ran for it): that run closed at the new start");
     }
     holders_with_cgroup_.erase(key);  // a requeued job's earlier run
     open_allocations_[key] = out;

@@ -418,6 +418,8 @@ TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedBeforeTheNewRunOpens) {
   EXPECT_EQ(records,
             (std::vector<std::string>{"GPU-a[100,1800000000100)", "GPU-b[100,1800000000100)",
                                       "GPU-a[1800000000100,0)"}));
+  EXPECT_THAT(collector.TakeProblems(),
+              ::testing::Contains(::testing::HasSubstr("job 7 started here again")));
   // The collection could not be handed on: its records are sent again in order, and its start
   // event read again is no new run (it only opens the run again).
   collector.Restore(c);
