@@ -469,6 +469,7 @@ TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   const std::string conf_before = host_.Contents("/etc/slurm/slurm.conf").value_or("");
   ASSERT_TRUE(Install().ok());
   host_.Put("/var/lib/expanse/outbox/segment-000001", "queued for compute c-17");  // the daemon's
+  host_.Put("/var/lib/expanse/sacct-covered-to", "1800000000000\n");
   UninstallOptions un;
   un.type = "slurm";
   un.slurm_conf = "/etc/slurm/slurm.conf";
@@ -481,6 +482,7 @@ TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   EXPECT_FALSE(host_.Stat("/srv/expanse/hooks/prolog"));
   EXPECT_EQ(planes_.deprovisioned_with_, "Bearer exp_cc_secret");
   EXPECT_FALSE(host_.Stat("/var/lib/expanse/outbox")) << "what was queued for the old compute";
+  EXPECT_FALSE(host_.Stat("/var/lib/expanse/sacct-covered-to")) << "the old compute's sacct mark";
   EXPECT_TRUE(Ran("systemctl disable --now expanse-daemon.service"));
   // Again: nothing left to do, and saying so is a success.
   progress_.clear();

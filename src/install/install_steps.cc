@@ -315,8 +315,9 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
     EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(dir));
     EXPANSE_RETURN_IF_ERROR(host.MakeDirectories(dir, 0755));
   } else {
-    for (const char* made_at_run_time : {"outbox", "aggregator", "control", "events", "sampler",
-                                         "open-allocations.json", "sampler.log"}) {
+    for (const char* made_at_run_time :
+         {"outbox", "aggregator", "control", "events", "sampler", "open-allocations.json",
+          "sacct-covered-to", "sampler.log"}) {
       const std::string path = dir + "/" + made_at_run_time;
       if (!host.LinkStat(path))
         EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(path));
