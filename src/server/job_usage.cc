@@ -51,7 +51,7 @@ UsagePlan PlanJobUsage(const JobUsageInput& in, int64_t now_ms, int buckets,
   UsagePlan plan;
   for (const store::GpuAllocation& a : in.allocations) {
     const Window w = AllocationWindow(job, a, now_ms);
-    if (w.to_ms <= w.from_ms)
+    if (w.to_ms <= w.from_ms || !OfCurrentRun(job, a))
       continue;
     const size_t sm =
         ask({job.compute_id, a.host, a.gpu_uuid, "gpu.sm_util"}, w.from_ms, w.to_ms, buckets);
@@ -182,7 +182,16 @@ const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& 
 }  // namespace
 
 bool OfCurrentRun(const store::JobRecord& job, const store::GpuAllocation& a) {
-  return job.start_ms == 0 || a.to_ms == 0 || a.to_ms >= job.start_ms;
+  // A node's clock may be behind slurmctld's by up to MUNGE's credential lifetime (5 min), so
+  // the current run's Prolog may read that much before the job's start.
+  constexpr int64_t kClockSkewMs = 5 * 60 * 1000;
+  if (job.start_ms == 0)
+    return true;
+  const bool ended_before = a.to_ms != 0 && a.to_ms < job.start_ms;
+  // An earlier run on a node that failed is never closed by an Epilog, and one closed by the
+  // next run's Prolog on the node ends at or after this run's start.
+  const bool opened_before = a.from_ms < job.start_ms - kClockSkewMs;
+  return !ended_before && !opened_before;
 }
 
 Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a,

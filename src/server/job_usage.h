@@ -75,8 +75,8 @@ struct Window {
 Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation& a, int64_t now_ms);
 
 // Whether allocation `a` is of the job's current run: one that ended before the job's start
-// (the latest run's, as SLURM reports it) was an earlier run's, on a GPU this run does not
-// hold (a job requeued after a node failure), and is not counted in this run's GPUs.
+// (the latest run's, as SLURM reports it), or opened more than 5 minutes before it, was an
+// earlier run's (a job requeued after a node failure) and is not counted in this run's GPUs.
 bool OfCurrentRun(const store::JobRecord& job, const store::GpuAllocation& a);
 
 // Where a job ran: the hosts of its GPU allocations and of its Prolog/Epilog events, sorted,

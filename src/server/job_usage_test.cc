@@ -261,8 +261,10 @@ TEST_F(JobUsageTest, ARequeuedJobsGpusAreItsCurrentRuns) {
   job.start_ms = kT0 + 30 * kMinute;
   job.observed_ms = kT0;
   std::vector<store::GpuAllocation> allocations;
-  for (const auto& [host, from, to] :
-       {std::tuple{"node01", kT0, kT0 + 5 * kMinute}, {"node02", kT0 + 30 * kMinute, int64_t{0}}}) {
+  // node01 failed in the first run: one GPU closed by a later job's Prolog there (after this
+  // run's start), the other never closed.
+  for (const auto& [host, from, to] : {std::tuple{"node01", kT0, kT0 + 40 * kMinute},
+                                       {"node02", kT0 + 30 * kMinute, int64_t{0}}}) {
     for (int g = 0; g < 2; ++g) {
       store::GpuAllocation a{};
       a.compute_id = "cmp_a";
@@ -271,7 +273,7 @@ TEST_F(JobUsageTest, ARequeuedJobsGpusAreItsCurrentRuns) {
       a.gpu_uuid = std::string("GPU-") + host + "-" + std::to_string(g);
       a.gpu_index = g;
       a.from_ms = from;
-      a.to_ms = to;
+      a.to_ms = g == 1 && to != 0 ? 0 : to;
       allocations.push_back(a);
     }
   }

@@ -174,6 +174,8 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
         // A GPU's series are the node's, whichever job held it: each is read only while this
         // job held that GPU (a requeued job's first GPU went to another user's job next).
         for (const auto& a : allocations) {
+          if (!OfCurrentRun(job, a))
+            continue;
           const Window held = AllocationWindow(job, a, ctx->clock.NowMs());
           if (held.to_ms <= held.from_ms)
             continue;

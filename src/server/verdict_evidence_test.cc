@@ -85,7 +85,7 @@ TEST_F(VerdictEvidenceTest, AJobsSeriesAndStacksGiveItsVerdicts) {
 TEST_F(VerdictEvidenceTest, ARequeuedJobIsJudgedOnItsCurrentRunOnly) {
   const int64_t first = kM, requeued = kM + 30 * kMinute, end = requeued + 10 * kMinute;
   Allocate("45", "GPU-a", 0, first, first + 5 * kMinute, "w1");
-  Allocate("45", "GPU-b", 1, first, first + 5 * kMinute, "w1");
+  Allocate("45", "GPU-b", 1, first, 0, "w1");  // w1 failed: no Epilog closed it
   Allocate("45", "GPU-c", 0, requeued, end, "w2");
   Allocate("45", "GPU-d", 1, requeued, end, "w2");
   const store::JobRecord job = Job("45", requeued, end, 2);

@@ -139,13 +139,15 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
     EXPANSE_RETURN_IF_ERROR(CheckComputesExistLocked(compute_ids));
     // Reports of one allocation arrive in any order: the interval only ever widens (earliest
     // from_ms, latest to_ms, so a non-zero to_ms stays over a late 0), and a known GPU index
-    // or minor is never replaced by -1. Except an opening at or after the stored end: the job
-    // holds the GPU again in a new run (requeued), which replaces the ended one; widened, the
-    // row would count the time between the runs. CASE rather than min()/max(), which
-    // PostgreSQL calls LEAST/GREATEST.
+    // or minor is never replaced by -1. Except an opening at or after the stored end (and
+    // after the stored start: [t, t] is a run whose clock stepped back, and its own opening
+    // may come again): the job holds the GPU again in a new run (requeued), which replaces the
+    // ended one; widened, the row would count the time between the runs. CASE rather than
+    // min()/max(), which PostgreSQL calls LEAST/GREATEST.
     const std::string new_run =
         "(excluded.to_ms = 0 AND gpu_allocations.to_ms <> 0 "
-        "AND excluded.from_ms >= gpu_allocations.to_ms)";
+        "AND excluded.from_ms >= gpu_allocations.to_ms "
+        "AND excluded.from_ms > gpu_allocations.from_ms)";
     EXPANSE_ASSIGN_OR_RETURN(
         Statement upsert,
         db_.Prepare("INSERT INTO gpu_allocations (" + std::string(kGpuAllocationColumns) +

@@ -155,6 +155,11 @@ TEST_P(JobHostsTest, ANewRunOnTheSameGpuReplacesTheEndedOne) {
   // An Epilog's close at its own time is no opening: it closes the run.
   Put({Allocation("2", "GPU-a", kNow + 90, kNow + 90)});
   EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "2")), ElementsAre("2/GPU-a[70,90)"));
+  // A run closed at its own start (the clock stepped back) is not reopened by its opening
+  // delivered again.
+  Put({Allocation("3", "GPU-a", kNow + 40, kNow + 40)});
+  Put({Allocation("3", "GPU-a", kNow + 40)});
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "3")), ElementsAre("3/GPU-a[40,40)"));
 }
 
 TEST_P(JobHostsTest, KnownGpuIndexIsNotForgotten) {
