@@ -437,7 +437,8 @@ NodeCollection NodeCollector::Collect(bool final) {
   NodeCollection c;
   c.stacks = std::move(unsent_stacks_);
   unsent_stacks_.clear();
-  c.allocations = std::move(unsent_allocations_);
+  for (auto& [key, record] : unsent_allocations_)
+    c.allocations.push_back(std::move(record));
   unsent_allocations_.clear();
   if (py_stacks_) {
     for (auto& entry : py_stacks_->TakeStacks(final))
@@ -601,12 +602,14 @@ void NodeCollector::Restore(const NodeCollection& collection) {
       break;  // a long outage of the spool: the oldest windows are what is kept
     unsent_stacks_.push_back(entry);
   }
-  // Sent again first: an event read again does not derive them all again (an Epilog closed
-  // the open allocations it came from). The server takes a record twice as once.
+  // Closes are sent again first: an event read again does not derive them again (an Epilog
+  // closed the open allocations it came from). Openings are derived again from their events,
+  // so they are not kept (kept, each failed hand-off would add another copy), and a close is
+  // kept once.
   for (const wire::GpuAllocationRecord& a : collection.allocations) {
-    if (unsent_allocations_.size() >= kMaxUnsentAllocations)
-      break;
-    unsent_allocations_.push_back(a);
+    if (a.to_ms == 0 || unsent_allocations_.size() >= kMaxUnsentAllocations)
+      continue;
+    unsent_allocations_.emplace(std::tuple(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms), a);
   }
   std::lock_guard lock(buffer_mu_);
   for (const wire::SeriesRecord& s : collection.series) {

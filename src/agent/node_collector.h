@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -179,8 +180,11 @@ class NodeCollector {
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
-  // Allocation records of such collections (bounded): sent again at the next collection.
-  std::vector<wire::GpuAllocationRecord> unsent_allocations_;
+  // The closing allocation records of such collections, each once (bounded; by job, host,
+  // GPU, from, to, so a job's runs go in order): sent again at the next collection.
+  std::map<std::tuple<std::string, std::string, std::string, int64_t, int64_t>,
+           wire::GpuAllocationRecord>
+      unsent_allocations_;
   telemetry::JobCgroups cgroups_;
   std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)
   // Open allocations whose job's cgroup has been seen by this daemon.

@@ -59,10 +59,14 @@ void SpoolHandoff::Put(const NodeCollection& c) {
     if (i < c.event_files.size())
       fate.event_files.push_back(c.event_files[i]);
   }
-  // Kept until the batch's fate is known, like the files: an event read again does not derive
-  // them all again (an Epilog's close, or a crashed run's, comes from allocations since closed).
-  for (const wire::GpuAllocationRecord& a : c.allocations)
-    (Add("gpu_allocation", DumpJson(wire::Encode(a))) ? taken : refused).allocations.push_back(a);
+  // Closes are kept until the batch's fate is known, like the files: an event read again does
+  // not derive them again (an Epilog's close, or a crashed run's, comes from allocations since
+  // closed). Openings are derived again from their events.
+  for (const wire::GpuAllocationRecord& a : c.allocations) {
+    NodeCollection& fate = Add("gpu_allocation", DumpJson(wire::Encode(a))) ? taken : refused;
+    if (a.to_ms != 0)
+      fate.allocations.push_back(a);
+  }
   AddInChunks(
       c.stacks, [](const wire::StackRecord& r) { return wire::Encode(r); },
       [&](const std::string& payload, size_t from, size_t to) {
