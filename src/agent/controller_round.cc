@@ -467,6 +467,16 @@ void ControllerRound::SaveSacctMark() {
 // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
 // accounting, sacct is asked again only every ten minutes (it may be configured later).
 void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
+  QueryAccountedJobs(now_ms);
+  // A catch-up after a restart may answer with more jobs than a batch may carry (the server
+  // refuses more than 100,000 records): they go out a share per round.
+  for (size_t n = 0; n < options_.max_accounted_per_round && !accounted_backlog_.empty(); ++n) {
+    batch.AddJob(std::move(accounted_backlog_.front()));
+    accounted_backlog_.pop_front();
+  }
+}
+
+void ControllerRound::QueryAccountedJobs(int64_t now_ms) {
   if (now_ms < next_sacct_ms_)
     return;
   const int64_t since_s = (last_sacct_ms_ > 0 ? last_sacct_ms_ : now_ms) / 1000 - 300;
@@ -479,8 +489,11 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
     }
     sacct_problem_ = disabled ? "accounting disabled" : jobs.status().message();
     // A long window's answer may be what fails (past the timeout or the output cap): it is
-    // halved at each failure down to an hour, or it would fail every minute for good.
-    if (!disabled && last_sacct_ms_ > 0 && now_ms - last_sacct_ms_ > kSacctWindowFloorMs) {
+    // halved at each such failure down to an hour, or it would fail every minute for good.
+    // Other failures (slurmdbd away) keep the window: it is asked whole once sacct answers.
+    const bool too_much = jobs.status().reason() == "slurm_timeout" ||
+                          jobs.status().reason() == "slurm_output_too_large";
+    if (too_much && last_sacct_ms_ > 0 && now_ms - last_sacct_ms_ > kSacctWindowFloorMs) {
       last_sacct_ms_ += std::max<int64_t>(0, now_ms - kSacctWindowFloorMs - last_sacct_ms_) / 2;
       SaveSacctMark();
     }
@@ -496,8 +509,9 @@ void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
     // Sent at every query that covers the job, unfiltered: a job's final record is the one
     // that must not be lost with a batch the server refused (the outbox's dead letters), and
     // each query's window ((300 + 60) s) sends it about six times, then never again.
-    if (SendableJob(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING")
-      batch.AddJob(SlurmJobRecord(j, now_ms));
+    if (SendableJob(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING" &&
+        accounted_backlog_.size() < kMaxAccountedBacklog)
+      accounted_backlog_.push_back(SlurmJobRecord(j, now_ms));
   }
 }
 

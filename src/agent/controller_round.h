@@ -11,6 +11,7 @@
 #define EXPANSE_AGENT_CONTROLLER_ROUND_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +61,8 @@ struct ControllerRoundOptions {
   // five minutes after it ends, and a job that ended while the daemon was down would otherwise
   // stay RUNNING on the server for good.
   std::string sacct_mark_file;
+  // sacct's ended-job records put in one round's batch at most; the rest wait for the next.
+  size_t max_accounted_per_round = 10'000;
   std::function<void(const std::string&)> log;
 };
 
@@ -149,6 +152,10 @@ class ControllerRound {
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
   void LoadSacctMark();
+  void QueryAccountedJobs(int64_t now_ms);
+  // sacct's ended-job records not yet put in a batch (bounded).
+  static constexpr size_t kMaxAccountedBacklog = 1'000'000;
+  std::deque<wire::JobRecord> accounted_backlog_;
   void SaveSacctMark();
   uint64_t bad_records_ = 0;
   uint64_t round_failures_ = 0;

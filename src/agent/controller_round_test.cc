@@ -375,28 +375,42 @@ TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
   // Down for ten days: two days back at most.
   host_.clock().Advance(10LL * 24 * 3600 * 1000);
   EXPECT_EQ(first_sacct_after_restart(), starttime(host_.clock().NowMs() - kMaxSacctCatchUpMs));
-  // A catch-up whose answer fails (timeout, output cap) is halved at each failure, down to an
-  // hour, instead of failing every minute for good.
+  // slurmdbd away for three hours: the window is kept and asked whole once sacct answers.
   host_.clock().Advance(10LL * 24 * 3600 * 1000);
   std::vector<std::string> windows;
+  bool timing_out = false;
   host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
       if (argv[i] == "--starttime")
         windows.push_back(argv[i + 1]);
     }
-    return MemoryHost::Exit(1, "", "sacct: error: timed out");
+    SubprocessResult failed = MemoryHost::Exit(1, "", "sacct: error: slurmdbd: no response");
+    failed.timed_out = timing_out;
+    return failed;
   });
   {
     std::unique_ptr<ControllerRound> round = MakeRound();
     const int64_t restart = host_.clock().NowMs();
+    for (int i = 0; i < 180; ++i) {
+      ASSERT_TRUE(round->Run().has_value());
+      host_.clock().Advance(60'000);
+    }
+    ASSERT_GE(windows.size(), 100u);
+    EXPECT_EQ(windows.back(), starttime(restart - kMaxSacctCatchUpMs));
+    // A catch-up whose answer takes too long (or is too large) is halved at each such failure,
+    // down to an hour, instead of failing every minute for good.
+    windows.clear();
+    timing_out = true;
+    const int64_t first = host_.clock().NowMs();
     for (int i = 0; i < 30; ++i) {
       ASSERT_TRUE(round->Run().has_value());
       host_.clock().Advance(60'000);
     }
     ASSERT_GE(windows.size(), 3u);
     EXPECT_EQ(windows[0], starttime(restart - kMaxSacctCatchUpMs));
-    EXPECT_EQ(windows[1], starttime(restart - kMaxSacctCatchUpMs +
-                                    (kMaxSacctCatchUpMs - kSacctWindowFloorMs) / 2));
+    EXPECT_EQ(windows[1],
+              starttime(restart - kMaxSacctCatchUpMs +
+                        (first - kSacctWindowFloorMs - (restart - kMaxSacctCatchUpMs)) / 2));
     EXPECT_GE(windows.back(), starttime(host_.clock().NowMs() - kSacctWindowFloorMs - 5 * 60'000));
   }
   host_.OnRun("sacct", answering);
@@ -405,6 +419,37 @@ TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
   host_.clock().Advance(60'000);
   EXPECT_EQ(first_sacct_after_restart(), starttime(host_.clock().NowMs()));
   EXPECT_THAT(log_, ::testing::Contains(HasSubstr("is not a past time in ms: ignored")));
+}
+
+// A catch-up may answer with more ended jobs than a batch may carry: they go out a share per
+// round, every one of them.
+TEST_F(ControllerRoundTest, SacctsEndedJobsGoOutAShareAPerRound) {
+  std::string answer = R"({"jobs": [)";
+  for (int i = 0; i < 7; ++i) {
+    answer +=
+        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
+        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
+               "time": {"start": 1700000000, "end": 1700000600, "submission": 1699999000}})";
+  }
+  answer += "]}";
+  host_.OnRun("sacct",
+              [&](const std::vector<std::string>&) { return MemoryHost::Exit(0, answer, ""); });
+  Squeue(0, R"({"jobs": []})");
+  options_.max_accounted_per_round = 3;
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  std::vector<size_t> per_round;
+  size_t seen = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(round->Run().has_value());
+    size_t jobs = 0;
+    const std::vector<nlohmann::json> batches = Batches();
+    for (size_t b = seen; b < batches.size(); ++b)
+      jobs += batches[b].value("jobs", nlohmann::json::array()).size();
+    seen = batches.size();
+    per_round.push_back(jobs);
+    host_.clock().Advance(10'000);  // sacct is asked again only after a minute
+  }
+  EXPECT_EQ(per_round, (std::vector<size_t>{3, 3, 1}));
 }
 
 TEST_F(ControllerRoundTest, TheFinalRoundRunsNoSlurmCommandAndFlushesWhatWasSampled) {
