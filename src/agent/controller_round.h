@@ -39,7 +39,7 @@ namespace expanse::agent {
 // The outbox stream every batch of the controller goes to.
 inline constexpr char kTelemetryStream[] = "telemetry";
 
-// How far back sacct is asked after a restart at most (its answer is one batch of records).
+// How far back sacct is asked after a restart at most.
 inline constexpr int64_t kMaxSacctCatchUpMs = 2LL * 24 * 3600 * 1000;
 // A failing sacct query's window is halved at each failure down to this.
 inline constexpr int64_t kSacctWindowFloorMs = 3600 * 1000;
@@ -152,11 +152,11 @@ class ControllerRound {
   int64_t next_sacct_ms_ = 0;
   int64_t last_sacct_ms_ = 0;
   void LoadSacctMark();
+  void SaveSacctMark();
   void QueryAccountedJobs(int64_t now_ms);
   // sacct's ended-job records not yet put in a batch (bounded).
   static constexpr size_t kMaxAccountedBacklog = 1'000'000;
   std::deque<wire::JobRecord> accounted_backlog_;
-  void SaveSacctMark();
   uint64_t bad_records_ = 0;
   uint64_t round_failures_ = 0;
   std::map<std::string, RefusedRecords> refused_by_host_;

@@ -425,11 +425,14 @@ TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedBeforeTheNewRunOpens) {
   collector.TickFast();
   Event("start", 1'800'000'000'100, "1");  // this run holds GRES 1 = GPU-a only
   const NodeCollection c = collector.Collect();
-  std::vector<std::string> records;
-  for (const wire::GpuAllocationRecord& a : c.allocations)
-    records.push_back(a.gpu_uuid + "[" + std::to_string(a.from_ms) + "," + std::to_string(a.to_ms) +
-                      ")");
-  EXPECT_EQ(records,
+  auto describe = [](const NodeCollection& collection) {
+    std::vector<std::string> records;
+    for (const wire::GpuAllocationRecord& a : collection.allocations)
+      records.push_back(a.gpu_uuid + "[" + std::to_string(a.from_ms) + "," +
+                        std::to_string(a.to_ms) + ")");
+    return records;
+  };
+  EXPECT_EQ(describe(c),
             (std::vector<std::string>{"GPU-a[100,1800000000100)", "GPU-b[100,1800000000100)",
                                       "GPU-a[1800000000100,0)"}));
   EXPECT_THAT(collector.TakeProblems(),
@@ -438,11 +441,7 @@ TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedBeforeTheNewRunOpens) {
   // event read again is no new run (it only opens the run again).
   collector.Restore(c);
   const NodeCollection again = collector.Collect();
-  records.clear();
-  for (const wire::GpuAllocationRecord& a : again.allocations)
-    records.push_back(a.gpu_uuid + "[" + std::to_string(a.from_ms) + "," + std::to_string(a.to_ms) +
-                      ")");
-  EXPECT_EQ(records,
+  EXPECT_EQ(describe(again),
             (std::vector<std::string>{"GPU-a[100,1800000000100)", "GPU-b[100,1800000000100)",
                                       "GPU-a[1800000000100,0)"}));
   collector.Commit(again);
