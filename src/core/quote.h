@@ -20,6 +20,11 @@ std::string EscapeForMessage(std::string_view text, std::size_t max_chars = 256)
 // RFC 3986's unreserved ones as %XX, so an id holding '/', '?' or '#' stays one segment.
 std::string PercentEncode(std::string_view text);
 
+// `text` percent-decoded. A '%' without two hex digits after it is kept as sent, so a
+// hand-typed "100%" survives. `plus_is_space`: HTML forms encode a space as '+' in a query;
+// in a path '+' is an ordinary character.
+std::string PercentDecode(std::string_view text, bool plus_is_space);
+
 }  // namespace expanse
 
 #endif  // EXPANSE_CORE_QUOTE_H_

@@ -141,7 +141,7 @@ Admission ListenerCore::Admit(RequestHead head) const {
   }
 
   const std::string& method = head.method;
-  http::Router::Match match = router_.Find(method, target->path);
+  http::Router::Match match = router_.Find(method, target->raw_path);
   if (match.handler == nullptr) {
     if (match.allowed_methods.empty()) {
       return Refuse(

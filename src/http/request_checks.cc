@@ -7,44 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/quote.h"
+
 namespace expanse::http_internal {
 
 namespace {
-
-// -1 for a byte that is not a hex digit.
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
-// Percent-decodes `text`. A '%' without two hex digits after it is kept as sent, so a
-// hand-typed "100%" still reaches its handler. `plus_is_space`: HTML forms encode a space as
-// '+' in the query; in the path '+' is an ordinary character.
-std::string PercentDecode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-        HexValue(text[i + 2]) >= 0) {
-      out += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 bool IsOws(char c) { return c == ' ' || c == '\t'; }
 
@@ -130,7 +97,8 @@ Result<Target> ParseTarget(std::string_view target) {
   }
   const size_t question = target.find('?');
   Target parsed;
-  parsed.path = PercentDecode(target.substr(0, question), /*plus_is_space=*/false);
+  parsed.raw_path = std::string(target.substr(0, question));
+  parsed.path = PercentDecode(parsed.raw_path, /*plus_is_space=*/false);
   if (question == std::string_view::npos) {
     return parsed;
   }

@@ -25,6 +25,9 @@ inline constexpr size_t kMaxPathBytes = 2048;
 // A request target in origin form ("/path?query"), decoded.
 struct Target {
   std::string path{};  // percent-decoded ("%2F" becomes '/'); '+' stays '+'
+  // As sent, for the router: it splits at the '/' sent and decodes each segment, so a path
+  // parameter may hold "%2F" (a job id "a/b" is one segment).
+  std::string raw_path{};
   // name -> value, both percent-decoded with '+' as a space (HTML forms); a parameter without
   // '=' has an empty value; empty pieces ("a=1&&b=2") are skipped.
   std::multimap<std::string, std::string, std::less<>> query{};

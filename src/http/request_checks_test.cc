@@ -23,7 +23,7 @@ TEST(ParseTargetTest, DecodesPathAndQuery) {
   const std::vector<Case> cases = {
       {"/", "/", {}},
       {"/api/v1/jobs", "/api/v1/jobs", {}},
-      {"/a%2Fb", "/a/b", {}},  // decoded before routing: a parameter never holds '/'
+      {"/a%2Fb", "/a/b", {}},  // decoded; the router splits raw_path instead
       {"/a%2fb%20c", "/a/b c", {}},
       {"/a+b", "/a+b", {}},          // '+' is a plain character in the path
       {"/100%", "/100%", {}},        // an invalid escape is kept as sent
@@ -45,6 +45,7 @@ TEST(ParseTargetTest, DecodesPathAndQuery) {
     const Result<Target> target = ParseTarget(c.target);
     ASSERT_TRUE(target.ok()) << target.status();
     EXPECT_EQ(target->path, c.path);
+    EXPECT_EQ(target->raw_path, c.target.substr(0, c.target.find('?')));
     EXPECT_EQ(target->query, c.query);
   }
 }

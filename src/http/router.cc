@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/quote.h"
+
 namespace expanse::http {
 
 namespace {
@@ -86,8 +88,8 @@ Status Router::Add(std::string_view method, std::string_view pattern, Handler ha
   return OkStatus();
 }
 
-bool Router::MatchRoute(const Route& route, const std::vector<std::string_view>& path_segments,
-                        std::string_view path,
+bool Router::MatchRoute(const Route& route, const std::vector<std::string>& path_segments,
+                        std::string_view raw_path,
                         std::map<std::string, std::string, std::less<>>* params) {
   const std::vector<Segment>& segments = route.segments;
   const bool has_rest = !segments.empty() && segments.back().kind == SegmentKind::kRest;
@@ -111,10 +113,12 @@ bool Router::MatchRoute(const Route& route, const std::vector<std::string_view>&
     }
     if (has_rest) {
       // "/files" against "/files/*rest" has no segment left: the rest is empty.
-      const std::string_view rest = path_segments.size() == fixed
-                                        ? std::string_view()
-                                        : path.substr(SegmentOffset(path, fixed));
-      params->emplace(segments.back().text, rest);
+      std::string rest = path_segments.size() == fixed
+                             ? std::string()
+                                        : PercentDecode(raw_path.substr(SegmentOffset(
+                                                            raw_path, fixed)),
+                                                        /*plus_is_space=*/false);
+      params->emplace(segments.back().text, std::move(rest));
     }
   }
   return true;
@@ -132,17 +136,21 @@ bool Router::MoreSpecific(const Route& a, const Route& b) {
   return a.segments.size() > b.segments.size();
 }
 
-Router::Match Router::Find(std::string_view method, std::string_view path) const {
+Router::Match Router::Find(std::string_view method, std::string_view raw_path) const {
   Match match;
-  if (path.empty() || path.front() != '/') {
+  if (raw_path.empty() || raw_path.front() != '/') {
     return match;
   }
   const std::string_view route_method = method == "HEAD" ? std::string_view("GET") : method;
-  const std::vector<std::string_view> path_segments = SplitPath(path);
+  // Split before decoding: a "%2F" inside a segment is part of it, not a separator.
+  std::vector<std::string> path_segments;
+  for (const std::string_view segment : SplitPath(raw_path)) {
+    path_segments.push_back(PercentDecode(segment, /*plus_is_space=*/false));
+  }
   const Route* best = nullptr;
   std::set<std::string> allowed;
   for (const Route& route : routes_) {
-    if (!MatchRoute(route, path_segments, path, nullptr)) {
+    if (!MatchRoute(route, path_segments, raw_path, nullptr)) {
       continue;
     }
     if (route.method != route_method) {
@@ -157,7 +165,7 @@ Router::Match Router::Find(std::string_view method, std::string_view path) const
     }
   }
   if (best != nullptr) {
-    MatchRoute(*best, path_segments, path, &match.path_params);
+    MatchRoute(*best, path_segments, raw_path, &match.path_params);
     match.handler = &best->handler;
     match.max_body_bytes = best->max_body_bytes;
     match.deferred_id = best->deferred_id;

@@ -5,6 +5,8 @@
 //   :name   matches one non-empty segment and stores it as path parameter `name`;
 //   *name   (last segment only) matches the rest of the path, possibly empty or
 //           containing '/'.
+// The path is given as sent (percent-encoded): it is split at the '/' sent, and each segment
+// is decoded before it is compared or stored, so "/jobs/a%2Fb" has the one parameter "a/b".
 // Matching is exact: "/jobs" does not match "/jobs/". When several routes match, the
 // most specific wins, comparing segment by segment: literal before :param before
 // *rest ("/jobs/summary" beats "/jobs/:id" whatever the registration order).
@@ -48,8 +50,9 @@ class Router {
              size_t max_body_bytes = 0, size_t deferred_id = 0);
 
   // HEAD requests match GET routes. The returned handler points into the router and
-  // stays valid while the router lives and no route is added.
-  Match Find(std::string_view method, std::string_view path) const;
+  // stays valid while the router lives and no route is added. `raw_path`: as sent, not yet
+  // percent-decoded.
+  Match Find(std::string_view method, std::string_view raw_path) const;
 
   // The largest max_body_bytes of any route; 0 when none has one.
   size_t LargestBodyLimit() const;
@@ -69,8 +72,8 @@ class Router {
     size_t deferred_id = 0;
   };
 
-  static bool MatchRoute(const Route& route, const std::vector<std::string_view>& path_segments,
-                         std::string_view path,
+  static bool MatchRoute(const Route& route, const std::vector<std::string>& path_segments,
+                         std::string_view raw_path,
                          std::map<std::string, std::string, std::less<>>* params);
   static bool MoreSpecific(const Route& a, const Route& b);
 

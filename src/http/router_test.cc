@@ -50,6 +50,23 @@ TEST_F(RouterTest, CapturesPathParams) {
   EXPECT_EQ(Call(router_.Find("GET", "/clusters/north/jobs")), "<none>");
 }
 
+// The path is split at the '/' sent: an encoded one belongs to its segment (a job id holding
+// '/' is one parameter), and each segment is compared and stored decoded.
+TEST_F(RouterTest, SplitsAtSlashesSentAndDecodesEachSegment) {
+  Add("GET", "/clusters/:cluster/jobs/:job_id");
+  Add("GET", "/console/*file");
+  Router::Match match = router_.Find("GET", "/clusters/n%20orth/jobs/a%2Fb");
+  EXPECT_EQ(Call(match), "/clusters/:cluster/jobs/:job_id");
+  EXPECT_THAT(match.path_params, ElementsAre(Pair("cluster", "n orth"), Pair("job_id", "a/b")));
+  EXPECT_EQ(Call(router_.Find("GET", "/clusters/north/jobs/a/b")), "<none>");
+  EXPECT_EQ(Call(router_.Find("GET", "/clusters/north/%6Aobs/7")),
+            "/clusters/:cluster/jobs/:job_id");
+  match = router_.Find("GET", "/console/js%2Fapp.js/x%41");
+  EXPECT_THAT(match.path_params, ElementsAre(Pair("file", "js/app.js/xA")));
+  match = router_.Find("GET", "/clusters/north/jobs/100%");  // a stray '%' is kept
+  EXPECT_THAT(match.path_params, ElementsAre(Pair("cluster", "north"), Pair("job_id", "100%")));
+}
+
 TEST_F(RouterTest, RestParamTakesTheRemainder) {
   Add("GET", "/console/*file");
   Router::Match match = router_.Find("GET", "/console/js/app.js");
