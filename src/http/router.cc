@@ -115,9 +115,8 @@ bool Router::MatchRoute(const Route& route, const std::vector<std::string>& path
       // "/files" against "/files/*rest" has no segment left: the rest is empty.
       std::string rest = path_segments.size() == fixed
                              ? std::string()
-                                        : PercentDecode(raw_path.substr(SegmentOffset(
-                                                            raw_path, fixed)),
-                                                        /*plus_is_space=*/false);
+                             : PercentDecode(raw_path.substr(SegmentOffset(raw_path, fixed)),
+                                             /*plus_is_space=*/false);
       params->emplace(segments.back().text, std::move(rest));
     }
   }
