@@ -413,14 +413,16 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
         mark_ids.empty() ? OkStatus() : batches_.MarkIngestBatchesStored(mark_ids, clock_.NowMs());
     return marked.ok() || marked.code() == StatusCode::kNotFound;
   }
+  int64_t claimed_at_ms = clock_.NowMs();  // what a release names (ReleaseIngestBatches)
   Result<std::vector<store::JobStore::BatchClaim>> claims = batches_.MarkAndClaimIngestBatches(
-      mark_ids, to_claim, clock_.NowMs(), options_.claim_lease_ms);
+      mark_ids, to_claim, claimed_at_ms, options_.claim_lease_ms);
   bool marked = true;
   if (!claims.ok() && !mark_ids.empty()) {
     // The marks are not this group's to fail (a deadlock with another replica's claim, one
     // PostgreSQL breaks by aborting a statement, say): the claim alone, the marks kept.
     marked = false;
-    claims = batches_.ClaimIngestBatches(to_claim, clock_.NowMs(), options_.claim_lease_ms);
+    claimed_at_ms = clock_.NowMs();
+    claims = batches_.ClaimIngestBatches(to_claim, claimed_at_ms, options_.claim_lease_ms);
   }
   if (!claims.ok()) {
     for (Writer* w : unique)
@@ -484,7 +486,8 @@ bool RemoteTelemetryStore::WriteGroup(const std::vector<Writer*>& group,
     if (!deferred)
       written = batches_.MarkIngestBatchesStored(claimed_ids, clock_.NowMs());
   } else {
-    (void)batches_.ReleaseIngestBatches(claimed_ids);  // the retries may reach a healthy store
+    // The retries may reach a healthy store.
+    (void)batches_.ReleaseIngestBatches(claimed_ids, claimed_at_ms);
   }
   for (Writer* w : claimed) {
     if (written.ok())

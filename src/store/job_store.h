@@ -293,8 +293,11 @@ class JobStore {
   virtual Status MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
                                          int64_t now_ms) = 0;
   // Gives up claims whose write failed, so that the sender's retry need not wait out the
-  // lease; a stored batch stays stored.
-  virtual Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) = 0;
+  // lease; a stored batch stays stored. Only claims still as the caller made them
+  // (claimed_at_ms, its claim's now_ms): one another replica took over after the lease is
+  // that replica's, and releasing it would make its mark fail although it wrote the batch.
+  virtual Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids,
+                                      int64_t claimed_at_ms) = 0;
   // One batch.
   Result<BatchClaim> ClaimIngestBatch(std::string_view compute_id, std::string_view batch_id,
                                       int64_t now_ms, int64_t lease_ms) {
@@ -305,7 +308,9 @@ class JobStore {
   Status MarkIngestBatchStored(std::string_view batch_id, int64_t now_ms) {
     return MarkIngestBatchesStored({batch_id}, now_ms);
   }
-  Status ReleaseIngestBatch(std::string_view batch_id) { return ReleaseIngestBatches({batch_id}); }
+  Status ReleaseIngestBatch(std::string_view batch_id, int64_t claimed_at_ms) {
+    return ReleaseIngestBatches({batch_id}, claimed_at_ms);
+  }
   // Drops the records of batches claimed before before_ms (a sender's retries stop long
   // before); returns how many.
   virtual Result<int64_t> ForgetIngestBatches(int64_t before_ms) = 0;

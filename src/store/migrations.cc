@@ -488,10 +488,17 @@ Status ApplyMigrations(Connection& db) {
     if (migration.version <= initial_version) {
       continue;
     }
-    // The store's writer lock: two servers starting at once apply each migration once.
-    EXPANSE_RETURN_IF_ERROR(db.ExecuteScript(BeginSql(db.engine(), /*write=*/true)));
-    Status status = db.ExecuteScript(db.engine() == Engine::kSqlite ? kCreateMigrationsTable
-                                                                    : kPgCreateMigrationsTable);
+    // The store's writer lock: two servers starting at once apply each migration once. On
+    // PostgreSQL the wait for it is not bounded by the session's lock_timeout: a server
+    // starting beside one that is migrating waits for that migration, however long.
+    Status status = db.ExecuteScript(db.engine() == Engine::kSqlite
+                                         ? BeginSql(db.engine(), /*write=*/true)
+                                         : std::string("BEGIN; SET LOCAL lock_timeout = 0; ") +
+                                               kPgWritersLockSql);
+    if (status.ok()) {
+      status = db.ExecuteScript(db.engine() == Engine::kSqlite ? kCreateMigrationsTable
+                                                               : kPgCreateMigrationsTable);
+    }
     if (status.ok()) {
       status = ApplyOneLocked(db, migration);
     }

@@ -46,6 +46,12 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
   if (code == "40001" || code == "40P01")  // serialization failure, deadlock
     return UnavailableError(message + " (a concurrent transaction conflicted; retry)")
         .WithReason("conflict");
+  if (code == "55P03")  // lock_not_available: lock_timeout (SetUpSession) ran out
+    return UnavailableError(message +
+                            " (another server held the store's write lock too long; retry)")
+        .WithReason("conflict");
+  if (code == "57014")  // query_canceled: statement_timeout, or a DBA's pg_cancel_backend
+    return UnavailableError(message + " (the statement was cancelled; retry)");
   if (code == "53100")  // disk_full
     return ResourceExhaustedError(message);
   if (code.starts_with("08") || code == "57P01" || code == "57P02" || code == "57P03" ||
@@ -56,16 +62,29 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
 
 // What every session of the store sets: UTF-8 text (the store's), no NOTICEs (CREATE TABLE
 // IF NOT EXISTS of a table that is there is not the store's error), and `session`'s settings.
+//
+// And bounds on waiting where the operator set none (their conninfo's options, the role's or
+// the database's settings win): a replica whose host vanished mid-transaction holds the
+// writers' lock until the server notices; without these every other replica's writers would
+// queue behind it (each holding its store's only connection) for as long as TCP takes, about
+// two hours. lock_timeout: a write waits at most 15 s for the lock and fails retryable (503);
+// idle_in_transaction_session_timeout: the server ends a session idle inside a transaction for
+// 60 s, which frees the lock. Migrations wait without bound (ApplyMigrations).
 bool SetUpSession(pg_conn* conn, const PgSessionOptions& session) {
-  std::string sql = "SET client_encoding = 'UTF8'; SET client_min_messages = warning";
+  std::string sql =
+      "SET client_encoding = 'UTF8'; SET client_min_messages = warning; "
+      "SELECT set_config('lock_timeout', '15s', false) "
+      "WHERE current_setting('lock_timeout') = '0'; "
+      "SELECT set_config('idle_in_transaction_session_timeout', '60s', false) "
+      "WHERE current_setting('idle_in_transaction_session_timeout') = '0'";
   if (session.asynchronous_commit)
     sql += "; SET synchronous_commit = off";
   if (session.index_scans)
     sql += "; SET enable_seqscan = off";
   PGresult* set = PQexec(conn, sql.c_str());
-  const bool ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  const ExecStatusType status = PQresultStatus(set);
   PQclear(set);
-  return ok;
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
 }
 
 }  // namespace
@@ -179,7 +198,16 @@ std::string PgStatement::ColumnText(int column) const {
 }
 
 Result<PgConnection> PgConnection::Open(const std::string& conninfo, PgSessionOptions session) {
-  pg_conn* conn = PQconnectdb(conninfo.c_str());
+  // Defaults before the operator's conninfo (expanded from "dbname"), which overrides them:
+  // without them a connect (and each reconnect, PQreset) to a failed-over address that drops
+  // packets waits ~2 min, and a statement whose server vanished waits ~15 min for TCP.
+  // Keepalives notice a silent peer in ~60 s; tcp_user_timeout bounds unacknowledged sends.
+  // (Unix sockets ignore the TCP ones.)
+  const char* const keywords[] = {
+      "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
+  const char* const values[] = {"10", "1", "30", "10", "3", "60000", conninfo.c_str(), nullptr};
+  pg_conn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr)
     return ResourceExhaustedError("PostgreSQL: out of memory connecting");
   if (PQstatus(conn) != CONNECTION_OK) {

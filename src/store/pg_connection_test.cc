@@ -148,6 +148,25 @@ TEST_F(PgConnectionTest, SessionOptionsAreTheSessionsOwnAndOutliveAReconnect) {
   EXPECT_NE(new_pid->ColumnInt(0), pid->ColumnInt(0));
 }
 
+// Waits are bounded where the operator bounded nothing (a writer behind a vanished replica's
+// lock), and left as the operator set them otherwise (conninfo options here; a role's or a
+// database's settings alike).
+TEST_F(PgConnectionTest, WaitsAreBoundedUnlessTheOperatorSetTheBounds) {
+  EXPECT_EQ(Setting(*db_, "lock_timeout"),
+            std::make_pair(std::string("15000"), std::string("session")));
+  EXPECT_EQ(Setting(*db_, "idle_in_transaction_session_timeout"),
+            std::make_pair(std::string("60000"), std::string("session")));
+  auto opened = PgConnection::Open(testing::PgTestServer::Shared().NewDatabase() +
+                                   " options='-c lock_timeout=250'");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(Setting(*opened, "lock_timeout").first, "250");
+  auto uri = PgConnection::Open(
+      "postgresql:///postgres?host=" + testing::PgTestServer::Shared().directory() +
+      "&port=" + std::to_string(testing::PgTestServer::kPort) + "&user=postgres");
+  ASSERT_TRUE(uri.ok()) << uri.status();  // a URI is expanded as a key=value string is
+  EXPECT_EQ(Setting(*uri, "lock_timeout").first, "15000");
+}
+
 // A connection left idle while the server restarted fails no statement afterwards: the end
 // of its session is read before the next one, which connects again first.
 TEST_F(PgConnectionTest, AConnectionIdleThroughARestartServesTheNextStatement) {

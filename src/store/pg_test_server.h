@@ -100,10 +100,10 @@ class PgTestServer {
     std::filesystem::remove_all(dir_, ignored);
   }
 
- private:
   // The socket's name is .s.PGSQL.<port>; with no TCP listener any number serves.
   static constexpr int kPort = 5432;
 
+ private:
   PgTestServer() {
     const char* base = std::getenv("TMPDIR");
     std::string pattern =

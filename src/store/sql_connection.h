@@ -25,14 +25,17 @@ enum class Engine { kSqlite, kPostgres };
 // writers never both read a state and then both act on it: SQLite's BEGIN IMMEDIATE; on
 // PostgreSQL one advisory lock, held to the transaction's end, that every writer of the store
 // takes (the key is the store's own: "expanse" in ASCII).
+// Every writer of a PostgreSQL store takes this lock first, for its transaction (BeginSql).
+inline constexpr const char* kPgWritersLockSql = "SELECT pg_advisory_xact_lock(28561396714074981)";
+
 inline std::string BeginSql(Engine engine, bool write) {
   // A reader sees one snapshot throughout, as in SQLite's deferred transaction (PostgreSQL's
   // default, READ COMMITTED, would give each statement its own); read-only, it never has to
   // be retried.
   if (!write)
     return engine == Engine::kSqlite ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
-  return engine == Engine::kSqlite ? "BEGIN IMMEDIATE"
-                                   : "BEGIN; SELECT pg_advisory_xact_lock(28561396714074981)";
+  return engine == Engine::kSqlite ? std::string("BEGIN IMMEDIATE")
+                                   : std::string("BEGIN; ") + kPgWritersLockSql;
 }
 
 class Statement {

@@ -119,7 +119,8 @@ class SqliteStore final : public Store, public JobStore {
       int64_t now_ms, int64_t lease_ms) override;
   Status MarkIngestBatchesStored(const std::vector<std::string_view>& batch_ids,
                                  int64_t now_ms) override;
-  Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) override;
+  Status ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids,
+                              int64_t claimed_at_ms) override;
   Result<int64_t> ForgetIngestBatches(int64_t before_ms) override;
   Status PutStacks(const std::vector<StackSample>& stacks) override;
   Result<int64_t> ExpireStacks(int64_t before_ms, int limit) override;
@@ -147,7 +148,14 @@ class SqliteStore final : public Store, public JobStore {
   template <typename Body>
   std::invoke_result_t<Body&> Transact(Access access, Body&& body) {
     std::lock_guard<std::mutex> lock(mu_);
-    EXPANSE_RETURN_IF_ERROR(db_.ExecuteScript(BeginSql(db_.engine(), access == Access::kWrite)));
+    if (Status begun = db_.ExecuteScript(BeginSql(db_.engine(), access == Access::kWrite));
+        !begun.ok()) {
+      // PostgreSQL's BEGIN may succeed and the writers' lock after it fail (lock_timeout, a
+      // cancel): the session is then in a failed transaction that refuses every statement
+      // until it is rolled back.
+      db_.RollbackIfActive();
+      return begun;
+    }
     std::invoke_result_t<Body&> result = body();
     if (!::expanse::internal::StatusOf(result).ok()) {
       db_.RollbackIfActive();

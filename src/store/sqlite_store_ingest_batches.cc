@@ -259,14 +259,17 @@ Status SqliteStore::MarkIngestBatchesStored(const std::vector<std::string_view>&
   });
 }
 
-Status SqliteStore::ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids) {
+Status SqliteStore::ReleaseIngestBatches(const std::vector<std::string_view>& batch_ids,
+                                         int64_t claimed_at_ms) {
   EXPANSE_RETURN_IF_ERROR(ValidateBatchIds(batch_ids));
   return LedgerStatement([&](Connection& db) -> Status {
     EXPANSE_ASSIGN_OR_RETURN(
         Statement statement,
-        db.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND batch_id IN (" +
-                   Placeholders(1, batch_ids.size()) + ")"));
-    EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 1, batch_ids));
+        db.Prepare("DELETE FROM ingest_batches WHERE stored_at_ms = 0 AND claimed_at_ms = ?1 "
+                   "AND batch_id IN (" +
+                   Placeholders(2, batch_ids.size()) + ")"));
+    EXPANSE_RETURN_IF_ERROR(statement.Bind(1, claimed_at_ms));
+    EXPANSE_RETURN_IF_ERROR(BindTexts(statement, 2, batch_ids));
     return statement.Run();
   });
 }

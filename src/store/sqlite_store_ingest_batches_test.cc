@@ -55,10 +55,10 @@ TEST_P(IngestBatchesTest, ALapsedClaimIsTakenOverOnce) {
 
 TEST_P(IngestBatchesTest, AReleasedClaimIsFreeAtOnceButAStoredBatchStaysStored) {
   EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
-  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1").ok());
+  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1", kNow).ok());
   EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 1), Claim::kClaimed);
   ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow + 2).ok());
-  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1").ok());
+  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1", kNow + 1).ok());
   EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + 3), Claim::kStored);
 }
 
@@ -88,11 +88,26 @@ TEST_P(IngestBatchesTest, SeveralBatchesAreClaimedMarkedAndReleasedInOneCall) {
   EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 3000), Claim::kStored);
   EXPECT_EQ(MustClaim("cmp_b/main/1", kNow + 3000), Claim::kStored);
   // Releasing several frees the claimed ones and leaves the stored one stored.
-  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 3000), Claim::kClaimed);
-  ASSERT_TRUE(jobs().ReleaseIngestBatches({"cmp_a/main/2", "cmp_a/main/3", "cmp_a/main/4"}).ok());
-  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + 4000), Claim::kClaimed);
-  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + 4000), Claim::kStored);
-  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + 4000), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + kLease), Claim::kClaimed);  // taken over
+  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + kLease), Claim::kClaimed);
+  ASSERT_TRUE(
+      jobs()
+          .ReleaseIngestBatches({"cmp_a/main/2", "cmp_a/main/3", "cmp_a/main/4"}, kNow + kLease)
+          .ok());
+  EXPECT_EQ(MustClaim("cmp_a/main/2", kNow + kLease + 1), Claim::kClaimed);
+  EXPECT_EQ(MustClaim("cmp_a/main/3", kNow + kLease + 1), Claim::kStored);
+  EXPECT_EQ(MustClaim("cmp_a/main/4", kNow + kLease + 1), Claim::kClaimed);
+}
+
+// A replica whose write outlasted its lease releases only its own claim: the one another
+// replica took over meanwhile stays, and that replica's mark finds it.
+TEST_P(IngestBatchesTest, AReleaseLeavesAClaimAnotherReplicaTookOver) {
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);                // replica A
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease + 5), Claim::kClaimed);   // B takes over
+  ASSERT_TRUE(jobs().ReleaseIngestBatch("cmp_a/main/1", kNow).ok());          // A's write failed
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease + 6), Claim::kInFlight);  // still B's
+  ASSERT_TRUE(jobs().MarkIngestBatchStored("cmp_a/main/1", kNow + kLease + 7).ok());  // B wrote
+  EXPECT_EQ(MustClaim("cmp_a/main/1", kNow + kLease + 8), Claim::kStored);
 }
 
 TEST_P(IngestBatchesTest, WrittenBatchesAreMarkedInTheNextClaimsStatement) {
@@ -190,7 +205,7 @@ TEST_P(IngestBatchesTest, ACallNamesEachBatchOnceAndAtLeastOne) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(jobs().MarkIngestBatchesStored({"a/b/1", "a/b/1"}, kNow).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(jobs().ReleaseIngestBatches({}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs().ReleaseIngestBatches({}, kNow).code(), StatusCode::kInvalidArgument);
   // Nothing was claimed by the refused calls.
   EXPECT_EQ(MustClaim("cmp_a/main/1", kNow), Claim::kClaimed);
 }
@@ -324,7 +339,7 @@ TEST_P(LedgerConnectionTest, LedgerStatementsScanNoTable) {
                                            kNow + 1, kLease);
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(*again, (std::vector<Claim>{Claim::kStored, Claim::kClaimed}));
-    ASSERT_TRUE(ledger.ReleaseIngestBatches({"cmp_a/new"}).ok());
+    ASSERT_TRUE(ledger.ReleaseIngestBatches({"cmp_a/new"}, kNow + 1).ok());
   }
   for (int i = 0; i < 600 && others() != fixture_backends; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
