@@ -114,8 +114,10 @@ json ServerRequests::PendingResults() {
 
 void ServerRequests::Acknowledge(size_t count) {
   std::lock_guard lock(mu_);
-  for (size_t i = 0; i < count && !results_.empty(); ++i)
+  for (size_t i = 0; i < count && !results_.empty(); ++i) {
+    ran_.erase(results_.front().value("id", int64_t{0}));
     results_.pop_front();
+  }
 }
 
 }  // namespace expanse::agent

@@ -182,7 +182,7 @@ void AlertEvaluator::EvaluateJob(const std::vector<store::AlertRule>& rules,
       continue;
     const AlertText alert = VerdictAlertText(rule, job, *match, OrgConsole(rule.org_id));
     const store::AlertDelivery delivery =
-        NewDelivery(rule, job.compute_id + "/" + job.job_id, &job, job.user, alert, now_ms);
+        NewDelivery(rule, RunSubject(rule, job), &job, job.user, alert, now_ms);
     Result<store::AlertDelivery> claimed = store_.ClaimAlertDelivery(delivery);
     if (claimed.ok()) {
       Deliver(rule, *claimed, alert, now_ms, round);
@@ -197,23 +197,32 @@ void AlertEvaluator::EvaluateJob(const std::vector<store::AlertRule>& rules,
   }
 }
 
+std::string AlertEvaluator::RunSubject(const store::AlertRule& rule, const store::JobRecord& job) {
+  const std::string subject = job.compute_id + "/" + job.job_id;
+  if (job.start_ms <= 0)
+    return subject;
+  Result<store::AlertDelivery> first = store_.GetAlertDelivery(rule.id, subject);
+  if (first.ok() && first->created_at_ms < job.start_ms)
+    return subject + "@" + std::to_string(job.start_ms);
+  return subject;
+}
+
 void AlertEvaluator::MaybeAct(const store::AlertRule& rule, const store::JobRecord& job,
                               const Verdict& verdict, int64_t now_ms, AlertRound& round) {
   if (job.end_ms != 0)
     return;  // the job ended: nothing to act on
-  const std::string subject = job.compute_id + "/" + job.job_id;
+  const std::string subject = RunSubject(rule, job);
   Result<store::AlertDelivery> warning = store_.GetAlertDelivery(rule.id, subject);
   if (!warning.ok() || warning->state != "sent" ||
       now_ms - warning->updated_at_ms < rule.action_grace_s * 1000)
     return;  // no warning went out yet, or its grace has not passed
-  const bool dry_run = rule.action_dry_run;
-  const AlertText alert = ActionText(rule, job, verdict, dry_run, OrgConsole(rule.org_id));
-  Result<store::AlertDelivery> claimed = store_.ClaimAlertDelivery(
-      NewDelivery(rule, subject + "/" + rule.action, &job, job.user, alert, now_ms));
-  if (!claimed.ok())
+  const std::string action_subject = subject + "/" + rule.action;
+  if (store_.GetAlertDelivery(rule.id, action_subject).ok())
     return;  // acted on before (or by another replica)
-  ++round.actions;
+  const bool dry_run = rule.action_dry_run;
   if (!dry_run) {
+    // The request first (one per compute, kind and job: made again it is AlreadyExists): an
+    // action claimed and then not requested would be told to the user and never done.
     // The controller runs scancel when its next heartbeat's answer carries the request, and
     // reports the outcome in the heartbeat after (audited as compute_request.done/failed).
     store::ComputeRequest request;
@@ -226,11 +235,19 @@ void AlertEvaluator::MaybeAct(const store::AlertRule& rule, const store::JobReco
                          .substr(0, 512);
     request.rule_id = rule.id;
     request.created_at_ms = now_ms;
+    request.replaces_made_before_ms = job.start_ms;  // an earlier run's request is done
     if (auto made = store_.CreateComputeRequest(request);
         !made.ok() && made.status().code() != StatusCode::kAlreadyExists) {
       round.errors.push_back("requesting scancel of " + subject + ": " + made.status().message());
+      return;  // asked again next round
     }
   }
+  const AlertText alert = ActionText(rule, job, verdict, dry_run, OrgConsole(rule.org_id));
+  Result<store::AlertDelivery> claimed =
+      store_.ClaimAlertDelivery(NewDelivery(rule, action_subject, &job, job.user, alert, now_ms));
+  if (!claimed.ok())
+    return;  // another replica acted meanwhile
+  ++round.actions;
   Audit(rule, *claimed, "alert.action", now_ms);
   Deliver(rule, *claimed, alert, now_ms, round);
 }
@@ -282,18 +299,29 @@ void AlertEvaluator::EvaluateDigest(const store::AlertRule& rule, int64_t now_ms
 
 void AlertEvaluator::RetryDeliveries(int64_t org_id, const std::vector<store::AlertRule>& rules,
                                      int64_t now_ms, AlertRound& round) {
-  Result<std::vector<store::AlertDelivery>> waiting =
-      store_.ListAlertDeliveries(org_id, 0, "retry", kRetryBatch);
-  if (!waiting.ok())
-    return;
-  for (const store::AlertDelivery& d : *waiting) {
-    if (now_ms - d.updated_at_ms < options_.retry_after_ms * std::max(1, d.attempts))
+  for (const std::string_view state : {"retry", "pending"}) {
+    Result<std::vector<store::AlertDelivery>> waiting =
+        store_.ListAlertDeliveries(org_id, 0, state, kRetryBatch);
+    if (!waiting.ok())
       continue;
-    auto rule = std::find_if(rules.begin(), rules.end(),
-                             [&](const store::AlertRule& r) { return r.id == d.rule_id; });
-    if (rule == rules.end())
-      continue;  // the rule was disabled meanwhile
-    Deliver(*rule, d, MessageFromStore(d.message), now_ms, round);
+    for (store::AlertDelivery& d : *waiting) {
+      const int64_t wait_ms = state == "retry" ? options_.retry_after_ms * std::max(1, d.attempts)
+                                               : options_.abandoned_after_ms;
+      if (now_ms - d.updated_at_ms < wait_ms)
+        continue;
+      auto rule = std::find_if(rules.begin(), rules.end(),
+                               [&](const store::AlertRule& r) { return r.id == d.rule_id; });
+      if (rule == rules.end())
+        continue;  // the rule was disabled meanwhile
+      Result<bool> taken = store_.TakeAlertDelivery(d.id, state, d.updated_at_ms, now_ms);
+      if (!taken.ok()) {
+        round.errors.push_back("taking delivery " + std::to_string(d.id) + ": " +
+                               taken.status().message());
+        continue;
+      }
+      if (*taken)
+        Deliver(*rule, d, MessageFromStore(d.message), now_ms, round);
+    }
   }
 }
 

@@ -37,8 +37,12 @@ struct AlertEvaluatorOptions {
   std::string console_url;  // for links in messages; "" = none
   // A job that ended this recently is still evaluated (its last verdicts can still fire).
   int64_t lookback_ms = 5 * 60'000;
-  int max_attempts = 5;              // sends of one message before it is given up
-  int64_t retry_after_ms = 60'000;   // times the attempts made: the delay before a retry
+  int max_attempts = 5;             // sends of one message before it is given up
+  int64_t retry_after_ms = 60'000;  // times the attempts made: the delay before a retry
+  // A delivery claimed this long ago and still pending was left by an evaluation that ended
+  // before its send (a crash, the database away at the update): it is sent again. Far longer
+  // than a send's deadlines (15 s webhook, 30 s mail).
+  int64_t abandoned_after_ms = 10 * 60'000;
   int max_jobs_per_compute = 5'000;  // a bound on one round's work
   VerdictThresholds thresholds;
 };
@@ -72,8 +76,14 @@ class AlertEvaluator {
   void MaybeAct(const store::AlertRule& rule, const store::JobRecord& job, const Verdict& verdict,
                 int64_t now_ms, AlertRound& round);
   void EvaluateDigest(const store::AlertRule& rule, int64_t now_ms, AlertRound& round);
+  // Sends again what failed in a way that may pass, and what an evaluation left pending. Each
+  // is taken first (Store::TakeAlertDelivery), so replicas evaluating together send it once.
   void RetryDeliveries(int64_t org_id, const std::vector<store::AlertRule>& rules, int64_t now_ms,
                        AlertRound& round);
+  // What a message about this run of `job` is claimed under: "<compute>/<job>", or, when the
+  // rule's delivery about that was made before this run started (an earlier run of a requeued
+  // job, or an earlier job with the same id), "<compute>/<job>@<start ms>".
+  std::string RunSubject(const store::AlertRule& rule, const store::JobRecord& job);
   // Sends a claimed delivery (or records it throttled) and stores the outcome.
   void Deliver(const store::AlertRule& rule, store::AlertDelivery delivery, const AlertText& alert,
                int64_t now_ms, AlertRound& round);

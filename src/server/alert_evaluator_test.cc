@@ -4,6 +4,8 @@
 // tests/integration/server/alerts.sh).
 #include "server/alert_evaluator.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -98,10 +100,22 @@ class AlertEvaluatorTest : public api_testing::ApiTest {
     credential_ = Exchange(IssueToken(compute_)).body.value("credential", "");
   }
 
-  void Ingest(const std::string& job, bool running = false) {
-    Reply r = Call("POST", "/dp/v1/ingest", JobBatch(job, kStart, running, ++sequence_),
+  void Ingest(const std::string& job, bool running = false, int64_t start = kStart) {
+    Reply r = Call("POST", "/dp/v1/ingest", JobBatch(job, start, running, ++sequence_),
                    Bearer(credential_));
     ASSERT_EQ(r.status, 200) << r.body;
+  }
+
+  // SQL on the server's database beside the server (a trigger that makes a write fail).
+  void ExecuteOnDatabase(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "db.sqlite").c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    const std::string message = error != nullptr ? error : "";
+    sqlite3_free(error);
+    sqlite3_close(db);
+    ASSERT_EQ(rc, SQLITE_OK) << message;
   }
 
   int64_t MakeRule(const json& rule) {
@@ -373,6 +387,104 @@ TEST_F(AlertEvaluatorTest, AScancelActionAsksTheControllerThroughTheHeartbeat) {
   EXPECT_EQ(heartbeat(bad).status, 400);
   bad["request_results"] = {{{"id", 1}, {"ok", "yes"}}};
   EXPECT_EQ(heartbeat(bad).status, 400);
+}
+
+// A requeued job's next run is a new subject: its warning goes out, and its scancel is asked
+// again under the same request id (the controller runs an id again once its earlier outcome
+// was accepted).
+TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
+  Ingest("77", /*running=*/true);
+  MakeRule({{"name", "cancel idle jobs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"},
+            {"action", "scancel"},
+            {"action_grace_s", 0},
+            {"action_dry_run", false}});
+  clock_.Set(kStart + kTenMinutes + 5'000);
+  EXPECT_EQ(Round().sent, 1);
+  EXPECT_EQ(Round().actions, 1);
+  auto requests = app_->store().ListComputeRequests(compute_, "", 10);
+  ASSERT_TRUE(requests.ok() && requests->size() == 1u);
+  const int64_t request_id = (*requests)[0].id;
+  ASSERT_TRUE(app_->store()
+                  .FinishComputeRequest(compute_, request_id, true, "scancel 77: cancelled",
+                                        kStart + kTenMinutes + 6'000)
+                  .ok());
+
+  Ingest("77");  // the first run ends (its Epilog closes its GPUs), and the job is requeued
+  const int64_t second_start = kStart + 2 * kTenMinutes;
+  Ingest("77", /*running=*/true, second_start);
+  clock_.Set(second_start + kTenMinutes + 5'000);
+  EXPECT_EQ(Round().sent, 1);  // the warning about this run
+  EXPECT_EQ(Round().actions, 1);
+  EXPECT_EQ(Round().actions, 0);  // once per run
+  EXPECT_EQ(Deliveries("?state=sent").size(), 4u);
+  EXPECT_EQ(Deliveries()[0]["subject"],
+            compute_ + "/77@" + std::to_string(second_start) + "/scancel");
+  requests = app_->store().ListComputeRequests(compute_, "pending", 10);
+  ASSERT_TRUE(requests.ok() && requests->size() == 1u);
+  EXPECT_EQ((*requests)[0].id, request_id);
+  EXPECT_EQ((*requests)[0].created_at_ms, second_start + kTenMinutes + 5'000);
+}
+
+// The scancel is requested before the action is claimed: a request that could not be stored
+// is asked for again in the next round, not announced to the user and never made.
+TEST_F(AlertEvaluatorTest, AScancelThatCouldNotBeRequestedIsAskedForAgain) {
+  Ingest("77", /*running=*/true);
+  MakeRule({{"name", "cancel idle jobs"},
+            {"verdict", "over_allocated"},
+            {"channel", "webhook"},
+            {"target", "https://hooks.example.org/x"},
+            {"action", "scancel"},
+            {"action_grace_s", 0},
+            {"action_dry_run", false}});
+  clock_.Set(kStart + kTenMinutes + 5'000);
+  EXPECT_EQ(Round().sent, 1);  // the warning
+  ExecuteOnDatabase(
+      "CREATE TRIGGER refuse BEFORE INSERT ON compute_requests "
+      "BEGIN SELECT RAISE(FAIL, 'disk I/O error'); END");
+  AlertEvaluator evaluator(app_->store(), app_->telemetry(), clock_, sender_, {});
+  Result<AlertRound> failed = evaluator.RunOnce();
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->actions, 0);
+  ASSERT_EQ(failed->errors.size(), 1u);
+  EXPECT_THAT(failed->errors[0], HasSubstr("requesting scancel of " + compute_ + "/77"));
+  EXPECT_EQ(sender_.sent.size(), 1u);  // no "cancellation requested"
+  ExecuteOnDatabase("DROP TRIGGER refuse");
+  EXPECT_EQ(Round().actions, 1);
+  EXPECT_EQ(app_->store().ListComputeRequests(compute_, "pending", 10)->size(), 1u);
+  ASSERT_EQ(sender_.sent.size(), 2u);
+  EXPECT_EQ(sender_.sent[1].alert.subject, "[Expanse] job 77 (ana): cancellation requested");
+}
+
+// A delivery claimed by an evaluation that ended before sending it (a crash, the database away
+// at the update) is sent once it has been pending far longer than a send takes.
+TEST_F(AlertEvaluatorTest, ADeliveryLeftPendingIsSentLater) {
+  Ingest("77");
+  const int64_t rule_id = MakeRule({{"name", "too many GPUs"},
+                                    {"verdict", "over_allocated"},
+                                    {"channel", "webhook"},
+                                    {"target", "https://hooks.example.org/x"}});
+  const int64_t claimed_at = kStart + kTenMinutes + 60'000;
+  store::AlertDelivery left;
+  left.rule_id = rule_id;
+  left.org_id = app_->store().ListAlertRules(0)->front().org_id;
+  left.subject = compute_ + "/77";
+  left.compute_id = compute_;
+  left.job_id = "77";
+  left.user = "ana";
+  left.message = json{{"subject", "[Expanse] job 77 (ana): over_allocated"}, {"text", "t"}}.dump();
+  left.created_at_ms = claimed_at;
+  ASSERT_TRUE(app_->store().ClaimAlertDelivery(left).ok());
+  clock_.Set(claimed_at + 60'000);
+  EXPECT_EQ(Round().sent, 0);  // may still be being sent
+  clock_.Set(claimed_at + 11 * 60'000);
+  EXPECT_EQ(Round().sent, 1);
+  ASSERT_EQ(sender_.sent.size(), 1u);
+  EXPECT_EQ(sender_.sent[0].alert.subject, "[Expanse] job 77 (ana): over_allocated");
+  EXPECT_EQ(Deliveries()[0]["state"], "sent");
+  EXPECT_EQ(Round().sent, 0);
 }
 
 TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {

@@ -102,7 +102,7 @@ struct WorkerHealthSnapshot {
   uint32_t hosts = 0;                       // host directories seen (sampled worker nodes)
   std::map<std::string, uint64_t> bad_by_reason;
 
-  // "workers: N of M sampled worker nodes" for the heartbeat.
+  // "worker health: N of M sampled worker nodes reporting", for the controller's log.
   std::string Summary() const;
 };
 

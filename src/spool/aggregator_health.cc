@@ -9,9 +9,11 @@
 
 namespace expanse::spool {
 
+// Not the guide's "workers: N of M sampled worker nodes": that counts the workers supplying
+// one optional capability (the console's capability table), this the workers reporting at all.
 std::string WorkerHealthSnapshot::Summary() const {
-  return "workers: " + std::to_string(fresh) + " of " + std::to_string(hosts) +
-         " sampled worker nodes";
+  return "worker health: " + std::to_string(fresh) + " of " + std::to_string(hosts) +
+         " sampled worker nodes reporting";
 }
 
 Result<WorkerHealthSnapshot> Aggregator::ReadWorkerHealth(int64_t now_ms) {

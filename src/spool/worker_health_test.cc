@@ -30,7 +30,7 @@ TEST_F(WorkerHealthTest, AReportExpiresAfterTwoMinutes) {
   Result<WorkerHealthSnapshot> snapshot = aggregator->ReadWorkerHealth(clock_.NowMs());
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->fresh, 1u);
-  EXPECT_EQ(snapshot->Summary(), "workers: 1 of 1 sampled worker nodes");
+  EXPECT_EQ(snapshot->Summary(), "worker health: 1 of 1 sampled worker nodes reporting");
   ASSERT_EQ(snapshot->reports.size(), 1u);
   EXPECT_EQ(snapshot->reports[0].host, "node01");
   EXPECT_EQ(snapshot->reports[0].boot_id, "boot-a");
@@ -42,7 +42,7 @@ TEST_F(WorkerHealthTest, AReportExpiresAfterTwoMinutes) {
   snapshot = aggregator->ReadWorkerHealth(clock_.NowMs());
   ASSERT_TRUE(snapshot.ok());
   EXPECT_EQ(snapshot->fresh, 0u);
-  EXPECT_EQ(snapshot->Summary(), "workers: 0 of 1 sampled worker nodes");
+  EXPECT_EQ(snapshot->Summary(), "worker health: 0 of 1 sampled worker nodes reporting");
   ASSERT_EQ(snapshot->reports.size(), 1u);
   EXPECT_FALSE(snapshot->reports[0].fresh);
 
@@ -57,7 +57,7 @@ TEST_F(WorkerHealthTest, CountsHostsWithoutAReportAsNotFresh) {
   ASSERT_NE(OpenWriter("node02"), nullptr);  // sampled before, no report now
   Result<WorkerHealthSnapshot> snapshot = OpenAggregator()->ReadWorkerHealth(clock_.NowMs());
   ASSERT_TRUE(snapshot.ok());
-  EXPECT_EQ(snapshot->Summary(), "workers: 1 of 2 sampled worker nodes");
+  EXPECT_EQ(snapshot->Summary(), "worker health: 1 of 2 sampled worker nodes reporting");
 }
 
 TEST_F(WorkerHealthTest, AReportFromTheFarFutureIsNotFresh) {
@@ -77,7 +77,7 @@ TEST_F(WorkerHealthTest, BadReportsAreQuarantinedAndCounted) {
   Result<WorkerHealthSnapshot> snapshot = OpenAggregator()->ReadWorkerHealth(clock_.NowMs());
   ASSERT_TRUE(snapshot.ok());
   EXPECT_THAT(snapshot->reports, IsEmpty());
-  EXPECT_EQ(snapshot->Summary(), "workers: 0 of 3 sampled worker nodes");
+  EXPECT_EQ(snapshot->Summary(), "worker health: 0 of 3 sampled worker nodes reporting");
   EXPECT_EQ(snapshot->bad_by_reason[reason::kBadMagic], 1u);
   EXPECT_EQ(snapshot->bad_by_reason[reason::kHostMismatch], 1u);
   EXPECT_EQ(snapshot->bad_by_reason[reason::kMalformed], 1u);

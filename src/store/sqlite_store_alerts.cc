@@ -192,6 +192,19 @@ Status SqliteStore::UpdateAlertDelivery(const AlertDelivery& delivery) {
   });
 }
 
+Result<bool> SqliteStore::TakeAlertDelivery(int64_t id, std::string_view state,
+                                            int64_t seen_updated_at_ms, int64_t now_ms) {
+  // One conditional UPDATE: atomic by itself in both engines, so two replicas cannot both
+  // take the same delivery.
+  return OneStatement([&]() -> Result<bool> {
+    EXPANSE_RETURN_IF_ERROR(
+        db_.Execute("UPDATE alert_deliveries SET updated_at_ms = ?4 "
+                    "WHERE id = ?1 AND state = ?2 AND updated_at_ms = ?3",
+                    id, state, seen_updated_at_ms, now_ms));
+    return db_.Changes() == 1;
+  });
+}
+
 Result<int64_t> SqliteStore::CountAlertDeliveries(int64_t rule_id, std::string_view state,
                                                   int64_t since_ms) {
   return Transact(Access::kRead, [&]() -> Result<int64_t> {
@@ -223,6 +236,29 @@ Result<std::vector<AlertDelivery>> SqliteStore::ListAlertDeliveries(int64_t org_
 
 Result<ComputeRequest> SqliteStore::CreateComputeRequest(const ComputeRequest& request) {
   return Transact(Access::kWrite, [&]() -> Result<ComputeRequest> {
+    ComputeRequest stored = request;
+    stored.replaces_made_before_ms = 0;
+    stored.state = "pending";
+    stored.result.clear();
+    stored.updated_at_ms = request.created_at_ms;
+    if (request.replaces_made_before_ms > 0) {
+      // Before the INSERT: a failed statement ends a PostgreSQL transaction. The same id: a
+      // controller runs an id again once its earlier outcome was accepted (ServerRequests).
+      EXPANSE_ASSIGN_OR_RETURN(
+          Statement renewed,
+          db_.Query("UPDATE compute_requests SET org_id = ?4, reason = ?5, rule_id = ?6, "
+                    "state = 'pending', result = '', created_at_ms = ?7, updated_at_ms = ?7 "
+                    "WHERE compute_id = ?1 AND kind = ?2 AND job_id = ?3 AND created_at_ms < ?8 "
+                    "RETURNING id",
+                    request.compute_id, request.kind, request.job_id, request.org_id,
+                    request.reason, request.rule_id, request.created_at_ms,
+                    request.replaces_made_before_ms));
+      EXPANSE_ASSIGN_OR_RETURN(const bool renewed_one, renewed.Step());
+      if (renewed_one) {
+        stored.id = renewed.ColumnInt(0);
+        return stored;
+      }
+    }
     const Result<int64_t> inserted = InsertLocked(
         "INSERT INTO compute_requests (compute_id, org_id, kind, job_id, reason, rule_id, state, "
         "result, created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', '', ?7, "
@@ -234,11 +270,7 @@ Result<ComputeRequest> SqliteStore::CreateComputeRequest(const ComputeRequest& r
                                 " request for job " + request.job_id);
     }
     EXPANSE_RETURN_IF_ERROR(inserted.status());
-    ComputeRequest stored = request;
     stored.id = *inserted;
-    stored.state = "pending";
-    stored.result.clear();
-    stored.updated_at_ms = request.created_at_ms;
     return stored;
   });
 }

@@ -216,6 +216,52 @@ TEST_P(AlertStoreTest, ComputeRequestsArePendingUntilTheirComputeReports) {
             StatusCode::kInvalidArgument);
 }
 
+// Two replicas that read the same delivery waiting for a retry: one takes it.
+TEST_P(AlertStoreTest, ADeliveryIsTakenForASendByOneEvaluationOnly) {
+  const Organization acme = MakeOrganization();
+  const AlertRule rule = *store().CreateAlertRule(Rule(acme.id));
+  Result<AlertDelivery> claimed = store().ClaimAlertDelivery(Delivery(rule, "cmp_a/42", kNow));
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  AlertDelivery failed = *claimed;
+  failed.state = "retry";
+  failed.attempts = 1;
+  failed.updated_at_ms = kNow + 10;
+  ASSERT_TRUE(store().UpdateAlertDelivery(failed).ok());
+  EXPECT_FALSE(*store().TakeAlertDelivery(failed.id, "pending", kNow + 10, kNow + 60'000));
+  EXPECT_FALSE(*store().TakeAlertDelivery(failed.id, "retry", kNow, kNow + 60'000));
+  EXPECT_TRUE(*store().TakeAlertDelivery(failed.id, "retry", kNow + 10, kNow + 60'000));
+  EXPECT_FALSE(*store().TakeAlertDelivery(failed.id, "retry", kNow + 10, kNow + 60'001));
+  EXPECT_EQ(store().GetAlertDelivery(rule.id, "cmp_a/42")->updated_at_ms, kNow + 60'000);
+}
+
+// A scancel for a job's next run (requeued, or an id used again) makes the earlier run's
+// request pending again, under its id; one made in this run stays one.
+TEST_P(AlertStoreTest, AComputeRequestOfAnEarlierRunIsMadeAgain) {
+  const Compute a = MakeCompute("cmp_a");
+  ComputeRequest r;
+  r.compute_id = a.id;
+  r.org_id = a.org_id;
+  r.kind = "scancel";
+  r.job_id = "42";
+  r.reason = "first run";
+  r.rule_id = 1;
+  r.created_at_ms = kNow;
+  Result<ComputeRequest> made = store().CreateComputeRequest(r);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_TRUE(store().FinishComputeRequest(a.id, made->id, true, "cancelled", kNow + 5).ok());
+  r.reason = "second run";
+  r.created_at_ms = kNow + 100;
+  r.replaces_made_before_ms = kNow + 50;  // the second run's start
+  Result<ComputeRequest> again = store().CreateComputeRequest(r);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id, made->id);
+  Result<std::vector<ComputeRequest>> pending = store().ListComputeRequests(a.id, "pending", 10);
+  ASSERT_TRUE(pending.ok() && pending->size() == 1u);
+  EXPECT_EQ((*pending)[0].reason, "second run");
+  EXPECT_EQ((*pending)[0].result, "");
+  EXPECT_EQ(store().CreateComputeRequest(r).status().code(), StatusCode::kAlreadyExists);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backings, AlertStoreTest, kBackings, BackingName);
 
 }  // namespace

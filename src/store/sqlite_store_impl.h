@@ -84,6 +84,8 @@ class SqliteStore final : public Store, public JobStore {
   Result<AlertDelivery> ClaimAlertDelivery(const AlertDelivery& delivery) override;
   Result<AlertDelivery> GetAlertDelivery(int64_t rule_id, std::string_view subject) override;
   Status UpdateAlertDelivery(const AlertDelivery& delivery) override;
+  Result<bool> TakeAlertDelivery(int64_t id, std::string_view state, int64_t seen_updated_at_ms,
+                                 int64_t now_ms) override;
   Result<int64_t> CountAlertDeliveries(int64_t rule_id, std::string_view state,
                                        int64_t since_ms) override;
   Result<std::vector<AlertDelivery>> ListAlertDeliveries(int64_t org_id, int64_t rule_id,

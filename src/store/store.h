@@ -210,6 +210,10 @@ struct ComputeRequest {
   std::string result;  // what the controller reported
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
+  // Only in CreateComputeRequest, never stored: when not 0, the compute's request of the same
+  // kind for the job made before this time (for an earlier run of a requeued job, or an
+  // earlier job with the same id) is made pending again as this one (its id kept).
+  int64_t replaces_made_before_ms = 0;
 };
 
 class Store {
@@ -330,6 +334,11 @@ class Store {
   virtual Result<AlertDelivery> GetAlertDelivery(int64_t rule_id, std::string_view subject) = 0;
   // Sets state, attempts, last_error, summary, message and updated_at_ms of delivery `id`.
   virtual Status UpdateAlertDelivery(const AlertDelivery& delivery) = 0;
+  // Takes delivery `id` for one more send if it is still in `state` as last read
+  // (seen_updated_at_ms): moves its updated_at_ms to now_ms and answers true. False when
+  // another evaluation (another replica) took or changed it first: that one sends it.
+  virtual Result<bool> TakeAlertDelivery(int64_t id, std::string_view state,
+                                         int64_t seen_updated_at_ms, int64_t now_ms) = 0;
   // Deliveries of the rule in state `state` updated at or after since_ms.
   virtual Result<int64_t> CountAlertDeliveries(int64_t rule_id, std::string_view state,
                                                int64_t since_ms) = 0;
@@ -340,7 +349,8 @@ class Store {
 
   // --- requests to a compute's controller
   // --------------------------------------------------------- kAlreadyExists when the compute
-  // already has a request of that kind for that job.
+  // already has a request of that kind for that job (made at or after
+  // request.replaces_made_before_ms when that is set).
   virtual Result<ComputeRequest> CreateComputeRequest(const ComputeRequest& request) = 0;
   // Oldest first; state "" = any.
   virtual Result<std::vector<ComputeRequest>> ListComputeRequests(std::string_view compute_id,
