@@ -43,6 +43,11 @@ struct ControlPlaneOptions {
   crypto::PasswordHashCost password_cost = crypto::InteractiveCost();
 };
 
+// The most computes an organisation may register: as many as an organisation-wide job list or
+// rollup may name (past it those would answer 400 for the whole organisation, for good, since
+// a compute is never deleted).
+inline constexpr size_t kMaxComputesPerOrganization = 1000;
+
 // Facts the installer reports when it exchanges a token.
 struct HostFacts {
   std::string hostname;

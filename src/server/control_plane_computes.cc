@@ -9,6 +9,7 @@
 #include "server/control_plane.h"
 #include "server/heartbeat.h"
 #include "server/validate.h"
+#include "store/job_validation.h"
 
 namespace expanse::server {
 namespace {
@@ -59,6 +60,14 @@ Result<store::Compute> ControlPlane::CreateCompute(const Principal& principal,
   EXPANSE_ASSIGN_OR_RETURN(store::Organization org, LookUpOrganization(store_, org_slug));
   EXPANSE_RETURN_IF_ERROR(
       RequirePermission(principal, org.id, Permission::kRegisterCompute).status());
+  // Counted before the insert, so requests racing may pass it by their number.
+  static_assert(kMaxComputesPerOrganization == store::store_internal::kMaxJobFilterValues);
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<store::Compute> existing, store_.ListComputes(org.id));
+  if (existing.size() >= kMaxComputesPerOrganization) {
+    return ResourceExhaustedError("an organisation has at most " +
+                                  std::to_string(kMaxComputesPerOrganization) + " computes")
+        .WithReason("too_many_computes");
+  }
   store::Compute c;
   c.id = "cmp_" + crypto::Base64UrlEncode(crypto::RandomBytes(kComputeIdBytes));
   c.org_id = org.id;

@@ -66,6 +66,16 @@ class ControlPlaneTest : public ::testing::Test {
   Principal owner_;
 };
 
+// An organisation's computes are bounded by what its job lists and rollups may name.
+TEST_F(ControlPlaneTest, AnOrganisationHasAtMostAsManyComputesAsItsListsName) {
+  for (size_t i = 0; i < kMaxComputesPerOrganization; ++i)
+    ASSERT_TRUE(cp_->CreateCompute(owner_, "acme", "c", "slurm").ok()) << i;
+  auto refused = cp_->CreateCompute(owner_, "acme", "one too many", "slurm");
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(refused.status().reason(), "too_many_computes");
+  EXPECT_EQ(cp_->ListComputes(owner_, "acme")->size(), kMaxComputesPerOrganization);
+}
+
 TEST_F(ControlPlaneTest, NewComputeCarriesThePlanesAndPinnedVersion) {
   store::Compute c = NewCompute();
   EXPECT_EQ(c.id.rfind("cmp_", 0), 0u);
