@@ -158,6 +158,40 @@ TEST_F(ApiCaptureTest, SumsOfTheLargestFiguresStopAtTheInt64Maximum) {
   EXPECT_EQ(r.body["timeline"][9]["memcpy_bytes"], kMaxNs);
 }
 
+// Names are the job's to choose: past 10,000 distinct ones, kernels are summed in "other" and
+// ranges in "other_ranges", so made-up names cost the summary no more than that.
+TEST_F(ApiCaptureTest, NamesPastTheDistinctBoundAreSummedTogether) {
+  json aggregates = json::array();
+  for (int index = 0; index < 520; ++index) {
+    json window = Aggregate("gpu01", 4242, index, 1, 0);
+    json kernels = json::array(), ranges = json::array();
+    for (int k = 0; k < 20; ++k) {
+      const std::string name = "k" + std::to_string(index * 20 + k);
+      kernels.push_back({{"name", name}, {"count", 1}, {"gpu_ns", 100}});
+      ranges.push_back({{"name", "r" + name}, {"count", 1}, {"wall_ns", 10}});
+    }
+    window["kernels"]["top"] = kernels;
+    window["kernels"]["count"] = 20;
+    window["kernels"]["gpu_ns"] = 2000;
+    window["nvtx"]["ranges"] = ranges;
+    aggregates.push_back(std::move(window));
+  }
+  for (size_t first = 0; first < aggregates.size(); first += 100) {
+    json part(json::value_t::array);
+    for (size_t i = first; i < first + 100 && i < aggregates.size(); ++i)
+      part.push_back(aggregates[i]);
+    ASSERT_EQ(Ingest(static_cast<int>(first / 100) + 1, part).status, 200);
+  }
+  const Reply r = Capture();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["windows"], 520);
+  EXPECT_EQ(r.body["kernels"]["count"], 520 * 20);
+  EXPECT_EQ(r.body["kernels"]["other"]["count"], 520 * 20 - 10'000);  // the 400 names past it
+  EXPECT_EQ(r.body["kernels"]["other"]["gpu_ns"], (520 * 20 - 10'000) * 100);
+  EXPECT_EQ(r.body["nvtx"]["other_ranges"]["count"], 520 * 20 - 10'000);
+  EXPECT_EQ(r.body["nvtx"]["ranges"].size(), 20u);
+}
+
 TEST_F(ApiCaptureTest, AJobWithoutCaptureHasAnEmptySummary) {
   Reply r = Capture();
   ASSERT_EQ(r.status, 200) << r.body;

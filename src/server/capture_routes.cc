@@ -18,8 +18,16 @@ namespace {
 
 using nlohmann::json;
 
-// The windows a summary reads: a day of 8 processes at 10 s windows is 69,120.
+// The windows a summary reads: a day of 8 processes at 10 s windows is 69,120. And the bytes
+// of their documents: a real window is 2-6 KiB (80,000 of them ~300 MiB at most), but one the
+// job's user filled with 40 names of 512 bytes is ~40 KiB, so a count alone let one request
+// hold gigabytes.
 constexpr int kSummaryWindows = 80'000;
+constexpr size_t kSummaryDocBytes = 64 << 20;
+// Distinct kernel and NVTX range names a summary keeps apart (each up to 512 bytes); the
+// rest are summed in kernels.other and nvtx.other_ranges, so names a job makes up by the
+// million cost no more than this.
+constexpr size_t kMaxDistinctNames = 10'000;
 constexpr size_t kTimelineEntries = 2000;
 constexpr size_t kTopEntries = 20;
 constexpr size_t kMaxProcesses = 1000;
@@ -37,6 +45,16 @@ struct Sum {
   }
 };
 
+// Adds `t` to its name's sum, or to `rest` once `sums` holds kMaxDistinctNames other names.
+void AddNamed(std::map<std::string, Sum>& sums, Sum& rest, const wire::CaptureTotal& t) {
+  if (auto it = sums.find(t.name); it != sums.end())
+    it->second.Add(t);
+  else if (sums.size() < kMaxDistinctNames)
+    sums[t.name].Add(t);
+  else
+    rest.Add(t);
+}
+
 // The names with the most time, longest first (ties by name), as {name, count, <ns_key>}.
 json Top(const std::map<std::string, Sum>& sums, const char* ns_key) {
   std::vector<std::pair<std::string, Sum>> sorted(sums.begin(), sums.end());
@@ -52,7 +70,7 @@ json Top(const std::map<std::string, Sum>& sums, const char* ns_key) {
 }
 
 json Summarise(const std::vector<store::CaptureWindow>& windows) {
-  Sum kernels, other, memset;
+  Sum kernels, other, memset, other_ranges;
   int64_t marks = 0, dropped = 0, unreadable = 0;
   std::map<std::string, Sum> by_kernel, by_direction, by_sync, by_range;
   struct Process {
@@ -76,7 +94,7 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
     kernels.count = SaturatingAdd(kernels.count, r->kernel_count);
     kernels.ns = SaturatingAdd(kernels.ns, r->kernel_ns);
     for (const auto& k : r->top_kernels)
-      by_kernel[k.name].Add(k);
+      AddNamed(by_kernel, other, k);
     other.Add(r->other_kernels);
     int64_t copied = 0, synced = 0;
     for (const auto& c : r->memcpy) {
@@ -89,7 +107,7 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
       synced = SaturatingAdd(synced, s.ns);
     }
     for (const auto& n : r->nvtx_ranges)
-      by_range[n.name].Add(n);
+      AddNamed(by_range, other_ranges, n);
     marks = SaturatingAdd(marks, r->nvtx_marks);
     dropped = SaturatingAdd(dropped, r->dropped_records);
     Process& p = processes[{w.host, w.pid}];
@@ -152,7 +170,10 @@ json Summarise(const std::vector<store::CaptureWindow>& windows) {
           {"memcpy", std::move(directions)},
           {"memset", {{"count", memset.count}, {"bytes", memset.bytes}, {"gpu_ns", memset.ns}}},
           {"sync", std::move(syncs)},
-          {"nvtx", {{"ranges", Top(by_range, "wall_ns")}, {"marks", marks}}},
+          {"nvtx",
+           {{"ranges", Top(by_range, "wall_ns")},
+            {"other_ranges", {{"count", other_ranges.count}, {"wall_ns", other_ranges.ns}}},
+            {"marks", marks}}},
           {"dropped_records", dropped},
           {"timeline", std::move(timeline)}};
 }
@@ -165,10 +186,14 @@ void RegisterCaptureRoutes(http::Listener& listener, RouteContext& context) {
   listener.Get("/api/v1/computes/:id/jobs/:job/capture", [ctx](const http::Request& req) {
     return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
-      EXPANSE_ASSIGN_OR_RETURN(
-          auto windows, ctx->jobs->JobCaptureWindows(q.compute.id, req.PathParam("job"), q.from_ms,
-                                                     q.to_ms, kSummaryWindows + 1));
-      const bool truncated = windows.size() > static_cast<size_t>(kSummaryWindows);
+      EXPANSE_ASSIGN_OR_RETURN(auto windows, ctx->jobs->JobCaptureWindows(
+                                                 q.compute.id, req.PathParam("job"), q.from_ms,
+                                                 q.to_ms, kSummaryWindows + 1, kSummaryDocBytes));
+      size_t doc_bytes = 0;
+      for (const store::CaptureWindow& w : windows)
+        doc_bytes += w.doc.size();
+      const bool truncated =
+          windows.size() > static_cast<size_t>(kSummaryWindows) || doc_bytes > kSummaryDocBytes;
       if (truncated)
         windows.pop_back();
       json summary = Summarise(windows);

@@ -221,12 +221,13 @@ class JobStore {
                                                     std::string_view job_id, int64_t from_ms,
                                                     int64_t to_ms, int limit) = 0;
   // The job's capture windows overlapping [from_ms, to_ms) (0 = open bound), oldest first
-  // (then host, pid), at most `limit` (1..kMaxJobCaptureWindows). Empty when none were
-  // reported; the job record need not exist.
+  // (then host, pid), at most `limit` (1..kMaxJobCaptureWindows), and no more once their
+  // documents hold more than max_doc_bytes (the window that passes it is the last returned, so
+  // a caller sees it was passed). Empty when none were reported; the job record need not exist.
   virtual Result<std::vector<CaptureWindow>> JobCaptureWindows(std::string_view compute_id,
                                                                std::string_view job_id,
                                                                int64_t from_ms, int64_t to_ms,
-                                                               int limit) = 0;
+                                                               int limit, size_t max_doc_bytes) = 0;
 
   // Records a segment whose bytes the segment store holds. True when it is new; false when
   // (compute_id, sha256) was there already (the first record stays). kInvalidArgument for a

@@ -59,7 +59,7 @@ Status SqliteStore::PutCaptureWindows(const std::vector<CaptureWindow>& windows)
 Result<std::vector<CaptureWindow>> SqliteStore::JobCaptureWindows(std::string_view compute_id,
                                                                   std::string_view job_id,
                                                                   int64_t from_ms, int64_t to_ms,
-                                                                  int limit) {
+                                                                  int limit, size_t max_doc_bytes) {
   constexpr std::string_view kWhere = "job capture windows";
   EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobKey(kWhere, compute_id, job_id));
   EXPANSE_RETURN_IF_ERROR(store_internal::ValidateTimeRange(kWhere, from_ms, to_ms));
@@ -78,7 +78,8 @@ Result<std::vector<CaptureWindow>> SqliteStore::JobCaptureWindows(std::string_vi
                   "ORDER BY window_start_ms, host, pid LIMIT ?5",
                   compute_id, job_id, from_ms, to_ms, int64_t{limit}));
     std::vector<CaptureWindow> windows;
-    while (true) {
+    size_t doc_bytes = 0;
+    while (doc_bytes <= max_doc_bytes) {
       EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
       if (!has_row)
         return windows;
@@ -89,7 +90,9 @@ Result<std::vector<CaptureWindow>> SqliteStore::JobCaptureWindows(std::string_vi
                                       .window_start_ms = rows.ColumnInt(2),
                                       .window_end_ms = rows.ColumnInt(3),
                                       .doc = rows.ColumnText(4)});
+      doc_bytes += windows.back().doc.size();
     }
+    return windows;
   });
 }
 

@@ -1,4 +1,5 @@
 // SqliteStore as a JobStore: the capture agent's window aggregates, on SQLite and PostgreSQL.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ CaptureWindow Window(int64_t pid, int64_t index, const std::string& doc = R"({"k
   return w;
 }
 
+constexpr size_t kAnyBytes = std::numeric_limits<size_t>::max();
+
 class CaptureWindowsTest : public store_testing::SqliteStoreTest {
  protected:
   void SetUp() override {
@@ -41,7 +44,7 @@ class CaptureWindowsTest : public store_testing::SqliteStoreTest {
   JobStore& jobs() { return store().Jobs(); }
   // "host/pid@index=doc" of each window returned, in order.
   std::vector<std::string> Windows(int64_t from_ms = 0, int64_t to_ms = 0, int limit = 100) {
-    const auto windows = jobs().JobCaptureWindows("cmp_a", "7", from_ms, to_ms, limit);
+    const auto windows = jobs().JobCaptureWindows("cmp_a", "7", from_ms, to_ms, limit, kAnyBytes);
     EXPECT_TRUE(windows.ok()) << windows.status();
     std::vector<std::string> out;
     for (const CaptureWindow& w : windows.ok() ? *windows : std::vector<CaptureWindow>{})
@@ -66,7 +69,19 @@ TEST_P(CaptureWindowsTest, WindowsComeBackOldestFirstAndARepeatReplaces) {
               ElementsAre("gpu01/10@1={\"k\":2}", "gpu01/20@1={\"k\":1}"));
   EXPECT_THAT(Windows(0, kNow + kWindow), ElementsAre("gpu01/10@0={\"k\":1}"));
   EXPECT_THAT(Windows(0, 0, 1), ElementsAre("gpu01/10@0={\"k\":1}"));
-  EXPECT_THAT(*jobs().JobCaptureWindows("cmp_a", "9", 0, 0, 10), IsEmpty());
+  EXPECT_THAT(*jobs().JobCaptureWindows("cmp_a", "9", 0, 0, 10, kAnyBytes), IsEmpty());
+}
+
+// A reader bounds the bytes it reads: the window that passes the bound is the last one.
+TEST_P(CaptureWindowsTest, ReadingStopsAfterTheWindowThatPassesTheByteBound) {
+  ASSERT_TRUE(jobs().PutCaptureWindows({Window(10, 0), Window(10, 1), Window(10, 2)}).ok());
+  const size_t doc = std::string(R"({"k":1})").size();
+  for (const auto& [bound, expected] : std::vector<std::pair<size_t, size_t>>{
+           {0, 1}, {doc - 1, 1}, {doc, 2}, {2 * doc, 3}, {3 * doc, 3}}) {
+    const auto windows = jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 10, bound);
+    ASSERT_TRUE(windows.ok()) << windows.status();
+    EXPECT_EQ(windows->size(), expected) << "bound " << bound;
+  }
 }
 
 TEST_P(CaptureWindowsTest, BadWindowsAreRefusedAndNothingOfTheCallIsStored) {
@@ -84,9 +99,9 @@ TEST_P(CaptureWindowsTest, BadWindowsAreRefusedAndNothingOfTheCallIsStored) {
   EXPECT_EQ(jobs().PutCaptureWindows({Window(12, 0), bad}),
             NotFoundError("compute cmp_zz not found"));
   EXPECT_THAT(Windows(), IsEmpty());
-  EXPECT_EQ(jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 0).status().code(),
+  EXPECT_EQ(jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 0, kAnyBytes).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(jobs().JobCaptureWindows("cmp_zz", "7", 0, 0, 10).status(),
+  EXPECT_EQ(jobs().JobCaptureWindows("cmp_zz", "7", 0, 0, 10, kAnyBytes).status(),
             NotFoundError("compute cmp_zz not found"));
 }
 
@@ -94,7 +109,7 @@ TEST_P(CaptureWindowsTest, TextIsStoredVerbatim) {
   CaptureWindow w = Window(10, 0, R"({"name":"'; DROP TABLE capture_windows;--","é":"\u0000"})");
   w.job_id = "7'; --";
   ASSERT_TRUE(jobs().PutCaptureWindows({w}).ok());
-  const auto back = jobs().JobCaptureWindows("cmp_a", w.job_id, 0, 0, 10);
+  const auto back = jobs().JobCaptureWindows("cmp_a", w.job_id, 0, 0, 10, kAnyBytes);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->size(), 1u);
   EXPECT_EQ((*back)[0].doc, w.doc);

@@ -140,7 +140,8 @@ class SqliteStore final : public Store, public JobStore {
       const std::function<Status(const TraceSegmentRecord&)>& remove_bytes) override;
   Result<std::vector<CaptureWindow>> JobCaptureWindows(std::string_view compute_id,
                                                        std::string_view job_id, int64_t from_ms,
-                                                       int64_t to_ms, int limit) override;
+                                                       int64_t to_ms, int limit,
+                                                       size_t max_doc_bytes) override;
 
  private:
   enum class Access { kRead, kWrite };
