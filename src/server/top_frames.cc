@@ -7,8 +7,24 @@
 
 namespace expanse::server {
 
-std::vector<FrameCount> TopFrames(const std::vector<store::StackTotal>& stacks, size_t limit) {
-  std::unordered_map<std::string_view, FrameCount> by_frame;
+namespace {
+
+struct Counts {
+  int64_t self_count = 0;
+  int64_t total_count = 0;
+};
+
+}  // namespace
+
+std::vector<FrameCount> TopFrames(const std::vector<store::StackTotal>& stacks, size_t limit,
+                                  size_t max_distinct) {
+  std::unordered_map<std::string_view, Counts> by_frame;
+  // The frame's counts, or null for a frame first met after max_distinct others.
+  const auto counts_of = [&](std::string_view frame) -> Counts* {
+    if (auto it = by_frame.find(frame); it != by_frame.end())
+      return &it->second;
+    return by_frame.size() < max_distinct ? &by_frame[frame] : nullptr;
+  };
   std::unordered_set<std::string_view> in_stack;
   for (const store::StackTotal& stack : stacks) {
     // Views into stack.folded, which outlives the maps.
@@ -23,28 +39,32 @@ std::vector<FrameCount> TopFrames(const std::vector<store::StackTotal>& stacks, 
         continue;
       leaf = frame;
       // A recursive function appears several times in one stack, but its samples once.
-      if (in_stack.insert(frame).second)
-        by_frame[frame].total_count += stack.count;
+      if (in_stack.insert(frame).second) {
+        if (Counts* counts = counts_of(frame))
+          counts->total_count += stack.count;
+      }
     }
-    if (!leaf.empty())
-      by_frame[leaf].self_count += stack.count;
+    if (Counts* counts = leaf.empty() ? nullptr : counts_of(leaf))
+      counts->self_count += stack.count;
   }
-  std::vector<FrameCount> frames;
-  frames.reserve(by_frame.size());
-  for (auto& [frame, count] : by_frame) {
-    count.frame = std::string(frame);
-    frames.push_back(std::move(count));
-  }
-  const size_t kept = std::min(limit, frames.size());
-  std::partial_sort(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(kept),
-                    frames.end(), [](const FrameCount& a, const FrameCount& b) {
-                      if (a.self_count != b.self_count)
-                        return a.self_count > b.self_count;
-                      if (a.total_count != b.total_count)
-                        return a.total_count > b.total_count;
-                      return a.frame < b.frame;
+  // Sorted as views; only the frames kept are copied.
+  std::vector<std::pair<std::string_view, Counts>> sorted(by_frame.begin(), by_frame.end());
+  const size_t kept = std::min(limit, sorted.size());
+  std::partial_sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(kept),
+                    sorted.end(), [](const auto& a, const auto& b) {
+                      if (a.second.self_count != b.second.self_count)
+                        return a.second.self_count > b.second.self_count;
+                      if (a.second.total_count != b.second.total_count)
+                        return a.second.total_count > b.second.total_count;
+                      return a.first < b.first;
                     });
-  frames.resize(kept);
+  std::vector<FrameCount> frames;
+  frames.reserve(kept);
+  for (size_t i = 0; i < kept; ++i) {
+    frames.push_back({.frame = std::string(sorted[i].first),
+                      .self_count = sorted[i].second.self_count,
+                      .total_count = sorted[i].second.total_count});
+  }
   return frames;
 }
 

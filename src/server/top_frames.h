@@ -19,8 +19,13 @@ struct FrameCount {
 };
 
 // The `limit` frames with the most self samples, then the most total samples, then by frame.
-// Frames are the ';'-separated parts of StackTotal::folded, root first.
-std::vector<FrameCount> TopFrames(const std::vector<store::StackTotal>& stacks, size_t limit);
+// Frames are the ';'-separated parts of StackTotal::folded, root first. Only the first
+// `max_distinct` distinct frames met are counted (stacks are read in the order given, the
+// most sampled first from the store): frame names are a job's to make up, and a job's 10,000
+// stacks of 16 KiB could otherwise hold ~10^7 of them (gigabytes of map for one request).
+inline constexpr size_t kMaxDistinctFrames = 200'000;
+std::vector<FrameCount> TopFrames(const std::vector<store::StackTotal>& stacks, size_t limit,
+                                  size_t max_distinct = kMaxDistinctFrames);
 
 }  // namespace expanse::server
 

@@ -51,6 +51,14 @@ TEST(TopFramesTest, TiesAreBrokenByTotalThenName) {
   EXPECT_THAT(Describe(TopFrames(stacks, 50)), ElementsAre("a 1/1", "b 1/1", "c 1/1", "x 0/1"));
 }
 
+// Frames first met past the distinct bound are not counted; those met before keep counting.
+TEST(TopFramesTest, FramesPastTheDistinctBoundAreNotCounted) {
+  const std::vector<store::StackTotal> stacks = {Stack("main;a", 5), Stack("main;b", 3),
+                                                 Stack("main;a;c", 2)};
+  EXPECT_THAT(Describe(TopFrames(stacks, 50, 2)), ElementsAre("a 5/7", "main 0/10"));
+  EXPECT_THAT(Describe(TopFrames(stacks, 50, 3)), ElementsAre("a 5/7", "b 3/3", "main 0/10"));
+}
+
 }  // namespace
 }  // namespace top_frames_test
 }  // namespace expanse::server
