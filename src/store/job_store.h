@@ -171,11 +171,18 @@ class JobStore {
   virtual Status UpsertJobs(const std::vector<JobRecord>& jobs) = 0;
   // Idempotent on (compute_id, job_id, host, kind): a repeated event is ignored (the first
   // at_ms stays). kind is "start" or "end", at_ms > 0. The job record need not exist yet.
+  // kInvalidArgument (nothing of the call stored) when a job would have more than
+  // kMaxRowsPerJob events.
   virtual Status AddNodeEvents(const std::vector<JobNodeEvent>& events) = 0;
   // Inserts or updates by (compute_id, job_id, host, gpu_uuid): a later to_ms closes an
   // allocation; from_ms keeps the earliest value seen. from_ms > 0; a known gpu_index or
-  // gpu_minor is not replaced by -1.
+  // gpu_minor is not replaced by -1. kInvalidArgument (nothing of the call stored) when a
+  // job would hold more than kMaxRowsPerJob allocations.
   virtual Status PutGpuAllocations(const std::vector<GpuAllocation>& allocations) = 0;
+  // The most GPU allocations, and node events, one job may have: 2,048 nodes of 8 GPUs. Every
+  // read of the job loads them all (and the job list asks the telemetry store about each), so
+  // a compute's daemon naming made-up hosts or GPUs must not grow one job without end.
+  static constexpr int64_t kMaxRowsPerJob = 16'384;
   // Idempotent on (compute_id, job_id, host, window_start_ms, folded, thread_state, gpu_idle):
   // a window's aggregate is final, so a repeat replaces count (and window_end_ms), never adds
   // to it. Also kInvalidArgument for a window that does not end after it starts, a

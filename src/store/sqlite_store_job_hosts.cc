@@ -46,6 +46,31 @@ Result<std::vector<std::string_view>> DistinctJobIds(std::string_view where,
   return std::vector<std::string_view>(distinct.begin(), distinct.end());
 }
 
+// kInvalidArgument when a job of `rows` has more than JobStore::kMaxRowsPerJob rows in `table`
+// (a write's own transaction then rolls it back). Not kResourceExhausted: the sender must not
+// send the same batch again (429), it would be refused for ever.
+template <typename Row>
+Status CheckRowsPerJobLocked(Connection& db, std::string_view table, const std::vector<Row>& rows) {
+  std::set<std::pair<std::string_view, std::string_view>> jobs;
+  for (const Row& row : rows)
+    jobs.emplace(row.compute_id, row.job_id);
+  for (const auto& [compute_id, job_id] : jobs) {
+    EXPANSE_ASSIGN_OR_RETURN(Statement count,
+                             db.Query("SELECT count(*) FROM " + std::string(table) +
+                                          " WHERE compute_id = ?1 AND job_id = ?2",
+                                      compute_id, job_id));
+    EXPANSE_ASSIGN_OR_RETURN(const bool has_row, count.Step());
+    if (has_row && count.ColumnInt(0) > JobStore::kMaxRowsPerJob) {
+      return InvalidArgumentError("job " + std::string(job_id) + " would have " +
+                                  std::to_string(count.ColumnInt(0)) + " rows in " +
+                                  std::string(table) + "; at most " +
+                                  std::to_string(JobStore::kMaxRowsPerJob) + " are kept")
+          .WithReason("too_many_rows_per_job");
+    }
+  }
+  return OkStatus();
+}
+
 // "?2, ?3, ...": `slots` placeholders after the compute id's ?1.
 std::string IdPlaceholders(std::size_t slots) {
   std::string text;
@@ -121,7 +146,7 @@ Status SqliteStore::AddNodeEvents(const std::vector<JobNodeEvent>& events) {
       EXPANSE_RETURN_IF_ERROR(insert.Run());
       insert.Reset();
     }
-    return OkStatus();
+    return CheckRowsPerJobLocked(db_, "job_node_events", events);
   });
 }
 
@@ -172,7 +197,7 @@ Status SqliteStore::PutGpuAllocations(const std::vector<GpuAllocation>& allocati
       EXPANSE_RETURN_IF_ERROR(upsert.Run());
       upsert.Reset();
     }
-    return OkStatus();
+    return CheckRowsPerJobLocked(db_, "gpu_allocations", allocations);
   });
 }
 

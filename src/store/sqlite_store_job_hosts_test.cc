@@ -122,6 +122,32 @@ TEST_P(JobHostsTest, BadNodeEventsAreRefusedAndTheBatchChangesNothing) {
   EXPECT_EQ(jobs().NodeEvents("cmp_zz", "1").status(), NotFoundError("compute cmp_zz not found"));
 }
 
+// A daemon naming made-up GPUs or hosts cannot grow one job without end: the call that would
+// pass the bound is refused whole; other jobs and repeats of rows stored go on.
+TEST_P(JobHostsTest, AJobHoldsAtMostTheBoundOfAllocationsAndEvents) {
+  std::vector<GpuAllocation> allocations;
+  std::vector<JobNodeEvent> events;
+  for (int64_t i = 0; i < JobStore::kMaxRowsPerJob; ++i) {
+    allocations.push_back(Allocation("1", "GPU-" + std::to_string(i), kNow));
+    events.push_back(
+        Event("1", "gpu" + std::to_string(i / 2), i % 2 == 0 ? "start" : "end", kNow + i));
+  }
+  Put(allocations);
+  ASSERT_TRUE(jobs().AddNodeEvents(events).ok());
+  const Status more = jobs().PutGpuAllocations(
+      {Allocation("2", "GPU-other-job", kNow), Allocation("1", "GPU-one-more", kNow)});
+  EXPECT_EQ(more.code(), StatusCode::kInvalidArgument) << more;
+  EXPECT_NE(more.message().find("job 1 would have 16385 rows in gpu_allocations"),
+            std::string::npos)
+      << more;
+  EXPECT_THAT(Describe(jobs().GpuAllocations("cmp_a", "2")), IsEmpty());  // the call, whole
+  EXPECT_EQ(jobs().AddNodeEvents({Event("1", "one-more-host", "start", kNow)}).code(),
+            StatusCode::kInvalidArgument);
+  Put({Allocation("1", "GPU-7", kNow, kNow + 5), Allocation("2", "GPU-other-job", kNow)});
+  EXPECT_EQ(jobs().GpuAllocations("cmp_a", "1")->size(),
+            static_cast<size_t>(JobStore::kMaxRowsPerJob));
+}
+
 TEST_P(JobHostsTest, AllocationIntervalOnlyWidens) {
   Put({Allocation("1", "GPU-a", kNow + 10)});
   // Reported again later, from a later first sighting: the earliest from_ms stays.
