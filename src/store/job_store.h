@@ -250,9 +250,11 @@ class JobStore {
   virtual Result<TraceSegmentRecord> GetTraceSegment(std::string_view compute_id,
                                                      std::string_view sha256) = 0;
   // Retention: forgets up to `limit` segments received before `before_ms` (oldest first),
-  // each once `remove_bytes` removed what the segment store keeps of it, and returns them. A
-  // failing `remove_bytes` fails the call and nothing is forgotten (bytes already removed are
-  // found gone, which is fine, next time).
+  // each once `remove_bytes` removed what the segment store keeps of it, and returns them.
+  // remove_bytes runs outside any transaction (a bucket's DELETE holds no store lock). A
+  // failing remove_bytes fails the call: the segments before it are forgotten, it and those
+  // after it are kept for the next time (bytes already removed are then found gone, which is
+  // fine).
   virtual Result<std::vector<TraceSegmentRecord>> ExpireTraceSegments(
       int64_t before_ms, int limit,
       const std::function<Status(const TraceSegmentRecord&)>& remove_bytes) = 0;

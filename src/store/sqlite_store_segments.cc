@@ -148,24 +148,47 @@ Result<std::vector<TraceSegmentRecord>> SqliteStore::ExpireTraceSegments(
   if (limit < 1 || limit > kMaxJobTraceSegments)
     return InvalidArgumentError("expire trace segments: limit must be 1.." +
                                 std::to_string(kMaxJobTraceSegments));
-  return Transact(Access::kWrite, [&]() -> Result<std::vector<TraceSegmentRecord>> {
-    EXPANSE_ASSIGN_OR_RETURN(Statement rows,
-                             db_.Query(std::string("SELECT ") + kColumns +
-                                           " FROM trace_segments WHERE received_ms < ?1 "
-                                           "ORDER BY received_ms, compute_id, sha256 LIMIT ?2",
-                                       before_ms, int64_t{limit}));
-    EXPANSE_ASSIGN_OR_RETURN(std::vector<TraceSegmentRecord> expired, AllSegments(rows));
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement remove,
-        db_.Prepare("DELETE FROM trace_segments WHERE compute_id = ?1 AND sha256 = ?2"));
-    for (const TraceSegmentRecord& s : expired) {
-      EXPANSE_RETURN_IF_ERROR(remove_bytes(s));
-      EXPANSE_RETURN_IF_ERROR(remove.BindAll(s.compute_id, s.sha256));
-      EXPANSE_RETURN_IF_ERROR(remove.Run());
-      remove.Reset();
-    }
-    return expired;
-  });
+  Result<std::vector<TraceSegmentRecord>> read =
+      Transact(Access::kRead, [&]() -> Result<std::vector<TraceSegmentRecord>> {
+        EXPANSE_ASSIGN_OR_RETURN(Statement rows,
+                                 db_.Query(std::string("SELECT ") + kColumns +
+                                               " FROM trace_segments WHERE received_ms < ?1 "
+                                               "ORDER BY received_ms, compute_id, sha256 LIMIT ?2",
+                                           before_ms, int64_t{limit}));
+        return AllSegments(rows);
+      });
+  if (!read.ok())
+    return read.status();
+  std::vector<TraceSegmentRecord> expired = std::move(*read);
+  // The bytes outside any transaction: a bucket's DELETE may take seconds (two minutes at
+  // its deadline), and a write transaction holds every replica's writers' lock. Bytes first,
+  // records after, so no record is forgotten with its bytes still kept (nothing would find
+  // them again); another replica expiring the same records at once removes the same bytes.
+  Status failed = OkStatus();
+  size_t removed = 0;
+  for (; removed < expired.size() && failed.ok(); ++removed)
+    failed = remove_bytes(expired[removed]);
+  if (!failed.ok())
+    --removed;
+  expired.resize(removed);
+  if (!expired.empty()) {
+    const Status forgotten = Transact(Access::kWrite, [&]() -> Status {
+      EXPANSE_ASSIGN_OR_RETURN(
+          Statement remove,
+          db_.Prepare("DELETE FROM trace_segments WHERE compute_id = ?1 AND sha256 = ?2"));
+      for (const TraceSegmentRecord& s : expired) {
+        EXPANSE_RETURN_IF_ERROR(remove.BindAll(s.compute_id, s.sha256));
+        EXPANSE_RETURN_IF_ERROR(remove.Run());
+        remove.Reset();
+      }
+      return OkStatus();
+    });
+    if (!forgotten.ok())
+      return forgotten;
+  }
+  if (!failed.ok())
+    return failed;
+  return expired;
 }
 
 }  // namespace expanse::store::sqlite_internal

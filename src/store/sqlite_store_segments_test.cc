@@ -153,7 +153,24 @@ TEST_P(TraceSegmentsTest, ARecordWhoseBytesCannotBeRemovedIsKept) {
         return s.sha256 == Sha('b') ? UnavailableError("disk away") : Removed(s);
       });
   EXPECT_EQ(expired.status(), UnavailableError("disk away"));
-  EXPECT_THAT(Listed(), ElementsAre("gpu01/10@0:a", "gpu01/10@1:b"));
+  EXPECT_THAT(Listed(), ElementsAre("gpu01/10@1:b"));  // 'a', whose bytes went, is forgotten
+}
+
+// Removing bytes (a bucket's DELETE, seconds) holds no store lock: another replica's writes
+// go on meanwhile. (SQLite in memory has no other replica: a second store is a new database.)
+TEST_P(TraceSegmentsTest, BytesAreRemovedWithoutHoldingTheStore) {
+  ASSERT_TRUE(jobs().PutTraceSegment(Segment('a', 10, 0)).ok());
+  Result<std::unique_ptr<Store>> other = OpenAnother();
+  ASSERT_TRUE(other.ok()) << other.status();
+  const auto expired =
+      jobs().ExpireTraceSegments(kNow + 200 * kWindow, 10, [&](const TraceSegmentRecord& s) {
+        const Status wrote = (*other)->CreateOrganization("meanwhile", "M", kNow).status();
+        EXPECT_TRUE(wrote.ok()) << wrote;
+        return Removed(s);
+      });
+  ASSERT_TRUE(expired.ok()) << expired.status();
+  EXPECT_EQ(expired->size(), 1u);
+  EXPECT_THAT(Listed(), IsEmpty());
 }
 
 TEST_P(TraceSegmentsTest, BadRecordsAreRefused) {
