@@ -32,8 +32,10 @@
 // answered by the thread that writes its group) answers through a Responder, now or later
 // from any thread; while it waits it holds no thread at all.
 //
-// Memory: after a request whose body reached trim_heap_after_bytes, or whose handler called
-// RequestHeapTrim(), the listener calls glibc's malloc_trim(0) once the response is written.
+// Memory: after a request or an answer whose body reached trim_heap_after_bytes, or whose
+// handler called RequestHeapTrim(), the listener calls glibc's malloc_trim(0) once the
+// response is written. Large answers held while slow clients read them are bounded together
+// (max_answer_bytes_in_flight).
 // glibc keeps freed memory in its per-thread arenas; without the trim, one large request
 // (a big batch decoded and parsed) leaves the process that much larger for good.
 
@@ -77,8 +79,8 @@ struct ListenerOptions {
   // Routes without their own limit (RouteOptions): the most body bytes accepted, after
   // Content-Encoding is undone.
   size_t max_body_bytes = 8 << 20;
-  // A request body at least this large has malloc_trim(0) run after its response; 0: only
-  // when the handler asks (RequestHeapTrim).
+  // A request body or an answer body at least this large has malloc_trim(0) run after the
+  // response; 0: only when the handler asks (RequestHeapTrim).
   size_t trim_heap_after_bytes = 1 << 20;
   // Deadlines, each absolute for its phase of a connection: the TLS handshake; a request's
   // header, counted from its first byte; its body, body_timeout plus the time the body's
@@ -105,6 +107,11 @@ struct ListenerOptions {
   // Requests of deferred routes parked at once (GetDeferred, PostDeferred); over it, 503
   // "overloaded".
   size_t max_parked_requests = 1024;
+  // Bytes of large answer bodies (over 64 KiB) held at once while clients read them: a client
+  // reading at the minimum rate holds a 64 MiB answer for ~17 minutes, and 64 connections of
+  // one address could hold gigabytes. An answer that would pass it is replaced by 503
+  // "overloaded" (one answer alone always goes out, whatever its size).
+  size_t max_answer_bytes_in_flight = size_t{1} << 30;
   // Where the listener reports handler exceptions and dropped response headers.
   // Null: spdlog::error. Called from any of the listener's threads.
   std::function<void(std::string_view message)> error_log{};

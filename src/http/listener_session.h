@@ -90,6 +90,8 @@ class EngineState {
   ConnectionLimiter limiter;
   std::atomic<size_t> queued{0};  // complete requests waiting for a worker
   std::atomic<size_t> parked{0};  // deferred requests not yet answered
+  // Bodies of large answers being written (ListenerOptions::max_answer_bytes_in_flight).
+  std::atomic<size_t> answer_bytes{0};
   std::atomic<bool> stopping{false};
 
   uint64_t Register(std::weak_ptr<SessionBase> session);
@@ -138,6 +140,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         fallback_timer_(stream_.get_executor()) {}
 
   ~Session() override {
+    ReleaseAnswerBytes();
     if (id_ != 0) {
       engine_->Unregister(id_);
     }
@@ -429,19 +432,21 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       });
       return;
     }
-    asio::post(engine_->pool,
-               [self = this->shared_from_this(), admission = admission_, large]() mutable {
-                 --self->engine_->queued;
-                 http::Response response = self->core_.Serve(*admission, admission->request);
-                 const bool trim = ListenerCore::TakeHeapTrimRequest() || large;
-                 // The request's memory goes here, on the worker, not on the I/O thread.
-                 admission->request.body.clear();
-                 admission->request.body.shrink_to_fit();
-                 asio::post(self->stream_.get_executor(),
-                            [self, response = std::move(response), trim]() mutable {
-                              self->OnHandled(std::move(response), trim);
-                            });
-               });
+    asio::post(engine_->pool, [self = this->shared_from_this(), admission = admission_, large,
+                               trim_after]() mutable {
+      --self->engine_->queued;
+      http::Response response = self->core_.Serve(*admission, admission->request);
+      // A large answer's memory too (a segment, a stacks list: tens of MiB).
+      const bool trim = ListenerCore::TakeHeapTrimRequest() || large ||
+                        (trim_after != 0 && response.body.size() >= trim_after);
+      // The request's memory goes here, on the worker, not on the I/O thread.
+      admission->request.body.clear();
+      admission->request.body.shrink_to_fit();
+      asio::post(self->stream_.get_executor(),
+                 [self, response = std::move(response), trim]() mutable {
+                   self->OnHandled(std::move(response), trim);
+                 });
+    });
   }
 
   void ArmFallback(const std::shared_ptr<Pending>& pending, std::chrono::milliseconds after,
@@ -500,7 +505,31 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     close = close || !keep_alive_ || stop_requested_ || engine_->stopping.load() ||
             served_ + 1 >= options_.keep_alive_max_requests;
     out_ = core_.Finish(admission_.get(), std::move(response), close);
+    if (!ReserveAnswerBytes(out_.body.size())) {
+      out_ = core_.Finish(admission_.get(),
+                          http::ErrorResponse(503, "overloaded",
+                                              "the server is sending too many large answers; try "
+                                              "again shortly"),
+                          close);
+    }
     Write();
+  }
+
+  // Counts a large answer's body against max_answer_bytes_in_flight until it is written (or
+  // the session ends); false when it would pass it beside the others.
+  bool ReserveAnswerBytes(size_t bytes) {
+    if (bytes <= kSmallBody)
+      return true;
+    const size_t before = engine_->answer_bytes.fetch_add(bytes);
+    if (before != 0 && before + bytes > options_.max_answer_bytes_in_flight) {
+      engine_->answer_bytes.fetch_sub(bytes);
+      return false;
+    }
+    reserved_answer_bytes_ = bytes;
+    return true;
+  }
+  void ReleaseAnswerBytes() {
+    engine_->answer_bytes.fetch_sub(std::exchange(reserved_answer_bytes_, 0));
   }
 
   // An answer goes out as single buffers: its head with a small body copied behind it, then
@@ -542,6 +571,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void OnWritten(beast::error_code ec) {
+    ReleaseAnswerBytes();
     if (ec) {
       Close();
       return;
@@ -650,6 +680,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool keep_alive_ = true;
   bool stop_requested_ = false;
   bool trim_after_write_ = false;
+  size_t reserved_answer_bytes_ = 0;  // ReserveAnswerBytes
   size_t served_ = 0;
 
   // A deferred request: its answer, and the fallback armed by Responder::ExpireAfter.

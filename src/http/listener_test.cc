@@ -327,6 +327,9 @@ TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
     RequestHeapTrim();
     return JsonResponse(200, "{}");
   });
+  listener_->Get("/large-answer", [](const Request&) {
+    return MakeResponse(200, "text/plain", std::string(4096, 'a'));
+  });
   listener_->Get("/ping", [](const Request&) { return JsonResponse(200, "{}"); });
   ASSERT_TRUE(listener_->Start().ok());
   httplib::Client client = Client();
@@ -344,6 +347,60 @@ TEST_F(ListenerTest, HeapIsTrimmedAfterLargeRequestsOnly) {
   EXPECT_EQ(trims_after(client.Post("/echo", {{"Content-Encoding", "gzip"}},
                                     Gzip(std::string(8192, 'z')), "text/plain")),
             3u);
+  EXPECT_EQ(trims_after(client.Get("/large-answer")), 4u);  // an answer as large counts too
+}
+
+// Large answers held while clients read them are bounded together: a client that reads
+// nothing holds its answer, and another large answer beside it is 503 until it goes; small
+// answers go on.
+TEST_F(ListenerTest, LargeAnswersHeldForSlowReadersAreBoundedTogether) {
+  ListenerOptions options = Options();
+  options.max_answer_bytes_in_flight = 48 << 20;
+  options.write_timeout = std::chrono::seconds(60);
+  Result<std::unique_ptr<Listener>> created = Listener::Create(std::move(options));
+  ASSERT_TRUE(created.ok()) << created.status();
+  listener_ = *std::move(created);
+  listener_->Get("/large", [](const Request&) {
+    return MakeResponse(200, "application/octet-stream", std::string(40 << 20, 'x'));
+  });
+  listener_->Get("/ping", [](const Request&) { return JsonResponse(200, "{}"); });
+  ASSERT_TRUE(listener_->Start().ok());
+
+  // A reader of nothing, with a small receive window: the answer stays in the server.
+  const int slow = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int window = 4096;
+  ASSERT_EQ(::setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &window, sizeof window), 0);
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(static_cast<uint16_t>(listener_->port()));
+  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&server), sizeof server), 0);
+  const std::string request = "GET /large HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(slow, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+
+  httplib::Client client = Client();
+  // Until the slow answer is being written.
+  const auto get_until = [&](int status) {
+    httplib::Result result = client.Get("/large");
+    for (int i = 0; i < 100 && !(result && result->status == status); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      result = client.Get("/large");
+    }
+    return result;
+  };
+  const httplib::Result refused = get_until(503);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(ErrorCode(refused), "overloaded");
+  const httplib::Result small = client.Get("/ping");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200);
+
+  ::close(slow);  // its write fails, and its bytes are released
+  const httplib::Result served = get_until(200);
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->status, 200);
+  EXPECT_EQ(served->body.size(), size_t{40} << 20);
 }
 
 // A deferred POST reads its body like any route and is answered from another thread; it
