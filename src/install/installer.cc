@@ -274,8 +274,9 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     config.organization = cred.compute.organization_slug;
     config.credential_id = cred.credential_id;
     config.credential = cred.credential;
-    config.control_plane_url =
-        cred.compute.control_plane_url.empty() ? plan.control_plane : plan.control_plane;
+    // The address this install reached the server at, not the one the server reports for the
+    // compute: behind a balancer or a NAT the server knows only its own view.
+    config.control_plane_url = plan.control_plane;
     config.data_plane_url = plan.data_plane;
     config.shared_prefix = prefix;
     config.daemon_user = o.user;

@@ -123,7 +123,7 @@ TEST_F(ExtractTest, RefusesSymlinkPointingOut) {
       .path = "bin/expanse-daemon", .type = AE_IFLNK, .perm = 0777, .symlink = "/etc/passwd"};
   std::string message = Refused(Archive({ReleaseJsonFor(files_), link}), "archive_unsafe_entry");
   EXPECT_EQ(message,
-            "entry \"bin/expanse-daemon\" is a symbolic link (tar type '2') to \"/etc/passwd\"; "
+            "entry \"bin/expanse-daemon\" is a symbolic link (tar type '2', unsupported type 50) to \"/etc/passwd\"; "
             "release archives contain only regular files and directories");
 }
 
@@ -132,18 +132,18 @@ TEST_F(ExtractTest, RefusesHardLinks) {
   std::vector<RawEntry> entries = {ReleaseJsonFor(files_), files_[0], files_[1], link};
   std::string message = Refused(Archive(entries), "archive_unsafe_entry");
   EXPECT_EQ(message,
-            "entry \"lib/cupti/versions.tsv\" is a hard link (tar type '1') to \"share/README\"; "
+            "entry \"lib/cupti/versions.tsv\" is a hard link (tar type '1', unsupported type 49) to \"share/README\"; "
             "release archives contain only regular files and directories");
 }
 
 TEST_F(ExtractTest, RefusesDevicesAndFifos) {
   EXPECT_THAT(Refused(Archive({RawEntry{.path = "dev", .type = AE_IFCHR}}), "archive_unsafe_entry"),
-              HasSubstr("character device (tar type '3')"));
+              HasSubstr("character device (tar type '3', unsupported type 51)"));
   EXPECT_THAT(Refused(Archive({RawEntry{.path = "blk", .type = AE_IFBLK}}), "archive_unsafe_entry"),
-              HasSubstr("block device (tar type '4')"));
+              HasSubstr("block device (tar type '4', unsupported type 52)"));
   EXPECT_THAT(
       Refused(Archive({RawEntry{.path = "pipe", .type = AE_IFIFO}}), "archive_unsafe_entry"),
-      HasSubstr("FIFO (tar type '6')"));
+      HasSubstr("FIFO (tar type '6', unsupported type 54)"));
 }
 
 TEST_F(ExtractTest, RefusesSetuidSetgidAndSticky) {

@@ -50,22 +50,23 @@ std::string EntryName(std::string_view path) { return "entry " + QuoteForMessage
 
 // How an entry that is not a plain file or directory is named to the operator, with the tar
 // type flag a packer would have written for it (ustar: 1 hard link, 2 symlink, 3 character
-// device, 4 block device, 6 FIFO; sockets have none).
+// device, 4 block device, 6 FIFO; sockets have none), also as the byte's number: other
+// extractors say "unsupported type 49" for a hard link, and the install guide quotes that.
 std::string DescribeSpecialEntry(struct archive_entry* entry) {
   if (archive_entry_hardlink(entry) != nullptr) {
-    return "a hard link (tar type '1') to " + QuoteForMessage(archive_entry_hardlink(entry));
+    return "a hard link (tar type '1', unsupported type 49) to " + QuoteForMessage(archive_entry_hardlink(entry));
   }
   switch (archive_entry_filetype(entry)) {
     case AE_IFLNK: {
       const char* target = archive_entry_symlink(entry);
-      return "a symbolic link (tar type '2') to " + QuoteForMessage(target ? target : "");
+      return "a symbolic link (tar type '2', unsupported type 50) to " + QuoteForMessage(target ? target : "");
     }
     case AE_IFCHR:
-      return "a character device (tar type '3')";
+      return "a character device (tar type '3', unsupported type 51)";
     case AE_IFBLK:
-      return "a block device (tar type '4')";
+      return "a block device (tar type '4', unsupported type 52)";
     case AE_IFIFO:
-      return "a FIFO (tar type '6')";
+      return "a FIFO (tar type '6', unsupported type 54)";
     case AE_IFSOCK:
       return "a socket";
     default:

@@ -67,7 +67,12 @@ TEST_F(ApiMetricsTest, ComputesBeyondTheCapAreLeftOutAndSaidToBe) {
   EXPECT_EQ(compute_series(at_cap->body).size(), kMaxMetricComputes);
   EXPECT_THAT(at_cap->body, HasSubstr("expanse_metrics_computes_left_out 0\n"));
 
-  ASSERT_TRUE(app_->control().CreateCompute(*owner, "acme", "one-more", "slurm").ok());
+  // In another organisation: one holds at most as many computes as the page carries.
+  auto beta = app_->control().Bootstrap("beta", "Beta", "owner@beta.example", "pw-beta-1", "t");
+  ASSERT_TRUE(beta.ok()) << beta.status();
+  Result<Principal> beta_owner = app_->control().AuthenticateApiToken(beta->api_token);
+  ASSERT_TRUE(beta_owner.ok()) << beta_owner.status();
+  ASSERT_TRUE(app_->control().CreateCompute(*beta_owner, "beta", "one-more", "slurm").ok());
   httplib::Result over = Scrape(kMetricsToken);
   ASSERT_TRUE(over);
   EXPECT_EQ(compute_series(over->body).size(), kMaxMetricComputes);

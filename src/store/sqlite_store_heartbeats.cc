@@ -32,11 +32,36 @@ Status SqliteStore::RecordHeartbeat(const Heartbeat& heartbeat) {
       return UnauthenticatedError("credential " + std::to_string(credential.id) +
                                   " has been revoked (" + credential.revoke_reason + ")");
     }
+    // A compute's daemon sends one every 30 s; one that sends them as fast as the rate limit
+    // lets it (hundreds a second, up to 8 MiB each) must not fill the disk: a heartbeat that
+    // follows the compute's newest by less than kMinHeartbeatSpacingMs replaces it.
     EXPANSE_RETURN_IF_ERROR(db_.Execute(
-        "INSERT INTO heartbeats (compute_id, credential_id, received_at_ms, controller_host, "
-        "daemon_version, body_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "UPDATE heartbeats SET credential_id = ?2, received_at_ms = ?3, controller_host = ?4, "
+        "daemon_version = ?5, body_json = ?6 WHERE id = (SELECT id FROM heartbeats WHERE "
+        "compute_id = ?1 ORDER BY received_at_ms DESC, id DESC LIMIT 1) "
+        "AND received_at_ms <= ?3 AND received_at_ms > ?3 - ?7",
         heartbeat.compute_id, heartbeat.credential_id, heartbeat.received_at_ms,
-        heartbeat.controller_host, heartbeat.daemon_version, heartbeat.body_json));
+        heartbeat.controller_host, heartbeat.daemon_version, heartbeat.body_json,
+        kMinHeartbeatSpacingMs));
+    if (db_.Changes() == 0) {
+      // The newest until now becomes history: a large body (a site's every node report, or a
+      // hostile one) is kept only while it is the newest, its size said in its place.
+      EXPANSE_RETURN_IF_ERROR(db_.Execute(
+          std::string("UPDATE heartbeats SET body_json = '{\"omitted_bytes\":' || ") +
+              (db_.engine() == Engine::kSqlite ? "length(CAST(body_json AS BLOB))"
+                                               : "octet_length(body_json)") +
+              " || '}' WHERE id = (SELECT id FROM heartbeats WHERE compute_id = ?1 ORDER BY "
+              "received_at_ms DESC, id DESC LIMIT 1) AND received_at_ms <= ?2 AND " +
+              (db_.engine() == Engine::kSqlite ? "length(CAST(body_json AS BLOB))"
+                                               : "octet_length(body_json)") +
+              " > ?3",
+          heartbeat.compute_id, heartbeat.received_at_ms, kMaxHistoryHeartbeatBytes));
+      EXPANSE_RETURN_IF_ERROR(db_.Execute(
+          "INSERT INTO heartbeats (compute_id, credential_id, received_at_ms, controller_host, "
+          "daemon_version, body_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+          heartbeat.compute_id, heartbeat.credential_id, heartbeat.received_at_ms,
+          heartbeat.controller_host, heartbeat.daemon_version, heartbeat.body_json));
+    }
     // The compute's copy of the host facts follows the newest heartbeat by received time
     // (the one LatestHeartbeat returns), so a late-arriving older one cannot roll them back.
     // Right-hand sides of an UPDATE see the row as it was before it.

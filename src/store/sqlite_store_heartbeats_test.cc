@@ -65,6 +65,48 @@ TEST_P(HeartbeatHistoryTest, HistoryOlderThanADayBeforeTheNewestIsDeleted) {
   EXPECT_EQ(rows("cmp_b"), 1) << "another compute's history is its own";
 }
 
+// A daemon sending heartbeats as fast as it may cannot fill the disk: one that follows the
+// newest by less than 10 s replaces it, and a large body is kept only while it is the newest.
+TEST_P(HeartbeatHistoryTest, HistoryKeepsOneHeartbeatPerTenSecondsAndLargeBodiesOnlyInTheNewest) {
+  MakeCompute("cmp_a");
+  const Credential a = Enroll("cmp_a", "s");
+  auto bodies = [&]() -> std::string {
+    const std::string sql =
+        "SELECT string_agg(CASE WHEN length(body_json) > 100 THEN 'large' ELSE body_json END, "
+        "',' ORDER BY received_at_ms) FROM heartbeats WHERE compute_id = 'cmp_a'";
+    if (GetParam() == store_testing::Backing::kPostgres) {
+      auto db = pg_internal::PgConnection::Open(postgres_conninfo());
+      auto rows = db.ok() ? db->Query(sql) : decltype(db->Query(sql))(db.status());
+      return rows.ok() && *rows->Step() ? rows->ColumnText(0) : rows.status().ToString();
+    }
+    auto db = sqlite_internal::SqliteConnection::Open(db_path(), 5000);
+    const std::string sqlite_sql =
+        "SELECT group_concat(b, ',') FROM (SELECT CASE WHEN length(body_json) > 100 THEN "
+        "'large' ELSE body_json END AS b FROM heartbeats WHERE compute_id = 'cmp_a' ORDER BY "
+        "received_at_ms)";
+    auto rows = db.ok() ? db->Query(sqlite_sql) : decltype(db->Query(sqlite_sql))(db.status());
+    return rows.ok() && *rows->Step() ? rows->ColumnText(0) : rows.status().ToString();
+  };
+  const auto record = [&](int64_t at, std::string body) {
+    Heartbeat heartbeat = HeartbeatOf(a, at);
+    heartbeat.body_json = std::move(body);
+    const Status recorded = store().RecordHeartbeat(heartbeat);
+    ASSERT_TRUE(recorded.ok()) << recorded;
+  };
+  record(kNow, R"({"n":1})");
+  record(kNow + 5'000, R"({"n":2})");  // replaces the first
+  record(kNow + 9'999, R"({"n":3})");  // and again
+  EXPECT_EQ(bodies(), R"({"n":3})");
+  const std::string large =
+      R"({"pad":")" + std::string(Store::kMaxHistoryHeartbeatBytes, 'x') + R"("})";
+  record(kNow + 20'000, large);
+  EXPECT_EQ(bodies(), R"({"n":3},large)");
+  EXPECT_EQ(store().LatestHeartbeat("cmp_a")->body_json, large);  // the newest keeps it
+  record(kNow + 40'000, R"({"n":5})");
+  EXPECT_EQ(bodies(),
+            R"({"n":3},{"omitted_bytes":)" + std::to_string(large.size()) + R"(},{"n":5})");
+}
+
 TEST_P(HeartbeatsTest, FirstHeartbeatActivatesTheCompute) {
   MakeCompute("cmp_a");
   const Credential credential = Enroll("cmp_a", "s");

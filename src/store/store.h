@@ -296,9 +296,16 @@ class Store {
   // the transaction: kPermissionDenied when it belongs to another compute, kUnauthenticated when
   // it was revoked (e.g. replaced by a concurrent exchange). The history keeps the compute's
   // heartbeats of the kHeartbeatHistoryMs before the newest one stored; older ones are deleted.
+  // At most one per kMinHeartbeatSpacingMs, and bodies over kMaxHistoryHeartbeatBytes only in
+  // the newest (below).
   virtual Status RecordHeartbeat(const Heartbeat& heartbeat) = 0;
   // A heartbeat every 30 s of a 1,000-GPU compute is ~0.3 MB: a day of them is ~750 MB.
   static constexpr int64_t kHeartbeatHistoryMs = 24 * 3600 * 1000;
+  // A heartbeat this soon after the compute's newest replaces it in the history.
+  static constexpr int64_t kMinHeartbeatSpacingMs = 10'000;
+  // A body larger than this is kept only while its heartbeat is the compute's newest; in the
+  // history it becomes {"omitted_bytes": <its size>}.
+  static constexpr int64_t kMaxHistoryHeartbeatBytes = 1 << 20;
   // kNotFound when the compute is unknown or has sent no heartbeat.
   virtual Result<Heartbeat> LatestHeartbeat(std::string_view compute_id) = 0;
   // Active computes whose last heartbeat is older than cutoff_ms become stale; returns how many.
