@@ -123,7 +123,8 @@ TEST_F(ExtractTest, RefusesSymlinkPointingOut) {
       .path = "bin/expanse-daemon", .type = AE_IFLNK, .perm = 0777, .symlink = "/etc/passwd"};
   std::string message = Refused(Archive({ReleaseJsonFor(files_), link}), "archive_unsafe_entry");
   EXPECT_EQ(message,
-            "entry \"bin/expanse-daemon\" is a symbolic link (tar type '2', unsupported type 50) to \"/etc/passwd\"; "
+            "entry \"bin/expanse-daemon\" is a symbolic link (tar type '2', unsupported type 50) "
+            "to \"/etc/passwd\"; "
             "release archives contain only regular files and directories");
 }
 
@@ -132,7 +133,8 @@ TEST_F(ExtractTest, RefusesHardLinks) {
   std::vector<RawEntry> entries = {ReleaseJsonFor(files_), files_[0], files_[1], link};
   std::string message = Refused(Archive(entries), "archive_unsafe_entry");
   EXPECT_EQ(message,
-            "entry \"lib/cupti/versions.tsv\" is a hard link (tar type '1', unsupported type 49) to \"share/README\"; "
+            "entry \"lib/cupti/versions.tsv\" is a hard link (tar type '1', unsupported type 49) "
+            "to \"share/README\"; "
             "release archives contain only regular files and directories");
 }
 

@@ -54,12 +54,14 @@ std::string EntryName(std::string_view path) { return "entry " + QuoteForMessage
 // extractors say "unsupported type 49" for a hard link, and the install guide quotes that.
 std::string DescribeSpecialEntry(struct archive_entry* entry) {
   if (archive_entry_hardlink(entry) != nullptr) {
-    return "a hard link (tar type '1', unsupported type 49) to " + QuoteForMessage(archive_entry_hardlink(entry));
+    return "a hard link (tar type '1', unsupported type 49) to " +
+           QuoteForMessage(archive_entry_hardlink(entry));
   }
   switch (archive_entry_filetype(entry)) {
     case AE_IFLNK: {
       const char* target = archive_entry_symlink(entry);
-      return "a symbolic link (tar type '2', unsupported type 50) to " + QuoteForMessage(target ? target : "");
+      return "a symbolic link (tar type '2', unsupported type 50) to " +
+             QuoteForMessage(target ? target : "");
     }
     case AE_IFCHR:
       return "a character device (tar type '3', unsupported type 51)";
