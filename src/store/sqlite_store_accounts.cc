@@ -241,6 +241,14 @@ Result<ApiToken> SqliteStore::CreateApiToken(const ApiToken& token) {
       return AlreadyExistsError("an API token with this hash already exists");
     }
     EXPANSE_RETURN_IF_ERROR(inserted.status());
+    const std::string dead =
+        "org_id = ?1 AND user_id = ?2 AND (revoked_at_ms <> 0 OR "
+        "(expires_at_ms <> 0 AND expires_at_ms <= ?3))";
+    EXPANSE_RETURN_IF_ERROR(db_.Execute("DELETE FROM api_tokens WHERE " + dead +
+                                            " AND id NOT IN (SELECT id FROM api_tokens WHERE " +
+                                            dead + " ORDER BY id DESC LIMIT ?4)",
+                                        token.org_id, token.user_id, token.created_at_ms,
+                                        kKeptDeadApiTokens));
     ApiToken stored = token;
     stored.id = *inserted;
     return stored;

@@ -331,6 +331,35 @@ TEST_P(AccountsTest, ApiTokensAreListedPerOrganizationAndUser) {
   EXPECT_TRUE(store().ListApiTokens(999, 0)->empty());
 }
 
+// Issuing and revoking in a loop keeps the newest 100 dead tokens of the maker (revoked or
+// expired), not every one; live tokens and other users' stay.
+TEST_P(AccountsTest, OnlyTheNewestDeadTokensOfAMakerAreKept) {
+  const User ana = MakeUser("ana@example.org");
+  const User bo = MakeUser("bo@example.org");
+  const Organization acme = MakeOrganization("acme");
+  const Result<ApiToken> live = store().CreateApiToken(TokenOf(ana, acme, "live"));
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_TRUE(
+      store().RevokeApiToken(store().CreateApiToken(TokenOf(bo, acme, "bo"))->id, kNow).ok());
+  for (int i = 0; i < Store::kKeptDeadApiTokens + 20; ++i) {
+    const Result<ApiToken> made =
+        store().CreateApiToken(TokenOf(ana, acme, "t" + std::to_string(i)));
+    ASSERT_TRUE(made.ok()) << made.status();
+    ASSERT_TRUE(store().RevokeApiToken(made->id, kNow).ok());
+  }
+  ApiToken expired = TokenOf(ana, acme, "expired");
+  expired.expires_at_ms = kNow - 1;  // dead once the next one is made
+  ASSERT_TRUE(store().CreateApiToken(expired).ok());
+  ASSERT_TRUE(store().CreateApiToken(TokenOf(ana, acme, "last")).ok());
+  const Result<std::vector<ApiToken>> anas = store().ListApiTokens(acme.id, ana.id);
+  ASSERT_TRUE(anas.ok()) << anas.status();
+  ASSERT_EQ(anas->size(), static_cast<size_t>(Store::kKeptDeadApiTokens) + 2);
+  EXPECT_EQ(anas->front().token_hash, "live");
+  EXPECT_EQ((*anas)[1].token_hash, "t21");  // t0..t20 went
+  EXPECT_EQ(anas->back().token_hash, "last");
+  EXPECT_EQ(store().ListApiTokens(acme.id, bo.id)->size(), 1u);
+}
+
 TEST_P(AccountsTest, ApiTokenScopes) {
   const User user = MakeUser();
   const Organization organization = MakeOrganization();

@@ -245,8 +245,12 @@ class Store {
   // kNotFound when absent.
   virtual Status DeleteSession(std::string_view id_hash) = 0;
   // Returns the token with its id assigned. kInvalidArgument for an empty scope or one with
-  // blanks (scopes are stored space-separated).
+  // blanks (scopes are stored space-separated). In the same transaction, the maker's tokens in
+  // the organisation that are revoked or expired (at token.created_at_ms) are deleted past the
+  // newest kKeptDeadApiTokens, so a loop of issuing and revoking does not grow the table (and
+  // every listing) for ever.
   virtual Result<ApiToken> CreateApiToken(const ApiToken& token) = 0;
+  static constexpr int64_t kKeptDeadApiTokens = 100;
   virtual Result<ApiToken> GetApiTokenByHash(std::string_view token_hash) = 0;
   virtual Status RevokeApiToken(int64_t id, int64_t now_ms) = 0;
   // The tokens of one organisation, oldest first; of one user there when user_id != 0.
