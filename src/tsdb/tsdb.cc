@@ -618,19 +618,25 @@ Result<std::vector<std::vector<Bucket>>> Tsdb::QueryMany(const std::vector<Serie
                              Downsampler::Create(q.from_ms, q.to_ms, q.points));
     samplers.push_back(std::move(sampler));
   }
+  // Grouped by series, in series id order: the chunk store's rows are in that order too.
+  std::map<int64_t, std::vector<size_t>> by_series;
   {
     std::lock_guard lock(mu_);
-    // Grouped by series, in series id order: the chunk store's rows are in that order too.
-    std::map<int64_t, std::pair<const Series*, std::vector<size_t>>> by_series;
     for (size_t i = 0; i < queries.size(); ++i) {
-      if (const Series* series = FindSeries(queries[i].key)) {
-        auto& [found, which] = by_series[series->id];
-        found = series;
-        which.push_back(i);
-      }
+      if (const Series* series = FindSeries(queries[i].key))
+        by_series[series->id].push_back(i);
     }
-    for (const auto& [id, group] : by_series)
-      EXPANSE_RETURN_IF_ERROR(FeedQueriesLocked(*group.first, queries, group.second, samplers));
+  }
+  // The lock is taken per series, not for the whole list: a page of a thousand long jobs
+  // decodes billions of samples, and every Append waits for this lock. Each series is read
+  // whole at one moment; one forgotten meanwhile (or its key given to a new series) is
+  // answered as absent.
+  for (const auto& [id, which] : by_series) {
+    std::lock_guard lock(mu_);
+    const Series* series = FindSeries(queries[which.front()].key);
+    if (series == nullptr || series->id != id)
+      continue;
+    EXPANSE_RETURN_IF_ERROR(FeedQueriesLocked(*series, queries, which, samplers));
   }
   std::vector<std::vector<Bucket>> answers;
   answers.reserve(samplers.size());

@@ -97,10 +97,10 @@ class Tsdb final : public TelemetryStore {
   Result<std::vector<Bucket>> Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
                                     int points) override;
   // Query for each of `queries`: answer i is what Query(queries[i]) returns, bucket for
-  // bucket. For callers with many small questions (a page of the job list asks hundreds): one
-  // acquisition of the lock, one prepared statement for every chunk read, each series' chunks
-  // read once for all its queries and each chunk decoded once. The first invalid query fails
-  // the call with Query's error.
+  // bucket. For callers with many small questions (a page of the job list asks hundreds): each
+  // series' chunks read once for all its queries and each chunk decoded once, under the lock
+  // for that series only (Append goes on between them; each series is read at one moment).
+  // The first invalid query fails the call with Query's error.
   Result<std::vector<std::vector<Bucket>>> QueryMany(
       const std::vector<SeriesQuery>& queries) override;
   // Series of one compute whose host starts with host_prefix ("" matches all), sorted.
