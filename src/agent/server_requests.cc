@@ -114,10 +114,8 @@ json ServerRequests::PendingResults() {
 
 void ServerRequests::Acknowledge(size_t count) {
   std::lock_guard lock(mu_);
-  for (size_t i = 0; i < count && !results_.empty(); ++i) {
-    ran_.erase(results_.front().value("id", int64_t{0}));
+  for (size_t i = 0; i < count && !results_.empty(); ++i)
     results_.pop_front();
-  }
 }
 
 }  // namespace expanse::agent

@@ -1,10 +1,9 @@
 // What the server asks of the controller through heartbeat answers (docs/formats/heartbeat.md):
-// today only `scancel` of one job, which an alert rule's action requests. Each request runs
-// once; its outcome is reported in the following heartbeats until one is accepted. A request
-// the server lists again after accepting its outcome was made again (the same scancel for a
-// requeued job's next run keeps its id) and runs again. The answer is the server's, authenticated
-// by TLS, and still checked: an unknown kind or a job id that is not SLURM's form is refused (and
-// reported), never run.
+// today only `scancel` of one job, which an alert rule's action requests. Each request runs at
+// most once per daemon (a request made again, for a requeued job's next run, has a new id);
+// its outcome is reported in the following heartbeats until one is accepted. The answer is the
+// server's, authenticated by TLS, and still checked: an unknown kind or a job id that is not
+// SLURM's form is refused (and reported), never run.
 #ifndef EXPANSE_AGENT_SERVER_REQUESTS_H_
 #define EXPANSE_AGENT_SERVER_REQUESTS_H_
 
@@ -34,8 +33,7 @@ class ServerRequests {
   void HandleAnswer(std::string_view body);
   // The "request_results" the next heartbeat carries (the outcomes not yet accepted).
   nlohmann::json PendingResults();
-  // The heartbeat that carried the first `count` of PendingResults() was accepted: their
-  // requests are done on the server, and listed again only when made again.
+  // The heartbeat that carried the first `count` of PendingResults() was accepted.
   void Acknowledge(size_t count);
 
  private:
@@ -44,7 +42,7 @@ class ServerRequests {
   Host& host_;
   std::function<void(const std::string&)> log_;
   std::mutex mu_;
-  std::set<int64_t> ran_;  // ids run whose outcome was not yet accepted (the newest 1000)
+  std::set<int64_t> ran_;  // the ids run by this daemon (the newest 1000)
   std::deque<nlohmann::json> results_;
 };
 

@@ -46,17 +46,6 @@ TEST_F(ServerRequestsTest, RunsEachScancelOnceAndReportsUntilAccepted) {
   EXPECT_THAT(log_, ::testing::Contains("server request 7: scancel 42: cancelled"));
 }
 
-// The server lists a request again after accepting its outcome only when it made it again
-// (an alert's scancel of a requeued job's next run keeps the id): it runs again.
-TEST_F(ServerRequestsTest, ARequestListedAgainAfterItsOutcomeWasAcceptedRunsAgain) {
-  const json answer = Answer({{{"id", 7}, {"kind", "scancel"}, {"job_id", "42"}}});
-  requests_.Handle(answer);
-  requests_.Acknowledge(1);
-  requests_.Handle(answer);
-  EXPECT_EQ(host_.commands(), (std::vector<std::string>{"scancel 42", "scancel 42"}));
-  EXPECT_EQ(requests_.PendingResults().size(), 1u);
-}
-
 TEST_F(ServerRequestsTest, AFailedScancelIsReportedWithWhatItSaid) {
   requests_.Handle(Answer({{{"id", 8}, {"kind", "scancel"}, {"job_id", "404"}}}));
   json results = requests_.PendingResults();

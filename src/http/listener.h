@@ -79,8 +79,8 @@ struct ListenerOptions {
   // Routes without their own limit (RouteOptions): the most body bytes accepted, after
   // Content-Encoding is undone.
   size_t max_body_bytes = 8 << 20;
-  // A request body or an answer body at least this large has malloc_trim(0) run after the
-  // response; 0: only when the handler asks (RequestHeapTrim).
+  // A request body or an answer body (of a route that is not deferred) at least this large has
+  // malloc_trim(0) run after the response; 0: only when the handler asks (RequestHeapTrim).
   size_t trim_heap_after_bytes = 1 << 20;
   // Deadlines, each absolute for its phase of a connection: the TLS handshake; a request's
   // header, counted from its first byte; its body, body_timeout plus the time the body's

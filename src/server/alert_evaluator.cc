@@ -201,8 +201,11 @@ std::string AlertEvaluator::RunSubject(const store::AlertRule& rule, const store
   const std::string subject = job.compute_id + "/" + job.job_id;
   if (job.start_ms <= 0)
     return subject;
+  // created_at_ms is the server's clock and start_ms the cluster's: the margin keeps a cluster
+  // clock that runs ahead from making the same run look new (and warned again).
+  constexpr int64_t kClockMarginMs = 10 * 60'000;
   Result<store::AlertDelivery> first = store_.GetAlertDelivery(rule.id, subject);
-  if (first.ok() && first->created_at_ms < job.start_ms)
+  if (first.ok() && first->created_at_ms + kClockMarginMs < job.start_ms)
     return subject + "@" + std::to_string(job.start_ms);
   return subject;
 }
@@ -319,8 +322,21 @@ void AlertEvaluator::RetryDeliveries(int64_t org_id, const std::vector<store::Al
                                taken.status().message());
         continue;
       }
-      if (*taken)
-        Deliver(*rule, d, MessageFromStore(d.message), now_ms, round);
+      if (!*taken)
+        continue;
+      if (state == "pending" && now_ms - d.created_at_ms > options_.abandoned_max_age_ms) {
+        // News no longer: left by an older server, or by an evaluation long ago.
+        d.state = "failed";
+        d.last_error =
+            "left pending by an evaluation that ended before sending it; too old to "
+            "send now";
+        d.updated_at_ms = now_ms;
+        if (Status s = store_.UpdateAlertDelivery(d); !s.ok())
+          round.errors.push_back("recording delivery " + std::to_string(d.id) + ": " + s.message());
+        ++round.failed;
+        continue;
+      }
+      Deliver(*rule, d, MessageFromStore(d.message), now_ms, round);
     }
   }
 }

@@ -43,6 +43,8 @@ struct AlertEvaluatorOptions {
   // before its send (a crash, the database away at the update): it is sent again. Far longer
   // than a send's deadlines (15 s webhook, 30 s mail).
   int64_t abandoned_after_ms = 10 * 60'000;
+  // One claimed longer ago than this is not sent but marked failed: news no longer.
+  int64_t abandoned_max_age_ms = 24 * 3600'000;
   int max_jobs_per_compute = 5'000;  // a bound on one round's work
   VerdictThresholds thresholds;
 };

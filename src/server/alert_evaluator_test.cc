@@ -390,8 +390,7 @@ TEST_F(AlertEvaluatorTest, AScancelActionAsksTheControllerThroughTheHeartbeat) {
 }
 
 // A requeued job's next run is a new subject: its warning goes out, and its scancel is asked
-// again under the same request id (the controller runs an id again once its earlier outcome
-// was accepted).
+// again, under a new request id (the controller runs each id once).
 TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
   Ingest("77", /*running=*/true);
   MakeRule({{"name", "cancel idle jobs"},
@@ -413,7 +412,7 @@ TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
                   .ok());
 
   Ingest("77");  // the first run ends (its Epilog closes its GPUs), and the job is requeued
-  const int64_t second_start = kStart + 2 * kTenMinutes;
+  const int64_t second_start = kStart + 3 * kTenMinutes;
   Ingest("77", /*running=*/true, second_start);
   clock_.Set(second_start + kTenMinutes + 5'000);
   EXPECT_EQ(Round().sent, 1);  // the warning about this run
@@ -424,7 +423,7 @@ TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
             compute_ + "/77@" + std::to_string(second_start) + "/scancel");
   requests = app_->store().ListComputeRequests(compute_, "pending", 10);
   ASSERT_TRUE(requests.ok() && requests->size() == 1u);
-  EXPECT_EQ((*requests)[0].id, request_id);
+  EXPECT_GT((*requests)[0].id, request_id);  // a new id: the controller runs each id once
   EXPECT_EQ((*requests)[0].created_at_ms, second_start + kTenMinutes + 5'000);
 }
 
@@ -485,6 +484,20 @@ TEST_F(AlertEvaluatorTest, ADeliveryLeftPendingIsSentLater) {
   EXPECT_EQ(sender_.sent[0].alert.subject, "[Expanse] job 77 (ana): over_allocated");
   EXPECT_EQ(Deliveries()[0]["state"], "sent");
   EXPECT_EQ(Round().sent, 0);
+
+  // One left pending for more than a day is news no longer: failed, not sent.
+  left.subject = compute_ + "/78";
+  left.job_id = "78";
+  ASSERT_TRUE(app_->store().ClaimAlertDelivery(left).ok());
+  clock_.Set(claimed_at + 25 * 3'600'000LL);
+  const AlertRound late = Round();
+  EXPECT_EQ(late.sent, 0);
+  EXPECT_EQ(late.failed, 1);
+  EXPECT_EQ(sender_.sent.size(), 1u);
+  const json failed = Deliveries("?state=failed");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0]["subject"], compute_ + "/78");
+  EXPECT_THAT(failed[0]["error"].get<std::string>(), HasSubstr("too old to send now"));
 }
 
 TEST_F(AlertEvaluatorTest, TheApiRefusesRulesThatCannotWork) {

@@ -242,17 +242,23 @@ Result<ComputeRequest> SqliteStore::CreateComputeRequest(const ComputeRequest& r
     stored.result.clear();
     stored.updated_at_ms = request.created_at_ms;
     if (request.replaces_made_before_ms > 0) {
-      // Before the INSERT: a failed statement ends a PostgreSQL transaction. The same id: a
-      // controller runs an id again once its earlier outcome was accepted (ServerRequests).
+      // Before the INSERT: a failed statement ends a PostgreSQL transaction. Under a new id: a
+      // controller runs each id once (ServerRequests), and one that ran the earlier request
+      // but has not reported it yet would skip this one and report the old outcome for it.
+      // (SQLite's max(id) + 1, since a new row may take a deleted row's id there;
+      // PostgreSQL's identity, which a later INSERT draws from.)
+      const std::string new_id = db_.engine() == Engine::kSqlite
+                                     ? "(SELECT max(id) + 1 FROM compute_requests)"
+                                     : "nextval(pg_get_serial_sequence('compute_requests', 'id'))";
       EXPANSE_ASSIGN_OR_RETURN(
           Statement renewed,
-          db_.Query("UPDATE compute_requests SET org_id = ?4, reason = ?5, rule_id = ?6, "
-                    "state = 'pending', result = '', created_at_ms = ?7, updated_at_ms = ?7 "
-                    "WHERE compute_id = ?1 AND kind = ?2 AND job_id = ?3 AND created_at_ms < ?8 "
-                    "RETURNING id",
-                    request.compute_id, request.kind, request.job_id, request.org_id,
-                    request.reason, request.rule_id, request.created_at_ms,
-                    request.replaces_made_before_ms));
+          db_.Query(
+              "UPDATE compute_requests SET id = " + new_id +
+                  ", org_id = ?4, reason = ?5, rule_id = ?6, state = 'pending', result = '', "
+                  "created_at_ms = ?7, updated_at_ms = ?7 WHERE compute_id = ?1 AND kind = ?2 "
+                  "AND job_id = ?3 AND created_at_ms < ?8 RETURNING id",
+              request.compute_id, request.kind, request.job_id, request.org_id, request.reason,
+              request.rule_id, request.created_at_ms, request.replaces_made_before_ms));
       EXPANSE_ASSIGN_OR_RETURN(const bool renewed_one, renewed.Step());
       if (renewed_one) {
         stored.id = renewed.ColumnInt(0);

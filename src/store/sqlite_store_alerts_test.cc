@@ -235,7 +235,8 @@ TEST_P(AlertStoreTest, ADeliveryIsTakenForASendByOneEvaluationOnly) {
 }
 
 // A scancel for a job's next run (requeued, or an id used again) makes the earlier run's
-// request pending again, under its id; one made in this run stays one.
+// request pending again, under a new id (a controller runs each id once); one made in this run
+// stays one.
 TEST_P(AlertStoreTest, AComputeRequestOfAnEarlierRunIsMadeAgain) {
   const Compute a = MakeCompute("cmp_a");
   ComputeRequest r;
@@ -254,11 +255,15 @@ TEST_P(AlertStoreTest, AComputeRequestOfAnEarlierRunIsMadeAgain) {
   r.replaces_made_before_ms = kNow + 50;  // the second run's start
   Result<ComputeRequest> again = store().CreateComputeRequest(r);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->id, made->id);
+  EXPECT_GT(again->id, made->id);
+  EXPECT_EQ(
+      store().FinishComputeRequest(a.id, made->id, true, "old outcome", kNow + 101).status().code(),
+      StatusCode::kNotFound);  // the earlier run's report finishes nothing now
   Result<std::vector<ComputeRequest>> pending = store().ListComputeRequests(a.id, "pending", 10);
   ASSERT_TRUE(pending.ok() && pending->size() == 1u);
   EXPECT_EQ((*pending)[0].reason, "second run");
   EXPECT_EQ((*pending)[0].result, "");
+  EXPECT_EQ((*pending)[0].id, again->id);
   EXPECT_EQ(store().CreateComputeRequest(r).status().code(), StatusCode::kAlreadyExists);
 }
 

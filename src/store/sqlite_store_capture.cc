@@ -1,5 +1,6 @@
 // SqliteStore as a JobStore: the capture agent's per-process window aggregates, kept whole per
 // process and window and read back per job for a time range.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -70,27 +71,43 @@ Result<std::vector<CaptureWindow>> SqliteStore::JobCaptureWindows(std::string_vi
   }
   return Transact(Access::kRead, [&]() -> Result<std::vector<CaptureWindow>> {
     EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
-    EXPANSE_ASSIGN_OR_RETURN(
-        Statement rows,
-        db_.Query("SELECT host, pid, window_start_ms, window_end_ms, doc FROM capture_windows "
-                  "WHERE compute_id = ?1 AND job_id = ?2 "
-                  "AND (?4 = 0 OR window_start_ms < ?4) AND (?3 = 0 OR window_end_ms > ?3) "
-                  "ORDER BY window_start_ms, host, pid LIMIT ?5",
-                  compute_id, job_id, from_ms, to_ms, int64_t{limit}));
+    // In pages, after the last row read: PostgreSQL hands a statement's whole result over at
+    // once, so one statement for `limit` rows would hold them all whatever the byte bound.
+    constexpr int64_t kPageRows = 500;
     std::vector<CaptureWindow> windows;
     size_t doc_bytes = 0;
-    while (doc_bytes <= max_doc_bytes) {
-      EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
-      if (!has_row)
-        return windows;
-      windows.push_back(CaptureWindow{.compute_id = std::string(compute_id),
-                                      .job_id = std::string(job_id),
-                                      .host = rows.ColumnText(0),
-                                      .pid = rows.ColumnInt(1),
-                                      .window_start_ms = rows.ColumnInt(2),
-                                      .window_end_ms = rows.ColumnInt(3),
-                                      .doc = rows.ColumnText(4)});
-      doc_bytes += windows.back().doc.size();
+    while (doc_bytes <= max_doc_bytes && windows.size() < static_cast<size_t>(limit)) {
+      const bool first = windows.empty();
+      const int64_t page = std::min<int64_t>(kPageRows, limit - std::ssize(windows));
+      EXPANSE_ASSIGN_OR_RETURN(
+          Statement rows,
+          db_.Query("SELECT host, pid, window_start_ms, window_end_ms, doc FROM capture_windows "
+                    "WHERE compute_id = ?1 AND job_id = ?2 "
+                    "AND (?4 = 0 OR window_start_ms < ?4) AND (?3 = 0 OR window_end_ms > ?3) "
+                    "AND (?6 = 1 OR window_start_ms > ?7 OR (window_start_ms = ?7 AND "
+                    "(host > ?8 OR (host = ?8 AND pid > ?9)))) "
+                    "ORDER BY window_start_ms, host, pid LIMIT ?5",
+                    compute_id, job_id, from_ms, to_ms, page, int64_t{first ? 1 : 0},
+                    first ? int64_t{0} : windows.back().window_start_ms,
+                    first ? std::string() : windows.back().host,
+                    first ? int64_t{0} : windows.back().pid));
+      int64_t read = 0;
+      while (doc_bytes <= max_doc_bytes) {
+        EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());
+        if (!has_row)
+          break;
+        ++read;
+        windows.push_back(CaptureWindow{.compute_id = std::string(compute_id),
+                                        .job_id = std::string(job_id),
+                                        .host = rows.ColumnText(0),
+                                        .pid = rows.ColumnInt(1),
+                                        .window_start_ms = rows.ColumnInt(2),
+                                        .window_end_ms = rows.ColumnInt(3),
+                                        .doc = rows.ColumnText(4)});
+        doc_bytes += windows.back().doc.size();
+      }
+      if (read < page)
+        break;  // the last page (or the bound was passed inside it)
     }
     return windows;
   });

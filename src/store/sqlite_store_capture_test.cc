@@ -84,6 +84,25 @@ TEST_P(CaptureWindowsTest, ReadingStopsAfterTheWindowThatPassesTheByteBound) {
   }
 }
 
+// Read in pages (PostgreSQL hands a statement's whole result over at once): every window
+// once, in order, across page ends that fall between two processes of one window start.
+TEST_P(CaptureWindowsTest, ManyWindowsAreReadInOrderAcrossPages) {
+  std::vector<CaptureWindow> windows;
+  for (int64_t index = 0; index < 401; ++index) {
+    for (const int64_t pid : {30, 10, 20})
+      windows.push_back(Window(pid, index));
+  }
+  ASSERT_TRUE(jobs().PutCaptureWindows(windows).ok());
+  const auto read = jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 1100, kAnyBytes);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1100u);
+  for (size_t i = 0; i < read->size(); ++i) {
+    ASSERT_EQ((*read)[i].window_start_ms, kNow + static_cast<int64_t>(i / 3) * kWindow) << i;
+    ASSERT_EQ((*read)[i].pid, 10 + 10 * static_cast<int64_t>(i % 3)) << i;
+  }
+  EXPECT_EQ(jobs().JobCaptureWindows("cmp_a", "7", 0, 0, 5000, kAnyBytes)->size(), 1203u);
+}
+
 TEST_P(CaptureWindowsTest, BadWindowsAreRefusedAndNothingOfTheCallIsStored) {
   CaptureWindow bad = Window(10, 0);
   bad.window_end_ms = bad.window_start_ms;

@@ -33,13 +33,16 @@ Status SqliteStore::RecordHeartbeat(const Heartbeat& heartbeat) {
                                   " has been revoked (" + credential.revoke_reason + ")");
     }
     // A compute's daemon sends one every 30 s; one that sends them as fast as the rate limit
-    // lets it (hundreds a second, up to 8 MiB each) must not fill the disk: a heartbeat that
-    // follows the compute's newest by less than kMinHeartbeatSpacingMs replaces it.
+    // lets it (hundreds a second, up to 8 MiB each) must not fill the disk. The rows before
+    // the newest stay kMinHeartbeatSpacingMs apart: a newest row within that of the one
+    // before it is only the latest word, and a newer heartbeat replaces it.
     EXPANSE_RETURN_IF_ERROR(db_.Execute(
         "UPDATE heartbeats SET credential_id = ?2, received_at_ms = ?3, controller_host = ?4, "
         "daemon_version = ?5, body_json = ?6 WHERE id = (SELECT id FROM heartbeats WHERE "
         "compute_id = ?1 ORDER BY received_at_ms DESC, id DESC LIMIT 1) "
-        "AND received_at_ms <= ?3 AND received_at_ms > ?3 - ?7",
+        "AND received_at_ms <= ?3 AND EXISTS (SELECT 1 FROM heartbeats AS earlier WHERE "
+        "earlier.compute_id = ?1 AND earlier.id <> heartbeats.id AND earlier.received_at_ms <= "
+        "heartbeats.received_at_ms AND earlier.received_at_ms > heartbeats.received_at_ms - ?7)",
         heartbeat.compute_id, heartbeat.credential_id, heartbeat.received_at_ms,
         heartbeat.controller_host, heartbeat.daemon_version, heartbeat.body_json,
         kMinHeartbeatSpacingMs));

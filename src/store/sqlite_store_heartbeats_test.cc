@@ -65,8 +65,8 @@ TEST_P(HeartbeatHistoryTest, HistoryOlderThanADayBeforeTheNewestIsDeleted) {
   EXPECT_EQ(rows("cmp_b"), 1) << "another compute's history is its own";
 }
 
-// A daemon sending heartbeats as fast as it may cannot fill the disk: one that follows the
-// newest by less than 10 s replaces it, and a large body is kept only while it is the newest.
+// A daemon sending heartbeats as fast as it may cannot fill the disk: the rows before the
+// newest stay 10 s apart, and a large body is kept only while it is the newest.
 TEST_P(HeartbeatHistoryTest, HistoryKeepsOneHeartbeatPerTenSecondsAndLargeBodiesOnlyInTheNewest) {
   MakeCompute("cmp_a");
   const Credential a = Enroll("cmp_a", "s");
@@ -94,17 +94,20 @@ TEST_P(HeartbeatHistoryTest, HistoryKeepsOneHeartbeatPerTenSecondsAndLargeBodies
     ASSERT_TRUE(recorded.ok()) << recorded;
   };
   record(kNow, R"({"n":1})");
-  record(kNow + 5'000, R"({"n":2})");  // replaces the first
-  record(kNow + 9'999, R"({"n":3})");  // and again
-  EXPECT_EQ(bodies(), R"({"n":3})");
+  record(kNow + 4'000, R"({"n":2})");
+  record(kNow + 8'000, R"({"n":3})");   // replaces n2, 4 s after n1
+  record(kNow + 12'000, R"({"n":4})");  // and n3, 8 s after n1
+  EXPECT_EQ(bodies(), R"({"n":1},{"n":4})");
+  record(kNow + 16'000, R"({"n":5})");  // n4 is 12 s after n1: kept
+  EXPECT_EQ(bodies(), R"({"n":1},{"n":4},{"n":5})");
   const std::string large =
       R"({"pad":")" + std::string(Store::kMaxHistoryHeartbeatBytes, 'x') + R"("})";
-  record(kNow + 20'000, large);
-  EXPECT_EQ(bodies(), R"({"n":3},large)");
+  record(kNow + 30'000, large);  // n5 is 4 s after n4: replaced
+  EXPECT_EQ(bodies(), R"({"n":1},{"n":4},large)");
   EXPECT_EQ(store().LatestHeartbeat("cmp_a")->body_json, large);  // the newest keeps it
-  record(kNow + 40'000, R"({"n":5})");
+  record(kNow + 60'000, R"({"n":7})");
   EXPECT_EQ(bodies(),
-            R"({"n":3},{"omitted_bytes":)" + std::to_string(large.size()) + R"(},{"n":5})");
+            R"({"n":1},{"n":4},{"omitted_bytes":)" + std::to_string(large.size()) + R"(},{"n":7})");
 }
 
 TEST_P(HeartbeatsTest, FirstHeartbeatActivatesTheCompute) {

@@ -212,7 +212,7 @@ struct ComputeRequest {
   int64_t updated_at_ms = 0;
   // Only in CreateComputeRequest, never stored: when not 0, the compute's request of the same
   // kind for the job made before this time (for an earlier run of a requeued job, or an
-  // earlier job with the same id) is made pending again as this one (its id kept).
+  // earlier job with the same id) is made pending again as this one, under a new id.
   int64_t replaces_made_before_ms = 0;
 };
 
@@ -305,7 +305,8 @@ class Store {
   virtual Status RecordHeartbeat(const Heartbeat& heartbeat) = 0;
   // A heartbeat every 30 s of a 1,000-GPU compute is ~0.3 MB: a day of them is ~750 MB.
   static constexpr int64_t kHeartbeatHistoryMs = 24 * 3600 * 1000;
-  // A heartbeat this soon after the compute's newest replaces it in the history.
+  // The history's rows before the newest are at least this far apart: a newest row this close
+  // to the one before it is replaced by the next heartbeat.
   static constexpr int64_t kMinHeartbeatSpacingMs = 10'000;
   // A body larger than this is kept only while its heartbeat is the compute's newest; in the
   // history it becomes {"omitted_bytes": <its size>}.
