@@ -188,6 +188,24 @@ TEST_F(InstallFlowTest, AFreshControllerInstallPutsEverythingInPlaceAndStartsThe
   }
 }
 
+// --bundled-pyspy (the default) installs the py-spy shipped beside a bare daemon binary too, and
+// says so when there is none.
+TEST_F(InstallFlowTest, ABareBinaryBringsThePySpyBesideIt) {
+  ASSERT_TRUE(Install().ok());
+  EXPECT_FALSE(host_.Stat("/srv/expanse/bin/py-spy"));
+  EXPECT_TRUE(Said("this release has no bundled py-spy"));
+  scratch_.Write("py-spy",
+                 "\x7f"
+                 "ELF py-spy");
+  install_.reinstall = true;
+  const Status again = Install();
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_EQ(host_.Contents("/srv/expanse/bin/py-spy"),
+            "\x7f"
+            "ELF py-spy");
+  EXPECT_EQ(host_.Stat("/srv/expanse/bin/py-spy")->mode, 0755u);
+}
+
 // Every change the install makes is a rollback point: fail before change 1, 2, ... until the
 // install gets through, and after each the host must be exactly as it was.
 TEST_F(InstallFlowTest, AFailureAtEveryChangeRollsTheHostBackExactly) {

@@ -144,6 +144,15 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
     out.daemon_path = o.daemon_binary;
     out.verified = false;
     out.cupti_note = "CUPTI not installed: a bare binary comes without CUPTI builds";
+    // The guide's --bundled-pyspy: the py-spy shipped beside the daemon binary (unverified,
+    // as the bare binary is).
+    const size_t slash = o.daemon_binary.rfind('/');
+    const std::string beside =
+        (slash == std::string::npos ? std::string(".") : o.daemon_binary.substr(0, slash)) +
+        "/py-spy";
+    struct stat st {};
+    if (::stat(beside.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      out.pyspy_path = beside;
     return out;
   }
   EXPANSE_ASSIGN_OR_RETURN(release::ExtractedRelease extracted,
