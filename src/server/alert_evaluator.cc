@@ -143,7 +143,7 @@ void AlertEvaluator::EvaluateVerdictRules(int64_t org_id,
         auto events = jobs.NodeEvents(compute.id, job.job_id);
         if (!allocations.ok() || !events.ok() || allocations->empty())
           continue;  // verdicts are about GPUs
-        const std::vector<std::string> hosts = JobHosts(*allocations, *events);
+        const std::vector<std::string> hosts = JobHosts(job, *allocations, *events);
         Result<JobCells> cells = GatherJobCells(tsdb_, job, *allocations, hosts, models, now_ms);
         if (!cells.ok()) {
           round.errors.push_back("job " + compute.id + "/" + job.job_id + ": " +

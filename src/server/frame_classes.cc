@@ -66,6 +66,16 @@ constexpr std::array kPatterns = {
     Pattern{"", "decode", FrameClass::kInput},
 };
 
+// Threads and processes whose every stack says nothing about why the GPUs wait, wherever the
+// frame is in the stack (they are the roots of their threads, so nothing of the job's own
+// wraps them): PyTorch's pin-memory thread waits on its queue by design, and a DataLoader
+// worker loads data whether or not the training loop waits for it (the main thread's wait in
+// dataloader.py is the evidence of that). Leaf-first matching would call them input.
+constexpr std::array<std::string_view, 2> kBackgroundRoots = {
+    "torch/utils/data/_utils/pin_memory.py",
+    "torch/utils/data/_utils/worker.py",
+};
+
 // "file.py:function:line" -> file and function. A frame without two colons has no function.
 void SplitFrame(std::string_view frame, std::string_view* file, std::string_view* function) {
   const size_t last = frame.rfind(':');
@@ -122,6 +132,10 @@ std::string_view FrameClassName(FrameClass c) {
 FrameClass ClassifyStack(std::string_view folded, std::string_view* frame) {
   if (frame != nullptr)
     *frame = {};
+  for (const std::string_view root : kBackgroundRoots) {
+    if (folded.find(root) != std::string_view::npos)
+      return FrameClass::kOther;
+  }
   size_t end = folded.size();
   while (end > 0) {
     const size_t start = folded.rfind(';', end - 1);

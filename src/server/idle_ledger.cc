@@ -133,6 +133,11 @@ Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::TelemetryStore& tsdb,
     }
     ledger.gpus.reserve(jobs[j].allocations.size());
     for (const store::GpuAllocation& a : jobs[j].allocations) {
+      // An earlier run's GPUs (a requeued job) are not this job record's: usage, verdicts and
+      // the timeline leave them out too. One a crashed node never closed would otherwise
+      // count as idle up to this run's end.
+      if (!OfCurrentRun(job, a))
+        continue;
       const Interval iv = CountedInterval(job, a, window, now_ms);
       ledger.gpus.push_back({.host = a.host,
                              .gpu_uuid = a.gpu_uuid,

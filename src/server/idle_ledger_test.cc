@@ -123,6 +123,22 @@ TEST_F(IdleLedgerTest, OpenAllocationsEndAtTheJobsEndOrNow) {
   EXPECT_EQ(ledger.totals.requested_ms, 120'000);
 }
 
+// A requeued job's record is its latest run: the GPUs of its earlier run (one a crashed node
+// never closed, one closed before this run) are left out, as usage and verdicts leave them.
+TEST_F(IdleLedgerTest, AnEarlierRunsGpusAreNotCounted) {
+  const int64_t start = kM + 2 * 60 * kMinute;
+  const store::JobRecord job = Job("6", start, start + 10 * kMinute, 1);
+  Allocate("6", "GPU-OLD-OPEN", 0, kM, 0);                    // crashed node, never closed
+  Allocate("6", "GPU-OLD-CLOSED", 1, kM, kM + 30 * kMinute);  // ended before this run
+  Allocate("6", "GPU-NOW", 0, start, start + 10 * kMinute);
+  Utilisation("GPU-NOW", start, start + 10 * kMinute, 80);
+  const JobLedger ledger = LedgerOf(job, {}, start + 20 * kMinute);
+  ASSERT_EQ(ledger.gpus.size(), 1u);
+  EXPECT_EQ(ledger.gpus[0].gpu_uuid, "GPU-NOW");
+  EXPECT_EQ(ledger.totals.allocated_ms, 600'000);
+  EXPECT_EQ(ledger.totals.requested_ms, 600'000);
+}
+
 TEST_F(IdleLedgerTest, WindowCountsOnlyThePartInside) {
   const store::JobRecord job = TwoGpuJob();
   const int64_t now = kM + 60 * kMinute;

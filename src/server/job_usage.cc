@@ -10,6 +10,9 @@ namespace expanse::server {
 namespace {
 
 constexpr double kMsPerHour = 3'600'000.0;
+// A node's clock may be behind slurmctld's by up to MUNGE's credential lifetime (5 min), so
+// the current run's Prolog may read that much before the job's start (OfCurrentRun, JobHosts).
+constexpr int64_t kClockSkewMs = 5 * 60 * 1000;
 
 bool Counted(const std::vector<tsdb::Bucket>& buckets) {
   for (const tsdb::Bucket& b : buckets) {
@@ -182,9 +185,6 @@ const typename Rows::mapped_type& RowsOf(const Rows& by_job, const std::string& 
 }  // namespace
 
 bool OfCurrentRun(const store::JobRecord& job, const store::GpuAllocation& a) {
-  // A node's clock may be behind slurmctld's by up to MUNGE's credential lifetime (5 min), so
-  // the current run's Prolog may read that much before the job's start.
-  constexpr int64_t kClockSkewMs = 5 * 60 * 1000;
   if (job.start_ms == 0)
     return true;
   const bool ended_before = a.to_ms != 0 && a.to_ms < job.start_ms;
@@ -233,13 +233,18 @@ Result<std::vector<JobUsage>> ComputeJobUsages(tsdb::TelemetryStore& tsdb,
   return usages;
 }
 
-std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& allocations,
+std::vector<std::string> JobHosts(const store::JobRecord& job,
+                                  const std::vector<store::GpuAllocation>& allocations,
                                   const std::vector<store::JobNodeEvent>& events) {
   std::set<std::string> hosts;
-  for (const auto& a : allocations)
-    hosts.insert(a.host);
-  for (const auto& e : events)
-    hosts.insert(e.host);
+  for (const auto& a : allocations) {
+    if (OfCurrentRun(job, a))
+      hosts.insert(a.host);
+  }
+  for (const auto& e : events) {
+    if (job.start_ms == 0 || e.at_ms >= job.start_ms - kClockSkewMs)
+      hosts.insert(e.host);
+  }
   return std::vector<std::string>(hosts.begin(), hosts.end());
 }
 
@@ -263,7 +268,7 @@ Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::Te
   for (size_t i = 0; i < page.size(); ++i) {
     const store::JobRecord& job = page[i];
     const auto& job_allocations = RowsOf(allocations[job.compute_id], job.job_id);
-    out[i].hosts = JobHosts(job_allocations, RowsOf(events[job.compute_id], job.job_id));
+    out[i].hosts = JobHosts(job, job_allocations, RowsOf(events[job.compute_id], job.job_id));
     inputs.push_back({job, job_allocations, out[i].hosts});
   }
   EXPANSE_ASSIGN_OR_RETURN(std::vector<JobUsage> usages, ComputeJobUsages(tsdb, inputs, now_ms));

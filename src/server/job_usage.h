@@ -79,9 +79,11 @@ Window AllocationWindow(const store::JobRecord& job, const store::GpuAllocation&
 // earlier run's (a job requeued after a node failure) and is not counted in this run's GPUs.
 bool OfCurrentRun(const store::JobRecord& job, const store::GpuAllocation& a);
 
-// Where a job ran: the hosts of its GPU allocations and of its Prolog/Epilog events, sorted,
-// each once.
-std::vector<std::string> JobHosts(const std::vector<store::GpuAllocation>& allocations,
+// Where the job's current run ran: the hosts of its GPU allocations (OfCurrentRun) and of its
+// Prolog/Epilog events (those from 5 minutes before its start on), sorted, each once. An
+// earlier run's node (a requeued job) would halve the CPUs per host a verdict reckons with.
+std::vector<std::string> JobHosts(const store::JobRecord& job,
+                                  const std::vector<store::GpuAllocation>& allocations,
                                   const std::vector<store::JobNodeEvent>& events);
 
 // What the job list shows of a job besides its record.

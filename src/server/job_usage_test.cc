@@ -183,7 +183,7 @@ class JobUsageTest : public ::testing::Test {
     auto events = jobs().NodeEvents(job.compute_id, job.job_id);
     EXPECT_TRUE(allocations.ok() && events.ok());
     one.allocations = *allocations;
-    one.hosts = JobHosts(*allocations, *events);
+    one.hosts = JobHosts(job, *allocations, *events);
     auto usage = ComputeJobUsage(*tsdb_, job, *allocations, one.hosts, now_ms, buckets);
     EXPECT_TRUE(usage.ok()) << usage.status();
     one.usage = usage.ok() ? *usage : JobUsage{};
@@ -338,9 +338,32 @@ TEST_F(JobUsageTest, EmptyPageAndJobsWithoutRows) {
 TEST(JobHostsTest, HostsOfAllocationsAndEventsSortedOnce) {
   store::GpuAllocation a;
   a.host = "gpu02";
+  a.from_ms = 1;
   store::JobNodeEvent e;
   e.host = "gpu01";
-  EXPECT_THAT(JobHosts({a, a}, {e, e}), ElementsAre("gpu01", "gpu02"));
+  e.at_ms = 1;
+  EXPECT_THAT(JobHosts(store::JobRecord{}, {a, a}, {e, e}), ElementsAre("gpu01", "gpu02"));
+}
+
+// A requeued job's earlier run on a node that failed (its Prolog's event and its GPU, never
+// closed) is not where the current run ran: with it, the job's CPUs would be spread over two
+// hosts and its one real host read as saturated at half its load.
+TEST(JobHostsTest, AnEarlierRunsNodeIsNotAHostOfTheJob) {
+  store::JobRecord job;
+  job.start_ms = 10 * 3'600'000;
+  store::GpuAllocation old_gpu, gpu;
+  old_gpu.host = "w1";
+  old_gpu.from_ms = job.start_ms - 2 * 3'600'000;
+  gpu.host = "w2";
+  gpu.from_ms = job.start_ms + 1'000;
+  store::JobNodeEvent old_start, start, skewed;
+  old_start.host = "w1";
+  old_start.at_ms = old_gpu.from_ms;
+  start.host = "w2";
+  start.at_ms = job.start_ms;
+  skewed.host = "w3";  // its clock 4 min behind slurmctld's: still this run
+  skewed.at_ms = job.start_ms - 4 * 60'000;
+  EXPECT_THAT(JobHosts(job, {old_gpu, gpu}, {old_start, start, skewed}), ElementsAre("w2", "w3"));
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
       const store::JobRecord& job = readable.job;
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
-      JobWithUsage details{JobHosts(allocations, events), {}};
+      JobWithUsage details{JobHosts(job, allocations, events), {}};
       EXPANSE_ASSIGN_OR_RETURN(details.usage, ComputeJobUsage(*ctx->tsdb, job, allocations,
                                                               details.hosts, ctx->clock.NowMs()));
       json out = JobWithUsageJson(job, details);
@@ -159,7 +159,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
         // A job's own series (cgroup CPU and memory, GPU memory of its processes) are kept per
         // host under the device "job/<job id>": one entry per host the job ran on.
         EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
-        const std::vector<std::string> hosts = JobHosts(allocations, events);
+        const std::vector<std::string> hosts = JobHosts(job, allocations, events);
         const std::string device = "job/" + job.job_id;
         for (const std::string& host : hosts) {
           EXPANSE_ASSIGN_OR_RETURN(auto buckets,

@@ -43,7 +43,7 @@ void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context) {
       if (auto heartbeat = ctx->control.LatestHeartbeat(compute.id); heartbeat.ok())
         models = GpuModelsFromHeartbeat(heartbeat->body_json);
       const int64_t now_ms = ctx->clock.NowMs();
-      const std::vector<std::string> hosts = JobHosts(allocations, events);
+      const std::vector<std::string> hosts = JobHosts(job, allocations, events);
       EXPANSE_ASSIGN_OR_RETURN(const JobCells cells,
                                GatherJobCells(*ctx->tsdb, job, allocations, hosts, models, now_ms));
       EXPANSE_ASSIGN_OR_RETURN(auto verdicts, JobVerdicts(*ctx->jobs, job, cells, t));

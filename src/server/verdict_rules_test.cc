@@ -111,6 +111,31 @@ TEST(VerdictRulesTest, AJobThatNeverTouchedItsGpusIsCpuOnlyAndNothingElse) {
   EXPECT_THAT(v.verdicts[0].suggestion, HasSubstr("without --gres=gpu"));
 }
 
+// A running job's first minutes are its start-up: no whole-job verdict (cpu_only,
+// over_allocated) until it has run 10 minutes; its no_process intervals are said meanwhile.
+TEST(VerdictRulesTest, WholeJobVerdictsWaitForARunningJobsFirstTenMinutes) {
+  for (const bool settled : {false, true}) {
+    SCOPED_TRACE(settled ? "after 10 min" : "3 min in");
+    const size_t cells = settled ? 10 : 3;  // 60 s cells
+    JobBuilder b(cells);
+    b.job.running = true;
+    b.job.end_ms = kT0 + static_cast<int64_t>(cells) * kCell;
+    b.Gpu("GPU-a", Idle(0));
+    b.Host("w1", 8, 3.5, 0);
+    EXPECT_EQ(Codes(ComputeSeriesVerdicts(b.job, {})),
+              std::vector<std::string>{settled ? "cpu_only" : "no_process"});
+
+    JobBuilder two(cells);
+    two.job.running = true;
+    two.job.end_ms = kT0 + static_cast<int64_t>(cells) * kCell;
+    two.Gpu("GPU-a", Busy());
+    two.Gpu("GPU-b", Idle(1));  // its rank's process is up, not yet computing
+    two.Host("w1", 8, 3.5, 2);
+    const std::vector<std::string> codes = Codes(ComputeSeriesVerdicts(two.job, {}));
+    EXPECT_EQ(std::count(codes.begin(), codes.end(), "over_allocated"), settled ? 1 : 0);
+  }
+}
+
 TEST(VerdictRulesTest, ACpuOnlyJobStarvedOfItsCoreIsStillCpuOnly) {
   // A spinning job on a host whose cores are shared: it got under half a core and waited for
   // the rest. What it wanted, not what it got, makes it a CPU job.
@@ -529,6 +554,28 @@ TEST(FrameClassesTest, BackgroundThreadsSayNothing) {
                           "/usr/lib/python3.11/http/client.py:readline:1;"
                           "/usr/lib/python3.11/ssl.py:read:1130"),
             FrameClass::kOther);
+}
+
+// PyTorch's pin-memory thread waiting on its queue, and a DataLoader worker process reading a
+// sample, are not the training loop waiting for input (the main thread's stack in
+// dataloader.py is), even though their leaves are input frames.
+TEST(FrameClassesTest, DataLoaderHelpersAreNotTheLoopWaitingForInput) {
+  EXPECT_EQ(ClassifyStack("threading.py:_bootstrap:1;threading.py:run:975;"
+                          "site-packages/torch/utils/data/_utils/pin_memory.py:_pin_memory_loop:54;"
+                          "site-packages/torch/utils/data/_utils/pin_memory.py:do_one_step:31;"
+                          "queue.py:get:180;threading.py:wait:324"),
+            FrameClass::kOther);
+  EXPECT_EQ(ClassifyStack("multiprocessing/process.py:_bootstrap:314;"
+                          "site-packages/torch/utils/data/_utils/worker.py:_worker_loop:308;"
+                          "site-packages/torch/utils/data/_utils/fetch.py:fetch:51;"
+                          "train.py:__getitem__:40;site-packages/PIL/Image.py:open:3243;"
+                          "site-packages/PIL/ImageFile.py:load:288"),
+            FrameClass::kOther);
+  EXPECT_EQ(
+      ClassifyStack("train.py:main:1;site-packages/torch/utils/data/dataloader.py:__next__:631;"
+                    "site-packages/torch/utils/data/dataloader.py:_next_data:1329;"
+                    "queue.py:get:180;threading.py:wait:324"),
+      FrameClass::kInput);
 }
 
 }  // namespace
