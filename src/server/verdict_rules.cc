@@ -410,10 +410,10 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
     const double cpu_mean = cpu_n > 0 ? cpu_sum / static_cast<double>(cpu_n) : -1;
     const double wait_mean = wait_n > 0 ? wait_sum / static_cast<double>(wait_n) : -1;
     const double cpu_wanted = cpu_mean < 0 ? -1 : cpu_mean + std::max(0.0, wait_mean);
-    // A running job's first minutes are its start-up (CPU preprocessing, ranks not yet up):
-    // whole-job verdicts wait until it has run kWholeJobAfterMs, or has ended.
-    constexpr int64_t kWholeJobAfterMs = 10 * 60'000;
-    const bool long_enough = !job.running || job.end_ms - job.start_ms >= kWholeJobAfterMs;
+    // A running job's first minutes may be CPU preprocessing before any GPU work: cpu_only
+    // ("submit it without --gres=gpu") waits until it has run kCpuOnlyAfterMs, or has ended.
+    constexpr int64_t kCpuOnlyAfterMs = 10 * 60'000;
+    const bool long_enough = !job.running || job.end_ms - job.start_ms >= kCpuOnlyAfterMs;
     const bool cpu_only = long_enough && all_sampled && gpus_active == 0 && process_known &&
                           !any_process && cpu_wanted >= t.cpu_only_cores;
     if (cpu_only) {
@@ -429,7 +429,9 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
     }
     const size_t allocated = job.gpus.size();
     // A GPU never seen (its node's sampler down, its spool lost) is not an unused GPU.
-    if (long_enough && gpus_active >= 1 && gpus_active < allocated && all_sampled) {
+    // Not held back like cpu_only: one GPU active of several is worth saying of a running job
+    // (an alert's scancel acts on it), at lower confidence while it is young.
+    if (gpus_active >= 1 && gpus_active < allocated && all_sampled) {
       out.verdicts.push_back(
           {"over_allocated",
            from,

@@ -111,9 +111,10 @@ TEST(VerdictRulesTest, AJobThatNeverTouchedItsGpusIsCpuOnlyAndNothingElse) {
   EXPECT_THAT(v.verdicts[0].suggestion, HasSubstr("without --gres=gpu"));
 }
 
-// A running job's first minutes are its start-up: no whole-job verdict (cpu_only,
-// over_allocated) until it has run 10 minutes; its no_process intervals are said meanwhile.
-TEST(VerdictRulesTest, WholeJobVerdictsWaitForARunningJobsFirstTenMinutes) {
+// A running job's first minutes may be CPU preprocessing: no cpu_only until it has run 10
+// minutes; its no_process intervals are said meanwhile. over_allocated is said at once (at
+// lower confidence while the job is young).
+TEST(VerdictRulesTest, CpuOnlyWaitsForARunningJobsFirstTenMinutes) {
   for (const bool settled : {false, true}) {
     SCOPED_TRACE(settled ? "after 10 min" : "3 min in");
     const size_t cells = settled ? 10 : 3;  // 60 s cells
@@ -131,8 +132,11 @@ TEST(VerdictRulesTest, WholeJobVerdictsWaitForARunningJobsFirstTenMinutes) {
     two.Gpu("GPU-a", Busy());
     two.Gpu("GPU-b", Idle(1));  // its rank's process is up, not yet computing
     two.Host("w1", 8, 3.5, 2);
-    const std::vector<std::string> codes = Codes(ComputeSeriesVerdicts(two.job, {}));
-    EXPECT_EQ(std::count(codes.begin(), codes.end(), "over_allocated"), settled ? 1 : 0);
+    const SeriesVerdicts v = ComputeSeriesVerdicts(two.job, {});
+    const auto over = std::find_if(v.verdicts.begin(), v.verdicts.end(),
+                                   [](const Verdict& x) { return x.code == "over_allocated"; });
+    ASSERT_NE(over, v.verdicts.end());
+    EXPECT_EQ(over->confidence, settled ? 0.9 : 0.6);
   }
 }
 
