@@ -52,6 +52,19 @@ class EntriesTest(unittest.TestCase):
             self.assertIn(what, str(caught.exception))
 
 
+class MaskedTest(unittest.TestCase):
+    def test_secret_looking_values_are_hidden_and_the_rest_kept(self):
+        text = ("HTTPS_PROXY=http://u:pw@proxy:3128\r\n"
+                "EXPANSE_SITE=north\n"
+                "https_proxy='http://u:pw@p\nx'\n"
+                "EXPANSE_API_TOKEN=exp_at_x")
+        self.assertEqual(env_lines.masked(text),
+                         "HTTPS_PROXY=<hidden>\r\n"
+                         "EXPANSE_SITE=north\n"
+                         "https_proxy=<hidden>\n"
+                         "EXPANSE_API_TOKEN=<hidden>")
+
+
 class ConvergeTest(unittest.TestCase):
     def test_only_the_roles_keys_change(self):
         wanted = {"EXPANSE_PROFILING_ENABLE": "1", "EXPANSE_LIVE_DETECTION": "1",

@@ -171,6 +171,13 @@ dpkg -i $(deb v2 expanse-server) >/tmp/dpkg.log 2>&1 || fail "reinstall after re
   fail "the reinstall did not enable the unit"
 grep -q '^# site setting' /etc/expanse-server/expanse-server.env || fail "the reinstall lost the configuration"
 pass "remove masked the unit and kept configuration and state; reinstalling unmasked and enabled it"
+# An operator who deleted the conffile (dpkg does not bring it back): configuring again succeeds.
+rm /etc/expanse-server/expanse-server.env
+dpkg -i $(deb v2 expanse-server) >/tmp/dpkg.log 2>&1 ||
+  fail "reinstall without the conffile: \$(cat /tmp/dpkg.log)"
+[[ "\$(dpkg-query -W -f='\${Status}' expanse-server)" == "install ok installed" ]] ||
+  fail "not configured without its conffile: \$(dpkg-query -W -f='\${Status}' expanse-server)"
+pass "a deleted conffile leaves the package configurable"
 dpkg -P expanse-server expanse expanse-daemon >/tmp/dpkg.log 2>&1 || fail "purge: \$(cat /tmp/dpkg.log)"
 for p in expanse expanse-daemon expanse-server; do
   ! dpkg-query -W -f='\${Status}' \$p 2>/dev/null | grep -q installed || fail "\$p still known to dpkg"

@@ -138,6 +138,23 @@ def converge(text, wanted):
     return "".join(out)
 
 
+# Keys whose values may hold a secret (a proxy URL's password, a token): --diff shows them as
+# <hidden>, since a diff goes to terminals and CI logs while the file itself is 0640.
+SECRETISH_RE = re.compile(r"PROXY|PASSWORD|PASSWD|TOKEN|SECRET|CREDENTIAL", re.IGNORECASE)
+
+
+def masked(text):
+    """`text` with the values of secret-looking keys replaced by <hidden>, for --diff."""
+    out = []
+    for key, raw in entries(text):
+        if key is not None and SECRETISH_RE.search(key):
+            body = raw.rstrip("\r\n")
+            out.append("%s=<hidden>%s" % (key, raw[len(body):]))
+        else:
+            out.append(raw)
+    return "".join(out)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -194,7 +211,8 @@ def main():
         uid, gid, mode = st.st_uid, st.st_gid, st.st_mode & 0o7777
     attrs_differ = st is None or (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (uid, gid, mode)
     changed = after != before or attrs_differ
-    diff = {"before": before, "after": after, "before_header": path, "after_header": path}
+    diff = {"before": masked(before), "after": masked(after), "before_header": path,
+            "after_header": path}
     if changed and not module.check_mode:
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
