@@ -377,9 +377,15 @@ TEST_F(ListenerTest, LargeAnswersHeldForSlowReadersAreBoundedTogether) {
   ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&server), sizeof server), 0);
   const std::string request = "GET /large HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(slow, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  // Its answer is being written once its status line arrives (read alone: the rest stays).
+  std::string status_line;
+  char c = 0;
+  while (status_line.size() < 12 && ::recv(slow, &c, 1, 0) == 1)
+    status_line += c;
+  ASSERT_EQ(status_line, "HTTP/1.1 200");
 
   httplib::Client client = Client();
-  // Until the slow answer is being written.
+  // Until an answer with `status` (the slow reader's bytes are released after its close).
   const auto get_until = [&](int status) {
     httplib::Result result = client.Get("/large");
     for (int i = 0; i < 100 && !(result && result->status == status); ++i) {
