@@ -124,6 +124,17 @@ class AlertEvaluatorTest : public api_testing::ApiTest {
     return r.body.value("id", int64_t{0});
   }
 
+  // A rule that warns of over_allocated and then, with no grace, has the job cancelled.
+  int64_t MakeScancelRule() {
+    return MakeRule({{"name", "cancel idle jobs"},
+                     {"verdict", "over_allocated"},
+                     {"channel", "webhook"},
+                     {"target", "https://hooks.example.org/x"},
+                     {"action", "scancel"},
+                     {"action_grace_s", 0},
+                     {"action_dry_run", false}});
+  }
+
   AlertRound Round(AlertEvaluatorOptions options = {}) {
     AlertEvaluator evaluator(app_->store(), app_->telemetry(), clock_, sender_, options);
     Result<AlertRound> round = evaluator.RunOnce();
@@ -337,13 +348,7 @@ TEST_F(AlertEvaluatorTest, AScancelActionIsADryRunAfterTheWarningsGrace) {
 
 TEST_F(AlertEvaluatorTest, AScancelActionAsksTheControllerThroughTheHeartbeat) {
   Ingest("77", /*running=*/true);
-  MakeRule({{"name", "cancel idle jobs"},
-            {"verdict", "over_allocated"},
-            {"channel", "webhook"},
-            {"target", "https://hooks.example.org/x"},
-            {"action", "scancel"},
-            {"action_grace_s", 0},
-            {"action_dry_run", false}});
+  MakeScancelRule();
   clock_.Set(kStart + kTenMinutes + 5'000);
   EXPECT_EQ(Round().sent, 1);  // the warning
   AlertRound act = Round();
@@ -393,13 +398,7 @@ TEST_F(AlertEvaluatorTest, AScancelActionAsksTheControllerThroughTheHeartbeat) {
 // again, under a new request id (the controller runs each id once).
 TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
   Ingest("77", /*running=*/true);
-  MakeRule({{"name", "cancel idle jobs"},
-            {"verdict", "over_allocated"},
-            {"channel", "webhook"},
-            {"target", "https://hooks.example.org/x"},
-            {"action", "scancel"},
-            {"action_grace_s", 0},
-            {"action_dry_run", false}});
+  MakeScancelRule();
   clock_.Set(kStart + kTenMinutes + 5'000);
   EXPECT_EQ(Round().sent, 1);
   EXPECT_EQ(Round().actions, 1);
@@ -431,13 +430,7 @@ TEST_F(AlertEvaluatorTest, ARequeuedJobsNextRunIsWarnedAndCancelledAgain) {
 // is asked for again in the next round, not announced to the user and never made.
 TEST_F(AlertEvaluatorTest, AScancelThatCouldNotBeRequestedIsAskedForAgain) {
   Ingest("77", /*running=*/true);
-  MakeRule({{"name", "cancel idle jobs"},
-            {"verdict", "over_allocated"},
-            {"channel", "webhook"},
-            {"target", "https://hooks.example.org/x"},
-            {"action", "scancel"},
-            {"action_grace_s", 0},
-            {"action_dry_run", false}});
+  MakeScancelRule();
   clock_.Set(kStart + kTenMinutes + 5'000);
   EXPECT_EQ(Round().sent, 1);  // the warning
   ExecuteOnDatabase(

@@ -167,17 +167,23 @@ TEST_P(AlertStoreTest, DeletingARuleTakesItsDeliveries) {
             StatusCode::kInvalidArgument);
 }
 
+// A scancel request of rule 1 for `job_id` on compute `c`, made at kNow.
+ComputeRequest ScancelOf(const Compute& c, const std::string& job_id, const std::string& reason) {
+  ComputeRequest r;
+  r.compute_id = c.id;
+  r.org_id = c.org_id;
+  r.kind = "scancel";
+  r.job_id = job_id;
+  r.reason = reason;
+  r.rule_id = 1;
+  r.created_at_ms = kNow;
+  return r;
+}
+
 TEST_P(AlertStoreTest, ComputeRequestsArePendingUntilTheirComputeReports) {
   const Compute a = MakeCompute("cmp_a");
   const Compute b = MakeCompute("cmp_b");
-  ComputeRequest r;
-  r.compute_id = a.id;
-  r.org_id = a.org_id;
-  r.kind = "scancel";
-  r.job_id = "42";
-  r.reason = "alert rule 1: stuck for 20 min";
-  r.rule_id = 1;
-  r.created_at_ms = kNow;
+  ComputeRequest r = ScancelOf(a, "42", "alert rule 1: stuck for 20 min");
   Result<ComputeRequest> made = store().CreateComputeRequest(r);
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_EQ(made->state, "pending");
@@ -239,14 +245,7 @@ TEST_P(AlertStoreTest, ADeliveryIsTakenForASendByOneEvaluationOnly) {
 // stays one.
 TEST_P(AlertStoreTest, AComputeRequestOfAnEarlierRunIsMadeAgain) {
   const Compute a = MakeCompute("cmp_a");
-  ComputeRequest r;
-  r.compute_id = a.id;
-  r.org_id = a.org_id;
-  r.kind = "scancel";
-  r.job_id = "42";
-  r.reason = "first run";
-  r.rule_id = 1;
-  r.created_at_ms = kNow;
+  ComputeRequest r = ScancelOf(a, "42", "first run");
   Result<ComputeRequest> made = store().CreateComputeRequest(r);
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_TRUE(store().FinishComputeRequest(a.id, made->id, true, "cancelled", kNow + 5).ok());
