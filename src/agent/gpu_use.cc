@@ -94,6 +94,10 @@ void AddGpuUseSeries(const attribution::NodeGpuUse& view, const std::string& hos
     }
     buffer.Add({host, g.uuid, "gpu.processes"}, at_ms, static_cast<double>(g.processes.size()));
     buffer.Add({host, g.uuid, "gpu.foreign_processes"}, at_ms, foreign);
+    // Several with gres/shard or MPS: the verdicts then read the GPU's utilisation as the
+    // jobs' together, not as each one's.
+    buffer.Add({host, g.uuid, "gpu.allocated_jobs"}, at_ms,
+               static_cast<double>(g.allocated_jobs.size()));
   }
   // A running job whose processes all left the GPUs reports 0, not silence.
   for (const attribution::GpuUse& g : view.gpus) {

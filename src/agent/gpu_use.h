@@ -43,8 +43,9 @@ GpuUseResult ComputeGpuUse(const std::vector<gpu::GpuInfo>& inventory,
 // "of_allocated_job", "outside_cgroup"}]}], in inventory order, capped as above.
 nlohmann::json GpuUseToJson(const attribution::NodeGpuUse& view);
 
-// Adds the view's history at `at_ms`: per GPU `gpu.processes` and `gpu.foreign_processes`
-// (processes not of a job allocated that GPU, including one that left its job's cgroup), and
+// Adds the view's history at `at_ms`: per GPU `gpu.processes`, `gpu.foreign_processes`
+// (processes not of a job allocated that GPU, including one that left its job's cgroup) and
+// `gpu.allocated_jobs` (the jobs SLURM gave it to: several with gres/shard or MPS), and
 // per job `job.gpu_memory_mib` and `job.gpu_processes` (device `job/<numeric id>`, as the cgroup
 // series, so the controller's array/het renaming applies to both).
 void AddGpuUseSeries(const attribution::NodeGpuUse& view, const std::string& host, int64_t at_ms,

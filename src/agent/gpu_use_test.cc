@@ -1,6 +1,8 @@
 #include "agent/gpu_use.h"
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +86,29 @@ TEST(GpuUseTest, ViewFlagsTheProcessOutsideItsCgroupAndTheIdleAllocation) {
   EXPECT_EQ(value("job/7", "job.gpu_memory_mib"), 1500);  // both processes carry job 7
   EXPECT_EQ(value("job/7", "job.gpu_processes"), 2);
   EXPECT_EQ(value("job/8", "job.gpu_processes"), 0);  // allocated, nothing running
+}
+
+// gres/shard: SLURM gave GPU 0 to jobs 7 and 9; only job 7 runs there. The GPU says two jobs
+// hold it, so the verdicts do not charge job 9 with job 7's kernels.
+TEST(GpuUseTest, AGpuSharedByTwoJobsSaysSoInItsSeries) {
+  FakeProc proc;
+  proc.AddProcess(100, kJob7Cgroup, Environ({"SLURM_JOB_ID=7"}));
+  attribution::AttributionOptions options;
+  options.proc_root = proc.root();
+  auto open = OpenJob7OnGpu0();
+  open["w1/9"] = {Allocation("9", std::string(kUuid0))};
+  const GpuUseResult use =
+      ComputeGpuUse(attribution::testing::ReversedMinorInventory(),
+                    {{100, std::string(kUuid0), 1000}}, AllocationsFromOpen(open), options);
+  telemetry::SeriesBuffer buffer;
+  AddGpuUseSeries(use.view, "w1", 5000, buffer);
+  std::map<std::pair<std::string, std::string>, double> values;
+  for (const auto& s : buffer.Take())
+    values[{s.device, s.metric}] = s.v.at(0);
+  EXPECT_EQ(values.at({std::string(kUuid0), "gpu.allocated_jobs"}), 2);
+  EXPECT_EQ(values.at({std::string(kUuid1), "gpu.allocated_jobs"}), 0);
+  EXPECT_EQ(values.at({"job/7", "job.gpu_processes"}), 1);
+  EXPECT_EQ(values.at({"job/9", "job.gpu_processes"}), 0);
 }
 
 // Damaged saved entries never get this far (NodeCollector::LoadOpenAllocations drops them);

@@ -21,6 +21,7 @@ struct CellSums {
   uint32_t dcgm_n = 0;
   double dcgm_sum = 0;
   double processes = -1;
+  double allocated_jobs = -1;
   int64_t first_ms = 0;
   int64_t last_ms = 0;
   bool any = false;
@@ -51,28 +52,26 @@ void NoteTimes(CellSums& c, const wire::SeriesRecord& s) {
 LiveDetector::LiveDetector(LiveDetectorOptions options) : options_(options) {}
 
 void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a, int64_t now_ms) {
-  const GpuKey key{a.host, a.gpu_uuid};
+  const GpuKey key{a.host, a.gpu_uuid, a.job_id};
   auto it = gpus_.find(key);
   if (a.to_ms > 0) {
-    if (it != gpus_.end() && it->second.job_id == a.job_id)
+    if (it != gpus_.end())
       ForgetGpu(it);
     return;
   }
   if (it != gpus_.end()) {
-    if (it->second.job_id == a.job_id) {
-      if (it->second.slurm_job_id == 0)
-        it->second.slurm_job_id = a.slurm_job_id;
-      it->second.last_heard_ms = std::max(it->second.last_heard_ms, now_ms);
-      return;
-    }
-    ForgetGpu(it);  // the GPU went to another job: the old one's end was missed
+    if (it->second.slurm_job_id == 0)
+      it->second.slurm_job_id = a.slurm_job_id;
+    it->second.last_heard_ms = std::max(it->second.last_heard_ms, now_ms);
+    return;
   }
+  // Another job's track of the GPU stays: SLURM shares GPUs (gres/shard, MPS), and a job
+  // whose Epilog was missed goes when it leaves squeue (KeepOnlyJobs).
   if (gpus_.size() >= options_.max_gpus) {
     ++stats_.gpus_refused;
     return;
   }
   GpuTrack track;
-  track.job_id = a.job_id;
   track.slurm_job_id = a.slurm_job_id;
   track.last_heard_ms = now_ms;
   gpus_.emplace(key, std::move(track));
@@ -81,7 +80,7 @@ void LiveDetector::NoteAllocation(const wire::GpuAllocationRecord& a, int64_t no
 }
 
 void LiveDetector::ForgetGpu(std::map<GpuKey, GpuTrack>::iterator it) {
-  const std::string job = it->second.job_id;
+  const std::string job = it->first.job_id;
   auto by_job = gpus_by_job_.find(job);
   if (by_job != gpus_by_job_.end()) {
     by_job->second.erase(it->first);
@@ -95,8 +94,14 @@ void LiveDetector::ForgetGpu(std::map<GpuKey, GpuTrack>::iterator it) {
   ++stats_.gpus_forgotten;
 }
 
+bool LiveDetector::Tracked(const std::string& host, const std::string& uuid) const {
+  const auto it = gpus_.lower_bound({host, uuid, ""});
+  return it != gpus_.end() && it->first.host == host && it->first.uuid == uuid;
+}
+
 void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int64_t now_ms) {
-  std::map<GpuKey, CellSums> cells;
+  // (host, uuid) -> the GPU's readings in this flush, shared by its tracks.
+  std::map<std::pair<std::string, std::string>, CellSums> cells;
   // (host, job) -> peak of job.gpu_processes in this flush, and its sample times.
   std::map<std::pair<std::string, std::string>, CellSums> job_processes;
   for (const wire::SeriesRecord& s : series) {
@@ -111,10 +116,9 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int
       NoteTimes(c, s);
       continue;
     }
-    const GpuKey key{s.host, s.device};
-    if (!gpus_.contains(key))
+    if (!Tracked(s.host, s.device))
       continue;  // not allocated to a job we know: nothing to flag
-    CellSums& c = cells[key];
+    CellSums& c = cells[{s.host, s.device}];
     if (s.metric == "gpu.sm_util") {
       ForEachSample(s, [&](int64_t, double v) {
         ++c.util_n;
@@ -128,6 +132,9 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int
       });
     } else if (s.metric == "gpu.processes") {
       ForEachSample(s, [&](int64_t, double v) { c.processes = std::max(c.processes, v); });
+    } else if (s.metric == "gpu.allocated_jobs") {
+      ForEachSample(s,
+                    [&](int64_t, double v) { c.allocated_jobs = std::max(c.allocated_jobs, v); });
     } else if (s.metric == "gpu.sm_active") {
       ForEachSample(s, [&](int64_t, double v) {
         ++c.cupti_n;
@@ -147,48 +154,54 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int
   // no process on its host (an allocated GPU nothing touches may not be sampled at all).
   for (const auto& [host_job, c] : job_processes) {
     for (const GpuKey& key : gpus_by_job_[host_job.second]) {
-      if (key.host == host_job.first && !cells.contains(key) && c.processes == 0)
-        cells[key].any = false;
+      if (key.host == host_job.first && c.processes == 0)
+        cells.try_emplace({key.host, key.uuid});
     }
   }
 
-  for (auto& [key, c] : cells) {
-    GpuTrack& track = gpus_.at(key);
-    const auto jp = job_processes.find({key.host, track.job_id});
-    wire::GpuCellReadings r;
-    r.samples = c.util_n;
-    r.util_mean = c.util_n > 0 ? c.util_sum / c.util_n : 0;
-    r.util_max = c.util_max;
-    r.power_mean = c.power_n > 0 ? c.power_sum / c.power_n : -1;
-    r.sm_active =
-        c.cupti_n > 0 ? c.cupti_sum / c.cupti_n : (c.dcgm_n > 0 ? c.dcgm_sum / c.dcgm_n : -1);
-    r.processes = c.processes;
-    int64_t first = c.first_ms, last = c.last_ms;
-    bool any = c.any;
-    if (jp != job_processes.end()) {
-      r.job_processes = jp->second.processes;
-      if (jp->second.any) {
-        first = any ? std::min(first, jp->second.first_ms) : jp->second.first_ms;
-        last = any ? std::max(last, jp->second.last_ms) : jp->second.last_ms;
-        any = true;
+  for (const auto& [gpu, c] : cells) {
+    // Each job's track of the GPU, judged with that job's own processes.
+    for (auto it = gpus_.lower_bound({gpu.first, gpu.second, ""});
+         it != gpus_.end() && it->first.host == gpu.first && it->first.uuid == gpu.second; ++it) {
+      const GpuKey& key = it->first;
+      GpuTrack& track = it->second;
+      const auto jp = job_processes.find({key.host, key.job_id});
+      wire::GpuCellReadings r;
+      r.samples = c.util_n;
+      r.util_mean = c.util_n > 0 ? c.util_sum / c.util_n : 0;
+      r.util_max = c.util_max;
+      r.power_mean = c.power_n > 0 ? c.power_sum / c.power_n : -1;
+      r.sm_active =
+          c.cupti_n > 0 ? c.cupti_sum / c.cupti_n : (c.dcgm_n > 0 ? c.dcgm_sum / c.dcgm_n : -1);
+      r.processes = c.processes;
+      r.allocated_jobs = c.allocated_jobs;
+      int64_t first = c.first_ms, last = c.last_ms;
+      bool any = c.any;
+      if (jp != job_processes.end()) {
+        r.job_processes = jp->second.processes;
+        if (jp->second.any) {
+          first = any ? std::min(first, jp->second.first_ms) : jp->second.first_ms;
+          last = any ? std::max(last, jp->second.last_ms) : jp->second.last_ms;
+          any = true;
+        }
       }
-    }
-    if (!any)
-      continue;  // no sample time at all: nothing to place the cell at
-    // The GPU's own peak so far is the reference for "near idle power", as the verdicts use
-    // the peak over the job; it includes this cell (a GPU never busier is not near idle).
-    if (r.power_mean >= 0)
-      track.peak_power_w = std::max(track.peak_power_w, r.power_mean);
-    const GpuCellState state = wire::ClassifyGpuCell(r, track.peak_power_w, options_.cell);
-    ++stats_.cells;
-    track.last_heard_ms = std::max(track.last_heard_ms, now_ms);
-    changed_jobs_.insert(track.job_id);
-    if (state == GpuCellState::kUnknown)
-      continue;  // a gap neither extends nor ends a run
-    if (state == track.run.state && first >= track.run.since_ms) {
-      track.run.through_ms = std::max(track.run.through_ms, last);
-    } else {
-      track.run = {state, first, last};
+      if (!any)
+        continue;  // no sample time at all: nothing to place the cell at
+      // The GPU's own peak so far is the reference for "near idle power", as the verdicts use
+      // the peak over the job; it includes this cell (a GPU never busier is not near idle).
+      if (r.power_mean >= 0)
+        track.peak_power_w = std::max(track.peak_power_w, r.power_mean);
+      const GpuCellState state = wire::ClassifyGpuCell(r, track.peak_power_w, options_.cell);
+      ++stats_.cells;
+      track.last_heard_ms = std::max(track.last_heard_ms, now_ms);
+      changed_jobs_.insert(key.job_id);
+      if (state == GpuCellState::kUnknown)
+        continue;  // a gap neither extends nor ends a run
+      if (state == track.run.state && first >= track.run.since_ms) {
+        track.run.through_ms = std::max(track.run.through_ms, last);
+      } else {
+        track.run = {state, first, last};
+      }
     }
   }
 }
@@ -196,7 +209,7 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int
 void LiveDetector::KeepOnlyJobs(const std::set<std::string>& running) {
   for (auto it = gpus_.begin(); it != gpus_.end();) {
     auto next = std::next(it);
-    if (!running.contains(it->second.job_id))
+    if (!running.contains(it->first.job_id))
       ForgetGpu(it);
     it = next;
   }

@@ -9,9 +9,11 @@
 // consecutive cells in one state form a run; a cell without samples neither extends nor ends a
 // run. One trigger per job and episode: the episode ends only after the job has been out of
 // its state for rearm_after_ms (hysteresis), so a job flapping around the rule is not asked for
-// a burst every round. Memory is bounded: a GPU is forgotten when its allocation ends, when its
-// job is no longer running in SLURM, or when nothing of it has arrived for forget_after_ms; at
-// most max_gpus GPUs are tracked (more are refused and counted).
+// a burst every round. A GPU SLURM shares (gres/shard, MPS) has a track per job, each judged
+// with its own job's processes (wire/gpu_cell_state.h, "shared"). Memory is bounded: a track is
+// forgotten when its allocation ends, when its job is no longer running in SLURM (which also
+// ends a track whose Epilog was missed), or when nothing of it has arrived for forget_after_ms;
+// at most max_gpus tracks are kept (more are refused and counted).
 //
 // Two clocks, kept apart: runs are measured in sample time (one GPU's samples come from one
 // host's clock, so a skewed worker still measures its own runs right), while silence is
@@ -40,7 +42,7 @@ struct LiveDetectorOptions {
   int64_t no_process_after_ms = 600'000;  // EXPANSE_LIVE_NO_PROCESS_AFTER_S
   int64_t rearm_after_ms = 60'000;        // out of the state this long ends an episode
   int64_t forget_after_ms = 3'600'000;    // a GPU silent this long (controller time) is forgotten
-  size_t max_gpus = 65'536;
+  size_t max_gpus = 65'536;               // tracks: a shared GPU counts once per job
   wire::GpuCellThresholds cell;
 };
 
@@ -58,7 +60,7 @@ struct LiveDetectorStats {
   uint64_t cells = 0;           // GPU cells classified
   uint64_t triggers = 0;        // episodes flagged
   uint64_t gpus_refused = 0;    // allocations not tracked: max_gpus reached
-  uint64_t gpus_forgotten = 0;  // GPUs dropped (allocation ended, job gone, silent)
+  uint64_t gpus_forgotten = 0;  // tracks dropped (allocation ended, job gone, silent)
 };
 
 class LiveDetector {
@@ -66,11 +68,13 @@ class LiveDetector {
   explicit LiveDetector(LiveDetectorOptions options = {});
 
   // A GPU allocation as the ingest batch carries it (after the controller's renaming): opens
-  // the GPU's track for its job, or (to_ms set) forgets it. `now_ms`: the controller's clock.
+  // the GPU's track for its job (beside other jobs' tracks of it: SLURM may share a GPU), or
+  // (to_ms set) forgets it. `now_ms`: the controller's clock.
   void NoteAllocation(const wire::GpuAllocationRecord& allocation, int64_t now_ms);
   // The series of one flush: gpu.sm_util, gpu.power_w, gpu.processes, gpu.sm_active,
-  // gpu.dcgm.sm_active of allocated GPUs and job.gpu_processes of their jobs; anything else is
-  // ignored. Each GPU with data in it gets one cell, and counts as heard from at `now_ms`.
+  // gpu.dcgm.sm_active, gpu.allocated_jobs of allocated GPUs and job.gpu_processes of their
+  // jobs; anything else is ignored. Each GPU with data in it gets one cell per track, and its
+  // tracks count as heard from at `now_ms`.
   void NoteSeries(const std::vector<wire::SeriesRecord>& series, int64_t now_ms);
   // The jobs SLURM runs now (squeue's RUNNING, SUSPENDED and COMPLETING jobs): every other
   // job's GPUs are forgotten.
@@ -80,13 +84,15 @@ class LiveDetector {
   std::vector<LiveTrigger> TakeTriggers(int64_t now_ms);
 
   const LiveDetectorStats& stats() const { return stats_; }
-  size_t tracked_gpus() const { return gpus_.size(); }
+  size_t tracked_gpus() const { return gpus_.size(); }  // tracks
   size_t tracked_jobs() const { return jobs_.size(); }
 
  private:
+  // One job's track of one GPU; a GPU's tracks are neighbours in the map.
   struct GpuKey {
     std::string host;
     std::string uuid;
+    std::string job_id;
     auto operator<=>(const GpuKey&) const = default;
   };
   struct Run {
@@ -95,7 +101,6 @@ class LiveDetector {
     int64_t through_ms = 0;
   };
   struct GpuTrack {
-    std::string job_id;
     int64_t slurm_job_id = 0;
     double peak_power_w = -1;
     Run run;
@@ -108,6 +113,8 @@ class LiveDetector {
   };
 
   void ForgetGpu(std::map<GpuKey, GpuTrack>::iterator it);
+  // Whether any job's track is of the GPU.
+  bool Tracked(const std::string& host, const std::string& uuid) const;
   void Evaluate(const std::string& job_id, std::vector<LiveTrigger>& out);
 
   LiveDetectorOptions options_;

@@ -265,10 +265,54 @@ TEST_F(LiveDetectorTest, TrackedGpusAreBounded) {
   small.NoteAllocation(Allocation("2", "w2", "GPU-c"), now_);
   EXPECT_EQ(small.tracked_gpus(), 2u);
   EXPECT_EQ(small.stats().gpus_refused, 1u);
-  // A GPU handed to another job replaces the old track.
+  // A second job's track of a tracked GPU counts against the bound too.
   small.NoteAllocation(Allocation("3", "w1", "GPU-a"), now_);
   EXPECT_EQ(small.tracked_gpus(), 2u);
-  EXPECT_EQ(small.tracked_jobs(), 2u);
+  EXPECT_EQ(small.stats().gpus_refused, 2u);
+  // Once job 1 leaves squeue (its Epilog missed), job 3 can have it.
+  small.KeepOnlyJobs({"2", "3"});
+  small.NoteAllocation(Allocation("3", "w1", "GPU-a"), now_);
+  EXPECT_EQ(small.tracked_gpus(), 1u);
+  EXPECT_EQ(small.tracked_jobs(), 1u);
+}
+
+// gres/shard: jobs 77 and 78 hold GPU-a; 77's kernels spin there, 78 has no process on any
+// GPU. Each is judged with its own processes: 78 is no_process (never stuck on 77's kernels),
+// and 77's spinning cannot be told from 78's, so neither is flagged stuck.
+TEST_F(LiveDetectorTest, ASharedGpuJudgesEachJobOnItsOwnProcesses) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
+  detector_.NoteAllocation(Allocation("78", "w1", "GPU-a"), now_);
+  EXPECT_EQ(detector_.tracked_gpus(), 2u);
+  EXPECT_EQ(detector_.tracked_jobs(), 2u);
+  std::vector<LiveTrigger> all;
+  auto flush = [&](double power, double jobs) {
+    std::vector<wire::SeriesRecord> series = {
+        Series("w1", "GPU-a", "gpu.sm_util", now_, 100),
+        Series("w1", "GPU-a", "gpu.power_w", now_, power),
+        Series("w1", "GPU-a", "gpu.processes", now_, 1, 1),
+        Series("w1", "GPU-a", "gpu.allocated_jobs", now_, jobs, 1),
+        Series("w1", "job/77", "job.gpu_processes", now_, 1, 1)};
+    if (jobs > 1)
+      series.push_back(Series("w1", "job/78", "job.gpu_processes", now_, 0, 1));
+    detector_.NoteSeries(series, now_);
+    now_ += kFlushMs;
+    for (LiveTrigger& t : detector_.TakeTriggers(now_))
+      all.push_back(std::move(t));
+  };
+  flush(400, 2);  // the GPU's own peak
+  for (int i = 0; i < 20; ++i)
+    flush(60, 2);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].job_id, "78");
+  EXPECT_EQ(all[0].reason, "no_process");
+  EXPECT_EQ(all[0].gpus, std::vector<std::string>{"GPU-a"});
+  // Once 78 has gone, the GPU is 77's alone, and the same readings are stuck.
+  detector_.NoteAllocation(Allocation("78", "w1", "GPU-a", now_), now_);
+  for (int i = 0; i < 20 && all.size() == 1; ++i)
+    flush(60, 1);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].job_id, "77");
+  EXPECT_EQ(all[1].reason, "stuck");
 }
 
 }  // namespace

@@ -10,9 +10,19 @@ namespace expanse::server {
 namespace {
 
 // The series read per GPU and per host, in the order of the queries.
-enum GpuSeries { kUtil, kPower, kMem, kProcesses, kSmActive, kDcgmSmActive, kGpuSeriesCount };
-constexpr const char* kGpuMetrics[] = {"gpu.sm_util",   "gpu.power_w",   "gpu.mem_used_mib",
-                                       "gpu.processes", "gpu.sm_active", "gpu.dcgm.sm_active"};
+enum GpuSeries {
+  kUtil,
+  kPower,
+  kMem,
+  kProcesses,
+  kSmActive,
+  kDcgmSmActive,
+  kAllocatedJobs,
+  kGpuSeriesCount
+};
+constexpr const char* kGpuMetrics[] = {"gpu.sm_util",       "gpu.power_w",   "gpu.mem_used_mib",
+                                       "gpu.processes",     "gpu.sm_active", "gpu.dcgm.sm_active",
+                                       "gpu.allocated_jobs"};
 enum HostSeries { kCpu, kCpuWait, kJobGpuProcesses, kIoSome, kUninterruptible, kHostSeriesCount };
 constexpr const char* kHostMetrics[] = {"job.cpu_used_cores", "job.cpu_wait_cores",
                                         "job.gpu_processes", "job.io_pressure_some",
@@ -185,6 +195,9 @@ Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobReco
             if (c.sm_active < 0)  // CUPTI's where the helper counted
               c.sm_active = b.mean;
             break;
+          case kAllocatedJobs:
+            c.allocated_jobs = b.max;
+            break;
         }
       }
     }
@@ -218,6 +231,8 @@ Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobReco
   for (GpuTrack& gpu : cells.gpus) {
     HoldCounts(gpu.cells.size(), cells.cell_ms,
                [&](size_t i) -> double& { return gpu.cells[i].processes; });
+    HoldCounts(gpu.cells.size(), cells.cell_ms,
+               [&](size_t i) -> double& { return gpu.cells[i].allocated_jobs; });
   }
   for (HostTrack& host : cells.hosts) {
     HoldCounts(host.gpu_processes.size(), cells.cell_ms,

@@ -53,7 +53,8 @@ wire::GpuCellReadings ReadingsOf(const GpuCell& cell, const HostTrack* host, siz
           .power_mean = cell.power_mean,
           .sm_active = cell.sm_active,
           .processes = cell.processes,
-          .job_processes = host != nullptr ? At(host->gpu_processes, i) : -1};
+          .job_processes = host != nullptr ? At(host->gpu_processes, i) : -1,
+          .allocated_jobs = cell.allocated_jobs};
 }
 
 // Whether nothing of the job ran on the GPU in cell i: no process at all on the GPU
@@ -66,14 +67,17 @@ std::optional<bool> NoProcess(const GpuCell& cell, const HostTrack* host, size_t
   return none == 1;
 }
 
+wire::GpuCellThresholds CellThresholds(const VerdictThresholds& t) {
+  return {.idle_util_percent = t.idle_util_percent,
+          .underused_util_percent = t.underused_util_percent,
+          .busy_util_percent = t.busy_util_percent,
+          .spinning_sm_active = t.spinning_sm_active,
+          .spinning_power_share = t.spinning_power_share};
+}
+
 CellState StateOf(const GpuCell& cell, const HostTrack* host, size_t i, double peak_power,
                   const VerdictThresholds& t) {
-  const wire::GpuCellThresholds cell_thresholds{.idle_util_percent = t.idle_util_percent,
-                                                .underused_util_percent = t.underused_util_percent,
-                                                .busy_util_percent = t.busy_util_percent,
-                                                .spinning_sm_active = t.spinning_sm_active,
-                                                .spinning_power_share = t.spinning_power_share};
-  return wire::ClassifyGpuCell(ReadingsOf(cell, host, i), peak_power, cell_thresholds);
+  return wire::ClassifyGpuCell(ReadingsOf(cell, host, i), peak_power, CellThresholds(t));
 }
 
 struct Run {
@@ -102,9 +106,10 @@ std::vector<Run> RunsOf(const std::vector<CellState>& states, CellState state) {
 json RunFigures(const GpuTrack& gpu, const Run& run) {
   double util = 0, power = 0, sm = 0;
   int util_n = 0, power_n = 0, sm_n = 0;
-  double processes_max = -1;
+  double processes_max = -1, allocated_jobs_max = -1;
   for (size_t i = run.first; i < run.end; ++i) {
     const GpuCell& c = gpu.cells[i];
+    allocated_jobs_max = std::max(allocated_jobs_max, c.allocated_jobs);
     if (c.samples > 0) {
       util += c.util_mean;
       ++util_n;
@@ -125,6 +130,9 @@ json RunFigures(const GpuTrack& gpu, const Run& run) {
   out["sm_active_mean"] = sm_n > 0 ? json(Round(sm / sm_n)) : json(nullptr);
   if (processes_max >= 0)
     out["gpu_processes_max"] = processes_max;
+  // Said only of a shared GPU: its figures are then the GPU's, neighbours' work included.
+  if (allocated_jobs_max > 1)
+    out["allocated_jobs_max"] = allocated_jobs_max;
   return out;
 }
 
@@ -286,7 +294,7 @@ SeriesVerdicts ComputeSeriesVerdicts(const JobCells& job, const VerdictThreshold
       states[i] = StateOf(c, host, i, peak_power, t);
       if (c.samples > 0)
         ++sampled_cells;
-      if (c.samples > 0 && c.util_max > t.idle_util_percent)
+      if (wire::ActiveForJob(ReadingsOf(c, host, i), CellThresholds(t)))
         ++active_cells;
       if (const std::optional<bool> none = NoProcess(c, host, i)) {
         process_known = true;

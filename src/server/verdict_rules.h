@@ -57,8 +57,9 @@ struct GpuCell {
   double util_max = 0;
   double power_mean = -1;
   double mem_max_mib = -1;
-  double sm_active = -1;  // CUPTI's gpu.sm_active, else DCGM's
-  double processes = -1;  // peak of gpu.processes
+  double sm_active = -1;       // CUPTI's gpu.sm_active, else DCGM's
+  double processes = -1;       // peak of gpu.processes
+  double allocated_jobs = -1;  // peak of gpu.allocated_jobs: > 1 when SLURM shared the GPU
 };
 
 struct GpuTrack {

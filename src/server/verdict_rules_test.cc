@@ -178,6 +178,50 @@ TEST(VerdictRulesTest, FourGpusWithOneActiveIsOverAllocated) {
   EXPECT_EQ(over.suggestion, "ask for 1 GPU, not 4 (--gres=gpu:1)");
 }
 
+// gres/shard: SLURM gave GPU-a to this job and another; the other's kernels spin there.
+TEST(VerdictRulesTest, ASharedGpuIsJudgedOnTheJobsOwnProcessesNotItsNeighbours) {
+  GpuCell neighbours_spinning = Busy();
+  neighbours_spinning.sm_active = 0.001;
+  neighbours_spinning.allocated_jobs = 2;
+  {
+    SCOPED_TRACE("the job never ran anything on GPUs: cpu_only, not stuck");
+    JobBuilder b(20);
+    b.Gpu("GPU-a", neighbours_spinning);
+    b.Host("w1", 8, 3, 0);
+    const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+    ASSERT_EQ(Codes(v), std::vector<std::string>{"cpu_only"});
+    EXPECT_EQ(v.verdicts[0].evidence["gpus"][0]["active_s"], 0);
+  }
+  {
+    SCOPED_TRACE("idle for its first 5 minutes: no_process with the sharing in evidence");
+    JobBuilder b(20);
+    GpuCell own = Busy();
+    own.allocated_jobs = 2;
+    GpuTrack& gpu = b.Gpu("GPU-a", own);
+    for (size_t i = 0; i < 5; ++i)
+      gpu.cells[i] = neighbours_spinning;
+    HostTrack& host = b.Host("w1", 8, 1, 1);
+    for (size_t i = 0; i < 5; ++i)
+      host.gpu_processes[i] = 0;
+    const SeriesVerdicts v = ComputeSeriesVerdicts(b.job, {});
+    ASSERT_EQ(Codes(v), std::vector<std::string>{"no_process"});
+    EXPECT_EQ(v.verdicts[0].to_ms, kT0 + 5 * kCell);
+    EXPECT_EQ(v.verdicts[0].evidence["gpus"][0]["allocated_jobs_max"], 2);
+  }
+  {
+    SCOPED_TRACE("its processes there: whose kernels spin cannot be told, so no stuck");
+    JobBuilder b(20);
+    b.Gpu("GPU-a", neighbours_spinning);
+    b.Host("w1", 8, 1, 1);
+    EXPECT_TRUE(ComputeSeriesVerdicts(b.job, {}).verdicts.empty());
+    // The same GPU not shared: stuck.
+    b.job.gpus[0].cells.assign(20, Busy());
+    for (GpuCell& c : b.job.gpus[0].cells)
+      c.sm_active = 0.001;
+    EXPECT_EQ(Codes(ComputeSeriesVerdicts(b.job, {})), std::vector<std::string>{"stuck"});
+  }
+}
+
 TEST(VerdictRulesTest, BusyWithSmActivityNearZeroForLongIsStuckAndShortIsCommunicationWait) {
   JobBuilder b(40);
   GpuTrack& gpu = b.Gpu("GPU-a", Busy());

@@ -10,14 +10,26 @@ int NothingRunning(const GpuCellReadings& cell) {
   return -1;
 }
 
+bool Shared(const GpuCellReadings& cell) { return cell.allocated_jobs > 1; }
+
+bool ActiveForJob(const GpuCellReadings& cell, const GpuCellThresholds& t) {
+  return cell.samples > 0 && cell.util_max > t.idle_util_percent &&
+         !(Shared(cell) && cell.job_processes == 0);
+}
+
 GpuCellState ClassifyGpuCell(const GpuCellReadings& cell, double peak_power_w,
                              const GpuCellThresholds& t) {
   const bool sampled = cell.samples > 0;
   const bool idle = sampled && cell.util_max <= t.idle_util_percent;
-  if (NothingRunning(cell) == 1 && (!sampled || idle))
+  const bool shared = Shared(cell);
+  if (NothingRunning(cell) == 1 && (!sampled || idle || (shared && cell.job_processes == 0)))
     return GpuCellState::kNoProcess;
   if (!sampled)
     return GpuCellState::kUnknown;
+  if (shared) {
+    return cell.util_mean < t.underused_util_percent ? GpuCellState::kUnderused
+                                                     : GpuCellState::kUnknown;
+  }
   if (cell.util_mean >= t.busy_util_percent) {
     const bool spinning = cell.sm_active >= 0
                               ? cell.sm_active < t.spinning_sm_active

@@ -30,6 +30,9 @@ struct GpuCellReadings {
   double sm_active = -1;      // CUPTI's gpu.sm_active, else DCGM's gpu.dcgm.sm_active
   double processes = -1;      // peak of gpu.processes: every process on the GPU
   double job_processes = -1;  // peak of job.gpu_processes: the job's processes on GPUs, its host
+  // Peak of gpu.allocated_jobs: the jobs SLURM had given the GPU to (several with gres/shard
+  // or MPS), -1 when not reported (a daemon older than the series).
+  double allocated_jobs = -1;
 };
 
 // Most telling first: nothing of the job running beats spinning, which beats underused.
@@ -39,9 +42,20 @@ enum class GpuCellState { kUnknown, kFine, kNoProcess, kSpinning, kUnderused };
 // its host; false/true when known, -1 when neither count was reported.
 int NothingRunning(const GpuCellReadings& cell);
 
+// Whether SLURM had given the GPU to other jobs too: its utilisation and power are then theirs
+// as much as this job's.
+bool Shared(const GpuCellReadings& cell);
+
+// Whether the job kept the GPU busy in the cell: sampled, utilisation above idle, and not a
+// shared GPU on which none of the job's processes ran (the activity was a neighbour's).
+bool ActiveForJob(const GpuCellReadings& cell, const GpuCellThresholds& t);
+
 // The cell's state. `peak_power_w` is the GPU's highest power_mean over the job so far (or the
 // whole job), the reference for "near idle power" without counters; <= 0 when unknown.
-//  - no process: nothing of the job running (above) and the GPU idle or unsampled;
+//  - no process: nothing of the job running (above) and the GPU idle or unsampled, or a
+//    shared GPU with none of the job's processes (busy with a neighbour's);
+//  - on a shared GPU the readings are an upper bound of the job's part: underused when the
+//    whole GPU was, otherwise unknown (whose kernels kept it busy, or spun, cannot be told);
 //  - spinning: utilisation mean >= busy and SM activity < spinning_sm_active, or, without
 //    counters, power below spinning_power_share of the peak;
 //  - underused: utilisation mean < underused;

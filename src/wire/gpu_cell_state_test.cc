@@ -48,5 +48,34 @@ TEST(GpuCellState, LowUtilisationIsUnderused) {
   EXPECT_EQ(NothingRunning(GpuCellReadings{}), -1);
 }
 
+TEST(GpuCellState, ASharedGpuBusyWithANeighboursWorkIsNoProcessForAJobWithoutProcesses) {
+  const GpuCellThresholds t;
+  GpuCellReadings neighbours = Busy(500);
+  neighbours.job_processes = 0;
+  neighbours.allocated_jobs = 2;  // gres/shard: another job's kernels keep it busy
+  EXPECT_EQ(ClassifyGpuCell(neighbours, 600, t), GpuCellState::kNoProcess);
+  EXPECT_FALSE(ActiveForJob(neighbours, t));
+  neighbours.allocated_jobs = 1;  // not shared: the job-level count may miss a process
+  EXPECT_TRUE(ActiveForJob(neighbours, t));
+  EXPECT_EQ(ClassifyGpuCell(neighbours, 600, t), GpuCellState::kFine);
+}
+
+TEST(GpuCellState, ASharedGpuIsNeverJudgedSpinningOnItsNeighboursKernels) {
+  const GpuCellThresholds t;
+  GpuCellReadings spinning = Busy(90, 0.01);
+  EXPECT_EQ(ClassifyGpuCell(spinning, 600, t), GpuCellState::kSpinning);
+  spinning.allocated_jobs = 3;
+  EXPECT_EQ(ClassifyGpuCell(spinning, 600, t), GpuCellState::kUnknown);
+  EXPECT_TRUE(ActiveForJob(spinning, t));
+  // The whole GPU underused: the job's part of it was no more.
+  GpuCellReadings low{.samples = 5,
+                      .util_mean = 12,
+                      .util_max = 40,
+                      .processes = 2,
+                      .job_processes = 1,
+                      .allocated_jobs = 2};
+  EXPECT_EQ(ClassifyGpuCell(low, 600, t), GpuCellState::kUnderused);
+}
+
 }  // namespace
 }  // namespace expanse::wire
