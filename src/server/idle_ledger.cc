@@ -117,6 +117,8 @@ Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::TelemetryStore& tsdb,
                                                  const std::vector<LedgerJobInput>& jobs,
                                                  const LedgerWindow& window, int64_t now_ms,
                                                  size_t max_cells_per_read) {
+  // Nothing newer than the samples that can have arrived: the rest is counted once it has.
+  now_ms = std::max<int64_t>(0, now_ms - kLedgerUploadLagMs);
   // Sized once: `pending` points into the ledgers.
   std::vector<JobLedger> ledgers(jobs.size());
   std::vector<tsdb::SeriesQuery> queries;
