@@ -278,12 +278,9 @@ TEST_F(LiveDetectorTest, TrackedGpusAreBounded) {
 
 // gres/shard: jobs 77 and 78 hold GPU-a; 77's kernels spin there, 78 has no process on any
 // GPU. Each is judged with its own processes: 78 is no_process (never stuck on 77's kernels),
-// and 77's spinning cannot be told from 78's, so neither is flagged stuck.
+// and 77's spinning cannot be told from 78's, so neither is flagged stuck while they share.
 TEST_F(LiveDetectorTest, ASharedGpuJudgesEachJobOnItsOwnProcesses) {
   detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
-  detector_.NoteAllocation(Allocation("78", "w1", "GPU-a"), now_);
-  EXPECT_EQ(detector_.tracked_gpus(), 2u);
-  EXPECT_EQ(detector_.tracked_jobs(), 2u);
   std::vector<LiveTrigger> all;
   auto flush = [&](double power, double jobs) {
     std::vector<wire::SeriesRecord> series = {
@@ -299,20 +296,30 @@ TEST_F(LiveDetectorTest, ASharedGpuJudgesEachJobOnItsOwnProcesses) {
     for (LiveTrigger& t : detector_.TakeTriggers(now_))
       all.push_back(std::move(t));
   };
-  flush(400, 2);  // the GPU's own peak
+  flush(400, 1);  // the GPU's own peak
+  for (int i = 0; i < 3; ++i)
+    flush(60, 1);  // 77 alone spins for a while, short of the threshold
+  detector_.NoteAllocation(Allocation("78", "w1", "GPU-a"), now_);
+  EXPECT_EQ(detector_.tracked_gpus(), 2u);
+  EXPECT_EQ(detector_.tracked_jobs(), 2u);
   for (int i = 0; i < 20; ++i)
     flush(60, 2);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].job_id, "78");
   EXPECT_EQ(all[0].reason, "no_process");
   EXPECT_EQ(all[0].gpus, std::vector<std::string>{"GPU-a"});
-  // Once 78 has gone, the GPU is 77's alone, and the same readings are stuck.
+  // Once 78 has gone the GPU is 77's alone, and the same readings are stuck after the whole
+  // threshold: the shared stretch ended the run 77 had begun alone.
   detector_.NoteAllocation(Allocation("78", "w1", "GPU-a", now_), now_);
-  for (int i = 0; i < 20 && all.size() == 1; ++i)
+  int flushes = 0;
+  while (all.size() == 1 && flushes < 20) {
     flush(60, 1);
+    ++flushes;
+  }
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[1].job_id, "77");
   EXPECT_EQ(all[1].reason, "stuck");
+  EXPECT_EQ(flushes, 7);
 }
 
 }  // namespace

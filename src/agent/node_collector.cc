@@ -384,6 +384,28 @@ void NodeCollector::NoteHoldersWithCgroups() {
   }
 }
 
+std::set<uint32_t> NodeCollector::JobsWithCgroups() {
+  std::set<uint32_t> running;
+  std::lock_guard lock(buffer_mu_);
+  for (const auto& [job, dirs] : cgroups_.jobs())
+    running.insert(job);
+  return running;
+}
+
+bool NodeCollector::KnownToHaveEnded(const std::string& key,
+                                     const std::vector<wire::GpuAllocationRecord>& held,
+                                     const std::set<uint32_t>& running) const {
+  // Saved by an older daemon without SLURM's number: not known to have ended.
+  return std::all_of(held.begin(), held.end(), [](const auto& a) { return a.slurm_job_id > 0; }) &&
+         std::none_of(held.begin(), held.end(),
+                      [&](const auto& a) {
+                        return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
+                      }) &&
+         (holders_with_cgroup_.contains(key) ||
+          std::all_of(held.begin(), held.end(),
+                      [&](const auto& a) { return boot_ms_ && a.from_ms < *boot_ms_; }));
+}
+
 std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     const std::string& key, int64_t at_ms, const std::vector<wire::GpuAllocationRecord>& given) {
   // A job whose Epilog never ran here (the node crashed or rebooted in it) stays open in the
@@ -393,12 +415,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
   // enough: a job's cgroup appears only with its first step (an salloc with PrologFlags=Alloc
   // may have none for hours), and jobs share GPUs (gres/shard, MPS).
   std::vector<wire::GpuAllocationRecord> out;
-  std::set<uint32_t> running;
-  {
-    std::lock_guard lock(buffer_mu_);
-    for (const auto& [job, dirs] : cgroups_.jobs())
-      running.insert(job);
-  }
+  const std::set<uint32_t> running = JobsWithCgroups();
   std::set<std::string> gpus;
   for (const wire::GpuAllocationRecord& a : given)
     gpus.insert(a.gpu_uuid);
@@ -406,17 +423,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     const std::vector<wire::GpuAllocationRecord>& held = it->second;
     const bool shares_a_gpu = std::any_of(
         held.begin(), held.end(), [&](const auto& a) { return gpus.count(a.gpu_uuid) != 0; });
-    // Saved by an older daemon without SLURM's number: not known to have ended.
-    const bool vanished =
-        std::all_of(held.begin(), held.end(), [](const auto& a) { return a.slurm_job_id > 0; }) &&
-        std::none_of(held.begin(), held.end(),
-                     [&](const auto& a) {
-                       return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
-                     }) &&
-        (holders_with_cgroup_.contains(it->first) ||
-         std::all_of(held.begin(), held.end(),
-                     [&](const auto& a) { return boot_ms_ && a.from_ms < *boot_ms_; }));
-    if (it->first == key || !shares_a_gpu || !vanished) {
+    if (it->first == key || !shares_a_gpu || !KnownToHaveEnded(it->first, held, running)) {
       ++it;
       continue;
     }
@@ -480,9 +487,18 @@ NodeCollection NodeCollector::Collect(bool final) {
   }
 
   // After the events, so a job that started since the last collection is already allocated.
-  const GpuUseResult use =
-      ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
-                    AllocationsFromOpen(open_allocations_), options_.attribution);
+  // A holder known to have ended (its Epilog not yet run, or never) holds no GPU any more: left
+  // in, it would make the GPU's next job look like one sharing it (gpu.allocated_jobs).
+  std::map<std::string, std::vector<wire::GpuAllocationRecord>> holding;
+  {
+    const std::set<uint32_t> running = JobsWithCgroups();
+    for (const auto& [key, held] : open_allocations_) {
+      if (!KnownToHaveEnded(key, held, running))
+        holding.emplace(key, held);
+    }
+  }
+  const GpuUseResult use = ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
+                                         AllocationsFromOpen(holding), options_.attribution);
   gpu_use_ = GpuUseToJson(use.view);
   std::map<uint32_t, telemetry::JobCgroups::JobDirs> job_dirs;
   {

@@ -189,6 +189,13 @@ class NodeCollector {
   std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)
   // Open allocations whose job's cgroup has been seen by this daemon.
   void NoteHoldersWithCgroups();
+  // The jobs with a cgroup here now.
+  std::set<uint32_t> JobsWithCgroups();
+  // Whether the open allocation `key` is of a job known to have ended (its Epilog never ran, or
+  // not yet): it has no cgroup here, and it started before this boot or its cgroup was seen and
+  // is gone. Having no cgroup is not enough (see CloseVanishedHolders).
+  bool KnownToHaveEnded(const std::string& key, const std::vector<wire::GpuAllocationRecord>& held,
+                        const std::set<uint32_t>& running) const;
   std::set<std::string> holders_with_cgroup_;
   std::string gres_problem_;  // why gres.conf could not be used, for the log
 };

@@ -383,10 +383,18 @@ TEST_F(NodeCollectorTest, OnlyAJobWhoseCgroupIsGoneIsClosedWhenItsGpuIsGivenAgai
   };
   job_cgroup(99);  // another job: cgroups are seen here
   NodeCollector collector(options_, clock_);
+  double gpu_a_jobs = -1;  // the newest gpu.allocated_jobs of GPU-a
+  auto note_jobs = [&](const NodeCollection& c) {
+    for (const wire::SeriesRecord& s : c.series) {
+      if (s.device == "GPU-a" && s.metric == "gpu.allocated_jobs" && !s.v.empty())
+        gpu_a_jobs = s.v.back();
+    }
+  };
   auto start = [&](const std::string& job, const std::string& gpus) {
     Event("start", clock_.NowMs(), gpus, "", job);
     collector.TickFast();
     NodeCollection c = collector.Collect();
+    note_jobs(c);
     collector.Commit(c);
     std::set<std::string> closed;
     for (const wire::GpuAllocationRecord& a : c.allocations) {
@@ -397,18 +405,26 @@ TEST_F(NodeCollectorTest, OnlyAJobWhoseCgroupIsGoneIsClosedWhenItsGpuIsGivenAgai
     return closed;
   };
   EXPECT_TRUE(start("10", "1").empty());
+  EXPECT_EQ(gpu_a_jobs, 1);
   // Job 11 shares GPU-a (GRES 1) while job 10 has not got its cgroup yet: both stay open.
   EXPECT_TRUE(start("11", "1").empty());
+  EXPECT_EQ(gpu_a_jobs, 2);
   // Job 10's cgroup comes; job 12 shares the GPU while it runs: still open.
   const std::string ten = job_cgroup(10);
   collector.TickFast();
   collector.Collect();
   EXPECT_TRUE(start("12", "1").empty());
-  // Job 10's cgroup goes without an Epilog: the next job given its GPU closes it. Job 11 never
-  // had a cgroup and is left.
+  EXPECT_EQ(gpu_a_jobs, 3);
+  // Job 10's cgroup goes without an Epilog: it no longer shares the GPU, and the next job given
+  // its GPU closes it. Job 11 never had a cgroup and is left.
   std::filesystem::remove_all(ten);
   collector.TickFast();
+  NodeCollection after = collector.Collect();
+  note_jobs(after);
+  collector.Commit(after);
+  EXPECT_EQ(gpu_a_jobs, 2);
   EXPECT_EQ(start("13", "1"), (std::set<std::string>{"10"}));
+  EXPECT_EQ(gpu_a_jobs, 3);
 }
 
 // A job requeued after a crash starts here again with its first run still open: the first run

@@ -199,19 +199,27 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
         .WithReason("nvml_symbol_missing");
   }
   std::vector<nvmlProcessInfo_t> buffer(16);
-  for (const auto& device : Devices()) {
+  // One NVML list of a device into `processes`, each pid once per device; false when the list
+  // could not be read.
+  using ListFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
+  auto read_list = [&](const auto& device, ListFn list, size_t device_first) {
     unsigned count = 0;
     nvmlReturn_t rc = kNvmlErrorInsufficientSize;
     // The list can grow between the sizing call and the read; a few rounds settle it.
     for (int attempt = 0; attempt < 4 && rc == kNvmlErrorInsufficientSize; ++attempt) {
       count = static_cast<unsigned>(buffer.size());
-      rc = f.DeviceGetComputeRunningProcesses(device->handle, &count, buffer.data());
+      rc = list(device->handle, &count, buffer.data());
       if (rc == kNvmlErrorInsufficientSize)
         buffer.resize(std::max<size_t>(count, buffer.size()) * 2);
     }
     if (rc != kNvmlSuccess)
-      continue;  // that GPU's list is unknown this round, not empty
+      return false;
     for (unsigned i = 0; i < count && i < buffer.size(); ++i) {
+      const bool seen =
+          std::any_of(processes.begin() + static_cast<ptrdiff_t>(device_first), processes.end(),
+                      [&](const GpuProcess& p) { return p.pid == buffer[i].pid; });
+      if (seen)
+        continue;
       GpuProcess p;
       p.pid = buffer[i].pid;
       p.gpu_uuid = device->uuid;
@@ -220,6 +228,16 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
       }
       processes.push_back(std::move(p));
     }
+    return true;
+  };
+  for (const auto& device : Devices()) {
+    const size_t first = processes.size();
+    if (!read_list(device, f.DeviceGetComputeRunningProcesses, first))
+      continue;  // that GPU's list is unknown this round, not empty
+    // Under MPS the jobs' processes are clients of the MPS server, listed apart; without MPS
+    // the list is empty (or the call unsupported), and the GPU's list stands as read.
+    if (f.DeviceGetMPSComputeRunningProcesses != nullptr)
+      read_list(device, f.DeviceGetMPSComputeRunningProcesses, first);
   }
   return processes;
 }

@@ -92,6 +92,28 @@ TEST(NvmlBackendTest, ProcessesWithAndWithoutMemory) {
   EXPECT_FALSE((*processes)[1].used_memory_mib.has_value());
 }
 
+// Under MPS the driver lists the MPS server as the GPU's compute process and the jobs'
+// processes as its clients, apart: both are the GPU's, each pid once.
+TEST(NvmlBackendTest, MpsClientsAreListedWithTheServer) {
+  auto json = TwoGpuScenario();
+  json["gpus"][0]["processes"] = {{{"pid", 900}, {"used_memory_mib", 30}}};  // the MPS server
+  json["gpus"][0]["mps_processes"] = {
+      {{"pid", 901}, {"used_memory_mib", 2000}}, {{"pid", 902}}, {{"pid", 900}}};
+  json["gpus"][1]["processes"] = nlohmann::json::array();
+  FakeNvmlScenario scenario(json);
+  auto backend = NvmlBackend::Create(FakeNvmlPath());
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto processes = (*backend)->ReadProcesses();
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  std::vector<unsigned> pids;
+  for (const GpuProcess& p : *processes) {
+    EXPECT_EQ(p.gpu_uuid, "GPU-7271b7f6-6341-8c0b-275d-7cfdc47af3b0");
+    pids.push_back(p.pid);
+  }
+  EXPECT_EQ(pids, (std::vector<unsigned>{900, 901, 902}));
+  EXPECT_EQ((*processes)[1].used_memory_mib, 2000u);
+}
+
 TEST(NvmlBackendTest, ManyProcessesGrowTheBuffer) {
   auto json = TwoGpuScenario();
   nlohmann::json many = nlohmann::json::array();

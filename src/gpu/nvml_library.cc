@@ -104,6 +104,9 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path) 
   optional({"nvmlDeviceGetTotalEccErrors"}, &f.DeviceGetTotalEccErrors);
   optional({"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"},
            &f.DeviceGetComputeRunningProcesses);
+  optional(
+      {"nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
+      &f.DeviceGetMPSComputeRunningProcesses);
   optional({"nvmlDeviceGetProcessUtilization"}, &f.DeviceGetProcessUtilization);
   optional({"nvmlDeviceGetTotalEnergyConsumption"}, &f.DeviceGetTotalEnergyConsumption);
 

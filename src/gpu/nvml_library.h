@@ -44,6 +44,9 @@ struct NvmlFunctions {
   nvmlReturn_t (*DeviceGetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*);
   // nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (same struct).
   nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
+  // nvmlDeviceGetMPSComputeRunningProcesses_v3, else _v2 (same struct): under MPS the clients,
+  // which the call above does not list (it lists the MPS server).
+  nvmlReturn_t (*DeviceGetMPSComputeRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
   nvmlReturn_t (*DeviceGetProcessUtilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*,
                                               unsigned*, unsigned long long);
   nvmlReturn_t (*DeviceGetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long*);

@@ -27,8 +27,10 @@ GpuCellState ClassifyGpuCell(const GpuCellReadings& cell, double peak_power_w,
   if (!sampled)
     return GpuCellState::kUnknown;
   if (shared) {
+    // Fine, not unknown: a sampled cell ends a run, so a stretch of sharing never joins two
+    // spinning (or idle) stretches of the job alone into one.
     return cell.util_mean < t.underused_util_percent ? GpuCellState::kUnderused
-                                                     : GpuCellState::kUnknown;
+                                                     : GpuCellState::kFine;
   }
   if (cell.util_mean >= t.busy_util_percent) {
     const bool spinning = cell.sm_active >= 0

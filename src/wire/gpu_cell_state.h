@@ -55,7 +55,7 @@ bool ActiveForJob(const GpuCellReadings& cell, const GpuCellThresholds& t);
 //  - no process: nothing of the job running (above) and the GPU idle or unsampled, or a
 //    shared GPU with none of the job's processes (busy with a neighbour's);
 //  - on a shared GPU the readings are an upper bound of the job's part: underused when the
-//    whole GPU was, otherwise unknown (whose kernels kept it busy, or spun, cannot be told);
+//    whole GPU was, otherwise fine (whose kernels kept it busy, or spun, cannot be told);
 //  - spinning: utilisation mean >= busy and SM activity < spinning_sm_active, or, without
 //    counters, power below spinning_power_share of the peak;
 //  - underused: utilisation mean < underused;

@@ -65,7 +65,7 @@ TEST(GpuCellState, ASharedGpuIsNeverJudgedSpinningOnItsNeighboursKernels) {
   GpuCellReadings spinning = Busy(90, 0.01);
   EXPECT_EQ(ClassifyGpuCell(spinning, 600, t), GpuCellState::kSpinning);
   spinning.allocated_jobs = 3;
-  EXPECT_EQ(ClassifyGpuCell(spinning, 600, t), GpuCellState::kUnknown);
+  EXPECT_EQ(ClassifyGpuCell(spinning, 600, t), GpuCellState::kFine);
   EXPECT_TRUE(ActiveForJob(spinning, t));
   // The whole GPU underused: the job's part of it was no more.
   GpuCellReadings low{.samples = 5,

@@ -24,6 +24,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct FakeGpu {
   std::vector<std::string> unsupported;
   nvmlReturn_t error = kNvmlSuccess;  // every call on this GPU fails with it ("lost" GPU)
   std::vector<FakeProcess> processes;
+  // MPS clients: what nvmlDeviceGetMPSComputeRunningProcesses_v3 lists (the MPS server itself
+  // goes in `processes`, as the driver lists it there).
+  std::vector<FakeProcess> mps_processes;
 };
 
 struct Scenario {
@@ -109,8 +113,10 @@ Scenario Parse(const std::string& text) {
       for (const auto& u : g["unsupported"])
         gpu.unsupported.push_back(u.get<std::string>());
     }
-    if (g.contains("processes") && g["processes"].is_array()) {
-      for (const auto& p : g["processes"]) {
+    for (const char* list : {"processes", "mps_processes"}) {
+      if (!g.contains(list) || !g[list].is_array())
+        continue;
+      for (const auto& p : g[list]) {
         FakeProcess process;
         process.pid = p.value("pid", 0u);
         if (p.contains("used_memory_mib") && p["used_memory_mib"].is_number()) {
@@ -118,7 +124,8 @@ Scenario Parse(const std::string& text) {
         }
         process.sm_util = p.value("sm_util", 0u);
         process.mem_util = p.value("mem_util", 0u);
-        gpu.processes.push_back(process);
+        (std::string_view(list) == "processes" ? gpu.processes : gpu.mps_processes)
+            .push_back(process);
       }
     }
     s.gpus.push_back(std::move(gpu));
@@ -372,21 +379,32 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type, in
   return kNvmlSuccess;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
-                                                     nvmlProcessInfo_t* infos) {
-  FAKE_DEVICE("nvmlDeviceGetComputeRunningProcesses_v3");
-  const auto needed = static_cast<unsigned>(gpu->processes.size());
+nvmlReturn_t ListProcesses(const std::vector<FakeProcess>& list, unsigned* count,
+                           nvmlProcessInfo_t* infos) {
+  const auto needed = static_cast<unsigned>(list.size());
   if (infos == nullptr || *count < needed) {
     *count = needed;
     return needed == 0 ? kNvmlSuccess : kNvmlErrorInsufficientSize;
   }
   for (unsigned i = 0; i < needed; ++i) {
-    const FakeProcess& p = gpu->processes[i];
+    const FakeProcess& p = list[i];
     infos[i] = nvmlProcessInfo_t{p.pid, p.used_mib ? (*p.used_mib << 20) : kNvmlValueNotAvailable,
                                  0xFFFFFFFFu, 0xFFFFFFFFu};
   }
   *count = needed;
   return kNvmlSuccess;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
+                                                     nvmlProcessInfo_t* infos) {
+  FAKE_DEVICE("nvmlDeviceGetComputeRunningProcesses_v3");
+  return ListProcesses(gpu->processes, count, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
+                                                        nvmlProcessInfo_t* infos) {
+  FAKE_DEVICE("nvmlDeviceGetMPSComputeRunningProcesses_v3");
+  return ListProcesses(gpu->mps_processes, count, infos);
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
