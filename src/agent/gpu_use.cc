@@ -79,9 +79,15 @@ nlohmann::json GpuUseToJson(const attribution::NodeGpuUse& view) {
 }
 
 void AddGpuUseSeries(const attribution::NodeGpuUse& view, const std::string& host, int64_t at_ms,
-                     telemetry::SeriesBuffer& buffer) {
+                     telemetry::SeriesBuffer& buffer, bool processes_known) {
   std::map<std::string, std::pair<double, double>> per_job;  // number -> (MiB, processes)
   for (const attribution::GpuUse& g : view.gpus) {
+    // Several with gres/shard or MPS: the verdicts then read the GPU's utilisation as the
+    // jobs' together, not as each one's.
+    buffer.Add({host, g.uuid, "gpu.allocated_jobs"}, at_ms,
+               static_cast<double>(g.allocated_jobs.size()));
+    if (!processes_known)
+      continue;
     double foreign = 0;
     for (const attribution::GpuProcessUse& p : g.processes) {
       if (!p.of_allocated_job)
@@ -94,11 +100,9 @@ void AddGpuUseSeries(const attribution::NodeGpuUse& view, const std::string& hos
     }
     buffer.Add({host, g.uuid, "gpu.processes"}, at_ms, static_cast<double>(g.processes.size()));
     buffer.Add({host, g.uuid, "gpu.foreign_processes"}, at_ms, foreign);
-    // Several with gres/shard or MPS: the verdicts then read the GPU's utilisation as the
-    // jobs' together, not as each one's.
-    buffer.Add({host, g.uuid, "gpu.allocated_jobs"}, at_ms,
-               static_cast<double>(g.allocated_jobs.size()));
   }
+  if (!processes_known)
+    return;
   // A running job whose processes all left the GPUs reports 0, not silence.
   for (const attribution::GpuUse& g : view.gpus) {
     for (const auto& a : g.allocated_jobs)

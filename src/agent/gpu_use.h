@@ -48,8 +48,10 @@ nlohmann::json GpuUseToJson(const attribution::NodeGpuUse& view);
 // `gpu.allocated_jobs` (the jobs SLURM gave it to: several with gres/shard or MPS), and
 // per job `job.gpu_memory_mib` and `job.gpu_processes` (device `job/<numeric id>`, as the cgroup
 // series, so the controller's array/het renaming applies to both).
+// Without `processes_known` (NVML could not list them) only gpu.allocated_jobs: the rest would
+// say "no process" where nothing is known.
 void AddGpuUseSeries(const attribution::NodeGpuUse& view, const std::string& host, int64_t at_ms,
-                     telemetry::SeriesBuffer& buffer);
+                     telemetry::SeriesBuffer& buffer, bool processes_known = true);
 
 }  // namespace expanse::agent
 

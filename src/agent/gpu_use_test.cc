@@ -1,6 +1,7 @@
 #include "agent/gpu_use.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -109,6 +110,13 @@ TEST(GpuUseTest, AGpuSharedByTwoJobsSaysSoInItsSeries) {
   EXPECT_EQ(values.at({std::string(kUuid1), "gpu.allocated_jobs"}), 0);
   EXPECT_EQ(values.at({"job/7", "job.gpu_processes"}), 1);
   EXPECT_EQ(values.at({"job/9", "job.gpu_processes"}), 0);
+
+  // NVML could not list the processes: the sharing is still said, no process count is.
+  AddGpuUseSeries(use.view, "w1", 6000, buffer, /*processes_known=*/false);
+  std::set<std::string> metrics;
+  for (const auto& s : buffer.Take())
+    metrics.insert(s.metric);
+  EXPECT_EQ(metrics, std::set<std::string>{"gpu.allocated_jobs"});
 }
 
 // Damaged saved entries never get this far (NodeCollector::LoadOpenAllocations drops them);

@@ -497,8 +497,11 @@ NodeCollection NodeCollector::Collect(bool final) {
         holding.emplace(key, held);
     }
   }
-  const GpuUseResult use = ComputeGpuUse(sink_.inventory().gpus, sink_.processes(),
-                                         AllocationsFromOpen(holding), options_.attribution);
+  // Processes NVML could not list are unknown: no "no process" series are made of them.
+  const std::optional<std::vector<gpu::GpuProcess>> processes = sink_.processes();
+  const GpuUseResult use =
+      ComputeGpuUse(sink_.inventory().gpus, processes.value_or(std::vector<gpu::GpuProcess>{}),
+                    AllocationsFromOpen(holding), options_.attribution);
   gpu_use_ = GpuUseToJson(use.view);
   std::map<uint32_t, telemetry::JobCgroups::JobDirs> job_dirs;
   {
@@ -520,7 +523,7 @@ NodeCollection NodeCollector::Collect(bool final) {
     counters_->HoldFor(tools);
   }
   std::lock_guard lock(buffer_mu_);
-  AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_);
+  AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_, processes.has_value());
   c.samples = buffer_.samples();
   c.series = buffer_.Take();
   return c;

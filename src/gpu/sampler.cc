@@ -59,8 +59,7 @@ void Sampler::TickFast() {
   if (readings->size() != gpu_count_)
     have_inventory_ = false;
   Result<std::vector<GpuProcess>> processes = backend_->ReadProcesses();
-  static const std::vector<GpuProcess> kNone;
-  sink_.OnFast(now_ms, *readings, processes.ok() ? *processes : kNone);
+  sink_.OnFast(now_ms, *readings, processes);
   {
     std::lock_guard lock(mu_);
     health_.last_ok_ms = now_ms;

@@ -26,8 +26,10 @@ class SampleSink {
  public:
   virtual ~SampleSink() = default;
   virtual void OnInventory(int64_t at_ms, const Inventory& inventory) = 0;
+  // `processes`: the GPUs' processes, or why they could not be listed (then unknown, not
+  // none: nothing may read "no process" from it).
   virtual void OnFast(int64_t at_ms, const std::vector<GpuReading>& readings,
-                      const std::vector<GpuProcess>& processes) = 0;
+                      const Result<std::vector<GpuProcess>>& processes) = 0;
   virtual void OnEnergy(int64_t at_ms, const std::vector<SlowReading>& readings) = 0;
   virtual void OnProcessUtilization(int64_t at_ms,
                                     const std::vector<ProcessUtilization>& samples) = 0;

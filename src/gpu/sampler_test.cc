@@ -32,8 +32,9 @@ class RecordingSink : public SampleSink {
     inventories.push_back({at_ms, inventory});
   }
   void OnFast(int64_t at_ms, const std::vector<GpuReading>& readings,
-              const std::vector<GpuProcess>& processes) override {
-    fast.push_back({at_ms, readings, processes});
+              const Result<std::vector<GpuProcess>>& processes) override {
+    fast.push_back(
+        {at_ms, readings, processes.ok() ? *processes : std::vector<GpuProcess>{}, processes.ok()});
   }
   void OnEnergy(int64_t at_ms, const std::vector<SlowReading>& readings) override {
     energy.push_back({at_ms, readings});
@@ -47,6 +48,7 @@ class RecordingSink : public SampleSink {
     int64_t at_ms;
     std::vector<GpuReading> readings;
     std::vector<GpuProcess> processes;
+    bool processes_known = false;
   };
   std::vector<std::pair<int64_t, Inventory>> inventories;
   std::vector<Fast> fast;
@@ -77,11 +79,29 @@ TEST(SamplerTest, FastTicksCarryReadingsAndProcesses) {
   EXPECT_EQ(sink.fast[1].readings[0].sm_util, 100);
   ASSERT_EQ(sink.fast[1].processes.size(), 1u);
   EXPECT_EQ(sink.fast[1].processes[0].pid, 521u);
+  EXPECT_TRUE(sink.fast[1].processes_known);
   const SamplerHealth health = sampler.Health();
   EXPECT_EQ(health.state, "ok");
   EXPECT_EQ(health.backend, "nvml");
   EXPECT_EQ(health.gpus, 2u);
   EXPECT_EQ(health.last_ok_ms, 1'800'000'001'000);
+}
+
+// A driver that cannot list processes: the readings go on, the processes are unknown (not an
+// empty list, which would say no job ran anything).
+TEST(SamplerTest, ProcessesThatCannotBeListedAreUnknownNotNone) {
+  FakeNvmlScenario scenario(TwoGpuScenario());
+  ManualClock clock(1'800'000'000'000);
+  RecordingSink sink;
+  auto backend = NvmlBackend::Create(FakeNvmlPath("nvml-minimal"));
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  Sampler sampler(std::make_unique<GuardedBackend>(std::move(*backend), 2s), "", clock, sink);
+  sampler.TickFast();
+  ASSERT_EQ(sink.fast.size(), 1u);
+  EXPECT_EQ(sink.fast[0].readings.size(), 2u);
+  EXPECT_FALSE(sink.fast[0].processes_known);
+  EXPECT_EQ(sampler.Health().state, "degraded");
+  EXPECT_THAT(sampler.Health().detail, HasSubstr("GPU processes unknown"));
 }
 
 TEST(SamplerTest, SlowCallsStayOffTheFastPath) {

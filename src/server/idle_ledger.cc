@@ -32,14 +32,9 @@ Interval Clip(int64_t from_ms, int64_t to_ms, const LedgerWindow& window, int64_
   return iv;
 }
 
-// Where a job still running is counted to: its newest samples are still on their way, and
-// counting that stretch would read it as idle. An ended job's figures do not move with the
-// clock.
-int64_t OpenEnd(int64_t now_ms) { return std::max<int64_t>(0, now_ms - kLedgerUploadLagMs); }
-
 Interval CountedInterval(const store::JobRecord& job, const store::GpuAllocation& a,
                          const LedgerWindow& window, int64_t now_ms) {
-  const int64_t end = a.to_ms != 0 ? a.to_ms : job.end_ms != 0 ? job.end_ms : OpenEnd(now_ms);
+  const int64_t end = a.to_ms != 0 ? a.to_ms : job.end_ms != 0 ? job.end_ms : now_ms;
   return Clip(a.from_ms, end, window, now_ms);
 }
 
@@ -133,7 +128,7 @@ Result<std::vector<JobLedger>> ComputeJobLedgers(tsdb::TelemetryStore& tsdb,
     ledger.requested_gpus = job.req_gpus;
     if (job.start_ms != 0) {
       const Interval run =
-          Clip(job.start_ms, job.end_ms != 0 ? job.end_ms : OpenEnd(now_ms), window, now_ms);
+          Clip(job.start_ms, job.end_ms != 0 ? job.end_ms : now_ms, window, now_ms);
       ledger.totals.requested_ms = SaturatingMul(job.req_gpus, run.to_ms - run.from_ms);
     }
     ledger.gpus.reserve(jobs[j].allocations.size());

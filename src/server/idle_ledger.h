@@ -27,11 +27,6 @@ namespace expanse::server {
 // The ledger's resolution: one minute, aligned to Unix time (UTC minutes).
 inline constexpr int64_t kLedgerBucketMs = 60'000;
 
-// The newest stretch of a running job a ledger leaves out: its samples are still on their way
-// (a flush every 10 s, uploaded at the controller's next round), and counting it would read the
-// job's newest minute as idle. A running job is counted to now less this.
-inline constexpr int64_t kLedgerUploadLagMs = 60'000;
-
 // The counted window: [from_ms, to_ms). The default counts everything.
 struct LedgerWindow {
   int64_t from_ms = 0;
@@ -46,8 +41,8 @@ struct GpuLedger {
   int64_t from_ms = 0;  // the allocation as stored
   int64_t to_ms = 0;    // 0: still allocated
   // The counted interval: the allocation, ended by its own end, else by the job's end, else by
-  // now less kLedgerUploadLagMs, and clipped to the window and to now. Empty (counted_to_ms ==
-  // counted_from_ms) when nothing of the allocation lies inside.
+  // now, and clipped to the window and to now. Empty (counted_to_ms == counted_from_ms) when
+  // nothing of the allocation lies inside.
   int64_t counted_from_ms = 0;
   int64_t counted_to_ms = 0;
   int64_t allocated_ms = 0;  // counted_to_ms - counted_from_ms
@@ -63,8 +58,7 @@ struct GpuLedger {
 struct LedgerTotals {
   int64_t gpus = 0;
   int64_t never_used_gpus = 0;
-  // Requested GPUs times the job's run time (SLURM start to end, or now less
-  // kLedgerUploadLagMs) inside the window;
+  // Requested GPUs times the job's run time (SLURM start to end, or now) inside the window;
   // saturates at INT64_MAX, as req_gpus is what a compute reported.
   int64_t requested_ms = 0;
   int64_t allocated_ms = 0;

@@ -95,26 +95,17 @@ TEST_F(IdleLedgerTest, GpuWithoutSamplesIsIdleWhole) {
 }
 
 TEST_F(IdleLedgerTest, OpenAllocationsEndAtTheJobsEndOrNow) {
-  // Running: counted to now less the upload lag, not to the samples already stored past it.
+  // Running: counted to now, not to the samples already stored past it.
   const store::JobRecord running = Job("3", kM, 0, 1);
   Allocate("3", "GPU-D", 0, kM, 0);
   Utilisation("GPU-D", kM, kM + 10 * kMinute, 80);
-  const int64_t now = kM + 6 * kMinute + 20 * kSecond;
+  const int64_t now = kM + 5 * kMinute + 20 * kSecond;
   JobLedger ledger = LedgerOf(running, {}, now);
   ASSERT_EQ(ledger.gpus.size(), 1u);
   EXPECT_EQ(ledger.gpus[0].to_ms, 0);
-  EXPECT_EQ(ledger.gpus[0].counted_to_ms, now - kLedgerUploadLagMs);
+  EXPECT_EQ(ledger.gpus[0].counted_to_ms, now);
   ExpectGpu(ledger.gpus[0], {320'000, 320'000, 320'000, 0, false}, "running");
   EXPECT_EQ(ledger.totals.requested_ms, 320'000);
-
-  // Its newest minute, whose samples have not arrived yet, is not counted as idle: samples up
-  // to 20 s before now, as a worker's flush and the controller's round leave them.
-  const store::JobRecord fresh = Job("7", kM + 60 * kMinute, 0, 1);
-  Allocate("7", "GPU-G", 0, kM + 60 * kMinute, 0);
-  Utilisation("GPU-G", kM + 60 * kMinute, kM + 64 * kMinute + 40 * kSecond, 80);
-  ledger = LedgerOf(fresh, {}, kM + 65 * kMinute);
-  ASSERT_EQ(ledger.gpus.size(), 1u);
-  ExpectGpu(ledger.gpus[0], {240'000, 240'000, 240'000, 0, false}, "fresh");
 
   // Ended, but its Epilog never reported: the allocation ends with the job.
   const store::JobRecord ended = Job("4", kM, kM + 2 * kMinute, 1);

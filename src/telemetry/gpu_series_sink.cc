@@ -20,7 +20,7 @@ void GpuSeriesSink::OnInventory(int64_t /*at_ms*/, const gpu::Inventory& invento
 }
 
 void GpuSeriesSink::OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& readings,
-                           const std::vector<gpu::GpuProcess>& processes) {
+                           const Result<std::vector<gpu::GpuProcess>>& processes) {
   {
     std::lock_guard lock(buffer_mu_);
     for (const gpu::GpuReading& r : readings) {
@@ -38,7 +38,9 @@ void GpuSeriesSink::OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& re
     }
   }
   std::lock_guard lock(mu_);
-  processes_ = processes;
+  processes_.reset();
+  if (processes.ok())
+    processes_ = *processes;
   for (const gpu::GpuReading& r : readings) {
     if (r.sm_util)
       latest_sm_util_[r.uuid] = *r.sm_util;
@@ -68,7 +70,7 @@ gpu::Inventory GpuSeriesSink::inventory() const {
   return inventory_;
 }
 
-std::vector<gpu::GpuProcess> GpuSeriesSink::processes() const {
+std::optional<std::vector<gpu::GpuProcess>> GpuSeriesSink::processes() const {
   std::lock_guard lock(mu_);
   return processes_;
 }

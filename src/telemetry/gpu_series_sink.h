@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,14 @@ class GpuSeriesSink : public gpu::SampleSink {
 
   void OnInventory(int64_t at_ms, const gpu::Inventory& inventory) override;
   void OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& readings,
-              const std::vector<gpu::GpuProcess>& processes) override;
+              const Result<std::vector<gpu::GpuProcess>>& processes) override;
   void OnEnergy(int64_t at_ms, const std::vector<gpu::SlowReading>& readings) override;
   void OnProcessUtilization(int64_t at_ms,
                             const std::vector<gpu::ProcessUtilization>& samples) override;
 
   gpu::Inventory inventory() const;
-  std::vector<gpu::GpuProcess> processes() const;
+  // The latest list; nullopt when it could not be read (unknown, not none).
+  std::optional<std::vector<gpu::GpuProcess>> processes() const;
   std::vector<gpu::ProcessUtilization> process_utilization() const;
   // The last SM utilisation (percent) of each GPU that reported one, by UUID.
   std::map<std::string, double> latest_sm_util() const;
@@ -37,7 +39,7 @@ class GpuSeriesSink : public gpu::SampleSink {
   std::mutex& buffer_mu_;
   mutable std::mutex mu_;
   gpu::Inventory inventory_;
-  std::vector<gpu::GpuProcess> processes_;
+  std::optional<std::vector<gpu::GpuProcess>> processes_;
   std::vector<gpu::ProcessUtilization> process_utilization_;
   std::map<std::string, double> latest_sm_util_;
 };

@@ -76,13 +76,18 @@ r_digest="$(rule '{"name":"digest","kind":"digest","period_s":60,"channel":"emai
   fail "rules not created: $(api GET /api/v1/orgs/acme/alert-rules)"
 pass "rules: over_allocated to a webhook (1 an hour), by mail to the job's user, to a flaky and to a gone receiver; a 60 s digest"
 
-# --- two jobs on the two GPUs of worker1: one GPU busy, the other never used ------------------
+# --- two jobs of two GPUs each on worker1: in each, one GPU busy and the other never used ------
+# (Each job its own GPUs: two jobs given the same GPUs would be sharing them, gres/shard, and
+# neither is then charged with the other's kernels.)
 printf '%s\n' '{"gpus": [' \
   '  {"uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000001", "minor": 0, "sm_util": 87, "memory_used_mib": 1000,' \
   '   "processes": [{"pid": 4242, "used_memory_mib": 900}]},' \
-  '  {"uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000002", "minor": 1, "sm_util": 0}]}' >"$DIR/scenario.json"
+  '  {"uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000002", "minor": 1, "sm_util": 0},' \
+  '  {"uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000003", "minor": 2, "sm_util": 87, "memory_used_mib": 1000,' \
+  '   "processes": [{"pid": 4243, "used_memory_mib": 900}]},' \
+  '  {"uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000004", "minor": 3, "sm_util": 0}]}' >"$DIR/scenario.json"
 export EXPANSE_FAKE_NVML_SCENARIO="$DIR/scenario.json"
-printf 'NodeName=worker1 Name=gpu File=/dev/nvidia[0-1]\n' >"$DIR/gres.conf"
+printf 'NodeName=worker1 Name=gpu File=/dev/nvidia[0-3]\n' >"$DIR/gres.conf"
 # SLURM's view: a stand-in squeue printing a real 22.05 capture as two running jobs of ana.
 start_s=$(($(date +%s) - 1))
 mkdir -p "$DIR/bin"
@@ -90,9 +95,10 @@ printf '%s\n' '#!/bin/sh' \
   "exec jq '.jobs |= [(.[0] | .job_id = 77 | .user_name = \"ana\" | .start_time = $start_s | .end_time = 0 | .job_state = \"RUNNING\"), (.[0] | .job_id = 78 | .user_name = \"ana\" | .start_time = $start_s | .end_time = 0 | .job_state = \"RUNNING\")]' \"$here/../../fixtures/slurm/squeue_running.json\"" \
   >"$DIR/bin/squeue"
 chmod +x "$DIR/bin/squeue"
-for job in 77 78; do
-  env -i SLURM_JOB_ID=$job SLURMD_NODENAME=worker1 SLURM_JOB_USER=ana SLURM_JOB_GPUS=0,1 \
-    CUDA_VISIBLE_DEVICES=0,1 "$DAEMON" hook prolog --events-dir "$DIR/worker1/events" \
+for job_gpus in 77:0,1 78:2,3; do
+  job="${job_gpus%%:*}" gpus="${job_gpus#*:}"
+  env -i SLURM_JOB_ID=$job SLURMD_NODENAME=worker1 SLURM_JOB_USER=ana SLURM_JOB_GPUS=$gpus \
+    CUDA_VISIBLE_DEVICES=$gpus "$DAEMON" hook prolog --events-dir "$DIR/worker1/events" \
     >>"$DIR/prolog.log" 2>&1 || fail "prolog of job $job exited non-zero"
 done
 common=(--env-file "$DIR/daemon.env" --nvml-library "$FAKE_NVML" --interval 200ms
