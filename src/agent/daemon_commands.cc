@@ -17,6 +17,7 @@
 #include "agent/sampler_bootstrap.h"
 #include "agent/sampler_role.h"
 #include "core/version.h"
+#include "net/url_policy.h"
 #include "pystack/native_reader.h"
 #include "pystack/pyspy_source.h"
 
@@ -221,13 +222,17 @@ int RunHookCommand(const HookCommandOptions& hook, const DaemonOptions& flags, H
     };
   }
   const std::string out = RunHook(options, host.Environment(), host.clock());
-  // The events directory belongs to the daemon user, who collects and deletes the events.
-  if (!flags.user.empty()) {
+  // TaskProlog's export lines first: a user lookup that is slow (sssd, LDAP) must not use up
+  // the deadline before them.
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  // The events directory belongs to the daemon user, who collects and deletes the events. Only
+  // the root hooks write it: TaskProlog runs as the job's user, who could not hand it over.
+  if (!flags.user.empty() && kind != "taskprolog") {
     if (std::optional<UserAccount> account = host.LookupUser(flags.user)) {
       (void)host.SetOwner(flags.events_dir, account->uid, account->gid);
     }
   }
-  std::fputs(out.c_str(), stdout);
   return 0;
 }
 
@@ -260,7 +265,8 @@ int RunDiagnosticsCommand(const DaemonOptions& flags, Host& host) {
       {"EXPANSE_DCGMI", settings->dcgmi},
       {"EXPANSE_DCGM_HOST", settings->dcgm_host},
       {"EXPANSE_SEGMENT_UPLOAD_MODE", settings->segment_upload_mode},
-      {"HTTPS_PROXY", settings->https_proxy},
+      // A proxy URL may carry a user name and password: never shown.
+      {"HTTPS_PROXY", net::RedactUrlCredentials(settings->https_proxy)},
       {"NO_PROXY", settings->no_proxy},
       {"SSL_CERT_FILE", settings->ssl_cert_file},
       {"EXPANSE_NVML_LIBRARY", settings->nvml_library},

@@ -394,14 +394,15 @@ std::set<uint32_t> NodeCollector::JobsWithCgroups() {
 
 bool NodeCollector::KnownToHaveEnded(const std::string& key,
                                      const std::vector<wire::GpuAllocationRecord>& held,
-                                     const std::set<uint32_t>& running) const {
+                                     const std::set<uint32_t>& running,
+                                     bool cgroup_gone_is_enough) const {
   // Saved by an older daemon without SLURM's number: not known to have ended.
   return std::all_of(held.begin(), held.end(), [](const auto& a) { return a.slurm_job_id > 0; }) &&
          std::none_of(held.begin(), held.end(),
                       [&](const auto& a) {
                         return running.count(static_cast<uint32_t>(a.slurm_job_id)) != 0;
                       }) &&
-         (holders_with_cgroup_.contains(key) ||
+         ((cgroup_gone_is_enough && holders_with_cgroup_.contains(key)) ||
           std::all_of(held.begin(), held.end(),
                       [&](const auto& a) { return boot_ms_ && a.from_ms < *boot_ms_; }));
 }
@@ -423,7 +424,8 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::CloseVanishedHolders(
     const std::vector<wire::GpuAllocationRecord>& held = it->second;
     const bool shares_a_gpu = std::any_of(
         held.begin(), held.end(), [&](const auto& a) { return gpus.count(a.gpu_uuid) != 0; });
-    if (it->first == key || !shares_a_gpu || !KnownToHaveEnded(it->first, held, running)) {
+    if (it->first == key || !shares_a_gpu ||
+        !KnownToHaveEnded(it->first, held, running, /*cgroup_gone_is_enough=*/true)) {
       ++it;
       continue;
     }
@@ -487,13 +489,15 @@ NodeCollection NodeCollector::Collect(bool final) {
   }
 
   // After the events, so a job that started since the last collection is already allocated.
-  // A holder known to have ended (its Epilog not yet run, or never) holds no GPU any more: left
-  // in, it would make the GPU's next job look like one sharing it (gpu.allocated_jobs).
+  // A holder left open by a crash (from before this boot, no cgroup) holds no GPU any more:
+  // left in, it would make the GPU's next job look like one sharing it (gpu.allocated_jobs).
+  // A cgroup seen and gone is not enough here: an salloc's job cgroup may go between two
+  // steps, and the job would then be judged on its neighbours' kernels.
   std::map<std::string, std::vector<wire::GpuAllocationRecord>> holding;
   {
     const std::set<uint32_t> running = JobsWithCgroups();
     for (const auto& [key, held] : open_allocations_) {
-      if (!KnownToHaveEnded(key, held, running))
+      if (!KnownToHaveEnded(key, held, running, /*cgroup_gone_is_enough=*/false))
         holding.emplace(key, held);
     }
   }
@@ -502,7 +506,9 @@ NodeCollection NodeCollector::Collect(bool final) {
   const GpuUseResult use =
       ComputeGpuUse(sink_.inventory().gpus, processes.value_or(std::vector<gpu::GpuProcess>{}),
                     AllocationsFromOpen(holding), options_.attribution);
-  gpu_use_ = GpuUseToJson(use.view);
+  // Without the processes a GPU's state (busy, allocated_idle) is not known: no view, which the
+  // server counts as unknown.
+  gpu_use_ = processes ? GpuUseToJson(use.view) : nlohmann::json::array();
   std::map<uint32_t, telemetry::JobCgroups::JobDirs> job_dirs;
   {
     std::lock_guard lock(buffer_mu_);
@@ -511,7 +517,7 @@ NodeCollection NodeCollector::Collect(bool final) {
   job_devices_ = JobDevicesToJson(
       CheckJobDevices(open_allocations_, job_dirs,
                       attribution::NodeGpus{sink_.inventory().gpus, gres_, {}}, clock_.NowMs()));
-  if (counters_) {
+  if (counters_ && processes) {  // unknown: the helper keeps what it holds back
     // A job running another CUDA tool (Nsight, a CUPTI profiler) gets its GPU's counters.
     std::set<std::string> tools;
     for (const attribution::GpuUse& gpu : use.view.gpus) {

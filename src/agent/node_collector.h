@@ -192,10 +192,11 @@ class NodeCollector {
   // The jobs with a cgroup here now.
   std::set<uint32_t> JobsWithCgroups();
   // Whether the open allocation `key` is of a job known to have ended (its Epilog never ran, or
-  // not yet): it has no cgroup here, and it started before this boot or its cgroup was seen and
-  // is gone. Having no cgroup is not enough (see CloseVanishedHolders).
+  // not yet): it has no cgroup here, and it started before this boot, or (where
+  // `cgroup_gone_is_enough`) its cgroup was seen and is gone. Having no cgroup is not enough
+  // (see CloseVanishedHolders).
   bool KnownToHaveEnded(const std::string& key, const std::vector<wire::GpuAllocationRecord>& held,
-                        const std::set<uint32_t>& running) const;
+                        const std::set<uint32_t>& running, bool cgroup_gone_is_enough) const;
   std::set<std::string> holders_with_cgroup_;
   std::string gres_problem_;  // why gres.conf could not be used, for the log
 };

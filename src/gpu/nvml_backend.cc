@@ -199,8 +199,7 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
         .WithReason("nvml_symbol_missing");
   }
   std::vector<nvmlProcessInfo_t> buffer(16);
-  // One NVML list of a device into `processes`, each pid once per device; false when the list
-  // could not be read.
+  // One NVML list of a device into `processes`, each pid once per device; NVML's answer.
   using ListFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
   auto read_list = [&](const auto& device, ListFn list, size_t device_first) {
     unsigned count = 0;
@@ -213,7 +212,7 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
         buffer.resize(std::max<size_t>(count, buffer.size()) * 2);
     }
     if (rc != kNvmlSuccess)
-      return false;
+      return rc;
     for (unsigned i = 0; i < count && i < buffer.size(); ++i) {
       const bool seen =
           std::any_of(processes.begin() + static_cast<ptrdiff_t>(device_first), processes.end(),
@@ -228,16 +227,24 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
       }
       processes.push_back(std::move(p));
     }
-    return true;
+    return rc;
   };
+  // A GPU whose list cannot be read makes the whole listing unknown: read as a shorter list,
+  // it would say that no job runs on that GPU.
   for (const auto& device : Devices()) {
     const size_t first = processes.size();
-    if (!read_list(device, f.DeviceGetComputeRunningProcesses, first))
-      continue;  // that GPU's list is unknown this round, not empty
+    if (nvmlReturn_t rc = read_list(device, f.DeviceGetComputeRunningProcesses, first);
+        rc != kNvmlSuccess) {
+      return CallError("nvmlDeviceGetComputeRunningProcesses", rc);
+    }
     // Under MPS the jobs' processes are clients of the MPS server, listed apart; without MPS
-    // the list is empty (or the call unsupported), and the GPU's list stands as read.
-    if (f.DeviceGetMPSComputeRunningProcesses != nullptr)
-      read_list(device, f.DeviceGetMPSComputeRunningProcesses, first);
+    // the list is empty, or the call unsupported (older GPUs), and the GPU's list stands.
+    if (f.DeviceGetMPSComputeRunningProcesses != nullptr) {
+      if (nvmlReturn_t rc = read_list(device, f.DeviceGetMPSComputeRunningProcesses, first);
+          rc != kNvmlSuccess && rc != kNvmlErrorNotSupported) {
+        return CallError("nvmlDeviceGetMPSComputeRunningProcesses", rc);
+      }
+    }
   }
   return processes;
 }

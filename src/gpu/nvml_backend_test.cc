@@ -112,6 +112,14 @@ TEST(NvmlBackendTest, MpsClientsAreListedWithTheServer) {
   }
   EXPECT_EQ(pids, (std::vector<unsigned>{900, 901, 902}));
   EXPECT_EQ((*processes)[1].used_memory_mib, 2000u);
+
+  // A GPU that cannot list MPS clients (older than Volta) has none; its own list stands.
+  json["gpus"][0]["unsupported"] = {"mps_processes"};
+  scenario.Write(json);
+  processes = (*backend)->ReadProcesses();
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  ASSERT_EQ(processes->size(), 1u);
+  EXPECT_EQ((*processes)[0].pid, 900u);
 }
 
 TEST(NvmlBackendTest, ManyProcessesGrowTheBuffer) {
@@ -204,6 +212,11 @@ TEST(NvmlBackendTest, OneLostGpuDoesNotHideTheOther) {
   ASSERT_TRUE(readings.ok()) << readings.status();
   EXPECT_FALSE((*readings)[0].sm_util.has_value());
   EXPECT_TRUE((*readings)[1].sm_util.has_value());
+  // Its processes cannot be listed: the node's listing is unknown, not one GPU shorter (which
+  // would say no job runs there).
+  auto processes = (*backend)->ReadProcesses();
+  ASSERT_FALSE(processes.ok());
+  EXPECT_EQ(processes.status().reason(), "gpu_lost");
 
   json["gpus"][1]["error"] = 15;
   scenario.Write(json);

@@ -44,14 +44,17 @@ void Sampler::TickFast() {
   if (backend_ == nullptr)
     return;
   const int64_t now_ms = clock_.NowMs();
-  if (!EnsureInventory(now_ms))
+  if (!EnsureInventory(now_ms)) {
+    sink_.OnFastFailed(now_ms);
     return;
+  }
   if (gpu_count_ == 0) {
     SetState("no_gpus", "no GPUs: " + backend_->name() + " reports none on this node");
     return;
   }
   Result<std::vector<GpuReading>> readings = backend_->ReadFast();
   if (!readings.ok()) {
+    sink_.OnFastFailed(now_ms);
     SetState("degraded", readings.status().message());
     return;
   }

@@ -30,6 +30,9 @@ class SampleSink {
   // none: nothing may read "no process" from it).
   virtual void OnFast(int64_t at_ms, const std::vector<GpuReading>& readings,
                       const Result<std::vector<GpuProcess>>& processes) = 0;
+  // A fast tick that read nothing (no inventory, or the readings failed or hung): what was
+  // known of the GPUs' processes is no longer current.
+  virtual void OnFastFailed(int64_t /*at_ms*/) {}
   virtual void OnEnergy(int64_t at_ms, const std::vector<SlowReading>& readings) = 0;
   virtual void OnProcessUtilization(int64_t at_ms,
                                     const std::vector<ProcessUtilization>& samples) = 0;

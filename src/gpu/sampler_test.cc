@@ -36,6 +36,7 @@ class RecordingSink : public SampleSink {
     fast.push_back(
         {at_ms, readings, processes.ok() ? *processes : std::vector<GpuProcess>{}, processes.ok()});
   }
+  void OnFastFailed(int64_t at_ms) override { fast_failed.push_back(at_ms); }
   void OnEnergy(int64_t at_ms, const std::vector<SlowReading>& readings) override {
     energy.push_back({at_ms, readings});
   }
@@ -52,6 +53,7 @@ class RecordingSink : public SampleSink {
   };
   std::vector<std::pair<int64_t, Inventory>> inventories;
   std::vector<Fast> fast;
+  std::vector<int64_t> fast_failed;
   std::vector<std::pair<int64_t, std::vector<SlowReading>>> energy;
   std::vector<std::pair<int64_t, std::vector<ProcessUtilization>>> utilization;
 };
@@ -165,6 +167,7 @@ TEST(SamplerTest, HungDriverDegradesHealthAndRecovers) {
   guarded.set_timeout(kHangBound);
   sampler.TickFast();  // refused at once: the call is still stuck
   EXPECT_EQ(sink.fast.size(), 1u);
+  EXPECT_EQ(sink.fast_failed.size(), 2u);  // the processes known before are not current
   EXPECT_EQ(sampler.Health().state, "degraded");
   EXPECT_THAT(sampler.Health().detail, HasSubstr("ReadFast blocked"));
   // The loop goes on: the slow readings do not wait for the stuck fast lane.

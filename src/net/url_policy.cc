@@ -65,6 +65,26 @@ Status SplitUrl(std::string_view url, UrlParts* parts) {
   return OkStatus();
 }
 
+std::string RedactUrlCredentials(std::string_view url) {
+  const std::string text(url);
+  std::unique_ptr<CURLU, CurlUrlFree> handle(curl_url());
+  const bool parsed = handle && text.find('\0') == std::string::npos &&
+                      curl_url_set(handle.get(), CURLUPART_URL, text.c_str(),
+                                   CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK;
+  if (!parsed) {
+    const size_t at = text.rfind('@');
+    return at == std::string::npos ? text : "***" + text.substr(at);
+  }
+  if (Part(handle.get(), CURLUPART_USER).empty() && Part(handle.get(), CURLUPART_PASSWORD).empty())
+    return text;
+  if (curl_url_set(handle.get(), CURLUPART_USER, "***", 0) != CURLUE_OK ||
+      curl_url_set(handle.get(), CURLUPART_PASSWORD, nullptr, 0) != CURLUE_OK) {
+    return "***";
+  }
+  const std::string redacted = Part(handle.get(), CURLUPART_URL);
+  return redacted.empty() ? "***" : redacted;
+}
+
 Status CheckUrlAllowed(std::string_view url) {
   UrlParts parts;
   EXPANSE_RETURN_IF_ERROR(SplitUrl(url, &parts));

@@ -26,6 +26,11 @@ Status SplitUrl(std::string_view url, UrlParts* parts);
 // "invalid_url" for text that is not a URL.
 Status CheckUrlAllowed(std::string_view url);
 
+// `url` with its user name and password (a proxy URL may carry them) replaced by "***", for
+// diagnostics and logs; unchanged when it has none. Text libcurl cannot parse as a URL keeps
+// only what follows its last '@'.
+std::string RedactUrlCredentials(std::string_view url);
+
 }  // namespace expanse::net
 
 #endif  // EXPANSE_NET_URL_POLICY_H_

@@ -36,6 +36,17 @@ TEST(UrlPolicyTest, ParserTricksCannotHideTheRealHost) {
   EXPECT_EQ(parts.host, "evil.example");
 }
 
+TEST(UrlPolicyTest, CredentialsInAProxyUrlAreRedacted) {
+  EXPECT_EQ(RedactUrlCredentials("http://ana:s3cret@proxy.example:3128"),
+            "http://***@proxy.example:3128/");
+  EXPECT_EQ(RedactUrlCredentials("ana:s3cret@proxy.example:3128"),
+            "http://***@proxy.example:3128/");
+  EXPECT_EQ(RedactUrlCredentials("http://proxy.example:3128"), "http://proxy.example:3128");
+  EXPECT_EQ(RedactUrlCredentials(""), "");
+  const std::string odd = RedactUrlCredentials("::ana:s3cret@@proxy");
+  EXPECT_EQ(odd.find("s3cret"), std::string::npos) << odd;
+}
+
 TEST(UrlPolicyTest, OtherSchemesAndNonUrls) {
   EXPECT_EQ(CheckUrlAllowed("ftp://127.0.0.1/").reason(), "unsupported_url");
   EXPECT_EQ(CheckUrlAllowed("file:///etc/passwd").reason(), "invalid_url");

@@ -179,20 +179,26 @@ run_expanse_hook </dev/null >/dev/null 2>&1 || true
 exit "$site_status"
 )";
 
+// (Delimited: the script holds `)"`.)
 constexpr std::string_view kTaskPrologMain =
-    R"(# slurmstepd runs TaskProlog as one literal path, never a glob (src/slurmd/slurmstepd/task.c).
+    R"sh(# slurmstepd runs TaskProlog as one literal path, never a glob (src/slurmd/slurmstepd/task.c).
 site_status=0
+site_out=
 if [[ -n $site_hook ]]; then
-  run_one "$site_hook"
+  site_out="$(run_one "$site_hook")"
   site_status=$?
+  if [[ -n $site_out ]]; then
+    printf '%s\n' "$site_out"
+  fi
 fi
-# Our export lines come after the site's output. A failed TaskProlog ends the task, so then there
-# is nothing to add.
-if ((site_status == 0)); then
+# Our export lines come after the site's output, and slurmstepd applies the last line for a
+# name: a site TaskProlog that injects its own tool (CUDA_INJECTION64_PATH) keeps it, so ours
+# does not run. A failed TaskProlog ends the task, so then there is nothing to add either.
+if ((site_status == 0)) && [[ $'\n'$site_out != *$'\n'"export CUDA_INJECTION64_PATH="* ]]; then
   run_expanse_hook </dev/null 2>/dev/null || true
 fi
 exit "$site_status"
-)";
+)sh";
 
 std::optional<int> ParseVersion(std::string_view line) {
   const std::size_t at = line.find(kFormatField);

@@ -194,6 +194,20 @@ TEST_F(HookScriptTest, TaskPrologPrintsTheSitesLinesBeforeOurs) {
             "hook\ntaskprolog\n--shared-prefix\n/srv/expanse\n--user\nslurm\n--agent-library\n"
             "/srv/expanse/lib/libexpanse-agent.so\n");
 
+  // A site TaskProlog injecting its own tool keeps it: ours, printed after, would replace it.
+  std::filesystem::remove(Path("daemon.args"));
+  result = Run(Options(HookKind::kTaskProlog,
+                       Script("task prolog",
+                              "echo 'export SITE=1'\n"
+                              "echo 'export CUDA_INJECTION64_PATH=/opt/site/tool.so'")));
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.stdout_text, "export SITE=1\nexport CUDA_INJECTION64_PATH=/opt/site/tool.so\n");
+  EXPECT_FALSE(std::filesystem::exists(Path("daemon.args")));
+  // One that only mentions it in another line does not.
+  result = Run(Options(HookKind::kTaskProlog,
+                       Script("task prolog", "echo 'print no export CUDA_INJECTION64_PATH=x'")));
+  EXPECT_TRUE(std::filesystem::exists(Path("daemon.args")));
+
   // A failed TaskProlog ends the task: its status stays and nothing of ours follows.
   std::filesystem::remove(Path("daemon.args"));
   result =

@@ -47,6 +47,11 @@ void GpuSeriesSink::OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& re
   }
 }
 
+void GpuSeriesSink::OnFastFailed(int64_t /*at_ms*/) {
+  std::lock_guard lock(mu_);
+  processes_.reset();  // a job started since would read as having none
+}
+
 std::map<std::string, double> GpuSeriesSink::latest_sm_util() const {
   std::lock_guard lock(mu_);
   return latest_sm_util_;

@@ -22,6 +22,7 @@ class GpuSeriesSink : public gpu::SampleSink {
   void OnInventory(int64_t at_ms, const gpu::Inventory& inventory) override;
   void OnFast(int64_t at_ms, const std::vector<gpu::GpuReading>& readings,
               const Result<std::vector<gpu::GpuProcess>>& processes) override;
+  void OnFastFailed(int64_t at_ms) override;
   void OnEnergy(int64_t at_ms, const std::vector<gpu::SlowReading>& readings) override;
   void OnProcessUtilization(int64_t at_ms,
                             const std::vector<gpu::ProcessUtilization>& samples) override;

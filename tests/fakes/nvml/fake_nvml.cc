@@ -404,6 +404,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
                                                         nvmlProcessInfo_t* infos) {
   FAKE_DEVICE("nvmlDeviceGetMPSComputeRunningProcesses_v3");
+  if (Unsupported(*gpu, "mps_processes"))
+    return kNvmlErrorNotSupported;
   return ListProcesses(gpu->mps_processes, count, infos);
 }
 
