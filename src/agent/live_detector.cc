@@ -160,12 +160,23 @@ void LiveDetector::NoteSeries(const std::vector<wire::SeriesRecord>& series, int
   }
 
   for (const auto& [gpu, c] : cells) {
+    const auto first_track = gpus_.lower_bound({gpu.first, gpu.second, ""});
+    auto of_gpu = [&](auto it) {
+      return it != gpus_.end() && it->first.host == gpu.first && it->first.uuid == gpu.second;
+    };
+    double tracks = 0;
+    for (auto it = first_track; of_gpu(it); ++it)
+      ++tracks;
     // Each job's track of the GPU, judged with that job's own processes.
-    for (auto it = gpus_.lower_bound({gpu.first, gpu.second, ""});
-         it != gpus_.end() && it->first.host == gpu.first && it->first.uuid == gpu.second; ++it) {
+    for (auto it = first_track; of_gpu(it); ++it) {
       const GpuKey& key = it->first;
       GpuTrack& track = it->second;
       const auto jp = job_processes.find({key.host, key.job_id});
+      // More tracks than jobs the node says hold the GPU, and nothing of this one's job: its
+      // end was missed (the GPU went to another job). Not judged on the new job's readings, nor
+      // heard from, so it goes after forget_after_ms if squeue does not end it first.
+      if (c.allocated_jobs >= 0 && tracks > c.allocated_jobs && jp == job_processes.end())
+        continue;
       wire::GpuCellReadings r;
       r.samples = c.util_n;
       r.util_mean = c.util_n > 0 ? c.util_sum / c.util_n : 0;

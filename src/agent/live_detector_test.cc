@@ -322,6 +322,38 @@ TEST_F(LiveDetectorTest, ASharedGpuJudgesEachJobOnItsOwnProcesses) {
   EXPECT_EQ(flushes, 7);
 }
 
+// Job 77's Epilog never arrived and squeue cannot be read; GPU-a went to job 78, whose kernels
+// hang. The node counts one job on the GPU and sends 78's processes only: 77's stale track is
+// neither judged on 78's readings (it would be flagged stuck) nor kept alive by them.
+TEST_F(LiveDetectorTest, AStaleTrackIsNotJudgedOnTheNextJobsReadings) {
+  detector_.NoteAllocation(Allocation("77", "w1", "GPU-a"), now_);
+  detector_.NoteAllocation(Allocation("78", "w1", "GPU-a"), now_);
+  std::vector<LiveTrigger> all;
+  auto flush = [&](double power) {
+    detector_.NoteSeries({Series("w1", "GPU-a", "gpu.sm_util", now_, 100),
+                          Series("w1", "GPU-a", "gpu.power_w", now_, power),
+                          Series("w1", "GPU-a", "gpu.processes", now_, 1, 1),
+                          Series("w1", "GPU-a", "gpu.allocated_jobs", now_, 1, 1),
+                          Series("w1", "job/78", "job.gpu_processes", now_, 1, 1)},
+                         now_);
+    now_ += kFlushMs;
+    for (LiveTrigger& t : detector_.TakeTriggers(now_))
+      all.push_back(std::move(t));
+  };
+  flush(400);
+  for (int i = 0; i < 20; ++i)
+    flush(60);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].job_id, "78");
+  EXPECT_EQ(all[0].reason, "stuck");
+  EXPECT_EQ(detector_.tracked_gpus(), 2u);
+  // An hour of the controller's time later, only 78's track is left.
+  for (int i = 0; i < 370; ++i)
+    flush(400);
+  EXPECT_EQ(detector_.tracked_gpus(), 1u);
+  EXPECT_EQ(detector_.tracked_jobs(), 1u);
+}
+
 }  // namespace
 }  // namespace live_detector_test
 }  // namespace expanse::agent
