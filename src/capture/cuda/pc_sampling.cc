@@ -113,6 +113,7 @@ std::optional<CudaContextApi> LoadCudaContextApi(std::string* error) {
   ResolveSymbol(handle, "cuDevicePrimaryCtxRelease_v2", api.PrimaryCtxRelease, missing);
   ResolveSymbol(handle, "cuCtxPushCurrent_v2", api.CtxPushCurrent, missing);
   ResolveSymbol(handle, "cuCtxPopCurrent_v2", api.CtxPopCurrent, missing);
+  ResolveSymbol(handle, "cuMemGetInfo_v2", api.MemGetInfo, missing);
   if (!missing.empty()) {
     *error = "libcuda.so.1 lacks " + missing;
     return std::nullopt;
@@ -196,8 +197,22 @@ PcSampler::StartResult PcSampler::Start(
     CUptiResult r = CUPTI_SUCCESS;
     const char* where = "cuCtxPushCurrent";
     std::string attribute;
+    std::string low_memory;  // why the device's free memory is too little, when it is
     try {
       const bool current = WithContext(c->ctx, [&] {
+        // The hardware buffer is the job's device memory: only where it leaves a margin.
+        size_t free_bytes = 0, total_bytes = 0;
+        const size_t needed = options_.hardware_buffer_bytes + options_.free_memory_margin_bytes;
+        if (cuda_.MemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS) {
+          low_memory = "its free GPU memory could not be read (cuMemGetInfo)";
+          return;
+        }
+        if (free_bytes < needed) {
+          low_memory = std::to_string(free_bytes >> 20) + " MiB of GPU memory free, below the " +
+                       std::to_string(needed >> 20) +
+                       " MiB PC sampling's buffer needs with a margin: left to the job";
+          return;
+        }
         auto enable =
             Zeroed<CUpti_PCSamplingEnableParams>(CUpti_PCSamplingEnableParamsSize, c->ctx);
         where = "cuptiPCSamplingEnable";
@@ -209,6 +224,8 @@ PcSampler::StartResult PcSampler::Start(
       });
       if (!current)
         r = CUPTI_ERROR_INVALID_CONTEXT;
+      else if (!low_memory.empty())
+        r = CUPTI_ERROR_OUT_OF_MEMORY;
     } catch (...) {
       r = CUPTI_ERROR_OUT_OF_MEMORY;  // the agent's own allocations
       where = "the agent's buffers";
@@ -221,7 +238,8 @@ PcSampler::StartResult PcSampler::Start(
     Teardown(*c);
     if (result.error.empty()) {
       result.first_error = r;
-      result.error = std::string(where) + attribute + ": " + result_name(r);
+      result.error =
+          !low_memory.empty() ? low_memory : std::string(where) + attribute + ": " + result_name(r);
     }
   }
   result.contexts = static_cast<int>(contexts_.size());

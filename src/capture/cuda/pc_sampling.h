@@ -48,6 +48,7 @@ struct CudaContextApi {
   CUresult (*PrimaryCtxRelease)(CUdevice) = nullptr;
   CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
+  CUresult (*MemGetInfo)(size_t*, size_t*) = nullptr;  // of the current context's device
 };
 
 // The PC sampling calls of the libcupti at `path` (already loaded by the agent); nullopt with
@@ -70,10 +71,13 @@ bool IsRestriction(CUptiResult result);
 struct PcSamplerOptions {
   uint32_t period = 0;                      // 5..31 (2^period cycles); 0 = CUPTI's default
   size_t hardware_buffer_bytes = 32 << 20;  // device memory per context (CUPTI's default: 512 MB)
-  size_t scratch_buffer_bytes = 4 << 20;    // host memory per context, about 22,000 PCs
-  size_t pcs_per_buffer = 2000;             // PCs one GetData hands back
-  int max_get_data_calls = 64;              // per context per drain
-  size_t max_function_names = 65536;        // distinct CUPTI name strings kept (see Drain)
+  // A context whose device has less free memory than the buffer and this is not sampled: the
+  // buffer must never be what makes the job's next allocation fail.
+  size_t free_memory_margin_bytes = 512 << 20;
+  size_t scratch_buffer_bytes = 4 << 20;  // host memory per context, about 22,000 PCs
+  size_t pcs_per_buffer = 2000;           // PCs one GetData hands back
+  int max_get_data_calls = 64;            // per context per drain
+  size_t max_function_names = 65536;      // distinct CUPTI name strings kept (see Drain)
 };
 
 struct PcBuffer;

@@ -179,6 +179,35 @@ TEST_F(PcSamplerTest, ARestrictedNodeGivesNoContextAndReleasesIt) {
   EXPECT_EQ(trace.find("cuptiPCSamplingSetConfigurationAttribute"), std::string::npos) << trace;
 }
 
+// A job that holds nearly all its GPU's memory (vLLM takes 90 %, some take everything): the
+// sampler's device buffer would be what fails its next allocation, so the context is left
+// alone, released, and never enabled.
+TEST_F(PcSamplerTest, AGpuWithoutRoomForTheBufferIsLeftToTheJob) {
+  nlohmann::json scenario = Scenario();
+  scenario["devices"][0]["memory_free_mib"] = 300;  // the buffer (32) plus the margin (512) is 544
+  Write(scenario);
+  const PcSampler::StartResult started = Start();
+  EXPECT_EQ(started.contexts, 0);
+  EXPECT_EQ(started.first_error, CUPTI_ERROR_OUT_OF_MEMORY);
+  EXPECT_FALSE(IsRestriction(started.first_error));
+  EXPECT_EQ(started.error,
+            "300 MiB of GPU memory free, below the 544 MiB PC sampling's buffer needs with a "
+            "margin: left to the job");
+  EXPECT_FALSE(sampler_->active());
+  const std::string trace = Trace();
+  EXPECT_NE(trace.find("cuDevicePrimaryCtxRelease_v2 dev=0 retained=0"), std::string::npos)
+      << trace;
+  EXPECT_EQ(trace.find("cuptiPCSamplingEnable"), std::string::npos) << trace;
+
+  // With room, the same context is sampled.
+  scenario["devices"][0]["memory_free_mib"] = 2000;
+  Write(scenario);
+  EXPECT_EQ(Start().contexts, 1);
+  PcProfile profile;
+  sampler_->Stop(profile);
+  EXPECT_FALSE(sampler_->active());
+}
+
 TEST_F(PcSamplerTest, AConfigurationCuptiRefusesIsDisabledAgain) {
   nlohmann::json scenario = Scenario();
   scenario["pc_sampling"]["set_config_error"] = 27;

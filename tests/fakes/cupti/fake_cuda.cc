@@ -369,6 +369,23 @@ FAKE_EXPORT CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+FAKE_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  Call call("cuMemGetInfo_v2");
+  if (free == nullptr || total == nullptr)
+    return call.Return(CUDA_ERROR_INVALID_VALUE);
+  if (t_current.empty())
+    return call.Return(CUDA_ERROR_INVALID_CONTEXT);
+  const Device* device = nullptr;
+  const auto dev =
+      static_cast<CUdevice>(reinterpret_cast<const char*>(t_current.back()) - g_primary);
+  if (const CUresult r = CheckDevice(call, dev, &device); r != CUDA_SUCCESS)
+    return call.Return(r);
+  *free = static_cast<size_t>(device->memory_free_mib) << 20;
+  *total = static_cast<size_t>(device->memory_total_mib) << 20;
+  call.AddDetail("free_mib=" + std::to_string(device->memory_free_mib));
+  return call.Return(CUDA_SUCCESS);
+}
+
 FAKE_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
   if (pctx == nullptr)
     return CUDA_ERROR_INVALID_VALUE;

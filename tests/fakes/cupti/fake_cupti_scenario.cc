@@ -89,6 +89,8 @@ Device ParseDevice(const nlohmann::json& d, unsigned index) {
   }
   device.refused_without_image = d.value("refused_without_image", false);
   device.primary_context_active = d.value("primary_context_active", true);
+  device.memory_free_mib = d.value("memory_free_mib", device.memory_free_mib);
+  device.memory_total_mib = d.value("memory_total_mib", device.memory_total_mib);
   return device;
 }
 

@@ -52,6 +52,9 @@ struct Device {
   std::map<std::string, double> metrics;  // metric name -> value EvaluateToGpuValues reports
   // Whether the job's runtime has made the device's primary context (cuDevicePrimaryCtxGetState).
   bool primary_context_active = true;
+  // cuMemGetInfo_v2 in the device's context.
+  uint64_t memory_free_mib = 100'000;
+  uint64_t memory_total_mib = 143'771;
 };
 
 // One activity of the fake job's repeating loop (the Activity API half of the fake libcupti).
