@@ -92,6 +92,48 @@ TEST_F(NodeCollectorTest, GresIndexMapsThroughMinorNotNvmlIndex) {
   EXPECT_TRUE(std::filesystem::is_empty(options_.events_dir));
 }
 
+// NVML cannot list GPU-a's processes: the node's processes are unknown, so it sends the GPUs'
+// sharing but no process counts (0 would say job 7 runs nothing) and no use view (which would
+// call GPU-a allocated_idle). Once they can be listed, both come back.
+TEST_F(NodeCollectorTest, ProcessesNvmlCannotListAreSentAsUnknownNotNone) {
+  auto scenario = [&](const std::string& gpu_a_extra) {
+    std::ofstream(dir_ + "/scenario.json.tmp")
+        << R"({"gpus": [{"uuid": "GPU-a", "minor": 1, "sm_util": 50)" + gpu_a_extra +
+               R"(}, {"uuid": "GPU-b", "minor": 0}]})";
+    std::filesystem::rename(dir_ + "/scenario.json.tmp", dir_ + "/scenario.json");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the fake re-reads its file
+  };
+  scenario(R"(, "unsupported": ["processes"])");
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", clock_.NowMs(), "1");  // GRES 1 = GPU-a
+  auto metrics_of = [](const NodeCollection& c) {
+    std::map<std::string, double> latest;  // "<device> <metric>" -> newest value
+    for (const wire::SeriesRecord& s : c.series) {
+      if (!s.v.empty())
+        latest[s.device + " " + s.metric] = s.v.back();
+    }
+    return latest;
+  };
+  NodeCollection c = collector.Collect();
+  collector.Commit(c);
+  std::map<std::string, double> m = metrics_of(c);
+  EXPECT_EQ(m["GPU-a gpu.allocated_jobs"], 1);
+  EXPECT_FALSE(m.contains("GPU-a gpu.processes"));
+  EXPECT_FALSE(m.contains("job/7 job.gpu_processes"));
+  EXPECT_TRUE(collector.GpuUse().empty());
+
+  scenario("");
+  clock_.Advance(1000);
+  collector.TickFast();
+  c = collector.Collect();
+  m = metrics_of(c);
+  EXPECT_EQ(m["GPU-a gpu.processes"], 0);
+  EXPECT_EQ(m["job/7 job.gpu_processes"], 0);
+  ASSERT_EQ(collector.GpuUse().size(), 2u);
+  EXPECT_EQ(collector.GpuUse()[0]["state"], "allocated_idle");
+}
+
 // Phase B: a job's GPU going idle asks the job's capture agents on this node for a trace
 // window, through the node-local control directory (no counter helper needed).
 TEST_F(NodeCollectorTest, AJobsGpuGoingIdleWritesItsPhaseBTrigger) {

@@ -230,11 +230,13 @@ Result<std::vector<GpuProcess>> NvmlBackend::ReadProcesses() {
     return rc;
   };
   // A GPU whose list cannot be read makes the whole listing unknown: read as a shorter list,
-  // it would say that no job runs on that GPU.
+  // it would say that no job runs on that GPU. A GPU that is lost runs nothing: it has none.
   for (const auto& device : Devices()) {
     const size_t first = processes.size();
     if (nvmlReturn_t rc = read_list(device, f.DeviceGetComputeRunningProcesses, first);
-        rc != kNvmlSuccess) {
+        rc == kNvmlErrorGpuIsLost) {
+      continue;
+    } else if (rc != kNvmlSuccess) {
       return CallError("nvmlDeviceGetComputeRunningProcesses", rc);
     }
     // Under MPS the jobs' processes are clients of the MPS server, listed apart; without MPS

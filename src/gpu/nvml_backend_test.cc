@@ -206,17 +206,25 @@ TEST(NvmlBackendTest, OneLostGpuDoesNotHideTheOther) {
   auto backend = NvmlBackend::Create(FakeNvmlPath());
   ASSERT_TRUE(backend.ok()) << backend.status();
   auto json = TwoGpuScenario();
+  json["gpus"][1]["processes"] = {{{"pid", 777}}};
   json["gpus"][0]["error"] = 15;  // NVML_ERROR_GPU_IS_LOST
   scenario.Write(json);
   auto readings = (*backend)->ReadFast();
   ASSERT_TRUE(readings.ok()) << readings.status();
   EXPECT_FALSE((*readings)[0].sm_util.has_value());
   EXPECT_TRUE((*readings)[1].sm_util.has_value());
-  // Its processes cannot be listed: the node's listing is unknown, not one GPU shorter (which
-  // would say no job runs there).
+  // A lost GPU runs nothing: the other's processes are still listed.
   auto processes = (*backend)->ReadProcesses();
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  ASSERT_EQ(processes->size(), 1u);
+  EXPECT_EQ((*processes)[0].pid, 777u);
+  // Any other failure to list a GPU's processes makes the node's listing unknown, not one GPU
+  // shorter (which would say no job runs there).
+  json["gpus"][0]["error"] = 999;  // NVML_ERROR_UNKNOWN
+  scenario.Write(json);
+  processes = (*backend)->ReadProcesses();
   ASSERT_FALSE(processes.ok());
-  EXPECT_EQ(processes.status().reason(), "gpu_lost");
+  EXPECT_THAT(processes.status().message(), HasSubstr("nvmlDeviceGetComputeRunningProcesses"));
 
   json["gpus"][1]["error"] = 15;
   scenario.Write(json);

@@ -75,8 +75,13 @@ std::string RedactUrlCredentials(std::string_view url) {
     const size_t at = text.rfind('@');
     return at == std::string::npos ? text : "***" + text.substr(at);
   }
-  if (Part(handle.get(), CURLUPART_USER).empty() && Part(handle.get(), CURLUPART_PASSWORD).empty())
-    return text;
+  if (Part(handle.get(), CURLUPART_USER).empty() &&
+      Part(handle.get(), CURLUPART_PASSWORD).empty()) {
+    // No credentials as libcurl reads it, but an '@' all the same: a password with an unencoded
+    // '/', '?' or '#' ("http://svc:2024/Secret@proxy") ends the authority early.
+    const size_t at = text.rfind('@');
+    return at == std::string::npos ? text : "***" + text.substr(at);
+  }
   if (curl_url_set(handle.get(), CURLUPART_USER, "***", 0) != CURLUE_OK ||
       curl_url_set(handle.get(), CURLUPART_PASSWORD, nullptr, 0) != CURLUE_OK) {
     return "***";

@@ -45,6 +45,10 @@ TEST(UrlPolicyTest, CredentialsInAProxyUrlAreRedacted) {
   EXPECT_EQ(RedactUrlCredentials(""), "");
   const std::string odd = RedactUrlCredentials("::ana:s3cret@@proxy");
   EXPECT_EQ(odd.find("s3cret"), std::string::npos) << odd;
+  for (const char* cut : {"/", "?", "#"}) {
+    const std::string url = std::string("http://svc:2024") + cut + "Secret@proxy:3128";
+    EXPECT_EQ(RedactUrlCredentials(url), "***@proxy:3128") << url;
+  }
 }
 
 TEST(UrlPolicyTest, OtherSchemesAndNonUrls) {

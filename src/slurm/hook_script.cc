@@ -194,7 +194,9 @@ fi
 # Our export lines come after the site's output, and slurmstepd applies the last line for a
 # name: a site TaskProlog that injects its own tool (CUDA_INJECTION64_PATH) keeps it, so ours
 # does not run. A failed TaskProlog ends the task, so then there is nothing to add either.
-if ((site_status == 0)) && [[ $'\n'$site_out != *$'\n'"export CUDA_INJECTION64_PATH="* ]]; then
+# (As slurmstepd reads the line: blanks after `export` and before `=` are allowed.)
+site_injects=$'(^|\n)export[ \t]+CUDA_INJECTION64_PATH[ \t]*='
+if ((site_status == 0)) && ! [[ $site_out =~ $site_injects ]]; then
   run_expanse_hook </dev/null 2>/dev/null || true
 fi
 exit "$site_status"

@@ -203,6 +203,13 @@ TEST_F(HookScriptTest, TaskPrologPrintsTheSitesLinesBeforeOurs) {
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.stdout_text, "export SITE=1\nexport CUDA_INJECTION64_PATH=/opt/site/tool.so\n");
   EXPECT_FALSE(std::filesystem::exists(Path("daemon.args")));
+  // Nor with the blanks slurmstepd allows around the name.
+  std::filesystem::remove(Path("daemon.args"));
+  result =
+      Run(Options(HookKind::kTaskProlog,
+                  Script("task prolog", "printf 'export \\t CUDA_INJECTION64_PATH = /t.so\\n'")));
+  EXPECT_EQ(result.stdout_text, "export \t CUDA_INJECTION64_PATH = /t.so\n");
+  EXPECT_FALSE(std::filesystem::exists(Path("daemon.args")));
   // One that only mentions it in another line does not.
   result = Run(Options(HookKind::kTaskProlog,
                        Script("task prolog", "echo 'print no export CUDA_INJECTION64_PATH=x'")));

@@ -398,6 +398,8 @@ nvmlReturn_t ListProcesses(const std::vector<FakeProcess>& list, unsigned* count
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned* count,
                                                      nvmlProcessInfo_t* infos) {
   FAKE_DEVICE("nvmlDeviceGetComputeRunningProcesses_v3");
+  if (Unsupported(*gpu, "processes"))
+    return kNvmlErrorNotSupported;
   return ListProcesses(gpu->processes, count, infos);
 }
 
