@@ -265,6 +265,7 @@ std::optional<std::string> MemoryHost::GetEnv(std::string_view name) {
 }
 
 std::optional<UserAccount> MemoryHost::LookupUser(const std::string& name) {
+  looked_up_users_.push_back(name);
   auto it = users_.find(name);
   if (it == users_.end())
     return std::nullopt;

@@ -45,6 +45,8 @@ class MemoryHost final : public Host {
   // --- What happened ---------------------------------------------------------------------
   // Every command run, as its argv joined by spaces, in order.
   const std::vector<std::string>& commands() const { return commands_; }
+  // Every account name looked up, in order.
+  const std::vector<std::string>& looked_up_users() const { return looked_up_users_; }
   void ClearCommands() { commands_.clear(); }
   // The contents of a file, nullopt when there is none.
   std::optional<std::string> Contents(const std::string& path) const;
@@ -95,6 +97,7 @@ class MemoryHost final : public Host {
   std::map<std::string, Program> programs_;
   std::map<std::string, std::string, std::less<>> env_;
   std::map<std::string, UserAccount> users_;
+  std::vector<std::string> looked_up_users_;
   std::vector<std::string> commands_;
   std::set<pid_t> processes_;
   ManualClock clock_;
