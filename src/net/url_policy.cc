@@ -71,14 +71,11 @@ std::string RedactUrlCredentials(std::string_view url) {
   const bool parsed = handle && text.find('\0') == std::string::npos &&
                       curl_url_set(handle.get(), CURLUPART_URL, text.c_str(),
                                    CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK;
-  if (!parsed) {
-    const size_t at = text.rfind('@');
-    return at == std::string::npos ? text : "***" + text.substr(at);
-  }
-  if (Part(handle.get(), CURLUPART_USER).empty() &&
-      Part(handle.get(), CURLUPART_PASSWORD).empty()) {
-    // No credentials as libcurl reads it, but an '@' all the same: a password with an unencoded
-    // '/', '?' or '#' ("http://svc:2024/Secret@proxy") ends the authority early.
+  // Not a URL, or no credentials as libcurl reads it but an '@' all the same (a password with
+  // an unencoded '/', '?' or '#', "http://svc:2024/Secret@proxy", ends the authority early):
+  // only what follows the last '@' is shown.
+  if (!parsed || (Part(handle.get(), CURLUPART_USER).empty() &&
+                  Part(handle.get(), CURLUPART_PASSWORD).empty())) {
     const size_t at = text.rfind('@');
     return at == std::string::npos ? text : "***" + text.substr(at);
   }
