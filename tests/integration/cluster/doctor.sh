@@ -104,9 +104,12 @@ done
 # DCGM on $w2 through the operator's dcgmi (a fake speaking dcgmi's recorded formats, as in
 # cluster.gpu_counters), its host engine up for now.
 mkdir -p "$DIR/dcgm-test"
+# A copy beside the wrapper: the daemon's account may not read the checkout (a clone
+# in a 0700 `mktemp -d` directory).
+install -m 644 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "$DIR/dcgm-test/fake-dcgmi"
 cat >"$DIR/dcgm-test/dcgmi" <<WRAP
 #!/bin/sh
-EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "\$@"
+EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$DIR/dcgm-test/fake-dcgmi" "\$@"
 WRAP
 chmod 755 "$DIR/dcgm-test" "$DIR/dcgm-test/dcgmi"
 read -r lo2 hi2 < <(grep "NodeName=$w2 " "$gres_conf" | grep -oP 'nvidia\[\K[0-9]+-[0-9]+' | tr '-' ' ')

@@ -28,9 +28,12 @@ chmod 755 "$prefix/cupti-test/expanse-cupti-helper"
 # The operator's dcgmi, as EXPANSE_DCGMI would name it; its host engine's behaviour per worker
 # comes from that worker's /etc/expanse/fake-dcgm.json.
 mkdir -p "$prefix/dcgm-test"
+# A copy beside the wrapper: the daemon's account may not read the checkout (a clone
+# in a 0700 `mktemp -d` directory).
+install -m 644 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "$prefix/dcgm-test/fake-dcgmi"
 cat >"$prefix/dcgm-test/dcgmi" <<WRAP
 #!/bin/sh
-EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$REPO_ROOT/tests/fakes/dcgm/dcgmi" "\$@"
+EXPANSE_FAKE_DCGM_SCENARIO=/etc/expanse/fake-dcgm.json exec python3 "$prefix/dcgm-test/fake-dcgmi" "\$@"
 WRAP
 chmod 755 "$prefix/dcgm-test/dcgmi"
 
