@@ -70,4 +70,4 @@ assert_eq COMPLETED "$(job_state "$job2")" "job $job2 without the daemon binary"
 dc_assert_no_drain
 pass "without the daemon binary, jobs still complete and no node drains"
 mv "$prefix/bin/expanse-daemon.away" "$prefix/bin/expanse-daemon"
-rm -rf "$DIR"
+dc_finish

@@ -264,4 +264,4 @@ job_after="$(submit -w "$w1" --gres=gpu:1 -o /dev/null --wrap 'sleep 4')"
 wait_job_done "$job_after" 60
 dc_wait_job 60 "$job_after" '([.events[]?] | length) == 2 and .used.has_gpu_samples == true' "job $job_after's data after the hostile files"
 pass "the worker's own files still flow after the hostile ones (job $job_after)"
-rm -rf "$DIR"
+dc_finish

@@ -158,4 +158,4 @@ expect_exit 2 "token file readable by others" "$EXPANSE" jobs --org acme --serve
 EXPANSE_API_TOKEN="$API_TOKEN" expect_exit 2 "plain http to another host" "$EXPANSE" job report "$job" \
   --server "http://expanse.example" --compute "$COMPUTE"
 expect_exit 2 "no compute" env -u EXPANSE_COMPUTE EXPANSE_API_TOKEN="$API_TOKEN" "$EXPANSE" job report "$job" --server "$CP_URL"
-rm -rf "$DIR"
+dc_finish

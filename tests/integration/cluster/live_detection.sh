@@ -148,4 +148,4 @@ assert_eq "$hang_from" "$(jq '[.verdicts[] | select(.code == "stuck") | .from_ms
   "the start of job $job's stuck verdict at a 30 s threshold"
 assert_eq "" "$(jq -r '[.verdicts[] | select(.code == "communication_wait") | .code] | join(",")' <<<"$stuck")" \
   "communication_wait left beside stuck at a 30 s threshold"
-rm -rf "$DIR"
+dc_finish

@@ -148,4 +148,4 @@ for code in input_bound communication_wait sync_bound; do
   assert_match "$frame" "$(jq -r '.verdicts[0].suggestion' <<<"$verdicts")" "$code's suggestion names the frame"
 done
 pass "input_bound, communication_wait and sync_bound each for its own job, from its stacks"
-rm -rf "$DIR"
+dc_finish

@@ -7,6 +7,7 @@
 #   dc_controller_start      starts the controller daemon (log appended to $DIR/controller.log)
 #   dc_controller_kill9      SIGKILL, as a crash would
 #   dc_cleanup               stops what the test started and restores slurm.conf (EXIT trap)
+#   dc_finish                dc_cleanup, then removes $DIR (a passing test's last step)
 #   dc_gpu_scenario HOST JSON_GPUS   writes HOST's fake NVML scenario
 #   dc_job JOB               the server's record of JOB
 #   dc_wait_job SECONDS JOB JQ WHAT  polls the record until `jq -e JQ` holds
@@ -48,10 +49,22 @@ dc_cleanup() {
   server_stop || true
   # The samplers the Prologs started run inside the worker namespaces.
   # ([e] keeps pkill from matching the command line of the shell that runs it.)
+  # They are waited for: one still flushing would write into the spool while dc_finish removes
+  # it ("rm: cannot remove ...: Directory not empty" failed a passing test).
   for w in $EXPANSE_TC_WORKERS; do
-    "$TESTCLUSTER" exec "$w" -- pkill -f "$prefix/bin/[e]xpanse-daemon" 2>/dev/null || true
+    "$TESTCLUSTER" exec "$w" -- bash -c '
+      pkill -f "$1/bin/[e]xpanse-daemon" || exit 0
+      for _ in $(seq 1 50); do pgrep -f "$1/bin/[e]xpanse-daemon" >/dev/null || exit 0; sleep 0.2; done
+      pkill -9 -f "$1/bin/[e]xpanse-daemon"; sleep 0.2' _ "$prefix" 2>/dev/null || true
   done
   restore_slurm_conf
+}
+
+# The last step of a passing test: stop everything, then remove its scratch directory (kept on
+# failure, for reading).
+dc_finish() {
+  dc_cleanup
+  rm -rf "$DIR"
 }
 
 # The minors SLURM's gres.conf gives HOST's GPUs: "lo hi".

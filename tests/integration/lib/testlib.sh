@@ -76,6 +76,7 @@ restore_slurm_conf() {
   [[ -n "$SAVED_SLURM_CONF" ]] || return 0
   cp -p "$SAVED_SLURM_CONF" "$SLURM_CONF"
   rm -f "$SAVED_SLURM_CONF"
+  SAVED_SLURM_CONF="" # restored once: dc_finish, then the EXIT trap, both call this
   "$TESTCLUSTER" reconfigure
 }
 
