@@ -47,6 +47,7 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
       sink_(options_.hostname, buffer_, buffer_mu_),
       escalation_({.idle_percent = options_.idle_sm_util_percent}),
       cgroups_(options_.cgroups),
+      cuda_tools_(options_.attribution),
       boot_ms_(BootTimeMs(options_.cgroups.proc_stat)) {
   gpu::SelectedBackend selected = gpu::SelectBackend(options_.backend);
   std::unique_ptr<gpu::GuardedBackend> guarded;
@@ -96,8 +97,10 @@ void NodeCollector::TickFast() {
   }
   if (py_stacks_)
     PublishJobsForStacks();
-  if (counters_)
+  if (counters_) {
+    HoldCountersForStartingTools();
     TickCounters();
+  }
   if (counters_ || !options_.phase_b_control_dir.empty())
     Escalate();
   if (dcgm_) {
@@ -114,6 +117,34 @@ void NodeCollector::TickCounters() {
   for (const gpu::GpuInfo& gpu : sink_.inventory().gpus)
     uuids.push_back(gpu.uuid);
   counters_->Tick(uuids, buffer_, buffer_mu_);
+}
+
+// A job whose process starts another CUDA tool gets all its GPUs' counters from that process's
+// start, before it has a context for NVML to list (job_cuda_tools.h).
+void NodeCollector::HoldCountersForStartingTools() {
+  std::map<uint32_t, std::vector<std::string>> gpus_of;
+  for (const attribution::JobAllocation& a : AllocationsFromOpen(open_allocations_)) {
+    std::vector<std::string>& gpus = gpus_of[a.job.job_id];
+    gpus.insert(gpus.end(), a.gpu_uuids.begin(), a.gpu_uuids.end());
+  }
+  std::map<uint32_t, std::vector<int>> pids;
+  {
+    std::lock_guard lock(buffer_mu_);
+    for (const auto& [job, gpus] : gpus_of) {
+      if (!gpus.empty() && cgroups_.jobs().count(job) != 0)
+        pids[job] = cgroups_.Pids(job);
+    }
+  }
+  tool_gpus_started_.clear();
+  for (uint32_t job : cuda_tools_.Scan(clock_.NowMs(), pids))
+    tool_gpus_started_.insert(gpus_of[job].begin(), gpus_of[job].end());
+  HoldCountersForTools();
+}
+
+void NodeCollector::HoldCountersForTools() {
+  std::set<std::string> held = tool_gpus_listed_;
+  held.insert(tool_gpus_started_.begin(), tool_gpus_started_.end());
+  counters_->HoldFor(held);
 }
 
 // GPUs of running jobs that go idle or slow down get the helper's Rich set for a while, and
@@ -518,15 +549,16 @@ NodeCollection NodeCollector::Collect(bool final) {
       CheckJobDevices(open_allocations_, job_dirs,
                       attribution::NodeGpus{sink_.inventory().gpus, gres_, {}}, clock_.NowMs()));
   if (counters_ && processes) {  // unknown: the helper keeps what it holds back
-    // A job running another CUDA tool (Nsight, a CUPTI profiler) gets its GPU's counters.
-    std::set<std::string> tools;
+    // A process running another CUDA tool (Nsight, a CUPTI profiler) gets its GPU's counters,
+    // whichever job it is of (a process outside any job's cgroup too).
+    tool_gpus_listed_.clear();
     for (const attribution::GpuUse& gpu : use.view.gpus) {
       for (const attribution::GpuProcessUse& p : gpu.processes) {
         if (p.process.cuda_tool)
-          tools.insert(gpu.uuid);
+          tool_gpus_listed_.insert(gpu.uuid);
       }
     }
-    counters_->HoldFor(tools);
+    HoldCountersForTools();
   }
   std::lock_guard lock(buffer_mu_);
   AddGpuUseSeries(use.view, options_.hostname, clock_.NowMs(), buffer_, processes.has_value());

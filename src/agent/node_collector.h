@@ -22,6 +22,7 @@
 #include "agent/counter_helper.h"
 #include "agent/dcgm_enricher.h"
 #include "agent/escalation_policy.h"
+#include "agent/job_cuda_tools.h"
 #include "agent/job_events.h"
 #include "agent/py_stacks.h"
 #include "attribution/gres_conf.h"
@@ -164,6 +165,13 @@ class NodeCollector {
   void PublishJobsForStacks();
   std::unique_ptr<PyStacksCollector> py_stacks_;
   void TickCounters();
+  // The helper lets go of the GPUs of processes running another CUDA tool: those NVML lists (at
+  // each collection) and, from their start, every GPU of a job with such a process in its cgroup
+  // (at each fast tick).
+  void HoldCountersForStartingTools();
+  void HoldCountersForTools();
+  std::set<std::string> tool_gpus_listed_;
+  std::set<std::string> tool_gpus_started_;
   MonotonicClock monotonic_;  // the helper's restarts and silence, immune to clock steps
   std::unique_ptr<CounterHelper> counters_;
   std::unique_ptr<DcgmEnricher> dcgm_;
@@ -186,6 +194,7 @@ class NodeCollector {
            wire::GpuAllocationRecord>
       unsent_allocations_;
   telemetry::JobCgroups cgroups_;
+  JobCudaTools cuda_tools_;
   std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)
   // Open allocations whose job's cgroup has been seen by this daemon.
   void NoteHoldersWithCgroups();

@@ -540,6 +540,52 @@ TEST_F(NodeCollectorTest, BadGresConfIsReported) {
   EXPECT_THAT(problems[0], ::testing::HasSubstr("gres.conf"));
 }
 
+// A job's process starts Nsight Compute: the counter helper is told to let the job's GPU go at
+// the next fast tick, from the process's environment in the job's cgroup, before NVML lists the
+// process (it has no CUDA context yet); the GPU is taken back once the process is gone.
+TEST_F(NodeCollectorTest, AJobStartingAnotherCudaToolHasItsGpusCountersLetGo) {
+  const std::string uuid = "GPU-3f0f2b8c-4a4e-6d1e-9b1a-8c2a3e5d7f10";
+  std::ofstream(dir_ + "/scenario.json")
+      << R"({"gpus": [{"uuid": ")" << uuid << R"(", "minor": 1, "sm_util": 50},
+                      {"uuid": "GPU-b", "minor": 0}]})";
+  const std::string job_dir = dir_ + "/cgroup/system.slice/slurmstepd.scope/job_7";
+  std::filesystem::create_directories(job_dir);
+  std::ofstream(job_dir + "/cpu.stat") << "usage_usec 1\n";
+  std::ofstream(job_dir + "/memory.current") << "1\n";
+  std::ofstream(job_dir + "/cgroup.procs") << "";
+  options_.cgroups.cgroup_root = dir_ + "/cgroup";
+  options_.attribution.proc_root = dir_ + "/proc";
+  std::filesystem::create_directories(dir_ + "/proc/4242");
+  std::ofstream(dir_ + "/proc/4242/environ", std::ios::binary)
+      << "SLURM_JOB_ID=7" << '\0'
+      << "CUDA_INJECTION64_PATH=/opt/nvidia/nsight-compute/target/linux-desktop-glibc_2_11_3-x64/"
+         "libTargetInjection64.so"
+      << '\0';
+  CounterHelperOptions counters;
+  counters.helper = dir_ + "/no-helper";  // what is held does not need the helper running
+  counters.hostname = "n1";
+  options_.counters = counters;
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", clock_.NowMs(), "1");  // GRES 1 = /dev/nvidia1 = the GPU above
+  collector.Commit(collector.Collect());
+  clock_.Advance(1000);
+  collector.TickFast();
+  EXPECT_EQ(collector.CuptiStats()["held"], nlohmann::json::array());  // no process yet
+
+  std::ofstream(job_dir + "/cgroup.procs") << "4242\n";  // `srun ncu python train.py`
+  clock_.Advance(1000);
+  collector.TickFast();
+  EXPECT_EQ(collector.CuptiStats()["held"], nlohmann::json::array({uuid}));
+  collector.Commit(collector.Collect());  // NVML lists no tool: the hold stays
+  EXPECT_EQ(collector.CuptiStats()["held"], nlohmann::json::array({uuid}));
+
+  std::ofstream(job_dir + "/cgroup.procs") << "";  // the profiled process ended
+  clock_.Advance(1000);
+  collector.TickFast();
+  EXPECT_EQ(collector.CuptiStats()["held"], nlohmann::json::array());
+}
+
 #ifdef EXPANSE_CUPTI_HELPER
 // The node's collector with the real counter helper, both GPU libraries faked: NVML series and
 // CUPTI counters land in one collection, keyed by the same GPU UUID, and a job's GPU going idle

@@ -88,9 +88,20 @@ cleanup_counters() {
 trap cleanup_counters EXIT
 dc_controller_start
 
-# The job holds GRES index 0 on each host: /dev/nvidia$lo.
-job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null \
-  --wrap "timeout 150 sh -c 'while [ ! -e $DIR/counters.seen ]; do sleep 0.5; done'")"
+# The job holds GRES index 0 on each host: /dev/nvidia$lo. Its batch step (on w1) waits while
+# the counters are checked, then runs a process under Nsight Compute's injection library until
+# told to stop (no CUDA here: the sampler sees the tool in the process's environment only, as it
+# does before a real tool's process has a CUDA context), then waits to be let go.
+cat >"$DIR/job.sh" <<JOB
+#!/bin/sh
+wait_for() { n=0; while [ ! -e "$DIR/\$1" ] && [ \$n -lt 300 ]; do sleep 0.5; n=\$((n + 1)); done; }
+wait_for counters.seen
+CUDA_INJECTION64_PATH=/opt/nvidia/nsight-compute/2025.3.1/target/linux-desktop-glibc_2_11_3-x64/libTargetInjection64.so \\
+  sh -c 'n=0; while [ ! -e "$DIR/tool.seen" ] && [ \$n -lt 300 ]; do sleep 0.5; n=\$((n + 1)); done'
+wait_for resumed.seen
+JOB
+chmod 755 "$DIR/job.sh"
+job="$(submit -N 2 -w "$w1,$w2" --gres=gpu:1 -o /dev/null "$DIR/job.sh")"
 timeline() { api GET "/api/v1/computes/$COMPUTE/jobs/$job/timeline?metric=$1&points=500"; }
 mean_on() { timeline "$1" | jq --arg h "$2" '[.series[] | select(.host == $h) | .points[][3]] | if length == 0 then null else add / length end'; }
 wait_until 120 "gpu.tensor_active of job $job from $w1's helper" \
@@ -142,6 +153,19 @@ assert_match 'profiling fields off: expanse-cupti-helper holds the counters' "$(
 assert_match 'health fail, GPU 0 memory: Detected 2 volatile double-bit ECC' "$(dcgm_caps "$w2")" "dcgm capability of $w2"
 if [[ "$(dcgm_caps "$w2")" == *"profiling fields off"* ]]; then fail "$w2 has no CUPTI, yet DCGM's profiling fields are off: $(dcgm_caps "$w2")"; fi
 pass "DCGM: health and PCIe series on both workers by NVML UUID, profiling fields on $w2 only"
+
+# The job's process under Nsight Compute: w1's helper lets the job's GPU go (and only that one),
+# from the process's environment in the job's cgroup, and takes it back when the process ends.
 touch "$DIR/counters.seen"
+read -r lo _ < <(dc_minors "$w1")
+wait_until 60 "$w1's helper yielding the GPU of job $job to its CUDA tool" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq -r --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.reason' | grep -q 'yielded to another profiler'"
+assert_match "^$(uuid 1 "$lo") yielded to another profiler \(yielded_to_job_profiler" "$(caps "$w1" | jq -r .reason)" \
+  "cupti capability of $w1 while the job runs Nsight Compute"
+pass "job $job starts a process under Nsight Compute: $w1's helper yields its GPU $(uuid 1 "$lo")"
+touch "$DIR/tool.seen"
+wait_until 60 "$w1's cupti capability ok again" bash -c "curl -sS --cacert '$CA_FILE' -H 'Authorization: Bearer $API_TOKEN' '$CP_URL/api/v1/computes/$COMPUTE' | jq_holds --arg h '$w1' '.heartbeat.workers.reports[] | select(.host == \$h) | .capabilities.cupti.state == \"ok\"' >/dev/null"
+assert_match 'PM sampling on 2 GPUs' "$(caps "$w1")" "cupti capability of $w1 once the tool's process ended"
+pass "the tool's process ended: $w1's helper samples the job's GPU again"
+touch "$DIR/resumed.seen"
 wait_job_done "$job" 120
 dc_assert_no_drain

@@ -1,0 +1,50 @@
+// JobCudaTools: which running jobs on this node run another CUDA tool, read from the
+// environments of the processes in each job's cgroup (process_environ.h: a CUDA_INJECTION64_PATH
+// that is not Expanse's agent — Nsight Systems or Compute, compute-sanitizer, a user's CUPTI
+// injection — or EXPANSE_YIELD_COUNTERS=1).
+//
+// Why the cgroup and not NVML's process list: a process appears in NVML's list once it has a
+// CUDA context, and ncu or nsys profile from its first kernels, milliseconds later; the list is
+// read at each collection, seconds apart. A job's processes are in its cgroup from exec, before
+// the seconds it takes to import a framework and create a context, so read at every fast tick
+// (1 s) the counter helper lets the job's GPUs go before the tool asks for the counters.
+//
+// Cost: one cgroup.procs read per job (telemetry/job_cgroups.h) and one environ read per new
+// process per tick; a known process is read again every `recheck_ms`, since an exec in place
+// (`bash -c 'export ...; exec python'`) gives it a new environment under the same pid.
+#ifndef EXPANSE_AGENT_JOB_CUDA_TOOLS_H_
+#define EXPANSE_AGENT_JOB_CUDA_TOOLS_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "attribution/process_attribution.h"
+
+namespace expanse::agent {
+
+class JobCudaTools {
+ public:
+  explicit JobCudaTools(attribution::AttributionOptions options, int64_t recheck_ms = 10'000)
+      : options_(std::move(options)), recheck_ms_(recheck_ms) {}
+
+  // `pids`: each running job's processes now. Returns the jobs one of whose processes runs
+  // another CUDA tool. A process whose environment cannot be read (gone, denied) runs none.
+  std::set<uint32_t> Scan(int64_t now_ms, const std::map<uint32_t, std::vector<int>>& pids);
+
+ private:
+  struct Seen {
+    int64_t read_ms = 0;
+    bool tool = false;
+  };
+  bool RunsTool(int pid) const;
+
+  attribution::AttributionOptions options_;
+  int64_t recheck_ms_;
+  std::map<int, Seen> seen_;  // the processes of the last scan
+};
+
+}  // namespace expanse::agent
+
+#endif  // EXPANSE_AGENT_JOB_CUDA_TOOLS_H_
