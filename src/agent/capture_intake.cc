@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "core/file_util.h"
 #include "spool/hostile_read.h"
+#include "spool/reasons.h"
 #include "wire/field_reader.h"
 #include "wire/json_parse.h"
 #include "wire/trace_segment_header.h"
@@ -40,26 +42,76 @@ bool HasSuffix(const std::string& name, const char* suffix) {
 
 }  // namespace
 
-void CaptureIntake::Refuse(const std::string& name, const std::string& reason,
+void CaptureIntake::Refuse(int spool_fd, const std::string& name, const std::string& reason,
                            const std::string& detail) {
   ++refused_[reason];
   problems_.push_back(name + ": " + reason + (detail.empty() ? "" : ": " + detail));
   if (problems_.size() > 10)
     problems_.erase(problems_.begin());
-  Quarantine(name, reason);
+  Quarantine(spool_fd, name, reason);
 }
 
-// Moves a refused file where an operator can look at it, within a bound; else deletes it.
-void CaptureIntake::Quarantine(const std::string& name, const std::string& reason) {
-  const std::string from = options_.control_dir + "/capture/" + name;
-  const std::string dir = options_.control_dir + "/capture-quarantine";
-  if (fs::MakeDirectories(dir, 0700).ok()) {
-    Result<std::vector<std::string>> held = fs::ListDirectory(dir);
-    if (held.ok() && held->size() < options_.max_quarantine_entries &&
-        rename(from.c_str(), (dir + "/" + name + "." + reason).c_str()) == 0)
-      return;
+// The quarantine's names, oldest first, read from the directory once.
+void CaptureIntake::LoadQuarantine(const std::string& dir) {
+  if (quarantine_loaded_)
+    return;
+  quarantine_loaded_ = true;
+  Result<std::vector<std::string>> held = fs::ListDirectory(dir);
+  if (!held.ok())
+    return;
+  std::vector<std::pair<int64_t, std::string>> by_age;
+  for (const std::string& name : *held) {
+    struct stat st {};
+    if (lstat((dir + "/" + name).c_str(), &st) == 0)
+      by_age.emplace_back(static_cast<int64_t>(st.st_mtime), name);
   }
-  unlink(from.c_str());
+  std::sort(by_age.begin(), by_age.end());
+  for (auto& [mtime, name] : by_age)
+    quarantine_.push_back(std::move(name));
+}
+
+// Moves a refused file where an operator can look at it: the newest `max_quarantine_entries`
+// of at most `max_quarantined_file_bytes` each are kept (the oldest go), so a job can neither
+// fill the node's disk through it nor keep it full of its own files. Anything else is deleted;
+// a directory only when empty. An entry that cannot be removed (a job's non-empty directory,
+// which a daemon that is not root can neither empty nor move) is remembered, so later scans
+// pass over it without counting it again.
+void CaptureIntake::Quarantine(int spool_fd, const std::string& name, const std::string& reason) {
+  const std::string dir = options_.control_dir + "/capture-quarantine";
+  struct stat st {};
+  if (fstatat(spool_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return;  // gone already
+  // A symbolic link is kept as the link (renamed, never followed).
+  if ((S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
+      static_cast<uint64_t>(st.st_size) <= options_.max_quarantined_file_bytes &&
+      options_.max_quarantine_entries > 0 && fs::MakeDirectories(dir, 0700).ok()) {
+    LoadQuarantine(dir);
+    while (quarantine_.size() >= options_.max_quarantine_entries) {
+      unlink((dir + "/" + quarantine_.front()).c_str());
+      quarantine_.pop_front();
+    }
+    const std::string kept = name + "." + reason;
+    if (renameat(spool_fd, name.c_str(), AT_FDCWD, (dir + "/" + kept).c_str()) == 0) {
+      quarantine_.push_back(kept);
+      return;
+    }
+  }
+  if (unlinkat(spool_fd, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
+      errno != ENOENT && stuck_.size() < kMaxStuckEntries)
+    stuck_[name] = st.st_ino;
+}
+
+// An entry refused before that could not be removed and is still the same: passed over.
+bool CaptureIntake::StillStuck(int spool_fd, const std::string& name) {
+  auto it = stuck_.find(name);
+  if (it == stuck_.end())
+    return false;
+  struct stat st {};
+  if (fstatat(spool_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == it->second &&
+      !S_ISREG(st.st_mode))
+    return true;
+  stuck_.erase(it);  // gone or replaced: judged afresh
+  return false;
 }
 
 CaptureScan CaptureIntake::Scan(int64_t now_ms) {
@@ -68,14 +120,28 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
   fs::UniqueFd spool_fd(open(spool.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!spool_fd.valid())
     return scan;
-  Result<std::vector<std::string>> names = fs::ListDirectoryAt(spool_fd.get(), spool);
+  Result<std::vector<std::string>> names =
+      fs::ListDirectoryAt(spool_fd.get(), spool, options_.max_entries_listed);
   if (!names.ok())
     return scan;
-  std::string buffer;
   std::sort(names->begin(), names->end());
-  size_t seen = 0;
+  for (auto it = stuck_.begin(); it != stuck_.end();)  // forget those no longer listed
+    it = std::binary_search(names->begin(), names->end(), it->first) ? std::next(it)
+                                                                     : stuck_.erase(it);
+  // The agents' files first, then everything else: a flood of other names costs its own
+  // bounded share of each scan, never the agents' files their turn.
+  std::stable_partition(names->begin(), names->end(), [](const std::string& name) {
+    return (HasPrefix(name, "agg-") || HasPrefix(name, "seg-")) && HasSuffix(name, ".json");
+  });
+  std::string buffer;
+  size_t examined = 0, files_read = 0;
   uint64_t bytes_read = 0;
   for (const std::string& name : *names) {
+    // Bounded work per scan, whatever a job leaves: the rest waits for the next one.
+    if (++examined > options_.max_entries_per_scan)
+      break;
+    if (StillStuck(spool_fd.get(), name))
+      continue;
     const std::string path = spool + "/" + name;
     const bool aggregate = HasPrefix(name, "agg-") && HasSuffix(name, ".json");
     const bool segment = HasPrefix(name, "seg-") && HasSuffix(name, ".json");
@@ -91,12 +157,11 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       continue;
     }
     if (!aggregate && !segment) {
-      Refuse(name, "unknown_name", "");
+      Refuse(spool_fd.get(), name, "unknown_name", "");
       continue;
     }
-    // Bounded work per scan, whatever a job leaves: the rest waits for the next one.
-    if (++seen > options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan)
-      break;
+    if (files_read >= options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan)
+      continue;  // only other names may still be handled in this scan
     // Plain, single-linked, within its cap; never opened when a link, FIFO or device.
     spool::HostileReadLimits read_limits{
         .max_bytes = aggregate ? options_.max_aggregate_bytes : options_.max_segment_bytes,
@@ -105,11 +170,14 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     Result<std::string_view> bytes =
         spool::ReadHostileFile(spool_fd.get(), spool, name, read_limits, buffer, &owner);
     if (!bytes.ok()) {
-      // Vanished (a concurrent delete) or unreadable for now: the next scan sees it again.
-      if (bytes.status().code() == StatusCode::kDataLoss)
-        Refuse(name, bytes.status().reason(), bytes.status().message());
+      // Refused (its type, links, size, or a mode that keeps the daemon out) or vanished; an
+      // I/O error leaves it for the next scan.
+      if (bytes.status().code() == StatusCode::kDataLoss ||
+          bytes.status().reason() == spool::reason::kPermissionDenied)
+        Refuse(spool_fd.get(), name, bytes.status().reason(), bytes.status().message());
       continue;
     }
+    ++files_read;
     const std::string_view content = *bytes;  // in `buffer`, until the next file is read
     bytes_read += content.size();
     // Only a user running the job the name claims may spool for it: checked before anything
@@ -118,7 +186,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     const std::optional<uid_t> claimed_user =
         options_.job_uid && !claimed_job.empty() ? options_.job_uid(claimed_job) : std::nullopt;
     if (!claimed_user || *claimed_user != owner) {
-      Refuse(name, "not_the_jobs_user",
+      Refuse(spool_fd.get(), name, "not_the_jobs_user",
              "owner " + std::to_string(owner) + ", job " + claimed_job +
                  (claimed_user ? " of uid " + std::to_string(*claimed_user) : " unknown here"));
       continue;
@@ -126,7 +194,8 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     Result<nlohmann::json> doc =
         wire::ParseJson(content, segment ? wire::TraceSegmentJsonLimits() : wire::JsonLimits{});
     if (!doc.ok()) {
-      Refuse(name, aggregate ? "bad_aggregate" : "bad_segment", doc.status().message());
+      Refuse(spool_fd.get(), name, aggregate ? "bad_aggregate" : "bad_segment",
+             doc.status().message());
       continue;
     }
     // Who wrote it, for which job, on which host.
@@ -137,7 +206,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       Result<wire::CaptureAggregateRecord> record =
           wire::DecodeCaptureAggregate(*doc, name, "bad_aggregate");
       if (!record.ok()) {
-        Refuse(name, "bad_aggregate", record.status().message());
+        Refuse(spool_fd.get(), name, "bad_aggregate", record.status().message());
         continue;
       }
       job_id = record->job_id;
@@ -148,7 +217,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       Result<wire::TraceSegmentHeader> header =
           wire::DecodeTraceSegmentHeader(*doc, name, "bad_segment");
       if (!header.ok()) {
-        Refuse(name, "bad_segment", header.status().message());
+        Refuse(spool_fd.get(), name, "bad_segment", header.status().message());
         continue;
       }
       job_id = header->job_id;
@@ -164,13 +233,13 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     if (host != options_.hostname) {
       if (aggregate)
         scan.aggregates.pop_back();
-      Refuse(name, "wrong_host", "names host " + host);
+      Refuse(spool_fd.get(), name, "wrong_host", "names host " + host);
       continue;
     }
     if (static_cast<int64_t>(owner) != uid || job_id != claimed_job) {
       if (aggregate)
         scan.aggregates.pop_back();
-      Refuse(name, "wrong_owner",
+      Refuse(spool_fd.get(), name, "wrong_owner",
              "owner " + std::to_string(owner) + ", says uid " + std::to_string(uid) + " and job " +
                  job_id);
       continue;

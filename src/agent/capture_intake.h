@@ -7,17 +7,20 @@
 //     the job it names (`job_uid`), and it must name this host: no job can speak for another;
 //   - aggregates are decoded with wire::DecodeCaptureAggregate; a trace segment must parse as
 //     JSON within limits and carry the segment header (otherData) of this format.
-// A refused file is moved to <control>/capture-quarantine (bounded; past the bound, deleted)
-// and counted with its reason. Accepted aggregates are deleted by Commit once the caller has
-// handed them on; accepted segments are moved into `segment_dir` (bounded by bytes, oldest
-// dropped and counted), where the upload takes them (segments are dropped before telemetry).
-// An agent's temporary file left by a killed process is removed once it is old.
+// A refused file is moved to <control>/capture-quarantine (the newest 200 of up to 1 MiB each;
+// anything else is deleted) and counted with its reason. Work per scan is bounded: entries
+// listed, entries handled, files and bytes read; the agents' own names go first. Accepted
+// aggregates are deleted by Commit once the caller has handed them on; accepted segments are moved
+// into `segment_dir` (bounded by bytes, oldest dropped and counted), where the upload takes them
+// (segments are dropped before telemetry). An agent's temporary file left by a killed process is
+// removed once it is old.
 #ifndef EXPANSE_AGENT_CAPTURE_INTAKE_H_
 #define EXPANSE_AGENT_CAPTURE_INTAKE_H_
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -37,9 +40,13 @@ struct CaptureIntakeOptions {
   uint64_t max_aggregate_bytes = 256 << 10;
   uint64_t max_segment_bytes = 64 << 20;
   uint64_t max_ready_segment_bytes = 1ull << 30;
-  size_t max_files_per_scan = 2000;
+  size_t max_files_per_scan = 2000;  // aggregates and segments read
   uint64_t max_bytes_per_scan = 256ull << 20;
+  // Entries of any kind handled per scan, and listed per scan (a job can make millions).
+  size_t max_entries_per_scan = 20'000;
+  size_t max_entries_listed = 200'000;
   uint32_t max_quarantine_entries = 200;
+  uint64_t max_quarantined_file_bytes = 1 << 20;  // a larger refused file is deleted
   int64_t stale_temporary_ms = 10 * 60 * 1000;
 };
 
@@ -76,14 +83,22 @@ class CaptureIntake {
   const std::vector<std::string>& problems() const { return problems_; }
 
  private:
-  void Refuse(const std::string& name, const std::string& reason, const std::string& detail);
-  void Quarantine(const std::string& name, const std::string& reason);
+  void Refuse(int spool_fd, const std::string& name, const std::string& reason,
+              const std::string& detail);
+  void Quarantine(int spool_fd, const std::string& name, const std::string& reason);
+  void LoadQuarantine(const std::string& dir);
+  bool StillStuck(int spool_fd, const std::string& name);
   void BoundReadySegments();
 
   CaptureIntakeOptions options_;
   std::map<std::string, uint64_t> refused_;
   uint64_t segments_dropped_ = 0;
   std::vector<std::string> problems_;
+  std::deque<std::string> quarantine_;  // its names, oldest first
+  bool quarantine_loaded_ = false;
+  // Refused entries that could not be removed, by name, with their inode.
+  static constexpr size_t kMaxStuckEntries = 100'000;
+  std::map<std::string, ino_t> stuck_;
 };
 
 }  // namespace expanse::agent

@@ -199,8 +199,66 @@ TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(options_.segment_dir))
     ++ready;
   EXPECT_EQ(ready, 1u);
-  EXPECT_EQ(Quarantined().size(), 1u);  // the second refusal was deleted
+  EXPECT_EQ(Quarantined(), std::vector<std::string>{"agg-4242-y.json.bad_aggregate"});
   EXPECT_EQ(intake.refused().at("bad_aggregate"), 2u);
+}
+
+// The quarantine keeps the newest refusals (a job cannot keep it full of its own old files) and
+// no large file (nor fill the node's disk through it).
+TEST_F(CaptureIntakeTest, TheQuarantineKeepsTheNewestSmallRefusals) {
+  options_.max_quarantine_entries = 2;
+  options_.max_quarantined_file_bytes = 100;
+  CaptureIntake intake(options_);
+  for (const char* name : {"agg-4242-a.json", "agg-4242-b.json", "agg-4242-c.json"}) {
+    Spool(name, "not json");
+    intake.Scan(now_ms_);
+  }
+  Spool("agg-4242-d.json", std::string(1000, '{'));  // refused, and too large to keep
+  intake.Scan(now_ms_);
+  EXPECT_EQ(Quarantined(), (std::vector<std::string>{"agg-4242-b.json.bad_aggregate",
+                                                     "agg-4242-c.json.bad_aggregate"}));
+  EXPECT_FALSE(InSpool("agg-4242-d.json"));
+  EXPECT_EQ(intake.refused().at("bad_aggregate"), 4u);
+}
+
+// Entries refused before a byte is read do not use up the scan's files: directories named like
+// aggregates (placed to sort first) cannot keep the agents' files from being read. One that
+// cannot be removed (not empty) is refused once, then passed over.
+TEST_F(CaptureIntakeTest, EntriesRefusedUnreadDoNotUseUpTheScan) {
+  options_.max_files_per_scan = 2;
+  for (int i = 0; i < 3; ++i) {
+    const std::string dir = "control/capture/agg-!" + std::to_string(i) + ".json";
+    std::filesystem::create_directories(dir_ / dir);
+    std::ofstream(dir_ / (dir + "/inside")) << "x";
+  }
+  Spool("agg-4242-gpu7-777-1796000010000.json", Aggregate(1796000010000));
+  Spool("agg-4242-gpu7-777-1796000010001.json", Aggregate(1796000010001));
+  CaptureIntake intake(options_);
+  CaptureScan scan = intake.Scan(now_ms_);
+  EXPECT_EQ(scan.aggregates.size(), 2u);
+  EXPECT_EQ(intake.refused().at("not_regular"), 3u);
+  intake.Commit(scan);
+  EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
+  EXPECT_EQ(intake.refused().at("not_regular"), 3u);  // not counted again
+  EXPECT_TRUE(InSpool("agg-!0.json"));
+  // Emptied and then removable, or replaced by a file: judged afresh.
+  std::filesystem::remove_all(dir_ / "control/capture/agg-!0.json");
+  Spool("agg-!0.json", "not json");
+  intake.Scan(now_ms_);
+  EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 1u);
+}
+
+// A flood of other names (a job can make millions) is handled a bounded share per scan, after
+// the agents' files, which are never kept waiting behind it.
+TEST_F(CaptureIntakeTest, AFloodOfOtherNamesNeitherDelaysAgentsFilesNorTakesAScanWhole) {
+  options_.max_entries_per_scan = 10;
+  for (int i = 0; i < 50; ++i)
+    Spool("!junk-" + std::to_string(100 + i), "x");  // sorts before "agg-"
+  Spool("agg-4242-gpu7-777-1796000010000.json", Aggregate(1796000010000));
+  CaptureIntake intake(options_);
+  EXPECT_EQ(intake.Scan(now_ms_).aggregates.size(), 1u);
+  EXPECT_EQ(intake.refused().at("unknown_name"), 9u);
+  EXPECT_TRUE(InSpool("!junk-149"));
 }
 
 TEST_F(CaptureIntakeTest, AKilledAgentsTemporaryGoesOnceOldAndLogsAfterADay) {

@@ -598,7 +598,9 @@ std::optional<uid_t> NodeCollector::JobUidOfProcesses(const std::string& job_num
     return known->second;
   uint32_t job = 0;
   const char* end = job_number.data() + job_number.size();
-  if (job_number.empty() || std::from_chars(job_number.data(), end, job).ptr != end)
+  // Only the canonical spelling: "07" is no job's number, though it parses as 7.
+  if (job_number.empty() || std::from_chars(job_number.data(), end, job).ptr != end ||
+      std::to_string(job) != job_number)
     return std::nullopt;
   std::vector<int> pids;
   {

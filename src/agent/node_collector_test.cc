@@ -287,6 +287,17 @@ TEST_F(NodeCollectorTest, AfterARestartARunningJobsCaptureWindowsAreStillTaken) 
     EXPECT_EQ(c.captures.size(), cgroup ? 1u : 0u) << collector.CaptureStats().dump();
     EXPECT_EQ(collector.CaptureStats()["refused"].value("not_the_jobs_user", 0), cgroup ? 0 : 1);
   }
+  // "07" is not job 7's number, though it reads as 7: the job's user may not spool under it
+  // (the server keeps job ids as text, and would make a job of it).
+  std::ofstream(control + "/capture/agg-07-n1-77-1800000010000.json")
+      << R"({"format":"expanse-capture-aggregate/1","job_id":"07","host":"n1","pid":77,"uid":)"
+      << getuid() << R"(,"window_start_ms":1800000000000,"window_end_ms":1800000010000,)"
+      << R"("kernels":{"count":1,"gpu_ns":9,"top":[{"name":"gemm","count":1,"gpu_ns":9}]}})";
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  for (const wire::CaptureAggregateRecord& taken : collector.Collect().captures)
+    EXPECT_EQ(taken.job_id, "7");  // the file above, not committed: taken again
+  EXPECT_EQ(collector.CaptureStats()["refused"].value("not_the_jobs_user", 0), 1);
 }
 
 TEST_F(NodeCollectorTest, RestoredCollectionIsCollectedAgain) {

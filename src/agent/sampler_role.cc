@@ -56,7 +56,7 @@ class SamplerLoop {
       direct.may_relay = options.settings.segment_upload_mode == "auto";
       direct.ready_dir = options.node.capture_control_dir + "/capture-ready";
       direct.grant_dir = SegmentGrantRoot(options.shared_prefix) + "/" + options.node.hostname;
-      direct.quarantine_dir = options.node.capture_control_dir + "/capture-quarantine";
+      direct.quarantine_dir = options.node.capture_control_dir + "/segment-quarantine";
       direct.expected_uid = geteuid();
       direct.http.ca_file = options.settings.ssl_cert_file;
       direct.http.https_proxy = options.settings.https_proxy;

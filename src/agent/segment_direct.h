@@ -14,7 +14,7 @@
 // (no controller that issues grants) or the data plane cannot be reached from this node, and
 // keeps relaying for fallback_ms before it tries direct again. `direct` never relays: it asks
 // again, and retries with backoff. A segment the server refuses for good (400, 413, 415, or its
-// grant does not match it) moves to <control>/capture-quarantine.
+// grant does not match it) moves to <control>/segment-quarantine.
 #ifndef EXPANSE_AGENT_SEGMENT_DIRECT_H_
 #define EXPANSE_AGENT_SEGMENT_DIRECT_H_
 
@@ -38,7 +38,7 @@ struct SegmentDirectOptions {
   bool may_relay = true;          // auto: true; direct: false
   std::string ready_dir{};        // <control>/capture-ready
   std::string grant_dir{};        // <SegmentGrantRoot>/<host>
-  std::string quarantine_dir{};   // <control>/capture-quarantine
+  std::string quarantine_dir{};   // <control>/segment-quarantine
   uid_t expected_uid = 0;         // the controller writes grants as the daemon account
   net::HttpClientOptions http{};  // daemon.env's CA file and proxy
   int64_t grant_wait_ms = 30'000;

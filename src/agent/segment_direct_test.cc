@@ -117,7 +117,7 @@ class SegmentDirectTest : public SegmentServerTest {
         SegmentDirectOptions{.may_relay = may_relay,
                              .ready_dir = ready_,
                              .grant_dir = grant_root_ + "/worker1",
-                             .quarantine_dir = dir_.path() + "/worker1/control/capture-quarantine",
+                             .quarantine_dir = dir_.path() + "/worker1/control/segment-quarantine",
                              .expected_uid = geteuid(),
                              .grant_wait_ms = 30'000,
                              .backoff_base_ms = 1000},
@@ -288,7 +288,7 @@ TEST_F(SegmentDirectTest, ASegmentThatDoesNotMatchItsGrantIsQuarantined) {
   EXPECT_EQ(direct->Flush(), SegmentDirect::Next::kBusy);
   EXPECT_EQ(Answered(*direct), SegmentDirect::Next::kIdle);
   EXPECT_EQ(direct->stats().refused, (std::map<std::string, uint64_t>{{"grant_mismatch", 1}}));
-  EXPECT_EQ(Names(dir_.path() + "/worker1/control/capture-quarantine"),
+  EXPECT_EQ(Names(dir_.path() + "/worker1/control/segment-quarantine"),
             std::vector<std::string>{"seg-42-worker2-7-1.json.grant_mismatch"});
   EXPECT_TRUE(Stored().empty());
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -111,7 +112,8 @@ Status CopyContents(int from_fd, int to_fd, const std::string& from, const std::
 }
 
 // The names in the open directory `fd`, which this takes over and closes.
-Result<std::vector<std::string>> ReadDirectoryNames(int fd, std::string_view dir_path) {
+Result<std::vector<std::string>> ReadDirectoryNames(
+    int fd, std::string_view dir_path, size_t max_names = std::numeric_limits<size_t>::max()) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(fd), &closedir);
   if (dir == nullptr) {
     const int error = errno;
@@ -119,7 +121,7 @@ Result<std::vector<std::string>> ReadDirectoryNames(int fd, std::string_view dir
     return ErrnoStatus(error, "cannot list directory " + std::string(dir_path));
   }
   std::vector<std::string> names;
-  while (true) {
+  while (names.size() < max_names) {
     errno = 0;
     const dirent* entry = readdir(dir.get());
     if (entry == nullptr) {
@@ -131,6 +133,7 @@ Result<std::vector<std::string>> ReadDirectoryNames(int fd, std::string_view dir
     if (name != "." && name != "..")
       names.emplace_back(name);
   }
+  return names;
 }
 
 }  // namespace
@@ -340,12 +343,13 @@ Result<std::vector<std::string>> ListDirectory(const std::string& directory) {
   return ReadDirectoryNames(fd, directory);
 }
 
-Result<std::vector<std::string>> ListDirectoryAt(int dir_fd, std::string_view dir_path) {
+Result<std::vector<std::string>> ListDirectoryAt(int dir_fd, std::string_view dir_path,
+                                                 size_t max_names) {
   // A fresh descriptor for ".": fdopendir on a dup would share (and move) dir_fd's offset.
   const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return ErrnoStatus(errno, "cannot open directory " + std::string(dir_path));
-  return ReadDirectoryNames(fd, dir_path);
+  return ReadDirectoryNames(fd, dir_path, max_names);
 }
 
 Status SyncDirectory(const std::string& directory) {

@@ -129,8 +129,10 @@ Status WriteFileAtomicallyAt(int dir_fd, std::string_view dir_path, const std::s
 Result<std::vector<std::string>> ListDirectory(const std::string& directory);
 
 // As ListDirectory, for the directory open as `dir_fd`; its file offset is left alone.
-// `dir_path` names the directory in messages only.
-Result<std::vector<std::string>> ListDirectoryAt(int dir_fd, std::string_view dir_path);
+// `dir_path` names the directory in messages only. At most `max_names` (a directory others
+// write into can hold millions).
+Result<std::vector<std::string>> ListDirectoryAt(
+    int dir_fd, std::string_view dir_path, size_t max_names = std::numeric_limits<size_t>::max());
 
 // Makes creations, renames and removals in `directory` durable (fsync of the directory).
 Status SyncDirectory(const std::string& directory);

@@ -27,6 +27,10 @@ Status OpenError(int err, std::string_view path) {
   // O_NOFOLLOW on a symlink fails with ELOOP: the entry was swapped after the lstat.
   if (err == ELOOP)
     return Refused(reason::kSymlink, path, "is a symbolic link");
+  // The writer's mode keeps the reader out: the writer's doing (a hostile mode 000), not a
+  // passing failure, which callers may treat as a refusal.
+  if (err == EACCES || err == EPERM)
+    return IoError(err, "open", QuoteForMessage(path, 200)).WithReason(reason::kPermissionDenied);
   return IoError(err, "open", QuoteForMessage(path, 200)).WithReason(reason::kUnreadable);
 }
 

@@ -28,7 +28,9 @@ struct HostileReadLimits {
 //  - kDataLoss, reason symlink | not_regular | wrong_owner | hardlink | too_large: refused,
 //    the caller quarantines the entry;
 //  - kNotFound: the entry vanished (a concurrent delete); skip it;
-//  - kUnavailable, reason unreadable: an I/O error; leave the entry for the next round.
+//  - kUnavailable, reason unreadable: an I/O error; leave the entry for the next round;
+//  - kUnavailable, reason permission_denied: its mode keeps this reader out (EACCES, EPERM),
+//    which the same entry will do again; a reader of hostile writers' files refuses it.
 // Opens with O_NOFOLLOW | O_NONBLOCK (a FIFO cannot block) after an lstat that keeps devices
 // and FIFOs from being opened at all; the checks that decide run on the opened descriptor.
 // The bytes are read into `buffer`, which only grows so a caller reading file after file

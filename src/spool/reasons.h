@@ -14,6 +14,7 @@ inline constexpr char kWrongOwner[] = "wrong_owner";
 inline constexpr char kTooLarge[] = "too_large";
 inline constexpr char kUnexpectedName[] = "unexpected_name";
 inline constexpr char kUnreadable[] = "unreadable";
+inline constexpr char kPermissionDenied[] = "permission_denied";  // its mode keeps us out
 // Found by decoding the bytes.
 inline constexpr char kBadMagic[] = "bad_magic";
 inline constexpr char kBadVersion[] = "bad_version";

@@ -81,6 +81,7 @@ cleanup_capture() {
     restore_host_etc_files "$KEEP" "$w" || true
     "$TESTCLUSTER" exec "$w" -- bash -c 'rm -rf /etc/expanse/fake-cupti.json /var/lib/expanse/control/disabled \
       /var/lib/expanse/control/capture-ready /var/lib/expanse/control/capture-quarantine \
+      /var/lib/expanse/control/segment-quarantine \
       /var/lib/expanse/control/phase-b/* /var/lib/expanse/control/capture/*' || true
   done
   rm -rf "$KEEP"
