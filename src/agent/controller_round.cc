@@ -92,6 +92,17 @@ RoundReport ControllerRound::Round(bool final) {
   const int64_t now_ms = host_.clock().NowMs();
   job_filter_.Abandon();  // what a round that threw had taken was never queued
   NodeCollection local = collector_.Collect(final);
+  // A throw from here to the hand-off (Run catches it) must not leave the collection neither
+  // committed nor restored: its event files would not be collected again until a restart.
+  struct RestoreUnlessSettled {
+    NodeCollector& collector;
+    const NodeCollection& collection;
+    bool settled = false;
+    ~RestoreUnlessSettled() {
+      if (!settled)
+        collector.Restore(collection);
+    }
+  } guard{collector_, local};
   for (const std::string& problem : collector_.TakeProblems())
     Log(problem);
   BatchBuilder batch;
@@ -117,21 +128,31 @@ RoundReport ControllerRound::Round(bool final) {
       Log("squeue: " + jobs.status().message());
     slurm_problem_ = jobs.status().message();
   }
+  size_t accounted = 0;  // sacct rows at the backlog's front put in this batch
   if (!final)
-    AddAccountedJobs(now_ms, batch);
+    accounted = AddAccountedJobs(now_ms, batch);
   batch.RenameJobs(rename_);
   fallback_.NoteHookAllocations(batch.allocations());
   if (!batch.empty()) {
     if (Status s = Enqueue(batch); s.ok()) {
+      guard.settled = true;
       collector_.Commit(local);
       job_filter_.Commit(now_ms);
+      if (accounted != 0) {
+        accounted_backlog_.erase(accounted_backlog_.begin(),
+                                 accounted_backlog_.begin() + static_cast<ptrdiff_t>(accounted));
+        SaveSacctMark();  // the rows queued no longer hold it back
+      }
       Detect(batch);
     } else {
       Log("cannot queue this host's telemetry: " + s.message());
+      guard.settled = true;
       collector_.Restore(local);
       job_filter_.Abandon();
     }
   } else {
+    guard.settled = true;
+    collector_.Commit(local);    // nothing in it to hand on
     job_filter_.Commit(now_ms);  // nothing taken: only forgets jobs SLURM no longer lists
   }
 
@@ -453,11 +474,27 @@ void ControllerRound::LoadSacctMark() {
   last_sacct_ms_ = std::max(mark, now_ms - kMaxSacctCatchUpMs);
 }
 
+// What a restart may start its catch-up from: where sacct was last asked, but never past an
+// ended job whose record is not queued yet (the backlog, or rows it had no room for), so that
+// a daemon stopped in a long catch-up asks for those again rather than leaving them running on
+// the server for good.
+int64_t ControllerRound::DurableSacctMark() const {
+  int64_t mark = last_sacct_ms_;
+  if (unkept_since_ms_ > 0)
+    mark = std::min(mark, unkept_since_ms_);
+  for (const wire::JobRecord& j : accounted_backlog_) {
+    if (j.end_ms > 0)
+      mark = std::min(mark, j.end_ms);
+  }
+  return mark;
+}
+
 void ControllerRound::SaveSacctMark() {
   if (options_.sacct_mark_file.empty())
     return;
-  const Status written = host_.WriteFile(
-      options_.sacct_mark_file, std::to_string(last_sacct_ms_) + "\n", 0600, geteuid(), getegid());
+  const Status written =
+      host_.WriteFile(options_.sacct_mark_file, std::to_string(DurableSacctMark()) + "\n", 0600,
+                      geteuid(), getegid());
   if (!written.ok() && sacct_mark_problem_ != written.message())
     Log("sacct mark: " + written.message());
   sacct_mark_problem_ = written.ok() ? "" : written.message();
@@ -466,14 +503,15 @@ void ControllerRound::SaveSacctMark() {
 // Jobs' final records from slurmdbd, once a minute: squeue forgets a job MinJobAge after it
 // ended, and only sacct knows how jobs that ended while the daemon was down finished. Without
 // accounting, sacct is asked again only every ten minutes (it may be configured later).
-void ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
+size_t ControllerRound::AddAccountedJobs(int64_t now_ms, BatchBuilder& batch) {
   QueryAccountedJobs(now_ms);
   // A catch-up after a restart may answer with more jobs than a batch may carry (the server
-  // refuses more than 100,000 records): they go out a share per round.
-  for (size_t n = 0; n < options_.max_accounted_per_round && !accounted_backlog_.empty(); ++n) {
-    batch.AddJob(std::move(accounted_backlog_.front()));
-    accounted_backlog_.pop_front();
-  }
+  // refuses more than 100,000 records): they go out a share per round, leaving the backlog
+  // once queued (a batch that could not be queued takes none of them).
+  const size_t n = std::min(options_.max_accounted_per_round, accounted_backlog_.size());
+  for (size_t i = 0; i < n; ++i)
+    batch.AddJob(accounted_backlog_[i]);
+  return n;
 }
 
 void ControllerRound::QueryAccountedJobs(int64_t now_ms) {
@@ -495,24 +533,39 @@ void ControllerRound::QueryAccountedJobs(int64_t now_ms) {
                           jobs.status().reason() == "slurm_output_too_large";
     if (too_much && last_sacct_ms_ > 0 && now_ms - last_sacct_ms_ > kSacctWindowFloorMs) {
       last_sacct_ms_ += std::max<int64_t>(0, now_ms - kSacctWindowFloorMs - last_sacct_ms_) / 2;
-      SaveSacctMark();
+      SaveSacctMark();  // never past an ended job not yet queued
     }
     return;
   }
   sacct_problem_.clear();
+  const int64_t asked_from_ms = last_sacct_ms_;
   last_sacct_ms_ = now_ms;
-  SaveSacctMark();
+  unkept_since_ms_ = 0;
   next_sacct_ms_ = now_ms + 60 * 1000;
+  size_t unkept = 0;
   for (const slurm::JobInfo& j : *jobs) {
     // Only ended jobs: squeue is the fresher source for the others.
     Remember(j);
     // Sent at every query that covers the job, unfiltered: a job's final record is the one
     // that must not be lost with a batch the server refused (the outbox's dead letters), and
     // each query's window ((300 + 60) s) sends it about six times, then never again.
-    if (SendableJob(j) && j.end_ms > 0 && j.state != "RUNNING" && j.state != "PENDING" &&
-        accounted_backlog_.size() < kMaxAccountedBacklog)
+    if (!SendableJob(j) || j.end_ms <= 0 || j.state == "RUNNING" || j.state == "PENDING")
+      continue;
+    if (accounted_backlog_.size() < kMaxAccountedBacklog) {
       accounted_backlog_.push_back(SlurmJobRecord(j, now_ms));
+    } else {
+      // No room: asked again from the earliest such end once the backlog has drained.
+      ++unkept;
+      unkept_since_ms_ = unkept_since_ms_ == 0 ? j.end_ms : std::min(unkept_since_ms_, j.end_ms);
+    }
   }
+  if (unkept != 0) {
+    last_sacct_ms_ = std::max(asked_from_ms, unkept_since_ms_);
+    Log("sacct: " + std::to_string(unkept) + " ended jobs did not fit the backlog of " +
+        std::to_string(kMaxAccountedBacklog) + "; asked again once it drains");
+    next_sacct_ms_ = now_ms + 10 * 60 * 1000;
+  }
+  SaveSacctMark();
 }
 
 }  // namespace expanse::agent

@@ -126,7 +126,8 @@ class ControllerRound {
                            const spool::WorkerHealthSnapshot& workers, int64_t now_ms);
   void Remember(const slurm::JobInfo& job);
   std::optional<std::string> DisplayId(const std::string& number) const;
-  void AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
+  // Returns how many rows at the backlog's front the batch now carries.
+  size_t AddAccountedJobs(int64_t now_ms, BatchBuilder& batch);
   // squeue's record of a job into the batch unless the server holds it already
   // (job_record_filter.h).
   void AddJobIfNews(wire::JobRecord job, int64_t now_ms, BatchBuilder& batch);
@@ -153,7 +154,10 @@ class ControllerRound {
   int64_t last_sacct_ms_ = 0;
   void LoadSacctMark();
   void SaveSacctMark();
+  int64_t DurableSacctMark() const;
   void QueryAccountedJobs(int64_t now_ms);
+  // The earliest end of an ended job the last query had no backlog room for; 0: none.
+  int64_t unkept_since_ms_ = 0;
   // sacct's ended-job records not yet put in a batch (bounded).
   static constexpr size_t kMaxAccountedBacklog = 1'000'000;
   std::deque<wire::JobRecord> accounted_backlog_;

@@ -452,6 +452,56 @@ TEST_F(ControllerRoundTest, SacctsEndedJobsGoOutAShareAPerRound) {
   EXPECT_EQ(per_round, (std::vector<size_t>{3, 3, 1}));
 }
 
+// A daemon stopped in the middle of such a catch-up: the saved mark never passes an ended job
+// not yet queued, so the restarted daemon asks sacct from there and sends the rest.
+TEST_F(ControllerRoundTest, AStoppedCatchUpIsAskedAgainFromItsFirstJobNotQueued) {
+  const int64_t now_s = host_.clock().NowMs() / 1000;
+  std::string answer = R"({"jobs": [)";
+  for (int i = 0; i < 7; ++i) {
+    answer +=
+        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
+        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
+               "time": {"start": )" +
+        std::to_string(now_s - 7200) + R"(, "end": )" + std::to_string(now_s - 3600 + i * 60) +
+        R"(, "submission": )" + std::to_string(now_s - 7300) + "}}";
+  }
+  answer += "]}";
+  std::vector<std::string> starts;
+  host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--starttime")
+        starts.push_back(argv[i + 1]);
+    }
+    return MemoryHost::Exit(0, answer, "");
+  });
+  Squeue(0, R"({"jobs": []})");
+  options_.max_accounted_per_round = 3;
+  options_.sacct_mark_file = "/state/sacct-covered-to";
+  ASSERT_TRUE(host_.MakeDirectories("/state", 0755).ok());
+  {
+    std::unique_ptr<ControllerRound> round = MakeRound();
+    ASSERT_TRUE(round->Run().has_value());  // jobs 500-502 queued, then the daemon stops
+  }
+  const int64_t first_not_queued_ms = (now_s - 3600 + 3 * 60) * 1000;  // job 503's end
+  Result<std::optional<std::string>> mark = host_.ReadFile("/state/sacct-covered-to", 64);
+  ASSERT_TRUE(mark.ok() && mark->has_value());
+  EXPECT_EQ(**mark, std::to_string(first_not_queued_ms) + "\n");
+  starts.clear();
+  host_.clock().Advance(60'000);
+  std::unique_ptr<ControllerRound> restarted = MakeRound();
+  ASSERT_TRUE(restarted->Run().has_value());
+  ASSERT_FALSE(starts.empty());
+  EXPECT_EQ(starts.front(), slurm::FormatSlurmLocalTime(first_not_queued_ms / 1000 - 300));
+  // Once everything is queued the mark is where sacct was last asked.
+  for (int i = 0; i < 3; ++i) {
+    host_.clock().Advance(10'000);
+    ASSERT_TRUE(restarted->Run().has_value());
+  }
+  mark = host_.ReadFile("/state/sacct-covered-to", 64);
+  ASSERT_TRUE(mark.ok() && mark->has_value());
+  EXPECT_GT(std::stoll(**mark), (now_s - 3600 + 6 * 60) * 1000);
+}
+
 TEST_F(ControllerRoundTest, TheFinalRoundRunsNoSlurmCommandAndFlushesWhatWasSampled) {
   std::unique_ptr<ControllerRound> round = MakeRound();
   collector_->TickFast();

@@ -58,6 +58,7 @@ NodeCollector::NodeCollector(NodeCollectorOptions options, Clock& clock)
   sampler_ =
       std::make_unique<gpu::Sampler>(std::move(guarded), selected.NoBackendReason(), clock_, sink_);
   LoadOpenAllocations();
+  LoadUncommittedCloses();
   if (options_.counters)
     counters_ = std::make_unique<CounterHelper>(*options_.counters, clock_, monotonic_);
   if (options_.dcgm)
@@ -284,6 +285,76 @@ void NodeCollector::LoadOpenAllocations() {
   }
 }
 
+std::string NodeCollector::ClosesFile() const {
+  const std::string& path = options_.allocations_file;
+  const size_t slash = path.rfind('/');
+  return (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
+         "unsent-closes.json";
+}
+
+void NodeCollector::KeepUntilCommitted(const std::vector<wire::GpuAllocationRecord>& records) {
+  bool added = false;
+  for (const wire::GpuAllocationRecord& a : records) {
+    if (a.to_ms == 0)
+      continue;  // an opening is derived again from its event
+    if (uncommitted_closes_.size() >= kMaxUnsentAllocations) {
+      problems_.push_back("more than " + std::to_string(kMaxUnsentAllocations) +
+                          " closed allocations wait to be handed on: the close of job " + a.job_id +
+                          " on " + a.gpu_uuid + " is not kept across a restart");
+      continue;
+    }
+    added |=
+        uncommitted_closes_.emplace(CloseKey(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms), a)
+            .second;
+  }
+  if (added)
+    SaveUncommittedCloses();
+}
+
+void NodeCollector::SaveUncommittedCloses() {
+  if (options_.allocations_file.empty())
+    return;
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& [key, a] : uncommitted_closes_)
+    entries.push_back(wire::Encode(a));
+  const std::string path = ClosesFile();
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  Status saved = fs::MakeDirectories(dir, 0755);
+  if (saved.ok())
+    saved = fs::WriteFileAtomically(dir, path.substr(slash + 1), entries.dump(), 0644);
+  if (!saved.ok())
+    problems_.push_back("cannot keep closed allocations not yet handed on: " + saved.message());
+}
+
+// Closes a stopped daemon had not handed on: sent at the first collection.
+void NodeCollector::LoadUncommittedCloses() {
+  if (options_.allocations_file.empty())
+    return;
+  const std::string path = ClosesFile();
+  Result<std::optional<std::string>> saved = fs::ReadSmallFile(path, 64 << 20);
+  if (!saved.ok() || !saved->has_value())
+    return;
+  Result<nlohmann::json> json = wire::ParseJson(**saved, wire::JsonLimits{.max_depth = 3});
+  if (!json.ok() || !json->is_array()) {
+    problems_.push_back(path + ": not a JSON array; closes not yet handed on are forgotten");
+    return;
+  }
+  for (size_t i = 0; i < json->size() && uncommitted_closes_.size() < kMaxUnsentAllocations; ++i) {
+    Result<wire::GpuAllocationRecord> a =
+        wire::DecodeGpuAllocation((*json)[i], "[" + std::to_string(i) + "]", "bad_record");
+    if (!a.ok() || a->to_ms == 0) {
+      problems_.push_back(
+          path + ": " +
+          (a.ok() ? "[" + std::to_string(i) + "] is not a close" : a.status().message()));
+      continue;
+    }
+    const CloseKey key(a->job_id, a->host, a->gpu_uuid, a->from_ms, a->to_ms);
+    uncommitted_closes_.emplace(key, *a);
+    unsent_allocations_.emplace(key, *std::move(a));
+  }
+}
+
 void NodeCollector::SaveOpenAllocations() {
   if (options_.allocations_file.empty())
     return;
@@ -357,6 +428,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
     }
     open_allocations_.erase(open);
     holders_with_cgroup_.erase(key);
+    KeepUntilCommitted(out);
     SaveOpenAllocations();
     return out;
   }
@@ -400,6 +472,7 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
     open_allocations_.erase(key);
     holders_with_cgroup_.erase(key);
   }
+  KeepUntilCommitted(out);
   SaveOpenAllocations();
   return out;
 }
@@ -643,6 +716,14 @@ void NodeCollector::Commit(const NodeCollection& collection) {
   }
   for (const std::string& file : collection.capture_files)
     captures_in_flight_.erase(file);
+  size_t handed_on = 0;
+  for (const wire::GpuAllocationRecord& a : collection.allocations) {
+    if (a.to_ms != 0)
+      handed_on +=
+          uncommitted_closes_.erase(CloseKey(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms));
+  }
+  if (handed_on != 0)
+    SaveUncommittedCloses();
   for (const std::string& file : bad_event_files_) {
     unlink((options_.events_dir + "/" + file).c_str());
   }
@@ -668,7 +749,7 @@ void NodeCollector::Restore(const NodeCollection& collection) {
   for (const wire::GpuAllocationRecord& a : collection.allocations) {
     if (a.to_ms == 0 || unsent_allocations_.size() >= kMaxUnsentAllocations)
       continue;
-    unsent_allocations_.emplace(std::tuple(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms), a);
+    unsent_allocations_.emplace(CloseKey(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms), a);
   }
   std::lock_guard lock(buffer_mu_);
   for (const wire::SeriesRecord& s : collection.series) {

@@ -188,11 +188,22 @@ class NodeCollector {
   // Stack entries of a collection that could not be handed on: their windows are closed in the
   // aggregator, so they wait here for the next collection (bounded).
   std::vector<wire::StackRecord> unsent_stacks_;
-  // The closing allocation records of such collections, each once (bounded; by job, host,
-  // GPU, from, to, so a job's runs go in order): sent again at the next collection.
-  std::map<std::tuple<std::string, std::string, std::string, int64_t, int64_t>,
-           wire::GpuAllocationRecord>
-      unsent_allocations_;
+  // A closing allocation record by job, host, GPU, from, to (so a job's runs go in order).
+  using CloseKey = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+  // The closing allocation records of such collections, each once (bounded): sent again at
+  // the next collection.
+  std::map<CloseKey, wire::GpuAllocationRecord> unsent_allocations_;
+  // Every close derived and not yet handed on for good (Commit), kept on disk beside the open
+  // allocations (unsent-closes.json): an event read again after a restart does not derive
+  // it again (its open allocation is gone), so a daemon stopped or killed between Collect and
+  // the hand-off would lose it. Written before the open allocations it came from leave
+  // open-allocations.json, so a crash between the two writes loses neither (a close sent
+  // twice is harmless).
+  std::map<CloseKey, wire::GpuAllocationRecord> uncommitted_closes_;
+  void KeepUntilCommitted(const std::vector<wire::GpuAllocationRecord>& records);
+  void SaveUncommittedCloses();
+  void LoadUncommittedCloses();
+  std::string ClosesFile() const;
   telemetry::JobCgroups cgroups_;
   JobCudaTools cuda_tools_;
   std::optional<int64_t> boot_ms_;  // when the node booted (/proc/stat btime)

@@ -346,6 +346,33 @@ TEST_F(NodeCollectorTest, AnEpilogsCloseSurvivesARestoredCollection) {
   EXPECT_TRUE(collector.Collect().allocations.empty());
 }
 
+// The daemon stops (or is killed) after a collection took a close and before it was handed
+// on: the Epilog's event is read again after the restart but derives nothing (it names no GPU,
+// and its open allocation is gone), so the close comes from unsent-closes.json, once.
+TEST_F(NodeCollectorTest, ACloseNotHandedOnWhenTheDaemonStopsIsSentAfterTheRestart) {
+  {
+    NodeCollector collector(options_, clock_);
+    collector.TickFast();
+    Event("start", 1'800'000'000'100, "1");
+    collector.Commit(collector.Collect());
+    Event("end", 1'800'000'060'000, "");  // an Epilog whose environment names no GPU
+    const NodeCollection taken = collector.Collect();
+    ASSERT_EQ(taken.allocations.size(), 1u);
+    EXPECT_EQ(taken.allocations[0].to_ms, 1'800'000'060'000);
+  }  // stopped before the hand-off: neither Commit nor Restore
+  NodeCollector restarted(options_, clock_);
+  restarted.TickFast();
+  NodeCollection c = restarted.Collect();
+  ASSERT_EQ(c.allocations.size(), 1u);
+  EXPECT_EQ(c.allocations[0].gpu_uuid, "GPU-a");
+  EXPECT_EQ(c.allocations[0].from_ms, 1'800'000'000'100);
+  EXPECT_EQ(c.allocations[0].to_ms, 1'800'000'060'000);
+  restarted.Commit(c);
+  NodeCollector again(options_, clock_);
+  again.TickFast();
+  EXPECT_TRUE(again.Collect().allocations.empty());  // handed on: not kept any more
+}
+
 TEST_F(NodeCollectorTest, EpilogAfterRestartClosesTheSavedAllocation) {
   {
     NodeCollector collector(options_, clock_);

@@ -317,7 +317,7 @@ Status PrepareDaemonStateDir(Journal& journal, const HostPaths& paths, const Acc
   } else {
     for (const char* made_at_run_time :
          {"outbox", "aggregator", "control", "events", "sampler", "open-allocations.json",
-          "sacct-covered-to", "sampler.log"}) {
+          "unsent-closes.json", "sacct-covered-to", "sampler.log"}) {
       const std::string path = dir + "/" + made_at_run_time;
       if (!host.LinkStat(path))
         EXPANSE_RETURN_IF_ERROR(journal.AdoptNewTree(path));
