@@ -285,6 +285,18 @@ void NodeCollector::LoadOpenAllocations() {
   }
 }
 
+namespace {
+
+// A state file replaced whole (never seen half-written), its directory made when missing.
+Status WriteStateFile(const std::string& path, const std::string& content) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(dir, 0755));
+  return fs::WriteFileAtomically(dir, path.substr(slash + 1), content, 0644);
+}
+
+}  // namespace
+
 std::string NodeCollector::ClosesFile() const {
   const std::string& path = options_.allocations_file;
   const size_t slash = path.rfind('/');
@@ -317,13 +329,7 @@ void NodeCollector::SaveUncommittedCloses() {
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& [key, a] : uncommitted_closes_)
     entries.push_back(wire::Encode(a));
-  const std::string path = ClosesFile();
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  Status saved = fs::MakeDirectories(dir, 0755);
-  if (saved.ok())
-    saved = fs::WriteFileAtomically(dir, path.substr(slash + 1), entries.dump(), 0644);
-  if (!saved.ok())
+  if (Status saved = WriteStateFile(ClosesFile(), entries.dump()); !saved.ok())
     problems_.push_back("cannot keep closed allocations not yet handed on: " + saved.message());
 }
 
@@ -364,13 +370,7 @@ void NodeCollector::SaveOpenAllocations() {
     for (const wire::GpuAllocationRecord& a : allocations)
       entries.push_back(wire::Encode(a));
   }
-  const std::string path = options_.allocations_file;
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  Status saved = fs::MakeDirectories(dir, 0755);
-  if (saved.ok())
-    saved = fs::WriteFileAtomically(dir, path.substr(slash + 1), json.dump(), 0644);
-  if (!saved.ok())
+  if (Status saved = WriteStateFile(options_.allocations_file, json.dump()); !saved.ok())
     problems_.push_back("cannot keep open allocations: " + saved.message());
 }
 

@@ -99,9 +99,8 @@ Status UninstallController(const UninstallOptions& o, const HostPaths& paths, co
     // credential: a failure here leaves the config, so running the uninstall again (as the
     // error says) comes back to this step, and a later install never uploads an old
     // compute's batches under a new credential.
-    for (const char* runtime :
-         {"outbox", "aggregator", "open-allocations.json", "unsent-closes.json",
-          "sacct-covered-to"})
+    for (const char* runtime : {"outbox", "aggregator", "open-allocations.json",
+                                "unsent-closes.json", "sacct-covered-to"})
       EXPANSE_RETURN_IF_ERROR(host.RemoveTree(paths.daemon_state_dir + "/" + runtime));
     EXPANSE_RETURN_IF_ERROR(host.RemoveFile(config_path));
     (void)host.RemoveDirectory(config_path.substr(0, config_path.rfind('/')));  // when empty
