@@ -167,6 +167,16 @@ TEST_F(HookTest, ReadJobEventsSkipsAndReportsBadFiles) {
   EXPECT_EQ(pending.bad[0], "1-garbage-start.json");
 }
 
+// Only a file that is wrong itself is bad (and deleted at the next commit): one whose read
+// fails otherwise (EMFILE or EIO in life; EISDIR here) is left for the next collection.
+TEST_F(HookTest, ReadJobEventsLeavesAFileItCouldNotReadForNow) {
+  std::filesystem::create_directories(options_.events_dir + "/2-unreadable-end.json");
+  std::ofstream(options_.events_dir + "/3-huge-end.json") << std::string(20'000, ' ');
+  PendingEvents pending = ReadJobEvents(options_.events_dir, 100);
+  EXPECT_TRUE(pending.events.empty());
+  EXPECT_EQ(pending.bad, std::vector<std::string>{"3-huge-end.json"});
+}
+
 }  // namespace
 }  // namespace hook_test
 }  // namespace expanse::agent

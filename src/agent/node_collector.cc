@@ -469,6 +469,17 @@ std::vector<wire::GpuAllocationRecord> NodeCollector::AllocationsFor(const JobEv
     out.insert(out.end(), closed.begin(), closed.end());
     out.insert(out.begin(), earlier_run.begin(), earlier_run.end());
   } else {
+    // The Epilog's GPUs may be fewer than the Prolog's (one fell off the bus and NVML lists it
+    // no more): every allocation the job opened here is closed, not only those it names.
+    if (auto open = open_allocations_.find(key); open != open_allocations_.end()) {
+      for (wire::GpuAllocationRecord a : open->second) {
+        if (std::any_of(out.begin(), out.end(),
+                        [&](const auto& closing) { return closing.gpu_uuid == a.gpu_uuid; }))
+          continue;
+        a.to_ms = std::max(event.at_ms, a.from_ms);
+        out.push_back(std::move(a));
+      }
+    }
     open_allocations_.erase(key);
     holders_with_cgroup_.erase(key);
   }

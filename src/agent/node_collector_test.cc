@@ -373,6 +373,25 @@ TEST_F(NodeCollectorTest, ACloseNotHandedOnWhenTheDaemonStopsIsSentAfterTheResta
   EXPECT_TRUE(again.Collect().allocations.empty());  // handed on: not kept any more
 }
 
+// The Epilog names fewer GPUs than the Prolog opened (here GRES 0 is gone from its list, as when
+// NVML no longer lists a GPU that fell off the bus): every allocation of the job is closed.
+TEST_F(NodeCollectorTest, AnEpilogNamingFewerGpusClosesEveryAllocationOfTheJob) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 1'800'000'000'100, "0,1");
+  NodeCollection opened = collector.Collect();
+  ASSERT_EQ(opened.allocations.size(), 2u);
+  collector.Commit(opened);
+  Event("end", 1'800'000'060'000, "1");
+  NodeCollection closed = collector.Collect();
+  std::map<std::string, std::pair<int64_t, int64_t>> by_gpu;
+  for (const wire::GpuAllocationRecord& a : closed.allocations)
+    by_gpu[a.gpu_uuid] = {a.from_ms, a.to_ms};
+  EXPECT_EQ(by_gpu["GPU-a"].second, 1'800'000'060'000);
+  EXPECT_EQ(by_gpu["GPU-b"].first, 1'800'000'000'100);
+  EXPECT_EQ(by_gpu["GPU-b"].second, 1'800'000'060'000);
+}
+
 TEST_F(NodeCollectorTest, EpilogAfterRestartClosesTheSavedAllocation) {
   {
     NodeCollector collector(options_, clock_);
