@@ -54,18 +54,34 @@ void SpoolHandoff::Put(const NodeCollection& c) {
       series.push_back(wire::Encode(s));
     Add("gpu_series", DumpJson(series));
   }
+  // The job events and the allocations derived from them go together or not at all: an event
+  // taken with its opening refused would lose the opening for good (its file is deleted, and
+  // openings are derived from events only), and a start refused with its end taken would make
+  // the end's job look open again when the start is read again. Closes are kept until the
+  // batch's fate is known, like the files: an event read again does not derive them again (an
+  // Epilog's close, or a crashed run's, comes from allocations since closed).
+  std::vector<std::pair<std::string, std::string>> group;
+  for (const JobEvent& e : c.events)
+    group.emplace_back("job_event", DumpJson(ToJson(e)));
+  for (const wire::GpuAllocationRecord& a : c.allocations)
+    group.emplace_back("gpu_allocation", DumpJson(wire::Encode(a)));
+  const Status all = group.empty() ? OkStatus() : writer_.AddAll(group);
+  // More than a whole batch holds (thousands of events at once) can only go a part at a time,
+  // in order, the rest waiting for the next collection once one is refused.
+  bool refusing = !all.ok() && all.reason() != "spool_group_too_large";
   for (size_t i = 0; i < c.events.size(); ++i) {
-    NodeCollection& fate = Add("job_event", DumpJson(ToJson(c.events[i]))) ? taken : refused;
+    if (!all.ok() && !refusing)
+      refusing = !Add(group[i].first, group[i].second);
+    NodeCollection& fate = refusing ? refused : taken;
     if (i < c.event_files.size())
       fate.event_files.push_back(c.event_files[i]);
   }
-  // Closes are kept until the batch's fate is known, like the files: an event read again does
-  // not derive them again (an Epilog's close, or a crashed run's, comes from allocations since
-  // closed). Openings are derived again from their events.
-  for (const wire::GpuAllocationRecord& a : c.allocations) {
-    NodeCollection& fate = Add("gpu_allocation", DumpJson(wire::Encode(a))) ? taken : refused;
-    if (a.to_ms != 0)
-      fate.allocations.push_back(a);
+  for (size_t i = 0; i < c.allocations.size(); ++i) {
+    const size_t g = c.events.size() + i;
+    if (!all.ok() && !refusing)
+      refusing = !Add(group[g].first, group[g].second);
+    if (c.allocations[i].to_ms != 0)
+      (refusing ? refused : taken).allocations.push_back(c.allocations[i]);
   }
   AddInChunks(
       c.stacks, [](const wire::StackRecord& r) { return wire::Encode(r); },

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/job_events.h"
 #include "core/clock.h"
 #include "core/test_temp_dir.h"
 
@@ -112,6 +113,38 @@ TEST_F(SpoolHandoffTest, WhileWritesFailNothingGrowsAndWhatTheBatchRefusesIsOffe
   EXPECT_EQ(restored_.back(), "allocation-599");
   EXPECT_EQ(restored_[restored_.size() - 2], "capture-499");
   EXPECT_EQ(restored_[restored_.size() - 3], "event-499");
+}
+
+// A job's events and the allocations derived from them go together or not at all: with room
+// in the batch for the start event alone, neither it nor its opening, nor the job's end, is
+// taken (the start taken without its opening would lose the opening for good).
+TEST_F(SpoolHandoffTest, AJobsEventsAndAllocationsAreTakenTogetherOrNotAtAll) {
+  NodeCollection c;
+  c.events.push_back({"start", "7", 7, "n1", 1'800'000'000'000, "alice", "gpu", "0", "0"});
+  c.events.push_back({"end", "7", 7, "n1", 1'800'000'060'000, "alice", "gpu", "0", "0"});
+  c.event_files = {"start-7", "end-7"};
+  c.allocations.push_back(
+      {.job_id = "7", .host = "n1", .gpu_uuid = "GPU-a", .from_ms = 1'800'000'000'000});
+  c.allocations.push_back({.job_id = "7",
+                           .host = "n1",
+                           .gpu_uuid = "GPU-a",
+                           .from_ms = 1'800'000'000'000,
+                           .to_ms = 1'800'000'060'000});
+  const size_t start_record =
+      9 + std::string("job_event").size() + DumpJson(ToJson(c.events[0])).size();
+  const size_t filler = (64 << 10) - (9 + 6) - start_record - 5;  // room for the start only
+  ASSERT_TRUE(writer_->Add("filler", std::string(filler, 'x')).ok());
+  handoff_->Put(c);
+  EXPECT_EQ(restored_, (std::vector<std::string>{"start-7", "end-7", "allocation-7"}));
+  bool wrote = false;
+  ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
+  EXPECT_TRUE(committed_.empty());
+  // Next time, in an empty batch, all of it is taken.
+  restored_.clear();
+  handoff_->Put(c);
+  ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
+  EXPECT_TRUE(restored_.empty());
+  EXPECT_EQ(committed_, (std::vector<std::string>{"start-7", "end-7", "allocation-7"}));
 }
 
 }  // namespace

@@ -127,6 +127,36 @@ Status SpoolWriter::Add(std::string_view kind, std::string_view payload) {
   return OkStatus();
 }
 
+Status SpoolWriter::AddAll(const std::vector<std::pair<std::string, std::string>>& records) {
+  uint64_t bytes = 0;
+  for (const auto& [kind, payload] : records) {
+    if (!IsValidKind(kind) || payload.size() > kMaxRecordPayloadBytes)
+      return Add(kind, payload);  // refused alone, with its own message; nothing queued
+    bytes += kRecordOverhead + kind.size() + payload.size();
+  }
+  std::lock_guard lock(mu_);
+  if (records.size() > options_.max_batch_records || bytes > options_.max_batch_bytes) {
+    counters_.records_dropped_batch_full += records.size();
+    return ResourceExhaustedError("spool writer: " + std::to_string(records.size()) +
+                                  " records of " + std::to_string(bytes) +
+                                  " bytes that travel together exceed a batch")
+        .WithReason("spool_group_too_large");
+  }
+  if (batch_.size() + records.size() > options_.max_batch_records ||
+      batch_bytes_ + bytes > options_.max_batch_bytes) {
+    counters_.records_dropped_batch_full += records.size();
+    return ResourceExhaustedError("spool writer: batch full (" + std::to_string(batch_.size()) +
+                                  " records, " + std::to_string(batch_bytes_) + " bytes); " +
+                                  std::to_string(records.size()) + " records dropped")
+        .WithReason("spool_batch_full");
+  }
+  for (const auto& [kind, payload] : records)
+    batch_.push_back({kind, payload});
+  batch_bytes_ += bytes;
+  counters_.records_accepted += records.size();
+  return OkStatus();
+}
+
 Status SpoolWriter::CheckBudget(uint64_t file_bytes) {
   EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names,
                            ToSpoolError(fs::ListDirectoryAt(host_dir_.get(), host_path_)));

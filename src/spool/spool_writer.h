@@ -69,6 +69,10 @@ class SpoolWriter {
   // a bad kind or an oversized payload; kResourceExhausted (reason "spool_batch_full") when
   // the batch is full: the record is dropped and counted.
   Status Add(std::string_view kind, std::string_view payload);
+  // Queues all of `records` (kind, payload) or none: records that must travel together (a job
+  // event and the allocations derived from it). As Add, and kResourceExhausted with reason
+  // "spool_group_too_large" when they would not fit even an empty batch.
+  Status AddAll(const std::vector<std::pair<std::string, std::string>>& records);
 
   // Writes the queued records as one spool file; OK and nothing written when there are none
   // or the last file is younger than min_flush_interval_ms. kResourceExhausted (reason

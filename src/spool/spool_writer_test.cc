@@ -173,6 +173,24 @@ TEST_F(SpoolWriterTest, BatchCapRefusesAndCountsRecords) {
   EXPECT_EQ(writer->counters().records_accepted, 2u);
 }
 
+// Records that travel together are queued all or none; a group larger than any batch says so.
+TEST_F(SpoolWriterTest, AGroupIsQueuedWholeOrNotAtAll) {
+  SpoolWriterOptions options = WriterOptions("node01", "boot-a");
+  options.max_batch_records = 3;
+  auto writer = std::move(SpoolWriter::Open(options, clock_)).value();
+  ASSERT_TRUE(writer->Add("gpu_series", "1").ok());
+  EXPECT_EQ(
+      writer->AddAll({{"job_event", "2"}, {"gpu_allocation", "3"}, {"job_event", "4"}}).reason(),
+      "spool_batch_full");
+  EXPECT_EQ(writer->counters().records_accepted, 1u);  // none of the three
+  EXPECT_EQ(writer->counters().records_dropped_batch_full, 3u);
+  ASSERT_TRUE(writer->AddAll({{"job_event", "2"}, {"gpu_allocation", "3"}}).ok());
+  EXPECT_EQ(writer->counters().records_accepted, 3u);
+  EXPECT_EQ(writer->AddAll({{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}).reason(),
+            "spool_group_too_large");
+  EXPECT_EQ(writer->AddAll({{"Bad Kind", "1"}}).reason(), "spool_invalid_record");
+}
+
 TEST_F(SpoolWriterTest, RefusesInvalidRecords) {
   auto writer = OpenWriter("node01");
   const Status status = writer->Add("GPU Series", "x");
