@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "capture/capture_trigger.h"
 #include "core/file_util.h"
 #include "spool/hostile_read.h"
 #include "spool/reasons.h"
@@ -248,6 +249,19 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       scan.aggregate_files.push_back(path);
       continue;
     }
+    // Only a window the sampler asked this job for, a bounded number per trigger, and within
+    // the job's share of the ready directory: a job can neither make evidence up unasked nor
+    // push other jobs' segments out before they are uploaded.
+    if (std::string detail, why = CheckTrigger(ready, &detail); !why.empty()) {
+      Refuse(spool_fd.get(), name, why, detail);
+      continue;
+    }
+    if (const uint64_t held = ReadyBytesOfJob(job_id);
+        held + content.size() > options_.max_ready_segment_bytes_per_job) {
+      Refuse(spool_fd.get(), name, "job_segment_quota",
+             "job " + job_id + " has " + std::to_string(held) + " bytes of segments waiting");
+      continue;
+    }
     // The segment goes on as the bytes that were checked, in a file of the daemon's own under
     // its canonical name: nothing the job does to its spool entry afterwards reaches it.
     const std::string ready_name = "seg-" + job_id + "-" + host + "-" + std::to_string(ready.pid) +
@@ -263,10 +277,77 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
         !fs::WriteFileAtomically(options_.segment_dir, ready_name, std::string(content), 0600).ok())
       continue;  // leave it for the next round
     unlink(path.c_str());
+    if (segments_per_trigger_.size() >= kMaxTriggersKept)
+      segments_per_trigger_.clear();
+    ++segments_per_trigger_[job_id + " " + ready.trigger_id];
     scan.segments.push_back(std::move(ready));
   }
   BoundReadySegments();
   return scan;
+}
+
+void CaptureIntake::NoteTrigger(const std::string& job_id, const std::string& trigger_id,
+                                int64_t until_ms) {
+  if (issued_.size() >= kMaxTriggersKept && !issued_.contains(job_id))
+    issued_.erase(issued_.begin());
+  std::deque<std::pair<std::string, int64_t>>& triggers = issued_[job_id];
+  triggers.emplace_back(trigger_id, until_ms);
+  if (triggers.size() > kTriggersKeptPerJob)
+    triggers.pop_front();
+}
+
+// "" when `segment` answers a trigger the sampler wrote for its job, inside that trigger's
+// window, and its trigger has not had its share of segments; else the refusal's reason.
+std::string CaptureIntake::CheckTrigger(const ReadySegment& segment, std::string* detail) const {
+  std::optional<int64_t> until;
+  if (auto it = issued_.find(segment.job_id); it != issued_.end()) {
+    for (const auto& [id, until_ms] : it->second) {
+      if (id == segment.trigger_id)
+        until = until_ms;
+    }
+  }
+  if (!until) {
+    // Written before this daemon started: the job's trigger file, the daemon's own.
+    std::string error;
+    std::optional<capture::CaptureTrigger> latest =
+        capture::ReadTrigger(options_.control_dir, segment.job_id, &error);
+    if (latest && latest->id == segment.trigger_id)
+      until = static_cast<int64_t>(latest->until_ms);
+  }
+  if (!until) {
+    *detail = "trigger " + segment.trigger_id + " was not written for job " + segment.job_id;
+    return "unknown_trigger";
+  }
+  // A window starts within the trigger's escalation window and ends by its deadline (the
+  // agent cuts it there), with a minute of slack for the clocks of the processes.
+  if (segment.window_start_ms < *until - wire::kMaxTraceSegmentWindowMs ||
+      segment.window_start_ms > *until + 60'000) {
+    *detail = "window from " + std::to_string(segment.window_start_ms) + " ms, trigger until " +
+              std::to_string(*until) + " ms";
+    return "outside_trigger_window";
+  }
+  if (auto it = segments_per_trigger_.find(segment.job_id + " " + segment.trigger_id);
+      it != segments_per_trigger_.end() && it->second >= options_.max_segments_per_trigger) {
+    *detail = std::to_string(it->second) + " segments taken for trigger " + segment.trigger_id;
+    return "too_many_segments";
+  }
+  return "";
+}
+
+// Bytes of `job`'s segments waiting in the ready directory (names seg-<job>-…).
+uint64_t CaptureIntake::ReadyBytesOfJob(const std::string& job) const {
+  Result<std::vector<std::string>> names = fs::ListDirectory(options_.segment_dir);
+  if (!names.ok())
+    return 0;
+  uint64_t total = 0;
+  const std::string prefix = "seg-" + job + "-";
+  for (const std::string& name : *names) {
+    struct stat st {};
+    if (HasPrefix(name, prefix.c_str()) &&
+        lstat((options_.segment_dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      total += static_cast<uint64_t>(st.st_size);
+  }
+  return total;
 }
 
 void CaptureIntake::Commit(const CaptureScan& scan) {

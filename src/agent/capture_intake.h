@@ -40,7 +40,9 @@ struct CaptureIntakeOptions {
   uint64_t max_aggregate_bytes = 256 << 10;
   uint64_t max_segment_bytes = 64 << 20;
   uint64_t max_ready_segment_bytes = 1ull << 30;
-  size_t max_files_per_scan = 2000;  // aggregates and segments read
+  uint64_t max_ready_segment_bytes_per_job = 256ull << 20;  // a job's share of the above
+  uint32_t max_segments_per_trigger = 64;  // a job's processes answering one trigger
+  size_t max_files_per_scan = 2000;        // aggregates and segments read
   uint64_t max_bytes_per_scan = 256ull << 20;
   // Entries of any kind handled per scan, and listed per scan (a job can make millions).
   size_t max_entries_per_scan = 20'000;
@@ -70,6 +72,11 @@ class CaptureIntake {
  public:
   explicit CaptureIntake(CaptureIntakeOptions options) : options_(std::move(options)) {}
 
+  // A Phase B trigger the sampler wrote for `job_id` (phase_b_triggers.h): segments must
+  // answer one, within its window. Triggers written before a restart are found in the job's
+  // trigger file (its latest only).
+  void NoteTrigger(const std::string& job_id, const std::string& trigger_id, int64_t until_ms);
+
   CaptureScan Scan(int64_t now_ms);
   // The scan's aggregates were handed on: their files go.
   void Commit(const CaptureScan& scan);
@@ -89,6 +96,8 @@ class CaptureIntake {
   void LoadQuarantine(const std::string& dir);
   bool StillStuck(int spool_fd, const std::string& name);
   void BoundReadySegments();
+  std::string CheckTrigger(const ReadySegment& segment, std::string* detail) const;
+  uint64_t ReadyBytesOfJob(const std::string& job) const;
 
   CaptureIntakeOptions options_;
   std::map<std::string, uint64_t> refused_;
@@ -99,6 +108,11 @@ class CaptureIntake {
   // Refused entries that could not be removed, by name, with their inode.
   static constexpr size_t kMaxStuckEntries = 100'000;
   std::map<std::string, ino_t> stuck_;
+  // Triggers written, by job (the latest few), and segments taken per "<job> <trigger id>".
+  static constexpr size_t kMaxTriggersKept = 10'000;
+  static constexpr size_t kTriggersKeptPerJob = 16;
+  std::map<std::string, std::deque<std::pair<std::string, int64_t>>> issued_;
+  std::map<std::string, uint32_t> segments_per_trigger_;
 };
 
 }  // namespace expanse::agent

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "capture/aggregate_json.h"
+#include "capture/capture_trigger.h"
 #include "capture/trace_segment.h"
 #include "core/test_temp_dir.h"
 
@@ -164,6 +165,7 @@ TEST_F(CaptureIntakeTest, SegmentsAreCheckedAndMovedForUpload) {
   Spool("seg-4242-gpu7-777-1.json", "{\"traceEvents\": []}");
   Spool("seg-4242-gpu7-777-2.json", std::string(options_.max_segment_bytes + 1, '['));
   CaptureIntake intake(options_);
+  intake.NoteTrigger("4242", "t-1", 1796000060000);  // the trigger Segment() answers
   const CaptureScan scan = intake.Scan(now_ms_);
   ASSERT_EQ(scan.segments.size(), 1u) << intake.problems().front();
   const ReadySegment& s = scan.segments[0];
@@ -187,6 +189,7 @@ TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
   Spool("agg-4242-x.json", "not json");
   Spool("agg-4242-y.json", "not json");
   CaptureIntake intake(options_);
+  intake.NoteTrigger("4242", "t-1", 1796000060000);
   intake.Scan(now_ms_);
   Spool("seg-4242-gpu7-777-1796000020000.json", Segment(1796000020000));
   intake.Scan(now_ms_);
@@ -201,6 +204,40 @@ TEST_F(CaptureIntakeTest, ReadySegmentsAndTheQuarantineAreBounded) {
   EXPECT_EQ(ready, 1u);
   EXPECT_EQ(Quarantined(), std::vector<std::string>{"agg-4242-y.json.bad_aggregate"});
   EXPECT_EQ(intake.refused().at("bad_aggregate"), 2u);
+}
+
+// A segment must answer a trigger the sampler wrote for its job (in memory, or the job's
+// trigger file after a restart), start within its window, and stay within the trigger's
+// number of segments and the job's share of the ready directory.
+TEST_F(CaptureIntakeTest, SegmentsAnswerATriggerOfTheirJobWithinItsBounds) {
+  options_.max_segments_per_trigger = 2;
+  CaptureIntake intake(options_);
+  Spool("seg-4242-gpu7-777-1796000000000.json", Segment());
+  intake.Scan(now_ms_);
+  EXPECT_EQ(intake.refused().at("unknown_trigger"), 1u);  // "t-1" was never written for 4242
+
+  // After a restart only the job's trigger file is known.
+  std::filesystem::create_directories(dir_ / "control/phase-b");
+  std::ofstream(dir_ / "control/phase-b/4242")
+      << capture::TriggerJson({"t-1", 1796000060000, "gpu_idle", {"GPU-a"}});
+  for (uint64_t start : {1796000000000ull, 1796000001000ull, 1796000002000ull})
+    Spool("seg-4242-gpu7-777-" + std::to_string(start) + ".json", Segment(start));
+  EXPECT_EQ(intake.Scan(now_ms_).segments.size(), 2u);
+  EXPECT_EQ(intake.refused().at("too_many_segments"), 1u);
+
+  CaptureIntake fresh(options_);
+  fresh.NoteTrigger("4242", "t-1", 1796000060000);
+  Spool("seg-4242-gpu7-777-1795000000000.json", Segment(1795000000000));  // long before
+  fresh.Scan(now_ms_);
+  EXPECT_EQ(fresh.refused().at("outside_trigger_window"), 1u);
+
+  // The job's share of the ready directory, whatever its triggers.
+  options_.max_ready_segment_bytes_per_job = Segment().size() * 2 + 10;  // two are there
+  CaptureIntake quota(options_);
+  quota.NoteTrigger("4242", "t-1", 1796000060000);
+  Spool("seg-4242-gpu7-777-1796000003000.json", Segment(1796000003000));
+  EXPECT_TRUE(quota.Scan(now_ms_).segments.empty());
+  EXPECT_EQ(quota.refused().at("job_segment_quota"), 1u);
 }
 
 // The quarantine keeps the newest refusals (a job cannot keep it full of its own old files) and

@@ -169,10 +169,13 @@ void NodeCollector::Escalate() {
     if (options_.phase_b_control_dir.empty())
       continue;
     for (const std::string& job : jobs_of[e.uuid]) {
-      const Status written = WritePhaseBTrigger(
+      const Result<capture::CaptureTrigger> trigger = WritePhaseBTrigger(
           options_.phase_b_control_dir, job, e.reason, e.uuid, now,
           std::chrono::duration_cast<std::chrono::milliseconds>(escalation_.window()));
+      const Status written = trigger.status();
       if (written.ok()) {
+        if (capture_)  // the segments answering it are taken
+          capture_->NoteTrigger(job, trigger->id, static_cast<int64_t>(trigger->until_ms));
         ++phase_b_triggers_;
         phase_b_errors_.clear();  // a cause that comes back is logged again
         continue;

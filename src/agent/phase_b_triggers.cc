@@ -42,9 +42,12 @@ Result<CaptureDirectories> CaptureDirectoriesFor(bool agent_enabled, bool escala
   return dirs;
 }
 
-Status WritePhaseBTrigger(const std::string& control_dir, const std::string& job_id,
-                          const std::string& reason, const std::string& gpu_uuid, int64_t now_ms,
-                          std::chrono::milliseconds window, std::chrono::milliseconds keep) {
+Result<capture::CaptureTrigger> WritePhaseBTrigger(const std::string& control_dir,
+                                                   const std::string& job_id,
+                                                   const std::string& reason,
+                                                   const std::string& gpu_uuid, int64_t now_ms,
+                                                   std::chrono::milliseconds window,
+                                                   std::chrono::milliseconds keep) {
   if (!capture::SafeJobId(job_id))
     return InvalidArgumentError("phase B trigger: job id \"" + job_id + "\" is not SLURM's");
   const std::string dir = control_dir + "/" + capture::kTriggerDirName;
@@ -59,7 +62,7 @@ Status WritePhaseBTrigger(const std::string& control_dir, const std::string& job
   struct stat written {};
   Result<std::vector<std::string>> names = fs::ListDirectory(dir);
   if (!names.ok() || lstat((dir + "/" + job_id).c_str(), &written) != 0)
-    return OkStatus();
+    return trigger;
   for (const std::string& name : *names) {
     struct stat st {};
     const std::string path = dir + "/" + name;
@@ -67,7 +70,7 @@ Status WritePhaseBTrigger(const std::string& control_dir, const std::string& job
         (static_cast<int64_t>(st.st_mtime) + keep.count() / 1000) < written.st_mtime)
       unlink(path.c_str());
   }
-  return OkStatus();
+  return trigger;
 }
 
 }  // namespace expanse::agent

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "capture/capture_trigger.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -37,11 +38,12 @@ Result<CaptureDirectories> CaptureDirectoriesFor(bool agent_enabled, bool escala
                                                  const std::string& control_dir);
 
 // Writes the trigger for `job_id` (a numeric SLURM job id), replacing an earlier one, and
-// removes triggers `keep` older than it (their jobs are long past the window).
-Status WritePhaseBTrigger(const std::string& control_dir, const std::string& job_id,
-                          const std::string& reason, const std::string& gpu_uuid, int64_t now_ms,
-                          std::chrono::milliseconds window,
-                          std::chrono::milliseconds keep = std::chrono::minutes(10));
+// removes triggers `keep` older than it (their jobs are long past the window). Returns the
+// trigger written.
+Result<capture::CaptureTrigger> WritePhaseBTrigger(
+    const std::string& control_dir, const std::string& job_id, const std::string& reason,
+    const std::string& gpu_uuid, int64_t now_ms, std::chrono::milliseconds window,
+    std::chrono::milliseconds keep = std::chrono::minutes(10));
 
 }  // namespace expanse::agent
 
