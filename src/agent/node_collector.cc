@@ -596,6 +596,14 @@ NodeCollection NodeCollector::Collect(bool final) {
     c.events.push_back(std::move(event));
   }
   bad_event_files_ = std::move(pending.bad);
+  // Each GPU's records in the order its runs happened, also with closes kept from a failed
+  // hand-off in front: a requeued run's opening [T,0) must reach the server before a close
+  // [T,U) or [U,U] of that run, or the server widens the earlier run's row over the gap
+  // instead of starting the new run (store/sqlite_store_job_hosts.cc). Openings go before
+  // closes that start with them.
+  std::stable_sort(c.allocations.begin(), c.allocations.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.from_ms, a.to_ms != 0) < std::pair(b.from_ms, b.to_ms != 0);
+  });
   if (capture_) {
     CaptureScan scan = capture_->Scan(clock_.NowMs());
     for (size_t i = 0; i < scan.aggregates.size() && i < scan.aggregate_files.size(); ++i) {

@@ -569,6 +569,27 @@ TEST_F(NodeCollectorTest, ARequeuedJobsFirstRunIsClosedBeforeTheNewRunOpens) {
   EXPECT_EQ(end.allocations[0].to_ms, 1'800'000'000'100);
 }
 
+// A requeued run's start and its end in a hand-off that failed: sent again, the first run's
+// close, the new run's opening and its end's close go in that order (the kept closes no longer
+// come first), which is what makes the server start a new run rather than widen the first.
+TEST_F(NodeCollectorTest, ARequeuedRunsRecordsSentAgainKeepTheirOrder) {
+  NodeCollector collector(options_, clock_);
+  collector.TickFast();
+  Event("start", 100, "1");
+  collector.Commit(collector.Collect());
+  Event("start", 1'800'000'000'100, "1");  // requeued: no Epilog closed the first run
+  Event("end", 1'800'000'060'000, "1");
+  collector.Restore(collector.Collect());
+  std::vector<std::pair<int64_t, int64_t>> sent;
+  for (const wire::GpuAllocationRecord& a : collector.Collect().allocations)
+    sent.emplace_back(a.from_ms, a.to_ms);
+  ASSERT_GE(sent.size(), 3u);
+  EXPECT_EQ(sent[0], (std::pair<int64_t, int64_t>(100, 1'800'000'000'100)));
+  EXPECT_EQ(sent[1], (std::pair<int64_t, int64_t>(1'800'000'000'100, 0)));
+  for (size_t i = 2; i < sent.size(); ++i)
+    EXPECT_EQ(sent[i], (std::pair<int64_t, int64_t>(1'800'000'060'000, 1'800'000'060'000)));
+}
+
 TEST_F(NodeCollectorTest, RestoredSeriesAreRebuiltSampleForSample) {
   NodeCollector collector(options_, clock_);
   collector.TickFast();
