@@ -41,7 +41,47 @@ bool HasSuffix(const std::string& name, const char* suffix) {
   return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
 }
 
+// agg-<job>-….json or seg-<job>-….json: an agent's aggregate or segment, by its name.
+bool IsAgentName(const std::string& name) {
+  return (HasPrefix(name, "agg-") || HasPrefix(name, "seg-")) && HasSuffix(name, ".json");
+}
+
 }  // namespace
+
+// The agents' files first, one from each job in turn (a job that floods the spool gets its
+// share of a scan, never the others' turn): jobs running here, then names claiming any other
+// job, then every other name, each group in name order.
+std::vector<std::string> CaptureIntake::InTurnByJob(std::vector<std::string> sorted) const {
+  std::map<std::string, std::deque<std::string>> by_job;
+  std::vector<std::string> unknown_jobs, others;
+  std::map<std::string, bool> running;  // claimed job -> runs here (asked once per scan)
+  for (std::string& name : sorted) {
+    if (!IsAgentName(name)) {
+      others.push_back(std::move(name));
+      continue;
+    }
+    const std::string job = JobOfName(name);
+    auto known = running.find(job);
+    if (known == running.end())
+      known = running.emplace(job, !job.empty() && options_.job_uid && options_.job_uid(job)).first;
+    if (known->second)
+      by_job[job].push_back(std::move(name));
+    else
+      unknown_jobs.push_back(std::move(name));
+  }
+  std::vector<std::string> out;
+  out.reserve(sorted.size());
+  while (!by_job.empty()) {
+    for (auto it = by_job.begin(); it != by_job.end();) {
+      out.push_back(std::move(it->second.front()));
+      it->second.pop_front();
+      it = it->second.empty() ? by_job.erase(it) : std::next(it);
+    }
+  }
+  for (std::vector<std::string>* rest : {&unknown_jobs, &others})
+    std::move(rest->begin(), rest->end(), std::back_inserter(out));
+  return out;
+}
 
 void CaptureIntake::Refuse(int spool_fd, const std::string& name, const std::string& reason,
                            const std::string& detail) {
@@ -63,8 +103,8 @@ void CaptureIntake::LoadQuarantine(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> by_age;
   for (const std::string& name : *held) {
     struct stat st {};
-    if (lstat((dir + "/" + name).c_str(), &st) == 0)
-      by_age.emplace_back(static_cast<int64_t>(st.st_mtime), name);
+    if (lstat((dir + "/" + name).c_str(), &st) == 0)  // ctime: a job cannot set it back
+      by_age.emplace_back(static_cast<int64_t>(st.st_ctime), name);
   }
   std::sort(by_age.begin(), by_age.end());
   for (auto& [mtime, name] : by_age)
@@ -87,13 +127,27 @@ void CaptureIntake::Quarantine(int spool_fd, const std::string& name, const std:
       static_cast<uint64_t>(st.st_size) <= options_.max_quarantined_file_bytes &&
       options_.max_quarantine_entries > 0 && fs::MakeDirectories(dir, 0700).ok()) {
     LoadQuarantine(dir);
-    while (quarantine_.size() >= options_.max_quarantine_entries) {
-      unlink((dir + "/" + quarantine_.front()).c_str());
-      quarantine_.pop_front();
-    }
     const std::string kept = name + "." + reason;
-    if (renameat(spool_fd, name.c_str(), AT_FDCWD, (dir + "/" + kept).c_str()) == 0) {
+    const std::string kept_path = dir + "/" + kept;
+    if (renameat(spool_fd, name.c_str(), AT_FDCWD, kept_path.c_str()) == 0) {
+      // The job may have swapped the entry since it was looked at: what arrived is held to
+      // the same rules, or goes.
+      struct stat moved {};
+      if (lstat(kept_path.c_str(), &moved) != 0 ||
+          !(S_ISREG(moved.st_mode) || S_ISLNK(moved.st_mode)) ||
+          static_cast<uint64_t>(moved.st_size) > options_.max_quarantined_file_bytes) {
+        if (unlinkat(AT_FDCWD, kept_path.c_str(), S_ISDIR(moved.st_mode) ? AT_REMOVEDIR : 0) != 0)
+          problems_.push_back(kept_path +
+                              ": a job's directory moved into the quarantine "
+                              "could not be removed");
+        return;
+      }
+      std::erase(quarantine_, kept);  // the same name again replaced the older copy
       quarantine_.push_back(kept);
+      while (quarantine_.size() > options_.max_quarantine_entries) {
+        unlink((dir + "/" + quarantine_.front()).c_str());
+        quarantine_.pop_front();
+      }
       return;
     }
   }
@@ -129,23 +183,27 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
   for (auto it = stuck_.begin(); it != stuck_.end();)  // forget those no longer listed
     it = std::binary_search(names->begin(), names->end(), it->first) ? std::next(it)
                                                                      : stuck_.erase(it);
-  // The agents' files first, then everything else: a flood of other names costs its own
-  // bounded share of each scan, never the agents' files their turn.
-  std::stable_partition(names->begin(), names->end(), [](const std::string& name) {
-    return (HasPrefix(name, "agg-") || HasPrefix(name, "seg-")) && HasSuffix(name, ".json");
-  });
+  const std::vector<std::string> ordered = InTurnByJob(std::move(*names));
+  ready_bytes_.reset();  // counted again at the first segment of this scan
   std::string buffer;
-  size_t examined = 0, files_read = 0;
+  size_t examined = 0, files_read = 0, stuck_checks = 0;
   uint64_t bytes_read = 0;
-  for (const std::string& name : *names) {
+  for (const std::string& name : ordered) {
     // Bounded work per scan, whatever a job leaves: the rest waits for the next one.
-    if (++examined > options_.max_entries_per_scan)
+    if (examined >= options_.max_entries_per_scan)
       break;
-    if (StillStuck(spool_fd.get(), name))
+    // An entry that could not be removed costs no turn; whether it is still the same is checked
+    // for a bounded number of them per scan.
+    if (stuck_.contains(name) &&
+        (stuck_checks++ >= kStuckChecksPerScan || StillStuck(spool_fd.get(), name)))
       continue;
     const std::string path = spool + "/" + name;
-    const bool aggregate = HasPrefix(name, "agg-") && HasSuffix(name, ".json");
-    const bool segment = HasPrefix(name, "seg-") && HasSuffix(name, ".json");
+    const bool aggregate = IsAgentName(name) && HasPrefix(name, "agg-");
+    const bool segment = IsAgentName(name) && HasPrefix(name, "seg-");
+    if ((aggregate || segment) &&
+        (files_read >= options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan))
+      continue;  // waits for the next scan; other names may still be handled in this one
+    ++examined;
     const bool temporary = HasPrefix(name, ".");
     const bool log = HasPrefix(name, "agent-") && HasSuffix(name, ".log");
     if (temporary || log) {
@@ -161,8 +219,6 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
       Refuse(spool_fd.get(), name, "unknown_name", "");
       continue;
     }
-    if (files_read >= options_.max_files_per_scan || bytes_read > options_.max_bytes_per_scan)
-      continue;  // only other names may still be handled in this scan
     // Plain, single-linked, within its cap; never opened when a link, FIFO or device.
     spool::HostileReadLimits read_limits{
         .max_bytes = aggregate ? options_.max_aggregate_bytes : options_.max_segment_bytes,
@@ -280,6 +336,7 @@ CaptureScan CaptureIntake::Scan(int64_t now_ms) {
     if (segments_per_trigger_.size() >= kMaxTriggersKept)
       segments_per_trigger_.clear();
     ++segments_per_trigger_[job_id + " " + ready.trigger_id];
+    (*ready_bytes_)[job_id] += content.size();  // counted by the quota check above
     scan.segments.push_back(std::move(ready));
   }
   BoundReadySegments();
@@ -334,20 +391,21 @@ std::string CaptureIntake::CheckTrigger(const ReadySegment& segment, std::string
   return "";
 }
 
-// Bytes of `job`'s segments waiting in the ready directory (names seg-<job>-…).
-uint64_t CaptureIntake::ReadyBytesOfJob(const std::string& job) const {
-  Result<std::vector<std::string>> names = fs::ListDirectory(options_.segment_dir);
-  if (!names.ok())
-    return 0;
-  uint64_t total = 0;
-  const std::string prefix = "seg-" + job + "-";
-  for (const std::string& name : *names) {
-    struct stat st {};
-    if (HasPrefix(name, prefix.c_str()) &&
-        lstat((options_.segment_dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode))
-      total += static_cast<uint64_t>(st.st_size);
+// Bytes of `job`'s segments waiting in the ready directory (names seg-<job>-…), from one
+// listing per scan kept up to date as segments are taken.
+uint64_t CaptureIntake::ReadyBytesOfJob(const std::string& job) {
+  if (!ready_bytes_) {
+    ready_bytes_.emplace();
+    Result<std::vector<std::string>> names = fs::ListDirectory(options_.segment_dir);
+    for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
+      struct stat st {};
+      if (HasPrefix(name, "seg-") && lstat((options_.segment_dir + "/" + name).c_str(), &st) == 0 &&
+          S_ISREG(st.st_mode))
+        (*ready_bytes_)[JobOfName(name)] += static_cast<uint64_t>(st.st_size);
+    }
   }
-  return total;
+  auto it = ready_bytes_->find(job);
+  return it == ready_bytes_->end() ? 0 : it->second;
 }
 
 void CaptureIntake::Commit(const CaptureScan& scan) {

@@ -97,7 +97,8 @@ class CaptureIntake {
   bool StillStuck(int spool_fd, const std::string& name);
   void BoundReadySegments();
   std::string CheckTrigger(const ReadySegment& segment, std::string* detail) const;
-  uint64_t ReadyBytesOfJob(const std::string& job) const;
+  uint64_t ReadyBytesOfJob(const std::string& job);
+  std::vector<std::string> InTurnByJob(std::vector<std::string> sorted) const;
 
   CaptureIntakeOptions options_;
   std::map<std::string, uint64_t> refused_;
@@ -107,6 +108,9 @@ class CaptureIntake {
   bool quarantine_loaded_ = false;
   // Refused entries that could not be removed, by name, with their inode.
   static constexpr size_t kMaxStuckEntries = 100'000;
+  static constexpr size_t kStuckChecksPerScan = 1'000;
+  // Bytes of each job's segments in the ready directory, during a scan.
+  std::optional<std::map<std::string, uint64_t>> ready_bytes_;
   std::map<std::string, ino_t> stuck_;
   // Triggers written, by job (the latest few), and segments taken per "<job> <trigger id>".
   static constexpr size_t kMaxTriggersKept = 10'000;

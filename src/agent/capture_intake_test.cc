@@ -264,7 +264,7 @@ TEST_F(CaptureIntakeTest, TheQuarantineKeepsTheNewestSmallRefusals) {
 TEST_F(CaptureIntakeTest, EntriesRefusedUnreadDoNotUseUpTheScan) {
   options_.max_files_per_scan = 2;
   for (int i = 0; i < 3; ++i) {
-    const std::string dir = "control/capture/agg-!" + std::to_string(i) + ".json";
+    const std::string dir = "control/capture/agg-4242-!" + std::to_string(i) + ".json";
     std::filesystem::create_directories(dir_ / dir);
     std::ofstream(dir_ / (dir + "/inside")) << "x";
   }
@@ -277,12 +277,28 @@ TEST_F(CaptureIntakeTest, EntriesRefusedUnreadDoNotUseUpTheScan) {
   intake.Commit(scan);
   EXPECT_TRUE(intake.Scan(now_ms_).aggregates.empty());
   EXPECT_EQ(intake.refused().at("not_regular"), 3u);  // not counted again
-  EXPECT_TRUE(InSpool("agg-!0.json"));
+  EXPECT_TRUE(InSpool("agg-4242-!0.json"));
   // Emptied and then removable, or replaced by a file: judged afresh.
-  std::filesystem::remove_all(dir_ / "control/capture/agg-!0.json");
-  Spool("agg-!0.json", "not json");
+  std::filesystem::remove_all(dir_ / "control/capture/agg-4242-!0.json");
+  Spool("agg-4242-!0.json", "not json");
   intake.Scan(now_ms_);
-  EXPECT_EQ(intake.refused().at("not_the_jobs_user"), 1u);
+  EXPECT_EQ(intake.refused().at("bad_aggregate"), 1u);
+}
+
+// Each job running here gets its turn in a scan whatever another job spools: files are taken
+// from the jobs in turn, and names claiming no job here wait behind them.
+TEST_F(CaptureIntakeTest, EachJobsFilesTakeTheirTurnWhateverAnotherJobSpools) {
+  options_.max_files_per_scan = 4;
+  job_users_["123"] = getuid();  // sorts before 4242
+  for (int i = 0; i < 50; ++i)   // job 123 floods (its own, valid-looking names)
+    Spool("agg-123-gpu7-1-" + std::to_string(1796000000000 + i) + ".json", "not json");
+  for (int i = 0; i < 50; ++i)
+    Spool("agg-!" + std::to_string(i) + ".json", "x");  // no job
+  Spool("agg-4242-gpu7-777-1796000010000.json", Aggregate(1796000010000));
+  CaptureIntake intake(options_);
+  EXPECT_EQ(intake.Scan(now_ms_).aggregates.size(), 1u);
+  EXPECT_EQ(intake.refused().at("bad_aggregate"), 3u);
+  EXPECT_FALSE(intake.refused().contains("not_the_jobs_user"));
 }
 
 // A flood of other names (a job can make millions) is handled a bounded share per scan, after

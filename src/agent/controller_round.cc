@@ -139,6 +139,8 @@ RoundReport ControllerRound::Round(bool final) {
       collector_.Commit(local);
       job_filter_.Commit(now_ms);
       if (accounted != 0) {
+        for (size_t i = 0; i < accounted; ++i)
+          backlog_jobs_.erase(accounted_backlog_[i].job_id);
         accounted_backlog_.erase(accounted_backlog_.begin(),
                                  accounted_backlog_.begin() + static_cast<ptrdiff_t>(accounted));
         SaveSacctMark();  // the rows queued no longer hold it back
@@ -551,8 +553,12 @@ void ControllerRound::QueryAccountedJobs(int64_t now_ms) {
     // each query's window ((300 + 60) s) sends it about six times, then never again.
     if (!SendableJob(j) || j.end_ms <= 0 || j.state == "RUNNING" || j.state == "PENDING")
       continue;
+    wire::JobRecord record = SlurmJobRecord(j, now_ms);
+    if (backlog_jobs_.contains(record.job_id))
+      continue;  // waiting already (asked again while its batch could not be queued)
     if (accounted_backlog_.size() < kMaxAccountedBacklog) {
-      accounted_backlog_.push_back(SlurmJobRecord(j, now_ms));
+      backlog_jobs_.insert(record.job_id);
+      accounted_backlog_.push_back(std::move(record));
     } else {
       // No room: asked again from the earliest such end once the backlog has drained.
       ++unkept;

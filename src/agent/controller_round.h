@@ -161,6 +161,7 @@ class ControllerRound {
   // sacct's ended-job records not yet put in a batch (bounded).
   static constexpr size_t kMaxAccountedBacklog = 1'000'000;
   std::deque<wire::JobRecord> accounted_backlog_;
+  std::set<std::string> backlog_jobs_;  // the job ids in it, each once
   uint64_t bad_records_ = 0;
   uint64_t round_failures_ = 0;
   std::map<std::string, RefusedRecords> refused_by_host_;

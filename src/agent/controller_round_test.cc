@@ -452,6 +452,38 @@ TEST_F(ControllerRoundTest, SacctsEndedJobsGoOutAShareAPerRound) {
   EXPECT_EQ(per_round, (std::vector<size_t>{3, 3, 1}));
 }
 
+// sacct asked again while rows of its last answer still wait: those are not queued twice.
+TEST_F(ControllerRoundTest, AJobWaitingInTheBacklogIsNotAddedAgain) {
+  std::string answer = R"({"jobs": [)";
+  for (int i = 0; i < 7; ++i) {
+    answer +=
+        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
+        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
+               "time": {"start": 1700000000, "end": 1700000600, "submission": 1699999000}})";
+  }
+  answer += "]}";
+  host_.OnRun("sacct",
+              [&](const std::vector<std::string>&) { return MemoryHost::Exit(0, answer, ""); });
+  Squeue(0, R"({"jobs": []})");
+  options_.max_accounted_per_round = 3;
+  std::unique_ptr<ControllerRound> round = MakeRound();
+  ASSERT_TRUE(round->Run().has_value());  // 500-502 queued, 503-506 wait
+  host_.clock().Advance(60'000);          // asked again: 500-502 come back, 503-506 wait already
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(round->Run().has_value());
+    host_.clock().Advance(1'000);
+  }
+  std::map<std::string, int> times_sent;
+  for (const nlohmann::json& batch : Batches()) {
+    for (const nlohmann::json& job : batch.value("jobs", nlohmann::json::array()))
+      ++times_sent[job["job_id"].get<std::string>()];
+  }
+  EXPECT_EQ(
+      times_sent,
+      (std::map<std::string, int>{
+          {"500", 2}, {"501", 2}, {"502", 2}, {"503", 1}, {"504", 1}, {"505", 1}, {"506", 1}}));
+}
+
 // A daemon stopped in the middle of such a catch-up: the saved mark never passes an ended job
 // not yet queued, so the restarted daemon asks sacct from there and sends the rest.
 TEST_F(ControllerRoundTest, AStoppedCatchUpIsAskedAgainFromItsFirstJobNotQueued) {

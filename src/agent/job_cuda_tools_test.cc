@@ -57,20 +57,41 @@ TEST_F(JobCudaToolsTest, AnUnreadableProcessRunsNoTool) {
   EXPECT_EQ(tools.Scan(1000, {{7, {99, 102}}, {8, {101}}}), (std::set<uint32_t>{8}));
 }
 
-// A process's environment is read when it first appears and again every `recheck_ms` (an exec
-// in place changes it under the same pid); a pid gone from the scan is read afresh if it comes
-// back (reused by a new process).
+// A process's environment is read when it first appears, again a tick later (caught between
+// fork and exec it showed its parent's), then every `recheck_ms` (an exec in place changes it
+// under the same pid); a pid gone from the scan is read afresh if it comes back (reused).
 TEST_F(JobCudaToolsTest, KnownProcessesAreReadAgainAfterTheRecheckInterval) {
   Environ(100, {"SLURM_JOB_ID=7"});
   JobCudaTools tools(options_, /*recheck_ms=*/10'000);
   EXPECT_TRUE(tools.Scan(1000, {{7, {100}}}).empty());
+  Environ(100, {"SLURM_JOB_ID=7", kNsightCompute});  // its exec, after the first read
+  EXPECT_EQ(tools.Scan(2000, {{7, {100}}}), (std::set<uint32_t>{7}));
+  Environ(100, {"SLURM_JOB_ID=7"});
+  EXPECT_EQ(tools.Scan(3000, {{7, {100}}}), (std::set<uint32_t>{7}));  // not read again yet
+  EXPECT_TRUE(tools.Scan(12'000, {{7, {100}}}).empty());
   Environ(100, {"SLURM_JOB_ID=7", kNsightCompute});  // `exec ncu ...` in place
-  EXPECT_TRUE(tools.Scan(2000, {{7, {100}}}).empty());
-  EXPECT_EQ(tools.Scan(11'000, {{7, {100}}}), (std::set<uint32_t>{7}));
+  EXPECT_TRUE(tools.Scan(13'000, {{7, {100}}}).empty());
+  EXPECT_EQ(tools.Scan(22'000, {{7, {100}}}), (std::set<uint32_t>{7}));
 
   Environ(100, {"SLURM_JOB_ID=7"});
-  EXPECT_TRUE(tools.Scan(12'000, {{7, {}}}).empty());     // gone
-  EXPECT_TRUE(tools.Scan(13'000, {{7, {100}}}).empty());  // a new process, read at once
+  EXPECT_TRUE(tools.Scan(23'000, {{7, {}}}).empty());     // gone
+  EXPECT_TRUE(tools.Scan(24'000, {{7, {100}}}).empty());  // a new process, read at once
+}
+
+// A scan reads at most its budget, new processes first; the rest wait for the next scans.
+TEST_F(JobCudaToolsTest, AScanReadsWithinItsBudgetNewProcessesFirst) {
+  std::vector<int> job7;
+  for (int pid = 100; pid < 110; ++pid) {
+    Environ(pid, {"SLURM_JOB_ID=7"});
+    job7.push_back(pid);
+  }
+  Environ(200, {"SLURM_JOB_ID=8", kNsightCompute});
+  JobCudaTools tools(options_, 10'000, {.max_reads = 4});
+  EXPECT_TRUE(tools.Scan(1000, {{7, job7}}).empty());  // 100-103
+  // New processes before second looks: 104-107, then 108, 109 and job 8's, before any of job
+  // 7's processes is read a second time.
+  EXPECT_TRUE(tools.Scan(2000, {{7, job7}, {8, {200}}}).empty());
+  EXPECT_EQ(tools.Scan(3000, {{7, job7}, {8, {200}}}), (std::set<uint32_t>{8}));
 }
 
 }  // namespace

@@ -163,8 +163,9 @@ PendingEvents ReadJobEvents(const std::string& dir, size_t max_events) {
     Result<std::optional<std::string>> text = fs::ReadSmallFile(dir + "/" + name, 16 * 1024);
     if (!text.ok() || !text->has_value()) {
       // Bad for good (deleted at the next Commit) only when the file itself is wrong: too
-      // large, not a file, or closed to us. A passing failure (EMFILE, EIO) leaves it for the
-      // next collection: deleted, an Epilog's event would leave its job open here.
+      // large, a FIFO or socket, or closed to us. Any other failure (EMFILE, EIO; also a
+      // directory, which is not ours to delete) leaves it for the next collection: deleted, an
+      // Epilog's event would leave its job open here.
       const StatusCode code = text.ok() ? StatusCode::kOk : text.status().code();
       if (code == StatusCode::kResourceExhausted || code == StatusCode::kInvalidArgument ||
           code == StatusCode::kPermissionDenied)

@@ -1,5 +1,9 @@
 #include "agent/spool_handoff.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/job_events.h"
@@ -60,28 +64,62 @@ void SpoolHandoff::Put(const NodeCollection& c) {
   // the end's job look open again when the start is read again. Closes are kept until the
   // batch's fate is known, like the files: an event read again does not derive them again (an
   // Epilog's close, or a crashed run's, comes from allocations since closed).
-  std::vector<std::pair<std::string, std::string>> group;
+  using Records = std::vector<std::pair<std::string, std::string>>;
+  Records events, allocations;
   for (const JobEvent& e : c.events)
-    group.emplace_back("job_event", DumpJson(ToJson(e)));
+    events.emplace_back("job_event", DumpJson(ToJson(e)));
   for (const wire::GpuAllocationRecord& a : c.allocations)
-    group.emplace_back("gpu_allocation", DumpJson(wire::Encode(a)));
-  const Status all = group.empty() ? OkStatus() : writer_.AddAll(group);
-  // More than a whole batch holds (thousands of events at once) can only go a part at a time,
-  // in order, the rest waiting for the next collection once one is refused.
-  bool refusing = !all.ok() && all.reason() != "spool_group_too_large";
-  for (size_t i = 0; i < c.events.size(); ++i) {
-    if (!all.ok() && !refusing)
-      refusing = !Add(group[i].first, group[i].second);
-    NodeCollection& fate = refusing ? refused : taken;
-    if (i < c.event_files.size())
-      fate.event_files.push_back(c.event_files[i]);
+    allocations.emplace_back("gpu_allocation", DumpJson(wire::Encode(a)));
+  // The first `k` events (in time order) with every allocation record up to the last one's time
+  // (c.allocations is in time order: a start's opening begins at its time, an end's close at
+  // its own, earlier runs' closes before): those of later events follow them.
+  const auto cut = [&](size_t k) {
+    if (k == events.size())
+      return allocations.size();
+    if (k == 0)
+      return size_t{0};
+    const int64_t until = c.events[k - 1].at_ms;
+    return static_cast<size_t>(std::upper_bound(c.allocations.begin(), c.allocations.end(), until,
+                                                [](int64_t t, const wire::GpuAllocationRecord& a) {
+                                                  return t < a.from_ms;
+                                                }) -
+                               c.allocations.begin());
+  };
+  const auto prefix = [&](size_t k) {
+    Records group(events.begin(), events.begin() + static_cast<ptrdiff_t>(k));
+    group.insert(group.end(), allocations.begin(),
+                 allocations.begin() + static_cast<ptrdiff_t>(cut(k)));
+    return group;
+  };
+  size_t events_taken = 0, allocations_taken = 0;
+  if (const Status all = writer_.AddAll(prefix(events.size())); all.ok()) {
+    events_taken = events.size();
+    allocations_taken = allocations.size();
+  } else if (all.reason() == "spool_group_too_large") {
+    // More than a whole batch (thousands of events at once): the longest run of events that
+    // fits with its records; the rest waits for the next collection.
+    size_t lo = 0, hi = events.size();
+    while (lo < hi) {
+      const size_t mid = (lo + hi + 1) / 2;
+      if (writer_.Fits(prefix(mid)))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    if (lo > 0 && writer_.AddAll(prefix(lo)).ok()) {
+      events_taken = lo;
+      allocations_taken = cut(lo);
+    }
+    // With every event in, the closes left (none is an opening) go one by one, in order.
+    while (events_taken == events.size() && allocations_taken < allocations.size() &&
+           Add(allocations[allocations_taken].first, allocations[allocations_taken].second))
+      ++allocations_taken;
   }
+  for (size_t i = 0; i < c.events.size() && i < c.event_files.size(); ++i)
+    (i < events_taken ? taken : refused).event_files.push_back(c.event_files[i]);
   for (size_t i = 0; i < c.allocations.size(); ++i) {
-    const size_t g = c.events.size() + i;
-    if (!all.ok() && !refusing)
-      refusing = !Add(group[g].first, group[g].second);
     if (c.allocations[i].to_ms != 0)
-      (refusing ? refused : taken).allocations.push_back(c.allocations[i]);
+      (i < allocations_taken ? taken : refused).allocations.push_back(c.allocations[i]);
   }
   AddInChunks(
       c.stacks, [](const wire::StackRecord& r) { return wire::Encode(r); },

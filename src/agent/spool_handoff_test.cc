@@ -147,6 +147,34 @@ TEST_F(SpoolHandoffTest, AJobsEventsAndAllocationsAreTakenTogetherOrNotAtAll) {
   EXPECT_EQ(committed_, (std::vector<std::string>{"start-7", "end-7", "allocation-7"}));
 }
 
+// More job events than a whole batch holds: the longest run of them that fits goes with every
+// allocation record up to its time, so no start goes without its opening; the rest (an opening
+// of a later start among them) waits for the next collection.
+TEST_F(SpoolHandoffTest, MoreEventsThanABatchHoldsGoARunAtATimeWithTheirRecords) {
+  NodeCollection c;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t at = 1'800'000'000'000 + i * 1000;
+    c.events.push_back({"start", std::to_string(1000 + i), static_cast<uint32_t>(1000 + i), "n1",
+                        at, "alice", "gpu", "0", "0"});
+    c.event_files.push_back("start-" + std::to_string(1000 + i));
+    c.allocations.push_back(
+        {.job_id = std::to_string(1000 + i), .host = "n1", .gpu_uuid = "GPU-a", .from_ms = at});
+  }
+  handoff_->Put(c);  // ~100 KB: more than the 64 KiB batch
+  bool wrote = false;
+  ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
+  ASSERT_TRUE(wrote);
+  const size_t sent = committed_.size();
+  ASSERT_GT(sent, 0u);
+  ASSERT_LT(sent, 400u);
+  EXPECT_EQ(committed_.back(), "start-" + std::to_string(1000 + sent - 1));
+  EXPECT_EQ(restored_.front(), "start-" + std::to_string(1000 + sent));
+  EXPECT_EQ(restored_.size(), 400 - sent);
+  // Every start taken went with its opening: the one file written holds two records per start.
+  EXPECT_EQ(writer_->counters().files_written, 1u);
+  EXPECT_EQ(writer_->counters().records_written, 2 * sent);
+}
+
 }  // namespace
 }  // namespace spool_handoff_test
 }  // namespace expanse::agent

@@ -127,16 +127,32 @@ Status SpoolWriter::Add(std::string_view kind, std::string_view payload) {
   return OkStatus();
 }
 
-Status SpoolWriter::AddAll(const std::vector<std::pair<std::string, std::string>>& records) {
+namespace {
+
+uint64_t GroupBytes(std::span<const std::pair<std::string, std::string>> records) {
   uint64_t bytes = 0;
+  for (const auto& [kind, payload] : records)
+    bytes += kRecordOverhead + kind.size() + payload.size();
+  return bytes;
+}
+
+}  // namespace
+
+bool SpoolWriter::Fits(std::span<const std::pair<std::string, std::string>> records) const {
+  const uint64_t bytes = GroupBytes(records);
+  std::lock_guard lock(mu_);
+  return batch_.size() + records.size() <= options_.max_batch_records &&
+         batch_bytes_ + bytes <= options_.max_batch_bytes;
+}
+
+Status SpoolWriter::AddAll(std::span<const std::pair<std::string, std::string>> records) {
   for (const auto& [kind, payload] : records) {
     if (!IsValidKind(kind) || payload.size() > kMaxRecordPayloadBytes)
       return Add(kind, payload);  // refused alone, with its own message; nothing queued
-    bytes += kRecordOverhead + kind.size() + payload.size();
   }
+  const uint64_t bytes = GroupBytes(records);
   std::lock_guard lock(mu_);
   if (records.size() > options_.max_batch_records || bytes > options_.max_batch_bytes) {
-    counters_.records_dropped_batch_full += records.size();
     return ResourceExhaustedError("spool writer: " + std::to_string(records.size()) +
                                   " records of " + std::to_string(bytes) +
                                   " bytes that travel together exceed a batch")

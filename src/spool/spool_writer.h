@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,7 +73,10 @@ class SpoolWriter {
   // Queues all of `records` (kind, payload) or none: records that must travel together (a job
   // event and the allocations derived from it). As Add, and kResourceExhausted with reason
   // "spool_group_too_large" when they would not fit even an empty batch.
-  Status AddAll(const std::vector<std::pair<std::string, std::string>>& records);
+  // (Nothing is counted as dropped then: the caller sends them a part at a time.)
+  Status AddAll(std::span<const std::pair<std::string, std::string>> records);
+  // Whether AddAll(records) would queue them now.
+  bool Fits(std::span<const std::pair<std::string, std::string>> records) const;
 
   // Writes the queued records as one spool file; OK and nothing written when there are none
   // or the last file is younger than min_flush_interval_ms. kResourceExhausted (reason

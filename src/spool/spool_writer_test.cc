@@ -173,22 +173,27 @@ TEST_F(SpoolWriterTest, BatchCapRefusesAndCountsRecords) {
   EXPECT_EQ(writer->counters().records_accepted, 2u);
 }
 
-// Records that travel together are queued all or none; a group larger than any batch says so.
+// Records that travel together are queued all or none; a group larger than any batch says so
+// (not counted as dropped: the caller then sends it a part at a time).
 TEST_F(SpoolWriterTest, AGroupIsQueuedWholeOrNotAtAll) {
+  using Records = std::vector<std::pair<std::string, std::string>>;
   SpoolWriterOptions options = WriterOptions("node01", "boot-a");
   options.max_batch_records = 3;
   auto writer = std::move(SpoolWriter::Open(options, clock_)).value();
   ASSERT_TRUE(writer->Add("gpu_series", "1").ok());
-  EXPECT_EQ(
-      writer->AddAll({{"job_event", "2"}, {"gpu_allocation", "3"}, {"job_event", "4"}}).reason(),
-      "spool_batch_full");
+  const Records three = {{"job_event", "2"}, {"gpu_allocation", "3"}, {"job_event", "4"}};
+  EXPECT_FALSE(writer->Fits(three));
+  EXPECT_EQ(writer->AddAll(three).reason(), "spool_batch_full");
   EXPECT_EQ(writer->counters().records_accepted, 1u);  // none of the three
   EXPECT_EQ(writer->counters().records_dropped_batch_full, 3u);
-  ASSERT_TRUE(writer->AddAll({{"job_event", "2"}, {"gpu_allocation", "3"}}).ok());
+  const Records two = {{"job_event", "2"}, {"gpu_allocation", "3"}};
+  EXPECT_TRUE(writer->Fits(two));
+  ASSERT_TRUE(writer->AddAll(two).ok());
   EXPECT_EQ(writer->counters().records_accepted, 3u);
-  EXPECT_EQ(writer->AddAll({{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}).reason(),
+  EXPECT_EQ(writer->AddAll(Records{{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}).reason(),
             "spool_group_too_large");
-  EXPECT_EQ(writer->AddAll({{"Bad Kind", "1"}}).reason(), "spool_invalid_record");
+  EXPECT_EQ(writer->counters().records_dropped_batch_full, 3u);
+  EXPECT_EQ(writer->AddAll(Records{{"Bad Kind", "1"}}).reason(), "spool_invalid_record");
 }
 
 TEST_F(SpoolWriterTest, RefusesInvalidRecords) {
