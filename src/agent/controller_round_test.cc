@@ -145,6 +145,20 @@ class ControllerRoundTest : public ::testing::Test {
     return out;
   }
 
+  // sacct's answer of `n` completed jobs 500, 501, …, started at `start_s`, the i-th ending at
+  // `end_s` + i * `end_step_s` (Unix seconds).
+  static std::string EndedJobs(int n, int64_t start_s, int64_t end_s, int64_t end_step_s) {
+    std::string answer = R"({"jobs": [)";
+    for (int i = 0; i < n; ++i) {
+      answer += std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
+                R"(, "name": "j", "user": "ana", "partition": "gpu",
+                  "state": {"current": ["COMPLETED"]}, "time": {"start": )" +
+                std::to_string(start_s) + R"(, "end": )" + std::to_string(end_s + i * end_step_s) +
+                R"(, "submission": )" + std::to_string(start_s - 1000) + "}}";
+    }
+    return answer + "]}";
+  }
+
   // A Prolog's start event for SLURM_JOB_ID `number`, as a worker's sampler spools it.
   static std::string EventJson(const std::string& number) {
     JobEvent event;
@@ -424,14 +438,7 @@ TEST_F(ControllerRoundTest, AfterARestartSacctIsAskedFromWhereItStopped) {
 // A catch-up may answer with more ended jobs than a batch may carry: they go out a share per
 // round, every one of them.
 TEST_F(ControllerRoundTest, SacctsEndedJobsGoOutAShareAPerRound) {
-  std::string answer = R"({"jobs": [)";
-  for (int i = 0; i < 7; ++i) {
-    answer +=
-        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
-        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
-               "time": {"start": 1700000000, "end": 1700000600, "submission": 1699999000}})";
-  }
-  answer += "]}";
+  const std::string answer = EndedJobs(7, 1700000000, 1700000600, 0);
   host_.OnRun("sacct",
               [&](const std::vector<std::string>&) { return MemoryHost::Exit(0, answer, ""); });
   Squeue(0, R"({"jobs": []})");
@@ -454,14 +461,7 @@ TEST_F(ControllerRoundTest, SacctsEndedJobsGoOutAShareAPerRound) {
 
 // sacct asked again while rows of its last answer still wait: those are not queued twice.
 TEST_F(ControllerRoundTest, AJobWaitingInTheBacklogIsNotAddedAgain) {
-  std::string answer = R"({"jobs": [)";
-  for (int i = 0; i < 7; ++i) {
-    answer +=
-        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
-        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
-               "time": {"start": 1700000000, "end": 1700000600, "submission": 1699999000}})";
-  }
-  answer += "]}";
+  const std::string answer = EndedJobs(7, 1700000000, 1700000600, 0);
   host_.OnRun("sacct",
               [&](const std::vector<std::string>&) { return MemoryHost::Exit(0, answer, ""); });
   Squeue(0, R"({"jobs": []})");
@@ -488,16 +488,7 @@ TEST_F(ControllerRoundTest, AJobWaitingInTheBacklogIsNotAddedAgain) {
 // not yet queued, so the restarted daemon asks sacct from there and sends the rest.
 TEST_F(ControllerRoundTest, AStoppedCatchUpIsAskedAgainFromItsFirstJobNotQueued) {
   const int64_t now_s = host_.clock().NowMs() / 1000;
-  std::string answer = R"({"jobs": [)";
-  for (int i = 0; i < 7; ++i) {
-    answer +=
-        std::string(i ? "," : "") + R"({"job_id": )" + std::to_string(500 + i) +
-        R"(, "name": "j", "user": "ana", "partition": "gpu", "state": {"current": ["COMPLETED"]},
-               "time": {"start": )" +
-        std::to_string(now_s - 7200) + R"(, "end": )" + std::to_string(now_s - 3600 + i * 60) +
-        R"(, "submission": )" + std::to_string(now_s - 7300) + "}}";
-  }
-  answer += "]}";
+  const std::string answer = EndedJobs(7, now_s - 7200, now_s - 3600, 60);
   std::vector<std::string> starts;
   host_.OnRun("sacct", [&](const std::vector<std::string>& argv) {
     for (size_t i = 0; i + 1 < argv.size(); ++i) {
