@@ -225,6 +225,7 @@ class ControlPlane {
   struct GrantedSegment {
     SegmentGrant grant;
     store::Compute compute;
+    std::string credential_secret_hash;  // of the credential that asked for the grant
   };
   Result<GrantedSegment> AuthenticateSegmentGrant(std::string_view token);
   // Validates and stores a heartbeat document (docs/formats/heartbeat.md), and records the

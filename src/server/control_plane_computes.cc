@@ -308,7 +308,7 @@ Result<ControlPlane::GrantedSegment> ControlPlane::AuthenticateSegmentGrant(
   if (grant.expires_ms <= clock_.NowMs())
     return UnauthenticatedError("this segment grant has expired").WithReason("grant_expired");
   EXPANSE_ASSIGN_OR_RETURN(store::Compute compute, store_.GetCompute(c->compute_id));
-  return GrantedSegment{std::move(grant), std::move(compute)};
+  return GrantedSegment{std::move(grant), std::move(compute), c->secret_hash};
 }
 
 Status ControlPlane::RecordHeartbeat(const ComputeIdentity& identity, std::string_view body_json) {

@@ -1,6 +1,7 @@
 // Trace segments (docs/api.md, "Trace segments"): the data plane takes a segment from a
 // compute's daemon, the console API lists a job's segments and hands one out as the Chrome
 // trace JSON file that Perfetto opens.
+#include <atomic>
 #include <cctype>
 #include <string>
 #include <utility>
@@ -63,6 +64,27 @@ json SegmentJson(const store::TraceSegmentRecord& s) {
   return out;
 }
 
+// One of the few segment parses allowed at once, held for its scope.
+class SegmentParseSlot {
+ public:
+  static constexpr int kAtOnce = 2;
+  SegmentParseSlot() : held_(in_flight_.fetch_add(1) < kAtOnce) {
+    if (!held_)
+      in_flight_.fetch_sub(1);
+  }
+  ~SegmentParseSlot() {
+    if (held_)
+      in_flight_.fetch_sub(1);
+  }
+  SegmentParseSlot(const SegmentParseSlot&) = delete;
+  SegmentParseSlot& operator=(const SegmentParseSlot&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  static inline std::atomic<int> in_flight_{0};
+  bool held_;
+};
+
 // Who sends a segment: the compute's controller with its credential, or a worker with a
 // segment-scoped grant (segment_grant.h), which admits only the segment it names.
 struct Sender {
@@ -84,8 +106,9 @@ std::optional<Sender> AuthenticateSender(RouteContext& ctx, const http::Request&
     *refused = http::ErrorResponse(granted.status());
     return std::nullopt;
   }
-  // Grants count against the credential that asked for them.
-  const std::string key = "grant:" + std::to_string(granted->grant.credential_id);
+  // Grants count against the credential that asked for them, in its own bucket: the one its
+  // requests are counted in (AuthenticateCompute keys it on the credential's hash).
+  const std::string& key = granted->credential_secret_hash;
   if (!ctx.limits.per_credential->Allow(key)) {
     *refused = http::TooManyRequestsResponse(ctx.limits.per_credential->RetryAfter(key));
     return std::nullopt;
@@ -101,21 +124,32 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
     return refused;
   if (ctx.segments == nullptr)
     return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
+  // Parsing a segment whole takes many times its size in memory (a 22 MiB array of empty
+  // objects took 610 MiB): a few at a time, the rest asked to come back (the daemons retry).
+  SegmentParseSlot slot;
+  if (!slot.held())
+    return http::ErrorResponse(UnavailableError("the server is reading other trace "
+                                                "segments; send this one again shortly")
+                                   .WithReason("segments_busy"));
   Result<std::string> bytes = DecodeIngestBody(req.Header("Content-Type").value_or(""), req.body);
   if (!bytes.ok())
     return RefusalResponse(bytes.status());
+  const std::string sha256 = crypto::Sha256Hex(*bytes);
+  const auto mismatch = [] {
+    return http::ErrorResponse(403, "grant_mismatch",
+                               "this segment is not the one the grant names (its SHA-256, length "
+                               "or host differ)");
+  };
+  // The grant's bytes before any parsing: a grant (not a secret) admits only its segment.
+  if (sender->grant && (sha256 != sender->grant->sha256 ||
+                        static_cast<int64_t>(bytes->size()) != sender->grant->bytes))
+    return mismatch();
   Result<wire::TraceSegmentHeader> header =
       wire::ParseTraceSegmentHeader(*bytes, "segment", "bad_segment");
   if (!header.ok())
     return http::ErrorResponse(header.status());
-  const std::string sha256 = crypto::Sha256Hex(*bytes);
-  if (sender->grant && (sha256 != sender->grant->sha256 ||
-                        static_cast<int64_t>(bytes->size()) != sender->grant->bytes ||
-                        header->host != sender->grant->host)) {
-    return http::ErrorResponse(403, "grant_mismatch",
-                               "this segment is not the one the grant names (its SHA-256, length "
-                               "or host differ)");
-  }
+  if (sender->grant && header->host != sender->grant->host)
+    return mismatch();
   // The bytes first: a record names only a segment that is there.
   if (Status s = ctx.segments->Put(sender->compute_id, sha256, *bytes); !s.ok())
     return http::ErrorResponse(s);
@@ -200,7 +234,7 @@ http::Response GrantSegment(RouteContext& ctx, const http::Request& req) {
     if (!s.ok())
       return http::ErrorResponse(s);
   }
-  if (sha->size() != 64) {
+  if (sha->size() != 64 || sha->find_first_not_of("0123456789abcdef") != std::string::npos) {
     return http::ErrorResponse(InvalidArgumentError("sha256 must be 64 lowercase hex digits")
                                    .WithReason("invalid_argument"));
   }

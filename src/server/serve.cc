@@ -141,32 +141,45 @@ Status ResolveRemoteTelemetry(ServeFlags& flags) {
   return OkStatus();
 }
 
-// Stack retention on a thread of its own, each minute: a large site stores thousands of stack
-// rows a second (docs/scaling.md), and deleting them takes seconds a minute. Each batch holds
-// the store's writers for one transaction; the thread then waits as long as the batch took, so
-// that the store's other users have it at least half the time, and goes on while whole batches
-// expire (a backlog drains at half the store's delete rate).
-void RunStackRetention(ServerApp& app, Clock& clock, const std::atomic<bool>& stop) {
-  auto next = std::chrono::steady_clock::now();
+// Retention on a thread of its own, each minute: trace segments, then Python stacks. A large
+// site stores thousands of stack rows a second (docs/scaling.md), and deleting them takes
+// seconds a minute; removing a segment from a bucket may take seconds (and stalled the main
+// loop's flush and stale-compute marking when it ran there). Each batch holds the store's
+// writers for one transaction; the thread then waits as long as the batch took, so that the
+// store's other users have it at least half the time, and goes on while whole batches expire
+// (a backlog drains at half the store's delete rate; segments arrived faster than the five-
+// minutely batch of 1,000 removed them).
+void DrainInBatches(const char* what, const std::function<Result<int64_t>()>& batch, int64_t whole,
+                    const std::atomic<bool>& stop) {
+  while (!stop) {
+    const auto start = std::chrono::steady_clock::now();
+    Result<int64_t> deleted = batch();
+    if (!deleted.ok()) {
+      std::fprintf(stderr, "expanse-server: %s retention: %s\n", what,
+                   deleted.status().ToString().c_str());
+      return;
+    }
+    if (*deleted < whole)
+      return;
+    // In steps, so that a batch that waited long for the lock does not hold up a stop.
+    const auto resume =
+        std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - start);
+    while (!stop && std::chrono::steady_clock::now() < resume)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void RunRetention(ServerApp& app, Clock& clock, const std::atomic<bool>& stop) {
+  auto next = std::chrono::steady_clock::now();  // right after start too: a shorter retention
   while (!stop) {
     if (std::chrono::steady_clock::now() >= next) {
       next = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-      while (!stop) {
-        const auto start = std::chrono::steady_clock::now();
-        Result<int64_t> deleted = app.ExpireStacksOnce(clock.NowMs());
-        if (!deleted.ok()) {
-          std::fprintf(stderr, "expanse-server: stack retention: %s\n",
-                       deleted.status().ToString().c_str());
-          break;
-        }
-        if (*deleted < ServerApp::kStackRetentionBatch)
-          break;
-        // In steps, so that a batch that waited long for the lock does not hold up a stop.
-        const auto resume =
-            std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - start);
-        while (!stop && std::chrono::steady_clock::now() < resume)
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      DrainInBatches(
+          "trace segment", [&] { return app.ExpireSegmentsOnce(clock.NowMs()); },
+          ServerApp::kSegmentRetentionBatch, stop);
+      DrainInBatches(
+          "stack", [&] { return app.ExpireStacksOnce(clock.NowMs()); },
+          ServerApp::kStackRetentionBatch, stop);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -295,14 +308,12 @@ int RunServe(ServeFlags flags) {
                         alert_options);
   std::thread alert_thread(RunAlerts, std::ref(alerts),
                            std::chrono::milliseconds(alert_interval_ms), std::cref(g_stop));
-  std::thread stack_retention_thread(RunStackRetention, std::ref(**app), std::ref(clock),
-                                     std::cref(g_stop));
+  std::thread retention_thread(RunRetention, std::ref(**app), std::ref(clock), std::cref(g_stop));
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   auto next_stale_check = std::chrono::steady_clock::now();
   auto next_flush = next_stale_check + std::chrono::minutes(5);
-  auto next_segment_retention = next_stale_check;
   while (!g_stop) {
     if (std::chrono::steady_clock::now() >= next_flush) {
       // Sealing head chunks bounds the WAL and the replay time after a crash.
@@ -313,13 +324,6 @@ int RunServe(ServeFlags flags) {
         std::fprintf(stderr, "expanse-server: telemetry retention: %s\n", s.ToString().c_str());
       }
       next_flush += std::chrono::minutes(5);
-    }
-    // Right after start too: a server restarted with a shorter retention applies it at once.
-    if (std::chrono::steady_clock::now() >= next_segment_retention) {
-      if (Status s = (*app)->ApplySegmentRetention(clock.NowMs()); !s.ok()) {
-        std::fprintf(stderr, "expanse-server: trace segment retention: %s\n", s.ToString().c_str());
-      }
-      next_segment_retention += std::chrono::minutes(5);
     }
     if (std::chrono::steady_clock::now() >= next_stale_check) {
       if (auto n = (*app)->control().MarkStaleComputes(); !n.ok()) {
@@ -332,7 +336,7 @@ int RunServe(ServeFlags flags) {
   }
   std::printf("expanse-server: shutting down\n");
   alert_thread.join();
-  stack_retention_thread.join();
+  retention_thread.join();
   (*app)->Stop();
   // Seal and persist the head chunks, so the next start has no WAL to replay and the
   // telemetry directory holds exactly the data at rest.

@@ -159,11 +159,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   return app;
 }
 
-Status ServerApp::ApplySegmentRetention(int64_t now_ms) {
+Result<int64_t> ServerApp::ExpireSegmentsOnce(int64_t now_ms) {
   if (segments_ == nullptr || options_.segment_retention_ms <= 0)
-    return OkStatus();
-  return ExpireSegments(store_->Jobs(), *segments_, now_ms - options_.segment_retention_ms, 1000)
-      .status();
+    return int64_t{0};
+  return ExpireSegments(store_->Jobs(), *segments_, now_ms - options_.segment_retention_ms,
+                        kSegmentRetentionBatch);
 }
 
 Result<int64_t> ServerApp::ExpireStacksOnce(int64_t now_ms, int limit) {

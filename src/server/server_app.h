@@ -94,8 +94,10 @@ class ServerApp {
   AlertSender& alert_sender() { return *alert_sender_; }
   SegmentStore* segments() { return segments_.get(); }  // null: none kept
   const RateLimits& limits() const { return limits_; }
-  // Forgets the trace segments older than the retention (a batch of them per call).
-  Status ApplySegmentRetention(int64_t now_ms);
+  // Forgets up to kSegmentRetentionBatch trace segments older than the retention; returns how
+  // many (fewer: none is left for now). serve.cc repeats it.
+  static constexpr int kSegmentRetentionBatch = 1000;
+  Result<int64_t> ExpireSegmentsOnce(int64_t now_ms);
   // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
   // PostgreSQL (docs/scaling.md), a store user waits about a quarter of a second for one.
   static constexpr int kStackRetentionBatch = store::kMaxExpireStacksLimit;
