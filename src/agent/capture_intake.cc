@@ -107,7 +107,7 @@ void CaptureIntake::LoadQuarantine(const std::string& dir) {
       by_age.emplace_back(static_cast<int64_t>(st.st_ctime), name);
   }
   std::sort(by_age.begin(), by_age.end());
-  for (auto& [mtime, name] : by_age)
+  for (auto& [changed, name] : by_age)
     quarantine_.push_back(std::move(name));
 }
 

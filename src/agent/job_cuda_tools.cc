@@ -26,34 +26,52 @@ std::optional<bool> JobCudaTools::RunsTool(int pid, uint64_t* bytes) const {
 
 std::set<uint32_t> JobCudaTools::Scan(int64_t now_ms,
                                       const std::map<uint32_t, std::vector<int>>& pids) {
-  // What to read this scan, most urgent first: processes never read, then those read once
-  // (a pid caught between slurmstepd's fork and its exec shows slurmstepd's environment),
-  // then those due for a recheck, oldest first.
-  std::vector<std::tuple<int, int64_t, int>> due;  // (urgency, read_ms, pid)
+  // What to read this scan: processes never read, and then those read once (a pid caught
+  // between slurmstepd's fork and its exec shows slurmstepd's environment) or due for a
+  // recheck, oldest first. Within each, the jobs take turns (each job's first process before
+  // any job's second), and a quarter of the budget is kept for the looks again, so a job that
+  // starts hundreds of processes a second delays no other job's tool.
+  struct Due {
+    size_t turn;  // the process's place among its job's
+    int urgency;  // 1: a second look, 2: a recheck
+    int64_t read_ms;
+    int pid;
+    bool operator<(const Due& o) const {
+      return std::tie(turn, urgency, read_ms, pid) < std::tie(o.turn, o.urgency, o.read_ms, o.pid);
+    }
+  };
+  std::vector<Due> fresh, again;
   for (const auto& [job, job_pids] : pids) {
+    size_t fresh_turn = 0, again_turn = 0;
     for (int pid : job_pids) {
       auto known = seen_.find(pid);
       if (known == seen_.end())
-        due.emplace_back(0, 0, pid);
+        fresh.push_back({fresh_turn++, 0, 0, pid});
       else if (known->second.reads < 2)
-        due.emplace_back(1, known->second.read_ms, pid);
+        again.push_back({again_turn++, 1, known->second.read_ms, pid});
       else if (now_ms - known->second.read_ms >= recheck_ms_ || now_ms < known->second.read_ms)
-        due.emplace_back(2, known->second.read_ms, pid);
+        again.push_back({again_turn++, 2, known->second.read_ms, pid});
     }
   }
-  std::sort(due.begin(), due.end());
+  std::sort(fresh.begin(), fresh.end());
+  std::sort(again.begin(), again.end());
   uint64_t bytes = 0;
   size_t reads = 0;
   std::map<int, Seen> read_now;
-  for (const auto& [urgency, read_ms, pid] : due) {
-    if (reads >= budget_.max_reads || bytes >= budget_.max_bytes)
-      break;  // the rest waits for the next scan
-    ++reads;
-    const std::optional<bool> tool = RunsTool(pid, &bytes);
-    const auto known = seen_.find(pid);
-    read_now[pid] = {now_ms, tool.value_or(false),
-                     (known == seen_.end() ? 0 : known->second.reads) + 1};
-  }
+  const auto read = [&](const std::vector<Due>& list, size_t& next, size_t until_reads) {
+    for (; next < list.size() && reads < until_reads && bytes < budget_.max_bytes; ++next) {
+      ++reads;
+      const int pid = list[next].pid;
+      const std::optional<bool> tool = RunsTool(pid, &bytes);
+      const auto known = seen_.find(pid);
+      read_now[pid] = {now_ms, tool.value_or(false),
+                       (known == seen_.end() ? 0 : known->second.reads) + 1};
+    }
+  };
+  size_t next_fresh = 0, next_again = 0;
+  read(fresh, next_fresh, budget_.max_reads - budget_.max_reads / 4);
+  read(again, next_again, budget_.max_reads);
+  read(fresh, next_fresh, budget_.max_reads);  // what the looks again left
   std::map<int, Seen> seen;
   std::set<uint32_t> jobs;
   for (const auto& [job, job_pids] : pids) {

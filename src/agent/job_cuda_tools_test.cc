@@ -78,20 +78,23 @@ TEST_F(JobCudaToolsTest, KnownProcessesAreReadAgainAfterTheRecheckInterval) {
   EXPECT_TRUE(tools.Scan(24'000, {{7, {100}}}).empty());  // a new process, read at once
 }
 
-// A scan reads at most its budget, new processes first; the rest wait for the next scans.
-TEST_F(JobCudaToolsTest, AScanReadsWithinItsBudgetNewProcessesFirst) {
+// A scan reads at most its budget; the jobs take turns and a quarter is kept for second looks,
+// so a job starting many processes at once delays neither another job's new process nor the
+// second look at a process caught between fork and exec.
+TEST_F(JobCudaToolsTest, AScanReadsWithinItsBudgetEachJobInTurn) {
   std::vector<int> job7;
-  for (int pid = 100; pid < 110; ++pid) {
+  for (int pid = 100; pid < 120; ++pid) {
     Environ(pid, {"SLURM_JOB_ID=7"});
     job7.push_back(pid);
   }
-  Environ(200, {"SLURM_JOB_ID=8", kNsightCompute});
-  JobCudaTools tools(options_, 10'000, {.max_reads = 4});
-  EXPECT_TRUE(tools.Scan(1000, {{7, job7}}).empty());  // 100-103
-  // New processes before second looks: 104-107, then 108, 109 and job 8's, before any of job
-  // 7's processes is read a second time.
-  EXPECT_TRUE(tools.Scan(2000, {{7, job7}, {8, {200}}}).empty());
-  EXPECT_EQ(tools.Scan(3000, {{7, job7}, {8, {200}}}), (std::set<uint32_t>{8}));
+  Environ(200, {"SLURM_JOB_ID=8"});  // job 8's process, first read before its exec
+  JobCudaTools tools(options_, 10'000, {.max_reads = 8});
+  EXPECT_TRUE(tools.Scan(1000, {{7, job7}, {8, {200}}}).empty());  // 100, 200, 101-106
+  Environ(200, {"SLURM_JOB_ID=8", kNsightCompute});                // its exec
+  Environ(300, {"SLURM_JOB_ID=9", kNsightCompute});
+  // Job 9's new process in turn with job 7's (6 reads), and 2 second looks: 100's and 200's,
+  // each job's first in turn.
+  EXPECT_EQ(tools.Scan(2000, {{7, job7}, {8, {200}}, {9, {300}}}), (std::set<uint32_t>{8, 9}));
 }
 
 }  // namespace

@@ -309,18 +309,22 @@ std::string NodeCollector::ClosesFile() const {
 
 void NodeCollector::KeepUntilCommitted(const std::vector<wire::GpuAllocationRecord>& records) {
   bool added = false;
+  size_t not_kept = 0;
   for (const wire::GpuAllocationRecord& a : records) {
     if (a.to_ms == 0)
       continue;  // an opening is derived again from its event
     if (uncommitted_closes_.size() >= kMaxUnsentAllocations) {
-      problems_.push_back("more than " + std::to_string(kMaxUnsentAllocations) +
-                          " closed allocations wait to be handed on: the close of job " + a.job_id +
-                          " on " + a.gpu_uuid + " is not kept across a restart");
+      ++not_kept;
       continue;
     }
     added |=
         uncommitted_closes_.emplace(CloseKey(a.job_id, a.host, a.gpu_uuid, a.from_ms, a.to_ms), a)
             .second;
+  }
+  if (not_kept != 0) {  // one line per event, not per GPU
+    problems_.push_back("more than " + std::to_string(kMaxUnsentAllocations) +
+                        " closed allocations wait to be handed on: " + std::to_string(not_kept) +
+                        " more (job " + records.front().job_id + ") are not kept across a restart");
   }
   if (added)
     SaveUncommittedCloses();

@@ -70,48 +70,59 @@ void SpoolHandoff::Put(const NodeCollection& c) {
     events.emplace_back("job_event", DumpJson(ToJson(e)));
   for (const wire::GpuAllocationRecord& a : c.allocations)
     allocations.emplace_back("gpu_allocation", DumpJson(wire::Encode(a)));
-  // The first `k` events (in time order) with every allocation record up to the last one's time
-  // (c.allocations is in time order: a start's opening begins at its time, an end's close at
-  // its own, earlier runs' closes before): those of later events follow them.
-  const auto cut = [&](size_t k) {
-    if (k == events.size())
-      return allocations.size();
-    if (k == 0)
-      return size_t{0};
-    const int64_t until = c.events[k - 1].at_ms;
-    return static_cast<size_t>(std::upper_bound(c.allocations.begin(), c.allocations.end(), until,
-                                                [](int64_t t, const wire::GpuAllocationRecord& a) {
-                                                  return t < a.from_ms;
+  // c.allocations is in time order (Collect): an opening begins at its start event's time, so
+  // the records before the first event's time are all closes (kept when refused, so they may
+  // go one by one), and the first `k` events go with every record from there up to the k-th
+  // one's time. (Such a prefix may hold a later event's close, or an opening of a later event
+  // in the same millisecond: sent again with it, a duplicate the server keeps once.)
+  const auto by_time = [&](int64_t t) {
+    return static_cast<size_t>(std::upper_bound(c.allocations.begin(), c.allocations.end(), t,
+                                                [](int64_t at, const wire::GpuAllocationRecord& a) {
+                                                  return at < a.from_ms;
                                                 }) -
                                c.allocations.begin());
   };
-  const auto prefix = [&](size_t k) {
+  const size_t closes_first =
+      events.empty() ? allocations.size() : by_time(c.events.front().at_ms - 1);
+  const auto cut = [&](size_t k) {
+    return k == events.size() ? allocations.size() : by_time(c.events[k - 1].at_ms);
+  };
+  const auto prefix = [&](size_t k) {  // k >= 1 events, after the closes before them
     Records group(events.begin(), events.begin() + static_cast<ptrdiff_t>(k));
-    group.insert(group.end(), allocations.begin(),
+    group.insert(group.end(), allocations.begin() + static_cast<ptrdiff_t>(closes_first),
                  allocations.begin() + static_cast<ptrdiff_t>(cut(k)));
     return group;
   };
   size_t events_taken = 0, allocations_taken = 0;
-  if (const Status all = writer_.AddAll(prefix(events.size())); all.ok()) {
+  Records whole = events;
+  whole.insert(whole.end(), allocations.begin(), allocations.end());
+  if (const Status all = writer_.AddAll(whole); all.ok()) {
     events_taken = events.size();
     allocations_taken = allocations.size();
   } else if (all.reason() == "spool_group_too_large") {
-    // More than a whole batch (thousands of events at once): the longest run of events that
-    // fits with its records; the rest waits for the next collection.
-    size_t lo = 0, hi = events.size();
-    while (lo < hi) {
-      const size_t mid = (lo + hi + 1) / 2;
-      if (writer_.Fits(prefix(mid)))
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    if (lo > 0 && writer_.AddAll(prefix(lo)).ok()) {
-      events_taken = lo;
-      allocations_taken = cut(lo);
+    // More than a whole batch (thousands of events, or closes kept through an outage): the
+    // closes before the first event one by one, then the longest run of events that fits with
+    // its records; the rest waits for the next collection.
+    while (allocations_taken < closes_first &&
+           Add(allocations[allocations_taken].first, allocations[allocations_taken].second))
+      ++allocations_taken;
+    if (allocations_taken == closes_first && !events.empty()) {
+      size_t lo = 0, hi = events.size();
+      while (lo < hi) {
+        const size_t mid = (lo + hi + 1) / 2;
+        if (writer_.Fits(prefix(mid)))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      if (lo > 0 && writer_.AddAll(prefix(lo)).ok()) {
+        events_taken = lo;
+        allocations_taken = cut(lo);
+      }
     }
     // With every event in, the closes left (none is an opening) go one by one, in order.
-    while (events_taken == events.size() && allocations_taken < allocations.size() &&
+    while (events_taken == events.size() && allocations_taken >= closes_first &&
+           allocations_taken < allocations.size() &&
            Add(allocations[allocations_taken].first, allocations[allocations_taken].second))
       ++allocations_taken;
   }

@@ -1,5 +1,6 @@
 #include "agent/spool_handoff.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -173,6 +174,30 @@ TEST_F(SpoolHandoffTest, MoreEventsThanABatchHoldsGoARunAtATimeWithTheirRecords)
   // Every start taken went with its opening: the one file written holds two records per start.
   EXPECT_EQ(writer_->counters().files_written, 1u);
   EXPECT_EQ(writer_->counters().records_written, 2 * sent);
+}
+
+// Closes kept through a spool outage may fill a batch on their own: they go one by one, in
+// order, ahead of the events after them (all of them waited before, for good).
+TEST_F(SpoolHandoffTest, ClosesKeptThroughAnOutageGoEvenWhenTheyFillABatchAlone) {
+  NodeCollection c;
+  for (int i = 0; i < 600; ++i) {
+    c.allocations.push_back({.job_id = std::to_string(2000 + i),
+                             .host = "n1",
+                             .gpu_uuid = "GPU-a",
+                             .from_ms = 1'700'000'000'000 + i,
+                             .to_ms = 1'700'000'100'000 + i});
+  }
+  c.events.push_back({"start", "7", 7, "n1", 1'800'000'000'000, "alice", "gpu", "0", "0"});
+  c.event_files = {"start-7"};
+  c.allocations.push_back(
+      {.job_id = "7", .host = "n1", .gpu_uuid = "GPU-b", .from_ms = 1'800'000'000'000});
+  handoff_->Put(c);  // ~120 KB of closes: more than the 64 KiB batch
+  bool wrote = false;
+  ASSERT_TRUE(handoff_->Flush(false, &wrote).ok());
+  ASSERT_TRUE(wrote);
+  ASSERT_FALSE(committed_.empty());
+  EXPECT_EQ(committed_.front(), "allocation-2000");
+  EXPECT_EQ(std::count(restored_.begin(), restored_.end(), "start-7"), 1);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // trace JSON file that Perfetto opens.
 #include <atomic>
 #include <cctype>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -126,8 +127,8 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
     return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
   // Parsing a segment whole takes many times its size in memory (a 22 MiB array of empty
   // objects took 610 MiB): a few at a time, the rest asked to come back (the daemons retry).
-  SegmentParseSlot slot;
-  if (!slot.held())
+  std::optional<SegmentParseSlot> slot(std::in_place);  // released once the segment is read
+  if (!slot->held())
     return http::ErrorResponse(UnavailableError("the server is reading other trace "
                                                 "segments; send this one again shortly")
                                    .WithReason("segments_busy"));
@@ -150,6 +151,7 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
     return http::ErrorResponse(header.status());
   if (sender->grant && header->host != sender->grant->host)
     return mismatch();
+  slot.reset();  // storing it (a bucket's PUT may take seconds) is not reading it
   // The bytes first: a record names only a segment that is there.
   if (Status s = ctx.segments->Put(sender->compute_id, sha256, *bytes); !s.ok())
     return http::ErrorResponse(s);

@@ -141,45 +141,48 @@ Status ResolveRemoteTelemetry(ServeFlags& flags) {
   return OkStatus();
 }
 
-// Retention on a thread of its own, each minute: trace segments, then Python stacks. A large
-// site stores thousands of stack rows a second (docs/scaling.md), and deleting them takes
-// seconds a minute; removing a segment from a bucket may take seconds (and stalled the main
-// loop's flush and stale-compute marking when it ran there). Each batch holds the store's
-// writers for one transaction; the thread then waits as long as the batch took, so that the
-// store's other users have it at least half the time, and goes on while whole batches expire
-// (a backlog drains at half the store's delete rate; segments arrived faster than the five-
-// minutely batch of 1,000 removed them).
-void DrainInBatches(const char* what, const std::function<Result<int64_t>()>& batch, int64_t whole,
-                    const std::atomic<bool>& stop) {
-  while (!stop) {
-    const auto start = std::chrono::steady_clock::now();
-    Result<int64_t> deleted = batch();
-    if (!deleted.ok()) {
-      std::fprintf(stderr, "expanse-server: %s retention: %s\n", what,
-                   deleted.status().ToString().c_str());
-      return;
-    }
-    if (*deleted < whole)
-      return;
-    // In steps, so that a batch that waited long for the lock does not hold up a stop.
-    const auto resume =
-        std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - start);
-    while (!stop && std::chrono::steady_clock::now() < resume)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
+// Retention on a thread of its own, each minute: trace segments and Python stacks, a batch of
+// each in turn. A large site stores thousands of stack rows a second (docs/scaling.md), and
+// deleting them takes seconds a minute; removing a segment from a bucket may take seconds (and
+// stalled the main loop's flush and stale-compute marking when it ran there). Each batch holds
+// the store's writers for one transaction; the thread then waits as long as the batch took, so
+// that the store's other users have it at least half the time, and goes on while whole batches
+// expire (a backlog drains at half the store's delete rate; segments arrived faster than the
+// five-minutely batch of 1,000 removed them). Taking turns, neither backlog holds the other up.
 void RunRetention(ServerApp& app, Clock& clock, const std::atomic<bool>& stop) {
+  struct Kind {
+    const char* what;
+    std::function<Result<int64_t>()> batch;
+    int64_t whole;
+    bool more = false;
+  };
+  Kind kinds[] = {{"trace segment", [&] { return app.ExpireSegmentsOnce(clock.NowMs()); },
+                   ServerApp::kSegmentRetentionBatch},
+                  {"stack", [&] { return app.ExpireStacksOnce(clock.NowMs()); },
+                   ServerApp::kStackRetentionBatch}};
   auto next = std::chrono::steady_clock::now();  // right after start too: a shorter retention
   while (!stop) {
     if (std::chrono::steady_clock::now() >= next) {
       next = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-      DrainInBatches(
-          "trace segment", [&] { return app.ExpireSegmentsOnce(clock.NowMs()); },
-          ServerApp::kSegmentRetentionBatch, stop);
-      DrainInBatches(
-          "stack", [&] { return app.ExpireStacksOnce(clock.NowMs()); },
-          ServerApp::kStackRetentionBatch, stop);
+      for (Kind& kind : kinds)
+        kind.more = true;
+      while (!stop && (kinds[0].more || kinds[1].more)) {
+        for (Kind& kind : kinds) {
+          if (!kind.more || stop)
+            continue;
+          const auto start = std::chrono::steady_clock::now();
+          Result<int64_t> deleted = kind.batch();
+          if (!deleted.ok())
+            std::fprintf(stderr, "expanse-server: %s retention: %s\n", kind.what,
+                         deleted.status().ToString().c_str());
+          kind.more = deleted.ok() && *deleted >= kind.whole;
+          // In steps, so that a batch that waited long for the lock does not hold up a stop.
+          const auto resume =
+              std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - start);
+          while (kind.more && !stop && std::chrono::steady_clock::now() < resume)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
