@@ -107,7 +107,7 @@ export function segmentRows(answer) {
     events: String(s.events),
     stalls: pcSamplingCell(s.pc_sampling),
     href: s.download,
-    filename: `seg-${s.host}-${s.pid}-${s.window_start_ms}.json`,
+    filename: s.file_name || `seg-${s.host}-${s.pid}-${s.window_start_ms}.json`,
   }));
 }
 

@@ -254,7 +254,9 @@ try {
     return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
   }, await download.getAttribute('href'));
   assert.equal(downloadedSha, listedSegments.segments[0].sha256);
-  assert.match(await download.getAttribute('download'), /^seg-.*\.json$/);
+  assert.equal(await download.getAttribute('download'), listedSegments.segments[0].file_name,
+    'the link saves the file under the server\'s name for it');
+  assert.match(listedSegments.segments[0].file_name, new RegExp(`^seg-${jobId}-.*\\.json$`));
   ok('the job page shows the capture agent\'s kernels and windows, and its trace segment, downloaded byte for byte');
 
   await page.getByLabel('Metric').selectOption('gpu.mem_used_mib');

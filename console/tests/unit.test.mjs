@@ -389,7 +389,8 @@ test('segment rows: where and when each window was, why, its size and its downlo
   const rows = segmentRows({segments: [
     {sha256: 'a'.repeat(64), host: 'w1', pid: 101, window_start_ms: start, window_end_ms: start + 10000,
       trigger_reason: 'gpu_idle', bytes: 3 * 1048576, events: 1234,
-      download: '/api/v1/computes/c/jobs/77/segments/' + 'a'.repeat(64)},
+      download: '/api/v1/computes/c/jobs/77/segments/' + 'a'.repeat(64),
+      file_name: `seg-77-w1-101-${start}.json`},
     {sha256: 'b'.repeat(64), host: 'w2', pid: 7, window_start_ms: start, window_end_ms: start + 90000,
       trigger_reason: 'unknown', bytes: 512, events: 3, download: '/x'}]});
   assert.equal(rows.length, 2);
@@ -400,7 +401,8 @@ test('segment rows: where and when each window was, why, its size and its downlo
   assert.equal(rows[0].size, '3.0 MiB');
   assert.equal(rows[0].events, '1234');
   assert.equal(rows[0].href, '/api/v1/computes/c/jobs/77/segments/' + 'a'.repeat(64));
-  assert.equal(rows[0].filename, `seg-w1-101-${start}.json`);
+  assert.equal(rows[0].filename, `seg-77-w1-101-${start}.json`, 'the server\'s name for it');
+  assert.equal(rows[1].filename, `seg-w2-7-${start}.json`, 'from an older server without one');
   assert.match(rows[1].window, /, 1 min 30 s$/);
   assert.equal(rows[1].reason, 'unknown');
   assert.deepEqual(segmentRows({segments: []}), []);

@@ -108,11 +108,14 @@ Status CheckOptions(const ListenerOptions& options, const std::string& where) {
   if (options.max_body_bytes == 0 || options.worker_threads == 0 ||
       options.keep_alive_max_requests == 0 || options.max_connections == 0 ||
       options.max_connections_per_address == 0 || options.max_queued_requests == 0 ||
-      options.max_parked_requests == 0 || options.min_body_rate_bytes_per_s == 0) {
+      options.max_parked_requests == 0 || options.min_body_rate_bytes_per_s == 0 ||
+      options.max_request_body_bytes_in_flight == 0 ||
+      options.max_request_body_bytes_per_address == 0) {
     return InvalidArgumentError(where +
                                 ": max_body_bytes, worker_threads, keep_alive_max_requests, "
                                 "max_connections(_per_address), max_queued_requests, "
-                                "max_parked_requests and min_body_rate_bytes_per_s must be "
+                                "max_parked_requests, min_body_rate_bytes_per_s and "
+                                "max_request_body_bytes_(in_flight|per_address) must be "
                                 "positive");
   }
   if (options.io_threads < 1 || options.io_threads > 2) {

@@ -27,6 +27,9 @@
 // any of the body is read; a chunked body is refused once it passes the limit; either is
 // counted after Content-Encoding is undone, so a gzip bomb is refused after at most the
 // limit has been decompressed, before any handler sees it.
+// Bodies being read or handled are bounded together, in all and per client address
+// (max_request_body_bytes_in_flight), before any byte is read: a body is read before its
+// request can be authenticated.
 //
 // Deferred routes: a route added with GetDeferred() (long-polls) or PostDeferred() (ingest,
 // answered by the thread that writes its group) answers through a Responder, now or later
@@ -112,6 +115,14 @@ struct ListenerOptions {
   // one address could hold gigabytes. An answer that would pass it is replaced by 503
   // "overloaded" (one answer alone always goes out, whatever its size).
   size_t max_answer_bytes_in_flight = size_t{1} << 30;
+  // Request bodies held at once, in all and per client address (an IPv6 client per /64),
+  // counted from their announced size when their header comes (a compressed body also counts
+  // its route's limit, what it may inflate to) until their handler is done. A body that would
+  // pass either beside the others is answered 503 "overloaded" (Retry-After) before it is
+  // read, and its connection closed; one body alone always goes in. Bodies up to 64 KiB are
+  // not counted. Both >= 1.
+  size_t max_request_body_bytes_in_flight = size_t{1} << 30;
+  size_t max_request_body_bytes_per_address = size_t{256} << 20;
   // Where the listener reports handler exceptions and dropped response headers.
   // Null: spdlog::error. Called from any of the listener's threads.
   std::function<void(std::string_view message)> error_log{};

@@ -19,6 +19,7 @@
 
 #include "http/listener.h"
 #include "http/message.h"
+#include "http/request_body_budget.h"
 #include "http/request_checks.h"
 #include "http/router.h"
 
@@ -50,6 +51,9 @@ struct Admission {
   bool expect_continue = false;
   // GET/HEAD with a valid Range header and no If-Range: the ranges asked for.
   std::optional<std::vector<ByteRange>> ranges{};
+  // The body's share of max_request_body_bytes_in_flight, given back once the handler is done
+  // with the body (or the request fails).
+  RequestBodyBudget::Hold body_hold{};
 };
 
 // An answer, serialized: `head` is the status line and headers with the blank line;

@@ -17,7 +17,9 @@ EngineState::EngineState(std::shared_ptr<ListenerCore> listener_core, std::share
     : core(std::move(listener_core)),
       options(core->options()),
       pool(options.worker_threads),
-      limiter(options.max_connections, options.max_connections_per_address) {
+      limiter(options.max_connections, options.max_connections_per_address),
+      body_budget(options.max_request_body_bytes_in_flight,
+                  options.max_request_body_bytes_per_address) {
   if (ssl_ctx) {
     // asio's context takes ownership of the SSL_CTX it is given; the Listener keeps its own.
     SSL_CTX* native = static_cast<SSL_CTX*>(ssl_ctx.get());

@@ -88,6 +88,7 @@ class EngineState {
   asio::thread_pool pool;
   std::optional<asio::ssl::context> tls;
   ConnectionLimiter limiter;
+  RequestBodyBudget body_budget;  // ListenerOptions::max_request_body_bytes_in_flight
   std::atomic<size_t> queued{0};  // complete requests waiting for a worker
   std::atomic<size_t> parked{0};  // deferred requests not yet answered
   // Bodies of large answers being written (ListenerOptions::max_answer_bytes_in_flight).
@@ -290,6 +291,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       Dispatch(std::string());
       return;
     }
+    if (!HoldBody()) {
+      http::Response busy =
+          http::ErrorResponse(503, "overloaded",
+                              "the server is reading too many large request bodies; try again "
+                              "shortly");
+      busy.headers.emplace_back("Retry-After", "5");
+      Answer(std::move(busy), true);  // the body is still on the wire
+      return;
+    }
     if (admission_->expect_continue) {
       phase_ = Phase::kWriting;
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -305,6 +315,25 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return;
     }
     ReadBody();
+  }
+
+  // Counts the body about to be read against the listener's request body budget: its
+  // announced length (a chunked one: its route's limit), and its route's limit again when it
+  // is to be decompressed (raw and decoded bodies are both held for a moment). false when
+  // there is no room beside the others.
+  bool HoldBody() {
+    const uint64_t limit = admission_->body_limit;
+    uint64_t bytes = admission_->framing.kind == Framing::Kind::kContentLength
+                         ? admission_->framing.content_length
+                         : limit;
+    if (!admission_->content_encoding.empty())
+      bytes += limit;
+    std::optional<RequestBodyBudget::Hold> hold =
+        engine_->body_budget.TryHold(AddressKey(remote_addr_), static_cast<size_t>(bytes));
+    if (!hold)
+      return false;
+    admission_->body_hold = std::move(*hold);
+    return true;
   }
 
   void ReadBody() {
@@ -337,6 +366,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return;
     }
     if (!decoder.Append(raw) || !decoder.Finish()) {
+      admission_->body_hold.Release();  // no worker has the request: only this thread
       // The body was read whole, so the connection is still in step.
       Answer(*decoder.error(), false);
       return;
@@ -349,6 +379,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // A read failed: a parse error gets its JSON answer and the connection closes; a deadline,
   // the peer going away or a cancelled read just closes.
   void OnReadError(beast::error_code ec) {
+    if (admission_)
+      admission_->body_hold.Release();  // read on this thread only: no worker has the request
     if (ec.category() != bhttp::make_error_code(bhttp::error::end_of_stream).category() ||
         ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
       Close();
@@ -429,6 +461,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         // here, before an answer that may come much later.
         admission->request.body.clear();
         admission->request.body.shrink_to_fit();
+        admission->body_hold.Release();
       });
       return;
     }
@@ -442,6 +475,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       // The request's memory goes here, on the worker, not on the I/O thread.
       admission->request.body.clear();
       admission->request.body.shrink_to_fit();
+      admission->body_hold.Release();
       asio::post(self->stream_.get_executor(),
                  [self, response = std::move(response), trim]() mutable {
                    self->OnHandled(std::move(response), trim);

@@ -409,6 +409,75 @@ TEST_F(ListenerTest, LargeAnswersHeldForSlowReadersAreBoundedTogether) {
   EXPECT_EQ(served->body.size(), size_t{40} << 20);
 }
 
+// Request bodies are bounded together before they are read: a client that announced a large
+// body and sends it slowly holds its bytes, and another large body from its address is 503
+// (closed, since its body is unread) until it is done; other addresses and small bodies go on.
+TEST_F(ListenerTest, LargeRequestBodiesAreBoundedPerAddressBeforeTheyAreRead) {
+  ListenerOptions options = Options();
+  options.max_request_body_bytes_in_flight = 8 << 20;
+  options.max_request_body_bytes_per_address = 3 << 20;
+  options.max_body_bytes = 4 << 20;
+  options.body_timeout = std::chrono::seconds(60);
+  ASSERT_NO_FATAL_FAILURE(StartWithRoutes(std::move(options)));
+  const std::string body(2 << 20, 'b');
+
+  // Announces 2 MiB and sends one byte of it.
+  const int slow = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(static_cast<uint16_t>(listener_->port()));
+  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&server), sizeof server), 0);
+  const std::string head =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\nb";
+  ASSERT_EQ(::send(slow, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+
+  httplib::Client client = Client();
+  httplib::Result refused = client.Post("/echo", body, "text/plain");
+  for (int i = 0; i < 100 && !(refused && refused->status == 503); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    refused = client.Post("/echo", body, "text/plain");
+  }
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(ErrorCode(refused), "overloaded");
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "5");
+  const httplib::Result small = client.Post("/echo", std::string(1000, 's'), "text/plain");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200);
+  // Another address has its own share.
+  const std::string other = testing::SendRawRequest(
+      listener_->port(),
+      "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+      "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body,
+      "127.0.0.2");
+  EXPECT_EQ(other.rfind("HTTP/1.1 200", 0), 0u) << other.substr(0, 200);
+
+  // The slow body completes: its bytes are given back once it is answered.
+  for (size_t sent = 1; sent < body.size();) {
+    const ssize_t n = ::send(slow, body.data() + sent, body.size() - sent, 0);
+    ASSERT_GT(n, 0);
+    sent += static_cast<size_t>(n);
+  }
+  std::string status_line;
+  char c = 0;
+  while (status_line.size() < 12 && ::recv(slow, &c, 1, 0) == 1)
+    status_line += c;
+  EXPECT_EQ(status_line, "HTTP/1.1 200");
+  ::close(slow);
+  httplib::Result served = client.Post("/echo", body, "text/plain");
+  for (int i = 0; i < 100 && !(served && served->status == 200); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    served = client.Post("/echo", body, "text/plain");
+  }
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->status, 200);
+  EXPECT_EQ(served->body.size(), body.size());
+}
+
 // A deferred POST reads its body like any route and is answered from another thread; it
 // trims the heap as the others do: for a large body, for a RequestHeapTrim in its handler,
 // and for Responder::TrimHeapAfterAnswer.

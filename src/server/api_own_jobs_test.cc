@@ -111,12 +111,28 @@ TEST_F(ApiOwnJobsTest, AJobsOwnTokenReadsOnlyTheJobsOfItsMembersSlurmUser) {
   const std::string own = made.body.value("token", "");
 
   // Every job route for her job; another user's job is as unknown as a job that never ran.
-  for (const std::string suffix : {"", "/timeline", "/verdicts", "/ledger", "/stacks"}) {
+  for (const std::string suffix :
+       {"", "/timeline", "/verdicts", "/ledger", "/stacks", "/segments"}) {
     EXPECT_EQ(Status(Job("77") + suffix, own), 200) << suffix;
     Reply other = Call("GET", Job("78") + suffix, "", Bearer(own));
     EXPECT_EQ(other.status, 404) << suffix << " " << other.body;
     EXPECT_EQ(Code(other), Code(Call("GET", Job("99") + suffix, "", Bearer(own)))) << suffix;
   }
+  // Trace segments: hers are listed and downloaded, bob's are not found through his job.
+  for (const std::string job : {"77", "78"}) {
+    Reply sent =
+        Call("POST", "/dp/v1/segments",
+             api_testing::TraceSegment(job, "worker2", 100, kStart).dump(), Bearer(credential_));
+    ASSERT_EQ(sent.status, 200) << sent.body;
+  }
+  Reply hers = Call("GET", Job("77") + "/segments", "", Bearer(own));
+  ASSERT_EQ(hers.body["segments"].size(), 1u) << hers.body;
+  EXPECT_EQ(Status(hers.body["segments"][0]["download"], own), 200);
+  Reply his = Call("GET", Job("78") + "/segments", "", Bearer(token_));
+  ASSERT_EQ(his.body["segments"].size(), 1u) << his.body;
+  const std::string his_download = his.body["segments"][0]["download"];
+  EXPECT_EQ(Status(his_download, token_), 200);
+  EXPECT_EQ(Status(his_download, own), 404);
   // Stacks of a job the server has no record of (they may come first) are not hers either.
   EXPECT_EQ(Status(Job("99") + "/stacks", token_), 200);
   EXPECT_EQ(Status(Job("99") + "/stacks", own), 404);

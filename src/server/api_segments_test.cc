@@ -1,6 +1,10 @@
 // Trace segments end to end: sent by a compute's daemon to the data plane, listed and downloaded
 // through the console API, expired by retention.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,29 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-// As libexpanse-agent.so writes it (docs/formats/capture-spool.md, "Trace segments").
 json Segment(const std::string& job, const std::string& host, int pid, int64_t start_ms,
              const std::string& kernel = "_Z4gemmv") {
-  return {{"displayTimeUnit", "ms"},
-          {"traceEvents",
-           {{{"ph", "X"},
-             {"cat", "kernel"},
-             {"name", kernel},
-             {"pid", pid},
-             {"tid", 1000007},
-             {"ts", start_ms * 1000.0 + 100},
-             {"dur", 2000.0}}}},
-          {"otherData",
-           {{"format", "expanse-trace-segment/1"},
-            {"job_id", job},
-            {"host", host},
-            {"pid", pid},
-            {"uid", 1001},
-            {"window_start_ms", start_ms},
-            {"window_end_ms", start_ms + 10'000},
-            {"trigger", {{"id", job + "-1-GPU-a"}, {"reason", "gpu_idle"}}},
-            {"events", 1},
-            {"dropped_events", 0}}}};
+  return api_testing::TraceSegment(job, host, pid, start_ms, kernel);
 }
 
 class ApiSegmentsTest : public api_testing::ApiTest {
@@ -99,6 +83,9 @@ TEST_F(ApiSegmentsTest, ASegmentSentTwiceIsKeptOnceListedAndDownloadedAsSent) {
   EXPECT_EQ(got.headers.find("Content-Disposition")->second,
             "attachment; filename=\"seg-77-worker1-101-" + std::to_string(api_testing::kStart) +
                 ".json\"");
+  // The list names the file as the download does: the console's link keeps that name.
+  EXPECT_EQ(first["file_name"],
+            "seg-77-worker1-101-" + std::to_string(api_testing::kStart) + ".json");
   EXPECT_TRUE(std::filesystem::exists(SegmentFile(sha)));
   EXPECT_EQ(std::filesystem::status(SegmentFile(sha)).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
@@ -203,6 +190,16 @@ TEST_F(ApiSegmentsTest, ASegmentIsReadOnlyThroughItsOwnJobAndCompute) {
   Reply anonymous =
       Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + sha, "", {});
   EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+  // Its file changed on disk: refused, and the answer names no path of the server's.
+  {
+    std::ofstream changed(SegmentFile(sha), std::ios::trunc);
+    changed << text.substr(0, text.size() - 1) << ' ';
+  }
+  Reply damaged =
+      Call("GET", "/api/v1/computes/" + compute_ + "/jobs/77/segments/" + sha, "", Bearer(token_));
+  EXPECT_EQ(damaged.status, 500) << damaged.body;
+  EXPECT_EQ(Code(damaged), "segment_bytes_changed") << damaged.body;
+  EXPECT_EQ(damaged.body.dump().find(dir_.string()), std::string::npos) << damaged.body;
   // Listed, but its bytes lost (a disk replaced): said so, not served empty.
   std::filesystem::remove(SegmentFile(sha));
   Reply gone =
@@ -299,3 +296,61 @@ TEST_F(ApiSegmentsTest, OnlyTheComputesControllerGetsAGrantAndOnlyForASegmentItC
 }  // namespace
 }  // namespace api_segments_test
 }  // namespace expanse::server
+
+namespace expanse::server::api_segments_test {
+namespace {
+
+// A write a crash cut short leaves its temporary; it goes once it is stale, when its segment is
+// sent again or removed. A younger one may be another request's write in progress: kept.
+TEST_F(ApiSegmentsTest, TemporariesACrashLeftAreRemovedOnceStale) {
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  const std::string sha = crypto::Sha256Hex(text);
+  const std::filesystem::path file = SegmentFile(sha);
+  std::filesystem::create_directories(file.parent_path());
+  const auto temporary = [&](const std::string& suffix, int64_t age_ms) {
+    const std::filesystem::path path = file.parent_path() / ("." + sha + ".json.tmp." + suffix);
+    std::ofstream(path) << text.substr(0, 10);
+    const int64_t mtime_ms = clock_.NowMs() - age_ms;
+    const timespec times[2] = {{mtime_ms / 1000, 0}, {mtime_ms / 1000, 0}};
+    EXPECT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+    return path;
+  };
+  const std::filesystem::path stale = temporary("AAAAAA", 16 * 60 * 1000);
+  const std::filesystem::path fresh = temporary("BBBBBB", 60 * 1000);
+  const std::filesystem::path other =
+      file.parent_path() / ("." + std::string(64, 'e') + ".json.tmp.CCCCCC");
+  std::ofstream(other) << "x";
+  ASSERT_EQ(Send(text).status, 200);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
+  EXPECT_TRUE(std::filesystem::exists(other)) << "another segment's temporary";
+  EXPECT_TRUE(std::filesystem::exists(file));
+
+  clock_.Advance(int64_t{31} * 24 * 3600 * 1000);  // retention removes it, and the now stale one
+  ASSERT_EQ(*app_->ExpireSegmentsOnce(clock_.NowMs()), 1);
+  EXPECT_FALSE(std::filesystem::exists(file));
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
+// At most two segments are parsed at once; another is asked to come back, and nothing of it is
+// kept.
+TEST_F(ApiSegmentsTest, ASegmentBeyondTheParsesAtOnceIsAskedToComeBack) {
+  std::optional<ConcurrencySlots::Slot> first = app_->segment_parses().TryTake();
+  std::optional<ConcurrencySlots::Slot> second = app_->segment_parses().TryTake();
+  ASSERT_TRUE(first && second);
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  Reply busy = Send(text);
+  EXPECT_EQ(busy.status, 503) << busy.body;
+  EXPECT_EQ(Code(busy), "segments_busy") << busy.body;
+  EXPECT_EQ(busy.headers.count("Retry-After"), 1u);
+  EXPECT_EQ(List().body["segments"], json::array());
+  EXPECT_EQ(app_->segment_parses().in_use(), 2);
+  second.reset();
+  Reply taken = Send(text);
+  EXPECT_EQ(taken.status, 200) << taken.body;
+  EXPECT_EQ(List().body["segments"].size(), 1u);
+  EXPECT_EQ(app_->segment_parses().in_use(), 1) << "the upload gave its slot back";
+}
+
+}  // namespace
+}  // namespace expanse::server::api_segments_test

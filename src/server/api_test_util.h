@@ -34,6 +34,32 @@ inline json TenMinuteSeries(const std::string& device, const std::string& metric
           {"t0", t0},          {"dt", dt},         {"v", v}};
 }
 
+// A trace segment as libexpanse-agent.so writes it (docs/formats/capture-spool.md, "Trace
+// segments"): one kernel of job `job` on `host`, a 10 s window from `start_ms`.
+inline json TraceSegment(const std::string& job, const std::string& host, int pid, int64_t start_ms,
+                         const std::string& kernel = "_Z4gemmv") {
+  return {{"displayTimeUnit", "ms"},
+          {"traceEvents",
+           {{{"ph", "X"},
+             {"cat", "kernel"},
+             {"name", kernel},
+             {"pid", pid},
+             {"tid", 1000007},
+             {"ts", start_ms * 1000.0 + 100},
+             {"dur", 2000.0}}}},
+          {"otherData",
+           {{"format", "expanse-trace-segment/1"},
+            {"job_id", job},
+            {"host", host},
+            {"pid", pid},
+            {"uid", 1001},
+            {"window_start_ms", start_ms},
+            {"window_end_ms", start_ms + 10'000},
+            {"trigger", {{"id", job + "-1-GPU-a"}, {"reason", "gpu_idle"}}},
+            {"events", 1},
+            {"dropped_events", 0}}}};
+}
+
 inline constexpr char kHeartbeat[] =
     R"({"version":1,"daemon_version":"0.1.0","controller_host":"ctl"})";
 

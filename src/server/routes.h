@@ -13,6 +13,7 @@
 #include "promstore/forwarder.h"
 #include "promstore/remote_telemetry_store.h"
 #include "server/alert_sender.h"
+#include "server/concurrency_slots.h"
 #include "server/control_plane.h"
 #include "server/route_util.h"
 #include "server/segment_store.h"
@@ -63,6 +64,8 @@ struct RouteContext {
   promstore::RemoteTelemetryStore* remote_telemetry = nullptr;
   // Where trace segments' bytes are kept (segment_store.h); null: the server keeps none.
   SegmentStore* segments = nullptr;
+  // Trace segments parsed at once (segment_routes.cc); set wherever `segments` is.
+  ConcurrencySlots* segment_parses = nullptr;
   int64_t stack_retention_ms = 0;   // --stack-retention; 0: stacks are kept for ever
   size_t max_envelope_samples = 0;  // ServerOptions::max_envelope_samples
 };

@@ -63,11 +63,15 @@ std::string S3ErrorCode(std::string_view body) {
 }
 
 S3SegmentStore::S3SegmentStore(S3SegmentStoreOptions options, std::string bucket_url,
-                               std::string prefix, std::unique_ptr<net::HttpClient> client)
+                               std::string prefix,
+                               std::vector<std::unique_ptr<net::HttpClient>> clients)
     : options_(std::move(options)),
       bucket_url_(std::move(bucket_url)),
       prefix_(std::move(prefix)),
-      client_(std::move(client)) {}
+      clients_(std::move(clients)) {
+  for (const auto& client : clients_)
+    idle_.push_back(client.get());
+}
 
 Result<std::unique_ptr<S3SegmentStore>> S3SegmentStore::Open(S3SegmentStoreOptions options) {
   const std::string& url = options.url;
@@ -100,10 +104,15 @@ Result<std::unique_ptr<S3SegmentStore>> S3SegmentStore::Open(S3SegmentStoreOptio
   http.user_agent = "expanse-server";
   // A segment is at most 64 MiB; a GET's answer holds one.
   http.max_response_bytes = wire::kMaxTraceSegmentBytes + 1;
-  EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> client, net::HttpClient::Create(http));
+  std::vector<std::unique_ptr<net::HttpClient>> clients;
+  for (size_t i = 0; i < kBucketConnections; ++i) {
+    EXPANSE_ASSIGN_OR_RETURN(std::unique_ptr<net::HttpClient> client,
+                             net::HttpClient::Create(http));
+    clients.push_back(std::move(client));
+  }
   std::unique_ptr<S3SegmentStore> store(new S3SegmentStore(std::move(options),
                                                            url.substr(0, path) + "/" + bucket,
-                                                           std::move(prefix), std::move(client)));
+                                                           std::move(prefix), std::move(clients)));
 
   EXPANSE_ASSIGN_OR_RETURN(net::HttpResponse head,
                            store->Send("HEAD", store->bucket_url_, "", kEmptySha256));
@@ -140,7 +149,29 @@ Result<net::HttpResponse> S3SegmentStore::Send(std::string method, std::string u
   request.aws_sigv4 = net::AwsSigV4{.region = options_.region,
                                     .access_key = options_.access_key,
                                     .secret_key = options_.secret_key};
-  Result<net::HttpResponse> response = client_->Send(request);
+  net::HttpClient* client = nullptr;
+  {
+    std::unique_lock lock(idle_mu_);
+    if (!idle_cv_.wait_for(lock, kWaitForConnection, [&] { return !idle_.empty(); })) {
+      return Unavailable("S3 segment store: all " + std::to_string(kBucketConnections) +
+                         " connections to the bucket are busy");
+    }
+    client = idle_.back();
+    idle_.pop_back();
+  }
+  // Given back however Send leaves (an exception included).
+  struct GiveBack {
+    S3SegmentStore* store;
+    net::HttpClient* client;
+    ~GiveBack() {
+      {
+        std::lock_guard lock(store->idle_mu_);
+        store->idle_.push_back(client);
+      }
+      store->idle_cv_.notify_one();
+    }
+  } give_back{this, client};
+  Result<net::HttpResponse> response = client->Send(request);
   if (!response.ok())
     return Unavailable("S3 segment store: " + response.status().message());
   return response;

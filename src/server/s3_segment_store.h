@@ -6,14 +6,23 @@
 //
 // A failed request is kUnavailable (reason segment_store_unavailable): the server answers 503
 // and keeps no record of the segment, and the sender tries again later.
+//
+// Requests to the bucket go over kBucketConnections connections at once, each its own libcurl
+// handle; a request that finds all of them busy for kWaitForConnection is kUnavailable too. One
+// handle for all (as until 2026-12-08) let one slow PUT hold every other upload, download and
+// retention DELETE behind it, and with them the server's request workers.
 #ifndef EXPANSE_SERVER_S3_SEGMENT_STORE_H_
 #define EXPANSE_SERVER_S3_SEGMENT_STORE_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "net/http_client.h"
@@ -41,6 +50,9 @@ std::string S3ErrorCode(std::string_view body);
 
 class S3SegmentStore final : public SegmentStore {
  public:
+  static constexpr size_t kBucketConnections = 4;
+  static constexpr std::chrono::milliseconds kWaitForConnection{2000};
+
   // Checks the URL and that the bucket answers to the key (HEAD): a wrong key or a missing
   // bucket is reported at start, by name.
   static Result<std::unique_ptr<S3SegmentStore>> Open(S3SegmentStoreOptions options);
@@ -52,15 +64,18 @@ class S3SegmentStore final : public SegmentStore {
 
  private:
   S3SegmentStore(S3SegmentStoreOptions options, std::string bucket_url, std::string prefix,
-                 std::unique_ptr<net::HttpClient> client);
+                 std::vector<std::unique_ptr<net::HttpClient>> clients);
   Result<std::string> UrlOf(std::string_view compute_id, std::string_view sha256) const;
   Result<net::HttpResponse> Send(std::string method, std::string url, std::string body,
                                  std::string_view body_sha256);
 
   S3SegmentStoreOptions options_;
-  std::string bucket_url_;  // <endpoint>/<bucket>
-  std::string prefix_;      // "" or ending in '/'
-  std::unique_ptr<net::HttpClient> client_;
+  std::string bucket_url_;                                 // <endpoint>/<bucket>
+  std::string prefix_;                                     // "" or ending in '/'
+  std::vector<std::unique_ptr<net::HttpClient>> clients_;  // kBucketConnections
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  std::vector<net::HttpClient*> idle_;  // of clients_, not sending now
 };
 
 }  // namespace expanse::server

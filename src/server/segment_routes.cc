@@ -1,14 +1,15 @@
 // Trace segments (docs/api.md, "Trace segments"): the data plane takes a segment from a
 // compute's daemon, the console API lists a job's segments and hands one out as the Chrome
 // trace JSON file that Perfetto opens.
-#include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "core/quote.h"
 #include "crypto/hash.h"
+#include "server/concurrency_slots.h"
 #include "server/ingest_batch.h"
 #include "server/route_util.h"
 #include "server/routes.h"
@@ -44,6 +45,13 @@ std::string FileNameText(std::string_view text) {
   return out;
 }
 
+// The name a download of `s` is saved under: the Content-Disposition's, and the list's
+// "file_name", so the console's link says the same.
+std::string DownloadFileName(const store::TraceSegmentRecord& s) {
+  return FileNameText("seg-" + s.job_id + "-" + s.host + "-" + std::to_string(s.pid) + "-" +
+                      std::to_string(s.window_start_ms) + ".json");
+}
+
 json SegmentJson(const store::TraceSegmentRecord& s) {
   json out = {{"sha256", s.sha256},
               {"host", s.host},
@@ -55,7 +63,8 @@ json SegmentJson(const store::TraceSegmentRecord& s) {
               {"bytes", s.bytes},
               {"events", s.events},
               {"received_ms", s.received_ms},
-              {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)}};
+              {"download", SegmentPath(s.compute_id, s.job_id, s.sha256)},
+              {"file_name", DownloadFileName(s)}};
   // Written by IngestSegment from the segment's own summary (wire::TraceSegmentHeader).
   if (!s.pc_sampling.empty()) {
     json pc = json::parse(s.pc_sampling, nullptr, /*allow_exceptions=*/false);
@@ -65,26 +74,19 @@ json SegmentJson(const store::TraceSegmentRecord& s) {
   return out;
 }
 
-// One of the few segment parses allowed at once, held for its scope.
-class SegmentParseSlot {
- public:
-  static constexpr int kAtOnce = 2;
-  SegmentParseSlot() : held_(in_flight_.fetch_add(1) < kAtOnce) {
-    if (!held_)
-      in_flight_.fetch_sub(1);
-  }
-  ~SegmentParseSlot() {
-    if (held_)
-      in_flight_.fetch_sub(1);
-  }
-  SegmentParseSlot(const SegmentParseSlot&) = delete;
-  SegmentParseSlot& operator=(const SegmentParseSlot&) = delete;
-  bool held() const { return held_; }
-
- private:
-  static inline std::atomic<int> in_flight_{0};
-  bool held_;
-};
+// The answer to a failure of the segment store: its own message names the store's inside (a
+// bucket's URL, a file's path), which goes to the server's log, not to the client; the code
+// and reason stay, so a sender still knows to come back (503) and a reader what went wrong.
+http::Response StoreFailureResponse(const Status& failure, std::string_view doing) {
+  std::fprintf(stderr, "expanse-server: trace segment store: %s: %s\n", std::string(doing).c_str(),
+               failure.ToString().c_str());
+  std::string message = "the trace segment store failed (the server's log says why)";
+  if (failure.code() == StatusCode::kUnavailable)
+    message = "the trace segment store is unavailable; try again shortly";
+  else if (failure.reason() == "segment_bytes_changed")
+    message = "the stored trace segment does not hold the bytes its name hashes";
+  return http::ErrorResponse(Status(failure.code(), message).WithReason(failure.reason()));
+}
 
 // Who sends a segment: the compute's controller with its credential, or a worker with a
 // segment-scoped grant (segment_grant.h), which admits only the segment it names.
@@ -127,8 +129,8 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
     return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
   // Parsing a segment whole takes many times its size in memory (a 22 MiB array of empty
   // objects took 610 MiB): a few at a time, the rest asked to come back (the daemons retry).
-  std::optional<SegmentParseSlot> slot(std::in_place);  // released once the segment is read
-  if (!slot->held())
+  std::optional<ConcurrencySlots::Slot> slot = ctx.segment_parses->TryTake();
+  if (!slot)
     return http::ErrorResponse(UnavailableError("the server is reading other trace "
                                                 "segments; send this one again shortly")
                                    .WithReason("segments_busy"));
@@ -154,7 +156,7 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
   slot.reset();  // storing it (a bucket's PUT may take seconds) is not reading it
   // The bytes first: a record names only a segment that is there.
   if (Status s = ctx.segments->Put(sender->compute_id, sha256, *bytes); !s.ok())
-    return http::ErrorResponse(s);
+    return StoreFailureResponse(s, "keeping " + sha256);
   store::TraceSegmentRecord record{
       .compute_id = sender->compute_id,
       .sha256 = sha256,
@@ -196,7 +198,7 @@ http::Response DownloadSegment(RouteContext& ctx, const http::Request& req) {
     return http::ErrorResponse(404, "not_found", "this server keeps no trace segments");
   Result<std::optional<std::string>> bytes = ctx.segments->Get(q->compute.id, sha256);
   if (!bytes.ok())
-    return http::ErrorResponse(bytes.status());
+    return StoreFailureResponse(bytes.status(), "reading " + sha256);
   if (!*bytes)
     return http::ErrorResponse(
         NotFoundError("trace segment " + sha256 + " is listed but its bytes are gone")
@@ -205,11 +207,7 @@ http::Response DownloadSegment(RouteContext& ctx, const http::Request& req) {
   response.content_type = "application/json";
   response.body = std::move(**bytes);
   response.headers = {
-      {"Content-Disposition", "attachment; filename=\"" +
-                                  FileNameText("seg-" + record->job_id + "-" + record->host + "-" +
-                                               std::to_string(record->pid) + "-" +
-                                               std::to_string(record->window_start_ms) + ".json") +
-                                  "\""},
+      {"Content-Disposition", "attachment; filename=\"" + DownloadFileName(*record) + "\""},
       {"X-Content-Type-Options", "nosniff"}};
   return response;
 }

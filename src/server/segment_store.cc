@@ -1,5 +1,6 @@
 #include "server/segment_store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "crypto/hash.h"
 #include "wire/trace_segment_header.h"
 
 namespace expanse::server {
@@ -38,12 +40,13 @@ bool IsSha256Hex(std::string_view s) {
 
 }  // namespace
 
-Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(std::string dir) {
+Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(std::string dir,
+                                                                           Clock& clock) {
   if (dir.empty())
     return InvalidArgumentError("the segment directory is empty");
   if (Status s = fs::MakeDirectories(dir, 0700); !s.ok())
     return Status(s.code(), "segment directory: " + s.message());
-  return std::unique_ptr<DirectorySegmentStore>(new DirectorySegmentStore(std::move(dir)));
+  return std::unique_ptr<DirectorySegmentStore>(new DirectorySegmentStore(std::move(dir), clock));
 }
 
 Result<std::string> SegmentObjectName(std::string_view compute_id, std::string_view sha256) {
@@ -61,11 +64,34 @@ Result<std::string> DirectorySegmentStore::PathOf(std::string_view compute_id,
   return dir_ + "/" + name;
 }
 
+void DirectorySegmentStore::RemoveStaleTemporaries(const std::string& directory,
+                                                   const std::string& name) {
+  // WriteFileAtomically's temporaries: ".<name>.tmp.XXXXXX" beside the file.
+  const std::string prefix = "." + name + ".tmp.";
+  Result<std::vector<std::string>> entries = fs::ListDirectory(directory);
+  if (!entries.ok())
+    return;  // nothing to tidy, or the write that follows says why
+  const int64_t now_ms = clock_.NowMs();
+  for (const std::string& entry : *entries) {
+    if (entry.rfind(prefix, 0) != 0)
+      continue;
+    const std::string path = directory + "/" + entry;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    const int64_t mtime_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
+    if (now_ms - mtime_ms >= kStaleTemporaryMs)
+      unlink(path.c_str());
+  }
+}
+
 Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view sha256,
                                   std::string_view bytes) {
   EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
   const auto [directory, name] = fs::SplitPath(path);
   EXPANSE_RETURN_IF_ERROR(fs::MakeDirectories(directory, 0700));
+  // A write a crash cut short is sent again by the daemon (it retries until answered).
+  RemoveStaleTemporaries(directory, name);
   // The name is the content's hash: a file there already holds these bytes (it was renamed
   // into place whole), so a repeat writes nothing.
   if (access(path.c_str(), F_OK) == 0)
@@ -76,13 +102,23 @@ Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view 
 Result<std::optional<std::string>> DirectorySegmentStore::Get(std::string_view compute_id,
                                                               std::string_view sha256) {
   EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
-  return fs::ReadSmallFile(path, wire::kMaxTraceSegmentBytes, fs::Symlinks::kRefuse);
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::optional<std::string> bytes,
+      fs::ReadSmallFile(path, wire::kMaxTraceSegmentBytes, fs::Symlinks::kRefuse));
+  // A disk's damage, or whoever else can write the directory, must not be served as the
+  // segment its name promises.
+  if (bytes && crypto::Sha256Hex(*bytes) != sha256)
+    return DataLossError("segment store: " + path + " does not hold the bytes its name hashes")
+        .WithReason("segment_bytes_changed");
+  return bytes;
 }
 
 Status DirectorySegmentStore::Remove(std::string_view compute_id, std::string_view sha256) {
   EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
   if (unlink(path.c_str()) != 0 && errno != ENOENT)
     return fs::ErrnoStatus(errno, "remove " + path);
+  const auto [directory, name] = fs::SplitPath(path);
+  RemoveStaleTemporaries(directory, name);
   return OkStatus();
 }
 

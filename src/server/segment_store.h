@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/clock.h"
 #include "core/result.h"
 #include "core/status.h"
 #include "store/job_store.h"
@@ -42,10 +43,17 @@ class SegmentStore {
 
 // <dir>/<compute id>/<first two hex digits>/<sha256>.json, each written atomically (a
 // temporary, fsync, rename), directories 0700 and files 0600: only the server reads them.
+// A file read back must still hash to its name (a disk's or another writer's damage is
+// kDataLoss "segment_bytes_changed", never served). A temporary a crash left behind is
+// removed when its segment is written again or removed, once it is kStaleTemporaryMs old
+// (younger ones may be another request's write of the same segment in progress).
 class DirectorySegmentStore final : public SegmentStore {
  public:
-  // Creates `dir` (0700) when missing.
-  static Result<std::unique_ptr<DirectorySegmentStore>> Open(std::string dir);
+  static constexpr int64_t kStaleTemporaryMs = 15 * 60 * 1000;
+
+  // Creates `dir` (0700) when missing. `clock` (wall time, compared with files' mtimes)
+  // must outlive the store.
+  static Result<std::unique_ptr<DirectorySegmentStore>> Open(std::string dir, Clock& clock);
 
   Status Put(std::string_view compute_id, std::string_view sha256, std::string_view bytes) override;
   Result<std::optional<std::string>> Get(std::string_view compute_id,
@@ -53,11 +61,14 @@ class DirectorySegmentStore final : public SegmentStore {
   Status Remove(std::string_view compute_id, std::string_view sha256) override;
 
  private:
-  explicit DirectorySegmentStore(std::string dir) : dir_(std::move(dir)) {}
+  DirectorySegmentStore(std::string dir, Clock& clock) : dir_(std::move(dir)), clock_(clock) {}
   // The file of (compute_id, sha256); kInvalidArgument for a name that is not one.
   Result<std::string> PathOf(std::string_view compute_id, std::string_view sha256) const;
+  // Removes the stale temporaries of `name` in `directory` (see the class comment).
+  void RemoveStaleTemporaries(const std::string& directory, const std::string& name);
 
   std::string dir_;
+  Clock& clock_;
 };
 
 // Retention: forgets the segments received before `before_ms` and removes their bytes, at most

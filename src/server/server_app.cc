@@ -100,7 +100,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
     EXPANSE_ASSIGN_OR_RETURN(app->segments_,
                              DirectorySegmentStore::Open(app->options_.segment_dir.empty()
                                                              ? app->options_.db_path + ".segments"
-                                                             : app->options_.segment_dir));
+                                                             : app->options_.segment_dir,
+                                                         clock));
   }
   EXPANSE_ASSIGN_OR_RETURN(
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));
@@ -116,6 +117,7 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   }
   app->context_->remote_telemetry = remote_store;
   app->context_->segments = app->segments_.get();
+  app->context_->segment_parses = &app->segment_parses_;
   app->context_->stack_retention_ms = app->options_.stack_retention_ms;
   app->context_->max_envelope_samples = app->options_.max_envelope_samples;
 

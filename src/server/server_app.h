@@ -98,6 +98,9 @@ class ServerApp {
   // many (fewer: none is left for now). serve.cc repeats it.
   static constexpr int kSegmentRetentionBatch = 1000;
   Result<int64_t> ExpireSegmentsOnce(int64_t now_ms);
+  // Trace segment uploads parsed at once; others are answered 503 segments_busy.
+  static constexpr int kSegmentParsesAtOnce = 2;
+  ConcurrencySlots& segment_parses() { return segment_parses_; }
   // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
   // PostgreSQL (docs/scaling.md), a store user waits about a quarter of a second for one.
   static constexpr int kStackRetentionBatch = store::kMaxExpireStacksLimit;
@@ -116,6 +119,8 @@ class ServerApp {
   std::unique_ptr<tsdb::TelemetryStore> tsdb_;
   std::unique_ptr<AlertSender> alert_sender_;
   std::unique_ptr<SegmentStore> segments_;
+  // Segment uploads parsed at once: parsing takes many times a segment's size.
+  ConcurrencySlots segment_parses_{kSegmentParsesAtOnce};
   std::unique_ptr<promstore::RemoteWriteForwarder> forwarder_;
   ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;
