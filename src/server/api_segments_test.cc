@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -350,6 +351,33 @@ TEST_F(ApiSegmentsTest, ASegmentBeyondTheParsesAtOnceIsAskedToComeBack) {
   EXPECT_EQ(taken.status, 200) << taken.body;
   EXPECT_EQ(List().body["segments"].size(), 1u);
   EXPECT_EQ(app_->segment_parses().in_use(), 1) << "the upload gave its slot back";
+}
+
+// A server whose segment directory would keep less free than it must: a new segment is refused
+// with a time to come back, nothing of it is kept, and one it already has is still taken.
+class ApiSegmentsFullDiskTest : public ApiSegmentsTest {
+ protected:
+  void Customize(ServerOptions& options) override {
+    options.segment_keep_free_bytes = std::numeric_limits<uint64_t>::max() / 2;
+  }
+};
+
+TEST_F(ApiSegmentsFullDiskTest, ANewSegmentIsRefusedWhenItWouldFillTheDisk) {
+  const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
+  Reply full = Send(text);
+  EXPECT_EQ(full.status, 507) << full.body;
+  EXPECT_EQ(Code(full), "segment_store_full") << full.body;
+  EXPECT_EQ(full.headers.count("Retry-After"), 1u);
+  EXPECT_EQ(full.body.dump().find(dir_.string()), std::string::npos) << full.body;
+  EXPECT_EQ(List().body["segments"], json::array());
+  EXPECT_FALSE(std::filesystem::exists(SegmentFile(crypto::Sha256Hex(text))));
+  // Written before the disk filled (here: by hand): a resend adds its row, writing nothing.
+  std::filesystem::create_directories(
+      std::filesystem::path(SegmentFile(crypto::Sha256Hex(text))).parent_path());
+  std::ofstream(SegmentFile(crypto::Sha256Hex(text))) << text;
+  Reply kept = Send(text);
+  EXPECT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(List().body["segments"].size(), 1u);
 }
 
 }  // namespace

@@ -85,6 +85,14 @@ http::Response StoreFailureResponse(const Status& failure, std::string_view doin
     message = "the trace segment store is unavailable; try again shortly";
   else if (failure.reason() == "segment_bytes_changed")
     message = "the stored trace segment does not hold the bytes its name hashes";
+  if (failure.reason() == "segment_store_full") {
+    // Retention frees room; the sender keeps the segment and tries again meanwhile.
+    http::Response full = http::ErrorResponse(
+        507, "segment_store_full",
+        "the server's trace segment store is full; send this segment again later");
+    full.headers.emplace_back("Retry-After", "300");
+    return full;
+  }
   return http::ErrorResponse(Status(failure.code(), message).WithReason(failure.reason()));
 }
 

@@ -1,8 +1,10 @@
 #include "server/segment_store.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -40,13 +42,14 @@ bool IsSha256Hex(std::string_view s) {
 
 }  // namespace
 
-Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(std::string dir,
-                                                                           Clock& clock) {
+Result<std::unique_ptr<DirectorySegmentStore>> DirectorySegmentStore::Open(
+    std::string dir, Clock& clock, uint64_t keep_free_bytes) {
   if (dir.empty())
     return InvalidArgumentError("the segment directory is empty");
   if (Status s = fs::MakeDirectories(dir, 0700); !s.ok())
     return Status(s.code(), "segment directory: " + s.message());
-  return std::unique_ptr<DirectorySegmentStore>(new DirectorySegmentStore(std::move(dir), clock));
+  return std::unique_ptr<DirectorySegmentStore>(
+      new DirectorySegmentStore(std::move(dir), clock, keep_free_bytes));
 }
 
 Result<std::string> SegmentObjectName(std::string_view compute_id, std::string_view sha256) {
@@ -85,6 +88,21 @@ void DirectorySegmentStore::RemoveStaleTemporaries(const std::string& directory,
   }
 }
 
+Status DirectorySegmentStore::CheckRoomFor(size_t bytes) const {
+  struct statvfs fs_stat {};
+  if (statvfs(dir_.c_str(), &fs_stat) != 0)
+    return fs::ErrnoStatus(errno, "statvfs " + dir_);
+  const uint64_t total = uint64_t{fs_stat.f_blocks} * fs_stat.f_frsize;
+  const uint64_t free = uint64_t{fs_stat.f_bavail} * fs_stat.f_frsize;
+  const uint64_t keep = std::max(keep_free_bytes_, total / 20);
+  if (free >= keep && free - keep >= bytes)
+    return OkStatus();
+  return ResourceExhaustedError("segment store: " + dir_ + " has " + std::to_string(free >> 20) +
+                                " MiB free, and keeps " + std::to_string(keep >> 20) +
+                                " MiB free for the server's database")
+      .WithReason("segment_store_full");
+}
+
 Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view sha256,
                                   std::string_view bytes) {
   EXPANSE_ASSIGN_OR_RETURN(const std::string path, PathOf(compute_id, sha256));
@@ -96,6 +114,7 @@ Status DirectorySegmentStore::Put(std::string_view compute_id, std::string_view 
   // into place whole), so a repeat writes nothing.
   if (access(path.c_str(), F_OK) == 0)
     return OkStatus();
+  EXPANSE_RETURN_IF_ERROR(CheckRoomFor(bytes.size()));
   return fs::WriteFileAtomically(directory, name, std::string(bytes), 0600);
 }
 

@@ -47,13 +47,20 @@ class SegmentStore {
 // kDataLoss "segment_bytes_changed", never served). A temporary a crash left behind is
 // removed when its segment is written again or removed, once it is kStaleTemporaryMs old
 // (younger ones may be another request's write of the same segment in progress).
+//
+// A new segment is refused (kResourceExhausted, reason "segment_store_full") when writing it
+// would leave less free on the directory's file system than the larger of `keep_free_bytes`
+// and 5 % of it: by default the directory is beside the SQLite file, and a disk the segments
+// filled would stop the server storing telemetry, jobs and sign-ins.
 class DirectorySegmentStore final : public SegmentStore {
  public:
   static constexpr int64_t kStaleTemporaryMs = 15 * 60 * 1000;
+  static constexpr uint64_t kDefaultKeepFreeBytes = uint64_t{1} << 30;
 
   // Creates `dir` (0700) when missing. `clock` (wall time, compared with files' mtimes)
   // must outlive the store.
-  static Result<std::unique_ptr<DirectorySegmentStore>> Open(std::string dir, Clock& clock);
+  static Result<std::unique_ptr<DirectorySegmentStore>> Open(
+      std::string dir, Clock& clock, uint64_t keep_free_bytes = kDefaultKeepFreeBytes);
 
   Status Put(std::string_view compute_id, std::string_view sha256, std::string_view bytes) override;
   Result<std::optional<std::string>> Get(std::string_view compute_id,
@@ -61,7 +68,10 @@ class DirectorySegmentStore final : public SegmentStore {
   Status Remove(std::string_view compute_id, std::string_view sha256) override;
 
  private:
-  DirectorySegmentStore(std::string dir, Clock& clock) : dir_(std::move(dir)), clock_(clock) {}
+  DirectorySegmentStore(std::string dir, Clock& clock, uint64_t keep_free_bytes)
+      : dir_(std::move(dir)), clock_(clock), keep_free_bytes_(keep_free_bytes) {}
+  // kResourceExhausted when `bytes` more would leave too little free (see the class comment).
+  Status CheckRoomFor(size_t bytes) const;
   // The file of (compute_id, sha256); kInvalidArgument for a name that is not one.
   Result<std::string> PathOf(std::string_view compute_id, std::string_view sha256) const;
   // Removes the stale temporaries of `name` in `directory` (see the class comment).
@@ -69,6 +79,7 @@ class DirectorySegmentStore final : public SegmentStore {
 
   std::string dir_;
   Clock& clock_;
+  uint64_t keep_free_bytes_;
 };
 
 // Retention: forgets the segments received before `before_ms` and removes their bytes, at most

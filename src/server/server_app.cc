@@ -97,11 +97,11 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
       return InvalidArgumentError("give either --segment-dir or --segment-s3-url, not both");
     EXPANSE_ASSIGN_OR_RETURN(app->segments_, S3SegmentStore::Open(app->options_.segment_s3));
   } else if (!app->options_.segment_dir.empty() || !store::IsPostgresUri(app->options_.db_path)) {
-    EXPANSE_ASSIGN_OR_RETURN(app->segments_,
-                             DirectorySegmentStore::Open(app->options_.segment_dir.empty()
-                                                             ? app->options_.db_path + ".segments"
-                                                             : app->options_.segment_dir,
-                                                         clock));
+    EXPANSE_ASSIGN_OR_RETURN(
+        app->segments_, DirectorySegmentStore::Open(app->options_.segment_dir.empty()
+                                                        ? app->options_.db_path + ".segments"
+                                                        : app->options_.segment_dir,
+                                                    clock, app->options_.segment_keep_free_bytes));
   }
   EXPANSE_ASSIGN_OR_RETURN(
       app->limits_, RateLimits::Default(clock, app->options_.credential_requests_per_second));

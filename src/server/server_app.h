@@ -36,6 +36,9 @@ struct ServerOptions {
   int64_t retention_ms = 0;  // telemetry kept this long; 0 = forever
   // The trace segments' directory (segment_store.h); "" = db_path + ".segments".
   std::string segment_dir;
+  // The free space a directory segment store leaves on its file system (at least 5 % of it):
+  // a segment that would leave less is refused (507 segment_store_full).
+  uint64_t segment_keep_free_bytes = DirectorySegmentStore::kDefaultKeepFreeBytes;
   // Or an S3-compatible bucket (s3_segment_store.h), when its url is given.
   S3SegmentStoreOptions segment_s3;
   // Trace segments kept this long after they arrived; 0 = forever.
