@@ -20,6 +20,7 @@
 
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>; with
 // g++ 12 in C++20 mode it does not compile unless <utility> comes first.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -327,9 +328,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                          ? admission_->framing.content_length
                          : limit;
     if (!admission_->content_encoding.empty())
-      bytes += limit;
-    std::optional<RequestBodyBudget::Hold> hold =
-        engine_->body_budget.TryHold(AddressKey(remote_addr_), static_cast<size_t>(bytes));
+      bytes = limit > std::numeric_limits<uint64_t>::max() - bytes
+                  ? std::numeric_limits<uint64_t>::max()
+                  : bytes + limit;
+    std::optional<RequestBodyBudget::Hold> hold = engine_->body_budget.TryHold(
+        AddressKey(remote_addr_),
+        static_cast<size_t>(std::min<uint64_t>(bytes, std::numeric_limits<size_t>::max())));
     if (!hold)
       return false;
     admission_->body_hold = std::move(*hold);
@@ -366,6 +370,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return;
     }
     if (!decoder.Append(raw) || !decoder.Finish()) {
+      raw.clear();
+      raw.shrink_to_fit();
       admission_->body_hold.Release();  // no worker has the request: only this thread
       // The body was read whole, so the connection is still in step.
       Answer(*decoder.error(), false);
@@ -379,8 +385,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // A read failed: a parse error gets its JSON answer and the connection closes; a deadline,
   // the peer going away or a cancelled read just closes.
   void OnReadError(beast::error_code ec) {
-    if (admission_)
-      admission_->body_hold.Release();  // read on this thread only: no worker has the request
+    if (admission_) {
+      // What was read of the body goes with its share of the budget (the connection may
+      // linger for seconds); read on this thread only: no worker has the request.
+      parser_->get().body().clear();
+      parser_->get().body().shrink_to_fit();
+      admission_->body_hold.Release();
+    }
     if (ec.category() != bhttp::make_error_code(bhttp::error::end_of_stream).category() ||
         ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message) {
       Close();

@@ -447,6 +447,12 @@ TEST_F(ListenerTest, LargeRequestBodiesAreBoundedPerAddressBeforeTheyAreRead) {
   const httplib::Result small = client.Post("/echo", std::string(1000, 's'), "text/plain");
   ASSERT_TRUE(small);
   EXPECT_EQ(small->status, 200);
+  // A chunked body's length is not known before it is read: it counts as its route's limit.
+  const std::string chunked =
+      testing::SendRawRequest(listener_->port(),
+                              "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.rfind("HTTP/1.1 503", 0), 0u) << chunked.substr(0, 200);
   // Another address has its own share.
   const std::string other = testing::SendRawRequest(
       listener_->port(),

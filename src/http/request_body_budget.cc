@@ -41,8 +41,11 @@ std::optional<RequestBodyBudget::Hold> RequestBodyBudget::TryHold(const std::str
   const std::lock_guard<std::mutex> lock(mu_);
   const auto it = per_key_.find(key);
   const size_t for_key = it == per_key_.end() ? 0 : it->second;
-  if ((held_ != 0 && held_ + bytes > max_total_) ||
-      (for_key != 0 && for_key + bytes > max_per_address_)) {
+  // Compared without adding: a route with a huge limit must not wrap the sums around.
+  const auto over = [&](size_t held, size_t max) {
+    return held != 0 && (held >= max || bytes > max - held);
+  };
+  if (over(held_, max_total_) || over(for_key, max_per_address_)) {
     ++refused_;
     return std::nullopt;
   }

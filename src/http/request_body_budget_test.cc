@@ -1,5 +1,6 @@
 #include "http/request_body_budget.h"
 
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -49,6 +50,15 @@ TEST(RequestBodyBudgetTest, OneBodyAloneAlwaysGoesThrough) {
   EXPECT_FALSE(budget.TryHold("b", 2 * kMiB));
   alone.reset();
   EXPECT_TRUE(budget.TryHold("b", 2 * kMiB));
+}
+
+TEST(RequestBodyBudgetTest, HugeBodiesDoNotWrapTheSumsAround) {
+  RequestBodyBudget budget(4 * kMiB, 4 * kMiB);
+  std::optional<RequestBodyBudget::Hold> first = budget.TryHold("a", kMiB);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(budget.TryHold("a", std::numeric_limits<size_t>::max()));
+  EXPECT_FALSE(budget.TryHold("b", std::numeric_limits<size_t>::max() - kMiB + 1));
+  EXPECT_EQ(budget.held(), kMiB);
 }
 
 TEST(RequestBodyBudgetTest, MovedHoldsGiveBackOnce) {

@@ -301,30 +301,40 @@ TEST_F(ApiSegmentsTest, OnlyTheComputesControllerGetsAGrantAndOnlyForASegmentItC
 namespace expanse::server::api_segments_test {
 namespace {
 
-// A write a crash cut short leaves its temporary; it goes once it is stale, when its segment is
-// sent again or removed. A younger one may be another request's write in progress: kept.
+// A write a crash cut short leaves its temporary; it goes once it is stale: when its segment is
+// sent again or removed, or when retention's sweep comes to its directory (a segment the daemon
+// sent again before the temporary was stale is never written again). A younger one may be
+// another request's write in progress: kept.
 TEST_F(ApiSegmentsTest, TemporariesACrashLeftAreRemovedOnceStale) {
   const std::string text = Segment("77", "worker1", 101, api_testing::kStart).dump();
   const std::string sha = crypto::Sha256Hex(text);
   const std::filesystem::path file = SegmentFile(sha);
-  std::filesystem::create_directories(file.parent_path());
-  const auto temporary = [&](const std::string& suffix, int64_t age_ms) {
-    const std::filesystem::path path = file.parent_path() / ("." + sha + ".json.tmp." + suffix);
+  const auto temporary = [&](const std::string& of, const std::string& suffix, int64_t age_ms) {
+    const std::filesystem::path path =
+        std::filesystem::path(SegmentFile(of)).parent_path() / ("." + of + ".json.tmp." + suffix);
+    std::filesystem::create_directories(path.parent_path());
     std::ofstream(path) << text.substr(0, 10);
     const int64_t mtime_ms = clock_.NowMs() - age_ms;
     const timespec times[2] = {{mtime_ms / 1000, 0}, {mtime_ms / 1000, 0}};
     EXPECT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
     return path;
   };
-  const std::filesystem::path stale = temporary("AAAAAA", 16 * 60 * 1000);
-  const std::filesystem::path fresh = temporary("BBBBBB", 60 * 1000);
-  const std::filesystem::path other =
-      file.parent_path() / ("." + std::string(64, 'e') + ".json.tmp.CCCCCC");
-  std::ofstream(other) << "x";
+  constexpr int64_t kMinute = 60 * 1000;
+  const std::filesystem::path stale = temporary(sha, "AAAAAA", 16 * kMinute);
+  const std::filesystem::path fresh = temporary(sha, "BBBBBB", kMinute);
+  const std::string other_sha(64, 'e');
+  const std::filesystem::path other_stale = temporary(other_sha, "CCCCCC", 16 * kMinute);
+  const std::filesystem::path other_fresh = temporary(other_sha, "DDDDDD", kMinute);
   ASSERT_EQ(Send(text).status, 200);
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::exists(fresh));
-  EXPECT_TRUE(std::filesystem::exists(other)) << "another segment's temporary";
+  EXPECT_TRUE(std::filesystem::exists(other_stale)) << "another segment's, left to the sweep";
+  EXPECT_TRUE(std::filesystem::exists(file));
+
+  ASSERT_EQ(*app_->ExpireSegmentsOnce(clock_.NowMs()), 0);  // the sweep, nothing expired
+  EXPECT_FALSE(std::filesystem::exists(other_stale));
+  EXPECT_TRUE(std::filesystem::exists(other_fresh));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
   EXPECT_TRUE(std::filesystem::exists(file));
 
   clock_.Advance(int64_t{31} * 24 * 3600 * 1000);  // retention removes it, and the now stale one

@@ -67,25 +67,46 @@ Result<std::string> DirectorySegmentStore::PathOf(std::string_view compute_id,
   return dir_ + "/" + name;
 }
 
-void DirectorySegmentStore::RemoveStaleTemporaries(const std::string& directory,
-                                                   const std::string& name) {
+size_t DirectorySegmentStore::RemoveStaleTemporaries(const std::string& directory,
+                                                     const std::string& name) {
   // WriteFileAtomically's temporaries: ".<name>.tmp.XXXXXX" beside the file.
-  const std::string prefix = "." + name + ".tmp.";
+  const std::string prefix = "." + name;
   Result<std::vector<std::string>> entries = fs::ListDirectory(directory);
   if (!entries.ok())
-    return;  // nothing to tidy, or the write that follows says why
+    return 0;  // nothing to tidy, or the write that follows says why
   const int64_t now_ms = clock_.NowMs();
+  size_t removed = 0;
   for (const std::string& entry : *entries) {
-    if (entry.rfind(prefix, 0) != 0)
+    const size_t tmp = entry.find(".tmp.", prefix.size());
+    if (entry.rfind(prefix, 0) != 0 || tmp == std::string::npos ||
+        (!name.empty() && tmp != prefix.size()))
       continue;
     const std::string path = directory + "/" + entry;
     struct stat st {};
     if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       continue;
     const int64_t mtime_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
-    if (now_ms - mtime_ms >= kStaleTemporaryMs)
-      unlink(path.c_str());
+    if (now_ms - mtime_ms >= kStaleTemporaryMs && unlink(path.c_str()) == 0)
+      ++removed;
   }
+  return removed;
+}
+
+size_t DirectorySegmentStore::SweepLeftovers(size_t max_directories) {
+  if (sweep_queue_.empty()) {  // a new round: every compute's shard directories
+    Result<std::vector<std::string>> computes = fs::ListDirectory(dir_);
+    for (const std::string& compute : computes.ok() ? *computes : std::vector<std::string>()) {
+      Result<std::vector<std::string>> shards = fs::ListDirectory(dir_ + "/" + compute);
+      for (const std::string& shard : shards.ok() ? *shards : std::vector<std::string>())
+        sweep_queue_.push_back(compute + "/" + shard);
+    }
+  }
+  size_t removed = 0;
+  for (size_t n = 0; n < max_directories && !sweep_queue_.empty(); ++n) {
+    removed += RemoveStaleTemporaries(dir_ + "/" + sweep_queue_.front(), "");
+    sweep_queue_.pop_front();
+  }
+  return removed;
 }
 
 Status DirectorySegmentStore::CheckRoomFor(size_t bytes) const {

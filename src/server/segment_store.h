@@ -9,7 +9,9 @@
 #ifndef EXPANSE_SERVER_SEGMENT_STORE_H_
 #define EXPANSE_SERVER_SEGMENT_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,14 +41,19 @@ class SegmentStore {
                                                  std::string_view sha256) = 0;
   // OK when nothing is kept under that name.
   virtual Status Remove(std::string_view compute_id, std::string_view sha256) = 0;
+  // Tidies what crashes left (a directory store's stale temporaries) in at most
+  // `max_directories` more of its directories, going on where the last call stopped; returns
+  // how many leftovers went. Retention calls it each pass.
+  virtual size_t SweepLeftovers(size_t /*max_directories*/) { return 0; }
 };
 
 // <dir>/<compute id>/<first two hex digits>/<sha256>.json, each written atomically (a
 // temporary, fsync, rename), directories 0700 and files 0600: only the server reads them.
 // A file read back must still hash to its name (a disk's or another writer's damage is
 // kDataLoss "segment_bytes_changed", never served). A temporary a crash left behind is
-// removed when its segment is written again or removed, once it is kStaleTemporaryMs old
-// (younger ones may be another request's write of the same segment in progress).
+// removed once it is kStaleTemporaryMs old (younger ones may be another request's write of
+// the same segment in progress): when its segment is written again or removed, or by
+// SweepLeftovers, which retention runs over every directory in turn.
 //
 // A new segment is refused (kResourceExhausted, reason "segment_store_full") when writing it
 // would leave less free on the directory's file system than the larger of `keep_free_bytes`
@@ -66,6 +73,7 @@ class DirectorySegmentStore final : public SegmentStore {
   Result<std::optional<std::string>> Get(std::string_view compute_id,
                                          std::string_view sha256) override;
   Status Remove(std::string_view compute_id, std::string_view sha256) override;
+  size_t SweepLeftovers(size_t max_directories) override;
 
  private:
   DirectorySegmentStore(std::string dir, Clock& clock, uint64_t keep_free_bytes)
@@ -74,12 +82,15 @@ class DirectorySegmentStore final : public SegmentStore {
   Status CheckRoomFor(size_t bytes) const;
   // The file of (compute_id, sha256); kInvalidArgument for a name that is not one.
   Result<std::string> PathOf(std::string_view compute_id, std::string_view sha256) const;
-  // Removes the stale temporaries of `name` in `directory` (see the class comment).
-  void RemoveStaleTemporaries(const std::string& directory, const std::string& name);
+  // Removes the stale temporaries in `directory` of `name`, or of any file when `name` is
+  // empty (see the class comment); returns how many went.
+  size_t RemoveStaleTemporaries(const std::string& directory, const std::string& name);
 
   std::string dir_;
   Clock& clock_;
   uint64_t keep_free_bytes_;
+  // SweepLeftovers' turn: the "<compute>/<xx>" directories still to look at this round.
+  std::deque<std::string> sweep_queue_;
 };
 
 // Retention: forgets the segments received before `before_ms` and removes their bytes, at most

@@ -162,7 +162,12 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
 }
 
 Result<int64_t> ServerApp::ExpireSegmentsOnce(int64_t now_ms) {
-  if (segments_ == nullptr || options_.segment_retention_ms <= 0)
+  if (segments_ == nullptr)
+    return int64_t{0};
+  // What crashes left, a few directories a pass, whatever the retention.
+  if (const size_t swept = segments_->SweepLeftovers(kSweptDirectoriesPerPass); swept > 0)
+    std::fprintf(stderr, "expanse-server: removed %zu stale temporary segment files\n", swept);
+  if (options_.segment_retention_ms <= 0)
     return int64_t{0};
   return ExpireSegments(store_->Jobs(), *segments_, now_ms - options_.segment_retention_ms,
                         kSegmentRetentionBatch);

@@ -100,7 +100,9 @@ class ServerApp {
   // Forgets up to kSegmentRetentionBatch trace segments older than the retention; returns how
   // many (fewer: none is left for now). serve.cc repeats it.
   static constexpr int kSegmentRetentionBatch = 1000;
+  // Each call also sweeps this many of the segment store's directories for crash leftovers.
   Result<int64_t> ExpireSegmentsOnce(int64_t now_ms);
+  static constexpr size_t kSweptDirectoriesPerPass = 64;
   // Trace segment uploads parsed at once; others are answered 503 segments_busy.
   static constexpr int kSegmentParsesAtOnce = 2;
   ConcurrencySlots& segment_parses() { return segment_parses_; }
