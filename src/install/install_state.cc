@@ -35,6 +35,8 @@ std::string RenderInstallState(const InstallState& s) {
             {"profiling_agent", s.profiling_agent},
             {"sampler_bootstrap", s.sampler_bootstrap},
             {"cupti_mode", s.cupti_mode},
+            {"cupti_variant", s.cupti_variant},
+            {"bundled_pyspy", s.bundled_pyspy},
             {"installed_ms", s.installed_ms}};
   return j.dump(2) + "\n";
 }
@@ -61,7 +63,7 @@ Result<InstallState> ParseInstallState(const std::string& text) {
           std::pair{"user", &s.user}, std::pair{"unit_name", &s.unit_name},
           std::pair{"unit_path", &s.unit_path}, std::pair{"slurm_conf", &s.slurm_conf},
           std::pair{"sampler_bootstrap", &s.sampler_bootstrap},
-          std::pair{"cupti_mode", &s.cupti_mode}}) {
+          std::pair{"cupti_mode", &s.cupti_mode}, std::pair{"cupti_variant", &s.cupti_variant}}) {
       EXPANSE_ASSIGN_OR_RETURN(*field, r.Text(key, kMaxText, kOptional));
     }
     for (auto [key, list] : {std::pair{"wired_files", &s.wired_files}, std::pair{"files", &s.files},
@@ -69,6 +71,8 @@ Result<InstallState> ParseInstallState(const std::string& text) {
       EXPANSE_ASSIGN_OR_RETURN(*list, r.Texts(key, kMaxPaths, kMaxText, kOptional));
     }
     EXPANSE_ASSIGN_OR_RETURN(s.profiling_agent, r.Bool("profiling_agent", true));
+    // A state written before these were recorded: what those installers always did.
+    EXPANSE_ASSIGN_OR_RETURN(s.bundled_pyspy, r.Bool("bundled_pyspy", true));
     EXPANSE_ASSIGN_OR_RETURN(s.installed_ms, r.Int("installed_ms", 0, wire::kMaxTimeMs, kOptional));
     return OkStatus();
   }();

@@ -32,6 +32,9 @@ struct InstallState {
   bool profiling_agent = true;
   std::string sampler_bootstrap;
   std::string cupti_mode;
+  // As asked for, so that a configuration tool can tell a changed request from the state:
+  std::string cupti_variant;  // --cupti-variant; "" = chosen from the driver
+  bool bundled_pyspy = true;  // --bundled-pyspy (controller)
   int64_t installed_ms = 0;
 };
 

@@ -27,6 +27,8 @@ InstallState Controller() {
   s.trees = {"/srv/expanse/cupti"};
   s.profiling_agent = false;
   s.cupti_mode = "auto";
+  s.cupti_variant = "cuda1300";
+  s.bundled_pyspy = false;
   s.installed_ms = 1'800'000'000'000;
   return s;
 }
@@ -37,6 +39,23 @@ TEST(InstallStateTest, RoundTrips) {
   EXPECT_EQ(RenderInstallState(*parsed), RenderInstallState(Controller()));
   EXPECT_FALSE(parsed->profiling_agent);
   EXPECT_EQ(parsed->trees, std::vector<std::string>{"/srv/expanse/cupti"});
+  EXPECT_EQ(parsed->cupti_variant, "cuda1300");
+  EXPECT_FALSE(parsed->bundled_pyspy);
+}
+
+// A state an older installer wrote lacks what was recorded later: read as what it then did.
+TEST(InstallStateTest, AnOlderStateReadsAsItsInstallerBehaved) {
+  std::string text = RenderInstallState(Controller());
+  for (const std::string member :
+       {R"("cupti_variant": "cuda1300",)", R"("bundled_pyspy": false,)"}) {
+    const size_t at = text.find(member);
+    ASSERT_NE(at, std::string::npos) << member;
+    text.erase(at, member.size());
+  }
+  Result<InstallState> parsed = ParseInstallState(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->cupti_variant, "");
+  EXPECT_TRUE(parsed->bundled_pyspy);
 }
 
 // Each of these made nlohmann throw inside the parser (caught there, but only by a catch-all

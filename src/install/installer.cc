@@ -155,6 +155,8 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
   state.profiling_agent = o.profiling_agent;
   state.sampler_bootstrap = o.sampler_bootstrap;
   state.cupti_mode = o.cupti_mode;
+  state.cupti_variant = o.cupti_variant;
+  state.bundled_pyspy = o.bundled_pyspy;
   state.installed_ms = host.clock().NowMs();
 
   EXPANSE_RETURN_IF_ERROR(PrepareDaemonStateDir(journal, paths, plan.account));

@@ -69,6 +69,7 @@ Status InstallSampler(const InstallOptions& o, const HostPaths& paths, const Out
   state.user = o.user;
   state.profiling_agent = o.profiling_agent;
   state.cupti_mode = o.cupti_mode;
+  state.cupti_variant = o.cupti_variant;
   state.installed_ms = paths.host->clock().NowMs();
   Status applied = [&]() -> Status {
     if (previous) {

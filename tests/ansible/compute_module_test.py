@@ -73,5 +73,54 @@ class PrologSamplerTest(unittest.TestCase):
             self.assertIsNone(self.found(), text)
 
 
+class FakeModule:
+    def __init__(self, **params):
+        self.params = params
+
+    def sha256(self, path):
+        return ""
+
+
+class RecordedSettingsTest(unittest.TestCase):
+    """What the installer recorded against what the role asks for: a changed --cupti-variant or
+    --bundled-pyspy is a reason to reinstall (it was not compared, so changing either in the
+    inventory did nothing), and a state from an installer that did not record them reads as its
+    defaults, not as a change."""
+
+    def module(self, role, **changed):
+        params = dict(role=role, shared_prefix="/nonexistent/prefix", user="slurm",
+                      cupti_mode="auto", profiling_agent=True, cupti_variant="",
+                      bundled_pyspy=True, systemd=True, sampler_bootstrap="", config="",
+                      daemon_version="", daemon_binary="", patch_slurm_conf=False,
+                      slurm_conf="")
+        params.update(changed)
+        return FakeModule(**params)
+
+    def older_state(self, role):
+        state = dict(compute.desired_settings(self.module(role)))
+        del state["cupti_variant"]
+        state.pop("bundled_pyspy", None)
+        return state
+
+    def test_an_older_state_with_the_defaults_is_no_change(self):
+        for role in ("controller", "sampler"):
+            module = self.module(role)
+            self.assertEqual(compute.differences(module, self.older_state(role),
+                                                 compute.desired_settings(module)), [], role)
+
+    def test_a_changed_variant_or_bundled_pyspy_is_a_change(self):
+        module = self.module("controller", cupti_variant="cuda1300", bundled_pyspy=False)
+        diffs = compute.differences(module, self.older_state("controller"),
+                                    compute.desired_settings(module))
+        self.assertEqual(diffs, [("bundled_pyspy", True, False), ("cupti_variant", "", "cuda1300")])
+        module = self.module("sampler", cupti_variant="cuda1300")
+        diffs = compute.differences(module, self.older_state("sampler"),
+                                    compute.desired_settings(module))
+        self.assertEqual(diffs, [("cupti_variant", "", "cuda1300")])
+        # Recorded as asked: nothing more to do.
+        recorded = dict(compute.desired_settings(module))
+        self.assertEqual(compute.differences(module, recorded, recorded), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,7 +12,8 @@
 #   - a two-node GPU job runs, and each host's GPU is the one SLURM allocated, with samples;
 #   - a changed DCGM setting: diff in check mode without changing, then the line and a
 #     restart; an upgrade by version: controller reinstall and sampler update, then changed=0
-#     (setting and version);
+#     (setting and version); changed install options (no bundled py-spy, a CUPTI variant):
+#     reinstalls that apply them, then changed=0;
 #   - uninstall (expanse_state=absent): slurm.conf byte-identical to the site's, units, files
 #     and the role's daemon.env lines gone, the compute deprovisioned; a second run changed=0.
 source "$(dirname "$0")/../lib/testlib.sh"
@@ -339,6 +340,24 @@ for h in "${HOSTS[@]}"; do (($(recap "$h" changed) > 0)) || fail "upgrade change
 assert_eq active "$(api GET "/api/v1/computes/$COMPUTE" | jq -r .state)" "compute state after the upgrade"
 playbook "${keep_cli[@]}" -e expanse_daemon_version=1.1.0 -e expanse_dcgm_host=127.0.0.1:5556
 assert_no_change "second run at 1.1.0 with the new DCGM address"
+
+# --- changed install options: the role reinstalls with them, then has nothing to do ------------
+# (Neither was compared with what the installer recorded: changing them did nothing.)
+[[ -x "$prefix/bin/py-spy" ]] || fail "the release's py-spy is not installed"
+options=("${keep_cli[@]}" -e expanse_daemon_version=1.1.0 -e expanse_dcgm_host=127.0.0.1:5556
+  -e expanse_bundled_pyspy=false -e expanse_cupti_variant=cuda1300)
+playbook "${options[@]}"
+assert_run_ok "run without the bundled py-spy and with a CUPTI variant"
+assert_match 'bundled_pyspy: True -> False' "$OUT" "the controller's reason (py-spy)"
+assert_match 'cupti_variant:  -> cuda1300' "$OUT" "the reason (CUPTI variant)"
+[[ ! -e "$prefix/bin/py-spy" ]] || fail "py-spy is still in $prefix/bin after --bundled-pyspy=false"
+assert_eq false "$("$TESTCLUSTER" exec "$ctl" -- jq -r .bundled_pyspy /var/lib/expanse-install/controller.json)" "recorded bundled_pyspy"
+for w in "$w1" "$w2"; do
+  assert_eq cuda1300 "$("$TESTCLUSTER" exec "$w" -- jq -r .cupti_variant /var/lib/expanse-install/sampler.json)" "recorded CUPTI variant on $w"
+done
+playbook "${options[@]}"
+assert_no_change "second run with the changed install options"
+pass "changed install options (bundled py-spy, CUPTI variant) reinstall once, then nothing"
 
 # --- uninstall ----------------------------------------------------------------------------------
 playbook -e expanse_state=absent

@@ -143,9 +143,11 @@ def desired_settings(module):
         "user": p["user"],
         "cupti_mode": p["cupti_mode"],
         "profiling_agent": p["profiling_agent"],
+        "cupti_variant": p["cupti_variant"],
         "unit_name": UNITS[p["role"]] if p["systemd"] else "",
     }
     if p["role"] == "controller":
+        want["bundled_pyspy"] = p["bundled_pyspy"]
         want["sampler_bootstrap"] = p["sampler_bootstrap"]
         want["config_path"] = p["config"] or DEFAULT_CONFIG
         if p["daemon_version"]:
@@ -162,7 +164,8 @@ def differences(module, current, want):
     p = module.params
     diffs = []
     for key, value in sorted(want.items()):
-        have = current.get(key, True if key == "profiling_agent" else "")
+        # A member an older installer did not record reads as what it did: the defaults.
+        have = current.get(key, True if key in ("profiling_agent", "bundled_pyspy") else "")
         if key == "daemon_version":
             have = canonical_version(have)
         if have != value:
