@@ -58,8 +58,12 @@ struct ControllerPlan {
 // keeps the identity), through the install's journal: if the new install then fails, its
 // rollback puts the previous runtime back, running as it was. (The operator guide promises
 // less, only that the identity stays; docs/architecture.md says why we do more.)
+// `prefix`: the new install's shared prefix. When it is the previous one, the nodes' CUPTI builds
+// (<prefix>/lib/cupti-nodes) stay: workers' running jobs have their agent loaded from there,
+// and deleting a file from another NFS client can kill them (SIGBUS); each node's Prolog
+// replaces its own build in one rename when the new release brings another.
 Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool reconfigure,
-                       Journal& journal, const Output& out) {
+                       const std::string& prefix, Journal& journal, const Output& out) {
   out.progress(
       "removing the previous installation (" +
       (state.daemon_version.empty() ? std::string("unknown version") : state.daemon_version) +
@@ -67,7 +71,10 @@ Status CleanUpPrevious(const InstallState& state, const HostPaths& paths, bool r
   JournalChanges changes(journal);
   EXPANSE_RETURN_IF_ERROR(StopAndRemoveUnit(changes, paths, state.unit_name, state.unit_path, out));
   EXPANSE_RETURN_IF_ERROR(RemoveHookWiring(changes, paths, state, "", reconfigure, out));
-  return RemoveInstalledFiles(changes, paths, state, out);
+  InstallState removed = state;
+  if (state.shared_prefix == prefix)
+    std::erase(removed.trees, prefix + "/" + release::kCuptiNodesDir);
+  return RemoveInstalledFiles(changes, paths, removed, out);
 }
 
 Status Preflight(const InstallOptions& o, const HostPaths& paths, ControllerPlan& plan,
@@ -578,7 +585,7 @@ Status InstallController(const InstallOptions& o, const HostPaths& paths,
     applied = [&]() -> Status {
       if (o.reinstall && plan.previous) {
         EXPANSE_RETURN_IF_ERROR(
-            CleanUpPrevious(*plan.previous, paths, o.reconfigure, journal, out));
+            CleanUpPrevious(*plan.previous, paths, o.reconfigure, o.shared_prefix, journal, out));
         // The cleanup put the site's own hook lines back: plan the wiring again from there.
         EXPANSE_ASSIGN_OR_RETURN(plan.wiring, PlanWiring(host, o.slurm_conf, plan.hooks));
       }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <optional>
 
 #include "core/file_util.h"
 #include "core/version_compare.h"
@@ -53,10 +54,13 @@ Status TakeDaemon(const release::ExtractedRelease& extracted, ResolvedRelease& o
   return OkStatus();
 }
 
-// CUPTI archives staged beside a --daemon-binary archive, each with a verified signature.
+// CUPTI archives of `version` staged beside a --daemon-binary archive, each with a verified
+// signature, copied into `staging_dir` with its .sig: the install copies exactly the bytes
+// verified, never the operator's file again (it could change meanwhile), and another release's
+// archives left in the same directory are not taken for this one's.
 std::vector<std::pair<release::ManifestCupti, std::string>> StagedCupti(
-    const std::string& dir, const std::string& key,
-    const std::function<void(const std::string&)>& log) {
+    const std::string& dir, const std::string& key, const std::string& version,
+    const std::string& staging_dir, const std::function<void(const std::string&)>& log) {
   std::vector<std::pair<release::ManifestCupti, std::string>> found;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr)
@@ -70,17 +74,35 @@ std::vector<std::pair<release::ManifestCupti, std::string>> StagedCupti(
   }
   closedir(d);
   for (const std::string& name : names) {
-    Result<release::StagedBinary> staged = release::InspectStagedBinary(dir + "/" + name, key);
+    const std::string copy = staging_dir + "/" + name;
+    Result<release::StagedBinary> staged =
+        release::InspectStagedBinary(dir + "/" + name, key, copy);
     if (!staged.ok() || !staged->verified || !staged->info) {
       log("staged CUPTI archive " + name +
           " skipped: " + (staged.ok() ? staged->message : staged.status().message()));
+      continue;
+    }
+    if (staged->info->name != release::kCuptiPackage || staged->info->version != version) {
+      log("staged CUPTI archive " + name + " skipped: it is " + staged->info->name + " " +
+          staged->info->version + ", not " + release::kCuptiPackage + " " + version);
+      continue;
+    }
+    // The signature beside the copy: the nodes verify the archive again from there.
+    constexpr size_t kMaxSignatureBytes = 4096;  // a base64 ECDSA signature is ~100 bytes
+    Result<std::optional<std::string>> signature =
+        fs::ReadSmallFile(dir + "/" + name + release::kSignatureSuffix, kMaxSignatureBytes,
+                          fs::Symlinks::kFollow, fs::Pipes::kRefuse);
+    if (!signature.ok() || !*signature ||
+        !fs::WriteFileAtomically(staging_dir, name + release::kSignatureSuffix, **signature, 0600)
+             .ok()) {
+      log("staged CUPTI archive " + name + " skipped: its signature could not be copied");
       continue;
     }
     release::ManifestCupti c;
     c.variant = staged->info->variant;
     c.arch = staged->info->arch;
     c.min_driver = staged->info->min_driver;
-    found.emplace_back(c, dir + "/" + name);
+    found.emplace_back(c, copy);
   }
   return found;
 }
@@ -160,7 +182,8 @@ Result<ResolvedRelease> ResolveRelease(const InstallOptions& o, const std::strin
   EXPANSE_RETURN_IF_ERROR(TakeDaemon(extracted, out));
   out.verified = true;
   const std::string dir = o.daemon_binary.substr(0, o.daemon_binary.rfind('/'));
-  for (const auto& [c, path] : StagedCupti(dir.empty() ? "/" : dir, key, log))
+  for (const auto& [c, path] :
+       StagedCupti(dir.empty() ? "/" : dir, key, out.version, staging_dir, log))
     out.cupti_archives.push_back(path);
   if (out.cupti_archives.empty())
     out.cupti_note = "CUPTI not installed: no signed CUPTI archives staged beside the daemon";

@@ -12,6 +12,7 @@
 
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "core/version_compare.h"
 #include "release/archive_extract.h"
 #include "release/embedded_key.h"
 #include "release/release_info.h"
@@ -47,6 +48,68 @@ std::string InstalledIdentity(const std::string& dir) {
   return info.ok() ? info->variant + "@" + info->version : "";
 }
 
+// Whether only root can have written `path` (no symbolic link, owned by root, not writable by
+// group or others).
+bool OnlyRootCouldWrite(const std::string& path, std::string& why) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    why = path + " cannot be read";
+    return false;
+  }
+  if (S_ISLNK(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) {
+    why = path + " is not root's alone (a link, another owner, or group/other-writable)";
+    return false;
+  }
+  return true;
+}
+
+// The key that verifies the archives on the mount when the caller gives none. The controller's
+// install stores the key that verified its release beside them (a site's own key, after an
+// agreed rotation); it is trusted only when nobody but root can have put it there, since
+// whoever could replace it could sign archives of their own that every node's root Prolog
+// would unpack and inject into jobs. Else the embedded release key, and `note` says why.
+std::string KeyForMount(const std::string& prefix, std::string& note) {
+  const std::string artifacts = prefix + "/" + kCuptiArtifactsDir;
+  const std::string key_path = artifacts + "/" + kArtifactsKeyName;
+  struct stat st {};
+  if (lstat(key_path.c_str(), &st) != 0)
+    return std::string(EmbeddedReleasePublicKey());
+  std::string why;
+  for (const std::string& path : {prefix, prefix + "/lib", artifacts, key_path}) {
+    if (!OnlyRootCouldWrite(path, why)) {
+      note = "; the key beside the archives is ignored (" + why + ")";
+      return std::string(EmbeddedReleasePublicKey());
+    }
+  }
+  Result<std::optional<std::string>> stored =
+      fs::ReadSmallFile(key_path, 65536, fs::Symlinks::kRefuse);
+  return stored.ok() && *stored ? **stored : std::string(EmbeddedReleasePublicKey());
+}
+
+struct SignedCupti {
+  std::string path;
+  ReleaseInfo info;
+};
+
+// The signed archives in `artifacts`, one per variant: the highest version of each (an
+// operator may leave an older release's archives beside the newer ones).
+std::vector<SignedCupti> SignedArchives(const std::string& artifacts, const std::string& key) {
+  std::vector<SignedCupti> out;
+  for (const std::string& path : CuptiArchives(artifacts)) {
+    Result<StagedBinary> staged = InspectStagedBinary(path, key);
+    if (!staged.ok() || !staged->verified || !staged->info || staged->info->name != kCuptiPackage)
+      continue;  // unsigned, damaged or another package: never used
+    auto same = std::find_if(out.begin(), out.end(), [&](const SignedCupti& c) {
+      return c.info.variant == staged->info->variant;
+    });
+    if (same == out.end())
+      out.push_back({path, *staged->info});
+    else if (CompareVersions(staged->info->version, same->info.version) > 0)
+      *same = {path, *staged->info};
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::string> LocalDriverVersion(std::string& why) {
@@ -79,27 +142,15 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
                           std::string_view key_pem) {
   NodeCupti out;
   const std::string artifacts = prefix + "/" + kCuptiArtifactsDir;
-  std::string key(key_pem);
-  if (key.empty()) {
-    Result<std::optional<std::string>> stored =
-        fs::ReadSmallFile(artifacts + "/" + kArtifactsKeyName, 65536);
-    key = stored.ok() && *stored ? **stored : std::string(EmbeddedReleasePublicKey());
-  }
+  std::string key_note;
+  const std::string key = key_pem.empty() ? KeyForMount(prefix, key_note) : std::string(key_pem);
+  const std::vector<SignedCupti> signed_archives = SignedArchives(artifacts, key);
   std::vector<ManifestCupti> variants;
-  std::vector<std::string> paths;
-  for (const std::string& path : CuptiArchives(artifacts)) {
-    Result<StagedBinary> staged = InspectStagedBinary(path, key);
-    if (!staged.ok() || !staged->verified || !staged->info)
-      continue;  // unsigned or damaged: never used
-    ManifestCupti c;
-    c.variant = staged->info->variant;
-    c.arch = staged->info->arch;
-    c.min_driver = staged->info->min_driver;
-    variants.push_back(c);
-    paths.push_back(path);
-  }
+  for (const SignedCupti& c : signed_archives)
+    variants.push_back(
+        {.variant = c.info.variant, .arch = c.info.arch, .min_driver = c.info.min_driver});
   if (variants.empty()) {
-    out.note = "CUPTI: no signed CUPTI archives in " + artifacts;
+    out.note = "CUPTI: no signed CUPTI archives in " + artifacts + key_note;
     return out;
   }
   Result<CuptiSelection> chosen = SelectCuptiVariant(variants, kArch, driver, pinned);
@@ -111,19 +162,16 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
     out.note = "CUPTI " + chosen->explanation;
     return out;
   }
-  std::string archive;
-  for (size_t i = 0; i < variants.size(); ++i) {
-    if (variants[i].variant == chosen->variant->variant)
-      archive = paths[i];
-  }
+  const SignedCupti& pick = *std::find_if(
+      signed_archives.begin(), signed_archives.end(),
+      [&](const SignedCupti& c) { return c.info.variant == chosen->variant->variant; });
   const std::string nodes = prefix + "/" + kCuptiNodesDir;
   const std::string target = nodes + "/" + host;
-  Result<ReleaseInfo> info = InspectArchive(archive);
-  const std::string wanted = info.ok() ? info->variant + "@" + info->version : "";
+  const std::string wanted = pick.info.variant + "@" + pick.info.version;
   out.variant = chosen->variant->variant;
   out.dir = target;
-  if (!wanted.empty() && InstalledIdentity(target) == wanted) {
-    out.note = "CUPTI " + chosen->explanation + " (already in place)";
+  if (InstalledIdentity(target) == wanted) {
+    out.note = "CUPTI " + chosen->explanation + " (already in place)" + key_note;
     return out;
   }
   if (!fs::MakeDirectories(nodes, 0755).ok()) {
@@ -137,8 +185,18 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
   const std::string fresh = target + ".new." + std::to_string(getpid());
   std::error_code ec;
   std::filesystem::remove_all(fresh, ec);
-  Result<ExtractedRelease> unpacked = ExtractArchive(archive, fresh);
+  // Unpacked from a copy of exactly the bytes verified, never from the mount's file again:
+  // it could be replaced between the check and the unpacking.
+  const std::string copy = nodes + "/." + host + ".archive." + std::to_string(getpid());
+  Result<ExtractedRelease> unpacked = [&]() -> Result<ExtractedRelease> {
+    EXPANSE_ASSIGN_OR_RETURN(StagedBinary verified, InspectStagedBinary(pick.path, key, copy));
+    if (!verified.info || verified.info->variant + "@" + verified.info->version != wanted)
+      return FailedPreconditionError(pick.path + " changed while it was read");
+    return ExtractArchive(copy, fresh);
+  }();
+  std::filesystem::remove(copy, ec);
   if (!unpacked.ok()) {
+    std::filesystem::remove_all(fresh, ec);
     out.variant.clear();
     out.note = "CUPTI not installed: " + unpacked.status().message();
     return out;
@@ -162,7 +220,7 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
   if (had)
     std::filesystem::remove_all(old, ec);
   out.changed = true;
-  out.note = "CUPTI " + chosen->explanation;
+  out.note = "CUPTI " + chosen->explanation + key_note;
   return out;
 }
 

@@ -23,6 +23,15 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   return std::move(*contents);
 }
 
+Result<std::string> ReadStagedFile(const std::string& path, size_t max_bytes) {
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::optional<std::string> contents,
+      fs::ReadSmallFile(path, max_bytes, fs::Symlinks::kFollow, fs::Pipes::kRefuse));
+  if (!contents)
+    return NotFoundError(path + " does not exist");
+  return std::move(*contents);
+}
+
 Status ReplaceFile(const std::string& path, std::string_view contents, mode_t mode) {
   auto [dir, name] = fs::SplitPath(path);
   return fs::WriteFileAtomically(dir, name, std::string(contents), mode);

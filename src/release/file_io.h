@@ -18,6 +18,11 @@ namespace expanse::release_internal {
 // The whole file; kNotFound when it does not exist, kResourceExhausted over `max_bytes`.
 Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 
+// As ReadWholeFile, for files another party may have placed (a staged archive and its .sig on
+// the shared mount): a FIFO or socket is refused at once, never waited on (a FIFO would hang
+// every root Prolog that reads it).
+Result<std::string> ReadStagedFile(const std::string& path, size_t max_bytes);
+
 // Replaces `path` atomically (temporary file, fsync, rename) with `contents` and `mode`.
 Status ReplaceFile(const std::string& path, std::string_view contents, mode_t mode);
 

@@ -276,7 +276,7 @@ Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_vi
   if (path.ends_with(kArchiveSuffix)) {
     const std::string signature_path = path + kSignatureSuffix;
     Result<std::string> signature =
-        release_internal::ReadWholeFile(signature_path, kMaxSignatureBytes);
+        release_internal::ReadStagedFile(signature_path, kMaxSignatureBytes);
     if (signature.status().code() == StatusCode::kNotFound) {
       return FailedPreconditionError(path + " has no signature beside it (" + signature_path +
                                      "); keep the .sig with a staged archive")
@@ -284,7 +284,7 @@ Result<StagedBinary> InspectStagedBinary(const std::string& path, std::string_vi
     }
     EXPANSE_RETURN_IF_ERROR(signature);
     EXPANSE_ASSIGN_OR_RETURN(std::string bytes,
-                             release_internal::ReadWholeFile(path, kMaxArchiveBytes));
+                             release_internal::ReadStagedFile(path, kMaxArchiveBytes));
     EXPANSE_RETURN_IF_ERROR(
         Annotate(crypto::VerifyBlob(public_key_pem, bytes, *signature), path + ": "));
     if (!verified_copy.empty()) {

@@ -179,12 +179,17 @@ assert_match 'existing daemon config found' "$out" "second install without --rei
 # --- upgrade: --reinstall, new version, no token -------------------------------------------------
 # With --cupti-variant: the pinned cuda1280 instead of the cuda1300 driver 580.95.05 would get.
 old_cred="$("$TESTCLUSTER" exec "$ctl" -- jq -r .credential /var/lib/slurm/.expanse/config.json)"
+# Another node's CUPTI build, as its Prolog left it: jobs there may have its agent loaded.
+mkdir -p "$prefix/lib/cupti-nodes/node-elsewhere/lib"
+echo in-use >"$prefix/lib/cupti-nodes/node-elsewhere/lib/libexpanse-agent.so"
 out="$(on_ctl PATH="$DIR/fakebin:$PATH" "$EXPANSE" compute install "${install_args[@]}" --reinstall \
   --daemon-version 1.1.0 --cupti-variant cuda1280 2>&1)" || fail "upgrade failed: $out"
 assert_match "heartbeat received" "$out" "upgrade waited for a heartbeat"
 assert_match 'CUPTI cuda1280.*pinned' "$out" "the upgrade's CUPTI variant, pinned"
 assert_match '"variant": *"cuda1280"' "$(cat "$prefix/lib/cupti-nodes/$ctl_host/release.json")" \
   "CUPTI build under lib/cupti-nodes/$ctl_host after the pinned upgrade"
+assert_eq in-use "$(cat "$prefix/lib/cupti-nodes/node-elsewhere/lib/libexpanse-agent.so" 2>&1)" \
+  "another node's CUPTI build after the controller's reinstall"
 assert_eq 1.1.0 "$("$TESTCLUSTER" exec "$ctl" -- jq -r .daemon_version /var/lib/expanse-install/controller.json)" "installed version after upgrade"
 # (Compared by digest: test logs do not show credentials either.)
 assert_eq "$(sha256sum <<<"$old_cred")" \
