@@ -250,8 +250,16 @@ Uploader::AnswerStep Uploader::HandleAnswer(OutboxEntry& entry, const net::HttpR
                                             RunSummary& summary, uint64_t& handled) {
   const int status = response.status;
   if (status >= 200 && status < 300) {
-    ++handled;
     const wire::IngestAnswer answer = wire::DecodeIngestAnswer(response.body);
+    // A stored batch's answer always names it. A 2xx that does not (a proxy's HTML page, an
+    // empty body) decodes to empty fields, which would read as durable and delete an entry that
+    // may never have reached the store: retried with backoff instead, as SendEnvelope refuses
+    // such an answer among several.
+    if (answer.batch_id.empty()) {
+      return {.done = Retry(summary, "HTTP " + std::to_string(status) + " names no batch_id",
+                            std::nullopt)};
+    }
+    ++handled;
     const bool duplicate = answer.duplicate;
     Sent sent{.sequence = entry.sequence, .durable = true};
     // An answer with a store_epoch is durable only when it says so; one without (a server

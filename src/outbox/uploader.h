@@ -19,7 +19,8 @@
 //
 // What each answer does to the entry at the head of the queue:
 // - 2xx: acknowledged once durable (above; a `"duplicate": true` answer too: the server
-//   already has it).
+//   already has it). A 2xx that names no batch_id (an empty or non-JSON body: a proxy's page)
+//   is not the store's answer: kept and retried with backoff.
 // - 429, 408, 5xx, a network or TLS failure, a timeout: kept; the next try waits with
 //   exponential backoff and full jitter (backoff.h), or Retry-After when the server sent one
 //   (at most backoff_cap_ms).

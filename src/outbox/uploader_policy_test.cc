@@ -92,7 +92,7 @@ class ScriptedServer {
       response.status = answer.status;
       if (!answer.retry_after.empty())
         response.set_header("Retry-After", answer.retry_after);
-      response.set_content(answer.body, "application/json");
+      response.set_content(WithBatchId(answer), "application/json");
     });
     // POST /dp/v1/sync from its own script; 404 once that is used up (a server without it).
     server_.Post(kSyncPath, [this](const httplib::Request& request, httplib::Response& response) {
@@ -142,8 +142,9 @@ class ScriptedServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
-  // In an envelope the server's 2xx answers always name their batch (the uploader trusts no
-  // answer that does not): scripted JSON objects without one get one.
+  // The server's 2xx answers always name their batch, alone or in an envelope (the uploader
+  // trusts no answer that does not): scripted JSON objects without one get one. Anything else
+  // (an HTML page, an empty body) goes as scripted.
   std::string WithBatchId(const Answer& answer) {
     nlohmann::json body = nlohmann::json::parse(answer.body, nullptr, false);
     if (answer.status < 200 || answer.status >= 300 || !body.is_object() ||
@@ -654,6 +655,38 @@ TEST_P(UploaderEnvelopeTest, AnEnvelopeTheServerCannotTakeNowIsRetried) {
   EXPECT_EQ(server_.envelopes(), 2u);
   EXPECT_EQ(server_.received().size(), 2u);  // both in the second envelope
   EXPECT_THAT(log_.joined(), Not(HasSubstr("one batch per request")));
+}
+
+// A 2xx that names no batch (a proxy's HTML page, an empty body) decodes to empty fields, which
+// would read as a durable answer: it is retried with backoff, and the entry stays until the
+// store's own answer comes. One entry queued: it goes alone also when envelopes are on.
+TEST_P(UploaderPolicyTest, A2xxThatNamesNoBatchIsRetriedNotAcknowledged) {
+  const uint64_t sequence = Enqueue("a");
+  server_.Script({{200, "<html><body>Maintenance</body></html>"}, {200, ""}});
+  RunSummary proxied = Run();
+  EXPECT_EQ(proxied.acked, 0u);
+  EXPECT_FALSE(proxied.drained);
+  EXPECT_EQ(proxied.retry_at_ms, clock_.NowMs() + 500);
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
+  clock_.Advance(500);
+  RunSummary empty = Run();
+  EXPECT_EQ(empty.acked, 0u);
+  EXPECT_EQ(empty.retry_at_ms, clock_.NowMs() + 1000);  // backing off
+  EXPECT_EQ(outbox_->stats().depth_entries, 1u);
+  UploaderStats stats = uploader_->stats();
+  EXPECT_EQ(stats.retries, 2u);
+  EXPECT_EQ(stats.acked, 0u);
+  EXPECT_EQ(stats.last_error, "HTTP 200 names no batch_id");
+  EXPECT_THAT(log_.joined(), HasSubstr("names no batch_id"));
+  clock_.Advance(1000);
+  RunSummary stored = Run();
+  EXPECT_TRUE(stored.drained);
+  EXPECT_EQ(stored.acked, 1u);
+  EXPECT_EQ(outbox_->stats().acked_through, sequence);
+  const std::vector<Received> received = server_.received();
+  ASSERT_EQ(received.size(), 3u);
+  for (const Received& r : received)
+    EXPECT_EQ(r.body, received[0].body);
 }
 
 // A 2xx among the answers that names no batch could be a proxy's empty answer: none of the

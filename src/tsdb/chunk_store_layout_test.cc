@@ -1,7 +1,8 @@
 // The chunk store's on-disk layout (docs/formats/tsdb-wal.md, "chunks.sqlite"): files from
 // earlier builds are upgraded and read as before, batch sequences are kept as bitmaps over
 // windows that never claim a missing sequence, and damaged or newer files are refused with a
-// clear error.
+// clear error, except for damage confined to rows the store can drop (an open chunk that does
+// not decode, a series row that repeats a key without data), which must not stop the server.
 // Tests go through Tsdb, as the server does, and look into the SQLite file directly.
 #include <sqlite3.h>
 #include <unistd.h>
@@ -87,6 +88,17 @@ class File {
     sqlite3_finalize(stmt);
     return rows;
   }
+  // Flips one bit of a blob in place, as a bad sector would.
+  void FlipBit(const char* table, const char* column, int64_t rowid, int byte) {
+    sqlite3_blob* blob = nullptr;
+    ASSERT_EQ(sqlite3_blob_open(db_, "main", table, column, rowid, 1, &blob), SQLITE_OK)
+        << sqlite3_errmsg(db_);
+    unsigned char value = 0;
+    EXPECT_EQ(sqlite3_blob_read(blob, &value, 1, byte), SQLITE_OK);
+    value ^= 0x10;
+    EXPECT_EQ(sqlite3_blob_write(blob, &value, 1, byte), SQLITE_OK);
+    sqlite3_blob_close(blob);
+  }
   void InsertChunk(const char* table, int64_t series_id, int64_t start_ms, int count) {
     std::vector<Sample> samples;
     for (int i = 0; i < count; ++i)
@@ -121,14 +133,15 @@ class ChunkStoreLayoutTest : public ::testing::Test {
 
   std::string FilePath() const { return dir_ + "/chunks.sqlite"; }
 
-  Result<std::unique_ptr<Tsdb>> TryOpen() {
+  Result<std::unique_ptr<Tsdb>> TryOpen(int64_t retention_ms = 0) {
     TsdbOptions options;
     options.directory = dir_;
-    options.log = [](std::string_view) {};
+    options.retention_ms = retention_ms;
+    options.log = [this](std::string_view line) { log_.emplace_back(line); };
     return Tsdb::Open(options, clock_);
   }
-  std::unique_ptr<Tsdb> OpenDb() {
-    Result<std::unique_ptr<Tsdb>> db = TryOpen();
+  std::unique_ptr<Tsdb> OpenDb(int64_t retention_ms = 0) {
+    Result<std::unique_ptr<Tsdb>> db = TryOpen(retention_ms);
     EXPECT_TRUE(db.ok()) << db.status();
     return db.ok() ? std::move(db).value() : nullptr;
   }
@@ -142,8 +155,9 @@ class ChunkStoreLayoutTest : public ::testing::Test {
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() && result->duplicate;
   }
-  static uint32_t SamplesIn(Tsdb& db, const SeriesKey& key) {
-    auto buckets = db.Query(key, kT0 - kHourMs, kT0 + kHourMs, 10);
+  static uint32_t SamplesIn(Tsdb& db, const SeriesKey& key, int64_t from_ms = kT0 - kHourMs,
+                            int64_t to_ms = kT0 + kHourMs) {
+    auto buckets = db.Query(key, from_ms, to_ms, 10);
     EXPECT_TRUE(buckets.ok()) << buckets.status();
     uint32_t n = 0;
     if (buckets.ok()) {
@@ -155,6 +169,7 @@ class ChunkStoreLayoutTest : public ::testing::Test {
 
   std::string dir_;
   ManualClock clock_{kT0};
+  std::vector<std::string> log_;
 };
 
 TEST_F(ChunkStoreLayoutTest, ALayoutZeroFileIsUpgradedAndReadAsBefore) {
@@ -550,7 +565,9 @@ TEST_F(ChunkStoreLayoutTest, DamagedSeriesAndWindowsAreReportedNotSkipped) {
   }
   const std::vector<std::pair<std::string, std::string>> damage = {
       {"DELETE FROM labels WHERE name = 'other'", "refers to a label that is not stored"},
-      {"INSERT INTO series SELECT 99, compute, host, device, metric FROM series LIMIT 1",
+      // Two rows of one key that both hold data (a row without any is dropped, below).
+      {"INSERT INTO series SELECT 99, compute, host, device, metric FROM series WHERE id = 1;"
+       "INSERT INTO heads SELECT 99, start_ms, end_ms, count, data FROM heads WHERE series_id = 1",
        "have the same key"},
       {"UPDATE batch_windows SET members = x'02'", "batch window 1 of stream 1 is damaged"},
       {"UPDATE batch_windows SET members = x''", "is damaged (0-byte bitmap"},
@@ -574,6 +591,154 @@ TEST_F(ChunkStoreLayoutTest, DamagedSeriesAndWindowsAreReportedNotSkipped) {
     ASSERT_FALSE(db.ok()) << sql;
     EXPECT_EQ(db.status().code(), StatusCode::kDataLoss) << sql;
     EXPECT_THAT(db.status().message(), HasSubstr(error)) << sql;
+  }
+}
+
+// An open chunk that does not decode (here one flipped bit fails its checksum) is dropped at
+// Open: logged, counted and its row deleted, while every other series and the series' sealed
+// chunks open as before. It used to be loaded as it was, and the first query, seal or flush of
+// the series aborted the server, again at every start.
+TEST_F(ChunkStoreLayoutTest, AnOpenChunkThatDoesNotDecodeIsDroppedAtOpen) {
+  const SeriesKey good = Key("n", "d", "good"), bad = Key("n", "d", "bad");
+  {
+    auto db = OpenDb();
+    ASSERT_NE(db, nullptr);
+    Batch batch;
+    batch.Add(good, std::vector<Sample>{{kT0, 1}, {kT0 + 1000, 2}});
+    // A sealed chunk three hours back, then an open one.
+    batch.Add(bad, std::vector<Sample>{{kT0 - 3 * kHourMs, 1}, {kT0, 2}, {kT0 + 1000, 3}});
+    ASSERT_TRUE(db->Append("c1/telemetry/1", batch).ok());
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  int64_t bad_id = 0;
+  {
+    File file(FilePath());
+    const std::vector<std::string> id = file.Rows(
+        "SELECT s.id FROM series s JOIN labels m ON m.id = s.metric WHERE m.name = 'bad'");
+    ASSERT_EQ(id.size(), 1u);
+    bad_id = std::stoll(id[0]);
+    EXPECT_THAT(file.Rows("SELECT count(*) FROM heads"), ElementsAre("2"));
+    file.FlipBit("heads", "data", bad_id, kChunkHeaderSize);
+  }
+  auto db = OpenDb();
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(db->GetStats().damaged_open_chunks, 1u);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_THAT(log_[0],
+              HasSubstr("dropping the stored open chunk of series c1/n/d/bad (2 samples)"));
+  EXPECT_THAT(log_[0], HasSubstr("checksum mismatch"));
+  EXPECT_EQ(SamplesIn(*db, good), 2u);
+  EXPECT_EQ(SamplesIn(*db, bad, kT0 - 4 * kHourMs, kT0 + kHourMs), 1u);  // the sealed one
+  {
+    File file(FilePath());
+    EXPECT_THAT(file.Rows("SELECT count(*) FROM heads WHERE series_id = " + std::to_string(bad_id)),
+                ElementsAre("0"));
+  }
+  // The series goes on: written, sealed and flushed like any other.
+  ASSERT_TRUE(db->Append("c1/telemetry/2", OneSample(bad, kT0 + 2000)).ok());
+  ASSERT_TRUE(db->Append("c1/telemetry/3", OneSample(bad, kT0 + 3 * kHourMs)).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  db.reset();
+  log_.clear();
+  db = OpenDb();
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(db->GetStats().damaged_open_chunks, 0u);  // gone, not dropped again
+  EXPECT_TRUE(log_.empty()) << log_[0];
+  EXPECT_EQ(SamplesIn(*db, good), 2u);
+  EXPECT_EQ(SamplesIn(*db, bad, kT0 - 4 * kHourMs, kT0 + 4 * kHourMs), 3u);
+}
+
+// Retention whose series delete fails (a full disk; here a trigger) keeps the emptied series in
+// memory, so that written again it keeps its id and row, and the next pass deletes what is
+// still empty. It used to forget the series anyway: written again, the key got a new id and a
+// second row, and the next Open refused the file ("have the same key").
+TEST_F(ChunkStoreLayoutTest, SeriesWhoseDeleteFailsAreKeptAndDeletedByTheNextPass) {
+  const int64_t retention_ms = 6 * kHourMs;
+  const SeriesKey back = Key("n", "d", "back"), gone = Key("n", "d", "gone");
+  auto db = OpenDb(retention_ms);
+  ASSERT_NE(db, nullptr);
+  Batch batch;
+  batch.Add(back, std::vector<Sample>{{kT0, 1}});
+  batch.Add(gone, std::vector<Sample>{{kT0, 1}});
+  ASSERT_TRUE(db->Append("c1/telemetry/1", batch).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  {
+    File file(FilePath());
+    file.Exec(
+        "CREATE TRIGGER refuse BEFORE DELETE ON series "
+        "BEGIN SELECT RAISE(ABORT, 'refused by test'); END");
+  }
+  clock_.Set(kT0 + 7 * kHourMs);
+  Status failed = db->ApplyRetention();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(), HasSubstr("refused by test"));
+  EXPECT_EQ(db->ListSeries("c1", "")->size(), 2u);  // kept for the next pass
+  ASSERT_TRUE(db->Append("c1/telemetry/2", OneSample(back, kT0 + 7 * kHourMs)).ok());
+  ASSERT_TRUE(db->Flush().ok());
+  {
+    File file(FilePath());
+    EXPECT_THAT(file.Rows("SELECT count(*) FROM series"), ElementsAre("2"));  // no second row
+    file.Exec("DROP TRIGGER refuse");
+  }
+  ASSERT_TRUE(db->ApplyRetention().ok());
+  EXPECT_EQ(db->ListSeries("c1", "")->size(), 1u);
+  {
+    File file(FilePath());
+    EXPECT_THAT(file.Rows("SELECT count(*) FROM series"), ElementsAre("1"));
+  }
+  db.reset();
+  db = OpenDb(retention_ms);
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(SamplesIn(*db, back, kT0, kT0 + 8 * kHourMs), 1u);
+  EXPECT_EQ(db->GetStats().series, 1u);
+}
+
+// A file that already has a second row for a key (written by a build that forgot series whose
+// delete had failed) opens: the row without chunks or an open chunk is deleted, whichever of
+// the two it is, and the one with data kept. Two rows with data are still refused (above).
+TEST_F(ChunkStoreLayoutTest, ASeriesRowWithoutDataThatRepeatsAKeyIsDeletedAtOpen) {
+  const SeriesKey key = Key("n", "d", "m"), other = Key("n", "d", "other");
+  {
+    auto db = OpenDb();
+    ASSERT_NE(db, nullptr);
+    ASSERT_TRUE(db->Append("c1/telemetry/1", OneSample(key, kT0)).ok());  // series 1
+    ASSERT_TRUE(db->Append("c1/telemetry/2", OneSample(other, kT0)).ok());
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  const std::string good = FilePath() + ".good";
+  std::filesystem::copy_file(FilePath(), good);
+  const std::vector<std::string> damage = {
+      // The empty row after the one with data, and before it (its data moved to the new row).
+      "INSERT INTO series SELECT 99, compute, host, device, metric FROM series WHERE id = 1",
+      "INSERT INTO series SELECT 99, compute, host, device, metric FROM series WHERE id = 1;"
+      "UPDATE heads SET series_id = 99 WHERE series_id = 1",
+  };
+  for (const std::string& sql : damage) {
+    SCOPED_TRACE(sql);
+    std::filesystem::copy_file(good, FilePath(), std::filesystem::copy_options::overwrite_existing);
+    {
+      File file(FilePath());
+      file.Exec(sql);
+    }
+    log_.clear();
+    auto db = OpenDb();
+    ASSERT_NE(db, nullptr);
+    EXPECT_EQ(SamplesIn(*db, key), 1u);
+    EXPECT_EQ(SamplesIn(*db, other), 1u);
+    EXPECT_THAT(log_, ElementsAre(HasSubstr("deleting 1 series rows without data")));
+    {
+      File file(FilePath());
+      EXPECT_THAT(file.Rows("SELECT count(*) FROM series"), ElementsAre("2"));
+    }
+    // The kept row takes what comes next, and a new series gets an id of its own.
+    ASSERT_TRUE(db->Append("c1/telemetry/3", OneSample(key, kT0 + 1000)).ok());
+    ASSERT_TRUE(db->Append("c1/telemetry/4", OneSample(Key("n", "d", "new"), kT0)).ok());
+    ASSERT_TRUE(db->Flush().ok());
+    db.reset();
+    db = OpenDb();
+    ASSERT_NE(db, nullptr);
+    EXPECT_EQ(SamplesIn(*db, key), 2u);
+    EXPECT_EQ(SamplesIn(*db, Key("n", "d", "new")), 1u);
   }
 }
 

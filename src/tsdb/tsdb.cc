@@ -63,6 +63,27 @@ Status ValidateBatch(std::string_view batch_id, const Batch& batch) {
   return OkStatus();
 }
 
+// An open chunk as stored: its checksum holds, and its header says what its row says (the Tsdb
+// keeps the row's count and times beside the encoded chunk and trusts them without decoding).
+// The checksum, not a whole decode: at a million series a decode of every open chunk would add
+// seconds to every start. A chunk that passes it and still does not decode (a bug) is dropped
+// when it is next used (OpenSamplesOrDropLocked).
+Status CheckStoredHead(const StoredChunk& head) {
+  EXPANSE_ASSIGN_OR_RETURN(const ChunkHeader header, ReadChunkHeader(head.data));
+  if (header.count == 0 || header.count != head.count || header.first_t_ms != head.start_ms ||
+      header.last_t_ms != head.end_ms) {
+    return DataLossError("tsdb chunk store: open chunk of " + std::to_string(header.count) +
+                         " samples does not match its row")
+        .WithReason("chunk_corrupt");
+  }
+  return OkStatus();
+}
+
+// "compute/host/device/metric", for log lines.
+std::string Describe(const SeriesKey& key) {
+  return key.compute_id + "/" + key.host + "/" + key.device + "/" + key.metric;
+}
+
 // Distinguishes this Open from every other, so that a sender holding a mark from before a
 // restart knows to send that batch again. Not a secret: uniqueness is all it needs.
 std::string NewEpoch() {
@@ -98,36 +119,7 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
   std::unique_ptr<Tsdb> db(new Tsdb(std::move(options), clock, NewEpoch()));
   const std::string dir = db->options_.directory + "/";
   EXPANSE_ASSIGN_OR_RETURN(db->store_, ChunkStore::Open(dir + kChunkFile));
-  EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredSeries> stored, db->store_->LoadSeries());
-  for (const StoredSeries& s : stored) {
-    Series& series = db->IndexedSeries(s.key);
-    if (series.persisted) {  // the table has no unique key on the labels: checked here
-      return DataLossError("tsdb chunk store: series " + std::to_string(series.id) + " and " +
-                           std::to_string(s.id) + " have the same key")
-          .WithReason("tsdb_corrupt");
-    }
-    series.id = s.id;
-    series.persisted = true;
-    series.has_sealed = s.has_chunks;
-    series.sealed_end_ms = s.last_end_ms;
-    db->next_series_id_ = std::max(db->next_series_id_, s.id + 1);
-  }
-  EXPANSE_ASSIGN_OR_RETURN(std::vector<StoredChunk> heads, db->store_->LoadHeads());
-  if (!heads.empty()) {
-    std::unordered_map<int64_t, Series*> by_id;
-    for (auto& [key, series] : db->series_)
-      by_id[series.id] = &series;
-    for (StoredChunk& head : heads) {
-      const auto it = by_id.find(head.series_id);
-      if (it == by_id.end())
-        continue;  // REFERENCES series(id) keeps this from happening
-      Series& series = *it->second;
-      series.saved = std::move(head.data);
-      series.saved_start_ms = head.start_ms;
-      series.saved_end_ms = head.end_ms;
-      series.saved_count = head.count;
-    }
-  }
+  EXPANSE_RETURN_IF_ERROR(db->LoadStored());
   EXPANSE_ASSIGN_OR_RETURN(const auto batch_ids, db->store_->LoadBatchIds());
   for (const auto& [id, received_ms] : batch_ids) {
     // An id can be in two windows (one started beside an older one); keep its newest time.
@@ -142,6 +134,100 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
           dir + kWalFile, [raw](std::string_view payload) { return raw->Replay(payload); },
           db->options_.log));
   return db;
+}
+
+Status Tsdb::LoadStored() {
+  EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredSeries> stored, store_->LoadSeries());
+  EXPANSE_ASSIGN_OR_RETURN(std::vector<StoredChunk> heads, store_->LoadHeads());
+  std::unordered_map<int64_t, const SeriesKey*> key_of;
+  for (const StoredSeries& s : stored)
+    key_of.emplace(s.id, &s.key);
+  // Checked here, once, so that nothing later has to distrust an open chunk: before, the first
+  // seal, flush or query of a series whose row had gone bad aborted the server, at every start.
+  std::unordered_map<int64_t, StoredChunk*> head_of;
+  std::vector<int64_t> damaged_heads;
+  for (StoredChunk& head : heads) {
+    if (Status checked = CheckStoredHead(head); !checked.ok()) {
+      const auto key = key_of.find(head.series_id);
+      options_.log("tsdb: dropping the stored open chunk of series " +
+                   (key == key_of.end() ? std::to_string(head.series_id) : Describe(*key->second)) +
+                   " (" + std::to_string(head.count) + " samples): " + checked.ToString());
+      ++damaged_open_chunks_;
+      damaged_heads.push_back(head.series_id);
+      continue;
+    }
+    head_of.emplace(head.series_id, &head);
+  }
+  const auto has_data = [&](int64_t id, bool has_chunks) {
+    return has_chunks || head_of.contains(id);
+  };
+  std::vector<int64_t> duplicate_series;
+  for (const StoredSeries& s : stored) {
+    Series& series = IndexedSeries(s.key);
+    next_series_id_ = std::max(next_series_id_, s.id + 1);
+    if (series.persisted) {
+      // The table has no unique key on the labels: checked here. A retention pass whose series
+      // delete failed used to forget the series anyway, and the key written again got a second
+      // row. A row without data is dropped; two with data are refused, as merging them would
+      // have to reconcile two runs of chunks that may overlap in time (tsdb.h's ordering rule).
+      const bool kept_has_data = has_data(series.id, series.has_sealed);
+      if (kept_has_data && has_data(s.id, s.has_chunks)) {
+        return DataLossError("tsdb chunk store: series " + std::to_string(series.id) + " and " +
+                             std::to_string(s.id) + " have the same key")
+            .WithReason("tsdb_corrupt");
+      }
+      duplicate_series.push_back(kept_has_data ? s.id : series.id);
+      if (kept_has_data)
+        continue;
+    }
+    series.id = s.id;
+    series.persisted = true;
+    series.has_sealed = s.has_chunks;
+    series.sealed_end_ms = s.last_end_ms;
+  }
+  if (!head_of.empty()) {
+    std::unordered_map<int64_t, Series*> by_id;
+    for (auto& [key, series] : series_)
+      by_id[series.id] = &series;
+    for (auto& [id, head] : head_of) {
+      const auto it = by_id.find(id);
+      if (it == by_id.end())
+        continue;  // REFERENCES series(id) keeps this from happening
+      Series& series = *it->second;
+      series.saved = std::move(head->data);
+      series.saved_start_ms = head->start_ms;
+      series.saved_end_ms = head->end_ms;
+      series.saved_count = head->count;
+    }
+  }
+  DeleteDroppedRows(damaged_heads, duplicate_series);
+  return OkStatus();
+}
+
+void Tsdb::DeleteDroppedRows(const std::vector<int64_t>& damaged_heads,
+                             const std::vector<int64_t>& duplicate_series) {
+  if (!damaged_heads.empty()) {
+    // Deleted now rather than at the next Flush, so a crash before it does not drop (and
+    // count) them again.
+    ChunkCommit commit;
+    commit.cleared_heads = damaged_heads;
+    if (Status deleted = store_->Write(commit); !deleted.ok()) {
+      options_.log("tsdb: cannot delete the dropped open chunks yet (" + deleted.ToString() +
+                   "); the next flush deletes them");
+      for (auto& [key, series] : series_) {
+        if (std::find(damaged_heads.begin(), damaged_heads.end(), series.id) != damaged_heads.end())
+          series.saved_dirty = true;
+      }
+    }
+  }
+  if (!duplicate_series.empty()) {
+    // Only while no chunk or open chunk refers to them, which is what made them duplicates.
+    options_.log("tsdb: deleting " + std::to_string(duplicate_series.size()) +
+                 " series rows without data that repeat another row's key");
+    if (Status deleted = store_->DeleteEmptySeries(duplicate_series); !deleted.ok())
+      options_.log("tsdb: cannot delete them yet (" + deleted.ToString() +
+                   "); the next start tries again");
+  }
 }
 
 Tsdb::~Tsdb() {
@@ -439,15 +525,14 @@ size_t Tsdb::ApplySeriesLocked(Series& series, std::span<const Sample> samples) 
   return accepted;
 }
 
-std::vector<Sample> Tsdb::OpenSamples(const Series& series) {
+Result<std::vector<Sample>> Tsdb::OpenSamples(const Series& series) {
   if (series.saved_count == 0)
     return series.head;
   Result<std::vector<Sample>> saved = DecodeChunk(series.saved);
   if (!saved.ok()) {
-    // Encoded by this process or read back from a checksummed row.
-    std::fprintf(stderr, "tsdb: broken invariant, open chunk does not decode: %s\n",
-                 saved.status().ToString().c_str());
-    std::abort();
+    return DataLossError("tsdb: the open chunk of series " + std::to_string(series.id) +
+                         " does not decode: " + saved.status().message())
+        .WithReason("chunk_corrupt");
   }
   if (series.head.empty())
     return std::move(saved).value();
@@ -467,10 +552,26 @@ std::vector<Sample> Tsdb::OpenSamples(const Series& series) {
   return merged;
 }
 
+std::vector<Sample> Tsdb::OpenSamplesOrDropLocked(Series& series) {
+  Result<std::vector<Sample>> samples = OpenSamples(series);
+  if (samples.ok())
+    return std::move(samples).value();
+  // Lost either way; kept, it would fail every later seal, flush and query of the series.
+  options_.log(samples.status().ToString() + "; dropping its " +
+               std::to_string(series.saved_count) + " samples as of the last flush");
+  ++damaged_open_chunks_;
+  series.saved.clear();
+  series.saved_count = 0;
+  series.saved_dirty = true;  // its heads row goes, or is replaced, at the next Flush
+  return series.head;
+}
+
 void Tsdb::SealLocked(Series& series) {
   if (series.head.empty() && series.saved_count == 0)
     return;
-  const std::vector<Sample> samples = OpenSamples(series);
+  const std::vector<Sample> samples = OpenSamplesOrDropLocked(series);
+  if (samples.empty())
+    return;  // there was only an open chunk that did not decode
   series.pending.push_back({series.id, samples.front().t_ms, samples.back().t_ms,
                             static_cast<uint32_t>(samples.size()),
                             EncodeOrDie(samples, options_.zstd_level)});
@@ -487,7 +588,7 @@ void Tsdb::SealLocked(Series& series) {
 void Tsdb::SaveHeadLocked(Series& series) {
   if (series.head.empty())
     return;
-  const std::vector<Sample> samples = OpenSamples(series);
+  const std::vector<Sample> samples = OpenSamplesOrDropLocked(series);
   series.saved = EncodeOrDie(samples, options_.zstd_level);
   series.saved_start_ms = samples.front().t_ms;
   series.saved_end_ms = samples.back().t_ms;
@@ -600,7 +701,8 @@ Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, i
   if (series.saved_count > 0) {
     if (series.saved_end_ms >= from_ms ||
         (!series.head.empty() && series.head.back().t_ms >= from_ms)) {
-      for (const Sample& s : OpenSamples(series))
+      EXPANSE_ASSIGN_OR_RETURN(const std::vector<Sample> open, OpenSamples(series));
+      for (const Sample& s : open)
         sampler.Add(s);
     }
   } else {
@@ -686,8 +788,9 @@ Status Tsdb::FeedQueriesLocked(const Series& series, const std::vector<SeriesQue
     if (series.saved_end_ms < queries[i].from_ms &&
         (series.head.empty() || series.head.back().t_ms < queries[i].from_ms))
       continue;
-    if (!open)
-      open = OpenSamples(series);
+    if (!open) {
+      EXPANSE_ASSIGN_OR_RETURN(open, OpenSamples(series));
+    }
     for (const Sample& s : *open)
       samplers[i].Add(s);
   }
@@ -714,8 +817,9 @@ Status Tsdb::ApplyRetention() {
       now_ms - std::max(options_.retention_ms, options_.batch_id_retention_ms);
   EXPANSE_ASSIGN_OR_RETURN(const int64_t dropped, store_->DeleteBefore(cutoff_ms, batch_cutoff_ms));
   (void)dropped;
-  std::vector<int64_t> forgotten_ids;
-  for (auto it = series_.begin(); it != series_.end();) {
+  std::vector<std::map<SeriesKey, Series>::iterator> emptied;
+  std::vector<int64_t> emptied_ids;  // of those with a row
+  for (auto it = series_.begin(); it != series_.end(); ++it) {
     Series& series = it->second;
     std::erase_if(series.pending, [&](const StoredChunk& c) { return c.end_ms < cutoff_ms; });
     if (series.saved_count > 0 && series.saved_end_ms < cutoff_ms) {
@@ -727,19 +831,22 @@ Status Tsdb::ApplyRetention() {
     const bool empty = options_.retention_ms > 0 && series.pending.empty() &&
                        series.saved_count == 0 && series.head.empty() &&
                        (!series.has_sealed || series.sealed_end_ms < cutoff_ms);
-    if (!empty) {
-      ++it;
+    if (!empty)
       continue;
-    }
+    emptied.push_back(it);
     if (series.persisted)
-      forgotten_ids.push_back(series.id);
-    ForgetSeriesLocked(it++);
+      emptied_ids.push_back(series.id);
   }
-  // Its row goes too, or a restart would load it again. The chunk store deletes a row only
-  // while no chunk refers to it.
-  EXPANSE_RETURN_IF_ERROR(store_->DeleteEmptySeries(forgotten_ids));
+  // DeleteBefore has forgotten them on disk already.
   std::erase_if(persisted_batch_ids_,
                 [&](const auto& entry) { return entry.second < batch_cutoff_ms; });
+  // Their rows go too, or a restart would load them again; the chunk store deletes a row only
+  // while no chunk refers to it. Forgotten in memory only once that has committed: a series
+  // forgotten while its row stays gets a new id when written again, then a second row with the
+  // same key. After a failed delete they stay, empty, and the next pass tries again.
+  EXPANSE_RETURN_IF_ERROR(store_->DeleteEmptySeries(emptied_ids));
+  for (const auto it : emptied)
+    ForgetSeriesLocked(it);
   return OkStatus();
 }
 
@@ -749,6 +856,7 @@ Tsdb::Stats Tsdb::GetStats() {
   stats.series = series_.size();
   stats.dropped_samples = dropped_samples_;
   stats.refused_batches = refused_batches_;
+  stats.damaged_open_chunks = damaged_open_chunks_;
   if (Result<ChunkStore::Totals> totals = store_->GetTotals(); totals.ok()) {
     stats.chunks = totals->chunks;
     stats.samples = totals->samples;

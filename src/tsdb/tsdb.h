@@ -77,6 +77,9 @@ class Tsdb final : public TelemetryStore {
     uint64_t series = 0, chunks = 0, samples = 0, bytes_on_disk = 0;
     uint64_t dropped_samples = 0;  // out of order, since Open
     uint64_t refused_batches = 0;  // over max_series_per_compute, since Open
+    // Open chunks dropped, with their heads rows, because they did not decode (a flipped bit
+    // fails a stored one's checksum), since Open.
+    uint64_t damaged_open_chunks = 0;
   };
 
   static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
@@ -112,7 +115,8 @@ class Tsdb final : public TelemetryStore {
   // Drops chunks whose newest sample is older than retention_ms, and old batch ids; then
   // forgets series left with no data at all (not written for longer than retention_ms), in
   // memory and on disk, so that they no longer cost memory or count against
-  // max_series_per_compute. A series written again later starts anew.
+  // max_series_per_compute. A series written again later starts anew. A series leaves memory
+  // only once its row is deleted: after a failed delete it stays, and the next call retries.
   Status ApplyRetention() override;
   Stats GetStats();
 
@@ -137,12 +141,28 @@ class Tsdb final : public TelemetryStore {
   Tsdb(TsdbOptions options, Clock& clock, std::string epoch)
       : options_(std::move(options)), clock_(clock), epoch_(std::move(epoch)) {}
   Status Replay(std::string_view payload);
+  // Open's reading of the chunk store's series and open chunks. An open chunk that does not
+  // decode is dropped: logged, counted and its row deleted, so one damaged row cannot stop the
+  // server. So is a series row that repeats another's key without any data of its own.
+  Status LoadStored();
+  // LoadStored's deletions, after it has read everything: open chunks that did not decode and
+  // series rows that repeated a key. A failed deletion is logged, not fatal: the next Flush
+  // deletes the open chunks, the next Open the series rows.
+  void DeleteDroppedRows(const std::vector<int64_t>& damaged_heads,
+                         const std::vector<int64_t>& duplicate_series);
   size_t ApplyLocked(const Batch& batch);
   size_t ApplySeriesLocked(Series& series, std::span<const Sample> samples);
   void SealLocked(Series& series);
   // Encodes the open chunk into `saved` and empties `head`.
   void SaveHeadLocked(Series& series);
-  static std::vector<Sample> OpenSamples(const Series& series);
+  // kDataLoss when `saved` does not decode: Open checks every stored one and this process
+  // encodes the rest, so only memory gone bad or a bug gets here, and one series must not take
+  // the server down for it.
+  static Result<std::vector<Sample>> OpenSamples(const Series& series);
+  // OpenSamples for sealing and flushing, which must go on for every other series: a `saved`
+  // that does not decode is dropped (logged, counted, its heads row deleted at the next Flush)
+  // and the samples since are the open chunk.
+  std::vector<Sample> OpenSamplesOrDropLocked(Series& series);
   // QueryMany's work for one series: adds to samplers[i], for each i in `which` (queries of
   // `series`), the samples Query would have added.
   Status FeedQueriesLocked(const Series& series, const std::vector<SeriesQuery>& queries,
@@ -190,6 +210,7 @@ class Tsdb final : public TelemetryStore {
   std::unordered_map<std::string, int64_t> persisted_batch_ids_;  // id -> received_ms
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
   uint64_t dropped_samples_ = 0;
+  uint64_t damaged_open_chunks_ = 0;
   // Group commit. Invariant: wal_synced_ <= wal_written_ (records since Open; a Flush
   // makes every written record durable through the chunk store).
   std::condition_variable synced_cv_;
