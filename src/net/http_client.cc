@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <mutex>
 #include <string>
@@ -185,7 +186,11 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) {
   curl_easy_reset(easy);
   handle_->error[0] = '\0';
   HttpResponse response;
-  BodySink sink{&response.body, options_.max_response_bytes};
+  const size_t max_response_bytes =
+      request.max_response_bytes != 0
+          ? std::min(request.max_response_bytes, options_.max_response_bytes)
+          : options_.max_response_bytes;
+  BodySink sink{&response.body, max_response_bytes};
   const auto timeout_ms = [](std::chrono::milliseconds ms) {
     return static_cast<long>(ms.count());
   };
@@ -219,8 +224,7 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) {
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms(options_.total_timeout));
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options_.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, header_list.get());
-  curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
-                   static_cast<curl_off_t>(options_.max_response_bytes));
+  curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_response_bytes));
   if (post || put) {
     curl_easy_setopt(easy, CURLOPT_POST, 1L);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
@@ -257,8 +261,8 @@ Result<HttpResponse> HttpClient::Send(const HttpRequest& request) {
   if (code != CURLE_OK) {
     if (sink.over_limit) {
       return ResourceExhaustedError(request.method + " " + QuoteForMessage(request.url, 200) +
-                                    ": the answer exceeds " +
-                                    std::to_string(options_.max_response_bytes) + " bytes")
+                                    ": the answer exceeds " + std::to_string(max_response_bytes) +
+                                    " bytes")
           .WithReason("response_too_large");
     }
     return MapCurlError(code, request, handle_->error);

@@ -60,6 +60,9 @@ struct HttpRequest {
   HeaderList headers{};
   std::string body{};  // POST and PUT only
   std::optional<AwsSigV4> aws_sigv4{};
+  // A smaller limit on this answer than the client's max_response_bytes (0: the client's): a
+  // client made for large downloads also fetches small documents, which must not take as much.
+  size_t max_response_bytes = 0;
 };
 
 struct HttpResponse {

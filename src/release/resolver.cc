@@ -31,8 +31,11 @@ struct Fetched {
   std::string body;
 };
 
-Result<Fetched> Get(net::HttpClient& client, const std::string& url) {
-  EXPANSE_ASSIGN_OR_RETURN(net::HttpResponse response, client.Send({.method = "GET", .url = url}));
+// `max_bytes`: the most this document may be (0: the client's limit, an archive's size).
+Result<Fetched> Get(net::HttpClient& client, const std::string& url, size_t max_bytes = 0) {
+  EXPANSE_ASSIGN_OR_RETURN(
+      net::HttpResponse response,
+      client.Send({.method = "GET", .url = url, .max_response_bytes = max_bytes}));
   if (response.status != 200 && response.status != 404) {
     return UnavailableError("GET " + url + " answered HTTP " + std::to_string(response.status))
         .WithReason("mirror_error");
@@ -100,7 +103,9 @@ Result<VerifiedManifest> FetchManifest(net::HttpClient& client, std::string_view
   }
   VerifiedManifest verified;
   verified.url = base + "/" + kManifestName;
-  EXPANSE_ASSIGN_OR_RETURN(Fetched manifest, Get(client, verified.url));
+  // The manifest and its signature are small: a mirror's gigabyte for either is refused as it
+  // arrives, not held whole and measured after (the client is made for archives).
+  EXPANSE_ASSIGN_OR_RETURN(Fetched manifest, Get(client, verified.url, kMaxManifestBytes + 1));
   if (manifest.status == 404) {
     return NotFoundError("no release manifest at " + verified.url + " (HTTP 404)")
         .WithReason("manifest_not_found");
@@ -110,7 +115,7 @@ Result<VerifiedManifest> FetchManifest(net::HttpClient& client, std::string_view
                                   std::to_string(kMaxManifestBytes) + " bytes");
   }
   const std::string signature_url = base + "/" + kManifestSignatureName;
-  EXPANSE_ASSIGN_OR_RETURN(Fetched signature, Get(client, signature_url));
+  EXPANSE_ASSIGN_OR_RETURN(Fetched signature, Get(client, signature_url, kMaxSignatureBytes + 1));
   if (signature.status == 404) {
     return FailedPreconditionError(verified.url + " has no signature (" + signature_url +
                                    " is missing); an unsigned manifest is never trusted")

@@ -167,6 +167,15 @@ TEST_F(MirrorTest, UnsignedOrTamperedManifestIsRefused) {
   EXPECT_FALSE(FetchManifest(*client_, "releases", keys_.public_key_pem).ok());
 }
 
+// The client is made for archives (up to 1 GiB): a manifest or signature larger than it may be
+// is refused as it arrives, not held whole in memory and measured afterwards.
+TEST_F(MirrorTest, AnOversizedManifestIsRefusedWhileItArrives) {
+  testing::WriteFile(releases() + "/manifest.json", std::string(kMaxManifestBytes + 4096, ' '));
+  Status big = Fetch().status();
+  EXPECT_EQ(big.code(), StatusCode::kResourceExhausted) << big;
+  EXPECT_EQ(big.reason(), "response_too_large") << big;
+}
+
 TEST_F(MirrorTest, DownloadChecksSizeChecksumAndSignature) {
   Manifest manifest = Fetch().value().manifest;
   ArchiveRef ref = SelectRelease(manifest, "1.2.0", "amd64").value().archive.ref;
