@@ -110,6 +110,8 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
       std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
   }
+  struct stat before {};
+  const bool existed = ::stat(options.directory.c_str(), &before) == 0;
   // The directory holds the organisations' telemetry: its owner only, whatever the umask.
   if (Status made = fs::MakeDirectories(options.directory, 0700); !made.ok()) {
     return UnavailableError("tsdb: " + made.message()).WithReason("tsdb_io");
@@ -133,6 +135,16 @@ Result<std::unique_ptr<Tsdb>> Tsdb::Open(TsdbOptions options, Clock& clock) {
       Wal::Open(
           dir + kWalFile, [raw](std::string_view payload) { return raw->Replay(payload); },
           db->options_.log));
+  // Wal::Open syncs the directory, which makes wal.log and chunks.sqlite durable under their
+  // names (SQLite syncs the directory for its journals only); a new directory needs its parent
+  // synced as well, or everything acknowledged later could vanish with it.
+  if (!existed) {
+    std::string directory = db->options_.directory;
+    while (directory.size() > 1 && directory.back() == '/')
+      directory.pop_back();
+    if (Status synced = fs::SyncDirectory(fs::SplitPath(directory).first); !synced.ok())
+      return UnavailableError("tsdb: " + synced.message()).WithReason("tsdb_io");
+  }
   return db;
 }
 
@@ -323,10 +335,19 @@ Result<Tsdb::AppendResult> Tsdb::Append(std::string_view batch_id, const Batch& 
   result.mark = ++wal_written_;
   result.samples = ApplyLocked(batch);
   pending_batch_ids_.emplace(id, now_ms);
-  if (wal_->size() >= options_.wal_flush_bytes) {
-    // A failed flush is retried next time; the batch is still synced below.
+  // After a failed flush, not retried at every append: each try encodes every open chunk
+  // and writes everything again under the mutex. A clock that went back retries at once.
+  const bool flush_due = auto_flush_failures_ == 0 || now_ms < auto_flush_failed_ms_ ||
+                         now_ms - auto_flush_failed_ms_ >= kAutoFlushRetryMs;
+  if (wal_->size() >= options_.wal_flush_bytes && flush_due) {
+    // The batch is still synced below.
     if (Status status = FlushLocked(); !status.ok()) {
-      options_.log("tsdb: automatic flush failed: " + status.ToString());
+      if (auto_flush_failures_++ == 0) {
+        options_.log("tsdb: automatic flush failed: " + status.ToString() + "; retrying every " +
+                     std::to_string(kAutoFlushRetryMs / 1000) +
+                     " s while the WAL grows (logged again once a flush succeeds)");
+      }
+      auto_flush_failed_ms_ = now_ms;
     }
   }
   EXPANSE_RETURN_IF_ERROR(FinishAppendLocked(lock, ack, result));
@@ -609,11 +630,15 @@ Status Tsdb::Flush() {
 Status Tsdb::FlushLocked() {
   ChunkCommit commit;
   std::vector<Series*> saved;
+  // The series whose sealed chunks go into the commit, by id, to put them back should it fail.
+  std::unordered_map<int64_t, Series*> chunks_of;
   size_t open_chunks = 0;
   for (auto& [key, series] : series_) {
     SaveHeadLocked(series);
     if (!series.persisted && (!series.pending.empty() || series.saved_count > 0))
       commit.new_series.emplace_back(series.id, key);
+    if (!series.pending.empty())
+      chunks_of.emplace(series.id, &series);
     for (StoredChunk& chunk : series.pending)
       commit.chunks.push_back(std::move(chunk));
     series.pending.clear();
@@ -646,13 +671,11 @@ Status Tsdb::FlushLocked() {
   std::sort(commit.batch_ids.begin(), commit.batch_ids.end());
   if (Status status = store_->Write(commit); !status.ok()) {
     // Put the chunks back so a later Flush retries them (open chunks stay dirty); the WAL
-    // still holds the data.
-    for (StoredChunk& chunk : commit.chunks) {
-      for (auto& [key, series] : series_) {
-        if (series.id == chunk.series_id)
-          series.pending.push_back(std::move(chunk));
-      }
-    }
+    // still holds the data. By id: at a window boundary there are about as many chunks as
+    // series. Sorted by start within a series, so each pending list is as it was.
+    for (StoredChunk& chunk : commit.chunks)
+      chunks_of.at(chunk.series_id)->pending.push_back(std::move(chunk));
+    ++failed_flushes_;
     return status;
   }
   for (const auto& [id, key] : commit.new_series)
@@ -664,8 +687,16 @@ Status Tsdb::FlushLocked() {
   // Every record written so far is now in the committed chunk store.
   wal_synced_ = wal_written_;
   synced_cv_.notify_all();
-  EXPANSE_RETURN_IF_ERROR(wal_->Reset());
+  if (Status reset = wal_->Reset(); !reset.ok()) {
+    ++failed_flushes_;
+    return reset;
+  }
   sync_error_ = OkStatus();  // the WAL is empty and synced again
+  if (auto_flush_failures_ > 0) {
+    options_.log("tsdb: flush succeeded after " + std::to_string(auto_flush_failures_) +
+                 " failed automatic attempts");
+    auto_flush_failures_ = 0;
+  }
   return store_->Checkpoint();
 }
 
@@ -857,6 +888,8 @@ Tsdb::Stats Tsdb::GetStats() {
   stats.dropped_samples = dropped_samples_;
   stats.refused_batches = refused_batches_;
   stats.damaged_open_chunks = damaged_open_chunks_;
+  stats.failed_flushes = failed_flushes_;
+  stats.damaged_wal_records = wal_->skipped_records();
   if (Result<ChunkStore::Totals> totals = store_->GetTotals(); totals.ok()) {
     stats.chunks = totals->chunks;
     stats.samples = totals->samples;

@@ -43,6 +43,7 @@ namespace expanse::tsdb {
 
 inline constexpr int64_t kHourMs = 3'600'000;
 inline constexpr size_t kMaxBatchIdBytes = 256;
+inline constexpr int64_t kAutoFlushRetryMs = 10'000;
 
 struct TsdbOptions {
   std::string directory;  // created if missing; holds wal.log and chunks.sqlite
@@ -52,7 +53,9 @@ struct TsdbOptions {
   // Batch ids are remembered for at least max(retention_ms, this), so a retried upload is
   // recognised even when data is kept forever.
   int64_t batch_id_retention_ms = 7 * 24 * kHourMs;
-  // Append flushes by itself once the WAL grows past this.
+  // Append flushes by itself once the WAL grows past this. After such a flush fails, Append
+  // tries again no sooner than kAutoFlushRetryMs later (by the store's clock), not at every
+  // append: a flush that fails costs about as much as one that succeeds.
   uint64_t wal_flush_bytes = 64u << 20;
   int zstd_level = 3;
   // Distinct series one compute may have in memory. A batch that would take a compute past
@@ -80,6 +83,10 @@ class Tsdb final : public TelemetryStore {
     // Open chunks dropped, with their heads rows, because they did not decode (a flipped bit
     // fails a stored one's checksum), since Open.
     uint64_t damaged_open_chunks = 0;
+    // Flushes that failed (called, or started by Append past wal_flush_bytes), since Open.
+    uint64_t failed_flushes = 0;
+    // WAL records that failed their checksum with an intact record after them, skipped at Open.
+    uint64_t damaged_wal_records = 0;
   };
 
   static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
@@ -211,6 +218,11 @@ class Tsdb final : public TelemetryStore {
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
   uint64_t dropped_samples_ = 0;
   uint64_t damaged_open_chunks_ = 0;
+  uint64_t failed_flushes_ = 0;
+  // Automatic flushes that failed in a row, and the clock when the last of them did: Append
+  // retries no sooner than kAutoFlushRetryMs after it, and logs only the first of a streak.
+  uint64_t auto_flush_failures_ = 0;
+  int64_t auto_flush_failed_ms_ = 0;
   // Group commit. Invariant: wal_synced_ <= wal_written_ (records since Open; a Flush
   // makes every written record durable through the chunk store).
   std::condition_variable synced_cv_;

@@ -34,27 +34,119 @@ uint32_t FrameCrc(uint32_t length, std::string_view payload) {
   return Crc32(payload, Crc32(length_bytes));
 }
 
+// What the bytes at one offset of the file hold.
+struct Frame {
+  enum Kind {
+    kRecord,     // an intact record
+    kEnd,        // a zero header: padding, or a torn tail if anything but zeros follows
+    kBadCrc,     // a whole frame (length within bounds and within the file) failing its CRC
+    kMalformed,  // a short header, or a length past the limit or the end of the file
+  } kind;
+  uint32_t length = 0;
+  std::string_view payload;
+};
+
+Frame ReadFrame(std::string_view contents, size_t at) {
+  if (at > contents.size())
+    return {Frame::kMalformed, 0, {}};
+  ByteReader in(contents.substr(at));
+  const uint32_t length = in.U32();
+  const uint32_t crc = in.U32();
+  if (!in.ok())
+    return {Frame::kMalformed, 0, {}};
+  if (length == 0 && crc == 0)
+    return {Frame::kEnd, 0, {}};
+  if (length > kMaxWalRecordBytes || length > in.remaining())
+    return {Frame::kMalformed, length, {}};
+  const std::string_view payload = in.Bytes(length);
+  if (FrameCrc(length, payload) != crc)
+    return {Frame::kBadCrc, length, payload};
+  return {Frame::kRecord, length, payload};
+}
+
+// pwrite of all of `bytes` at `offset`, continuing after short writes and EINTR. Returns how
+// many bytes reached the file; fewer than bytes.size() on failure, with errno set.
+size_t PwriteFully(int fd, std::string_view bytes, uint64_t offset) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+// Whether a file without the magic is one whose creation a crash interrupted (empty, a part of
+// the magic, or zeros the file system left), rather than a damaged or foreign log.
+bool IsUnfinishedHeader(std::string_view contents) {
+  const std::string_view magic(kWalMagic, sizeof kWalMagic);
+  return contents.size() <= magic.size() &&
+         (magic.starts_with(contents) ||
+          contents.find_first_not_of('\0') == std::string_view::npos);
+}
+
+// An unused name beside `path` for a damaged log kept aside: wal.log.corrupt-1, -2, ... (a
+// number, not a time: the WAL has no clock of its own, and the log line says when).
+std::string CorruptName(const std::string& path) {
+  struct stat st {};
+  for (int i = 1;; ++i) {
+    std::string name = path + ".corrupt-" + std::to_string(i);
+    if (::lstat(name.c_str(), &st) != 0)
+      return name;
+  }
+}
+
+Status SyncDirectoryOf(const std::string& path) {
+  if (Status synced = fs::SyncDirectory(fs::SplitPath(path).first); !synced.ok())
+    return UnavailableError("tsdb wal: " + synced.message()).WithReason("tsdb_io");
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& replay,
                                        const LogFn& log) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  constexpr int kFlags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  int fd = ::open(path.c_str(), kFlags | O_CREAT, 0600);
   if (fd < 0)
     return IoError("open", path);
   std::unique_ptr<Wal> wal(new Wal(path, fd, 0));
   std::string contents;
   if (!fs::ReadAll(fd, contents))
     return IoError("read", path);
-  const size_t file_size = contents.size();
   const std::string_view magic(kWalMagic, sizeof kWalMagic);
+  if (!std::string_view(contents).starts_with(magic) && !IsUnfinishedHeader(contents)) {
+    // Not a log this build can read (a flipped bit in the magic, a foreign file): its records
+    // may be acknowledged batches, so it is kept for an operator rather than emptied.
+    const std::string aside = CorruptName(path);
+    if (::rename(path.c_str(), aside.c_str()) != 0)
+      return IoError("rename aside", path);
+    log("tsdb wal: ERROR: " + path + " does not start with the WAL magic; its " +
+        std::to_string(contents.size()) + " bytes are kept as " + aside +
+        " and a new, empty WAL is started. Batches acknowledged since the last flush may be "
+        "only in that file");
+    const int fresh = ::open(path.c_str(), kFlags | O_CREAT | O_EXCL, 0600);
+    if (fresh < 0)
+      return IoError("open", path);
+    ::close(wal->fd_);
+    wal->fd_ = fresh;
+    fd = fresh;
+    contents.clear();
+  }
+  const size_t file_size = contents.size();
   size_t good_end = 0;
-  if (contents.size() >= magic.size() && std::string_view(contents).substr(0, 8) == magic) {
+  if (std::string_view(contents).starts_with(magic)) {
     good_end = magic.size();
-    ByteReader in(std::string_view(contents).substr(good_end));
-    while (!in.empty()) {
-      const uint32_t length = in.U32();
-      const uint32_t crc = in.U32();
-      if (in.ok() && length == 0 && crc == 0) {
+    while (good_end < contents.size()) {
+      const Frame frame = ReadFrame(contents, good_end);
+      if (frame.kind == Frame::kEnd) {
         // No record is empty: this is the zero padding after the last record, the clean
         // end of the log unless a torn write left something further on.
         const std::string_view rest = std::string_view(contents).substr(good_end);
@@ -62,17 +154,24 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
           contents.resize(good_end);
         break;
       }
-      if (!in.ok() || length > kMaxWalRecordBytes || length > in.remaining())
+      if (frame.kind == Frame::kBadCrc) {
+        // A torn write is the last record; one followed by an intact record is damage in the
+        // middle (a flipped bit), and the acknowledged records after it are kept.
+        const size_t next = good_end + kWalRecordHeaderSize + frame.length;
+        if (ReadFrame(contents, next).kind == Frame::kRecord) {
+          log("tsdb wal: " + path + ": skipped a damaged record of " +
+              std::to_string(frame.length) + " bytes at offset " + std::to_string(good_end) +
+              " (checksum mismatch); its batch is lost unless its sender retries it");
+          ++wal->skipped_records_;
+          good_end = next;
+          continue;
+        }
+      }
+      if (frame.kind != Frame::kRecord)
         break;
-      const std::string_view payload = in.Bytes(length);
-      if (FrameCrc(length, payload) != crc)
-        break;
-      EXPANSE_RETURN_IF_ERROR(replay(payload));
-      good_end += kWalRecordHeaderSize + length;
+      EXPANSE_RETURN_IF_ERROR(replay(frame.payload));
+      good_end += kWalRecordHeaderSize + frame.length;
     }
-  } else if (!contents.empty()) {
-    log("tsdb wal: " + path + " does not start with the WAL magic; discarding its " +
-        std::to_string(contents.size()) + " bytes");
   }
   const bool padded = good_end < file_size && good_end == contents.size();
   if (good_end < contents.size() && good_end > 0) {
@@ -82,19 +181,18 @@ Result<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const ReplayFn& 
   if (good_end == 0) {
     if (::ftruncate(fd, 0) != 0)
       return IoError("truncate", path);
-    if (::lseek(fd, 0, SEEK_SET) < 0)
-      return IoError("seek", path);
-    if (!fs::WriteFully(fd, magic))
+    if (PwriteFully(fd, magic, 0) < magic.size())
       return IoError("write", path);
     good_end = magic.size();
   } else if ((good_end < contents.size() || padded) &&
              ::ftruncate(fd, static_cast<off_t>(good_end)) != 0) {
     return IoError("truncate", path);
   }
-  if (::lseek(fd, static_cast<off_t>(good_end), SEEK_SET) < 0)
-    return IoError("seek", path);
   if (::fdatasync(fd) != 0)
     return IoError("sync", path);
+  // A new file's name (or a damaged one's new name) is durable only with its directory. At
+  // every Open, not only the one that created the file: that one may have failed right here.
+  EXPANSE_RETURN_IF_ERROR(SyncDirectoryOf(path));
   wal->size_ = good_end;
   wal->allocated_ = good_end;
   return wal;
@@ -148,14 +246,15 @@ Status Wal::Write(std::string_view payload) {
   frame.append(payload);
   if (size_ + frame.size() > allocated_)
     Preallocate(size_ + frame.size());
-  if (!fs::WriteFully(fd_, frame)) {
+  // At size_, not at the file offset: the next record then overwrites a partial one.
+  if (const size_t written = PwriteFully(fd_, frame, size_); written < frame.size()) {
     Status status = IoError("write", path_);
-    // Restore the invariant so the next record does not follow a partial one. If even
-    // this fails, replay will cut the partial record as a torn tail.
-    if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
-      (void)::lseek(fd_, static_cast<off_t>(size_), SEEK_SET);
+    // Restores the zeros after size_. If even this fails, the next record overwrites the
+    // partial one, and replay cuts whatever of it is left as a torn tail.
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0)
       allocated_ = size_;
-    }
+    else
+      allocated_ = std::max<uint64_t>(allocated_, size_ + written);
     return status;
   }
   size_ += frame.size();
@@ -174,8 +273,6 @@ Status Wal::Reset() {
   if (::ftruncate(fd_, sizeof kWalMagic) != 0)
     return IoError("truncate", path_);
   allocated_ = sizeof kWalMagic;
-  if (::lseek(fd_, sizeof kWalMagic, SEEK_SET) < 0)
-    return IoError("seek", path_);
   if (::fdatasync(fd_) != 0)
     return IoError("sync", path_);
   size_ = sizeof kWalMagic;
