@@ -92,7 +92,10 @@ Result<std::vector<uint64_t>> Outbox::EnqueueGroup(std::span<const EnqueueItem> 
   // reached the disk, and a sequence that might be on disk is never handed out again.
   const uint64_t first = next_sequence_;
   next_sequence_ += items.size();
-  Status status = fs::WriteFully(active_fd_, frames) ? OkStatus() : IoError("write", path);
+  Status status = !WriteRefused(SegmentFileName(active_segment_), frames.size()) &&
+                          fs::WriteFully(active_fd_, frames)
+                      ? OkStatus()
+                      : IoError("write", path);
   if (status.ok())
     status = SyncFile(active_fd_, path);
   if (status.ok() && created)
@@ -129,23 +132,32 @@ Result<std::vector<uint64_t>> Outbox::EnqueueGroup(std::span<const EnqueueItem> 
 
 Status Outbox::MakeRoomLocked(uint64_t need) {
   uint64_t dropped_entries = 0, dropped_bytes = 0, dropped_segments = 0;
+  Status status = OkStatus(), cursor = OkStatus();
   while (!segments_.empty()) {
     const uint64_t extra = need + (active_fd_ < 0 ? kSegmentHeaderSize : 0);
     if (disk_bytes_ + extra <= options_.max_bytes)
       break;
-    if (active_fd_ >= 0 && segments_.begin()->first == active_segment_)
-      CloseActiveLocked();  // the only segment: it goes too, and a new one is started
     const uint64_t oldest = segments_.begin()->first;
+    // The cursor must hold next_sequence before the newest segment, whose name and records
+    // otherwise keep it across a restart, can go. Older ones go without it.
+    if (dropped_segments == 0)
+      cursor = WriteCursorLocked();
+    if (!cursor.ok() && oldest == segments_.rbegin()->first) {
+      status = cursor;
+      break;
+    }
+    if (active_fd_ >= 0 && oldest == active_segment_)
+      CloseActiveLocked();  // the only segment: it goes too, and a new one is started
     while (!entries_.empty() && entries_.front().segment == oldest) {
       ++dropped_entries;
       dropped_bytes += entries_.front().frame_bytes;
       depth_bytes_ -= entries_.front().frame_bytes;
       entries_.pop_front();
     }
-    // The cursor must hold next_sequence before a file naming the newest sequences can go.
-    if (dropped_segments++ == 0)
-      EXPANSE_RETURN_IF_ERROR(WriteCursorLocked());
-    EXPANSE_RETURN_IF_ERROR(DeleteSegmentLocked(oldest));
+    ++dropped_segments;
+    status = DeleteSegmentLocked(oldest);
+    if (!status.ok())
+      break;
   }
   if (dropped_segments > 0) {
     counters_.dropped_entries += dropped_entries;
@@ -154,7 +166,7 @@ Status Outbox::MakeRoomLocked(uint64_t need) {
         std::to_string(dropped_entries) + " oldest unacknowledged entries (" +
         std::to_string(dropped_bytes) + " bytes) to make room");
   }
-  return OkStatus();
+  return status;
 }
 
 Status Outbox::OpenActiveLocked(uint64_t first_sequence) {
@@ -165,7 +177,8 @@ Status Outbox::OpenActiveLocked(uint64_t first_sequence) {
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return IoError("create", path);
-  if (!fs::WriteFully(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize))) {
+  if (WriteRefused(SegmentFileName(first_sequence), kSegmentHeaderSize) ||
+      !fs::WriteFully(fd, std::string_view(kSegmentMagic, kSegmentHeaderSize))) {
     Status status = IoError("write", path);
     ::close(fd);
     ::unlink(path.c_str());
@@ -196,6 +209,20 @@ Status Outbox::DeleteSegmentLocked(uint64_t first_sequence) {
     return IoError("remove", path);
   disk_bytes_ -= it->second.bytes;
   segments_.erase(it);
+  // The damaged tail replay kept (KeepCorruptTail) is of no use once its segment is gone.
+  (void)::unlink((path + kCorruptSuffix).c_str());
+  return OkStatus();
+}
+
+Status Outbox::DeleteDoneSegmentsLocked(const std::vector<uint64_t>& done, bool newest_may_go) {
+  // Without a cursor holding next_sequence_, the newest segment's name and records are what
+  // keep it across a restart; acknowledged entries in it may then be sent again, which the
+  // server answers as duplicates.
+  const uint64_t newest = segments_.empty() ? 0 : segments_.rbegin()->first;
+  for (uint64_t first : done) {
+    if (newest_may_go || first != newest)
+      EXPANSE_RETURN_IF_ERROR(DeleteSegmentLocked(first));
+  }
   return OkStatus();
 }
 
@@ -235,7 +262,8 @@ Result<std::optional<OutboxEntry>> Outbox::Peek(uint64_t after) {
       }
     }
     // It passed its checksum when written or replayed, so the disk changed under us. Skipping
-    // it is all that can be done; it stays counted.
+    // it is all that can be done; it stays counted. Replay at the next Open agrees: it skips
+    // a damaged record with a sound one after it, and the file stays as it is.
     Log("outbox: entry " + std::to_string(entry.sequence) + " in " + path +
         " is damaged on disk; skipping it");
     ++counters_.corrupt_entries;
@@ -256,14 +284,18 @@ Status Outbox::AckLocked(uint64_t sequence) {
                                 ", which was never handed out (next is " +
                                 std::to_string(next_sequence_) + ")");
   }
-  if (sequence <= acked_through_)
+  if (sequence <= acked_through_ && !cursor_stale_)
     return OkStatus();
-  acked_through_ = sequence;
-  while (!entries_.empty() && entries_.front().sequence <= sequence) {
+  acked_through_ = std::max(acked_through_, sequence);
+  while (!entries_.empty() && entries_.front().sequence <= acked_through_) {
     depth_bytes_ -= entries_.front().frame_bytes;
     entries_.pop_front();
   }
-  EXPANSE_RETURN_IF_ERROR(WriteCursorLocked());
+  // A cursor that cannot be written (a full disk; WriteCursorLocked logs it) must not keep
+  // the acknowledged segments: deleting them is what frees the disk. A restart before the next
+  // successful write resends the acknowledged entries left on disk (duplicates to the server)
+  // and neither loses nor reuses anything.
+  const bool cursor_written = WriteCursorLocked().ok();
   // The segment being appended to stays (and is reused) until it is full; finished ones go
   // once nothing in them is left to send.
   std::vector<uint64_t> done;
@@ -272,9 +304,7 @@ Status Outbox::AckLocked(uint64_t sequence) {
     if (!active && (entries_.empty() || segment.last_sequence < entries_.front().sequence))
       done.push_back(first);
   }
-  for (uint64_t first : done)
-    EXPANSE_RETURN_IF_ERROR(DeleteSegmentLocked(first));
-  return OkStatus();
+  return DeleteDoneSegmentsLocked(done, cursor_written);
 }
 
 Status Outbox::DeadLetter(const OutboxEntry& entry, std::string_view reason) {

@@ -62,6 +62,10 @@ struct OutboxOptions {
   bool allow_network_filesystem = false;
   // Operator-facing lines (a cut torn tail, dropped entries). Default: stderr.
   std::function<void(std::string_view)> log = nullptr;
+  // Tests only: a disk that fills up. Asked before each write to a segment or the cursor with
+  // the file's name and the bytes the write adds to the disk (0 for the cursor's overwrite in
+  // place); a nonzero errno (ENOSPC) fails that write as the kernel would. Default: none.
+  std::function<int(std::string_view name, uint64_t new_bytes)> write_error = nullptr;
 };
 
 struct OutboxEntry {
@@ -89,14 +93,16 @@ struct OutboxStats {
   uint64_t dropped_bytes = 0;
   uint64_t dead_lettered_entries = 0;
   uint64_t corrupt_entries = 0;  // records found damaged (at Open or Peek) and skipped
-  uint64_t corrupt_bytes = 0;    // bytes cut from damaged or torn segment tails at Open
+  uint64_t corrupt_bytes = 0;    // bytes of damaged records skipped, or of tails cut, at Open
+  uint64_t cursor_failures = 0;  // acknowledgements the cursor file could not record
 };
 
 class Outbox {
  public:
-  // Creates or reopens the queue: replays every segment, cuts a torn or corrupt tail (a
-  // crash mid-write) with a log line, deletes fully acknowledged segments. Fails with
-  // kFailedPrecondition "outbox_locked" when another process holds the directory,
+  // Creates or reopens the queue: replays every segment, skips a damaged record that a sound
+  // one follows, cuts a torn or corrupt tail (a crash mid-write) with a log line, deletes fully
+  // acknowledged segments. A cursor that cannot be written (a full disk) does not fail it. Fails
+  // with kFailedPrecondition "outbox_locked" when another process holds the directory,
   // "outbox_on_network_filesystem" for a shared mount; kInvalidArgument for unusable options.
   static Result<std::unique_ptr<Outbox>> Open(OutboxOptions options, Clock& clock);
   ~Outbox();
@@ -115,7 +121,10 @@ class Outbox {
   // from disk and checked; nullopt when there is none.
   Result<std::optional<OutboxEntry>> Peek(uint64_t after = 0);
   // Acknowledges every entry up to and including `sequence` and records that durably (the
-  // cursor file is replaced atomically), then deletes segments left without live entries.
+  // cursor file is replaced atomically, or overwritten in place when the disk is full), then
+  // deletes segments left without live entries. When the cursor cannot be written at all, the
+  // acknowledgement holds in memory, is logged and counted (cursor_failures), and the cursor is
+  // retried at the next Ack; segments still go, except the newest (docs/formats/outbox.md).
   // Acknowledging an entry that was dropped meanwhile, or twice, is fine. kInvalidArgument for
   // a sequence never handed out.
   Status Ack(uint64_t sequence);
@@ -144,8 +153,12 @@ class Outbox {
   Status ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_sequence);
   Status AckLocked(uint64_t sequence);
   Status WriteCursorLocked();
+  Status OverwriteCursorLocked(const std::string& bytes);
+  bool WriteRefused(std::string_view name, uint64_t new_bytes) const;
   Status MakeRoomLocked(uint64_t need);
   Status DeleteSegmentLocked(uint64_t first_sequence);
+  Status DeleteDoneSegmentsLocked(const std::vector<uint64_t>& done, bool newest_may_go);
+  void KeepCorruptTail(int fd, const std::string& path, uint64_t offset, uint64_t size);
   void CloseActiveLocked();
   Status OpenActiveLocked(uint64_t first_sequence);
   std::string SegmentPath(uint64_t first_sequence) const;
@@ -161,9 +174,10 @@ class Outbox {
   uint64_t active_segment_ = 0;           // its first_sequence; valid when active_fd_ >= 0
   uint64_t next_sequence_ = 0;
   uint64_t acked_through_ = 0;
-  uint64_t disk_bytes_ = 0;   // Invariant: the sum of segments_[*].bytes
-  uint64_t depth_bytes_ = 0;  // Invariant: the sum of entries_[*].frame_bytes
-  OutboxStats counters_;      // the "since Open" fields
+  bool cursor_stale_ = false;  // the cursor file lags acked_through_ (it could not be written)
+  uint64_t disk_bytes_ = 0;    // Invariant: the sum of segments_[*].bytes
+  uint64_t depth_bytes_ = 0;   // Invariant: the sum of entries_[*].frame_bytes
+  OutboxStats counters_;       // the "since Open" fields
 };
 
 }  // namespace expanse::outbox

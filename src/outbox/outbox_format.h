@@ -68,6 +68,9 @@ std::string EncodeCursor(const Cursor& cursor);
 // nullopt for a file of the wrong size, magic or checksum.
 std::optional<Cursor> DecodeCursor(std::string_view bytes);
 
+// Replay keeps a segment's cut damaged tail in "<segment file name>.corrupt" beside it.
+inline constexpr char kCorruptSuffix[] = ".corrupt";
+
 // "seg-<sequence, 20 digits>.log", so names sort like the sequences they start with.
 std::string SegmentFileName(uint64_t first_sequence);
 // The first sequence named by a segment file name; nullopt for any other name.

@@ -92,14 +92,27 @@ Status Outbox::Load() {
 
   EXPANSE_ASSIGN_OR_RETURN(std::vector<std::string> names, ToOutboxError(fs::ListDirectory(dir)));
   std::vector<uint64_t> segment_names;
+  std::vector<std::string> corrupt_names;
   for (const std::string& name : names) {
     if (name.ends_with(".tmp")) {
       ::unlink((dir + "/" + name).c_str());  // a cursor write cut short (WriteCursorLocked)
     } else if (std::optional<uint64_t> first = ParseSegmentFileName(name)) {
       segment_names.push_back(*first);
+    } else if (name.ends_with(kCorruptSuffix)) {
+      corrupt_names.push_back(name);
     }
   }
   std::sort(segment_names.begin(), segment_names.end());
+  // A kept damaged tail goes with its segment; one left by a crash in between goes now.
+  for (const std::string& name : corrupt_names) {
+    const std::string segment =
+        name.substr(0, name.size() - std::string_view(kCorruptSuffix).size());
+    if (!ParseSegmentFileName(segment) ||
+        !std::binary_search(segment_names.begin(), segment_names.end(),
+                            *ParseSegmentFileName(segment))) {
+      ::unlink((dir + "/" + name).c_str());
+    }
+  }
 
   EXPANSE_ASSIGN_OR_RETURN(
       std::optional<std::string> cursor_bytes,
@@ -138,11 +151,57 @@ Status Outbox::Load() {
     if (entries_.empty() || segment.last_sequence < entries_.front().sequence)
       done.push_back(first);
   }
-  EXPANSE_RETURN_IF_ERROR(WriteCursorLocked());
-  for (uint64_t first : done)
-    EXPANSE_RETURN_IF_ERROR(DeleteSegmentLocked(first));
-  return OkStatus();
+  // Rewritten only when it lags, and a failure (a full disk) does not stop the daemon: what
+  // the cursor would say follows from the files, except once the newest segment is gone.
+  const bool unchanged =
+      cursor && cursor->acked_through == acked_through_ && cursor->next_sequence == next_sequence_;
+  const bool cursor_holds = unchanged || WriteCursorLocked().ok();
+  return DeleteDoneSegmentsLocked(done, cursor_holds);
 }
+
+namespace {
+
+// What replay finds at one offset of a segment.
+struct FrameAt {
+  enum Kind {
+    kSound,
+    kTorn,       // ends past the end of the file: a write cut short
+    kBadLength,  // an impossible length: where the next frame starts is unknown
+    kDamaged,  // a plausible length, but a CRC mismatch, an unparsable body or a misplaced sequence
+  };
+  Kind kind = kTorn;
+  uint64_t size = 0;  // the whole frame; for kSound and kDamaged
+  Record record{};    // kSound only
+};
+
+// Reads and checks the frame at `offset` of a segment of `file_size` bytes; a sound frame's
+// sequence is at least `min_sequence` (sequences only grow, and a segment holds none below the
+// one it is named after).
+Result<FrameAt> ReadFrameAt(int fd, const std::string& path, uint64_t offset, uint64_t file_size,
+                            uint64_t min_sequence) {
+  if (file_size - offset < kFrameHeaderSize)
+    return FrameAt{.kind = FrameAt::kTorn};
+  std::string frame;
+  EXPANSE_RETURN_IF_ERROR(ReadAt(fd, offset, kFrameHeaderSize, path, &frame));
+  const uint64_t body = FrameBodyLength(frame);
+  if (body < kMinRecordBodySize || body > kMaxRecordBodySize)
+    return FrameAt{.kind = FrameAt::kBadLength};
+  if (file_size - offset - kFrameHeaderSize < body)
+    return FrameAt{.kind = FrameAt::kTorn};
+  EXPANSE_RETURN_IF_ERROR(ReadAt(fd, offset, kFrameHeaderSize + body, path, &frame));
+  FrameAt at{.kind = FrameAt::kDamaged, .size = kFrameHeaderSize + body};
+  size_t frame_size = 0;
+  if (CheckFrame(frame, &frame_size) != FrameCheck::kOk || frame_size != at.size)
+    return at;
+  Result<Record> record = DecodeFrame(frame);
+  if (!record.ok() || record->sequence < min_sequence)
+    return at;
+  at.kind = FrameAt::kSound;
+  at.record = *std::move(record);
+  return at;
+}
+
+}  // namespace
 
 Status Outbox::ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_sequence) {
   const std::string path = SegmentPath(first_sequence);
@@ -171,54 +230,53 @@ Status Outbox::ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_s
 
   Segment segment{.first_sequence = first_sequence, .last_sequence = 0, .bytes = size};
   uint64_t offset = kSegmentHeaderSize;
-  std::string frame;
   const char* problem = nullptr;
   while (offset < size) {
-    if (size - offset < kFrameHeaderSize) {
-      problem = "torn";
+    const uint64_t min_sequence = std::max(*max_sequence + 1, first_sequence);
+    EXPANSE_ASSIGN_OR_RETURN(FrameAt frame, ReadFrameAt(fd, path, offset, size, min_sequence));
+    if (frame.kind == FrameAt::kDamaged) {
+      // Its length is plausible, and a sound frame right after it confirms it (a chance match
+      // of a CRC and the sequence order is negligible): only this record is lost, as when Peek
+      // finds one damaged. The file keeps it, and the next Open skips it again.
+      EXPANSE_ASSIGN_OR_RETURN(FrameAt next,
+                               ReadFrameAt(fd, path, offset + frame.size, size, min_sequence));
+      if (next.kind == FrameAt::kSound) {
+        Log("outbox: " + path + ": skipped a damaged record of " + std::to_string(frame.size) +
+            " bytes at offset " + std::to_string(offset) + " (damaged on disk; it is lost)");
+        ++counters_.corrupt_entries;
+        counters_.corrupt_bytes += frame.size;
+        offset += frame.size;
+        continue;
+      }
+    }
+    if (frame.kind != FrameAt::kSound) {
+      problem = frame.kind == FrameAt::kTorn ? "torn" : "corrupt";
       break;
     }
-    EXPANSE_RETURN_IF_ERROR(ReadAt(fd, offset, kFrameHeaderSize, path, &frame));
-    const uint64_t body = FrameBodyLength(frame);
-    if (body < kMinRecordBodySize || body > kMaxRecordBodySize) {
-      problem = "corrupt";
-      break;
-    }
-    if (size - offset - kFrameHeaderSize < body) {
-      problem = "torn";
-      break;
-    }
-    EXPANSE_RETURN_IF_ERROR(ReadAt(fd, offset, kFrameHeaderSize + body, path, &frame));
-    size_t frame_size = 0;
-    if (CheckFrame(frame, &frame_size) != FrameCheck::kOk) {
-      problem = "corrupt";
-      break;
-    }
-    Result<Record> record = DecodeFrame(frame);
-    // Sequences only grow, and a segment holds none below the one it is named after.
-    if (!record.ok() || record->sequence <= *max_sequence || record->sequence < first_sequence) {
-      problem = "corrupt";
-      break;
-    }
-    *max_sequence = record->sequence;
-    segment.last_sequence = record->sequence;
-    if (record->sequence > acked_through_) {
-      entries_.push_back({.sequence = record->sequence,
+    const uint64_t sequence = frame.record.sequence;
+    *max_sequence = sequence;
+    segment.last_sequence = sequence;
+    if (sequence > acked_through_) {
+      entries_.push_back({.sequence = sequence,
                           .segment = first_sequence,
                           .offset = offset,
-                          .frame_bytes = frame_size});
-      depth_bytes_ += frame_size;
+                          .frame_bytes = frame.size});
+      depth_bytes_ += frame.size;
     }
-    offset += frame_size;
+    offset += frame.size;
   }
   if (problem != nullptr) {
+    const bool torn = std::string_view(problem) == "torn";
     Log("outbox: " + path + ": cut " + std::to_string(size - offset) + " bytes of " + problem +
         " tail at offset " + std::to_string(offset) +
-        (std::string_view(problem) == "torn" ? " (a write interrupted by a crash)"
-                                             : " (damaged on disk; entries in it are lost)"));
+        (torn ? " (a write interrupted by a crash)"
+              : " (damaged on disk; entries in it are lost; its bytes are copied to " + path +
+                    kCorruptSuffix + ")"));
     counters_.corrupt_bytes += size - offset;
-    if (std::string_view(problem) == "corrupt")
+    if (!torn) {
       ++counters_.corrupt_entries;
+      KeepCorruptTail(fd, path, offset, size);
+    }
     if (::ftruncate(fd, static_cast<off_t>(offset)) != 0)
       return IoError("truncate", path);
     EXPANSE_RETURN_IF_ERROR(SyncFile(fd, path));
@@ -229,15 +287,91 @@ Status Outbox::ReplaySegment(uint64_t first_sequence, bool last, uint64_t* max_s
   return OkStatus();
 }
 
+void Outbox::KeepCorruptTail(int fd, const std::string& path, uint64_t offset, uint64_t size) {
+  // For an operator who wants to look at the damage or rescue what is in it: at most one file
+  // per segment (a later cut replaces it), no larger than the cut or one largest frame,
+  // deleted with its segment. Not synced: it is evidence, not queue data. On a full disk it is
+  // simply not there.
+  std::string tail;
+  const std::string corrupt_path = path + kCorruptSuffix;
+  const uint64_t keep = std::min<uint64_t>(size - offset, kFrameHeaderSize + kMaxRecordBodySize);
+  Status status = ReadAt(fd, offset, keep, path, &tail);
+  if (status.ok()) {
+    const fs::UniqueFd out(
+        ::open(corrupt_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!out.valid() || !fs::WriteFully(out.get(), tail))
+      status = IoError("write", corrupt_path);
+  }
+  if (!status.ok()) {
+    (void)::unlink(corrupt_path.c_str());
+    Log("outbox: could not keep the cut tail in " + corrupt_path + ": " + status.ToString());
+  }
+}
+
 Status Outbox::WriteCursorLocked() {
   const std::string& dir = options_.directory;
+  const std::string bytes =
+      EncodeCursor({.acked_through = acked_through_, .next_sequence = next_sequence_});
+  const std::string temp_name = std::string(kCursorFile) + ".tmp";
+  Status status = OkStatus();
   const fs::UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir_fd.valid())
-    return IoError("open directory", dir);
-  // Through "ack.tmp", which Load() removes when a crash left it (docs/formats/outbox.md).
-  return ToOutboxError(fs::WriteFileAtomicallyAt(
-      dir_fd.get(), dir, kCursorFile, std::string(kCursorFile) + ".tmp",
-      EncodeCursor({.acked_through = acked_through_, .next_sequence = next_sequence_}), 0600));
+  if (!dir_fd.valid()) {
+    status = IoError("open directory", dir);
+  } else if (WriteRefused(temp_name, bytes.size())) {
+    status = IoError("create", dir + "/" + temp_name);
+  } else {
+    // Through "ack.tmp", which Load() removes when a crash left it (docs/formats/outbox.md).
+    status = ToOutboxError(
+        fs::WriteFileAtomicallyAt(dir_fd.get(), dir, kCursorFile, temp_name, bytes, 0600));
+  }
+  // A full disk has no block for ack.tmp, but the old cursor's block takes the new 28 bytes.
+  if (!status.ok() && OverwriteCursorLocked(bytes).ok())
+    status = OkStatus();
+  if (status.ok()) {
+    cursor_stale_ = false;
+    return status;
+  }
+  ++counters_.cursor_failures;
+  if (!cursor_stale_) {
+    // Once per streak: a full disk fails every acknowledgement until space comes back.
+    Log("outbox: cannot record acknowledgements in " + dir + "/" + kCursorFile + " (" +
+        status.ToString() +
+        "); acknowledged entries still on disk would be sent again after a restart");
+  }
+  cursor_stale_ = true;
+  return status;
+}
+
+Status Outbox::OverwriteCursorLocked(const std::string& bytes) {
+  // In place, so not atomic: but 28 bytes at offset 0 lie in one sector, and a torn write
+  // fails the CRC and reads as a damaged cursor at Open, which resends and re-seeds from the
+  // clock rather than losing or reusing anything.
+  const std::string path = options_.directory + "/" + kCursorFile;
+  const fs::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid())
+    return IoError("open", path);
+  if (WriteRefused(kCursorFile, 0))
+    return IoError("write", path);
+  const ssize_t written = ::pwrite(fd.get(), bytes.data(), bytes.size(), 0);
+  if (written != static_cast<ssize_t>(bytes.size())) {
+    if (written >= 0)
+      errno = ENOSPC;  // a short write: only space runs out between sector and file
+    return IoError("write", path);
+  }
+  // A damaged cursor of another size would still read as damaged; shrinking needs no space.
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes.size())) != 0)
+    return IoError("truncate", path);
+  return SyncFile(fd.get(), path);
+}
+
+bool Outbox::WriteRefused(std::string_view name, uint64_t new_bytes) const {
+  if (!options_.write_error)
+    return false;
+  const int error = options_.write_error(name, new_bytes);
+  if (error == 0)
+    return false;
+  errno = error;
+  return true;
 }
 
 }  // namespace expanse::outbox

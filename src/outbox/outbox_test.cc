@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -276,11 +278,78 @@ TEST_F(OutboxTest, CorruptChecksumIsDetectedOnOpen) {
   WriteFile(file, bytes);
 
   auto outbox = Open();
-  EXPECT_EQ(outbox->stats().depth_entries, 1u);
+  // Only the damaged record is lost: a sound one follows it, so its length is trusted.
+  EXPECT_EQ(outbox->stats().depth_entries, 2u);
   EXPECT_EQ(outbox->stats().corrupt_entries, 1u);
   EXPECT_EQ(PeekEntry(*outbox).sequence, sequences[0]);
-  EXPECT_THAT(log_.joined(), HasSubstr("corrupt tail at offset"));
+  auto after = outbox->Peek(sequences[0]);
+  ASSERT_TRUE(after.ok() && after->has_value());
+  EXPECT_EQ((*after)->payload, ExpectedDoc(sequences[2], "payload-2"));
+  EXPECT_THAT(log_.joined(), HasSubstr("skipped a damaged record"));
   EXPECT_THAT(log_.joined(), HasSubstr("damaged on disk"));
+}
+
+TEST_F(OutboxTest, DamagedMiddleRecordIsSkippedAndTheRecordsAfterItSurviveReopens) {
+  std::vector<uint64_t> sequences;
+  {
+    auto outbox = Open();
+    for (int i = 0; i < 5; ++i)
+      sequences.push_back(Enqueue(*outbox, "record-" + std::to_string(i)));
+  }
+  const std::string file = SegmentFiles(Options().directory)[0];
+  std::string bytes = ReadFile(file);
+  bytes[bytes.find("record-1")] = 'R';
+  WriteFile(file, bytes);
+
+  for (int round = 0; round < 2; ++round) {  // the file is left as it is: the next Open agrees
+    auto outbox = Open();
+    EXPECT_EQ(outbox->stats().depth_entries, 4u);
+    EXPECT_EQ(outbox->stats().corrupt_entries, 1u);
+    EXPECT_GT(outbox->stats().corrupt_bytes, 0u);
+    std::vector<uint64_t> peeked;
+    for (uint64_t after = 0;;) {
+      auto entry = outbox->Peek(after);
+      ASSERT_TRUE(entry.ok()) << entry.status();
+      if (!entry->has_value())
+        break;
+      after = (*entry)->sequence;
+      peeked.push_back(after);
+    }
+    EXPECT_EQ(peeked,
+              (std::vector<uint64_t>{sequences[0], sequences[2], sequences[3], sequences[4]}));
+    EXPECT_EQ(ReadFile(file), bytes);
+    EXPECT_FALSE(std::filesystem::exists(file + kCorruptSuffix));
+  }
+  auto outbox = Open();
+  EXPECT_GT(Enqueue(*outbox, "after"), sequences[4]);
+}
+
+TEST_F(OutboxTest, DamagedTailIsCutAndKeptBesideItsSegment) {
+  std::vector<uint64_t> sequences;
+  {
+    auto outbox = Open();
+    for (int i = 0; i < 4; ++i)
+      sequences.push_back(Enqueue(*outbox, "tail-" + std::to_string(i)));
+  }
+  const std::string file = SegmentFiles(Options().directory)[0];
+  std::string bytes = ReadFile(file);
+  // Two damaged records in a row: no sound record confirms the first one's length.
+  const size_t cut = bytes.find("tail-2");
+  bytes[cut] = 'T';
+  bytes[bytes.find("tail-3")] = 'T';
+  WriteFile(file, bytes);
+
+  auto outbox = Open();
+  EXPECT_EQ(outbox->stats().depth_entries, 2u);
+  EXPECT_EQ(outbox->stats().corrupt_entries, 1u);
+  EXPECT_THAT(log_.joined(), HasSubstr("corrupt tail at offset"));
+  const std::string kept = ReadFile(file + kCorruptSuffix);
+  EXPECT_EQ(ReadFile(file) + kept, bytes);  // the cut bytes, exactly
+  EXPECT_EQ(outbox->stats().corrupt_bytes, kept.size());
+  // The kept tail goes with its segment.
+  ASSERT_TRUE(outbox->Ack(sequences[1]).ok());
+  EXPECT_TRUE(SegmentFiles(Options().directory).empty());
+  EXPECT_FALSE(std::filesystem::exists(file + kCorruptSuffix));
 }
 
 TEST_F(OutboxTest, DamageAfterOpenIsCaughtByPeek) {
@@ -358,6 +427,107 @@ TEST_F(OutboxTest, AcknowledgedSegmentsAreDeleted) {
   EXPECT_EQ(SegmentFiles(options.directory).size(), 0u);
   EXPECT_EQ(reopened->stats().disk_bytes, 0u);
   EXPECT_GT(Enqueue(*reopened, "x"), last);
+}
+
+// A disk that holds `capacity` bytes of the outbox's files (sizes, not blocks): a write that
+// would grow past it fails with ENOSPC, as on a controller whose daemon user has no reserved
+// blocks. With `refuse_cursor` the cursor cannot be written even in place.
+class SmallDisk {
+ public:
+  explicit SmallDisk(std::string directory) : directory_(std::move(directory)) {}
+  std::function<int(std::string_view, uint64_t)> hook() {
+    return [this](std::string_view name, uint64_t new_bytes) {
+      if (refuse_cursor && name.starts_with("ack"))
+        return ENOSPC;
+      return Used() + new_bytes > capacity ? ENOSPC : 0;
+    };
+  }
+  uint64_t Used() const {
+    uint64_t used = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(directory_))
+      used += entry.is_regular_file() ? entry.file_size() : 0;
+    return used;
+  }
+  void Fill() { capacity = Used(); }
+
+  uint64_t capacity = UINT64_MAX;
+  bool refuse_cursor = false;
+
+ private:
+  std::string directory_;
+};
+
+class OutboxFullDiskTest : public OutboxTest {
+ protected:
+  // Six entries, one segment each, on a disk that is then full.
+  void SetUp() override {
+    options_ = Options();
+    options_.max_bytes = 1 << 20;
+    options_.segment_bytes = 1024;
+    options_.write_error = disk_.hook();
+    outbox_ = Open(options_);
+    ASSERT_NE(outbox_, nullptr);
+    for (int i = 0; i < 6; ++i)
+      sequences_.push_back(Enqueue(*outbox_, std::string(800, static_cast<char>('a' + i))));
+    ASSERT_EQ(SegmentFiles(options_.directory).size(), 6u);
+    disk_.Fill();
+    Result<uint64_t> refused = outbox_->Enqueue("telemetry", Doc("more"));
+    ASSERT_EQ(refused.status().reason(), "outbox_disk_full") << refused.status();
+  }
+
+  SmallDisk disk_{dir_.path() + "/outbox"};
+  OutboxOptions options_;
+  std::unique_ptr<Outbox> outbox_;
+  std::vector<uint64_t> sequences_;
+};
+
+TEST_F(OutboxFullDiskTest, AckOverwritesTheCursorInPlaceAndFreesSpace) {
+  // No room for ack.tmp; the old cursor's place takes the new one.
+  ASSERT_TRUE(outbox_->Ack(sequences_[4]).ok());
+  EXPECT_EQ(SegmentFiles(options_.directory).size(), 1u);
+  EXPECT_EQ(outbox_->stats().cursor_failures, 0u);
+  const uint64_t more = Enqueue(*outbox_, "more");
+  EXPECT_GT(more, sequences_[5]);
+
+  outbox_.reset();
+  disk_.Fill();
+  auto reopened = Open(options_);
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(reopened->stats().acked_through, sequences_[4]);
+  EXPECT_EQ(PeekEntry(*reopened).sequence, sequences_[5]);
+  EXPECT_EQ(reopened->stats().depth_entries, 2u);
+}
+
+TEST_F(OutboxFullDiskTest, AckWithoutAnyCursorWriteStillFreesSpaceAndOpenWorks) {
+  disk_.refuse_cursor = true;
+  ASSERT_TRUE(outbox_->Ack(sequences_[5]).ok());  // held in memory, logged
+  EXPECT_EQ(outbox_->stats().cursor_failures, 1u);
+  EXPECT_THAT(log_.joined(), HasSubstr("cannot record acknowledgements"));
+  // The older segments go; the newest stays, as its name keeps next_sequence across a restart.
+  EXPECT_EQ(SegmentFiles(options_.directory).size(), 1u);
+  EXPECT_TRUE(Empty(*outbox_));
+  const uint64_t more = Enqueue(*outbox_, "more");
+  EXPECT_GT(more, sequences_[5]);
+
+  // A restart before any cursor write: the acknowledged entry in the newest segment goes again
+  // (the server answers it as a duplicate), the ones deleted do not, nothing unacknowledged is
+  // lost, and no sequence is handed out twice.
+  outbox_.reset();
+  disk_.Fill();
+  auto reopened = Open(options_);
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(PeekEntry(*reopened).sequence, sequences_[5]);
+  EXPECT_EQ(reopened->stats().depth_entries, 2u);
+  EXPECT_EQ(reopened->stats().next_sequence, more + 1);
+  // Once space is back the cursor catches up at the next Ack.
+  disk_.refuse_cursor = false;
+  disk_.capacity = UINT64_MAX;
+  ASSERT_TRUE(reopened->Ack(more).ok());
+  reopened.reset();
+  auto again = Open(options_);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->stats().acked_through, more);
+  EXPECT_TRUE(Empty(*again));
 }
 
 TEST_F(OutboxTest, DeadLetterKeepsTheEntryAndMovesOn) {
