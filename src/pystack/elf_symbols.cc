@@ -2,9 +2,13 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -31,6 +35,26 @@ Result<std::string> ReadTable(RandomAccessFile& file, std::uint64_t offset, std:
       file.ReadAt(offset, std::span(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size())));
   return bytes;
 }
+
+// Counts what is read from a file and refuses reads past a total, so that no header or
+// table layout can make one file cost more than the limit.
+class BoundedFile final : public RandomAccessFile {
+ public:
+  BoundedFile(RandomAccessFile& file, std::size_t max_bytes) : file_(file), left_(max_bytes) {}
+  std::uint64_t Size() const override { return file_.Size(); }
+  Status ReadAt(std::uint64_t offset, std::span<std::uint8_t> out) override {
+    if (out.size() > left_) {
+      return InvalidArgumentError("ELF: reading its symbols would read more than the limit")
+          .WithReason("elf_too_large");
+    }
+    left_ -= out.size();
+    return file_.ReadAt(offset, out);
+  }
+
+ private:
+  RandomAccessFile& file_;
+  std::size_t left_;
+};
 
 template <typename T>
 T Record(const std::string& table, std::size_t index) {
@@ -93,8 +117,7 @@ Status StringFile::ReadAt(std::uint64_t offset, std::span<std::uint8_t> out) {
   return OkStatus();
 }
 
-Result<std::unique_ptr<DiskFile>> DiskFile::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+Result<std::unique_ptr<DiskFile>> DiskFile::FromFd(int fd, const std::string& path) {
   if (fd < 0) {
     const int error = errno;
     const std::string message = Format("open {}: {}", path, std::strerror(error));
@@ -103,6 +126,9 @@ Result<std::unique_ptr<DiskFile>> DiskFile::Open(const std::string& path) {
     }
     if (error == EACCES || error == EPERM) {
       return PermissionDeniedError(message);
+    }
+    if (error == ELOOP || error == EXDEV) {
+      return FailedPreconditionError(message + " (a symbolic link, or a path leaving the root)");
     }
     return UnavailableError(message);
   }
@@ -115,7 +141,35 @@ Result<std::unique_ptr<DiskFile>> DiskFile::Open(const std::string& path) {
       static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
       static_cast<std::uint64_t>(info.st_size),
       static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec};
-  return std::unique_ptr<DiskFile>(new DiskFile(fd, identity));
+  struct statfs fs_info {};
+  constexpr decltype(fs_info.f_type) kOverlayMagic = 0x794c7630;  // OVERLAYFS_SUPER_MAGIC
+  const bool on_overlay = fstatfs(fd, &fs_info) == 0 && fs_info.f_type == kOverlayMagic;
+  return std::unique_ptr<DiskFile>(new DiskFile(fd, identity, on_overlay));
+}
+
+Result<std::unique_ptr<DiskFile>> DiskFile::Open(const std::string& path) {
+  return FromFd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), path);
+}
+
+Result<std::unique_ptr<DiskFile>> DiskFile::OpenInRoot(const std::string& root,
+                                                       const std::string& path) {
+  const int root_fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    return FromFd(-1, root);
+  }
+  open_how how{};
+  // O_NONBLOCK: a FIFO planted where the binary was must not hang the sampler; it is then
+  // refused as not a regular file.
+  how.flags = O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const auto fd = static_cast<int>(syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
+  const int error = errno;
+  close(root_fd);
+  if (fd < 0 && error == ENOSYS) {
+    return UnavailableError(Format("open {}: the kernel has no openat2", path));
+  }
+  errno = error;
+  return FromFd(fd, path);
 }
 
 DiskFile::~DiskFile() { close(fd_); }
@@ -141,8 +195,10 @@ Status DiskFile::ReadAt(std::uint64_t offset, std::span<std::uint8_t> out) {
   return OkStatus();
 }
 
-Result<ElfSymbols> ReadElfSymbols(RandomAccessFile& file, std::span<const std::string_view> wanted,
+Result<ElfSymbols> ReadElfSymbols(RandomAccessFile& whole_file,
+                                  std::span<const std::string_view> wanted,
                                   const ElfLimits& limits) {
+  BoundedFile file(whole_file, limits.max_file_bytes_read);
   Elf64_Ehdr header{};
   if (file.Size() < sizeof(header)) {
     return InvalidArgumentError("ELF: file too short for a header").WithReason("not_elf");
@@ -198,11 +254,11 @@ Result<ElfSymbols> ReadElfSymbols(RandomAccessFile& file, std::span<const std::s
 
   std::set<std::string_view> missing(wanted.begin(), wanted.end());
   for (const std::uint32_t type : {SHT_DYNSYM, SHT_SYMTAB}) {
-    for (const Elf64_Shdr& section : sections) {
-      if (section.sh_type == type && !missing.empty()) {
-        EXPANSE_RETURN_IF_ERROR(SearchSymbolTable(file, sections, section, missing, out, limits,
-                                                  /*required=*/type == SHT_DYNSYM));
-      }
+    const auto first = std::find_if(sections.begin(), sections.end(),
+                                    [type](const Elf64_Shdr& s) { return s.sh_type == type; });
+    if (first != sections.end() && !missing.empty()) {
+      EXPANSE_RETURN_IF_ERROR(SearchSymbolTable(file, sections, *first, missing, out, limits,
+                                                /*required=*/type == SHT_DYNSYM));
     }
   }
   return out;

@@ -57,6 +57,12 @@ class DiskFile final : public RandomAccessFile {
   // Opens `path` read-only. Errors carry errno's meaning (kNotFound, kPermissionDenied, ...);
   // kFailedPrecondition for something other than a regular file.
   static Result<std::unique_ptr<DiskFile>> Open(const std::string& path);
+  // Opens `path` as if `root` (a directory) were "/", following no symbolic link at all
+  // (openat2 with RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), without
+  // blocking on a FIFO. For paths a process we do not trust controls. Errors as Open;
+  // kUnavailable where the kernel lacks openat2.
+  static Result<std::unique_ptr<DiskFile>> OpenInRoot(const std::string& root,
+                                                      const std::string& path);
   ~DiskFile() override;
   DiskFile(const DiskFile&) = delete;
   DiskFile& operator=(const DiskFile&) = delete;
@@ -64,11 +70,18 @@ class DiskFile final : public RandomAccessFile {
   std::uint64_t Size() const override { return identity_.size; }
   Status ReadAt(std::uint64_t offset, std::span<std::uint8_t> out) override;
   const FileIdentity& identity() const { return identity_; }
+  // Whether the file is on overlayfs, whose /proc/<pid>/maps lines name the device of the
+  // layer below (an Apptainer or Docker image), not the overlay's own.
+  bool on_overlay() const { return on_overlay_; }
 
  private:
-  DiskFile(int fd, FileIdentity identity) : fd_(fd), identity_(identity) {}
+  DiskFile(int fd, FileIdentity identity, bool on_overlay)
+      : fd_(fd), identity_(identity), on_overlay_(on_overlay) {}
+  // Takes `fd` (open, or -1 with errno set) and keeps it only for a regular file.
+  static Result<std::unique_ptr<DiskFile>> FromFd(int fd, const std::string& path);
   int fd_;
   FileIdentity identity_;
+  bool on_overlay_ = false;
 };
 
 struct ElfLoadSegment {
@@ -90,9 +103,13 @@ struct ElfLimits {
   std::size_t max_sections = 4096;
   // A symbol or string table larger than this is skipped (.symtab) or refused (.dynsym).
   std::size_t max_table_bytes = 64 << 20;
+  // Every byte read from the file, headers and tables together: "elf_too_large" past it.
+  std::size_t max_file_bytes_read = 96 << 20;
 };
 
-// Reads `file`'s ELF header, program headers and symbol tables. kInvalidArgument with reason
+// Reads `file`'s ELF header, program headers and the first .dynsym and first .symtab (a real
+// binary has at most one of each; a crafted one with thousands must not cost thousands of
+// table reads). kInvalidArgument with reason
 // "not_elf" for a file that is not a 64-bit little-endian x86-64 ELF, "elf_malformed" for
 // headers or tables that point outside the file or are inconsistent, "elf_too_large" past
 // the limits.

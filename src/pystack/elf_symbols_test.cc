@@ -174,6 +174,59 @@ TEST(ElfSymbolsTest, KeepsToItsLimits) {
   EXPECT_EQ(ReadElfSymbols(file, kWanted, few_headers).status().reason(), "elf_too_large");
 }
 
+// Counts the bytes a parse reads.
+class CountingFile final : public RandomAccessFile {
+ public:
+  explicit CountingFile(std::string bytes) : file_(std::move(bytes)) {}
+  std::uint64_t Size() const override { return file_.Size(); }
+  Status ReadAt(std::uint64_t offset, std::span<std::uint8_t> out) override {
+    bytes_read += out.size();
+    return file_.ReadAt(offset, out);
+  }
+  std::size_t bytes_read = 0;
+
+ private:
+  StringFile file_;
+};
+
+// ElfBuilder's file with `extra` more .symtab sections, all naming one table of `table_bytes`
+// bytes that defines nothing: a crafted libpython whose parse would read every one of them.
+std::string ManySymbolTables(std::size_t extra, std::size_t table_bytes) {
+  std::string file = ElfBuilder().Build();
+  Elf64_Ehdr header;
+  std::memcpy(&header, file.data(), sizeof(header));
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  std::memcpy(sections.data(), file.data() + header.e_shoff, sections.size() * sizeof(Elf64_Shdr));
+  const std::string empty_table(table_bytes, '\0');
+  const std::size_t table = ElfBuilder::Append(file, empty_table.data(), empty_table.size());
+  for (std::size_t i = 0; i < extra; ++i) {
+    sections.push_back(ElfBuilder::Table(SHT_SYMTAB, table, table_bytes, 4));
+  }
+  header.e_shoff = ElfBuilder::Append(file, sections.data(), sections.size() * sizeof(Elf64_Shdr));
+  header.e_shnum = static_cast<Elf64_Half>(sections.size());
+  std::memcpy(file.data(), &header, sizeof(header));
+  return file;
+}
+
+TEST(ElfSymbolsTest, ReadsOnlyTheFirstOfEachSymbolTable) {
+  constexpr std::size_t kTable = 64 * sizeof(Elf64_Sym) * 16;  // 24 KiB
+  CountingFile file(ManySymbolTables(2000, kTable));
+  // Py_Version is never defined, so every table would be searched for it.
+  const Result<ElfSymbols> symbols = ReadElfSymbols(file, kWanted);
+  ASSERT_TRUE(symbols.ok()) << symbols.status();
+  EXPECT_EQ(symbols->values.at("PyCode_Type"), 0x5000u);
+  EXPECT_LT(file.bytes_read, 2000 * sizeof(Elf64_Shdr) + 4096);  // headers, not 48 MB of tables
+}
+
+TEST(ElfSymbolsTest, BytesReadPerFileAreCapped) {
+  CountingFile file(ElfBuilder().Build());
+  ElfLimits limits;
+  limits.max_file_bytes_read = 256;
+  const Result<ElfSymbols> symbols = ReadElfSymbols(file, kWanted, limits);
+  EXPECT_EQ(symbols.status().reason(), "elf_too_large");
+  EXPECT_LE(file.bytes_read, 256u);
+}
+
 TEST(ElfSymbolsTest, TruncatedFilesNeverCrash) {
   const std::string whole = ElfBuilder().Build();
   for (std::size_t size = 0; size < whole.size(); size += 3) {

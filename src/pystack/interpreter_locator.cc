@@ -1,11 +1,14 @@
 #include "pystack/interpreter_locator.h"
 
 #include <fcntl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/quote.h"
 #include "pystack/process_memory.h"
@@ -30,28 +33,45 @@ Status Unsupported(pid_t pid, const std::string& version) {
       .WithReason("unsupported_version");
 }
 
-// Opens the binary as the process sees it. /proc/<pid>/root/<path> reaches it inside the
-// process's mount namespace (a container); /proc/<pid>/map_files/ reaches the mapped file
-// itself even when it was deleted or replaced, but needs CAP_SYS_ADMIN.
+// Whether `file` is the file `mapping` maps: the same device and inode. The inode alone
+// could match a file on another filesystem that the job planted. On overlayfs (a container
+// image) the maps line names the device of the layer below, which the overlay's own file never
+// has: there the inode (overlayfs keeps the layer's inode numbers) has to do.
+bool IsMappedFile(const DiskFile& file, const MemoryMapping& mapping) {
+  const dev_t device = makedev(mapping.device_major, mapping.device_minor);
+  return (file.identity().device == static_cast<std::uint64_t>(device) || file.on_overlay()) &&
+         file.identity().inode == mapping.inode;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DiskFile>> OpenMappedFile(pid_t pid, const std::string& path,
                                                  const MemoryMapping& mapping) {
-  if (!mapping.deleted) {
-    Result<std::unique_ptr<DiskFile>> file = DiskFile::Open(Format("/proc/{}/root{}", pid, path));
-    if (file.ok() && (*file)->identity().inode == mapping.inode) {
-      return file;
-    }
-  }
   Result<std::unique_ptr<DiskFile>> mapped =
       DiskFile::Open(Format("/proc/{}/map_files/{:x}-{:x}", pid, mapping.start, mapping.end));
-  if (mapped.ok()) {
+  if (mapped.ok() && IsMappedFile(**mapped, mapping)) {
     return mapped;
+  }
+  Status why = mapped.ok() ? FailedPreconditionError("the mapped file changed") : mapped.status();
+  if (!mapping.deleted) {
+    Result<std::unique_ptr<DiskFile>> file =
+        DiskFile::OpenInRoot(Format("/proc/{}/root", pid), path);
+    if (file.ok() && IsMappedFile(**file, mapping)) {
+      return file;
+    }
+    why = file.ok() ? FailedPreconditionError(Format("{} is not the file mapped (another device "
+                                                     "or inode)",
+                                                     QuoteForMessage(path, 200)))
+                    : file.status();
   }
   return UnavailableError(
              Format("py_stacks: pid {}: cannot open {} as mapped (replaced on disk, or "
                     "outside our reach): {}",
-                    pid, QuoteForMessage(path, 200), mapped.status().message()))
+                    pid, QuoteForMessage(path, 200), why.message()))
       .WithReason("binary_unavailable");
 }
+
+namespace {
 
 Result<std::uint64_t> ReadU64(RemoteMemory& memory, std::uint64_t address) {
   std::array<std::uint8_t, 8> bytes{};
@@ -64,24 +84,20 @@ Result<std::uint64_t> ReadU64(RemoteMemory& memory, std::uint64_t address) {
 std::vector<std::string> CandidateBinaries(std::span<const MemoryMapping> mappings,
                                            std::string_view exe_path) {
   std::vector<std::string> candidates;
-  auto add = [&candidates](std::string_view path) {
-    for (const std::string& known : candidates) {
-      if (known == path) {
-        return;
-      }
-    }
-    candidates.emplace_back(path);
-  };
+  std::unordered_set<std::string_view> seen;  // views of the mappings' paths
   for (const MemoryMapping& mapping : mappings) {
+    if (candidates.size() >= kMaxLibPythonCandidates) {
+      break;
+    }
     if (mapping.inode != 0 && mapping.path.starts_with('/') &&
-        IsLibPythonName(BaseName(mapping.path))) {
-      add(mapping.path);
+        IsLibPythonName(BaseName(mapping.path)) && seen.insert(mapping.path).second) {
+      candidates.push_back(mapping.path);
     }
   }
-  if (!exe_path.empty()) {
+  if (!exe_path.empty() && !seen.contains(exe_path)) {
     for (const MemoryMapping& mapping : mappings) {
       if (mapping.path == exe_path) {
-        add(exe_path);
+        candidates.emplace_back(exe_path);
         break;
       }
     }
@@ -120,18 +136,28 @@ Result<PythonVersion> DecideVersion(const VersionEvidence& evidence) {
 }
 
 Result<ElfSymbols> ElfCache::Get(DiskFile& file) {
-  if (const auto it = entries_.find(file.identity()); it != entries_.end()) {
-    return it->second;
+  auto it = entries_.find(file.identity());
+  if (it == entries_.end()) {
+    static constexpr std::array<std::string_view, 6> kWanted = {kRuntimeSymbol,   kVersionSymbol,
+                                                                kCodeTypeSymbol,  kStrTypeSymbol,
+                                                                kBytesTypeSymbol, kNoneSymbol};
+    ++parses_;
+    Result<ElfSymbols> parsed = ReadElfSymbols(file, kWanted);
+    if (entries_.size() >= max_entries_) {
+      entries_.clear();  // bounded and simple; the binaries in use are parsed again once
+    }
+    Entry entry;
+    if (parsed.ok()) {
+      entry.symbols = std::move(*parsed);
+    } else {
+      entry.status = parsed.status();
+    }
+    it = entries_.emplace(file.identity(), std::move(entry)).first;
   }
-  static constexpr std::array<std::string_view, 6> kWanted = {kRuntimeSymbol,   kVersionSymbol,
-                                                              kCodeTypeSymbol,  kStrTypeSymbol,
-                                                              kBytesTypeSymbol, kNoneSymbol};
-  EXPANSE_ASSIGN_OR_RETURN(ElfSymbols symbols, ReadElfSymbols(file, kWanted));
-  if (entries_.size() >= max_entries_) {
-    entries_.clear();
+  if (!it->second.status.ok()) {
+    return it->second.status;
   }
-  entries_.emplace(file.identity(), symbols);
-  return symbols;
+  return it->second.symbols;
 }
 
 namespace {
@@ -156,18 +182,25 @@ Result<LocatedInterpreter> Locate(pid_t pid, RemoteMemory& memory, ElfCache& elf
     }
   }
 
+  const std::vector<std::string> candidates = CandidateBinaries(mappings, exe_path);
+  // Each candidate's mappings, gathered in one pass rather than one pass per candidate.
+  std::unordered_map<std::string_view, std::vector<MemoryMapping>> of_candidate;
+  for (const std::string& path : candidates) {
+    of_candidate[path];
+  }
+  for (const MemoryMapping& mapping : mappings) {
+    if (const auto it = of_candidate.find(mapping.path); it != of_candidate.end()) {
+      it->second.push_back(mapping);
+    }
+  }
+
   std::optional<PythonVersion> named_version;
-  for (const std::string& path : CandidateBinaries(mappings, exe_path)) {
+  for (const std::string& path : candidates) {
     const std::optional<PythonVersion> from_name = VersionFromFileName(BaseName(path));
     if (from_name && !named_version) {
       named_version = from_name;
     }
-    std::vector<MemoryMapping> of_file;
-    for (const MemoryMapping& mapping : mappings) {
-      if (mapping.path == path) {
-        of_file.push_back(mapping);
-      }
-    }
+    const std::vector<MemoryMapping>& of_file = of_candidate.at(path);
     Result<std::unique_ptr<DiskFile>> file = OpenMappedFile(pid, path, of_file.front());
     if (!file.ok()) {
       // An executable we cannot open says nothing unless its name says Python.

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -31,8 +32,13 @@ inline constexpr std::string_view kStrTypeSymbol = "PyUnicode_Type";
 inline constexpr std::string_view kBytesTypeSymbol = "PyBytes_Type";
 inline constexpr std::string_view kNoneSymbol = "_Py_NoneStruct";
 
-// The file-backed paths worth looking into, in the order they are tried: every libpython
-// mapping, then the executable (`exe_path`, what /proc/<pid>/exe names; may be empty).
+// At most this many libpython paths are looked into per process: a real one maps one or two,
+// and each costs an open and an ELF parse.
+inline constexpr std::size_t kMaxLibPythonCandidates = 8;
+
+// The file-backed paths worth looking into, in the order they are tried: the first
+// kMaxLibPythonCandidates libpython mappings, then the executable (`exe_path`, what
+// /proc/<pid>/exe names; may be empty). Linear in the mappings.
 std::vector<std::string> CandidateBinaries(std::span<const MemoryMapping> mappings,
                                            std::string_view exe_path);
 
@@ -49,24 +55,41 @@ struct VersionEvidence {
 // that disagree on major.minor.
 Result<PythonVersion> DecideVersion(const VersionEvidence& evidence);
 
-// ELF symbol tables by file identity, shared by every process running the same binary.
+// ELF symbol tables by file identity (device, inode, size, mtime), shared by every process
+// running the same binary. Failures are kept too: a job's thousand pids mapping one crafted
+// file cost one parse, not a thousand.
 class ElfCache {
  public:
   explicit ElfCache(std::size_t max_entries) : max_entries_(max_entries) {}
   Result<ElfSymbols> Get(DiskFile& file);
+  std::size_t parses() const { return parses_; }  // files actually read
 
  private:
+  struct Entry {
+    Status status;  // the parse's error, or OK
+    ElfSymbols symbols;
+  };
   std::size_t max_entries_;
-  std::map<FileIdentity, ElfSymbols> entries_;
+  std::map<FileIdentity, Entry> entries_;
+  std::size_t parses_ = 0;
 };
+
+// Opens the binary `mapping` maps, as the process sees it: /proc/<pid>/map_files/ (the
+// mapped file itself, even deleted or replaced; needs CAP_SYS_ADMIN), else `path` resolved
+// inside /proc/<pid>/root (the process's mount namespace) without following any symbolic
+// link. The path is the job's to choose, so a symlink, a FIFO or a device there is refused,
+// and a file is accepted only if its device and inode are the mapping's. Errors: reason
+// "binary_unavailable".
+Result<std::unique_ptr<DiskFile>> OpenMappedFile(pid_t pid, const std::string& path,
+                                                 const MemoryMapping& mapping);
 
 struct LocatedInterpreter {
   InterpreterInfo info;
   std::string binary;  // the path, as the process's maps name it, that defines _PyRuntime
 };
 
-// Reads /proc/<pid>/maps and /proc/<pid>/exe, opens the candidate binaries through
-// /proc/<pid>/root (or /proc/<pid>/map_files when the file was replaced on disk), and reads
+// Reads /proc/<pid>/maps and /proc/<pid>/exe, opens the candidate binaries (OpenMappedFile),
+// and reads
 // the version and, on 3.13, the debug offsets from `memory`.
 //
 // Errors: reason "not_python" (kFailedPrecondition) when no candidate defines _PyRuntime,

@@ -85,7 +85,19 @@ NativeReader::NativeReader(NativeReaderLimits limits)
     : NativeReader(limits, [](pid_t pid) { return std::make_unique<ProcessMemory>(pid); }) {}
 
 NativeReader::NativeReader(NativeReaderLimits limits, MemoryFactory memory_factory)
-    : limits_(limits), memory_factory_(std::move(memory_factory)), elf_cache_(kElfCacheEntries) {}
+    : limits_(limits),
+      memory_factory_(std::move(memory_factory)),
+      code_budget_(limits.max_code_cache_bytes_total),
+      elf_cache_(kElfCacheEntries) {}
+
+CodeCache NativeReader::NewCodeCache() {
+  return CodeCache(limits_.max_code_cache_entries, limits_.max_code_cache_bytes, &code_budget_);
+}
+
+std::size_t NativeReader::code_cache_bytes() const {
+  const std::lock_guard lock(mutex_);
+  return code_budget_.used();
+}
 
 void NativeReader::Forget(pid_t pid) {
   const std::lock_guard lock(mutex_);
@@ -110,8 +122,7 @@ Result<NativeReader::Process*> NativeReader::FindOrLocate(pid_t pid, std::uint64
   if (processes_.size() >= limits_.max_cached_processes && !processes_.empty()) {
     processes_.erase(processes_.begin());
   }
-  auto process = std::make_unique<Process>(
-      Process{start_time, std::move(located), CodeCache(limits_.max_code_cache_entries)});
+  auto process = std::make_unique<Process>(Process{start_time, std::move(located), NewCodeCache()});
   Process* raw = process.get();
   processes_[pid] = std::move(process);
   return raw;
@@ -175,7 +186,7 @@ Result<ProcessStacks> NativeReader::Sample(pid_t pid) {
       if (again->info.runtime_address != process->interpreter.info.runtime_address ||
           again->binary != process->interpreter.binary) {
         process->interpreter = std::move(*again);
-        process->codes = CodeCache(limits_.max_code_cache_entries);
+        process->codes = NewCodeCache();
       }
     }
     Result<ProcessStacks> stacks = SampleOnce(pid, *process, *memory);

@@ -49,6 +49,8 @@ class NativeReader final : public StackSource {
   // Drops what is cached for `pid` (the daemon calls it when a process leaves its job).
   void Forget(pid_t pid);
   std::size_t cached_processes() const;
+  // Bytes held by every process's code cache together (at most max_code_cache_bytes_total).
+  std::size_t code_cache_bytes() const;
 
  private:
   struct Process {
@@ -57,12 +59,15 @@ class NativeReader final : public StackSource {
     CodeCache codes;
   };
 
+  CodeCache NewCodeCache();
   Result<Process*> FindOrLocate(pid_t pid, std::uint64_t start_time, RemoteMemory& memory);
   Result<ProcessStacks> SampleOnce(pid_t pid, Process& process, RemoteMemory& memory);
 
   NativeReaderLimits limits_;
   MemoryFactory memory_factory_;
   mutable std::mutex mutex_;
+  // Declared before processes_ so that it outlives their caches, which give back to it.
+  CodeCacheBudget code_budget_;
   std::unordered_map<pid_t, std::unique_ptr<Process>> processes_;
   ElfCache elf_cache_;
 };

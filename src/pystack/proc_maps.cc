@@ -55,9 +55,16 @@ Result<MemoryMapping> ParseMapsLine(std::string_view line, std::size_t line_numb
   if (!ParseNumber(offset, 16, mapping.file_offset)) {
     return MalformedMaps(line_number, line, "bad file offset");
   }
-  if (device.find(':') == std::string_view::npos) {
+  const std::size_t colon = device.find(':');
+  std::uint64_t major = 0;
+  std::uint64_t minor = 0;
+  if (colon == std::string_view::npos || !ParseNumber(device.substr(0, colon), 16, major) ||
+      !ParseNumber(device.substr(colon + 1), 16, minor) || major > UINT32_MAX ||
+      minor > UINT32_MAX) {
     return MalformedMaps(line_number, line, "bad device");
   }
+  mapping.device_major = static_cast<std::uint32_t>(major);
+  mapping.device_minor = static_cast<std::uint32_t>(minor);
   if (!ParseNumber(inode, 10, mapping.inode)) {
     return MalformedMaps(line_number, line, "bad inode");
   }

@@ -21,6 +21,8 @@ struct MemoryMapping {
   std::uint64_t end = 0;
   std::string permissions;  // "r-xp"
   std::uint64_t file_offset = 0;
+  std::uint32_t device_major = 0;  // the file's device, "08:01" in the line
+  std::uint32_t device_minor = 0;
   std::uint64_t inode = 0;  // 0 for anonymous mappings
   std::string path;         // empty when anonymous; "[heap]", "[stack]" for the kernel's names
   bool deleted = false;     // the kernel appended " (deleted)": the file was removed or replaced

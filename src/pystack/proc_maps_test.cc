@@ -29,6 +29,10 @@ TEST(ProcMapsTest, ParsesFileAnonymousAndSpecialMappings) {
   EXPECT_EQ((*maps)[1].inode, 0u);
   EXPECT_EQ((*maps)[2].path, "[stack]");
   EXPECT_EQ((*maps)[3].file_offset, 0xf5000u);
+  EXPECT_EQ((*maps)[0].device_major, 8u);
+  EXPECT_EQ((*maps)[0].device_minor, 1u);
+  EXPECT_EQ((*maps)[3].device_major, 0xfdu);  // hexadecimal, as the kernel prints them
+  EXPECT_EQ((*maps)[3].device_minor, 2u);
   EXPECT_EQ((*maps)[3].path, "/opt/my env/lib/libpython3.12.so.1.0");
   EXPECT_TRUE((*maps)[3].deleted);
 }

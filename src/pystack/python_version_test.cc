@@ -1,5 +1,11 @@
 #include "pystack/python_version.h"
 
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "pystack/interpreter_locator.h"
@@ -109,6 +115,37 @@ TEST(CandidateBinariesTest, LibPythonFirstThenTheExecutable) {
   // An executable that is not mapped (a kernel thread's empty link, a stale name) is skipped.
   EXPECT_EQ(CandidateBinaries(maps, "/bin/other"),
             (std::vector<std::string>{"/usr/lib/libpython3.10.so.1.0"}));
+}
+
+TEST(CandidateBinariesTest, LibPythonCandidatesAreCapped) {
+  std::vector<MemoryMapping> maps;
+  for (int i = 0; i < 10000; ++i) {
+    MemoryMapping mapping;
+    mapping.path = "/tmp/x" + std::to_string(i) + "/libpython3.11.so";
+    mapping.inode = 1;
+    maps.push_back(std::move(mapping));
+  }
+  maps.push_back(maps.front());
+  maps.back().path = "/usr/bin/python3.11";
+  const std::vector<std::string> candidates = CandidateBinaries(maps, "/usr/bin/python3.11");
+  ASSERT_EQ(candidates.size(), kMaxLibPythonCandidates + 1);
+  EXPECT_EQ(candidates.back(), "/usr/bin/python3.11");  // the executable is still tried
+}
+
+TEST(ElfCacheTest, AFailingFileIsParsedOnce) {
+  const std::string path = ::testing::TempDir() + "/elf_cache_not_elf";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << std::string(4096, 'x');
+  }
+  ElfCache cache(64);
+  for (int i = 0; i < 3; ++i) {
+    Result<std::unique_ptr<DiskFile>> file = DiskFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(cache.Get(**file).status().reason(), "not_elf");
+  }
+  EXPECT_EQ(cache.parses(), 1u);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -19,6 +19,14 @@ struct NativeReaderLimits {
   std::size_t max_reads_per_sample = 200000;
   std::size_t max_bytes_per_sample = 64 << 20;
   std::size_t max_code_cache_entries = 16384;  // per process
+  // Bytes of decoded names and line tables kept per process and by all processes together;
+  // the least recently used code objects go first. Without them 16K code objects sharing one
+  // 256 KiB line table would hold 4 GiB.
+  std::size_t max_code_cache_bytes = 4 << 20;
+  std::size_t max_code_cache_bytes_total = 256 << 20;
+  // Line-table bytes decoded per sample; frames past it get line 0. A line found once is
+  // remembered with its code object, so a steady program decodes little after its first sample.
+  std::size_t max_line_table_bytes_per_sample = 16 << 20;
   std::size_t max_cached_processes = 4096;
   std::size_t max_maps_bytes = 64 << 20;  // /proc/<pid>/maps
   std::size_t max_mappings = 1 << 20;

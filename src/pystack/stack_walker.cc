@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <optional>
 #include <unordered_set>
 
 #include "pystack/line_table.h"
@@ -17,13 +18,15 @@ constexpr std::string_view kTruncated = "<truncated>";
 class Walker {
  public:
   Walker(RemoteMemory& memory, const InterpreterInfo& info, const NativeReaderLimits& limits,
-         CodeCache& cache, const IsProcessThread& is_process_thread)
+         CodeCache& cache, const IsProcessThread& is_process_thread, WalkStats& stats)
       : memory_(memory),
         info_(info),
         layout_(info.layout),
         limits_(limits),
         cache_(cache),
-        is_process_thread_(is_process_thread) {}
+        is_process_thread_(is_process_thread),
+        stats_(stats),
+        line_budget_(limits.max_line_table_bytes_per_sample) {}
 
   Result<std::vector<ThreadStack>> Run() {
     if (layout_.ThreadReadSize() > kMaxStructRead || layout_.FrameReadSize() > kMaxStructRead) {
@@ -163,6 +166,28 @@ class Walker {
     return instruction == 0 ? -1 : static_cast<std::int64_t>(instruction - bytecode);
   }
 
+  // The frame's line, decoded from the table only when the code object does not remember it
+  // and the sample's decode budget allows: a table is up to 256 KiB and a sample may have a
+  // million frames, so decoding each would cost far more than the rest of the walk.
+  int Line(CodeInfo& info, std::int64_t byte_offset) {
+    if (const std::optional<int> known = info.RememberedLine(byte_offset)) {
+      ++stats_.lines_remembered;
+      return *known;
+    }
+    // Decoding reads each byte of the table at most once, so its size bounds the work.
+    const std::size_t cost = info.line_table.size();
+    if (cost > line_budget_) {
+      ++stats_.lines_over_budget;
+      return 0;
+    }
+    line_budget_ -= cost;
+    stats_.line_table_bytes_decoded += cost;
+    const int line =
+        LineForOffset(layout_.line_table, info.line_table, info.first_line, byte_offset);
+    info.RememberLine(byte_offset, line);
+    return line;
+  }
+
   Result<std::vector<Frame>> WalkFrames(std::span<const std::uint8_t> thread_block) {
     std::vector<Frame> frames;
     EXPANSE_ASSIGN_OR_RETURN(std::uint64_t frame, LeafFrame(thread_block));
@@ -192,9 +217,8 @@ class Walker {
       if (code == info_.none_object && info_.none_object != 0) {
         continue;  // 3.13 frames may hold None instead of a code object
       }
-      EXPANSE_ASSIGN_OR_RETURN(const CodeInfo* info, cache_.Get(memory_, info_, limits_, code));
-      const int line = LineForOffset(layout_.line_table, info->line_table, info->first_line,
-                                     InstructionOffset(block, code));
+      EXPANSE_ASSIGN_OR_RETURN(CodeInfo * info, cache_.Get(memory_, info_, limits_, code));
+      const int line = Line(*info, InstructionOffset(block, code));
       frames.push_back(Frame{info->file, info->function, line});
     }
     std::sort(frame_addresses_.begin(), frame_addresses_.end());
@@ -215,6 +239,8 @@ class Walker {
   const NativeReaderLimits& limits_;
   CodeCache& cache_;
   const IsProcessThread& is_process_thread_;
+  WalkStats& stats_;
+  std::size_t line_budget_;  // line-table bytes this sample may still decode
   std::vector<ThreadStack> threads_;
   std::unordered_set<std::uint64_t> seen_threads_;
   std::vector<std::uint64_t> frame_addresses_;  // reused for every thread
@@ -225,8 +251,11 @@ class Walker {
 
 Result<std::vector<ThreadStack>> WalkThreads(RemoteMemory& memory, const InterpreterInfo& info,
                                              const NativeReaderLimits& limits, CodeCache& cache,
-                                             const IsProcessThread& is_process_thread) {
-  return Walker(memory, info, limits, cache, is_process_thread).Run();
+                                             const IsProcessThread& is_process_thread,
+                                             WalkStats* stats) {
+  WalkStats ignored;
+  return Walker(memory, info, limits, cache, is_process_thread, stats != nullptr ? *stats : ignored)
+      .Run();
 }
 
 }  // namespace expanse::pystack

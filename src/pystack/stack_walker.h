@@ -23,6 +23,13 @@ namespace expanse::pystack {
 // which is what a pthread_t points at. Python 3.9 and 3.10 record only the pthread_t.
 inline constexpr std::uint64_t kGlibcPthreadTidOffset = 0x2d0;
 
+// What one walk cost, for tests and the reader's counters.
+struct WalkStats {
+  std::size_t line_table_bytes_decoded = 0;
+  std::size_t lines_remembered = 0;   // frames whose line was found without decoding
+  std::size_t lines_over_budget = 0;  // frames given line 0 for want of decode budget
+};
+
 // Tells whether a kernel thread id belongs to the target process.
 using IsProcessThread = std::function<bool(pid_t tid)>;
 
@@ -32,12 +39,16 @@ using IsProcessThread = std::function<bool(pid_t tid)>;
 // pthread_t, kept only when `is_process_thread` accepts it (it may be empty: tid 0). Threads
 // without a Python frame are left out.
 //
+// Line tables are decoded at most `limits.max_line_table_bytes_per_sample` bytes in all;
+// frames past that get line 0, and `stats` (may be null) says how much was decoded.
+//
 // Errors: "inconsistent_read" (a list loops, a pointer is implausible or points at the wrong
 // type: the target changed the memory mid-read, or the layout does not match),
 // "unreadable_address", "read_budget_exceeded", and the memory's access errors.
 Result<std::vector<ThreadStack>> WalkThreads(RemoteMemory& memory, const InterpreterInfo& info,
                                              const NativeReaderLimits& limits, CodeCache& cache,
-                                             const IsProcessThread& is_process_thread);
+                                             const IsProcessThread& is_process_thread,
+                                             WalkStats* stats = nullptr);
 
 }  // namespace expanse::pystack
 

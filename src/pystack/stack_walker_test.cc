@@ -221,6 +221,43 @@ TEST_P(StackWalkerTest, TheCodeCacheNoticesAReusedAddress) {
   EXPECT_EQ((*again)[0].frames[1].function, "wait");
 }
 
+TEST_P(StackWalkerTest, LinesAreRememberedWithTheirCodeObject) {
+  const Result<SyntheticImage> image = BuildSyntheticImage(ThreeThreads(GetParam()));
+  MemoryImage memory;
+  memory.Map(kSyntheticBase, image->bytes);
+  NativeReaderLimits limits;
+  CodeCache cache(limits.max_code_cache_entries);
+  WalkStats first;
+  const Result<std::vector<ThreadStack>> before =
+      WalkThreads(memory, image->info, limits, cache, nullptr, &first);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_GT(first.line_table_bytes_decoded, 0u);
+  WalkStats second;
+  const Result<std::vector<ThreadStack>> after =
+      WalkThreads(memory, image->info, limits, cache, nullptr, &second);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(second.line_table_bytes_decoded, 0u);
+  EXPECT_EQ(second.lines_remembered, 5u);
+  EXPECT_EQ((*after)[1].frames[1].line, 520);
+}
+
+TEST_P(StackWalkerTest, LineDecodingIsBoundedPerSample) {
+  const Result<SyntheticImage> image = BuildSyntheticImage(ThreeThreads(GetParam()));
+  MemoryImage memory;
+  memory.Map(kSyntheticBase, image->bytes);
+  NativeReaderLimits limits;
+  limits.max_line_table_bytes_per_sample = 0;
+  CodeCache cache(limits.max_code_cache_entries);
+  WalkStats stats;
+  const Result<std::vector<ThreadStack>> threads =
+      WalkThreads(memory, image->info, limits, cache, nullptr, &stats);
+  ASSERT_TRUE(threads.ok()) << threads.status();
+  EXPECT_EQ(stats.line_table_bytes_decoded, 0u);
+  EXPECT_EQ(stats.lines_over_budget, 5u);
+  EXPECT_EQ((*threads)[1].frames[1].function, "Model.train_step");
+  EXPECT_EQ((*threads)[1].frames[1].line, 0);  // unknown, never a guess
+}
+
 TEST_P(StackWalkerTest, AnEmptyInterpreterHasNoThreads) {
   SyntheticProcess process;
   process.minor = GetParam();
