@@ -356,7 +356,9 @@ Status SyncDirectory(const std::string& directory) {
   const UniqueFd fd(open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid())
     return ErrnoStatus(errno, "cannot open directory " + directory);
-  if (fsync(fd.get()) != 0)
+  // EINVAL/EBADF: a file system that cannot sync a directory (vboxsf, some FUSE ones), where
+  // nothing more can be done; PostgreSQL and SQLite go on there too.
+  if (fsync(fd.get()) != 0 && errno != EINVAL && errno != EBADF)
     return ErrnoStatus(errno, "cannot fsync directory " + directory);
   return OkStatus();
 }

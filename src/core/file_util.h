@@ -134,7 +134,8 @@ Result<std::vector<std::string>> ListDirectory(const std::string& directory);
 Result<std::vector<std::string>> ListDirectoryAt(
     int dir_fd, std::string_view dir_path, size_t max_names = std::numeric_limits<size_t>::max());
 
-// Makes creations, renames and removals in `directory` durable (fsync of the directory).
+// Makes creations, renames and removals in `directory` durable (fsync of the directory); OK on a
+// file system that cannot sync a directory (EINVAL, EBADF).
 Status SyncDirectory(const std::string& directory);
 
 // Creates `directory` (and missing parents) with `mode` unless it exists.

@@ -237,6 +237,11 @@ Status ApplyController(const InstallOptions& o, const HostPaths& paths, Controll
     state.trees.push_back(nodes);
   } else {
     out.progress(plan.release.cupti_note);
+    // The nodes' builds a reinstall into the same prefix kept (CleanUpPrevious) are still this
+    // install's to remove.
+    const std::string nodes = prefix + "/" + release::kCuptiNodesDir;
+    if (Exists(host, nodes))
+      state.trees.push_back(nodes);
   }
 
   // Hook wrappers: they run on every node from the shared prefix.

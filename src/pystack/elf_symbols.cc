@@ -162,11 +162,16 @@ Result<std::unique_ptr<DiskFile>> DiskFile::OpenInRoot(const std::string& root,
   // refused as not a regular file.
   how.flags = O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  const auto fd = static_cast<int>(syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
-  const int error = errno;
+  int fd = static_cast<int>(syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
+  int error = errno;
   close(root_fd);
-  if (fd < 0 && error == ENOSYS) {
-    return UnavailableError(Format("open {}: the kernel has no openat2", path));
+  if (fd < 0 && (error == ENOSYS || error == EPERM)) {
+    // A kernel before 5.6, or a seccomp profile that refuses openat2: the path inside the root
+    // as open() resolves it. Its last component is still no link, a FIFO still does not block,
+    // and the caller still requires a regular file with the mapping's device and inode, so a
+    // link in a parent directory can at most lead to that very file.
+    fd = open((root + "/" + path).c_str(), how.flags);
+    error = errno;
   }
   errno = error;
   return FromFd(fd, path);

@@ -143,6 +143,10 @@ Result<ElfSymbols> ElfCache::Get(DiskFile& file) {
                                                                 kBytesTypeSymbol, kNoneSymbol};
     ++parses_;
     Result<ElfSymbols> parsed = ReadElfSymbols(file, kWanted);
+    // A read that failed for now (an NFS hiccup: kUnavailable) is not the file's answer: only
+    // what the bytes themselves say is remembered.
+    if (!parsed.ok() && parsed.status().code() == StatusCode::kUnavailable)
+      return parsed.status();
     if (entries_.size() >= max_entries_) {
       entries_.clear();  // bounded and simple; the binaries in use are parsed again once
     }

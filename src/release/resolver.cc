@@ -115,7 +115,9 @@ Result<VerifiedManifest> FetchManifest(net::HttpClient& client, std::string_view
                                   std::to_string(kMaxManifestBytes) + " bytes");
   }
   const std::string signature_url = base + "/" + kManifestSignatureName;
-  EXPANSE_ASSIGN_OR_RETURN(Fetched signature, Get(client, signature_url, kMaxSignatureBytes + 1));
+  // 64 KiB, not the signature's 4 KiB: a mirror's 404 page for a missing .sig (~9 KiB on
+  // GitHub Pages) must still read as "unsigned", not as a refused answer.
+  EXPANSE_ASSIGN_OR_RETURN(Fetched signature, Get(client, signature_url, 64 << 10));
   if (signature.status == 404) {
     return FailedPreconditionError(verified.url + " has no signature (" + signature_url +
                                    " is missing); an unsigned manifest is never trusted")

@@ -4,7 +4,7 @@
 // records; a torn or corrupt tail (a crash mid-write) is cut off with a log line, never treated as
 // fatal. A damaged record followed by an intact one is skipped (logged, counted) so that the
 // acknowledged records after it survive; a file whose magic is damaged is kept aside as
-// <path>.corrupt-<unix seconds> and a new, empty log started.
+// <path>.corrupt-<n> and a new, empty log started.
 #ifndef EXPANSE_TSDB_WAL_H_
 #define EXPANSE_TSDB_WAL_H_
 
