@@ -1,14 +1,18 @@
 #include "pystack/interpreter_locator.h"
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "core/test_failing_syscalls.h"
 
 namespace expanse::pystack {
 namespace interpreter_locator_test {
@@ -57,6 +61,27 @@ TEST_F(OpenMappedFileTest, RefusesASymlinkEvenToTheMappedFile) {
   const Result<std::unique_ptr<DiskFile>> file =
       OpenMappedFile(getpid(), Path("link.so"), MappingOf(lib));
   EXPECT_EQ(file.status().reason(), "binary_unavailable") << file.status();
+}
+
+// Where openat2 is missing (kernels before 5.6) or refused (a seccomp profile), the path is
+// opened inside the root by open(): the mapped file still opens, a symlink to it still does not.
+TEST_F(OpenMappedFileTest, WithoutOpenat2TheMappedFileStillOpensAndALinkIsStillRefused) {
+  const std::string lib = Path("libpython3.11.so");
+  std::filesystem::create_symlink(lib, Path("libpython3.12.so"));
+  const MemoryMapping mapping = MappingOf(lib);
+  MemoryMapping linked = mapping;
+  linked.path = Path("libpython3.12.so");
+  for (const int error : {ENOSYS, EPERM}) {
+    const int status = testing::InChild([&] {
+      if (!testing::FailSyscalls({SYS_openat2}, error))
+        return testing::kCannotInject;
+      if (!OpenMappedFile(getpid(), lib, mapping).ok())
+        return 1;
+      return OpenMappedFile(getpid(), linked.path, linked).ok() ? 2 : 0;
+    });
+    ASSERT_NE(status, testing::kCannotInject) << "seccomp filters cannot be installed here";
+    EXPECT_EQ(status, 0) << "errno " << error;
+  }
 }
 
 TEST_F(OpenMappedFileTest, RefusesASymlinkInAParentDirectory) {

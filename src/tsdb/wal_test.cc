@@ -2,56 +2,28 @@
 // call fail (a seccomp filter, a file-size limit), then the parent reads what the child left.
 #include "tsdb/wal.h"
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/test_failing_syscalls.h"
+
 namespace expanse::tsdb {
 namespace wal_test {
 namespace {
 
-// What a child exits with when this kernel or sandbox does not let it install the filter.
-constexpr int kCannotInject = 77;
-
-// From now on, in this (single-threaded, forked) process, each of `calls` fails with `error`.
-bool FailSyscalls(std::initializer_list<long> calls, int error) {
-  std::vector<sock_filter> filter;
-  filter.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
-  for (const long call : calls) {
-    filter.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(call), 0, 1));
-    filter.push_back(BPF_STMT(
-        BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<uint32_t>(error) & SECCOMP_RET_DATA)));
-  }
-  filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-  const sock_fprog program{static_cast<unsigned short>(filter.size()), filter.data()};
-  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
-
-// Runs `child` in a forked process; its return value is the exit status.
-template <typename Fn>
-int InChild(Fn child) {
-  const pid_t pid = ::fork();
-  if (pid == 0)
-    ::_exit(child());
-  int status = 0;
-  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using ::expanse::testing::FailSyscalls;
+using ::expanse::testing::InChild;
+using ::expanse::testing::kCannotInject;
 
 class WalTest : public ::testing::Test {
  protected:
