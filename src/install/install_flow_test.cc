@@ -16,6 +16,7 @@
 
 #include "core/memory_host.h"
 #include "core/test_temp_dir.h"
+#include "install/install_state.h"
 #include "install/installer.h"
 #include "install/systemd_unit.h"
 
@@ -506,6 +507,31 @@ TEST_F(InstallFlowTest, UninstallTakesBackWhatTheInstallDidAndDeprovisions) {
   progress_.clear();
   ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
   EXPECT_TRUE(Said("nothing to uninstall"));
+}
+
+// The nodes' CUPTI builds a reinstall into the same prefix keeps (jobs have their agent loaded)
+// stay this install's: recorded again even when the new release brings no CUPTI archives, so
+// the uninstall still removes them.
+TEST_F(InstallFlowTest, AReinstallKeepsTheNodesBuildsAndTheUninstallStillRemovesThem) {
+  ASSERT_TRUE(Install().ok());
+  const std::string nodes = "/srv/expanse/lib/cupti-nodes";
+  const std::string state_path = StatePath(paths_.state_dir, "controller");
+  Result<InstallState> state = ParseInstallState(host_.Contents(state_path).value_or(""));
+  ASSERT_TRUE(state.ok()) << state.status();
+  state->trees.push_back(nodes);  // as an install of a release with CUPTI archives records it
+  host_.Put(state_path, RenderInstallState(*state), 0600);
+  host_.Put(nodes + "/w1/lib/libexpanse-agent.so", "in use on w1");
+  install_.reinstall = true;
+  ASSERT_TRUE(RunInstall(install_, paths_, std::nullopt, Collect()).ok());
+  EXPECT_EQ(host_.Contents(nodes + "/w1/lib/libexpanse-agent.so"), "in use on w1");
+  Result<InstallState> after = ParseInstallState(host_.Contents(state_path).value_or(""));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_NE(std::find(after->trees.begin(), after->trees.end(), nodes), after->trees.end());
+  UninstallOptions un;
+  un.type = "slurm";
+  un.slurm_conf = "/etc/slurm/slurm.conf";
+  ASSERT_TRUE(RunUninstall(un, paths_, Collect()).ok());
+  EXPECT_FALSE(host_.Stat(nodes + "/w1/lib/libexpanse-agent.so"));
 }
 
 TEST_F(InstallFlowTest, UninstallRefusesFlagsThatNameAnotherInstall) {
