@@ -287,8 +287,21 @@ void StartSamplerDetached(const BootstrapOptions& options, Host& host) {
   // release). Here, detached, the work cannot delay the job.
   if (!options.shared_prefix.empty() && !options.hostname.empty()) {
     std::string why;
-    (void)release::EnsureNodeCupti(options.shared_prefix, options.hostname,
-                                   release::LocalDriverVersion(why), "");
+    const release::NodeCupti cupti = release::EnsureNodeCupti(
+        options.shared_prefix, options.hostname, release::LocalDriverVersion(why), "");
+    // What was chosen, or why nothing was (a key beside the archives that is not root's alone,
+    // no driver): in the sampler's log, where an operator looks first.
+    if (!options.log_file.empty()) {
+      const int log =
+          open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+      if (log >= 0) {
+        const std::string line = "expanse-daemon prolog: " + cupti.note +
+                                 (cupti.variant.empty() && !why.empty() ? " (" + why + ")" : "") +
+                                 "\n";
+        (void)fs::WriteFully(log, line);
+        close(log);
+      }
+    }
   }
   if (decision.starts_with("replace:")) {
     const pid_t old = static_cast<pid_t>(std::stol(decision.substr(8)));

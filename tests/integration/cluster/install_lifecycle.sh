@@ -230,6 +230,12 @@ for w in "$w1" "$w2"; do
     "sampler log: $("$TESTCLUSTER" exec "$w" -- tail -5 /var/lib/expanse/sampler.log 2>&1 | tr '\n' ';')"
 done
 pass "after the upgrade, the next job's Prolog replaced the sampler on $w1 and $w2 with the new binary"
+# That Prolog also chose the node's CUPTI build, and says what it chose (or why none) in the
+# sampler's log.
+for w in "$w1" "$w2"; do
+  assert_match 'expanse-daemon prolog: CUPTI' "$("$TESTCLUSTER" exec "$w" -- cat /var/lib/expanse/sampler.log)" \
+    "the Prolog's CUPTI line in $w's sampler log"
+done
 
 
 # --- replacement credential ---------------------------------------------------------------------
