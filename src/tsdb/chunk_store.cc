@@ -339,29 +339,10 @@ Status ChunkStore::Write(const ChunkCommit& commit) {
   return OkStatus();
 }
 
-Result<std::vector<std::string>> ChunkStore::ReadChunks(int64_t series_id, int64_t from_ms,
-                                                        int64_t to_ms) {
-  Statement stmt(db_,
-                 "SELECT data FROM chunks WHERE series_id = ? AND start_ms < ? AND end_ms >= ? "
-                 "ORDER BY start_ms");
-  if (!stmt.ok())
-    return SqlError(db_, "read chunks");
-  stmt.Int(1, series_id);
-  stmt.Int(2, to_ms);
-  stmt.Int(3, from_ms);
-  std::vector<std::string> out;
-  int rc;
-  while ((rc = stmt.Step()) == SQLITE_ROW)
-    out.push_back(stmt.ColumnBlob(0));
-  if (rc != SQLITE_DONE)
-    return SqlError(db_, "read chunks");
-  return out;
-}
-
 Result<std::vector<StoredChunk>> ChunkStore::ReadChunksOverlapping(
     int64_t series_id, std::vector<std::pair<int64_t, int64_t>> windows) {
   if (!read_overlapping_) {
-    // ReadChunks' conditions, plus a lower bound on start_ms that lets the index range start
+    // The overlap conditions, plus a lower bound on start_ms that lets the index range start
     // at the window instead of at the series' first chunk (a GPU's series holds weeks of
     // them): the chunks of a series never overlap in time, because a sample at or before the
     // last sealed one is dropped (tsdb.h), so no chunk that starts before the last one starting

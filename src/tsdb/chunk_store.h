@@ -63,10 +63,8 @@ class ChunkStore {
   // The open chunk of every series that has one.
   Result<std::vector<StoredChunk>> LoadHeads();
   Status Write(const ChunkCommit& commit);
-  // Chunks of the series that overlap [from_ms, to_ms), by start time.
-  Result<std::vector<std::string>> ReadChunks(int64_t series_id, int64_t from_ms, int64_t to_ms);
-  // The chunks of the series that overlap any of `windows` ([from_ms, to_ms) each), each once,
-  // by start time: ReadChunks for many windows at once, without reading a chunk twice. Every
+  // The chunks of the series that overlap any of `windows` ([from_ms, to_ms) each: start_ms <
+  // to_ms and end_ms >= from_ms), each once, by start time, without reading a chunk twice. Every
   // call runs the one statement the store keeps prepared, once per run of overlapping windows.
   // Relies on a series' chunks not overlapping in time (tsdb.h's ordering rule).
   Result<std::vector<StoredChunk>> ReadChunksOverlapping(

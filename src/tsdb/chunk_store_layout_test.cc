@@ -648,6 +648,57 @@ TEST_F(ChunkStoreLayoutTest, AnOpenChunkThatDoesNotDecodeIsDroppedAtOpen) {
   EXPECT_EQ(SamplesIn(*db, bad, kT0 - 4 * kHourMs, kT0 + 4 * kHourMs), 3u);
 }
 
+// A sealed chunk that does not decode (a flipped bit on disk) is skipped by every read, logged
+// and counted once, while the series' other chunks and every other series still answer: it
+// used to fail the read, and with it every job list page that asked about the series.
+TEST_F(ChunkStoreLayoutTest, ASealedChunkThatDoesNotDecodeIsSkippedByReads) {
+  const SeriesKey good = Key("n", "d", "good"), bad = Key("n", "d", "bad");
+  {
+    auto db = OpenDb();
+    ASSERT_NE(db, nullptr);
+    Batch batch;
+    batch.Add(good, std::vector<Sample>{{kT0 - 3 * kHourMs, 1}, {kT0, 2}});
+    // Two sealed chunks (each a later sample seals the one before), then an open one.
+    batch.Add(bad, std::vector<Sample>{{kT0 - 5 * kHourMs, 1},
+                                       {kT0 - 3 * kHourMs, 2},
+                                       {kT0 - 3 * kHourMs + 1000, 3},
+                                       {kT0, 4}});
+    ASSERT_TRUE(db->Append("c1/telemetry/1", batch).ok());
+    ASSERT_TRUE(db->Flush().ok());
+  }
+  {
+    File file(FilePath());
+    const std::vector<std::string> rows = file.Rows(
+        "SELECT c.rowid FROM chunks c JOIN series s ON s.id = c.series_id JOIN labels m "
+        "ON m.id = s.metric WHERE m.name = 'bad' ORDER BY c.start_ms");
+    ASSERT_EQ(rows.size(), 2u);
+    file.FlipBit("chunks", "data", std::stoll(rows[1]), kChunkHeaderSize);  // the 2-sample one
+  }
+  auto db = OpenDb();
+  ASSERT_NE(db, nullptr);
+  const int64_t from = kT0 - 6 * kHourMs, to = kT0 + kHourMs;
+  EXPECT_EQ(SamplesIn(*db, bad, from, to), 2u);  // the first sealed chunk and the open one
+  EXPECT_EQ(SamplesIn(*db, good, from, to), 2u);
+  auto many =
+      db->QueryMany({{bad, from, to, 6}, {good, from, to, 6}, {bad, from, kT0 - 4 * kHourMs, 1}});
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->size(), 3u);
+  const auto count = [](const std::vector<Bucket>& buckets) {
+    uint32_t n = 0;
+    for (const Bucket& b : buckets)
+      n += b.count;
+    return n;
+  };
+  EXPECT_EQ(count((*many)[0]), 2u);
+  EXPECT_EQ(count((*many)[1]), 2u);
+  EXPECT_EQ(count((*many)[2]), 1u);
+  EXPECT_EQ(db->GetStats().damaged_chunks, 1u);  // read three times, noted once
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_THAT(log_[0], HasSubstr("skipping a chunk of series c1/n/d/bad from " +
+                                 std::to_string(kT0 - 3 * kHourMs) + " ms"));
+  EXPECT_THAT(log_[0], HasSubstr("checksum mismatch"));
+}
+
 // Retention whose series delete fails (a full disk; here a trigger) keeps the emptied series in
 // memory, so that written again it keeps its id and row, and the next pass deletes what is
 // still empty. It used to forget the series anyway: written again, the key got a new id and a

@@ -705,42 +705,14 @@ Status Tsdb::CheckSeriesLimit(const Batch& batch) {
   return CheckSeriesLimitLocked(batch);
 }
 
+// One question of QueryMany: the two read the same chunks the same way, and a damaged chunk
+// is skipped by both.
 Result<std::vector<Bucket>> Tsdb::Query(const SeriesKey& key, int64_t from_ms, int64_t to_ms,
                                         int points) {
-  EXPANSE_ASSIGN_OR_RETURN(Downsampler sampler, Downsampler::Create(from_ms, to_ms, points));
-  std::lock_guard lock(mu_);
-  const Series* found = FindSeries(key);
-  if (found == nullptr)
-    return std::move(sampler).Finish();
-  const Series& series = *found;
-  const auto add_chunk = [&](std::string_view data) -> Status {
-    EXPANSE_ASSIGN_OR_RETURN(const std::vector<Sample> samples, DecodeChunk(data));
-    for (const Sample& s : samples)
-      sampler.Add(s);
-    return OkStatus();
-  };
-  if (series.persisted) {
-    EXPANSE_ASSIGN_OR_RETURN(const auto chunks, store_->ReadChunks(series.id, from_ms, to_ms));
-    for (const std::string& data : chunks)
-      EXPANSE_RETURN_IF_ERROR(add_chunk(data));
-  }
-  for (const StoredChunk& chunk : series.pending) {
-    if (chunk.start_ms < to_ms && chunk.end_ms >= from_ms) {
-      EXPANSE_RETURN_IF_ERROR(add_chunk(chunk.data));
-    }
-  }
-  if (series.saved_count > 0) {
-    if (series.saved_end_ms >= from_ms ||
-        (!series.head.empty() && series.head.back().t_ms >= from_ms)) {
-      EXPANSE_ASSIGN_OR_RETURN(const std::vector<Sample> open, OpenSamples(series));
-      for (const Sample& s : open)
-        sampler.Add(s);
-    }
-  } else {
-    for (const Sample& s : series.head)
-      sampler.Add(s);
-  }
-  return std::move(sampler).Finish();
+  EXPANSE_ASSIGN_OR_RETURN(
+      std::vector<std::vector<Bucket>> answers,
+      QueryMany({SeriesQuery{.key = key, .from_ms = from_ms, .to_ms = to_ms, .points = points}}));
+  return std::move(answers.front());
 }
 
 Result<std::vector<std::vector<Bucket>>> Tsdb::QueryMany(const std::vector<SeriesQuery>& queries) {
@@ -766,7 +738,7 @@ Result<std::vector<std::vector<Bucket>>> Tsdb::QueryMany(const std::vector<Serie
   // answered as absent.
   for (const auto& [id, which] : by_series) {
     std::lock_guard lock(mu_);
-    const Series* series = FindSeries(queries[which.front()].key);
+    Series* series = FindSeries(queries[which.front()].key);
     if (series == nullptr || series->id != id)
       continue;
     EXPANSE_RETURN_IF_ERROR(FeedQueriesLocked(*series, queries, which, samplers));
@@ -778,23 +750,29 @@ Result<std::vector<std::vector<Bucket>>> Tsdb::QueryMany(const std::vector<Serie
   return answers;
 }
 
-// Mirrors Query: the same chunks for each query (persisted, then pending, then the open chunk)
-// under the same conditions and in the same order, so the buckets are the same to the bit.
-Status Tsdb::FeedQueriesLocked(const Series& series, const std::vector<SeriesQuery>& queries,
+// For each query the chunks that overlap it (persisted, then pending, then the open chunk), in
+// time order. A chunk that does not decode is skipped (NoteDamagedChunkLocked): its samples are
+// lost either way, and failing the read would fail every page that shows the series.
+Status Tsdb::FeedQueriesLocked(Series& series, const std::vector<SeriesQuery>& queries,
                                const std::vector<size_t>& which,
                                std::vector<Downsampler>& samplers) {
-  const auto feed_chunk = [&](int64_t start_ms, int64_t end_ms, std::string_view data) -> Status {
+  const SeriesKey& key = queries[which.front()].key;
+  const auto feed_chunk = [&](int64_t start_ms, int64_t end_ms, std::string_view data) {
     std::optional<std::vector<Sample>> samples;  // decoded for the first query that needs it
     for (const size_t i : which) {
       if (start_ms >= queries[i].to_ms || end_ms < queries[i].from_ms)
         continue;
       if (!samples) {
-        EXPANSE_ASSIGN_OR_RETURN(samples, DecodeChunk(data));
+        Result<std::vector<Sample>> decoded = DecodeChunk(data);
+        if (!decoded.ok()) {
+          NoteDamagedChunkLocked(key, series.id, start_ms, decoded.status());
+          return;
+        }
+        samples = std::move(decoded).value();
       }
       for (const Sample& s : *samples)
         samplers[i].Add(s);
     }
-    return OkStatus();
   };
   if (series.persisted) {
     std::vector<std::pair<int64_t, int64_t>> windows;
@@ -803,10 +781,10 @@ Status Tsdb::FeedQueriesLocked(const Series& series, const std::vector<SeriesQue
     EXPANSE_ASSIGN_OR_RETURN(const std::vector<StoredChunk> chunks,
                              store_->ReadChunksOverlapping(series.id, std::move(windows)));
     for (const StoredChunk& chunk : chunks)
-      EXPANSE_RETURN_IF_ERROR(feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data));
+      feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data);
   }
   for (const StoredChunk& chunk : series.pending)
-    EXPANSE_RETURN_IF_ERROR(feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data));
+    feed_chunk(chunk.start_ms, chunk.end_ms, chunk.data);
   if (series.saved_count == 0) {
     for (const size_t i : which) {
       for (const Sample& s : series.head)
@@ -819,9 +797,8 @@ Status Tsdb::FeedQueriesLocked(const Series& series, const std::vector<SeriesQue
     if (series.saved_end_ms < queries[i].from_ms &&
         (series.head.empty() || series.head.back().t_ms < queries[i].from_ms))
       continue;
-    if (!open) {
-      EXPANSE_ASSIGN_OR_RETURN(open, OpenSamples(series));
-    }
+    if (!open)
+      open = OpenSamplesOrDropLocked(series);
     for (const Sample& s : *open)
       samplers[i].Add(s);
   }
@@ -881,6 +858,15 @@ Status Tsdb::ApplyRetention() {
   return OkStatus();
 }
 
+void Tsdb::NoteDamagedChunkLocked(const SeriesKey& key, int64_t series_id, int64_t start_ms,
+                                  const Status& error) {
+  if (damaged_chunks_.size() >= kMaxDamagedChunksNoted ||
+      !damaged_chunks_.emplace(series_id, start_ms).second)
+    return;
+  options_.log("tsdb: skipping a chunk of series " + Describe(key) + " from " +
+               std::to_string(start_ms) + " ms that does not decode: " + error.ToString());
+}
+
 Tsdb::Stats Tsdb::GetStats() {
   std::lock_guard lock(mu_);
   Stats stats;
@@ -888,6 +874,7 @@ Tsdb::Stats Tsdb::GetStats() {
   stats.dropped_samples = dropped_samples_;
   stats.refused_batches = refused_batches_;
   stats.damaged_open_chunks = damaged_open_chunks_;
+  stats.damaged_chunks = damaged_chunks_.size();
   stats.failed_flushes = failed_flushes_;
   stats.damaged_wal_records = wal_->skipped_records();
   if (Result<ChunkStore::Totals> totals = store_->GetTotals(); totals.ok()) {

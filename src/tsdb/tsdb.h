@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -87,6 +88,9 @@ class Tsdb final : public TelemetryStore {
     uint64_t failed_flushes = 0;
     // WAL records that failed their checksum with an intact record after them, skipped at Open.
     uint64_t damaged_wal_records = 0;
+    // Sealed chunks that did not decode when a query read them (skipped, not counted twice;
+    // at most 4096 noted), since Open.
+    uint64_t damaged_chunks = 0;
   };
 
   static Result<std::unique_ptr<Tsdb>> Open(TsdbOptions options, Clock& clock);
@@ -171,9 +175,13 @@ class Tsdb final : public TelemetryStore {
   // and the samples since are the open chunk.
   std::vector<Sample> OpenSamplesOrDropLocked(Series& series);
   // QueryMany's work for one series: adds to samplers[i], for each i in `which` (queries of
-  // `series`), the samples Query would have added.
-  Status FeedQueriesLocked(const Series& series, const std::vector<SeriesQuery>& queries,
+  // `series`), the samples of its chunks that overlap query i.
+  Status FeedQueriesLocked(Series& series, const std::vector<SeriesQuery>& queries,
                            const std::vector<size_t>& which, std::vector<Downsampler>& samplers);
+  // A sealed chunk that did not decode when read: logged and counted the first time (it stays
+  // stored; retention removes it in time).
+  void NoteDamagedChunkLocked(const SeriesKey& key, int64_t series_id, int64_t start_ms,
+                              const Status& error);
   Status FlushLocked();
   // The background sync behind kReceived appends: syncs while received records are not
   // yet durable; started by the first such append, stopped by the destructor.
@@ -218,6 +226,10 @@ class Tsdb final : public TelemetryStore {
   std::unordered_map<std::string, int64_t> pending_batch_ids_;    // in the WAL only
   uint64_t dropped_samples_ = 0;
   uint64_t damaged_open_chunks_ = 0;
+  // Sealed chunks (series id, start) found damaged by a read; at most kMaxDamagedChunksNoted,
+  // so a store gone bad everywhere costs bounded memory (and log lines).
+  static constexpr size_t kMaxDamagedChunksNoted = 4096;
+  std::set<std::pair<int64_t, int64_t>> damaged_chunks_;
   uint64_t failed_flushes_ = 0;
   // Automatic flushes that failed in a row, and the clock when the last of them did: Append
   // retries no sooner than kAutoFlushRetryMs after it, and logs only the first of a streak.
