@@ -44,7 +44,8 @@ const std::string& SoundLog() {
     const std::string path = Directory() + "/sound.log";
     std::filesystem::remove(path);
     {
-      auto wal = Wal::Open(path, [](std::string_view) { return expanse::OkStatus(); }, nullptr);
+      auto wal = Wal::Open(
+          path, [](std::string_view) { return expanse::OkStatus(); }, nullptr);
       Require(wal.ok());
       for (const std::string_view payload : {"first", "second record", ""})
         Require((*wal)->Append(payload).ok());
