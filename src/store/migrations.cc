@@ -490,11 +490,13 @@ Status ApplyMigrations(Connection& db) {
     }
     // The store's writer lock: two servers starting at once apply each migration once. On
     // PostgreSQL the wait for it is not bounded by the session's lock_timeout: a server
-    // starting beside one that is migrating waits for that migration, however long.
-    Status status = db.ExecuteScript(db.engine() == Engine::kSqlite
-                                         ? BeginSql(db.engine(), /*write=*/true)
-                                         : std::string("BEGIN; SET LOCAL lock_timeout = 0; ") +
-                                               kPgWritersLockSql);
+    // starting beside one that is migrating waits for that migration, however long; nor is
+    // the migration by its statement_timeout (a large table's rewrite takes what it takes).
+    Status status = db.ExecuteScript(
+        db.engine() == Engine::kSqlite
+            ? BeginSql(db.engine(), /*write=*/true)
+            : std::string("BEGIN; SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0; ") +
+                  kPgWritersLockSql);
     if (status.ok()) {
       status = db.ExecuteScript(db.engine() == Engine::kSqlite ? kCreateMigrationsTable
                                                                : kPgCreateMigrationsTable);

@@ -69,14 +69,19 @@ Status StatementStatus(const PGresult* result, pg_conn* conn, std::string_view d
 // queue behind it (each holding its store's only connection) for as long as TCP takes, about
 // two hours. lock_timeout: a write waits at most 15 s for the lock and fails retryable (503);
 // idle_in_transaction_session_timeout: the server ends a session idle inside a transaction for
-// 60 s, which frees the lock. Migrations wait without bound (ApplyMigrations).
+// 60 s, which frees the lock; statement_timeout: a statement runs at most 120 s and fails
+// retryable (503), since each store has one connection, and a runaway read on it (a job's
+// millions of stack rows) would otherwise hold up every sign-in, heartbeat and write of the
+// replica. Migrations wait and run without bound (ApplyMigrations).
 bool SetUpSession(pg_conn* conn, const PgSessionOptions& session) {
   std::string sql =
       "SET client_encoding = 'UTF8'; SET client_min_messages = warning; "
       "SELECT set_config('lock_timeout', '15s', false) "
       "WHERE current_setting('lock_timeout') = '0'; "
       "SELECT set_config('idle_in_transaction_session_timeout', '60s', false) "
-      "WHERE current_setting('idle_in_transaction_session_timeout') = '0'";
+      "WHERE current_setting('idle_in_transaction_session_timeout') = '0'; "
+      "SELECT set_config('statement_timeout', '120s', false) "
+      "WHERE current_setting('statement_timeout') = '0'";
   if (session.asynchronous_commit)
     sql += "; SET synchronous_commit = off";
   if (session.index_scans)

@@ -156,10 +156,14 @@ TEST_F(PgConnectionTest, WaitsAreBoundedUnlessTheOperatorSetTheBounds) {
             std::make_pair(std::string("15000"), std::string("session")));
   EXPECT_EQ(Setting(*db_, "idle_in_transaction_session_timeout"),
             std::make_pair(std::string("60000"), std::string("session")));
+  // And so is a statement: the store's one connection is not held by a runaway read.
+  EXPECT_EQ(Setting(*db_, "statement_timeout"),
+            std::make_pair(std::string("120000"), std::string("session")));
   auto opened = PgConnection::Open(testing::PgTestServer::Shared().NewDatabase() +
-                                   " options='-c lock_timeout=250'");
+                                   " options='-c lock_timeout=250 -c statement_timeout=900'");
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ(Setting(*opened, "lock_timeout").first, "250");
+  EXPECT_EQ(Setting(*opened, "statement_timeout").first, "900");
   auto uri = PgConnection::Open(
       "postgresql:///postgres?host=" + testing::PgTestServer::Shared().directory() +
       "&port=" + std::to_string(testing::PgTestServer::kPort) + "&user=postgres");
