@@ -33,18 +33,26 @@ Status Named(const Status& status) {
       .WithReason(std::string(kPyspyOutputReason));
 }
 
-// A frame's file or function: present (it may be empty), clean text of bounded length.
+// A frame's file or function: present (it may be empty) and a string. The job names its own code
+// (a function's name can be any string, control characters included), so odd text costs only
+// its own frame's readability, never the dump: control characters are kept here and replaced
+// by FoldFrames (stack_model.h), and text past kMaxTextBytes is cut (FoldFrames repairs a
+// character cut in two).
 constexpr size_t kMaxTextBytes = 4096;
-Result<std::string> RequiredText(const wire::FieldReader& r, const char* key) {
-  if (r.Find(key) == nullptr)
+Result<std::string> FrameText(const wire::FieldReader& r, const char* key) {
+  const json* value = r.Find(key);
+  if (value == nullptr)
     return r.Bad(key, "is required");
-  return r.Text(key, kMaxTextBytes, wire::Need::kOptional);
+  if (!value->is_string())
+    return r.Bad(key, "must be a string");
+  const std::string& text = value->get_ref<const std::string&>();
+  return text.substr(0, kMaxTextBytes);
 }
 
 Result<Frame> ParseFrame(const wire::FieldReader& entry) {
   Frame frame;
-  EXPANSE_ASSIGN_OR_RETURN(frame.file, RequiredText(entry, "filename"));
-  EXPANSE_ASSIGN_OR_RETURN(frame.function, RequiredText(entry, "name"));
+  EXPANSE_ASSIGN_OR_RETURN(frame.file, FrameText(entry, "filename"));
+  EXPANSE_ASSIGN_OR_RETURN(frame.function, FrameText(entry, "name"));
   if (const json* line = entry.Find("line"); line != nullptr) {
     if (!line->is_number_integer())
       return entry.Bad("line", "must be an integer");

@@ -158,6 +158,27 @@ TEST(PyspyJsonTest, RefusesHugeOrDeepInput) {
   ExpectRefused(many_frames, "[0].frames has more than 4096 entries");
 }
 
+// The job names its own code: a function named with control characters, or a 10,000-byte file
+// name, is kept (cut to 4,096 bytes) for FoldFrames to make printable, and the dump's other
+// frames and threads are read as usual. One such frame used to refuse the whole dump.
+TEST(PyspyJsonTest, OddFrameTextCostsOnlyItsFrame) {
+  const std::string long_file(10000, 'x');
+  const std::string dump = R"([{"frames": [{"name": "leaf", "filename": "a.py", "line": 3},
+      {"name": "evil\u001b[2J\u0000;name", "filename": ")" +
+                           long_file + R"(", "line": 2},
+      {"name": "main", "filename": "a.py", "line": 1}]},
+     {"frames": [{"name": "wait", "filename": "threading.py", "line": 9}]}])";
+  const Result<ProcessStacks> stacks = ParsePyspyDump(dump, 1);
+  ASSERT_TRUE(stacks.ok()) << stacks.status();
+  ASSERT_EQ(stacks->threads.size(), 2u);
+  ASSERT_EQ(stacks->threads[0].frames.size(), 3u);
+  EXPECT_EQ(stacks->threads[0].frames[1].function, std::string("evil\x1b[2J\0;name", 14));
+  EXPECT_EQ(stacks->threads[0].frames[1].file, std::string(4096, 'x'));
+  EXPECT_EQ(FoldFrames(stacks->threads[0].frames, 1 << 20),
+            "a.py:main:1;" + std::string(4096, 'x') + ":evil?[2J??name:2;a.py:leaf:3");
+  EXPECT_EQ(stacks->threads[1].frames[0].function, "wait");
+}
+
 TEST(PyspyJsonTest, RefusesInvalidUtf8) {
   ExpectRefused("[{\"frames\": [{\"name\": \"\xff\", \"filename\": \"a.py\", \"line\": 1}]}]",
                 "not valid JSON");
