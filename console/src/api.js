@@ -15,7 +15,30 @@ export function haveCsrfToken() {
   return sessionStorage.getItem(CSRF_KEY) !== null;
 }
 
+// A read the server could not start because it was running as many large queries as it runs at
+// once (503 queries_busy) is asked again after its Retry-After, a few times: a job page asks for
+// several at once.
+const BUSY_RETRIES = 5;
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 async function request(method, path, body) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await requestOnce(method, path, body);
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.code !== 'queries_busy' || method !== 'GET' ||
+          attempt >= BUSY_RETRIES) {
+        throw e;
+      }
+      await sleep(Math.min(e.retryAfterSeconds || 1, 5) * 1000);
+    }
+  }
+}
+
+async function requestOnce(method, path, body) {
   const headers = {Accept: 'application/json'};
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (method !== 'GET') headers['X-CSRF-Token'] = sessionStorage.getItem(CSRF_KEY) || '';
@@ -41,8 +64,10 @@ async function request(method, path, body) {
   }
   if (!response.ok) {
     const err = (data && data.error) || {};
-    throw new ApiError(response.status, err.code || 'http_' + response.status,
-                       err.message || `HTTP ${response.status}`);
+    const error = new ApiError(response.status, err.code || 'http_' + response.status,
+                               err.message || `HTTP ${response.status}`);
+    error.retryAfterSeconds = Number(response.headers.get('Retry-After')) || 0;
+    throw error;
   }
   return data;
 }

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {VERDICTS, ruleAction, ruleSeconds, ruleTrigger} from '../src/alert_rules.js';
+import {ApiError, api} from '../src/api.js';
 import {bytes, captureRows, nanos, pcSamplingCell, segmentRows, shortKernel, stallName, windowRows} from '../src/capture.js';
 import {refusedRecordsProblem, runsProblem, workersSupplying} from '../src/daemon_health.js';
 import {COLUMNS, efficiencyChoices, efficiencyPath, efficiencyRows, efficiencyTotals, gpuHours, share,
@@ -443,4 +444,38 @@ test('a job without stacks says whether retention deleted them', () => {
   assert.equal(noStacksText(kept, {end_ms: 0}), 'No Python stacks were collected for this job.');
   assert.equal(noStacksText({retained_from_ms: 0, stack_retention_ms: 0}, {end_ms: 1}),
     'No Python stacks were collected for this job.');
+});
+
+// A stand-in for the browser's fetch: answers in turn from `replies` ({status, code, retryAfter}
+// or {status: 200, body}), counting the calls.
+function fakeFetch(replies) {
+  const calls = [];
+  globalThis.fetch = async (path, init) => {
+    calls.push({path, method: init.method});
+    const r = replies[Math.min(calls.length - 1, replies.length - 1)];
+    const body = r.status === 200 ? r.body : {error: {code: r.code, message: 'busy'}};
+    return new Response(JSON.stringify(body), {
+      status: r.status, headers: r.retryAfter ? {'Retry-After': r.retryAfter} : {}});
+  };
+  return calls;
+}
+
+test('a read refused as queries_busy is asked again after Retry-After, a few times at most', async () => {
+  const busy = {status: 503, code: 'queries_busy', retryAfter: '0.01'};
+  let calls = fakeFetch([busy, busy, {status: 200, body: {jobs: []}}]);
+  assert.deepEqual(await api.get('/api/v1/orgs/acme/jobs'), {jobs: []});
+  assert.equal(calls.length, 3);
+
+  calls = fakeFetch([busy]);
+  await assert.rejects(api.get('/api/v1/orgs/acme/jobs'), (e) => e instanceof ApiError && e.code === 'queries_busy');
+  assert.equal(calls.length, 6);  // the first and five more
+
+  // Other refusals, and writes, are not repeated.
+  calls = fakeFetch([{status: 503, code: 'unavailable', retryAfter: '0.01'}]);
+  await assert.rejects(api.get('/api/v1/orgs/acme/jobs'), (e) => e.code === 'unavailable');
+  assert.equal(calls.length, 1);
+  globalThis.sessionStorage = {getItem: () => 'csrf'};
+  calls = fakeFetch([busy]);
+  await assert.rejects(api.post('/api/v1/orgs/acme/tokens', {}), (e) => e.code === 'queries_busy');
+  assert.equal(calls.length, 1);
 });

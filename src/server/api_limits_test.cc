@@ -252,6 +252,121 @@ TEST_F(ApiLimitsTest, StoredHeartbeatKeepsOnlySmallUnknownFields) {
   EXPECT_FALSE(c.body["heartbeat"].contains("future_large")) << c.body;
 }
 
+// A timeline is one series per GPU (or per host for job.* metrics), and a job may hold 16,384
+// GPUs: `points` is shared out so that all series together hold at most 1,000,000 points (a
+// 512-GPU job at points=10000 built a 574 MB answer). The answer says how many each got.
+TEST_F(ApiLimitsTest, TimelinePointsAreSharedOutOverTheSeries) {
+  const std::string compute = NewCompute(token_);
+  const std::string credential = Exchange(IssueToken(compute)).body["credential"];
+  constexpr int kGpus = 200;
+  constexpr int kSamples = 12'000;  // one a second on GPU-0
+  const int64_t end = api_testing::kStart + int64_t{kSamples} * 1000;
+  clock_.Advance(int64_t{kSamples} * 1000 + 60'000);
+  json allocations = json::array();
+  for (int i = 0; i < kGpus; ++i) {
+    allocations.push_back({{"job_id", "88"},
+                           {"host", "w" + std::to_string(i / 8)},
+                           {"gpu_uuid", "GPU-" + std::to_string(i)},
+                           {"gpu_index", i % 8},
+                           {"gpu_minor", i % 8},
+                           {"from_ms", api_testing::kStart},
+                           {"to_ms", end}});
+  }
+  json dt = json::array();
+  json v = json::array();
+  for (int i = 0; i < kSamples; ++i) {
+    dt.push_back(i == 0 ? 0 : 1000);
+    v.push_back(i % 100);
+  }
+  const json batch = {{"version", 1},
+                      {"stream", "telemetry"},
+                      {"sequence", 1},
+                      {"series",
+                       {{{"host", "w0"},
+                         {"device", "GPU-0"},
+                         {"metric", "gpu.sm_util"},
+                         {"t0", api_testing::kStart},
+                         {"dt", dt},
+                         {"v", v}}}},
+                      {"jobs",
+                       {{{"job_id", "88"},
+                         {"state", "COMPLETED"},
+                         {"user", "ana"},
+                         {"account", "ml"},
+                         {"partition", "gpu"},
+                         {"req_gpus", kGpus},
+                         {"start_ms", api_testing::kStart},
+                         {"end_ms", end},
+                         {"observed_ms", end}}}},
+                      {"gpu_allocations", allocations}};
+  Reply ingest = Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential));
+  ASSERT_EQ(ingest.status, 200) << ingest.body;
+
+  const std::string timeline = "/api/v1/computes/" + compute + "/jobs/88/timeline";
+  Reply r = Call("GET", timeline + "?points=10000", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.body["series"].size(), static_cast<size_t>(kGpus));
+  EXPECT_EQ(r.body["points_per_series"], 1'000'000 / kGpus);
+  size_t points = 0;
+  for (const json& series : r.body["series"])
+    points += series["points"].size();
+  EXPECT_GT(points, 4'000u);
+  EXPECT_LE(points, 1'000'000u / kGpus) << "only GPU-0 has samples";
+  // Within the budget, the points asked for are given.
+  r = Call("GET", timeline + "?points=100", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["points_per_series"], 100);
+  EXPECT_LE(r.body["series"][0]["points"].size(), 100u);
+  EXPECT_GE(r.body["series"][0]["points"].size(), 99u);
+  // The range of `points` itself is unchanged.
+  EXPECT_EQ(Call("GET", timeline + "?points=10001", "", Bearer(token_)).status, 400);
+}
+
+// The stacks route sums the 10,000 most sampled stacks, each up to 16 KiB: it reads at most
+// 16 MiB of them, whatever `limit` is, and says when it stopped short.
+TEST_F(ApiLimitsTest, StacksAreReadWithinAByteBudgetAndSayWhenTruncated) {
+  const std::string compute = NewCompute(token_);
+  constexpr int kStacks = 1'200;  // 19 MB of folded text
+  std::vector<store::StackSample> stacks;
+  for (int i = 0; i < kStacks; ++i) {
+    store::StackSample s;
+    s.compute_id = compute;
+    s.job_id = "7";
+    s.host = "w1";
+    s.window_start_ms = api_testing::kStart;
+    s.window_end_ms = api_testing::kStart + 60'000;
+    s.folded = "main.py:main:1;m" + std::to_string(i) +
+               ".py:f:2;pad.py:" + std::string(15'900, 'x') + ":3";
+    s.thread_state = "gil";
+    s.count = 10'000 - i;
+    stacks.push_back(std::move(s));
+  }
+  const Status put = app_->store().Jobs().PutStacks(stacks);
+  ASSERT_TRUE(put.ok()) << put;
+
+  const std::string path = "/api/v1/computes/" + compute + "/jobs/7/stacks";
+  Reply r = Call("GET", path + "?limit=1", "", Bearer(token_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["truncated"], true);
+  ASSERT_EQ(r.body["stacks"].size(), 1u);
+  EXPECT_EQ(r.body["stacks"][0]["count"], 10'000);
+  const size_t read = r.body["distinct_stacks"].get<size_t>();
+  EXPECT_LT(read, static_cast<size_t>(kStacks));
+  EXPECT_GT(read, 1'000u);
+  // The stacks read are the most sampled ones, within the budget.
+  EXPECT_LE(read * stacks[0].folded.size(), store::kMaxJobStacksBytes);
+  int64_t total = 0;
+  for (size_t i = 0; i < read; ++i)
+    total += 10'000 - static_cast<int64_t>(i);
+  EXPECT_EQ(r.body["total_count"], total);
+  EXPECT_EQ(r.body["top_frames"][0]["frame"], "pad.py:" + std::string(15'900, 'x') + ":3");
+
+  // A job whose stacks fit is read whole.
+  Reply small = Call("GET", "/api/v1/computes/" + compute + "/jobs/8/stacks", "", Bearer(token_));
+  ASSERT_EQ(small.status, 200) << small.body;
+  EXPECT_EQ(small.body["truncated"], false);
+}
+
 }  // namespace
 }  // namespace api_limits_test
 }  // namespace expanse::server

@@ -48,6 +48,14 @@ json ApiTokenJson(const store::ApiToken& t) {
 
 // Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
 // cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
+http::Response HeavyReadsBusyResponse() {
+  http::Response response = http::ErrorResponse(
+      503, "queries_busy",
+      "the server is answering as many large queries as it runs at once; ask again shortly");
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
 Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req) {
   std::string_view bearer = BearerToken(req);
   Result<Principal> p =

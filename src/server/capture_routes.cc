@@ -184,7 +184,7 @@ void RegisterCaptureRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
   // An unknown job of a visible compute has no capture yet (ReadJobEvidenceQuery).
   listener.Get("/api/v1/computes/:id/jobs/:job/capture", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
       EXPANSE_ASSIGN_OR_RETURN(auto windows, ctx->jobs->JobCaptureWindows(
                                                  q.compute.id, req.PathParam("job"), q.from_ms,

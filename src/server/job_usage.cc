@@ -1,6 +1,7 @@
 #include "server/job_usage.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -250,30 +251,47 @@ std::vector<std::string> JobHosts(const store::JobRecord& job,
 
 Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::TelemetryStore& tsdb,
                                                 const std::vector<store::JobRecord>& page,
-                                                int64_t now_ms) {
-  // A page may hold jobs of several computes: the batch reads are per compute.
-  std::map<std::string, std::vector<std::string>, std::less<>> ids_by_compute;
-  for (const store::JobRecord& job : page)
-    ids_by_compute[job.compute_id].push_back(job.job_id);
-  std::map<std::string, store::GpuAllocationsByJob, std::less<>> allocations;
-  std::map<std::string, store::NodeEventsByJob, std::less<>> events;
-  for (const auto& [compute_id, ids] : ids_by_compute) {
-    EXPANSE_ASSIGN_OR_RETURN(allocations[compute_id], store.GpuAllocationsFor(compute_id, ids));
-    EXPANSE_ASSIGN_OR_RETURN(events[compute_id], store.NodeEventsFor(compute_id, ids));
-  }
-  // Sized once: `inputs` refers to the hosts in place.
-  std::vector<JobWithUsage> out(page.size());
+                                                int64_t now_ms, size_t max_rows) {
+  std::vector<JobWithUsage> out(page.size());  // sized once: `inputs` refers to its hosts
+  // The allocations read, kept until the usages are computed (`inputs` refers to them); a deque
+  // so that adding a read moves none before it.
+  std::deque<store::GpuAllocationsByJob> allocations;
   std::vector<JobUsageInput> inputs;
+  std::vector<size_t> input_job;  // inputs[k] is of page[input_job[k]]
   inputs.reserve(page.size());
-  for (size_t i = 0; i < page.size(); ++i) {
-    const store::JobRecord& job = page[i];
-    const auto& job_allocations = RowsOf(allocations[job.compute_id], job.job_id);
-    out[i].hosts = JobHosts(job, job_allocations, RowsOf(events[job.compute_id], job.job_id));
-    inputs.push_back({job, job_allocations, out[i].hosts});
+  size_t rows = 0;
+  size_t next = 0;
+  while (next < page.size() && rows <= max_rows) {
+    const size_t end = std::min(page.size(), next + kUsageJobsPerRead);
+    // A slice may hold jobs of several computes: the reads are per compute.
+    std::map<std::string, std::vector<std::string>, std::less<>> ids_by_compute;
+    for (size_t i = next; i < end; ++i)
+      ids_by_compute[page[i].compute_id].push_back(page[i].job_id);
+    std::map<std::string, store::GpuAllocationsByJob*, std::less<>> slice_allocations;
+    std::map<std::string, store::NodeEventsByJob, std::less<>> slice_events;
+    for (const auto& [compute_id, ids] : ids_by_compute) {
+      EXPANSE_ASSIGN_OR_RETURN(store::GpuAllocationsByJob read,
+                               store.GpuAllocationsFor(compute_id, ids));
+      allocations.push_back(std::move(read));
+      slice_allocations[compute_id] = &allocations.back();
+      EXPANSE_ASSIGN_OR_RETURN(slice_events[compute_id], store.NodeEventsFor(compute_id, ids));
+    }
+    for (size_t i = next; i < end; ++i) {
+      const store::JobRecord& job = page[i];
+      const auto& job_allocations = RowsOf(*slice_allocations[job.compute_id], job.job_id);
+      const auto& job_events = RowsOf(slice_events[job.compute_id], job.job_id);
+      rows += job_allocations.size() + job_events.size();
+      out[i].hosts = JobHosts(job, job_allocations, job_events);
+      inputs.push_back({job, job_allocations, out[i].hosts});
+      input_job.push_back(i);
+    }
+    next = end;
   }
+  for (size_t i = next; i < page.size(); ++i)
+    out[i].usage_omitted = true;
   EXPANSE_ASSIGN_OR_RETURN(std::vector<JobUsage> usages, ComputeJobUsages(tsdb, inputs, now_ms));
-  for (size_t i = 0; i < page.size(); ++i)
-    out[i].usage = usages[i];
+  for (size_t k = 0; k < inputs.size(); ++k)
+    out[input_job[k]].usage = usages[k];
   return out;
 }
 

@@ -90,14 +90,27 @@ std::vector<std::string> JobHosts(const store::JobRecord& job,
 struct JobWithUsage {
   std::vector<std::string> hosts;
   JobUsage usage;
+  // The page's budget (JobsWithUsage) was spent before this job: hosts and usage left empty.
+  bool usage_omitted = false;
 };
 
+// GPU allocations and node events one page of the job list reads at most (about 2,000 jobs of 8
+// GPUs on one node each). Each costs a row in memory and a handful of telemetry questions;
+// without a bound, a compute whose daemon gave a thousand jobs 16,384 made-up GPUs each
+// (JobStore::kMaxRowsPerJob) made one page read 16 M rows and ask 100 M questions.
+inline constexpr size_t kMaxUsageRowsPerPage = 65'536;
+// Jobs whose rows are read together: bounds what one read may bring past the budget.
+inline constexpr size_t kUsageJobsPerRead = 32;
+
 // JobHosts and usage of each job of a page (of any computes), in page order: two store reads
-// per compute of the page and one QueryMany, where a read of each per job and four telemetry
-// queries per GPU and host added up to hundreds of lock acquisitions and SQLite statements.
+// per compute for each kUsageJobsPerRead jobs and one QueryMany, where a read of each per job and
+// four telemetry queries per GPU and host added up to hundreds of lock acquisitions and SQLite
+// statements. Once the jobs read hold more than `max_rows` allocations and events, the later
+// jobs of the page are not read (usage_omitted).
 Result<std::vector<JobWithUsage>> JobsWithUsage(store::JobStore& store, tsdb::TelemetryStore& tsdb,
                                                 const std::vector<store::JobRecord>& page,
-                                                int64_t now_ms);
+                                                int64_t now_ms,
+                                                size_t max_rows = kMaxUsageRowsPerPage);
 
 }  // namespace expanse::server
 

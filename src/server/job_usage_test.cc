@@ -304,6 +304,38 @@ TEST_F(JobUsageTest, JobsWithUsageEqualsTheOneJobPathOnRandomJobs) {
   EXPECT_GT(idle, 10);
 }
 
+// A page whose jobs hold more allocations and events than the budget: the jobs read before it
+// ran out have their usage, the jobs after it are not read at all (a compute's made-up GPUs
+// cannot make one page read millions of rows).
+TEST_F(JobUsageTest, JobsPastThePagesRowBudgetAreNotRead) {
+  const std::vector<store::JobRecord> page = MakeJobs(120);
+  const int64_t now_ms = kT0 + 12 * kHour;
+  const Result<std::vector<JobWithUsage>> batch =
+      JobsWithUsage(jobs(), *tsdb_, page, now_ms, /*max_rows=*/1);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), page.size());
+  size_t rows = 0;
+  for (size_t i = 0; i < kUsageJobsPerRead; ++i) {
+    const OneByOne one = UsageOneByOne(page[i], now_ms);
+    rows += one.allocations.size();
+    EXPECT_FALSE((*batch)[i].usage_omitted) << i;
+    EXPECT_EQ((*batch)[i].hosts, one.hosts) << page[i].job_id;
+    ExpectSameUsage((*batch)[i].usage, one.usage, page[i].job_id);
+  }
+  ASSERT_GT(rows, 1u) << "the first read alone passes the budget";
+  for (size_t i = kUsageJobsPerRead; i < page.size(); ++i) {
+    EXPECT_TRUE((*batch)[i].usage_omitted) << i;
+    EXPECT_TRUE((*batch)[i].hosts.empty()) << i;
+    ExpectSameUsage((*batch)[i].usage, JobUsage{}, page[i].job_id);
+  }
+  // With room for them all, none is left out.
+  const Result<std::vector<JobWithUsage>> all =
+      JobsWithUsage(jobs(), *tsdb_, page, now_ms, /*max_rows=*/100'000);
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (const JobWithUsage& job : *all)
+    EXPECT_FALSE(job.usage_omitted);
+}
+
 TEST_F(JobUsageTest, ComputeJobUsagesEqualsComputeJobUsageForAnyBucketCount) {
   const std::vector<store::JobRecord> records = MakeJobs(40);
   for (const int buckets : {1, 7, 500}) {

@@ -162,6 +162,11 @@ http::Response AnswerRollup(RouteContext& ctx, const http::Request& req) {
   Result<RollupOptions> options = ParseRollupRequest(ctx, req, *principal);
   if (!options.ok())
     return http::ErrorResponse(options.status());
+  std::optional<ConcurrencySlots::Slot> slot = ctx.heavy_reads != nullptr
+                                                   ? ctx.heavy_reads->TryTake()
+                                                   : std::nullopt;  // as AnswerHeavyConsoleJson
+  if (ctx.heavy_reads != nullptr && !slot)
+    return HeavyReadsBusyResponse();
   Rollup rollup;
   if (!options->compute_ids.empty()) {
     Result<Rollup> counted = RollUpLedgers(*ctx.jobs, *ctx.tsdb, *options);
@@ -188,7 +193,7 @@ void RegisterLedgerRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
   listener.Get("/api/v1/computes/:id/jobs/:job/ledger", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
       const store::Compute& compute = readable.compute;
       const store::JobRecord& job = readable.job;

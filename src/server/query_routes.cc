@@ -1,5 +1,7 @@
 // The query API: jobs with requested versus used, one job's per-GPU timelines, nodes and GPUs.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "http/error.h"
@@ -13,6 +15,12 @@ namespace {
 using nlohmann::json;
 
 constexpr int kDefaultTimelinePoints = 1000;
+constexpr int64_t kMaxTimelinePoints = 10'000;
+// The points one timeline answer holds at most, over all its series (about 110 bytes each as a
+// JSON tree): `points` is shared out when series x points would pass it. A job has at most
+// kMaxRowsPerJob GPUs or hosts, so each series still gets at least 61 points.
+constexpr int64_t kMaxTimelineTotalPoints = 1'000'000;
+static_assert(kMaxTimelineTotalPoints / store::JobStore::kMaxRowsPerJob >= 1);
 
 json UsageJson(const JobUsage& u) {
   auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
@@ -58,6 +66,8 @@ json JobWithUsageJson(const store::JobRecord& job, const JobWithUsage& details) 
   json out = JobJson(job);
   out["used"] = UsageJson(details.usage);
   out["hosts"] = details.hosts;
+  if (details.usage_omitted)
+    out["used_omitted"] = true;
   return out;
 }
 
@@ -67,7 +77,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
 
   listener.Get("/api/v1/orgs/:org/jobs", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       ControlPlane::JobReader reader;
       EXPANSE_ASSIGN_OR_RETURN(auto computes,
                                ctx->control.ListComputesForJobs(p, req.PathParam("org"), &reader));
@@ -112,7 +122,7 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   });
 
   listener.Get("/api/v1/computes/:id/jobs/:job", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
       const store::Compute& compute = readable.compute;
       const store::JobRecord& job = readable.job;
@@ -144,59 +154,70 @@ void RegisterQueryRoutes(http::Listener& listener, RouteContext& context) {
   // Per-GPU series of one metric over each GPU's allocation to the job, downsampled by the
   // server.
   listener.Get("/api/v1/computes/:id/jobs/:job/timeline", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const ReadableJob readable, LookUpReadableJob(*ctx, p, req));
       const store::Compute& compute = readable.compute;
       const store::JobRecord& job = readable.job;
       std::string metric(req.QueryParam("metric").value_or("gpu.sm_util"));
-      EXPANSE_ASSIGN_OR_RETURN(int64_t points,
-                               IntQueryParam(req, "points", kDefaultTimelinePoints, 1, 10'000));
+      EXPANSE_ASSIGN_OR_RETURN(int64_t points, IntQueryParam(req, "points", kDefaultTimelinePoints,
+                                                             1, kMaxTimelinePoints));
       EXPANSE_ASSIGN_OR_RETURN(auto allocations, ctx->jobs->GpuAllocations(compute.id, job.job_id));
       int64_t from = job.start_ms;
       int64_t to = job.end_ms != 0 ? job.end_ms : ctx->clock.NowMs();
-      json series = json::array();
-      if (from != 0 && to > from && metric.starts_with("job.")) {
+      // What is read, one series each, before any is: `points` is then shared out over them.
+      const bool job_metric = metric.starts_with("job.");
+      std::vector<std::string> hosts;
+      std::vector<std::pair<const store::GpuAllocation*, Window>> held;
+      if (from != 0 && to > from && job_metric) {
         // A job's own series (cgroup CPU and memory, GPU memory of its processes) are kept per
         // host under the device "job/<job id>": one entry per host the job ran on.
         EXPANSE_ASSIGN_OR_RETURN(auto events, ctx->jobs->NodeEvents(compute.id, job.job_id));
-        const std::vector<std::string> hosts = JobHosts(job, allocations, events);
-        const std::string device = "job/" + job.job_id;
-        for (const std::string& host : hosts) {
-          EXPANSE_ASSIGN_OR_RETURN(auto buckets,
-                                   ctx->tsdb->Query({compute.id, host, device, metric}, from, to,
-                                                    static_cast<int>(points)));
-          json pts = json::array();
-          for (const auto& b : buckets)
-            pts.push_back({b.start_ms, b.min, b.max, b.mean});
-          series.push_back({{"host", host}, {"device", device}, {"points", pts}});
-        }
+        hosts = JobHosts(job, allocations, events);
       } else if (from != 0 && to > from) {
         // A GPU's series are the node's, whichever job held it: each is read only while this
         // job held that GPU (a requeued job's first GPU went to another user's job next).
         for (const auto& a : allocations) {
           if (!OfCurrentRun(job, a))
             continue;
-          const Window held = AllocationWindow(job, a, ctx->clock.NowMs());
-          if (held.to_ms <= held.from_ms)
-            continue;
-          EXPANSE_ASSIGN_OR_RETURN(
-              auto buckets, ctx->tsdb->Query({compute.id, a.host, a.gpu_uuid, metric}, held.from_ms,
-                                             held.to_ms, static_cast<int>(points)));
-          json pts = json::array();
-          for (const auto& b : buckets)
-            pts.push_back({b.start_ms, b.min, b.max, b.mean});
-          series.push_back({{"host", a.host},
-                            {"gpu_uuid", a.gpu_uuid},
-                            {"from_ms", held.from_ms},
-                            {"to_ms", held.to_ms},
-                            {"points", pts}});
+          const Window window = AllocationWindow(job, a, ctx->clock.NowMs());
+          if (window.to_ms > window.from_ms)
+            held.emplace_back(&a, window);
         }
       }
-      return json{{"metric", metric},
+      const int64_t series_count = static_cast<int64_t>(job_metric ? hosts.size() : held.size());
+      if (series_count > 0)
+        points = std::clamp<int64_t>(kMaxTimelineTotalPoints / series_count, 1, points);
+      json series = json::array();
+      auto points_json = [](const std::vector<tsdb::Bucket>& buckets) {
+        json pts = json::array();
+        for (const auto& b : buckets)
+          pts.push_back({b.start_ms, b.min, b.max, b.mean});
+        return pts;
+      };
+      const std::string device = "job/" + job.job_id;
+      for (const std::string& host : hosts) {
+        EXPANSE_ASSIGN_OR_RETURN(auto buckets,
+                                 ctx->tsdb->Query({compute.id, host, device, metric}, from, to,
+                                                  static_cast<int>(points)));
+        series.push_back({{"host", host}, {"device", device}, {"points", points_json(buckets)}});
+      }
+      for (const auto& [a, window] : held) {
+        EXPANSE_ASSIGN_OR_RETURN(
+            auto buckets, ctx->tsdb->Query({compute.id, a->host, a->gpu_uuid, metric},
+                                           window.from_ms, window.to_ms, static_cast<int>(points)));
+        series.push_back({{"host", a->host},
+                          {"gpu_uuid", a->gpu_uuid},
+                          {"from_ms", window.from_ms},
+                          {"to_ms", window.to_ms},
+                          {"points", points_json(buckets)}});
+      }
+      json out = {{"metric", metric},
                   {"from_ms", from},
                   {"to_ms", to},
-                  {"columns", {"t_ms", "min", "max", "mean"}},
-                  {"series", series}};
+                  {"points_per_series", points},
+                  {"columns", {"t_ms", "min", "max", "mean"}}};
+      out["series"] = std::move(series);
+      return out;
     });
   });
 

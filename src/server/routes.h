@@ -66,6 +66,8 @@ struct RouteContext {
   SegmentStore* segments = nullptr;
   // Trace segments parsed at once (segment_routes.cc); set wherever `segments` is.
   ConcurrencySlots* segment_parses = nullptr;
+  // Heavy reads at once (AnswerHeavyConsoleJson); null: not limited.
+  ConcurrencySlots* heavy_reads = nullptr;
   int64_t stack_retention_ms = 0;   // --stack-retention; 0: stacks are kept for ever
   size_t max_envelope_samples = 0;  // ServerOptions::max_envelope_samples
 };
@@ -144,6 +146,28 @@ http::Response AnswerConsoleJson(RouteContext& ctx, const http::Request& req, Fn
   Result<Principal> principal = AuthenticateConsoleRequest(ctx, req);
   if (!principal.ok())
     return http::ErrorResponse(principal.status());
+  Result<nlohmann::json> body = fn(*principal);
+  if (!body.ok())
+    return http::ErrorResponse(body.status());
+  return Json(200, *body);
+}
+// 503 `queries_busy` with Retry-After 1: every heavy-read slot is taken.
+http::Response HeavyReadsBusyResponse();
+
+// AnswerConsoleJson for reads whose cost grows with a job's size and history (job lists,
+// timelines, ledgers, verdicts, stacks, capture): each holds one of ctx.heavy_reads' slots while
+// fn runs, so that a few callers' long reads cannot take every worker of the listener away from
+// sign-ins, heartbeats and ingest; a caller who finds them all taken is asked to come back in a
+// second (the console does). The slot is taken after authentication: a stranger takes none.
+template <typename Fn>
+http::Response AnswerHeavyConsoleJson(RouteContext& ctx, const http::Request& req, Fn fn) {
+  Result<Principal> principal = AuthenticateConsoleRequest(ctx, req);
+  if (!principal.ok())
+    return http::ErrorResponse(principal.status());
+  std::optional<ConcurrencySlots::Slot> slot =
+      ctx.heavy_reads != nullptr ? ctx.heavy_reads->TryTake() : std::nullopt;
+  if (ctx.heavy_reads != nullptr && !slot)
+    return HeavyReadsBusyResponse();
   Result<nlohmann::json> body = fn(*principal);
   if (!body.ok())
     return http::ErrorResponse(body.status());

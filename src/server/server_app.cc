@@ -38,6 +38,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->options_ = std::move(options);
   if (app->options_.db_path.empty())
     return InvalidArgumentError("--db is required");
+  if (app->options_.heavy_reads_at_once < 1)
+    return InvalidArgumentError("heavy_reads_at_once must be at least 1");
   const bool remote_telemetry = app->options_.telemetry_store == "remote";
   if (!remote_telemetry && app->options_.telemetry_store != "embedded") {
     return InvalidArgumentError("--telemetry-store must be embedded or remote, not \"" +
@@ -118,6 +120,8 @@ Result<std::unique_ptr<ServerApp>> ServerApp::Create(ServerOptions options, Cloc
   app->context_->remote_telemetry = remote_store;
   app->context_->segments = app->segments_.get();
   app->context_->segment_parses = &app->segment_parses_;
+  app->heavy_reads_ = std::make_unique<ConcurrencySlots>(app->options_.heavy_reads_at_once);
+  app->context_->heavy_reads = app->heavy_reads_.get();
   app->context_->stack_retention_ms = app->options_.stack_retention_ms;
   app->context_->max_envelope_samples = app->options_.max_envelope_samples;
 

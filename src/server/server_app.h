@@ -49,6 +49,10 @@ struct ServerOptions {
   // batches may hold (the rest are answered envelope_full, to be sent again): one batch's cap
   // by default, so a request of several batches needs no more memory than one of one.
   size_t max_envelope_samples = kMaxIngestSamples;
+  // Heavy console/API reads (job lists, timelines, ledgers, verdicts, stacks, capture) that run
+  // at once across the listeners; more are answered 503 queries_busy. Half of a listener's
+  // eight workers: the rest stay free for sign-ins, heartbeats and ingest.
+  int heavy_reads_at_once = 4;
   // Requests per second one daemon credential may sustain (ingest, heartbeats). The
   // default suits one controller; a load benchmark raises it.
   double credential_requests_per_second = RateLimits::kDefaultCredentialRequestsPerSecond;
@@ -106,6 +110,7 @@ class ServerApp {
   // Trace segment uploads parsed at once; others are answered 503 segments_busy.
   static constexpr int kSegmentParsesAtOnce = 2;
   ConcurrencySlots& segment_parses() { return segment_parses_; }
+  ConcurrencySlots& heavy_reads() { return *heavy_reads_; }
   // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
   // PostgreSQL (docs/scaling.md), a store user waits about a quarter of a second for one.
   static constexpr int kStackRetentionBatch = store::kMaxExpireStacksLimit;
@@ -126,6 +131,7 @@ class ServerApp {
   std::unique_ptr<SegmentStore> segments_;
   // Segment uploads parsed at once: parsing takes many times a segment's size.
   ConcurrencySlots segment_parses_{kSegmentParsesAtOnce};
+  std::unique_ptr<ConcurrencySlots> heavy_reads_;  // ServerOptions::heavy_reads_at_once
   std::unique_ptr<promstore::RemoteWriteForwarder> forwarder_;
   ServerCounters counters_;  // what /metrics reports
   RateLimits limits_;

@@ -2,6 +2,7 @@
 // of the frames the job spent its samples in.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "server/route_util.h"
 #include "server/routes.h"
@@ -22,15 +23,23 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
 
   // An unknown job of a visible compute has no stacks yet (ReadJobEvidenceQuery).
   listener.Get("/api/v1/computes/:id/jobs/:job/stacks", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       EXPANSE_ASSIGN_OR_RETURN(const JobEvidenceQuery q, ReadJobEvidenceQuery(*ctx, p, req));
       EXPANSE_ASSIGN_OR_RETURN(int64_t limit, IntQueryParam(req, "limit", kDefaultStacksLimit, 1,
                                                             store::kMaxJobStacksLimit));
       // The totals and top frames are over the most frequent kMaxJobStacksLimit stacks, not
-      // only the `limit` returned, so a short list still sums to the whole window.
+      // only the `limit` returned, so a short list still sums to the whole window; but over no
+      // more than kMaxJobStacksBytes of them (`truncated` then says the least sampled are left
+      // out), as 10,000 stacks of 16 KiB would be 160 MiB.
       EXPANSE_ASSIGN_OR_RETURN(
           auto stacks, ctx->jobs->JobStacks(q.compute.id, req.PathParam("job"), q.from_ms, q.to_ms,
-                                            store::kMaxJobStacksLimit));
+                                            store::kMaxJobStacksLimit, store::kMaxJobStacksBytes));
+      size_t folded_bytes = 0;
+      for (const store::StackTotal& s : stacks)
+        folded_bytes += s.folded.size();
+      const bool truncated = folded_bytes > store::kMaxJobStacksBytes;
+      if (truncated)
+        stacks.pop_back();  // the one that passed the budget
       int64_t total = 0;
       json list = json::array();
       for (const auto& s : stacks) {
@@ -51,12 +60,14 @@ void RegisterStackRoutes(http::Listener& listener, RouteContext& context) {
       // before it has no stacks left, whatever was sampled.
       const int64_t retained_from_ms =
           ctx->stack_retention_ms > 0 ? ctx->clock.NowMs() - ctx->stack_retention_ms : 0;
-      return json{{"stacks", list},
-                  {"total_count", total},
+      json out = {{"total_count", total},
                   {"distinct_stacks", stacks.size()},
-                  {"top_frames", frames},
+                  {"truncated", truncated},
                   {"retained_from_ms", retained_from_ms},
                   {"stack_retention_ms", ctx->stack_retention_ms}};
+      out["stacks"] = std::move(list);
+      out["top_frames"] = std::move(frames);
+      return out;
     });
   });
 }

@@ -111,9 +111,12 @@ Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobReco
   if (start == 0 || end <= start)
     return cells;
   const int64_t span = end - start;
-  // Fewer cells for jobs with many GPUs: the answer holds GPUs x cells buckets per series.
-  const size_t max_cells = std::clamp<size_t>(
-      kMaxVerdictGpuCells / std::max<size_t>(1, allocations.size()), 30, kMaxVerdictCells);
+  // Fewer cells for jobs with many GPUs or hosts: each GPU and each host holds a track of
+  // cells (and its series' buckets), so together they share kMaxVerdictGpuCells. A job has at
+  // most kMaxRowsPerJob allocations and as many hosts from node events: 6 cells or more.
+  const size_t tracks = allocations.size() + hosts.size();
+  const size_t max_cells =
+      std::clamp<size_t>(kMaxVerdictGpuCells / std::max<size_t>(1, tracks), 1, kMaxVerdictCells);
   int64_t cell = std::max<int64_t>(kMinVerdictCellMs, (span + static_cast<int64_t>(max_cells) - 1) /
                                                           static_cast<int64_t>(max_cells));
   cell = (cell + kMinVerdictCellMs - 1) / kMinVerdictCellMs * kMinVerdictCellMs;

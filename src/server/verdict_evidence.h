@@ -19,7 +19,8 @@ namespace expanse::server {
 
 // At most this many cells per job: a 24 h job is read in 2-minute cells.
 inline constexpr size_t kMaxVerdictCells = 720;
-// At most this many GPU-cells per job (a 4096-GPU job gets 30-cell grids, not 720).
+// At most this many cells per job over its GPUs' and hosts' tracks together (a 4096-GPU job on
+// 512 hosts gets 43-cell grids, not 720; one of 16,384 hosts 12).
 inline constexpr size_t kMaxVerdictGpuCells = 200'000;
 // No cell shorter than this: samples arrive at about 1 Hz and are flushed every few seconds.
 inline constexpr int64_t kMinVerdictCellMs = 10'000;
@@ -35,7 +36,7 @@ std::map<std::string, GpuModel> GpuModelsFromHeartbeat(std::string_view heartbea
 
 // The grid: from the job's (or its first allocation's) start to its end, or `now_ms` while it
 // runs, in equal cells of about kMinVerdictCellMs or more ending exactly at the job's end, at
-// most kMaxVerdictCells (fewer for jobs with many GPUs, see kMaxVerdictGpuCells).
+// most kMaxVerdictCells (fewer for jobs with many GPUs or hosts, see kMaxVerdictGpuCells).
 // A job that has not started has no cells.
 Result<JobCells> GatherJobCells(tsdb::TelemetryStore& tsdb, const store::JobRecord& job,
                                 const std::vector<store::GpuAllocation>& allocations,

@@ -151,6 +151,47 @@ TEST_F(VerdictEvidenceTest, ModelsComeFromTheHeartbeatAndAJobNotStartedHasNoCell
   EXPECT_TRUE(verdicts->empty());
 }
 
+// Hosts come from node events, up to store::JobStore::kMaxRowsPerJob of them, and each holds five
+// series of the grid's cells: they share the budget with the GPUs, so a job of few GPUs and
+// many hosts gets a short grid too, not 720 cells on each of 16,384 hosts.
+TEST_F(VerdictEvidenceTest, ManyHostsShareTheGridsCellBudget) {
+  const int64_t start = kM, end = kM + 24 * 60 * kMinute;
+  const store::JobRecord job = Job("46", start, end, 1);
+  Allocate("46", "GPU-a", 0, start, end);
+  std::vector<std::string> hosts;
+  for (int64_t i = 0; i < store::JobStore::kMaxRowsPerJob; ++i)
+    hosts.push_back("node" + std::to_string(i));
+  auto cells = GatherJobCells(*tsdb_, job, AllocationsOf("46"), hosts, {}, end);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_EQ(cells->hosts.size(), hosts.size());
+  ASSERT_EQ(cells->gpus.size(), 1u);
+  EXPECT_GE(cells->cells, 1u);
+  EXPECT_LE(cells->cells * (cells->gpus.size() + cells->hosts.size()), kMaxVerdictGpuCells);
+  EXPECT_EQ(cells->hosts[0].cpu_cores.size(), cells->cells);
+  EXPECT_EQ(cells->gpus[0].cells.size(), cells->cells);
+  // The grid still covers the whole job, ending at its end.
+  EXPECT_EQ(cells->start_ms, start);
+  EXPECT_GE(cells->start_ms + static_cast<int64_t>(cells->cells) * cells->cell_ms, end);
+
+  // The GPUs' share is unchanged for a job of few hosts: 4096 GPUs on 512 hosts.
+  std::vector<store::GpuAllocation> many;
+  for (int i = 0; i < 4096; ++i) {
+    store::GpuAllocation a;
+    a.compute_id = kCompute;
+    a.job_id = "46";
+    a.host = "node" + std::to_string(i / 8);
+    a.gpu_uuid = "GPU-" + std::to_string(i);
+    a.from_ms = start;
+    a.to_ms = end;
+    many.push_back(a);
+  }
+  hosts.resize(512);
+  cells = GatherJobCells(*tsdb_, job, many, hosts, {}, end);
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  EXPECT_LE(cells->cells * (4096 + 512), kMaxVerdictGpuCells);
+  EXPECT_GE(cells->cells, kMaxVerdictGpuCells / (4096 + 512) - 1);
+}
+
 }  // namespace
 }  // namespace verdict_evidence_test
 }  // namespace expanse::server

@@ -24,7 +24,7 @@ json VerdictJson(const Verdict& v) {
 void RegisterVerdictRoutes(http::Listener& listener, RouteContext& context) {
   RouteContext* ctx = &context;
   listener.Get("/api/v1/computes/:id/jobs/:job/verdicts", [ctx](const http::Request& req) {
-    return AnswerConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
+    return AnswerHeavyConsoleJson(*ctx, req, [&](const Principal& p) -> Result<json> {
       VerdictThresholds t;
       EXPANSE_ASSIGN_OR_RETURN(
           const int64_t stuck_s,

@@ -72,6 +72,9 @@ inline constexpr std::size_t kMaxFoldedStackBytes = 16 * 1024;
 // Far above what a window of sampling can count; keeps sums over a job's stacks below 2^63.
 inline constexpr int64_t kMaxStackSampleCount = 1'000'000'000;
 inline constexpr int kMaxJobStacksLimit = 10'000;
+// The folded text one JobStacks read returns by default (kMaxJobStacksLimit stacks of
+// kMaxFoldedStackBytes would be 160 MiB).
+inline constexpr size_t kMaxJobStacksBytes = size_t{16} << 20;
 // Rows one retention call deletes at most: the store's writers wait while it runs.
 inline constexpr int kMaxExpireStacksLimit = 10'000;
 
@@ -222,11 +225,13 @@ class JobStore {
                                                                 int64_t from_ms, int64_t to_ms) = 0;
   // The job's stacks of the windows overlapping [from_ms, to_ms) (0 = open bound), summed per
   // (folded, thread_state) over hosts and windows: the `limit` (1..kMaxJobStacksLimit) with
-  // the highest count, then by folded and thread_state. A window that straddles a bound
+  // the highest count, then by folded and thread_state, and no more once their folded stacks
+  // hold more than max_folded_bytes (the stack that passes it is the last returned, so a
+  // caller sees it was passed; the database sends no more). A window that straddles a bound
   // counts whole. Empty when none were reported; the job record need not exist.
-  virtual Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id,
-                                                    std::string_view job_id, int64_t from_ms,
-                                                    int64_t to_ms, int limit) = 0;
+  virtual Result<std::vector<StackTotal>> JobStacks(
+      std::string_view compute_id, std::string_view job_id, int64_t from_ms, int64_t to_ms,
+      int limit, size_t max_folded_bytes = kMaxJobStacksBytes) = 0;
   // The job's capture windows overlapping [from_ms, to_ms) (0 = open bound), oldest first
   // (then host, pid), at most `limit` (1..kMaxJobCaptureWindows), and no more once their
   // documents hold more than max_doc_bytes (the window that passes it is the last returned, so

@@ -127,7 +127,8 @@ class SqliteStore final : public Store, public JobStore {
   Status PutStacks(const std::vector<StackSample>& stacks) override;
   Result<int64_t> ExpireStacks(int64_t before_ms, int limit) override;
   Result<std::vector<StackTotal>> JobStacks(std::string_view compute_id, std::string_view job_id,
-                                            int64_t from_ms, int64_t to_ms, int limit) override;
+                                            int64_t from_ms, int64_t to_ms, int limit,
+                                            size_t max_folded_bytes = kMaxJobStacksBytes) override;
   Status PutCaptureWindows(const std::vector<CaptureWindow>& windows) override;
   Result<bool> PutTraceSegment(const TraceSegmentRecord& segment) override;
   Result<std::vector<TraceSegmentRecord>> JobTraceSegments(std::string_view compute_id,

@@ -1,5 +1,6 @@
 // SqliteStore as a JobStore: the Python stacks of jobs, stored per daemon aggregation window and
 // summed per job for a time range.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,8 @@ Result<int64_t> SqliteStore::ExpireStacks(int64_t before_ms, int limit) {
 
 Result<std::vector<StackTotal>> SqliteStore::JobStacks(std::string_view compute_id,
                                                        std::string_view job_id, int64_t from_ms,
-                                                       int64_t to_ms, int limit) {
+                                                       int64_t to_ms, int limit,
+                                                       size_t max_folded_bytes) {
   constexpr std::string_view kWhere = "job stacks";
   EXPANSE_RETURN_IF_ERROR(store_internal::ValidateJobKey(kWhere, compute_id, job_id));
   EXPANSE_RETURN_IF_ERROR(store_internal::ValidateTimeRange(kWhere, from_ms, to_ms));
@@ -79,20 +81,37 @@ Result<std::vector<StackTotal>> SqliteStore::JobStacks(std::string_view compute_
     return InvalidArgumentError(std::string(kWhere) + ": limit is " + std::to_string(limit) +
                                 "; it must be between 1 and " + std::to_string(kMaxJobStacksLimit));
   }
+  // Bound for a SQL integer: no read holds more than kMaxJobStacksLimit stacks of
+  // kMaxFoldedStackBytes.
+  const auto max_bytes = static_cast<int64_t>(
+      std::min<size_t>(max_folded_bytes, size_t{kMaxJobStacksLimit} * kMaxFoldedStackBytes));
   return Transact(Access::kRead, [&]() -> Result<std::vector<StackTotal>> {
     EXPANSE_RETURN_IF_ERROR(ComputeByIdLocked(compute_id));
     // Windows [window_start_ms, window_end_ms) overlapping [from_ms, to_ms), a bound of 0 being
     // open, as in HostGpuAllocations. The sums cannot overflow: counts are capped at 10^9 per
     // row. Ties are broken by the stack's bytes, so the top-N cut is deterministic.
+    // The byte budget is applied by the database (a running sum of the stacks' UTF-8 bytes), so
+    // that PostgreSQL, which sends a statement's rows all at once, sends no more than it.
+    const char* bytes_of =
+        db_.engine() == Engine::kPostgres ? "octet_length(folded)" : "length(CAST(folded AS BLOB))";
     EXPANSE_ASSIGN_OR_RETURN(
         Statement rows,
-        db_.Query("SELECT folded, thread_state, sum(count) AS total, "
-                  "sum(CASE WHEN gpu_idle = 1 THEN count ELSE 0 END) "
-                  "FROM job_stacks WHERE compute_id = ?1 AND job_id = ?2 "
-                  "AND (?4 = 0 OR window_start_ms < ?4) AND (?3 = 0 OR window_end_ms > ?3) "
-                  "GROUP BY folded, thread_state "
-                  "ORDER BY total DESC, folded, thread_state LIMIT ?5",
-                  compute_id, job_id, from_ms, to_ms, int64_t{limit}));
+        db_.Query("SELECT folded, thread_state, total, idle FROM ("
+                  "SELECT folded, thread_state, total, idle, sum(" +
+                      std::string(bytes_of) +
+                      ") OVER (ORDER BY total DESC, folded, thread_state "
+                      "ROWS UNBOUNDED PRECEDING) - " +
+                      std::string(bytes_of) +
+                      " AS bytes_before FROM ("
+                      "SELECT folded, thread_state, sum(count) AS total, "
+                      "sum(CASE WHEN gpu_idle = 1 THEN count ELSE 0 END) AS idle "
+                      "FROM job_stacks WHERE compute_id = ?1 AND job_id = ?2 "
+                      "AND (?4 = 0 OR window_start_ms < ?4) AND (?3 = 0 OR window_end_ms > ?3) "
+                      "GROUP BY folded, thread_state "
+                      "ORDER BY total DESC, folded, thread_state LIMIT ?5) AS top"
+                      ") AS budgeted WHERE bytes_before <= ?6 "
+                      "ORDER BY total DESC, folded, thread_state",
+                  compute_id, job_id, from_ms, to_ms, int64_t{limit}, max_bytes));
     std::vector<StackTotal> totals;
     while (true) {
       EXPANSE_ASSIGN_OR_RETURN(const bool has_row, rows.Step());

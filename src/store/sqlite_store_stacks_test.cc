@@ -242,6 +242,40 @@ TEST_P(StacksTest, SqlMetacharactersInFramesAreStoredVerbatim) {
   EXPECT_THAT(Totals(), ElementsAre("a.py:main:1/gil=1(0)"));
 }
 
+// A read stops once the folded text it returns passes `max_folded_bytes`, counted in bytes (not
+// characters): the stack that passes it is the last returned, so a caller sees it was passed.
+// Without it, a read of kMaxJobStacksLimit stacks could take 160 MiB whatever the caller needed.
+TEST_P(StacksTest, AByteBudgetEndsTheReadAfterTheStackThatPassesIt) {
+  std::vector<StackSample> samples;
+  std::string pad;
+  for (int i = 0; i < 500; ++i)
+    pad += "\u00e9";  // two bytes each
+  for (int i = 0; i < 5; ++i)
+    samples.push_back(Stack("m" + std::to_string(i) + ".py:" + pad + ":1", 10 - i));
+  Put(samples);
+  const size_t bytes = samples[0].folded.size();
+  ASSERT_EQ(bytes, 1'008u);
+  auto Counts = [&](size_t max_bytes) {
+    const Result<std::vector<StackTotal>> totals =
+        jobs().JobStacks("cmp_a", "7", 0, 0, 100, max_bytes);
+    EXPECT_TRUE(totals.ok()) << totals.status();
+    std::vector<int64_t> counts;
+    for (const StackTotal& t : totals.ok() ? *totals : std::vector<StackTotal>{})
+      counts.push_back(t.count);
+    return counts;
+  };
+  EXPECT_THAT(Counts(2 * bytes + 1), ElementsAre(10, 9, 8));
+  EXPECT_THAT(Counts(2 * bytes), ElementsAre(10, 9, 8));
+  EXPECT_THAT(Counts(2 * bytes - 1), ElementsAre(10, 9));
+  EXPECT_THAT(Counts(0), ElementsAre(10));
+  EXPECT_THAT(Counts(5 * bytes), ElementsAre(10, 9, 8, 7, 6));
+  // The limit still applies within the budget; the default budget holds them all.
+  const Result<std::vector<StackTotal>> two = jobs().JobStacks("cmp_a", "7", 0, 0, 2, 1u << 20);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->size(), 2u);
+  EXPECT_EQ(Totals().size(), 5u);
+}
+
 // A database written by a server that knew schema version 2.
 TEST(StacksMigrationTest, VersionTwoDatabaseIsMigratedKeepingItsData) {
   const store_testing::TempDir dir;

@@ -101,6 +101,11 @@ export async function render({org, query}) {
   }) : h('p', {class: 'muted'}, 'No jobs match.'));
   redraw();
   const wasted = jobs.reduce((sum, j) => sum + (j.used.idle_gpu_hours || 0), 0);
+  const omitted = jobs.filter((j) => j.used_omitted).length;
   page('Jobs', form,
-    h('p', {id: 'waste-summary'}, `Idle allocated GPU time in this list: ${hours(wasted)}.`), holder);
+    h('p', {id: 'waste-summary'}, `Idle allocated GPU time in this list: ${hours(wasted)}.`),
+    omitted ? h('p', {id: 'usage-omitted', class: 'muted'},
+      `Usage not computed for the last ${omitted} jobs of this list: its jobs have more GPUs than ` +
+      'one page reads. Filter the list, or open a job.') : null,
+    holder);
 }
