@@ -7,6 +7,7 @@
 #include "agent/counter_helper.h"
 #include "agent/dcgm_enricher.h"
 #include "pystack/pyspy_source.h"
+#include "release/cupti_node.h"
 
 namespace expanse::agent {
 namespace {
@@ -62,9 +63,13 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
   } else {
     const std::string helper = FindCuptiHelper(s, in.shared_prefix, in.hostname);
     if (helper.empty() || !IsExecutable(helper)) {
+      // Why the node has no build, as its install or last Prolog found (no driver, no variant
+      // for it, archives that did not verify).
+      const std::string note = release::NodeCuptiNoteFor(helper);
       out["cupti"] = {"absent",
                       "expanse-cupti-helper not found" +
-                          (helper.empty() ? std::string(" (no shared prefix)") : " at " + helper)};
+                          (helper.empty() ? std::string(" (no shared prefix)") : " at " + helper) +
+                          (note.empty() ? "" : "; " + note)};
     } else {
       // Found, but no helper runs in this process: whether PM sampling works is for the
       // running service (its capabilities) or the helper's probe to say.

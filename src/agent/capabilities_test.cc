@@ -52,6 +52,19 @@ TEST_F(CapabilitiesTest, NothingOptionalInstalled) {
   EXPECT_EQ(caps["profiling_permissions"].state, "ok");
 }
 
+// Without a helper, the node's CUPTI note says why: what its install or last Prolog found.
+TEST_F(CapabilitiesTest, AMissingHelperQuotesTheNodesCuptiNote) {
+  inputs_.shared_prefix = dir_ + "/prefix";
+  const std::string node = inputs_.shared_prefix + "/lib/cupti-nodes/gpu07";
+  std::filesystem::create_directories(node);
+  std::ofstream(node + "/NOTE") << "CUPTI: no NVIDIA driver found on this node\x1b[2J\n";
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["cupti"].state, "absent");
+  EXPECT_EQ(caps["cupti"].reason, "expanse-cupti-helper not found at " + node +
+                                      "/bin/expanse-cupti-helper; CUPTI: no NVIDIA driver found "
+                                      "on this node?[2J");
+}
+
 TEST_F(CapabilitiesTest, DcgmIsWhatTheRunningEnrichmentSaysElseWhereDcgmiIs) {
   MakeExecutable(dir_ + "/bin/dcgmi");
   auto caps = DescribeCapabilities(inputs_);

@@ -137,7 +137,10 @@ std::optional<std::string> LocalDriverVersion(std::string& why) {
   return line;
 }
 
-NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
+namespace {
+
+// EnsureNodeCupti without its note file.
+NodeCupti ChooseAndUnpack(const std::string& prefix, const std::string& host,
                           const std::optional<std::string>& driver, std::string_view pinned,
                           std::string_view key_pem) {
   NodeCupti out;
@@ -221,6 +224,51 @@ NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
     std::filesystem::remove_all(old, ec);
   out.changed = true;
   out.note = "CUPTI " + chosen->explanation + key_note;
+  return out;
+}
+
+// Leaves `note` in <nodes>/<host>/NOTE (one line; best effort: a note that cannot be written
+// must not stop anything either), for the sampler's cupti capability to quote when it finds no
+// helper there.
+void WriteNodeNote(const std::string& prefix, const std::string& host, const std::string& note) {
+  const std::string nodes = prefix + "/" + kCuptiNodesDir;
+  const std::string dir = nodes + "/" + host;
+  if (!fs::MakeDirectories(dir, 0755).ok())
+    return;
+  (void)::chmod(nodes.c_str(), 0755);
+  std::string line = note.substr(0, kMaxNodeCuptiNoteBytes - 1);
+  std::replace_if(
+      line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  (void)fs::WriteFileAtomically(dir, kNodeCuptiNoteName, line + "\n", 0644);
+}
+
+}  // namespace
+
+std::string NodeCuptiNoteFor(const std::string& helper_path) {
+  static constexpr std::string_view kInstalled = "/bin/expanse-cupti-helper";
+  if (!helper_path.ends_with(kInstalled) ||
+      helper_path.find(std::string("/") + kCuptiNodesDir + "/") == std::string::npos)
+    return "";
+  const std::string dir = helper_path.substr(0, helper_path.size() - kInstalled.size());
+  Result<std::optional<std::string>> text = fs::ReadSmallFile(
+      dir + "/" + kNodeCuptiNoteName, kMaxNodeCuptiNoteBytes, fs::Symlinks::kRefuse);
+  if (!text.ok() || !*text)
+    return "";
+  std::string note = std::move(**text);
+  while (!note.empty() && (note.back() == '\n' || note.back() == ' '))
+    note.pop_back();
+  for (char& c : note) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = '?';
+  }
+  return note;
+}
+
+NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
+                          const std::optional<std::string>& driver, std::string_view pinned,
+                          std::string_view key_pem) {
+  NodeCupti out = ChooseAndUnpack(prefix, host, driver, pinned, key_pem);
+  WriteNodeNote(prefix, host, out.note);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #ifndef EXPANSE_RELEASE_CUPTI_NODE_H_
 #define EXPANSE_RELEASE_CUPTI_NODE_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@ namespace expanse::release {
 inline constexpr char kCuptiArtifactsDir[] = "lib/cupti-artifacts";
 inline constexpr char kCuptiNodesDir[] = "lib/cupti-nodes";
 inline constexpr char kArtifactsKeyName[] = "release.pub";
+// <prefix>/lib/cupti-nodes/<host>/NOTE: the note of the node's last EnsureNodeCupti, one line of
+// at most this many bytes (the sampler's cupti capability quotes it when the helper is missing).
+inline constexpr char kNodeCuptiNoteName[] = "NOTE";
+inline constexpr size_t kMaxNodeCuptiNoteBytes = 1024;
 
 struct NodeCupti {
   std::string variant;   // "" when the node gets none
@@ -24,13 +29,19 @@ struct NodeCupti {
   std::string note;      // for logs: what was chosen and why, or why nothing was
 };
 
+// The note EnsureNodeCupti left for the node whose helper is `helper_path` (the installed
+// <prefix>/lib/cupti-nodes/<host>/bin/expanse-cupti-helper; "" for any other path, or without a
+// note), made printable: control characters become '?'. A link is not followed.
+std::string NodeCuptiNoteFor(const std::string& helper_path);
+
 // The NVIDIA driver version from nvidia-smi ("580.159.04"), or nullopt with the reason in `why`.
 std::optional<std::string> LocalDriverVersion(std::string& why);
 
 // Verifies the staged archives with `key_pem` ("" = the key stored beside them, else the
 // embedded release key), selects by `driver` (or the `pinned` variant) and makes
 // <prefix>/lib/cupti-nodes/<host> hold exactly that build, replacing another one in one rename.
-// Never fails: missing CUPTI must not stop anything, so every problem ends up in `note`.
+// Never fails: missing CUPTI must not stop anything, so every problem ends up in `note`, which
+// is also left in <prefix>/lib/cupti-nodes/<host>/NOTE (kNodeCuptiNoteName).
 NodeCupti EnsureNodeCupti(const std::string& prefix, const std::string& host,
                           const std::optional<std::string>& driver, std::string_view pinned,
                           std::string_view key_pem = "");

@@ -76,11 +76,33 @@ TEST_F(NodeCuptiTest, EachDriverGetsTheNewestBuildItSupports) {
   EXPECT_FALSE(again.changed) << "the same build is not unpacked twice";
 }
 
+// The note of each choice is left in the node's directory, for its sampler's cupti capability:
+// why there is no build, or which build it is.
+std::string NoteOf(const std::string& prefix) {
+  auto note = fs::ReadSmallFile(prefix + "/" + kCuptiNodesDir + "/node1/" + kNodeCuptiNoteName,
+                                kMaxNodeCuptiNoteBytes);
+  return note.ok() && *note ? **note : "(none)";
+}
+
 TEST_F(NodeCuptiTest, NoDriverMeansNoCuptiAndNoError) {
   NodeCupti none = Ensure(std::nullopt);
   EXPECT_EQ(none.variant, "");
   EXPECT_FALSE(none.note.empty());
-  EXPECT_FALSE(std::filesystem::exists(prefix_.path() + "/" + kCuptiNodesDir + "/node1"));
+  const std::string dir = prefix_.path() + "/" + kCuptiNodesDir + "/node1";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bin"));
+  EXPECT_EQ(NoteOf(prefix_.path()), none.note + "\n");
+  EXPECT_NE(none.note.find("no NVIDIA driver found"), std::string::npos) << none.note;
+  // As the sampler's capability reads it, for the helper it would run.
+  EXPECT_EQ(NodeCuptiNoteFor(dir + "/bin/expanse-cupti-helper"), none.note);
+  EXPECT_EQ(NodeCuptiNoteFor(dir + "/expanse-cupti-helper"), "") << "not the installed layout";
+
+  NodeCupti some = Ensure("580.95.05");  // a driver installed since
+  EXPECT_EQ(some.variant, "cuda1300") << some.note;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/bin/expanse-cupti-helper"));
+  EXPECT_EQ(NoteOf(prefix_.path()), some.note + "\n");
+  NodeCupti again = Ensure("580.95.05");
+  EXPECT_FALSE(again.changed) << "the note does not make the build look different";
+  EXPECT_EQ(NoteOf(prefix_.path()), again.note + "\n");
 }
 
 TEST_F(NodeCuptiTest, APinnedVariantTheDriverCannotRunIsRefused) {
@@ -114,7 +136,7 @@ TEST_F(NodeCuptiTest, TheKeyBesideTheArchivesIsTrustedOnlyWhenRootsAlone) {
   EXPECT_EQ(refused.variant, "") << "the embedded key verifies none of these archives";
   EXPECT_NE(refused.note.find("key beside the archives is ignored"), std::string::npos)
       << refused.note;
-  EXPECT_FALSE(std::filesystem::exists(prefix_.path() + "/" + kCuptiNodesDir + "/node2"));
+  EXPECT_FALSE(std::filesystem::exists(prefix_.path() + "/" + kCuptiNodesDir + "/node2/bin"));
 }
 
 // A FIFO for a signature (or an archive) on the mount is refused at once: reading it would hang
