@@ -112,12 +112,16 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
     counters.period = flags.interval;
     node.counters = counters;
   }
-  if (const std::string dcgmi =
-          FindDcgmi(settings->dcgmi, host.GetEnv("PATH").value_or("/usr/bin:/bin"));
-      !dcgmi.empty()) {
+  const std::string path_env = host.GetEnv("PATH").value_or("/usr/bin:/bin");
+  std::string dcgmi_refused;
+  if (const std::string dcgmi = FindDcgmi(settings->dcgmi, path_env, &dcgmi_refused);
+      !dcgmi.empty() || !dcgmi_refused.empty()) {
+    // A refused dcgmi still gets an enrichment: it runs nothing, and its capability says why.
     DcgmEnricherOptions dcgm;
     dcgm.dcgmi = {dcgmi, settings->dcgm_host, flags.interval};
     dcgm.hostname = node.hostname;
+    dcgm.env = DcgmiEnvironment(path_env);  // none of the daemon's credentials
+    dcgm.refused = dcgmi_refused;
     node.dcgm = dcgm;
   }
 

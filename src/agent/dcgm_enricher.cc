@@ -1,8 +1,10 @@
 #include "agent/dcgm_enricher.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "dcgm/dcgm_fields.h"
 #include "dcgm/dcgmi_errors.h"
@@ -21,6 +23,10 @@ constexpr size_t kMaxFindingsShown = 4;
 constexpr size_t kMaxFindingBytes = 240;
 
 bool IsPath(const std::string& name) { return name.find('/') != std::string::npos; }
+
+// Children the enrichment ended but could not reap (stuck in the kernel): kept to be reaped
+// should the kernel let them go, this many at most.
+constexpr size_t kMaxStopping = 16;
 
 // "exited with status 223 (DCGM_ST_MODULE_NOT_LOADED)".
 std::string ExitText(std::optional<int> status) {
@@ -66,10 +72,50 @@ int HealthValue(dcgm::Health health) {
 
 }  // namespace
 
-std::string FindDcgmi(const std::string& setting, const std::string& path_env) {
-  if (!setting.empty() && IsPath(setting))
-    return setting;
-  return FindOnPath(setting.empty() ? "dcgmi" : setting, path_env);
+std::string DcgmiFileProblem(const std::string& path) {
+  // The file itself, links followed (a packaged /usr/bin/dcgmi may be one); the directories
+  // above it are the operator's to keep.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return "";  // missing: said as "not executable", and it may be installed later
+  if (!S_ISREG(st.st_mode))
+    return path + " is not a regular file";
+  if ((st.st_mode & 022) != 0)
+    return path + " is writable by group or others (mode " + std::to_string((st.st_mode >> 6) & 7) +
+           std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) + ")";
+  if (st.st_uid != 0 && st.st_uid != geteuid())
+    return path + " is owned by uid " + std::to_string(st.st_uid) +
+           ", not root or the daemon's uid " + std::to_string(geteuid());
+  return "";
+}
+
+std::string FindDcgmi(const std::string& setting, const std::string& path_env,
+                      std::string* refused) {
+  std::string why;
+  std::string found;
+  if (!setting.empty() && IsPath(setting)) {
+    // Relative, it would name whatever lies under the daemon's working directory.
+    if (setting.front() != '/')
+      why = "EXPANSE_DCGMI=" + setting + " is not an absolute path";
+    else
+      found = setting;
+  } else {
+    found = FindOnPath(setting.empty() ? "dcgmi" : setting, path_env);
+  }
+  // dcgmi runs as the service account: whoever can write the file can run code as that account.
+  if (!found.empty())
+    why = DcgmiFileProblem(found);
+  if (refused != nullptr)
+    *refused = why;
+  return why.empty() ? found : "";
+}
+
+std::vector<std::string> DcgmiEnvironment(const std::string& path_env) {
+  // The DCGM client needs nothing from the environment (the engine's address is an argument);
+  // PATH for a wrapper script's own commands, C locale for output in the recorded formats.
+  // Nothing else: the daemon's environment may hold credentials (a proxy URL with a password).
+  return {"PATH=" + (path_env.empty() ? std::string("/usr/bin:/bin") : path_env), "LANG=C",
+          "LC_ALL=C"};
 }
 
 DcgmEnricher::DcgmEnricher(DcgmEnricherOptions options, Clock& wall, Clock& monotonic)
@@ -77,6 +123,11 @@ DcgmEnricher::DcgmEnricher(DcgmEnricherOptions options, Clock& wall, Clock& mono
   options_.dcgmi.interval = std::clamp(options_.dcgmi.interval, std::chrono::milliseconds(100),
                                        std::chrono::milliseconds(60'000));
   options_.silence_limit = std::max(options_.silence_limit, 3 * options_.dcgmi.interval);
+  refused_ = options_.refused;
+  if (!options_.env) {
+    const char* path = std::getenv("PATH");
+    options_.env = DcgmiEnvironment(path != nullptr ? path : "");
+  }
 }
 
 DcgmEnricher::~DcgmEnricher() = default;  // ChildProcess ends and reaps what is left
@@ -85,6 +136,15 @@ void DcgmEnricher::Tick(const std::vector<std::string>& uuids, bool cupti_holds_
                         telemetry::SeriesBuffer& buffer, std::mutex& buffer_mu) {
   const int64_t now = monotonic_.NowMs();
   std::erase_if(stopping_, [](const auto& child) { return child->Poll().has_value(); });
+  // Checked again before anything starts: a file made writable since the daemon started is
+  // refused as one found so at the start.
+  refused_ = options_.refused.empty() ? DcgmiFileProblem(options_.dcgmi.dcgmi) : options_.refused;
+  if (!refused_.empty()) {
+    StopDmon();
+    Abandon(std::move(discovery_));
+    Abandon(std::move(health_));
+    return;
+  }
   const std::set<std::string> listed(uuids.begin(), uuids.end());
   if (listed != nvml_uuids_) {
     nvml_uuids_ = listed;
@@ -92,8 +152,8 @@ void DcgmEnricher::Tick(const std::vector<std::string>& uuids, bool cupti_holds_
   }
   if (nvml_uuids_.empty()) {
     StopDmon();
-    discovery_.reset();  // ChildProcess's destructor kills and reaps what is left
-    health_.reset();
+    Abandon(std::move(discovery_));
+    Abandon(std::move(health_));
     return;
   }
   cupti_holds_ = cupti_holds_counters;
@@ -127,7 +187,7 @@ void DcgmEnricher::TickDiscovery(int64_t now) {
   std::optional<DcgmiRunResult> done = discovery_->Poll(now);
   if (!done)
     return;
-  discovery_.reset();
+  Abandon(std::move(discovery_));
   if (done->timed_out) {
     ++timeouts_;
     Failed(now, "dcgmi discovery -l gave no answer within " +
@@ -183,6 +243,7 @@ void DcgmEnricher::StartDmon(int64_t now, bool with_dcp) {
   dmon_error_.clear();
   dmon_rows_ = false;
   unsupported_.clear();
+  dmon_gpu_ids_.clear();
   ++dmon_starts_;
 }
 
@@ -202,7 +263,30 @@ void DcgmEnricher::StopDmon() {
     dmon_totals_.other_entities += c.other_entities;
   }
   dmon_->Terminate();
-  stopping_.push_back(std::move(dmon_));
+  Stopping(std::move(dmon_));
+}
+
+void DcgmEnricher::Stopping(std::unique_ptr<ChildProcess> child) {
+  if (!child)
+    return;
+  if (stopping_.size() >= kMaxStopping) {
+    // The oldest has resisted SIGKILL for this many restarts: stuck in the kernel. Its
+    // destructor kills it once more and leaves it to init; counted, so the health file shows it.
+    ++unreaped_;
+    stopping_.erase(stopping_.begin());
+  }
+  stopping_.push_back(std::move(child));
+}
+
+void DcgmEnricher::Abandon(std::unique_ptr<DcgmiRun> run) {
+  if (!run)
+    return;
+  // A run still going is ended the way dmon is (terminated, then polled from stopping_), not by
+  // its destructor, which would wait for it; one given up on is kept to be reaped.
+  if (std::unique_ptr<ChildProcess> child = run->TakeUnreaped()) {
+    child->Terminate();
+    Stopping(std::move(child));
+  }
 }
 
 void DcgmEnricher::Failed(int64_t now, const std::string& why) {
@@ -230,6 +314,8 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
       return;
   }
   const auto lines = dmon_->ReadLines(std::chrono::milliseconds(0), dcgm::kMaxDmonLineBytes);
+  // Cut before the parser could see them: refused all the same, and counted.
+  dmon_oversized_lines_ += lines.oversized;
   // Rows read in one tick are dated now and only each GPU's newest is kept: dmon prints no
   // time, and after a stall the backlog would otherwise stack up points at one instant.
   std::map<uint32_t, dcgm::DmonSample> newest;
@@ -239,6 +325,8 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
     if (auto* sample = std::get_if<dcgm::DmonSample>(&event)) {
       ++dmon_samples_;
       const uint32_t id = sample->gpu_id;
+      if (dmon_gpu_ids_.size() < dcgm::kMaxDiscoveredGpus)
+        dmon_gpu_ids_.insert(id);
       newest[id] = std::move(*sample);
     } else if (auto* failure = std::get_if<dcgm::DcgmiError>(&event)) {
       error = *failure;
@@ -261,8 +349,12 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
     problem_.clear();
   }
   unsupported_.clear();
+  // N/A cells are counted over all GPUs: a field is called unsupported only once each GPU had
+  // rows enough (one that needs two samples for a first value is not missing after two).
+  const uint64_t na_needed =
+      kUnsupportedAfterRows * std::max<uint64_t>(1, static_cast<uint64_t>(dmon_gpu_ids_.size()));
   for (const dcgm::DmonFieldStats& field : parser_->field_stats()) {
-    if (field.present == 0 && field.na >= kUnsupportedAfterRows) {
+    if (field.present == 0 && field.na >= na_needed) {
       const dcgm::FieldSpec* spec = dcgm::FindField(field.field_id);
       // The last XID is N/A until a GPU has had one: that is news, not a missing field.
       if (spec != nullptr && spec->kind != dcgm::FieldKind::kLastXid)
@@ -337,7 +429,7 @@ void DcgmEnricher::TickHealth(int64_t now, telemetry::SeriesBuffer& buffer, std:
   std::optional<DcgmiRunResult> done = health_->Poll(now);
   if (!done)
     return;
-  health_.reset();
+  Abandon(std::move(health_));
   HealthDone(*done, now, buffer, buffer_mu);
 }
 
@@ -403,6 +495,8 @@ std::string DcgmEnricher::DcpOffReason() const {
 }
 
 Capability DcgmEnricher::Describe() const {
+  if (!refused_.empty())
+    return {"degraded", "dcgmi refused, not run: " + refused_};
   if (access(options_.dcgmi.dcgmi.c_str(), X_OK) != 0)
     return {"absent", options_.dcgmi.dcgmi + " is not executable"};
   if (nvml_uuids_.empty())
@@ -423,10 +517,25 @@ Capability DcgmEnricher::Describe() const {
   }
   if (!health_problem_.empty()) {
     reason += "; health: " + health_problem_;
-  } else if (have_health_ && last_health_.overall != dcgm::Health::kPass) {
-    reason += "; health " + std::string(dcgm::HealthName(last_health_.overall));
+  } else if (have_health_) {
+    // Only what concerns this node: a host engine shared with another machine reports that
+    // machine's GPUs too, and GPU ids this node's discovery did not map are not ours. The
+    // health said is the worst of what is shown, not the engine's overall.
+    auto ours = [&](const dcgm::EntityHealth& entity) {
+      return entity.entity_group != "GPU" || gpus_.count(entity.entity_id) != 0;
+    };
+    std::optional<dcgm::Health> worst;
+    for (const dcgm::EntityHealth& entity : last_health_.entities) {
+      if (ours(entity) && entity.health != dcgm::Health::kPass &&
+          (!worst || HealthValue(entity.health) > HealthValue(*worst)))
+        worst = entity.health;
+    }
+    if (worst)
+      reason += "; health " + std::string(dcgm::HealthName(*worst));
     size_t shown = 0;
     for (const dcgm::EntityHealth& entity : last_health_.entities) {
+      if (!worst || !ours(entity))
+        continue;
       for (const dcgm::HealthIncident& incident : entity.incidents) {
         if (++shown > kMaxFindingsShown)
           break;
@@ -444,11 +553,18 @@ nlohmann::json DcgmEnricher::Stats() const {
     gpus[std::to_string(id)] = uuid;
   dcgm::DmonCounters c = dmon_totals_;
   if (dmon_ && parser_) {
-    c.refused += parser_->counters().refused;
-    c.errors += parser_->counters().errors;
-    c.values_na += parser_->counters().values_na;
-    c.values_refused += parser_->counters().values_refused + parser_->counters().values_truncated;
+    const dcgm::DmonCounters& now = parser_->counters();
+    c.refused += now.refused;
+    c.oversized += now.oversized;
+    c.errors += now.errors;
+    c.values_na += now.values_na;
+    c.values_refused += now.values_refused + now.values_truncated;
+    c.header_mismatches += now.header_mismatches;
+    c.other_entities += now.other_entities;
   }
+  // Lines cut by the reader never reached a parser: refused and oversized all the same.
+  c.refused += dmon_oversized_lines_;
+  c.oversized += dmon_oversized_lines_;
   nlohmann::json stats = {{"dcgmi", options_.dcgmi.dcgmi},
                           {"engine", Engine()},
                           {"dmon_running", dmon_ != nullptr},
@@ -460,15 +576,21 @@ nlohmann::json DcgmEnricher::Stats() const {
                           {"lines_refused", c.refused},
                           {"error_lines", c.errors},
                           {"values_na", c.values_na},
+                          {"oversized_lines", c.oversized},
+                          {"header_mismatches", c.header_mismatches},
+                          {"other_entities", c.other_entities},
                           {"values_refused", c.values_refused},
                           {"discoveries", discoveries_},
                           {"health_checks", health_checks_},
                           {"timeouts", timeouts_},
                           {"stopping", stopping_.size()},
+                          {"unreaped", unreaped_},
                           {"gpus", gpus},
                           {"unsupported", unsupported_}};
   if (!foreign_uuids_.empty())
     stats["not_listed_by_nvml"] = foreign_uuids_;
+  if (!refused_.empty())
+    stats["refused"] = refused_;
   if (!problem_.empty())
     stats["problem"] = problem_;
   if (dmon_ && !dmon_has_dcp_)

@@ -54,12 +54,23 @@ struct DcgmEnricherOptions {
   // Before DCP fields come back after CUPTI let the counters go: a helper restarting must not
   // make dmon restart twice.
   std::chrono::milliseconds dcp_settle{60'000};
-  std::optional<std::vector<std::string>> env;  // unset: the daemon's environment
+  // dcgmi's whole environment; unset: DcgmiEnvironment of the daemon's PATH (never the
+  // daemon's own environment, which may hold credentials).
+  std::optional<std::vector<std::string>> env;
+  // Why FindDcgmi refused the dcgmi it found: nothing is run, and the capability says this.
+  std::string refused;
 };
 
-// EXPANSE_DCGMI when set (a path, or a name looked up on `path_env`), else `dcgmi` on
-// `path_env`; "" when there is none.
-std::string FindDcgmi(const std::string& setting, const std::string& path_env);
+// EXPANSE_DCGMI when set (an absolute path, or a name looked up on `path_env`), else `dcgmi` on
+// `path_env`; "" when there is none, or when the one found is refused (`*refused` says why): a
+// relative path, or a file that is not a regular one, is writable by group or others, or is
+// owned by someone other than root and the daemon's own uid (it runs as the service account).
+std::string FindDcgmi(const std::string& setting, const std::string& path_env,
+                      std::string* refused = nullptr);
+// Why `path` must not be run as dcgmi (see FindDcgmi); "" when it may, or does not exist.
+std::string DcgmiFileProblem(const std::string& path);
+// The environment dcgmi gets: PATH and the C locale, nothing of the daemon's.
+std::vector<std::string> DcgmiEnvironment(const std::string& path_env);
 
 class DcgmEnricher {
  public:
@@ -81,6 +92,10 @@ class DcgmEnricher {
   void TickHealth(int64_t now, telemetry::SeriesBuffer& buffer, std::mutex& buffer_mu);
   void StartDmon(int64_t now, bool with_dcp);
   void StopDmon();
+  // Ends `child` without waiting: polled from stopping_ until reaped, which is bounded.
+  void Stopping(std::unique_ptr<ChildProcess> child);
+  // A command run that is over or no longer wanted: its child, unless reaped, to Stopping.
+  void Abandon(std::unique_ptr<DcgmiRun> run);
   // A failure of the engine or of dmon: forget the GPU map, back off.
   void Failed(int64_t now, const std::string& why);
   void HealthDone(const DcgmiRunResult& run, int64_t now, telemetry::SeriesBuffer& buffer,
@@ -93,6 +108,7 @@ class DcgmEnricher {
   Clock& wall_;
   Clock& monotonic_;
   std::set<std::string> nvml_uuids_;
+  std::string refused_;  // why dcgmi is not run at all ("" while it may be)
 
   // GPU ids to UUIDs of the GPUs NVML lists; empty until a discovery succeeded.
   std::map<uint32_t, std::string> gpus_;
@@ -120,6 +136,9 @@ class DcgmEnricher {
   int64_t dmon_started_ms_ = 0;
   std::string dcp_refusal_;  // what the host engine said when it last refused the DCP watches
   std::vector<std::string> unsupported_;  // fields N/A on every row of the running dmon
+  // GPU ids the running dmon has given rows for (bounded): a field is unsupported once it was
+  // N/A on kUnsupportedAfterRows rows of each.
+  std::set<uint32_t> dmon_gpu_ids_;
 
   std::unique_ptr<DcgmiRun> health_;
   bool health_setting_ = false;  // health_ is `health -s a`, not a check
@@ -131,6 +150,9 @@ class DcgmEnricher {
 
   uint64_t dmon_starts_ = 0, dmon_samples_ = 0, series_points_ = 0, unmapped_rows_ = 0;
   uint64_t health_checks_ = 0, discoveries_ = 0, timeouts_ = 0;
+  uint64_t unreaped_ = 0;  // children given up on while stuck (stopping_ was full)
+  // dmon lines longer than its bound, cut by ChildProcess before the parser saw them.
+  uint64_t dmon_oversized_lines_ = 0;
   dcgm::DmonCounters dmon_totals_;  // of dmon children that have ended
 };
 

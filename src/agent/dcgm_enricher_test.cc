@@ -1,6 +1,10 @@
 #include "agent/dcgm_enricher.h"
 
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -36,7 +40,13 @@ std::string Slurp(const std::string& path) {
 // advances them, while the fake's output takes real time to arrive.
 class DcgmEnricherTest : public ::testing::Test {
  protected:
-  void SetUp() override { Scenario(TwoGpus()); }
+  void SetUp() override {
+    Scenario(TwoGpus());
+    // A copy of the fake with the mode FindDcgmi asks of a dcgmi: a checkout made under umask
+    // 002 has it group-writable, and the enrichment would rightly refuse to run it.
+    std::filesystem::copy_file(std::string(EXPANSE_SOURCE_DIR) + "/tests/fakes/dcgm/dcgmi", fake_);
+    chmod(fake_.c_str(), 0755);
+  }
 
   static nlohmann::json TwoGpus() {
     return {{"gpus",
@@ -60,8 +70,7 @@ class DcgmEnricherTest : public ::testing::Test {
 
   DcgmEnricherOptions Options() {
     DcgmEnricherOptions options;
-    options.dcgmi = {std::string(EXPANSE_SOURCE_DIR) + "/tests/fakes/dcgm/dcgmi", "localhost:5555",
-                     std::chrono::milliseconds(100)};
+    options.dcgmi = {fake_, "localhost:5555", std::chrono::milliseconds(100)};
     options.hostname = "n1";
     options.env = std::vector<std::string>{
         "PATH=/usr/bin:/bin", "EXPANSE_FAKE_DCGM_SCENARIO=" + dir_ / "scenario.json",
@@ -121,6 +130,7 @@ class DcgmEnricherTest : public ::testing::Test {
   }
 
   testing::TempDir dir_{"dcgm_enricher_test"};
+  const std::string fake_ = dir_ / "fake-dcgmi";
   ManualClock wall_{kNow};
   ManualClock monotonic_{1'000'000};
   telemetry::SeriesBuffer buffer_;
@@ -257,6 +267,25 @@ TEST_F(DcgmEnricherTest, GarbageAmongRowsIsRefusedAndCountedWhileRowsCount) {
   EXPECT_DOUBLE_EQ(*Latest(kGpu0, "gpu.dcgm.sm_active"), 0.931);
   EXPECT_EQ(enricher.Describe().state, "ok");
   EXPECT_EQ(enricher.Stats()["dmon_starts"], 1);  // hostile lines do not restart it
+  // The fake's third garbage line is a header naming other columns: counted where an operator
+  // sees it, with the rows it made the parser refuse.
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return enricher.Stats()["header_mismatches"] == 1;
+  })) << enricher.Stats().dump();
+  EXPECT_TRUE(enricher.Stats().contains("other_entities"));
+  EXPECT_TRUE(enricher.Stats().contains("oversized_lines"));
+}
+
+TEST_F(DcgmEnricherTest, ALineLongerThanDmonsBoundIsRefusedAndCounted) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["dmon"] = {{"garbage_every", 1}, {"garbage_lines", {std::string(10'000, 'x')}}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return enricher.Stats()["rows"] >= 4 && enricher.Stats()["lines_refused"] >= 1;
+  })) << enricher.Stats().dump();
+  EXPECT_GE(enricher.Stats()["oversized_lines"], 1);
+  EXPECT_EQ(enricher.Describe().state, "ok");
 }
 
 TEST_F(DcgmEnricherTest, FieldsNaOnEveryRowAreNamedUnsupported) {
@@ -272,6 +301,41 @@ TEST_F(DcgmEnricherTest, FieldsNaOnEveryRowAreNamedUnsupported) {
                         "gpu.dcgm.nvlink_rx_bytes_per_s"));
   // No XID yet is not a missing field.
   EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("last_xid")));
+}
+
+TEST_F(DcgmEnricherTest, AFieldIsNotCalledUnsupportedBeforeEachGpuHadItsRows) {
+  // Two intervals on two GPUs are four N/A cells, but only two samples of each GPU: a field
+  // that needs two samples for its first value is not missing yet.
+  nlohmann::json scenario = TwoGpus();
+  scenario["unsupported_fields"] = {1011};
+  scenario["dmon"] = {{"hang_after_rounds", 2}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(
+      TickUntil(enricher, {kGpu0, kGpu1}, false, [&] { return enricher.Stats()["rows"] >= 4; }));
+  for (int i = 0; i < 20; ++i) {
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(enricher.Stats()["unsupported"].empty()) << enricher.Stats().dump();
+}
+
+TEST_F(DcgmEnricherTest, HealthFindingsOfGpusThisNodeDoesNotHaveAreLeftOutOfTheReason) {
+  // A host engine shared with another machine reports that machine's GPUs too.
+  nlohmann::json scenario = TwoGpus();
+  scenario["health"] = {{"incidents",
+                         {{{"entity_group", "GPU"},
+                           {"entity_id", 7},
+                           {"system", "Memory system"},
+                           {"health", "Failure"},
+                           {"message", "Detected 2 volatile double-bit ECC error(s) in GPU 7."}}}}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return Has(kGpu0, "gpu.dcgm.health") && enricher.Describe().state == "ok";
+  }));
+  EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("GPU 7")));
+  EXPECT_THAT(enricher.Describe().reason, Not(HasSubstr("health fail")));
 }
 
 TEST_F(DcgmEnricherTest, HealthFindingsBecomeAPointAndAReason) {
@@ -380,6 +444,81 @@ TEST(DcgmiRunTest, AChildThatNeverStopsPrintingIsEndedNotFollowed) {
   EXPECT_LE(done->output.size(), 4096u);
 }
 
+TEST(DcgmiRunTest, AnAnswerIsCompleteWhenDcgmiExitsThoughWhatItLeftHoldsItsOutput) {
+  // A wrapper that prints, leaves a process holding its stdout, and exits: the answer is
+  // there, and the process left behind is ended rather than waited for until the deadline.
+  auto run = DcgmiRun::Start({"/bin/sh", "-c", "echo ok; (exec sleep 30) & exit 0"}, std::nullopt,
+                             0, std::chrono::seconds(20), 4096);
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::optional<DcgmiRunResult> done;
+  for (int i = 0; i < 400 && !done; ++i) {
+    done = (*run)->Poll(0);
+    if (!done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(done->timed_out);
+  EXPECT_EQ(done->exit_status, 0);
+  EXPECT_EQ(done->output, "ok\n");
+}
+
+TEST(DcgmiRunTest, ADcgmiThatCannotBeReapedIsGivenUpAfterItsDeadline) {
+  auto run = DcgmiRun::Start({"/bin/sh", "-c", "exec sleep 60"}, std::nullopt, 0,
+                             std::chrono::seconds(1), 4096);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Reaped behind its back: its waitpid never succeeds, as for a dcgmi stuck in the kernel
+  // (D state), which no signal ends.
+  const pid_t pid = (*run)->pid();
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
+  EXPECT_FALSE((*run)->Poll(0));
+  EXPECT_FALSE((*run)->Poll(1'000));  // the deadline: terminated, not reaped
+  EXPECT_FALSE((*run)->Poll(1'500));
+  std::optional<DcgmiRunResult> done = (*run)->Poll(1'000 + 1'000 + 2'000);
+  ASSERT_TRUE(done);  // given up on: the caller goes on
+  EXPECT_TRUE(done->timed_out);
+  EXPECT_FALSE(done->exit_status);
+  EXPECT_TRUE((*run)->TakeUnreaped());  // for the caller to keep trying, within its bound
+}
+
+TEST_F(DcgmEnricherTest, DcgmiGetsAMinimalEnvironmentWithoutTheDaemonsSecrets) {
+  // A wrapper in front of the fake writes down the environment it was given.
+  const std::string wrapper = dir_ / "dcgmi";
+  std::ofstream(wrapper) << "#!/bin/sh\nenv >" << (dir_ / "env.txt") << ".tmp; mv "
+                         << (dir_ / "env.txt") << ".tmp " << (dir_ / "env.txt") << "\nexec "
+                         << fake_ << " \"$@\"\n";
+  chmod(wrapper.c_str(), 0755);
+  setenv("HTTPS_PROXY", "http://svc:hunter2@proxy.example:3128", 1);
+  DcgmEnricherOptions options = Options();
+  options.dcgmi.dcgmi = wrapper;
+  options.env.reset();  // what the daemon gives it
+  DcgmEnricher enricher(options, wall_, monotonic_);
+  const bool ran = TickUntil(enricher, {kGpu0, kGpu1}, false,
+                             [&] { return std::filesystem::exists(dir_ / "env.txt"); });
+  unsetenv("HTTPS_PROXY");
+  ASSERT_TRUE(ran);
+  const std::string env = Slurp(dir_ / "env.txt");
+  EXPECT_THAT(env, Not(HasSubstr("hunter2")));
+  EXPECT_THAT(env, HasSubstr("PATH="));
+  EXPECT_THAT(env, HasSubstr("LC_ALL=C"));
+}
+
+TEST_F(DcgmEnricherTest, ADcgmiOthersCouldHaveWrittenIsNeverRun) {
+  const std::string copy = dir_ / "dcgmi";
+  std::filesystem::copy_file(fake_, copy);
+  chmod(copy.c_str(), 0777);
+  DcgmEnricherOptions options = Options();
+  options.dcgmi.dcgmi = copy;
+  DcgmEnricher enricher(options, wall_, monotonic_);
+  for (int i = 0; i < 20; ++i) {
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "calls"));
+  EXPECT_EQ(enricher.Describe().state, "degraded");
+  EXPECT_THAT(enricher.Describe().reason, HasSubstr("writable by group or others"));
+}
+
 TEST_F(DcgmEnricherTest, DmonExitingReportsItsStatusByDcgmName) {
   nlohmann::json scenario = TwoGpus();
   scenario["dmon"] = {{"lose_engine_after_rounds", 1}};
@@ -417,6 +556,34 @@ TEST(FindDcgmiTest, APathIsTakenAsGivenAndANameIsLookedUpOnPath) {
   EXPECT_EQ(FindDcgmi("", "/nonexistent:" + dir.path()), dcgmi);
   EXPECT_EQ(FindDcgmi("dcgmi", dir.path()), dcgmi);
   EXPECT_EQ(FindDcgmi("", "/nonexistent"), "");
+}
+
+TEST(FindDcgmiTest, ARelativePathOrAFileOthersCouldHaveWrittenIsRefused) {
+  testing::TempDir dir("find_dcgmi_test");
+  const std::string dcgmi = dir / "dcgmi";
+  std::ofstream(dcgmi) << "#!/bin/sh\n";
+  chmod(dcgmi.c_str(), 0755);
+  std::string why;
+  // Relative: it would name whatever lies under the daemon's working directory.
+  EXPECT_EQ(FindDcgmi("bin/dcgmi", dir.path(), &why), "");
+  EXPECT_THAT(why, HasSubstr("absolute"));
+  // It runs as the service account: whoever can write it can run code as that account.
+  chmod(dcgmi.c_str(), 0777);
+  why.clear();
+  EXPECT_EQ(FindDcgmi(dcgmi, "/usr/bin", &why), "");
+  EXPECT_THAT(why, HasSubstr("writable by group or others"));
+  why.clear();
+  EXPECT_EQ(FindDcgmi("", dir.path(), &why), "");
+  EXPECT_THAT(why, HasSubstr("writable by group or others"));
+  chmod(dcgmi.c_str(), 0755);
+  why.clear();
+  EXPECT_EQ(FindDcgmi(dcgmi, "/usr/bin", &why), dcgmi);
+  EXPECT_EQ(why, "");
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dcgmi.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(FindDcgmi(dcgmi, "/usr/bin", &why), "");
+    EXPECT_THAT(why, HasSubstr("owned by uid 65534"));
+  }
 }
 
 }  // namespace

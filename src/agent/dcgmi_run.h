@@ -1,7 +1,8 @@
 // DcgmiRun: one run-to-end `dcgmi` command (discovery, a health check) that the sampler polls
 // instead of waiting on. dcgmi retries an unreachable host engine for 5 s and a wedged engine
 // can hold it longer, so the sampler's tick only collects what is already there; past its
-// deadline the command is terminated and the run reports that.
+// deadline the command is terminated and the run reports that; one that cannot even be reaped
+// then is given up on (handed to the caller) rather than waited for.
 #ifndef EXPANSE_AGENT_DCGMI_RUN_H_
 #define EXPANSE_AGENT_DCGMI_RUN_H_
 
@@ -33,15 +34,25 @@ class DcgmiRun {
                                                  size_t max_output_bytes);
 
   // Reads what is there; the result once the command has ended (or was ended at its deadline
-  // and has been reaped). Never blocks.
+  // and has been reaped, or could not be reaped for a while after SIGKILL). Never blocks. Once
+  // dcgmi itself has exited its answer is complete: what it left behind holding its output is
+  // killed, not waited for.
   std::optional<DcgmiRunResult> Poll(int64_t now_ms);
+
+  pid_t pid() const { return child_->pid(); }
+  // The child unless it has been reaped (still running, or given up on by Poll), for the
+  // caller to end and keep polling within its own bound; null once reaped. Once only.
+  std::unique_ptr<ChildProcess> TakeUnreaped();
 
  private:
   DcgmiRun() = default;
+  void Read();  // one bounded read into result_
   std::unique_ptr<ChildProcess> child_;
   int64_t deadline_ms_ = 0;
   size_t max_output_bytes_ = 0;
   bool closed_ = false;
+  bool read_lines_ = false;  // the last Read got something
+  int64_t timed_out_ms_ = 0;
   DcgmiRunResult result_;
 };
 

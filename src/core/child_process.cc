@@ -193,8 +193,15 @@ std::optional<int> ChildProcess::TryWait() {
     return status_;
   int raw = 0;
   const pid_t done = waitpid(pid_, &raw, WNOHANG);
-  if (done == pid_)
+  if (done == pid_) {
     status_ = DecodeStatus(raw);
+    // What it left in its group (a grandchild holding its stdout, a helper's helper) ends with
+    // it, here and never later: while the group has members the kernel does not hand its id
+    // out again, so this reaches only them (or nobody: ESRCH); once it is empty the id may be
+    // reused, and a later kill(-pid) could hit a stranger's group. SIGKILL at once: the leader
+    // is gone, and with it whoever was meant to end them cleanly.
+    kill(-pid_, SIGKILL);
+  }
   return status_;
 }
 

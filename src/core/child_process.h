@@ -9,7 +9,9 @@
 // never block: a child that stops reading loses lines (WriteLine says so). Ending it never blocks
 // either: Terminate sends SIGTERM, Poll reaps it or sends SIGKILL after the grace period; a child
 // stuck in the kernel (an uninterruptible driver call) cannot hold its parent. The destructor kills
-// what is left and reaps it if it can.
+// what is left and reaps it if it can. Whatever the child leaves in its process group is killed
+// the moment the child is reaped (TryWait, Poll, Stop, the destructor): a wrapper that exits
+// while its own child holds the output pipe must not leave that child running.
 #ifndef EXPANSE_CORE_CHILD_PROCESS_H_
 #define EXPANSE_CORE_CHILD_PROCESS_H_
 
@@ -62,8 +64,8 @@ class ChildProcess {
   Lines ReadLines(std::chrono::milliseconds wait, size_t max_line_bytes,
                   size_t budget_bytes = 256 * 1024);
 
-  // The exit status once the child has ended (128 + signal for a signal), reaping it;
-  // nullopt while it runs.
+  // The exit status once the child has ended (128 + signal for a signal), reaping it and
+  // killing what is left in its process group; nullopt while it runs.
   std::optional<int> TryWait();
   // SIGTERM to its process group, without waiting. Poll finishes the job.
   void Terminate();

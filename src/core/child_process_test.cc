@@ -1,5 +1,10 @@
 #include "core/child_process.h"
 
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -107,6 +112,46 @@ TEST(ChildProcessTest, TerminateAndPollNeverWait) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   EXPECT_EQ(status, 128 + 9);
+}
+
+// Whether `pid` has ended: gone, or a zombie left for init to reap (its process group then
+// holds nothing that runs).
+bool Ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text))
+    return true;
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] == 'Z' ||
+         text[paren + 2] == 'X';
+}
+
+TEST(ChildProcessTest, WhatTheChildLeftInItsGroupIsKilledOnceItIsReaped) {
+  // A wrapper that prints, leaves a process behind holding its stdout, and exits: the process
+  // left behind must not outlive it (one a minute would pile up under a health check).
+  auto child = StartShell("(exec sleep 60) & echo $!; exit 0");
+  ASSERT_TRUE(child);
+  const ChildProcess::Lines lines = ReadAll(*child, 1);
+  ASSERT_EQ(lines.lines.size(), 1u);
+  const pid_t grandchild = std::stoi(lines.lines[0]);
+  std::optional<int> status;
+  for (int i = 0; i < 500 && !status; ++i) {  // its own exit, not Stop's SIGTERM
+    status = child->TryWait();
+    if (!status)
+      std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(child->Stop(), 0);
+  bool ended = false;
+  for (int i = 0; i < 500 && !ended; ++i) {
+    errno = 0;
+    ended = (kill(-child->pid(), 0) != 0 && errno == ESRCH) || Ended(grandchild);
+    if (!ended)
+      std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(ended) << "pid " << grandchild << " still runs in the child's process group";
+  if (!ended)
+    kill(grandchild, SIGKILL);
 }
 
 TEST(ChildProcessTest, WritingToAChildThatStoppedReadingFailsWithoutSigpipe) {

@@ -1,7 +1,11 @@
 #include "dcgm/discovery_parser.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "core/quote.h"
@@ -155,6 +159,20 @@ Result<std::vector<DiscoveredGpu>> ParseDiscoveryList(std::string_view output) {
   if (gpus.size() != expected)
     return Malformed(line_number, std::to_string(expected) + " GPUs found but " +
                                       std::to_string(gpus.size()) + " listed");
+  // A repeated id would map two GPUs' rows onto one UUID, a repeated UUID one GPU's values onto
+  // two ids: neither is a listing the host engine gives, and neither can be mapped. UUIDs are
+  // hex, compared without case.
+  std::set<uint32_t> ids;
+  std::set<std::string> uuids;
+  for (const DiscoveredGpu& gpu : gpus) {
+    if (!ids.insert(gpu.gpu_id).second)
+      return Malformed(line_number, "GPU ID " + std::to_string(gpu.gpu_id) + " is listed twice");
+    std::string uuid = gpu.uuid;
+    std::transform(uuid.begin(), uuid.end(), uuid.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!uuid.empty() && !uuids.insert(uuid).second)
+      return Malformed(line_number, "GPU UUID " + QuoteForMessage(gpu.uuid) + " is listed twice");
+  }
   return gpus;
 }
 

@@ -39,7 +39,8 @@ struct DiscoveredGpu {
 // - kUnavailable, reason "engine_unreachable" (or another dcgmi failure reason) when dcgmi
 //   printed an error instead of the table;
 // - kInvalidArgument, reason "dcgmi_discovery_output", naming the line, when the output is not
-//   this format (no "GPUs found" line, a row outside a GPU, a count that disagrees with the rows).
+//   this format (no "GPUs found" line, a row outside a GPU, a count that disagrees with the rows)
+//   or cannot be mapped (a GPU id or a UUID listed twice).
 Result<std::vector<DiscoveredGpu>> ParseDiscoveryList(std::string_view output);
 
 }  // namespace expanse::dcgm

@@ -116,6 +116,21 @@ TEST(DiscoveryParserTest, Malformed) {
   EXPECT_THAT(Malformed(std::string(kMaxDiscoveryOutputBytes + 1, 'x')), HasSubstr("longer than"));
 }
 
+TEST(DiscoveryParserTest, RepeatedGpuIdsOrUuidsAreNotAListing) {
+  // Either would map two of DCGM's GPUs onto one series, or one GPU's values onto two.
+  const std::string head =
+      "2 GPUs found.\n" + std::string(kRule) + std::string(kLabels) + std::string(kRule);
+  EXPECT_THAT(
+      Malformed(head + Row("0", "Device UUID: GPU-aaaa") + Row("0", "Device UUID: GPU-bbbb")),
+      HasSubstr("GPU ID 0 is listed twice"));
+  EXPECT_THAT(
+      Malformed(head + Row("0", "Device UUID: GPU-aaaa") + Row("1", "Device UUID: GPU-AAAA")),
+      HasSubstr("listed twice"));
+  EXPECT_EQ(
+      ParseOk(head + Row("0", "Device UUID: GPU-aaaa") + Row("1", "Device UUID: GPU-bbbb")).size(),
+      2u);
+}
+
 }  // namespace
 }  // namespace discovery_parser_test
 }  // namespace expanse::dcgm

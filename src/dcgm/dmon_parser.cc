@@ -144,6 +144,9 @@ DmonEvent DmonParser::Feed(std::string_view line) {
 
 DmonEvent DmonParser::ParseRow(std::string_view line, uint32_t gpu_id,
                                const std::vector<std::string_view>& cells) {
+  if (!header_matches_)
+    return Refuse(line, "dmon row for GPU " + std::to_string(gpu_id) +
+                            " under a header naming not the fields asked for");
   if (cells.size() != field_ids_.size()) {
     // Also a row where dmon left a cell blank: it does that for a field the entity does not
     // have, and none of the catalogue's fields is such a field for a GPU.
@@ -186,6 +189,7 @@ void DmonParser::CheckHeader(const std::vector<std::string_view>& names) {
     same = names[i] == specs_[i]->short_name;
   if (!same)
     ++counters_.header_mismatches;
+  header_matches_ = same;
 }
 
 Result<DmonOutput> ParseDmonOutput(std::string_view text, std::vector<uint16_t> field_ids) {

@@ -13,7 +13,8 @@
 // kinds ("GPU-I 3", "GPU 0 LINK 1", "Switch 0", "CPU 0") are counted and skipped.
 //
 // Every line is hostile input: a line that is none of the above is refused and counted, never
-// thrown on, and nothing is kept between lines but the counters.
+// thrown on, and nothing is kept between lines but the counters and whether the last header
+// named the fields asked for (rows under one that did not are refused).
 #ifndef EXPANSE_DCGM_DMON_PARSER_H_
 #define EXPANSE_DCGM_DMON_PARSER_H_
 
@@ -62,6 +63,7 @@ struct DmonCounters {
   uint64_t samples = 0;            // GPU rows accepted
   uint64_t headers = 0;            // "#Entity" lines
   uint64_t header_mismatches = 0;  // headers naming other columns than the fields asked for
+                                   // (the rows under them are refused)
   uint64_t other_entities = 0;     // rows of MIG instances, links, switches, CPUs
   uint64_t errors = 0;             // dcgmi error lines
   uint64_t refused = 0;            // lines refused, oversized ones included
@@ -104,6 +106,11 @@ class DmonParser {
   std::vector<const FieldSpec*> specs_;  // parallel to field_ids_
   DmonCounters counters_;
   std::vector<DmonFieldStats> field_stats_;
+  // Cells are read by position: under a header that names other columns (or orders them
+  // otherwise) a row would put one field's value under another's name, so rows are refused
+  // until a header naming the fields asked for comes again. Before any header: dmon prints one
+  // first, and nothing has said the order differs.
+  bool header_matches_ = true;
 };
 
 // A whole captured output (a fixture, `dmon -c N`): every sample, and the last error line.

@@ -165,6 +165,25 @@ TEST(DmonParserTest, HeaderMismatchIsCountedNotFatal) {
   EXPECT_TRUE(std::holds_alternative<DmonSample>(parser.Feed("GPU 0  0.5  0.25")));
 }
 
+TEST(DmonParserTest, RowsUnderAHeaderNamingOtherColumnsAreRefusedUntilTheRightOneReturns) {
+  // Cells are read by position: under a header that orders the columns otherwise, "GPU 0 7 5"
+  // would make 7 PCIe replays out of an XID.
+  DmonParser parser = Parser({202, 230});  // PCIe replays, last XID
+  (void)parser.Feed("#Entity   RPCTR   XIDER");
+  EXPECT_TRUE(std::holds_alternative<DmonSample>(parser.Feed("GPU 0  7  5")));
+  (void)parser.Feed("#Entity   XIDER   RPCTR");
+  EXPECT_THAT(std::get<DmonRefused>(parser.Feed("GPU 0  7  5")).why,
+              HasSubstr("not the fields asked for"));
+  EXPECT_TRUE(std::holds_alternative<DmonRefused>(parser.Feed("GPU 1  7  5")));
+  EXPECT_EQ(parser.counters().samples, 1u);
+  EXPECT_EQ(parser.counters().refused, 2u);
+  EXPECT_EQ(parser.counters().header_mismatches, 1u);
+  (void)parser.Feed("#Entity   RPCTR   XIDER");
+  const DmonEvent row = parser.Feed("GPU 0  7  5");
+  ASSERT_TRUE(std::holds_alternative<DmonSample>(row));
+  EXPECT_THAT(ValueOf(std::get<DmonSample>(row), 202), Optional(7.0));
+}
+
 TEST(DmonParserTest, CellsThatAreNotValues) {
   DmonParser parser = Parser({202, 1002, 1009});
   struct Case {
