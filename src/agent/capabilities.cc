@@ -1,5 +1,6 @@
 #include "agent/capabilities.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -62,7 +63,10 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
     out["cupti"] = *in.cupti;  // the running helper knows best
   } else {
     const std::string helper = FindCuptiHelper(s, in.shared_prefix, in.hostname);
-    if (helper.empty() || !IsExecutable(helper)) {
+    struct stat st {};
+    if (!helper.empty() && stat(helper.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      out["cupti"] = {"absent", "expanse-cupti-helper at " + helper + " is not a regular file"};
+    } else if (helper.empty() || !IsExecutable(helper)) {
       // Why the node has no build, as its install or last Prolog found (no driver, no variant
       // for it, archives that did not verify).
       const std::string note = release::NodeCuptiNoteFor(helper);
@@ -79,9 +83,12 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
     }
   }
 
-  const std::string dcgmi = FindDcgmi(s.dcgmi, in.path_env);
+  std::string dcgmi_refused;
+  const std::string dcgmi = FindDcgmi(s.dcgmi, in.path_env, &dcgmi_refused);
   if (in.dcgm) {
     out["dcgm"] = *in.dcgm;  // the running enrichment knows best
+  } else if (!dcgmi_refused.empty()) {
+    out["dcgm"] = {"degraded", "dcgmi refused, not run: " + dcgmi_refused};
   } else if (dcgmi.empty() || !IsExecutable(dcgmi)) {
     out["dcgm"] = {"absent", s.dcgmi.empty() ? "dcgmi not found on PATH (EXPANSE_DCGMI unset)"
                                              : "EXPANSE_DCGMI=" + s.dcgmi + " is not executable"};

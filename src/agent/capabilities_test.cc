@@ -65,6 +65,19 @@ TEST_F(CapabilitiesTest, AMissingHelperQuotesTheNodesCuptiNote) {
                                       "on this node?[2J");
 }
 
+// What the service would refuse to run is described as refused, not as merely not running.
+TEST_F(CapabilitiesTest, ARefusedDcgmiOrAHelperThatIsNoFileIsSaidSo) {
+  MakeExecutable(dir_ + "/bin/dcgmi");
+  chmod((dir_ + "/bin/dcgmi").c_str(), 0777);
+  auto caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["dcgm"].state, "degraded");
+  EXPECT_THAT(caps["dcgm"].reason, HasSubstr("dcgmi refused, not run: "));
+  inputs_.settings.cupti_helper = dir_;  // a directory
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["cupti"].state, "absent");
+  EXPECT_EQ(caps["cupti"].reason, "expanse-cupti-helper at " + dir_ + " is not a regular file");
+}
+
 TEST_F(CapabilitiesTest, DcgmIsWhatTheRunningEnrichmentSaysElseWhereDcgmiIs) {
   MakeExecutable(dir_ + "/bin/dcgmi");
   auto caps = DescribeCapabilities(inputs_);

@@ -1,11 +1,13 @@
 #include "agent/counter_helper.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "cupti/helper_records.h"
 #include "cupti/pm_reasons.h"
+#include "release/cupti_node.h"
 
 namespace expanse::agent {
 namespace {
@@ -16,6 +18,19 @@ std::string Join(const std::vector<std::string>& items) {
     out += (out.empty() ? "" : ",") + item;
   return out;
 }
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// How far ahead of our clock a record may be stamped: the helper's clock is this machine's, so
+// only the moment between its read and ours. A record stamped later would hide the samples
+// before its stamp (a series takes only samples newer than its last).
+constexpr int64_t kMaxAheadMs = 5'000;
+// Records per GPU a helper may send at once beyond one per period: a tick that ran late is
+// followed closely by the next (sample_loop skips rather than bursts, so one more at most).
+constexpr double kRecordBurst = 2.0;
 
 }  // namespace
 
@@ -38,6 +53,12 @@ CounterHelper::CounterHelper(CounterHelperOptions options, Clock& wall, Clock& m
 CounterHelper::~CounterHelper() = default;  // ChildProcess ends and reaps the helper
 
 void CounterHelper::Start(int64_t now_ms) {
+  // A directory or device named by EXPANSE_CUPTI_HELPER is not run (exec of a directory only
+  // fails; of a device, who knows). Describe() says why.
+  if (access(options_.helper.c_str(), F_OK) == 0 && !IsRegularFile(options_.helper)) {
+    Stopped(now_ms, "at " + options_.helper + " is not a regular file");
+    return;
+  }
   std::vector<std::string> argv = {options_.helper};
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   argv.push_back("sample");
@@ -74,6 +95,16 @@ void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
                                    : std::min(backoff_ * 2, options_.restart_max);
   restart_at_ms_ = now_ms + backoff_.count();
   ++restarts_;
+  // Whether the counters stay the helper's through the backoff (HoldsCounters): yes if this
+  // helper sampled (or yielded to a job's tool) some GPU, no if it said every GPU is
+  // unavailable; one that said nothing leaves the answer as it was.
+  bool said = false, held = false;
+  for (const auto& [uuid, gpu] : gpus_) {
+    said = said || !gpu.pm_sampling.empty();
+    held = held || gpu.pm_sampling == "ok" || gpu.pm_sampling == "yielded";
+  }
+  if (said)
+    held_in_backoff_ = held;
   for (auto& [uuid, gpu] : gpus_)
     gpu = GpuState{};  // unknown until the next helper says
 }
@@ -84,14 +115,32 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
   std::erase_if(stopping_, [](const auto& child) { return child->Poll().has_value(); });
   std::vector<std::string> wanted = uuids;
   std::sort(wanted.begin(), wanted.end());
-  if (wanted != uuids_) {
-    if (child_)
-      Retire();  // a GPU came or went: the helper samples a fixed set
+  if (wanted != uuids_ && child_) {
+    // A GPU came or went: the helper samples a fixed set, so a new one takes the new set. A
+    // GPU that flaps (XID 79, off the bus and back) must not restart it every tick: a change
+    // within the backoff of the last waits for it (the running helper carries on with its set
+    // until then), and the backoff doubles as a failure's does, starting over once the set
+    // has held still for a while.
+    if (now - set_changed_ms_ >= kWorkingAfterMs)
+      set_change_backoff_ = std::chrono::milliseconds(0);
+    if (set_changes_ == 0 || now >= set_changed_ms_ + set_change_backoff_.count()) {
+      Retire();
+      ++set_changes_;
+      set_changed_ms_ = now;
+      set_change_backoff_ = set_change_backoff_.count() == 0
+                                ? options_.restart_initial
+                                : std::min(set_change_backoff_ * 2, options_.restart_max);
+    }
+  }
+  if (wanted != uuids_ && !child_) {
     std::erase_if(gpus_, [&](const auto& gpu) {
       return !std::binary_search(wanted.begin(), wanted.end(), gpu.first);
     });
+    std::erase_if(last_counters_, [&](const auto& gpu) {
+      return !std::binary_search(wanted.begin(), wanted.end(), gpu.first);
+    });
+    uuids_ = wanted;
   }
-  uuids_ = wanted;
   // Not beside a helper that has not ended yet: one stuck in a driver call outlives even
   // SIGKILL, and a new one each backoff would pile up holding /dev/nvidia* and a pipe each.
   waiting_for_stuck_ = !child_ && !uuids_.empty() && now >= restart_at_ms_ && !stopping_.empty();
@@ -144,10 +193,35 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
       return;
     }
     // The helper's clock is this machine's; a time far from ours is refused all the same.
-    if (counters->unix_ms < now_ms - 600'000 || counters->unix_ms > now_ms + 60'000) {
+    if (counters->unix_ms < now_ms - 600'000 || counters->unix_ms > now_ms + kMaxAheadMs) {
       ++refused_;
       last_refusal_ = "counters stamped " + std::to_string(counters->unix_ms) + " ms";
       return;
+    }
+    // About one record per GPU per period, by the records' own stamps (the daemon may read
+    // several periods' records at once): a token bucket of kRecordBurst records, refilled one
+    // per period. A record not after the last one accepted would be dropped by the series
+    // anyway; it is refused here so that it is counted.
+    auto last = last_counters_.find(counters->uuid);
+    if (last != last_counters_.end()) {
+      if (counters->unix_ms <= last->second.unix_ms) {
+        ++refused_;
+        last_refusal_ = "counters for " + counters->uuid + " stamped " +
+                        std::to_string(counters->unix_ms) + " ms, not after the last";
+        return;
+      }
+      const double tokens =
+          std::min(kRecordBurst, last->second.tokens +
+                                     static_cast<double>(counters->unix_ms - last->second.unix_ms) /
+                                         static_cast<double>(options_.period.count()));
+      if (tokens < 1.0) {
+        ++refused_;
+        last_refusal_ = "more than one record for " + counters->uuid + " in a period";
+        return;
+      }
+      last->second = {counters->unix_ms, tokens - 1.0};
+    } else {
+      last_counters_[counters->uuid] = {counters->unix_ms, kRecordBurst - 1.0};
     }
     counters_seen_ = true;
     std::lock_guard lock(buffer_mu);
@@ -191,8 +265,15 @@ void CounterHelper::HoldFor(const std::set<std::string>& uuids) {
 }
 
 bool CounterHelper::HoldsCounters() const {
+  // A GPU left to a job's own CUDA tool (Nsight, a CUPTI profiler) is that tool's, whether or
+  // not a helper runs: DCGM's profiling fields would take the counters from it as much.
+  if (!held_.empty())
+    return true;
+  // Between a helper that sampled and the next (its backoff, or one that has not ended yet):
+  // the counters are about to be the helper's again, and DCGM taking them in between would
+  // only make the next helper yield.
   if (!child_)
-    return false;
+    return !uuids_.empty() && held_in_backoff_;
   for (const std::string& uuid : uuids_) {
     auto it = gpus_.find(uuid);
     // Not reported yet: it is starting on that GPU. "yielded": a job's own profiler has them,
@@ -205,10 +286,18 @@ bool CounterHelper::HoldsCounters() const {
 }
 
 Capability CounterHelper::Describe() const {
-  if (options_.helper.empty() || access(options_.helper.c_str(), X_OK) != 0)
-    return {"absent", "expanse-cupti-helper not found" + (options_.helper.empty()
-                                                              ? std::string(" (no shared prefix)")
-                                                              : " at " + options_.helper)};
+  if (!options_.helper.empty() && access(options_.helper.c_str(), F_OK) == 0 &&
+      !IsRegularFile(options_.helper))
+    return {"absent", "expanse-cupti-helper at " + options_.helper + " is not a regular file"};
+  if (options_.helper.empty() || access(options_.helper.c_str(), X_OK) != 0) {
+    // Why the node has no build, as its install or last Prolog found (no driver, no variant
+    // for it, archives that did not verify).
+    const std::string note = release::NodeCuptiNoteFor(options_.helper);
+    return {"absent", "expanse-cupti-helper not found" +
+                          (options_.helper.empty() ? std::string(" (no shared prefix)")
+                                                   : " at " + options_.helper) +
+                          (note.empty() ? "" : "; " + note)};
+  }
   if (uuids_.empty())
     return {"absent", "no GPU to sample (NVML lists none)"};
   if (!child_ && !fatal_.empty()) {
@@ -269,6 +358,7 @@ nlohmann::json CounterHelper::Stats() const {
                           {"refused", refused_},
                           {"samples", samples_},
                           {"restarts", restarts_},
+                          {"set_changes", set_changes_},
                           {"escalations", escalations_},
                           {"released_to_job_tools", releases_},
                           {"held", held_},

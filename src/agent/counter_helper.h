@@ -66,8 +66,9 @@ class CounterHelper {
   void HoldFor(const std::set<std::string>& uuids);
 
   // Whether a helper runs and samples, or is about to sample, some GPU, or has yielded one to a
-  // job's own profiler: the counters are then not DCGM's to take, and the DCGM enrichment leaves
-  // its profiling fields out.
+  // job's own profiler; or a GPU is held for a job's CUDA tool (HoldFor), with or without a
+  // helper; or the last helper sampled and a new one is due after its backoff: the counters
+  // are then not DCGM's to take, and the DCGM enrichment leaves its profiling fields out.
   bool HoldsCounters() const;
   // The `cupti` capability as the running helper reports it.
   Capability Describe() const;
@@ -106,6 +107,20 @@ class CounterHelper {
     size_t series = 0;
   };
   std::map<std::string, GpuState> gpus_;
+  // Whether the helper that stopped last sampled some GPU, so the counters stay its own
+  // through the backoff (HoldsCounters).
+  bool held_in_backoff_ = false;
+  // Per GPU, the last counters record accepted and the records it may still send ahead of
+  // one per period (Handle).
+  struct LastCounters {
+    int64_t unix_ms = 0;
+    double tokens = 0;
+  };
+  std::map<std::string, LastCounters> last_counters_;
+  // Restarts for a changed GPU set: when the last was, and how long the next waits.
+  int64_t set_changed_ms_ = 0;
+  std::chrono::milliseconds set_change_backoff_{0};
+  uint64_t set_changes_ = 0;
   uint64_t records_ = 0, refused_ = 0, samples_ = 0, restarts_ = 0, escalations_ = 0;
   uint64_t releases_ = 0;
   std::string last_refusal_;

@@ -330,6 +330,135 @@ TEST_F(CounterHelperTest, AMissingHelperIsAbsentWithWhereItWasLookedFor) {
   const Capability capability = helper.Describe();
   EXPECT_EQ(capability.state, "absent");
   EXPECT_EQ(capability.reason, "expanse-cupti-helper not found at " + options.helper);
+
+  // At the installed place, the node's CUPTI note says why there is none.
+  const std::filesystem::path node = dir_ / "prefix/lib/cupti-nodes/gpu07";
+  std::filesystem::create_directories(node);
+  std::ofstream(node / "NOTE") << "CUPTI: no NVIDIA driver found on this node\n";
+  options.helper = node / "bin/expanse-cupti-helper";
+  CounterHelper installed(options, clock_, clock_);
+  installed.Tick({kGpu0}, buffer_, mu_);
+  EXPECT_EQ(installed.Describe().reason, "expanse-cupti-helper not found at " + options.helper +
+                                             "; CUPTI: no NVIDIA driver found on this node");
+}
+
+// A helper record names only the helper's own counter series: never an NVML series (gpu.sm_util,
+// gpu.ecc_uncorrected, …), which the idle ledger, verdicts and the live detector read under the
+// same key. Nor is one stamped far ahead, which would hide the real samples after it.
+TEST_F(CounterHelperTest, CountersNamingNvmlSeriesOrStampedAheadAreRefused) {
+  buffer_.Add({"n1", kGpu0, "gpu.sm_util"}, kNow - 1000, 80);
+  WriteHelper(R"({"kind":"counters","t_ms":)" + std::to_string(kNow + 59'000) +
+              R"(,"device":0,"uuid":")" + kGpu0 +
+              R"(","set":"light","samples":1,"values":{"gpu.sm_util":0,"gpu.ecc_uncorrected":1e9}})"
+              "\n" +
+              Counters(kGpu0, kNow + 59'000, 0.5) + Counters(kGpu0, kNow, 0.25));
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["refused"] >= 2; }))
+      << helper.Stats().dump();
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return buffer_.samples() == 2; }));
+  for (const auto& series : buffer_.Take()) {
+    EXPECT_NE(series.metric, "gpu.ecc_uncorrected");
+    if (series.metric == "gpu.sm_util") {
+      ASSERT_EQ(series.v.size(), 1u);
+      EXPECT_DOUBLE_EQ(series.v[0], 80);
+      EXPECT_EQ(series.t0, kNow - 1000);
+    } else {
+      EXPECT_EQ(series.metric, "gpu.sm_active");
+      EXPECT_EQ(series.t0, kNow);  // the one stamped 59 s ahead was refused
+    }
+  }
+}
+
+// About one record per GPU per sampling period (a burst of two for a late tick): a helper that
+// writes more, to crowd out or skew a GPU's series, has the excess refused and counted, as has
+// a record not newer than the last one accepted for that GPU.
+TEST_F(CounterHelperTest, MoreThanAboutOneRecordPerGpuPerPeriodIsRefused) {
+  WriteHelper(Counters(kGpu0, kNow - 3000, 0.1) + Counters(kGpu0, kNow - 2999, 0.2) +
+              Counters(kGpu0, kNow - 2998, 0.9) + Counters(kGpu0, kNow - 2997, 0.9) +
+              Counters(kGpu1, kNow - 2997, 0.3) + Counters(kGpu0, kNow - 1000, 0.4) +
+              Counters(kGpu0, kNow - 1500, 0.9));
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1}, [&] { return helper.Stats()["refused"] == 3; }))
+      << helper.Stats().dump();
+  ASSERT_TRUE(TickUntil(helper, {kGpu0, kGpu1}, [&] { return buffer_.samples() == 4; }));
+  const auto series = buffer_.Take();
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series[0].device, kGpu0);
+  ASSERT_EQ(series[0].v.size(), 3u);
+  EXPECT_DOUBLE_EQ(series[0].v[0], 0.1);
+  EXPECT_DOUBLE_EQ(series[0].v[1], 0.2);
+  EXPECT_DOUBLE_EQ(series[0].v[2], 0.4);
+  EXPECT_THAT(helper.Stats()["last_refusal"].get<std::string>(), HasSubstr("not after"));
+}
+
+// A GPU held for a job's own CUDA tool is that tool's, and DCGM must leave its profiling
+// counters alone even while no helper runs (here: one that exits at once, in its backoff).
+TEST_F(CounterHelperTest, AGpuHeldForAJobToolHoldsTheCountersWithoutARunningHelper) {
+  WriteHelper("", "exit 1\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  helper.HoldFor({kGpu0});
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return helper.Stats()["restarts"] >= 1 && !helper.Stats()["running"].get<bool>();
+  }));
+  EXPECT_TRUE(helper.HoldsCounters());
+  helper.HoldFor({});
+  EXPECT_FALSE(helper.HoldsCounters());  // that helper never sampled anything
+}
+
+// A helper that sampled and died is restarted after its backoff: DCGM must not take the
+// counters in between, only to be refused them (or take them from the helper) a moment later.
+TEST_F(CounterHelperTest, AHelperThatSampledHoldsTheCountersThroughItsBackoff) {
+  WriteHelper(Status(kGpu0, "ok"), "exit 1\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return helper.Stats()["restarts"] >= 1 && !helper.Stats()["running"].get<bool>();
+  }));
+  EXPECT_TRUE(helper.HoldsCounters());
+  // One that can sample nothing (no driver) leaves them to DCGM.
+  WriteHelper(R"({"kind":"fatal","reason":"CUDA_ERROR_NO_DEVICE in cuInit"})"
+              "\n",
+              "exit 1\n");
+  CounterHelper fatal(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(fatal, {kGpu0}, [&] {
+    return fatal.Stats()["restarts"] >= 1 && !fatal.Stats()["running"].get<bool>();
+  }));
+  EXPECT_FALSE(fatal.HoldsCounters());
+}
+
+// A GPU that comes and goes (XID 79: fallen off the bus and back) must not restart the helper
+// each tick: restarts for a changed set back off as failures do, and are counted.
+TEST_F(CounterHelperTest, AFlappingGpuSetDoesNotRestartTheHelperEachTick) {
+  WriteHelper(Status(kGpu0, "ok"));
+  CounterHelper helper(Options(), clock_, clock_);
+  for (int i = 0; i < 200; ++i) {
+    helper.Tick(
+        i % 2 == 0 ? std::vector<std::string>{kGpu0} : std::vector<std::string>{kGpu0, kGpu1},
+        buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last start's argv line
+  const std::string argv = Slurp(dir_ / "argv");
+  EXPECT_LE(std::count(argv.begin(), argv.end(), '\n'), 2) << helper.Stats().dump();
+  EXPECT_GE(helper.Stats()["set_changes"], 1) << helper.Stats().dump();
+  EXPECT_EQ(helper.Stats()["restarts"], 0);
+  // Once the backoff has passed, the set it is given now is taken.
+  clock_.Advance(5'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu1}, [&] {
+    return Slurp(dir_ / "argv").find(std::string("--devices=") + kGpu1 + " ") != std::string::npos;
+  })) << Slurp(dir_ / "argv");
+}
+
+// EXPANSE_CUPTI_HELPER naming a directory: nothing is run, and the capability says why.
+TEST_F(CounterHelperTest, AHelperPathThatIsNotARegularFileIsNotRun) {
+  auto options = Options();
+  options.helper = dir_.path();
+  CounterHelper helper(options, clock_, clock_);
+  helper.Tick({kGpu0}, buffer_, mu_);
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "absent");
+  EXPECT_EQ(capability.reason,
+            "expanse-cupti-helper at " + options.helper + " is not a regular file");
+  EXPECT_FALSE(helper.Stats()["running"].get<bool>());
 }
 
 TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {

@@ -75,6 +75,13 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
     if (key == "EXPANSE_CUPTI_ENABLE") {
       EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.cupti_enable));
     } else if (key == "EXPANSE_CUPTI_HELPER") {
+      // The daemon runs it: a relative path would resolve against whatever directory the
+      // daemon was started in. Empty: the per-node install (FindCuptiHelper).
+      if (!value.empty() && !value.starts_with('/')) {
+        return InvalidArgumentError("EXPANSE_CUPTI_HELPER=\"" + value +
+                                    "\": expected the absolute path of expanse-cupti-helper")
+            .WithReason("invalid_setting");
+      }
       settings.cupti_helper = value;
     } else if (key == "EXPANSE_PROFILING_ENABLE") {
       EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.profiling_enable));

@@ -251,6 +251,29 @@ TEST_F(RuntimeSettingsTest, NvmlLibraryPath) {
   }
 }
 
+// The daemon runs the CUPTI helper it names: a relative path would resolve against whatever
+// directory the daemon was started in.
+TEST_F(RuntimeSettingsTest, CuptiHelperPathMustBeAbsolute) {
+  char* env[] = {nullptr};
+  WriteFile("EXPANSE_CUPTI_HELPER=/opt/expanse/bin/expanse-cupti-helper\n");
+  auto settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->cupti_helper, "/opt/expanse/bin/expanse-cupti-helper");
+  WriteFile("EXPANSE_CUPTI_HELPER=\n");  // empty: the per-node install
+  settings = LoadRuntimeSettings(path_, env);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->cupti_helper, "");
+  for (const char* bad : {"expanse-cupti-helper", "bin/expanse-cupti-helper", "./helper"}) {
+    WriteFile("EXPANSE_CUPTI_HELPER=" + std::string(bad) + "\n");
+    settings = LoadRuntimeSettings(path_, env);
+    ASSERT_FALSE(settings.ok()) << bad;
+    EXPECT_EQ(settings.status().reason(), "invalid_setting");
+    EXPECT_THAT(settings.status().message(),
+                HasSubstr("EXPANSE_CUPTI_HELPER=\"" + std::string(bad) +
+                          "\": expected the absolute path of expanse-cupti-helper"));
+  }
+}
+
 TEST_F(RuntimeSettingsTest, UnreadableFileIsAnError) {
   char* env[] = {nullptr};
   // A directory where the file should be cannot be read as one.

@@ -1,5 +1,6 @@
 #include "cupti/helper_records.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -12,6 +13,15 @@ constexpr size_t kMaxValues = 64;
 constexpr size_t kMaxSeriesName = 64;
 constexpr size_t kMaxText = 512;
 constexpr uint32_t kMaxSamples = 1'000'000;
+constexpr double kRatioSlack = 0.05;
+
+const CounterSeries* FindSeries(CounterSet set, std::string_view name) {
+  for (const CounterSeries& series : SeriesOf(set)) {
+    if (series.series == name)
+      return &series;
+  }
+  return nullptr;
+}
 
 bool IsSeriesName(std::string_view name) {
   if (name.size() <= 4 || name.size() > kMaxSeriesName || name.substr(0, 4) != "gpu.")
@@ -94,9 +104,26 @@ Result<HelperRecord> ParseCounters(const nlohmann::json& doc) {
     if (!IsSeriesName(name))
       return InvalidArgumentError("value name \"" + name.substr(0, kMaxSeriesName) +
                                   "\" is not a gpu.* series");
+    // Only the set's own series: the parent stores them under the key NVML's series use
+    // ({host, GPU UUID, name}), so a helper naming gpu.sm_util or gpu.ecc_uncorrected would
+    // write into what the idle ledger, verdicts and the live detector read.
+    const CounterSeries* series = FindSeries(record.set, name);
+    if (series == nullptr)
+      return InvalidArgumentError("value name \"" + name + "\" is not a series of the " +
+                                  std::string(CounterSetName(record.set)) + " set");
     if (!value.is_number() || !std::isfinite(value.get<double>()))
       return InvalidArgumentError("value of " + name + " is not a finite number");
-    record.values.emplace_back(name, value.get<double>());
+    double number = value.get<double>();
+    // metrics.md: the percent-of-peak series are ratios 0..1, the others rates, never negative.
+    // A PM counter can read a little over its sustained peak; up to kRatioSlack over is kept,
+    // as 1, so that no reader sees a ratio above 1. Anything further is not a measurement.
+    const bool ratio = series->scale != 1.0;
+    if (number < 0 || (ratio && number > 1 + kRatioSlack))
+      return InvalidArgumentError("value of " + name + " is out of range (" +
+                                  (ratio ? "a ratio 0..1" : "a rate, not negative") + ")");
+    if (ratio)
+      number = std::min(number, 1.0);
+    record.values.emplace_back(name, number);
   }
   return HelperRecord(std::move(record));
 }

@@ -2,8 +2,10 @@
 // JSON object per line (docs/formats/cupti-helper.md), and the commands the parent writes to
 // its standard input.
 //
-// The parent treats every line as hostile input: a record is bounded in size, names only
-// `gpu.*` series, carries finite values and a plausible device, or it is refused and counted.
+// The parent treats every line as hostile input: a record is bounded in size, names only the
+// series of its own counter set (never an NVML series under the same key), carries values in
+// their series' range (ratios 0..1.05, kept as at most 1; rates not negative) and a plausible
+// device, or it is refused and counted.
 #ifndef EXPANSE_CUPTI_HELPER_RECORDS_H_
 #define EXPANSE_CUPTI_HELPER_RECORDS_H_
 

@@ -62,7 +62,7 @@ TEST(HelperRecordsTest, RefusesHostileRecordsWithTheReason) {
            R"(","set":"light","samples":1,"values":{"job.cpu":1}})",
        "not a gpu.* series"},
       {R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" + u +
-           R"(","set":"light","samples":1,"values":{"gpu.x":"1"}})",
+           R"(","set":"light","samples":1,"values":{"gpu.sm_active":"1"}})",
        "not a finite number"},
       {R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" + u +
            R"(","set":"heavy","samples":1,"values":{}})",
@@ -80,6 +80,43 @@ TEST(HelperRecordsTest, RefusesHostileRecordsWithTheReason) {
     EXPECT_NE(parsed.status().message().find(c.reason), std::string::npos)
         << c.line << " -> " << parsed.status();
   }
+}
+
+// Only the series of the record's own counter set: a name NVML's series use (gpu.sm_util,
+// gpu.ecc_uncorrected) would land under the same key as NVML's samples.
+TEST(HelperRecordsTest, CounterValuesNameOnlyTheSeriesOfTheirSet) {
+  const std::string head = R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" +
+                           std::string(kUuid) + R"(","samples":1,"set":)";
+  for (const char* line : {R"("light","values":{"gpu.sm_util":0}})",
+                           R"("light","values":{"gpu.ecc_uncorrected":1e9}})",
+                           R"("light","values":{"gpu.power_w":1}})",
+                           R"("light","values":{"gpu.l2_hit_rate":0.5}})",  // Rich only
+                           R"("rich","values":{"gpu.x":0.5}})"}) {
+    const auto parsed = ParseRecord(head + line);
+    ASSERT_FALSE(parsed.ok()) << line;
+    EXPECT_NE(parsed.status().message().find("is not a series of the"), std::string::npos)
+        << parsed.status();
+  }
+  EXPECT_TRUE(ParseRecord(head + R"("rich","values":{"gpu.l2_hit_rate":0.5}})").ok());
+  EXPECT_TRUE(ParseRecord(head + R"("light","values":{"gpu.pcie_rx_bytes_per_s":1e9}})").ok());
+}
+
+// metrics.md declares the activity series ratios 0..1 and the byte rates non-negative. A PM
+// counter may read a little over its sustained peak: up to 1.05 is kept, as 1.
+TEST(HelperRecordsTest, RatiosOutOfRangeAndNegativeRatesAreRefused) {
+  const std::string head = R"({"kind":"counters","t_ms":5,"device":0,"uuid":")" +
+                           std::string(kUuid) + R"(","samples":1,"set":"light","values":)";
+  for (const char* values : {R"({"gpu.sm_active":250})", R"({"gpu.sm_active":-0.5})",
+                             R"({"gpu.dram_active":1.06})", R"({"gpu.pcie_tx_bytes_per_s":-1})"}) {
+    const auto parsed = ParseRecord(head + values + "}");
+    ASSERT_FALSE(parsed.ok()) << values;
+    EXPECT_NE(parsed.status().message().find("out of range"), std::string::npos) << parsed.status();
+  }
+  const auto near_peak = ParseRecord(head + R"({"gpu.sm_active":1.04,"gpu.tensor_active":0}})");
+  ASSERT_TRUE(near_peak.ok()) << near_peak.status();
+  const auto& values = std::get<CounterRecord>(*near_peak).values;
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].second + values[1].second, 1.0);
 }
 
 TEST(HelperRecordsTest, CommandsRoundTripAndWindowsAreBounded) {

@@ -866,6 +866,41 @@ TEST_F(CuptiHelperStreamTest, ReleasesAGpuOnRequestAndTakesItBackOnResume) {
   ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid1) != nullptr; });
 }
 
+// The sampler repeats its releases as soon as it starts a helper: they are read before the
+// first period touches any GPU, so a job's CUDA tool never sees the counters taken even once.
+TEST_F(CuptiHelperStreamTest, AReleaseWrittenAtStartIsReadBeforeAnyGpuIsSampled) {
+  SetScenario(TwoGpus());
+  Start({});
+  ASSERT_TRUE(helper_->WriteLine(std::string("release ") + kUuid1));
+  ReadUntil([&](const HelperRecord& r) { return Counters(r, kUuid0) != nullptr; });
+  EXPECT_EQ(Trace().find("cuptiPmSamplingEnable dev=1"), std::string::npos) << Trace();
+  for (const auto& record : records_) {
+    if (const auto* status = Status(record, kUuid1)) {
+      EXPECT_NE(status->pm_sampling, "ok");
+    }
+    EXPECT_EQ(Counters(record, kUuid1), nullptr);
+  }
+}
+
+// More samples in the hardware buffer than one decode's image holds: the rest are decoded in
+// the same period, not left for the next (a backlog that would grow and make every mean older
+// than its stamp).
+TEST_F(CuptiHelperStreamTest, ABacklogLargerThanTheImageIsDecodedWithinThePeriod) {
+  auto scenario = TwoGpus();
+  for (auto& device : scenario["devices"])
+    device["samples_per_decode"] = 300;
+  SetScenario(scenario);
+  Start({std::string("--devices=") + kUuid0});
+  int seen = 0;
+  ReadUntil([&](const HelperRecord& r) {
+    const auto* counters = Counters(r, kUuid0);
+    if (counters == nullptr)
+      return false;
+    EXPECT_EQ(counters->samples, 300u);
+    return ++seen == 3;
+  });
+}
+
 // Whatever becomes of the sampler (a kill -9 included), its helper does not outlive it and
 // keep the GPUs' counters: PR_SET_PDEATHSIG. The helper's parent here is a shell, killed; the
 // helper keeps the shell's stdin, its command pipe (a background command's fd 0 is /dev/null

@@ -461,12 +461,30 @@ CuptiStatus PmDevice::Decode(SecondMeans& means, size_t* samples) {
   *samples = 0;
   if (!running_)
     return CuptiError{"cuptiPmSamplingDecodeData", CUPTI_ERROR_INVALID_OPERATION};
+  // The image holds max_samples_per_decode samples; CUPTI says COUNTER_DATA_FULL when the
+  // hardware buffer had more, and keeps the rest for the next decode. They are decoded now, into
+  // the image started over, until END_OF_RECORDS: left for the next period, the backlog would
+  // grow each period and every mean would be of older samples than its stamp says. Bounded, so
+  // a driver that always says FULL cannot hold the loop (the next period carries on from there).
+  constexpr int kMaxDecodesPerPeriod = 64;
+  for (int round = 0; round < kMaxDecodesPerPeriod; ++round) {
+    bool full = false;
+    if (auto error = DecodeOnce(means, samples, &full))
+      return error;
+    if (!full)
+      break;
+  }
+  return std::nullopt;
+}
+
+CuptiStatus PmDevice::DecodeOnce(SecondMeans& means, size_t* samples, bool* full) {
   auto decode = EXPANSE_PARAMS(CUpti_PmSampling_DecodeData_Params);
   decode.pPmSamplingObject = sampler_;
   decode.pCounterDataImage = counter_data_.data();
   decode.counterDataImageSize = counter_data_.size();
   if (auto error = EXPANSE_CUPTI_CALL(PmSamplingDecodeData, decode))
     return error;
+  *full = decode.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
   auto info = EXPANSE_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params);
   info.pCounterDataImage = counter_data_.data();
   info.counterDataImageSize = counter_data_.size();
@@ -507,7 +525,7 @@ CuptiStatus PmDevice::Decode(SecondMeans& means, size_t* samples) {
     return error;
   if (decode.overflow != 0)
     ++overflows_;
-  *samples = completed;
+  *samples += completed;
   return std::nullopt;
 }
 

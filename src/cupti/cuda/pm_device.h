@@ -141,6 +141,9 @@ class PmDevice {
   CuptiStatus Configure(const std::vector<std::string>& metrics, std::vector<uint8_t>* image,
                         size_t* passes, CUpti_Profiler_Host_Object** host = nullptr);
   CuptiStatus PrepareCounterData();
+  // One decode into the image, its samples added to `means` and `*samples`; `*full` when CUPTI
+  // had more than the image holds.
+  CuptiStatus DecodeOnce(SecondMeans& means, size_t* samples, bool* full);
   // cuptiProfilerInitialize and cuptiPmSamplingEnable, unless a sampler is enabled already.
   CuptiStatus EnableSampler();
   // cuptiPmSamplingSetConfig of `resolved` on the enabled sampler.

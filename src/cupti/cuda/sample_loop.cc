@@ -265,6 +265,19 @@ std::unique_ptr<CuptiLibrary> OpenCupti(const std::string& path, CallWatchdog& w
   return std::move(*opened);
 }
 
+// Every GPU let go, and every host object with it, before CUPTI's profiler is de-initialised.
+int Finish(Loop& loop, const CuptiLibrary* cupti, CallWatchdog& watchdog) {
+  for (Gpu& gpu : loop.gpus())
+    gpu.pm.reset();
+  if (cupti != nullptr) {
+    CUpti_Profiler_DeInitialize_Params deinit{};
+    deinit.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE;
+    CallWatchdog::Scope scope(watchdog, "cuptiProfilerDeInitialize");
+    (void)cupti->fn().ProfilerDeInitialize(&deinit);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunSampleLoop(const CudaLibrary& cuda, CallWatchdog& watchdog, const SampleOptions& options,
@@ -304,6 +317,20 @@ int RunSampleLoop(const CudaLibrary& cuda, CallWatchdog& watchdog, const SampleO
   const auto started = Clock::now();
   auto next = started;
   bool input_open = true;
+  // The sampler writes its releases (GPUs left to a job's own CUDA tool) right after it starts
+  // us, before we get here past cuInit: read them before the first period enables anything, or
+  // that tool would find the counters taken. Only what is already there; never a wait.
+  pollfd pending{options.input_fd, POLLIN, 0};
+  for (int reads = 0; reads < 64 && poll(&pending, 1, 0) > 0; ++reads) {  // 64: 256 KiB of lines
+    if (!loop.ReadInput(Clock::now())) {
+      if (!options.duration)
+        return Finish(loop, cupti.get(), watchdog);
+      input_open = false;
+      break;
+    }
+    if ((pending.revents & POLLIN) == 0)
+      break;  // POLLHUP/POLLERR without data: the next read says
+  }
   while (!stop.load() && !loop.output_gone()) {
     const auto now = Clock::now();
     if (options.duration && now - started >= *options.duration)
@@ -327,16 +354,7 @@ int RunSampleLoop(const CudaLibrary& cuda, CallWatchdog& watchdog, const SampleO
       input_open = false;
     }
   }
-  // Every GPU let go, and every host object with it, before CUPTI's profiler is de-initialised.
-  for (Gpu& gpu : loop.gpus())
-    gpu.pm.reset();
-  if (cupti) {
-    CUpti_Profiler_DeInitialize_Params deinit{};
-    deinit.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE;
-    CallWatchdog::Scope scope(watchdog, "cuptiProfilerDeInitialize");
-    (void)cupti->fn().ProfilerDeInitialize(&deinit);
-  }
-  return 0;
+  return Finish(loop, cupti.get(), watchdog);
 }
 
 }  // namespace expanse::cupti

@@ -258,6 +258,11 @@ struct Sampler {
   bool ever_started = false;
   uint64_t last_ns = 0;  // end of the last decoded sample (or Start)
   uint64_t stop_ns = 0;
+  // Samples the "hardware" took that a full image left undecoded: the next decode continues
+  // with them (ending at backlog_end_ns) before it takes any newer ones.
+  uint32_t backlog = 0;
+  uint64_t backlog_end_ns = 0;
+  uint64_t backlog_slice_ns = 0;
 };
 
 // What a GetCounterDataSize call asked for, found again by the size it returned.
@@ -351,28 +356,35 @@ ConfigImage MakeConfig(const Call& call, const HostObject& host) {
 
 // Appends the samples the "hardware" took since the previous decode: samples_per_decode equal
 // slices of the time since then, as many as fit in the image. Samples that do not fit stay in
-// the hardware buffer for the next decode (into a re-initialised image).
+// the hardware buffer: the next decode (into a re-initialised image) continues with them, and
+// answers END_OF_RECORDS once it has delivered the last of them.
 CUpti_PmSampling_DecodeStopReason DecodeSamples(const Device& device, Sampler& sampler,
                                                 uint8_t* image, CounterDataHeader& header,
                                                 uint32_t* decoded) {
   *decoded = 0;
-  const uint64_t end = sampler.started ? NowNs() : sampler.stop_ns;
-  const uint32_t wanted = device.samples_per_decode;
-  if (!sampler.ever_started || wanted == 0 || end <= sampler.last_ns)
-    return CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
-  const uint64_t slice = (end - sampler.last_ns) / wanted;
+  if (sampler.backlog == 0) {
+    const uint64_t end = sampler.started ? NowNs() : sampler.stop_ns;
+    const uint32_t wanted = device.samples_per_decode;
+    if (!sampler.ever_started || wanted == 0 || end <= sampler.last_ns)
+      return CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
+    sampler.backlog = wanted;
+    sampler.backlog_end_ns = end;
+    sampler.backlog_slice_ns = (end - sampler.last_ns) / wanted;
+  }
   const uint32_t room = header.max_samples - header.count;
-  const uint32_t n = std::min(wanted, room);
+  const uint32_t n = std::min(sampler.backlog, room);
   for (uint32_t i = 0; i < n; ++i) {
-    const uint64_t start = sampler.last_ns + i * slice;
-    const uint64_t stop = (i + 1 == wanted) ? end : start + slice;
+    const uint64_t start = sampler.last_ns;
+    const uint64_t stop =
+        (sampler.backlog == 1) ? sampler.backlog_end_ns : start + sampler.backlog_slice_ns;
     WriteSample(image, header.count + i, start, stop);
+    sampler.last_ns = stop;
+    --sampler.backlog;
   }
   header.count += n;
   *decoded = n;
-  sampler.last_ns = (n == wanted) ? end : sampler.last_ns + n * slice;
-  return n < wanted ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
-                    : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
+  return sampler.backlog > 0 ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
+                             : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
 }
 
 struct ResultText {
@@ -872,6 +884,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiPmSamplingStart(CUpti_PmSampling_Start_Par
     return call.Return(Injected(device->start_error));
   sampler->started = sampler->ever_started = true;
   sampler->last_ns = NowNs();
+  sampler->backlog = 0;  // a new run starts with an empty hardware buffer
   return call.Return(CUPTI_SUCCESS);
 }
 
