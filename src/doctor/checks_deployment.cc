@@ -166,6 +166,12 @@ void CheckSpool(const SpoolFacts& spool, const AccountFacts& user, const CheckLi
                                 "check the controller: `systemctl status expanse-daemon` and "
                                 "`journalctl -u expanse-daemon`"));
   }
+  for (const std::string& dir : spool.capped_dirs) {
+    out.push_back({"SPOOL_LISTING_CAPPED", Severity::kInfo, "",
+                   dir + " holds more names than the doctor reads: only the first " +
+                       "ones were counted, so the spool's counts are lower bounds",
+                   "look at what fills it (`ls -f " + dir + " | head`)"});
+  }
   if (spool.quarantined > 0) {
     out.push_back(ActionFinding("SPOOL_QUARANTINE", "",
                                 std::to_string(spool.quarantined) + " refused entries in " +
@@ -208,11 +214,18 @@ void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& ou
           "refused"));
       return;
     }
-    if (p->status >= 500) {
+    // Both questions are answered 200 by expanse-server. Anything else (a redirect, a 404 from a
+    // proxy or another site, a 4xx, a 5xx) is an answer the daemon cannot use either.
+    if (p->status != 200) {
+      const bool server_error = p->status >= 500;
       out.push_back(ActionFinding(
           "PLANE_ERROR", "",
-          "the " + plane + " at " + p->url + " answered HTTP " + std::to_string(p->status),
-          "check expanse-server's log on the server"));
+          "the " + plane + " at " + p->url + " answered HTTP " + std::to_string(p->status) +
+              (p->code.empty() ? "" : " (" + QuoteForMessage(p->code) + ")"),
+          server_error ? "check expanse-server's log on the server"
+                       : "check that the URL in the credential config leads to expanse-server "
+                         "(not a proxy's or another site's page) and expanse-server's log; "
+                         "`expanse compute install --reinstall ...` rewrites the URLs"));
     }
   };
   probe(credential.control_plane, "control plane", "CONTROL_PLANE_UNREACHABLE");
@@ -270,6 +283,21 @@ std::vector<Finding> RunChecks(const DeploymentFacts& facts, const CheckLimits& 
   if (facts.credential)
     CheckCredential(*facts.credential, out);
   CheckDisks(facts.disks, facts.outbox, limits, out);
+  if (facts.node_names_capped && !(facts.spool && !facts.spool->capped_dirs.empty() &&
+                                   facts.spool->capped_dirs.front() == facts.spool->root)) {
+    out.push_back({"SPOOL_LISTING_CAPPED", Severity::kInfo, "",
+                   "the spool's workers directory holds more names than the doctor reads: "
+                   "only the first ones' reports were read",
+                   ""});
+  }
+  if (!facts.report_times_error.empty()) {
+    out.push_back({"REPORT_TIMES_INCOMPLETE", Severity::kInfo, "",
+                   "when the health reports reached the shared file system is unknown for "
+                   "some hosts (" +
+                       facts.report_times_error +
+                       "): their silence is judged by the time each worker wrote instead",
+                   ""});
+  }
   CheckUuids(facts.nodes, out);
   for (const NodeFacts& node : facts.nodes) {
     CheckNode(node, facts.now_ms, limits, out);

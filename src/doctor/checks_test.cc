@@ -286,6 +286,18 @@ TEST(DoctorChecks, PlanesUnreachable) {
             (std::vector<std::string>{"CONTROL_PLANE_UNREACHABLE", "PLANE_ERROR"}));
 }
 
+TEST(DoctorChecks, APlaneAnsweringAnythingButTheExpected200IsAnError) {
+  // A redirect, a 404 from a proxy or another site, a 4xx: the daemon cannot use that plane.
+  for (const int status : {301, 302, 400, 404, 405, 429, 503}) {
+    DeploymentFacts facts = HealthyFacts();
+    facts.credential->data_plane->status = status;
+    const std::vector<Finding> findings = RunChecks(facts);
+    const Finding f = Only(findings, "PLANE_ERROR");
+    EXPECT_THAT(f.seen, HasSubstr("answered HTTP " + std::to_string(status))) << status;
+    EXPECT_EQ(ExitStatusFor(findings), 1) << status;
+  }
+}
+
 TEST(DoctorChecks, OutboxNearlyFull) {
   DeploymentFacts facts = HealthyFacts();
   facts.outbox->depth_bytes = 1900ull << 20;

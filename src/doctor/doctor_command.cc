@@ -108,9 +108,7 @@ int RunDoctorCommand(const DoctorCommandOptions& options, Host& host, std::ostre
   }
   const std::vector<Finding> findings = RunChecks(facts);
   if (options.json) {
-    out << FindingsJson(findings, gather.target, facts.now_ms)
-               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-        << "\n";
+    out << FindingsJsonText(findings, gather.target, facts.now_ms);
   } else {
     out << FindingsText(findings);
   }

@@ -122,6 +122,9 @@ struct SpoolFacts {
   std::vector<DirFacts> host_dirs;
   std::map<std::string, uint64_t> backlog_files;  // host -> spool files not yet drained
   uint64_t quarantined = 0;                       // entries in .quarantine
+  // Directories (the root, .quarantine, a host's) that held more names than the doctor reads
+  // (GatherOptions::max_dir_names): the counts from them are lower bounds.
+  std::vector<std::string> capped_dirs;
 };
 
 struct AccountFacts {
@@ -170,6 +173,10 @@ struct DeploymentFacts {
   AccountFacts daemon_user;
   std::optional<SpoolFacts> spool;
   std::vector<NodeFacts> nodes;
+  bool node_names_capped = false;  // the spool root held more names than were read
+  // Why some reports' arrival times are unknown (find failed, timed out or was cut): they then
+  // fall back to the time each worker wrote in its report. "" = every time was read.
+  std::string report_times_error;
   std::optional<CredentialFacts> credential;
   std::vector<DiskFacts> disks;
   std::optional<OutboxFacts> outbox;

@@ -33,6 +33,15 @@ nlohmann::json FindingsJson(const std::vector<Finding>& findings, const std::str
           {"findings", std::move(list)}};
 }
 
+std::string FindingsJsonText(const std::vector<Finding>& findings, const std::string& target,
+                             int64_t now_ms) {
+  // ensure_ascii: a worker's text (already quoted where it holds controls) cannot reach the
+  // terminal as raw C1 bytes, whatever a future check copies into a finding.
+  return FindingsJson(findings, target, now_ms)
+             .dump(2, ' ', true, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
 std::string FindingsText(const std::vector<Finding>& findings) {
   std::string out;
   size_t actions = 0;

@@ -41,6 +41,11 @@ int ExitStatusFor(const std::vector<Finding>& findings);
 nlohmann::json FindingsJson(const std::vector<Finding>& findings, const std::string& target,
                             int64_t now_ms);
 
+// FindingsJson as the text --json prints: every non-ASCII character escaped (\uXXXX), so no
+// C1 control or other text from a worker reaches a terminal raw; ends in a newline.
+std::string FindingsJsonText(const std::vector<Finding>& findings, const std::string& target,
+                             int64_t now_ms);
+
 // One block per finding ("ACTION HOOK_MISSING on ctl: ...\n  fix: ...") and a last line
 // saying whether anything needs doing.
 std::string FindingsText(const std::vector<Finding>& findings);

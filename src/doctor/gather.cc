@@ -1,7 +1,11 @@
 #include "doctor/gather.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -14,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attribution/gres_conf.h"
+#include "core/file_util.h"
 #include "core/quote.h"
 #include "deploy/daemon_config.h"
 #include "doctor/health_report.h"
@@ -30,7 +35,6 @@ constexpr size_t kMaxHookScriptBytes = 64 << 10;
 constexpr size_t kMaxCgroupConfBytes = 1 << 20;
 constexpr size_t kMaxHealthFileBytes = 68 << 10;  // the aggregator's bound
 constexpr size_t kMaxInstallStateBytes = 1 << 20;
-constexpr size_t kMaxHostDirs = 100'000;
 
 std::string Dir(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -73,10 +77,93 @@ bool IsExpanseWrapper(Host& host, const std::string& value) {
   return text.ok() && *text && slurm::ParseManagedHookScript(**text).has_value();
 }
 
-DirFacts StatDir(Host& host, const std::string& path) {
+// Whether `host` is this machine: then what workers wrote is read with the file system's own
+// guards (O_NOFOLLOW, O_NONBLOCK, a bounded listing), which the Host seam does not offer.
+// MemoryHost has no links, FIFOs or races to guard against.
+bool IsRealHost(Host& host) { return dynamic_cast<RealHost*>(&host) != nullptr; }
+
+// The names in `path`, a directory workers write into, sorted: at most `max_names` of them
+// (*capped when it held more; on this machine no more than max_names + 1 are ever read). Absent:
+// none. With `follow` false a symbolic link at `path` is refused, not listed.
+Result<std::vector<std::string>> ListWorkerDir(Host& host, const std::string& path,
+                                               size_t max_names, bool follow, bool* capped) {
+  std::vector<std::string> names;
+  if (IsRealHost(host)) {
+    const fs::UniqueFd fd(
+        open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW)));
+    if (!fd.valid()) {
+      if (errno == ENOENT)
+        return names;
+      return fs::ErrnoStatus(errno, "cannot open " + path);
+    }
+    EXPANSE_ASSIGN_OR_RETURN(
+        names,
+        fs::ListDirectoryAt(fd.get(), path, max_names == SIZE_MAX ? max_names : max_names + 1));
+  } else {
+    EXPANSE_ASSIGN_OR_RETURN(names, host.ListDirectory(path));
+  }
+  *capped = names.size() > max_names;
+  if (*capped)
+    names.resize(max_names);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A worker's health report `name`/health.rec under `root`: nullopt when absent. Neither the
+// host directory nor the report may be a symbolic link (a worker could point them at any path
+// root can open, a device with side effects on open included), and the report must be a
+// regular file, checked on the descriptor read (a FIFO put there neither blocks the open nor
+// the read): the checks hold for what is read, not only for what was there a moment before.
+Result<std::optional<std::string>> ReadWorkerReport(Host& host, const std::string& root,
+                                                    const std::string& name) {
+  const std::string dir = root + "/" + name;
+  const std::string path = dir + "/" + spool::kHealthFileName;
+  if (!IsRealHost(host)) {
+    const std::optional<FileInfo> info = host.LinkStat(path);
+    if (!info)
+      return std::optional<std::string>();
+    if (info->type != FileInfo::Type::kFile)
+      return InvalidArgumentError(path + " is not a regular file");
+    return host.ReadFile(path, kMaxHealthFileBytes);
+  }
+  const fs::UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd.valid()) {
+    if (errno == ENOENT)
+      return std::optional<std::string>();
+    if (errno == ELOOP || errno == ENOTDIR)
+      return InvalidArgumentError(dir + " is a symbolic link or not a directory: not followed");
+    return fs::ErrnoStatus(errno, "cannot open " + dir);
+  }
+  const fs::UniqueFd fd(openat(dir_fd.get(), spool::kHealthFileName,
+                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT)
+      return std::optional<std::string>();
+    if (errno == ELOOP)
+      return InvalidArgumentError(path + " is a symbolic link: not followed");
+    return fs::ErrnoStatus(errno, "cannot open " + path);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0)
+    return fs::ErrnoStatus(errno, "cannot stat " + path);
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgumentError(path + " is not a regular file");
+  std::string bytes;
+  if (!fs::ReadAll(fd.get(), bytes, kMaxHealthFileBytes + 1))
+    return fs::ErrnoStatus(errno, "cannot read " + path);
+  if (bytes.size() > kMaxHealthFileBytes) {
+    return ResourceExhaustedError(path + " is larger than " + std::to_string(kMaxHealthFileBytes) +
+                                  " bytes");
+  }
+  return std::optional<std::string>(std::move(bytes));
+}
+
+// What is at `path`; with `follow` false a symbolic link is reported as one, never followed (a
+// worker's directory may be replaced by a link to anywhere).
+DirFacts StatDir(Host& host, const std::string& path, bool follow) {
   DirFacts dir;
   dir.path = path;
-  if (const std::optional<FileInfo> info = host.Stat(path)) {
+  if (const std::optional<FileInfo> info = follow ? host.Stat(path) : host.LinkStat(path)) {
     dir.exists = true;
     dir.is_directory = info->type == FileInfo::Type::kDirectory;
     dir.mode = info->mode;
@@ -157,18 +244,13 @@ NodeFacts ReadNode(Host& host, const std::string& root, const std::string& name,
   NodeFacts node;
   node.host = name;
   const std::string path = root + "/" + name + "/" + spool::kHealthFileName;
-  const std::optional<FileInfo> info = host.LinkStat(path);
-  if (!info) {
+  Result<std::optional<std::string>> bytes = ReadWorkerReport(host, root, name);
+  if (!bytes.ok()) {
+    node.error = bytes.status().message();
+    return node;
+  }
+  if (!*bytes) {
     node.error = "no health report (" + path + ")";
-    return node;
-  }
-  if (info->type != FileInfo::Type::kFile) {
-    node.error = path + " is not a regular file";
-    return node;
-  }
-  Result<std::optional<std::string>> bytes = host.ReadFile(path, kMaxHealthFileBytes);
-  if (!bytes.ok() || !*bytes) {
-    node.error = bytes.ok() ? "the health report vanished" : bytes.status().message();
     return node;
   }
   Result<NodeFacts> read = ReadHealthFile(**bytes, name);
@@ -252,47 +334,68 @@ CgroupConfFacts GatherCgroupConf(Host& host, const std::string& path) {
   return facts;
 }
 
-SpoolFacts GatherSpool(Host& host, const std::string& root) {
+SpoolFacts GatherSpool(Host& host, const std::string& root, size_t max_names) {
   SpoolFacts spool;
   spool.root = root;
-  spool.dir = StatDir(host, root);
+  spool.dir = StatDir(host, root, /*follow=*/true);
   if (!spool.dir.is_directory)
     return spool;
-  Result<std::vector<std::string>> names = host.ListDirectory(root);
+  bool capped = false;
+  Result<std::vector<std::string>> names = ListWorkerDir(host, root, max_names, true, &capped);
   if (!names.ok())
     return spool;
+  if (capped)
+    spool.capped_dirs.push_back(root);
   for (const std::string& name : *names) {
     if (name == spool::kQuarantineDirName) {
-      Result<std::vector<std::string>> q = host.ListDirectory(root + "/" + name);
+      const std::string quarantine = root + "/" + name;
+      bool q_capped = false;
+      Result<std::vector<std::string>> q =
+          ListWorkerDir(host, quarantine, max_names, false, &q_capped);
       spool.quarantined = q.ok() ? q->size() : 0;
+      if (q_capped)
+        spool.capped_dirs.push_back(quarantine);
       continue;
     }
-    if (!spool::IsValidHostName(name) || spool.host_dirs.size() >= kMaxHostDirs)
+    if (!spool::IsValidHostName(name))
       continue;
-    DirFacts dir = StatDir(host, root + "/" + name);
+    DirFacts dir = StatDir(host, root + "/" + name, /*follow=*/false);
     if (!dir.is_directory)
-      continue;
-    Result<std::vector<std::string>> files = host.ListDirectory(dir.path);
+      continue;  // a file, or a link GatherNodes reports
+    bool files_capped = false;
+    Result<std::vector<std::string>> files =
+        ListWorkerDir(host, dir.path, max_names, false, &files_capped);
     uint64_t backlog = 0;
     if (files.ok()) {
       for (const std::string& file : *files)
         backlog += spool::ParseSpoolFileName(file).has_value() ? 1 : 0;
     }
+    if (files_capped)
+      spool.capped_dirs.push_back(dir.path);
     spool.backlog_files[name] = backlog;
     spool.host_dirs.push_back(std::move(dir));
   }
   return spool;
 }
 
-std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target) {
+std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target,
+                                   NodeListing* listing, size_t max_names) {
+  NodeListing ignored;
+  if (listing == nullptr)
+    listing = &ignored;
   std::vector<NodeFacts> nodes;
   std::vector<std::string> hosts;
   if (!target.empty()) {
     hosts.push_back(target);
-  } else if (Result<std::vector<std::string>> names = host.ListDirectory(root); names.ok()) {
+  } else if (Result<std::vector<std::string>> names =
+                 ListWorkerDir(host, root, max_names, true, &listing->names_capped);
+             names.ok()) {
     for (const std::string& name : *names) {
-      if (spool::IsValidHostName(name) && hosts.size() < kMaxHostDirs &&
-          host.Stat(root + "/" + name).value_or(FileInfo{}).type == FileInfo::Type::kDirectory)
+      if (!spool::IsValidHostName(name))
+        continue;
+      // LinkStat: a host directory replaced by a link to anywhere is reported, not walked.
+      const FileInfo::Type type = host.LinkStat(root + "/" + name).value_or(FileInfo{}).type;
+      if (type == FileInfo::Type::kDirectory || type == FileInfo::Type::kSymlink)
         hosts.push_back(name);
     }
   }
@@ -306,8 +409,26 @@ std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const st
                "-printf",   "%h\\t%T@\\0"};
   find.timeout = std::chrono::seconds(30);
   std::map<std::string, int64_t> mtimes;
-  if (Result<SubprocessResult> run = host.Run(find); run.ok())
+  Result<SubprocessResult> run = host.Run(find);
+  std::string times_error;
+  if (!run.ok()) {
+    times_error = "find could not run: " + run.status().message();
+  } else {
+    // What find printed is still used: a cut or failed listing loses only the hosts it missed.
     mtimes = ParseReportMtimes(run->stdout_text);
+    if (run->timed_out) {
+      times_error = "find timed out after 30 s";
+    } else if (run->stdout_truncated) {
+      times_error =
+          "find's output was cut at " + std::to_string(find.max_output_bytes >> 10) + " KiB";
+    } else if (!run->Succeeded()) {
+      times_error = (run->exit_code ? "find exited " + std::to_string(*run->exit_code)
+                                    : std::string("find was ended by a signal")) +
+                    ": " + QuoteForMessage(run->stderr_text, 200);
+    }
+  }
+  if (!hosts.empty())  // no report to time: nothing is missing
+    listing->times_error = std::move(times_error);
   for (const std::string& name : hosts) {
     if (!spool::IsValidHostName(name)) {
       NodeFacts bad;
@@ -436,7 +557,7 @@ DeploymentFacts GatherFacts(Host& host, const GatherOptions& options) {
                   : options.cgroup_conf);
     facts.slurm_conf = std::move(slurm_conf);
     if (!spool_root.empty())
-      facts.spool = GatherSpool(host, spool_root);
+      facts.spool = GatherSpool(host, spool_root, options.max_dir_names);
     if (config.ok() && options.probe) {
       credential.compute_id = config->compute_id;
       credential.control_plane = options.probe(
@@ -469,8 +590,12 @@ DeploymentFacts GatherFacts(Host& host, const GatherOptions& options) {
         "/gres.conf";
   }
 
-  if (!spool_root.empty())
-    facts.nodes = GatherNodes(host, spool_root, options.target);
+  if (!spool_root.empty()) {
+    NodeListing listing;
+    facts.nodes = GatherNodes(host, spool_root, options.target, &listing, options.max_dir_names);
+    facts.node_names_capped = listing.names_capped;
+    facts.report_times_error = std::move(listing.times_error);
+  }
   // gres.conf, read once, judged per node against what its sampler sees. Without a slurm.conf
   // there is no gres.conf to look for (and SLURM_CONF_UNREADABLE says so).
   if (gres_path.empty())

@@ -18,6 +18,10 @@
 
 namespace expanse::doctor {
 
+// The most names the doctor reads from one directory workers write into (the spool's root, a
+// host's directory, the quarantine): a directory holding millions must not exhaust memory.
+inline constexpr size_t kMaxDirNames = 100'000;
+
 // Asks one plane one question with the compute's credential: method, URL, bearer credential.
 using PlaneProbe = std::function<ProbeFacts(const std::string& method, const std::string& url,
                                             const std::string& credential)>;
@@ -33,6 +37,7 @@ struct GatherOptions {
   std::string user;  // the daemon's account; "" = the credential config's, else "slurm"
   std::string install_state = "/var/lib/expanse-install/controller.json";
   uint64_t outbox_max_bytes = uint64_t{2} << 30;  // the controller's default bound
+  size_t max_dir_names = kMaxDirNames;            // per directory workers write into
   PlaneProbe probe;                               // null: the planes are not asked
 };
 
@@ -41,9 +46,17 @@ DeploymentFacts GatherFacts(Host& host, const GatherOptions& options);
 // The parts.
 SlurmConfFacts GatherSlurmConf(Host& host, const std::string& slurm_conf, bool taskprolog_wanted);
 CgroupConfFacts GatherCgroupConf(Host& host, const std::string& path);
-SpoolFacts GatherSpool(Host& host, const std::string& root);
-// Every host directory's report (or only `target`'s), with the files' mtimes from `find`.
-std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target);
+SpoolFacts GatherSpool(Host& host, const std::string& root, size_t max_names = kMaxDirNames);
+// What GatherNodes could not read whole.
+struct NodeListing {
+  bool names_capped = false;  // the root held more than max_names names
+  std::string times_error;    // why some arrival times are unknown; "" = none
+};
+// Every host directory's report (or only `target`'s), with the files' mtimes from `find`. A
+// host directory that is a symbolic link is not followed (its node has an error), and a report
+// is read without following a link or waiting on a FIFO.
+std::vector<NodeFacts> GatherNodes(Host& host, const std::string& root, const std::string& target,
+                                   NodeListing* listing = nullptr, size_t max_names = kMaxDirNames);
 std::vector<DiskFacts> GatherDisks(Host& host, const std::vector<std::string>& paths);
 
 // `find <spool> -mindepth 2 -maxdepth 2 -name health.rec -printf '%h\t%T@\0'` output: each

@@ -1,13 +1,23 @@
 #include "doctor/gather.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/memory_host.h"
+#include "core/test_temp_dir.h"
 #include "deploy/daemon_config.h"
 #include "doctor/checks.h"
 #include "slurm/hook_script.h"
 #include "spool/spool_file.h"
+#include "spool/spool_names.h"
 
 namespace expanse::doctor {
 namespace {
@@ -28,15 +38,18 @@ std::string Wrapper(slurm::HookKind kind) {
   return script.ok() ? *script : "";
 }
 
-std::string HealthFile(const std::string& host, int64_t created_ms) {
+// `gpu_host` names the GPUs (GPU-<gpu_host>-0): the host's own name unless given.
+std::string HealthFile(const std::string& host, int64_t created_ms, std::string gpu_host = "") {
+  if (gpu_host.empty())
+    gpu_host = host;
   const std::string payload = R"({"version":1,"host":")" + host + R"(","last_sample_ms":)" +
                               std::to_string(created_ms - 1000) +
                               R"(,"capabilities":{"nvml":{"state":"ok","reason":""}},)"
                               R"("inventory":{"gpus":[{"index":0,"uuid":"GPU-)" +
-                              host +
+                              gpu_host +
                               R"(-0","minor":0},)"
                               R"({"index":1,"uuid":"GPU-)" +
-                              host + R"(-1","minor":1}]},"gpu_use":[],"spool":{}})";
+                              gpu_host + R"(-1","minor":1}]},"gpu_use":[],"spool":{}})";
   spool::SpoolFile file{host, "boot-a", 3, created_ms, {{"worker_health", payload}}};
   return spool::EncodeSpoolFile(file).value();
 }
@@ -240,6 +253,135 @@ TEST_F(DoctorGather, HugeOrOddConfigurationFilesAreRefusedNotRead) {
   ASSERT_TRUE(host_.RemoveFile("/etc/slurm/gres.conf").ok());
   ASSERT_TRUE(host_.MakeDirectories("/etc/slurm/gres.conf", 0755).ok());
   EXPECT_THAT(GatherFacts(host_, options_).nodes[0].gres->error, HasSubstr("not a regular file"));
+}
+
+TEST_F(DoctorGather, ReportTimesCutByFindsOutputCapAreSaidToBeIncomplete) {
+  // find's output past its cap is dropped: hosts whose records were cut lose their arrival
+  // time, and the operator must hear that the times are incomplete.
+  host_.OnRun("find", [this](const std::vector<std::string>&) {
+    SubprocessResult cut = MemoryHost::Exit(0, mtimes_);
+    cut.stdout_truncated = true;
+    return cut;
+  });
+  const DeploymentFacts facts = GatherFacts(host_, options_);
+  EXPECT_THAT(facts.report_times_error, HasSubstr("cut"));
+  EXPECT_EQ(Codes(), std::vector<std::string>{"REPORT_TIMES_INCOMPLETE"});
+  host_.OnRun("find", [](const std::vector<std::string>&) {
+    SubprocessResult hung = MemoryHost::Exit(-1);
+    hung.timed_out = true;
+    return hung;
+  });
+  EXPECT_EQ(Codes(), std::vector<std::string>{"REPORT_TIMES_INCOMPLETE"});
+}
+
+TEST_F(DoctorGather, WorkerWrittenDirectoriesAreReadOnlyUpToACap) {
+  // The spool's directories are written by workers: a million names must not all be read.
+  for (int i = 0; i < 5; ++i)
+    host_.Put(std::string(kRoot) + "/w1/" + spool::SpoolFileName(i + 1, "boot-a"), "x", 0644,
+              kSlurm, kSlurm);
+  host_.Put(std::string(kRoot) + "/.quarantine/a", "x");
+  host_.Put(std::string(kRoot) + "/.quarantine/b", "x");
+  host_.Put(std::string(kRoot) + "/.quarantine/c", "x");
+  host_.Put(std::string(kRoot) + "/.quarantine/d", "x");
+  options_.max_dir_names = 3;
+  const DeploymentFacts facts = GatherFacts(host_, options_);
+  ASSERT_TRUE(facts.spool.has_value());
+  // The root holds .quarantine, w1, w2: three names, not capped. w1 holds health.rec and five
+  // spool files: capped at three. The quarantine holds four: capped.
+  EXPECT_THAT(facts.spool->capped_dirs, ::testing::ElementsAre(std::string(kRoot) + "/.quarantine",
+                                                               std::string(kRoot) + "/w1"));
+  EXPECT_LE(facts.spool->backlog_files.at("w1"), 3u);
+  EXPECT_EQ(facts.spool->quarantined, 3u);
+  std::vector<std::string> codes = Codes();
+  EXPECT_THAT(codes, ::testing::Contains("SPOOL_LISTING_CAPPED"));
+
+  host_.Put(std::string(kRoot) + "/w3/health.rec", HealthFile("w3", Now() - 3000), 0644, kSlurm,
+            kSlurm);
+  host_.Put(std::string(kRoot) + "/w4/health.rec", HealthFile("w4", Now() - 3000), 0644, kSlurm,
+            kSlurm);
+  const DeploymentFacts more = GatherFacts(host_, options_);
+  EXPECT_EQ(more.spool->capped_dirs.front(), kRoot);
+  EXPECT_TRUE(more.node_names_capped);
+  EXPECT_LE(more.nodes.size(), 3u);
+}
+
+// On the real file system: what a worker can put in the spool (it writes there as the daemon's
+// account) must not lead the doctor, running as root, out of it.
+class DoctorGatherOnDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = dir_ / "workers";
+    ASSERT_EQ(mkdir(root_.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((dir_ / "elsewhere").c_str(), 0755), 0);
+    // A report that is not w1's to give: it names a GPU only "stolen" shows.
+    stolen_ = dir_.Write("elsewhere/health.rec", StolenReport());
+  }
+
+  static std::string StolenReport() { return HealthFile("w1", 1'800'000'000'000, "STLN"); }
+
+  testing::TempDir dir_{"expanse_doctor"};
+  std::string root_;
+  std::string stolen_;
+};
+
+TEST_F(DoctorGatherOnDisk, AHostDirectoryThatIsASymlinkIsNotFollowed) {
+  ASSERT_EQ(symlink((dir_ / "elsewhere").c_str(), (root_ + "/w1").c_str()), 0);
+  const std::vector<NodeFacts> nodes = GatherNodes(RealHost::Get(), root_, "");
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_THAT(nodes[0].error, HasSubstr("symbolic link"));
+  EXPECT_TRUE(nodes[0].gpus.empty());
+  const SpoolFacts spool = GatherSpool(RealHost::Get(), root_);
+  EXPECT_TRUE(spool.host_dirs.empty());
+}
+
+TEST_F(DoctorGatherOnDisk, AReportSwappedForASymlinkAfterItsCheckIsNotRead) {
+  // A worker swaps health.rec between a file and a link to elsewhere while the doctor reads:
+  // the read itself must refuse the link, not only the check before it.
+  ASSERT_EQ(mkdir((root_ + "/w1").c_str(), 0755), 0);
+  const std::string report = root_ + "/w1/health.rec";
+  const std::string other = root_ + "/w1/.other";
+  std::FILE* f = std::fopen(report.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const std::string bytes = HealthFile("w1", 1'800'000'000'000);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  ASSERT_EQ(symlink(stolen_.c_str(), other.c_str()), 0);
+  std::atomic<bool> stop{false};
+  std::thread swapper([&] {
+    // One syscall per swap: the name is a file, then a link, thousands of times a second.
+    while (!stop &&
+           renameat2(AT_FDCWD, report.c_str(), AT_FDCWD, other.c_str(), RENAME_EXCHANGE) == 0) {
+    }
+  });
+  int stolen = 0;
+  for (int i = 0; i < 300 && stolen == 0; ++i) {
+    for (const NodeFacts& node : GatherNodes(RealHost::Get(), root_, "w1")) {
+      for (const GpuFacts& gpu : node.gpus)
+        stolen += gpu.uuid == "GPU-STLN-0" ? 1 : 0;
+    }
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(stolen, 0);
+}
+
+TEST_F(DoctorGatherOnDisk, AFifoForAReportDoesNotBlock) {
+  ASSERT_EQ(mkdir((root_ + "/w1").c_str(), 0755), 0);
+  ASSERT_EQ(mkfifo((root_ + "/w1/health.rec").c_str(), 0644), 0);
+  const std::vector<NodeFacts> nodes = GatherNodes(RealHost::Get(), root_, "");
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_THAT(nodes[0].error, HasSubstr("not a regular file"));
+}
+
+TEST_F(DoctorGatherOnDisk, ListingsStopAtTheCap) {
+  for (const char* name : {"w1", "w2", "w3", "w4"})
+    ASSERT_EQ(mkdir((root_ + "/" + name).c_str(), 0755), 0);
+  NodeListing listing;
+  const std::vector<NodeFacts> nodes = GatherNodes(RealHost::Get(), root_, "", &listing, 2);
+  EXPECT_TRUE(listing.names_capped);
+  EXPECT_LE(nodes.size(), 2u);
+  const SpoolFacts spool = GatherSpool(RealHost::Get(), root_, 2);
+  EXPECT_EQ(spool.capped_dirs, std::vector<std::string>{root_});
 }
 
 // Workers name their own spool directories, and a name may hold a line break: with find's

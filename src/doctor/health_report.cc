@@ -25,7 +25,8 @@ std::string Text(const nlohmann::json& doc, const char* key) {
   std::string value = it->get<std::string>();
   if (value.size() > kMaxText)
     value.resize(kMaxText);
-  return wire::IsCleanText(value) ? value : QuoteForMessage(value, kMaxText);
+  // Clean of C0 and C1 controls alike: findings are printed to a terminal.
+  return wire::IsTerminalText(value) ? value : QuoteForMessage(value, kMaxText);
 }
 
 int64_t Int(const nlohmann::json& doc, const char* key) {

@@ -188,5 +188,53 @@ TEST(DoctorHealthReport, TextCutInsideACharacterStaysValidUtf8InFindings) {
   EXPECT_NO_THROW((void)FindingsJson(findings, "", facts.now_ms).dump());
 }
 
+TEST(DoctorHealthReport, C1ControlsInTextAreQuoted) {
+  // U+009B is CSI, U+0085 NEL: valid UTF-8 that a terminal still obeys.
+  nlohmann::json report = Report();
+  report["job_devices"] = {{{"job_id", "42"},
+                            {"state", "unreadable"},
+                            {"detail",
+                             "a\xc2\x9b"
+                             "2Jb"}},
+                           {{"job_id", "43"},
+                            {"state", "not_checked"},
+                            {"detail",
+                             "c\xc2\x85"
+                             "d"}}};
+  report["capabilities"]["dcgm"]["reason"] =
+      "e\xc2\x9b"
+      "31mred";
+  Result<NodeFacts> node = ParseHealthPayload(report.dump(), "w1", 1'800'000'000'000);
+  ASSERT_TRUE(node.ok());
+  node->arrived_ms = node->written_ms;
+  DeploymentFacts facts;
+  facts.now_ms = node->written_ms;
+  facts.nodes = {*node};
+  const std::vector<Finding> findings = RunChecks(facts);
+  bool unreadable = false;
+  for (const Finding& f : findings) {
+    EXPECT_THAT(f.seen, ::testing::Not(HasSubstr("\xc2\x9b"))) << f.code;
+    EXPECT_THAT(f.seen, ::testing::Not(HasSubstr("\xc2\x85"))) << f.code;
+    unreadable |= f.code == "ATTRIBUTION_DEVICES_UNREADABLE";
+  }
+  EXPECT_TRUE(unreadable);
+  EXPECT_THAT(FindingsText(findings), ::testing::Not(HasSubstr("\xc2\x9b")));
+}
+
+TEST(DoctorFindingsJson, NonAsciiTextIsEscapedInTheJson) {
+  // Whatever reaches a finding, --json writes it as \u escapes, never raw C1 bytes.
+  const std::vector<Finding> findings = {{"NODE_PROBLEM", Severity::kInfo, "w1",
+                                          "busy \xc2\x9b"
+                                          "2J \xc3\xa9",
+                                          ""}};
+  const std::string text = FindingsJsonText(findings, "", 1);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("\xc2\x9b")));
+  EXPECT_THAT(text, HasSubstr("\\u009b2J \\u00e9"));
+  EXPECT_EQ(nlohmann::json::parse(text)["findings"][0]["seen"],
+            "busy \xc2\x9b"
+            "2J \xc3\xa9");
+  EXPECT_EQ(text.back(), '\n');
+}
+
 }  // namespace
 }  // namespace expanse::doctor

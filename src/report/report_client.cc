@@ -6,6 +6,7 @@
 #include "core/quote.h"
 #include "report/report_decode.h"
 #include "wire/error_answer.h"
+#include "wire/field_reader.h"
 
 namespace expanse::report {
 namespace {
@@ -14,10 +15,15 @@ namespace {
 constexpr size_t kMaxAnswerBytes = 32u << 20;
 constexpr size_t kJobPage = 500;
 
+// The server's own words, on their way to a terminal: a message holding a C1 control (valid
+// UTF-8, so DecodeErrorAnswer keeps it; U+009B is CSI) is quoted with escapes.
 std::string Described(const wire::ErrorAnswer& answer) {
   if (answer.code.empty() && answer.message.empty())
     return "";
-  return " (" + answer.code + (answer.message.empty() ? "" : ": " + answer.message) + ")";
+  const std::string message = wire::IsTerminalText(answer.message)
+                                  ? answer.message
+                                  : QuoteForMessage(answer.message, answer.message.size());
+  return " (" + answer.code + (message.empty() ? "" : ": " + message) + ")";
 }
 
 }  // namespace
@@ -66,10 +72,13 @@ Status ReportClient::AnswerError(int status, const std::string& body, const Subj
     }
     // The job routes answer 404 alike for an unknown job and an unknown (or someone else's)
     // compute; the compute's own page tells the two apart.
-    Result<net::HttpResponse> compute_page = http_->Send(
-        {.method = "GET",
-         .url = connection_.server_url + "/api/v1/computes/" + PercentEncode(connection_.compute),
-         .headers = {{"Authorization", "Bearer " + std::string(token_.view())}}});
+    net::HttpRequest request{
+        .method = "GET",
+        .url = connection_.server_url + "/api/v1/computes/" + PercentEncode(connection_.compute),
+        .headers = {{"Authorization", "Bearer " + std::string(token_.view())}}};
+    Result<net::HttpResponse> compute_page = http_->Send(request);
+    // The request's header holds the token: wipe that copy now, as Get does.
+    ApiToken wipe(std::move(request.headers.front().second));
     if (compute_page.ok() && compute_page->status == 404) {
       return NotFoundError("no compute " + compute + " visible to this token" + details);
     }
@@ -153,6 +162,7 @@ Result<JobList> ReportClient::FetchJobList(const std::string& user, int64_t sinc
         Get(path + "&limit=" + std::to_string(limit) + "&offset=" + std::to_string(offset), {}));
     EXPANSE_ASSIGN_OR_RETURN(std::vector<Job> page, DecodeJobPage(body));
     const size_t got = page.size();
+    const size_t before = list.jobs.size();
     for (Job& job : page) {
       if (job.user != user) {
         return DataLossError("the server listed a job of user " + QuoteForMessage(job.user) +
@@ -164,6 +174,13 @@ Result<JobList> ReportClient::FetchJobList(const std::string& user, int64_t sinc
     }
     if (got < limit)
       return list;
+    // A full page of jobs listed already: the server repeats itself (a real one moves on with
+    // the offset), and asking on would walk to the offset cap for nothing.
+    if (list.jobs.size() == before) {
+      return DataLossError("the server's job list repeats itself: the page at offset " +
+                           std::to_string(offset) + " held no job it had not listed already")
+          .WithReason("invalid_answer");
+    }
     if (list.jobs.size() >= max_jobs || offset + kJobPage > 1'000'000)
       break;
   }

@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,7 @@ namespace expanse::report {
 namespace report_client_test {
 namespace {
 
+using nlohmann::json;
 using ::testing::HasSubstr;
 using testing::kStart;
 using ::testing::Not;
@@ -194,6 +196,46 @@ TEST_F(ReportClientTest, TheCommandsRunEndToEndWithTheTokenFromTheEnvironment) {
   EXPECT_THAT(s.message(), HasSubstr("--token-file"));
 }
 
+TEST_F(ReportClientTest, JsonOutputEscapesC1ControlsFromTheServer) {
+  // A job name is stored as SLURM gave it, C1 controls included (valid UTF-8): --json must not
+  // print U+009B (CSI) raw.
+  const json batch = {{"version", 1},
+                      {"stream", "telemetry"},
+                      {"sequence", 2},
+                      {"series", json::array()},
+                      {"jobs",
+                       {Job("91",
+                            "x\xc2\x9b"
+                            "2Jy",
+                            "ana", "worker2", 1, kStart)}}};
+  Reply ingested = Call("POST", "/dp/v1/ingest", batch.dump(), Bearer(credential_));
+  ASSERT_EQ(ingested.status, 200) << ingested.body;
+  const Connection c = ConnectionToServer();
+  const EnvLookup env = [&](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "EXPANSE_SERVER")
+      return c.server_url;
+    if (std::string(name) == "EXPANSE_COMPUTE")
+      return c.compute;
+    if (std::string(name) == "EXPANSE_ORG")
+      return c.org;
+    return std::nullopt;
+  };
+  JobsFlags jobs;
+  jobs.user = "ana";
+  jobs.since = "30d";
+  jobs.json = true;
+  ManualClock clock(kStart + 3'600'000);
+  std::string out;
+  Status s = RunJobs(jobs, ApiToken(token_), env, clock, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(out, HasSubstr("x\\u009b2Jy"));
+  EXPECT_THAT(out, Not(HasSubstr("\xc2\x9b")));
+  jobs.json = false;
+  s = RunJobs(jobs, ApiToken(token_), env, clock, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(out, Not(HasSubstr("\xc2\x9b")));
+}
+
 TEST(ReportClientUnreachableTest, AClosedPortIsUnreachable) {
   // A port nothing listens on: bind one, learn its number, close it.
   httplib::Server server;
@@ -216,6 +258,7 @@ class HostileServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.Get(".*", [this](const httplib::Request&, httplib::Response& res) {
+      ++requests_;
       res.status = status_;
       res.set_content(body_, "application/json");
     });
@@ -240,12 +283,22 @@ class HostileServerTest : public ::testing::Test {
       return client.status();
     return (*client)->FetchJobReport("77", 60).status();
   }
+  Result<JobList> List(size_t max_jobs) {
+    auto client = ReportClient::Create({.server_url = "http://127.0.0.1:" + std::to_string(port_),
+                                        .org = "acme",
+                                        .compute = "cmp_a"},
+                                       ApiToken("exp_at_secret-value"), std::chrono::seconds(10));
+    if (!client.ok())
+      return client.status();
+    return (*client)->FetchJobList("ana", 1, kStart, max_jobs);
+  }
 
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   int status_ = 200;
   std::string body_;
+  std::atomic<int> requests_{0};
 };
 
 TEST_F(HostileServerTest, MalformedAnswersAreRefusedByName) {
@@ -282,6 +335,34 @@ TEST_F(HostileServerTest, ErrorBodiesOfAnyShapeStillGiveOneSentence) {
   s = Fetch();
   EXPECT_EQ(ExitCodeFor(s), kExitFailed);
   EXPECT_THAT(s.message(), HasSubstr("points must be an integer"));
+}
+
+TEST_F(HostileServerTest, AServerThatRepeatsItsPagesEndsTheListing) {
+  // Every page is `limit` copies of one job: nothing new after the first, and never a short
+  // page. The listing must stop at once, not walk to the offset cap.
+  const std::string job = R"({"compute_id":"cmp_a","job_id":"7","user":"ana","requested":{},)"
+                          R"("used":{"gpus_allocated":1,"gpus_active":1,"sm_mean":1,"sm_peak":1,)"
+                          R"("gpu_mem_peak_mib":1,"allocated_gpu_hours":1,"idle_gpu_hours":0}})";
+  body_ = R"({"jobs":[)";
+  for (int i = 0; i < 20; ++i)
+    body_ += (i == 0 ? "" : ",") + job;
+  body_ += "]}";
+  Result<JobList> list = List(20);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().reason(), "invalid_answer") << list.status();
+  EXPECT_THAT(list.status().message(), HasSubstr("no job it had not listed already"));
+  EXPECT_LE(requests_.load(), 2);
+}
+
+TEST_F(HostileServerTest, AnErrorMessageCarriesNoTerminalControls) {
+  // U+009B is CSI in C1: a terminal reads U+009B "2J" as "clear the screen".
+  status_ = 503;
+  body_ = R"({"error":{"code":"busy","message":"busy \u009b2J\u0085 now"}})";
+  const Status s = Fetch();
+  EXPECT_EQ(ExitCodeFor(s), kExitUnreachable);
+  EXPECT_THAT(s.message(), HasSubstr("the server answered 503 (busy: "));
+  EXPECT_THAT(s.message(), Not(HasSubstr("\xc2\x9b")));
+  EXPECT_THAT(s.message(), Not(HasSubstr("\xc2\x85")));
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ namespace {
 
 std::string Dump(const nlohmann::json& doc) {
   // Every text in it passed the answer's UTF-8 check; replace keeps a bug from throwing.
-  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // ensure_ascii: a server's text may hold C1 controls (valid UTF-8, U+009B is CSI), which
+  // must not reach a terminal raw; as \u escapes they reach a JSON reader intact.
+  return doc.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 // The calling user's name, for `expanse jobs` without --user: a user's own jobs.

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/quote.h"
-#include "core/utf8.h"
+#include "wire/field_reader.h"
 
 namespace expanse::report {
 namespace {
@@ -33,15 +33,7 @@ std::string Fixed(double value, int decimals) {
 // Text from the server on its way to a terminal: clean UTF-8 without C0 or C1 controls (an
 // escape sequence in a job name must not reach the terminal raw), else quoted with escapes.
 std::string Safe(std::string_view text) {
-  bool clean = IsValidUtf8(text);
-  for (size_t i = 0; clean && i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
-                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
-    clean = c >= 0x20 && c != 0x7f && !c1;
-  }
-  return clean ? std::string(text) : QuoteForMessage(text, 200);
+  return wire::IsTerminalText(text) ? std::string(text) : QuoteForMessage(text, 200);
 }
 
 // A line cut to kMaxLineBytes at a UTF-8 boundary.
@@ -91,6 +83,12 @@ std::string Duration(int64_t ms) {
     std::snprintf(buffer, sizeof buffer, "%lldd %02lldh", static_cast<long long>(s / 86400),
                   static_cast<long long>(s / 3600 % 24));
   return buffer;
+}
+
+// A requested time limit in ms, at most kMaxTimeMs: the decoder lets time_limit_s reach
+// INT64_MAX / 2, which times 1000 would overflow.
+int64_t LimitMs(int64_t time_limit_s) {
+  return time_limit_s > wire::kMaxTimeMs / 1000 ? wire::kMaxTimeMs : time_limit_s * 1000;
 }
 
 // "2026-12-02 17:00:00 UTC" (seconds dropped with `minutes_only`).
@@ -315,7 +313,7 @@ void RenderRequestedVsUsed(const JobReport& r, std::string& out) {
                     (static_cast<double>(job.requested.time_limit_s) * 1000)) +
             ")";
   AddRow(out, "Time",
-         job.requested.time_limit_s > 0 ? Duration(job.requested.time_limit_s * 1000) : "-",
+         job.requested.time_limit_s > 0 ? Duration(LimitMs(job.requested.time_limit_s)) : "-",
          job.start_ms == 0 ? "not started" : time);
 }
 
@@ -476,7 +474,7 @@ std::vector<Note> ResourceNotes(const Job& job) {
     if (used_s < 0.25 * static_cast<double>(job.requested.time_limit_s)) {
       notes.push_back({"time", "a shorter --time starts sooner: the job ran " +
                                    Duration(job.end_ms - job.start_ms) + " of its " +
-                                   Duration(job.requested.time_limit_s * 1000) + " limit"});
+                                   Duration(LimitMs(job.requested.time_limit_s)) + " limit"});
     }
   }
   return notes;

@@ -154,6 +154,19 @@ TEST(ResourceNotesTest, RequestsFarAboveUseAreNoted) {
   EXPECT_TRUE(ResourceNotes(job).empty());
 }
 
+TEST(ResourceNotesTest, AHugeTimeLimitIsShownWithoutOverflow) {
+  // The decoder lets time_limit_s reach INT64_MAX / 2; in ms that overflows int64_t.
+  JobReport r;
+  r.job.job_id = "1";
+  r.job.start_ms = 1;
+  r.job.end_ms = 1 + 600'000;
+  r.job.requested.time_limit_s = INT64_MAX / 2;
+  const std::vector<Note> notes = ResourceNotes(r.job);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_THAT(notes[0].text, HasSubstr("the job ran 10m 00s of its "));
+  EXPECT_THAT(RenderJobReport(r), HasSubstr("2932896d 23h"));  // kMaxTimeMs: the year 9999
+}
+
 }  // namespace
 }  // namespace report_render_test
 }  // namespace expanse::report

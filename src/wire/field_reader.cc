@@ -22,6 +22,16 @@ bool IsCleanText(std::string_view text) {
   return IsValidUtf8(text);
 }
 
+bool IsTerminalText(std::string_view text) {
+  // In valid UTF-8, U+0080..U+009F are exactly 0xC2 followed by 0x80..0x9F.
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    if (static_cast<unsigned char>(text[i]) == 0xc2 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9f)
+      return false;
+  }
+  return IsCleanText(text);
+}
+
 namespace {
 
 bool IsNameChar(char c, std::string_view extra, bool upper) {

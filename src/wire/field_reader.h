@@ -38,6 +38,11 @@ Status BadField(std::string_view path, std::string_view what, std::string_view r
 
 // Valid UTF-8 and no control characters (what every stored or shown text must be).
 bool IsCleanText(std::string_view text);
+// IsCleanText, and no C1 control either (U+0080..U+009F: valid UTF-8 that a terminal still
+// obeys, U+009B being CSI): what may be written to a terminal unquoted. IsCleanText lets C1
+// through on purpose: the agent sends SLURM job names as users wrote them, and a batch the
+// server refused for one would be lost whole; text on its way to a terminal checks this.
+bool IsTerminalText(std::string_view text);
 // 1..max_bytes bytes, each [a-z0-9], or in `extra`, or (with upper) [A-Z]: what
 // FieldReader::Name accepts, for callers that check a name without a reader (a fast path).
 bool IsName(std::string_view text, size_t max_bytes, std::string_view extra, bool upper);

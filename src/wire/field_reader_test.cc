@@ -85,6 +85,19 @@ TEST(FieldReaderTest, TextIsCleanUtf8WithinItsLength) {
   EXPECT_EQ(*r.Text("empty", 5, Need::kOptional), "");
 }
 
+TEST(FieldReaderTest, TerminalTextHasNoC1Controls) {
+  EXPECT_TRUE(IsTerminalText("caf\xc3\xa9 \xc2\xa0 \xe2\x80\xa6"));  // é, NBSP, …
+  EXPECT_TRUE(IsTerminalText(""));
+  // C1 is clean text (stored as sent) but never terminal text: U+0080, U+0085, U+009B, U+009F.
+  for (const char* c1 : {"\xc2\x80", "\xc2\x85", "\xc2\x9b", "\xc2\x9f"}) {
+    const std::string text = std::string("busy ") + c1 + "2J";
+    EXPECT_TRUE(IsCleanText(text)) << text;
+    EXPECT_FALSE(IsTerminalText(text)) << text;
+  }
+  EXPECT_FALSE(IsTerminalText("a\x1b[2J"));
+  EXPECT_FALSE(IsTerminalText("\xc2"));  // cut inside a character
+}
+
 TEST(FieldReaderTest, NamesKeepToTheirAlphabet) {
   const json doc = {{"metric", "gpu.Sm"}, {"host", "node-1.a_b"}};
   const FieldReader r = Reader(doc);
