@@ -1,6 +1,10 @@
 #include "report/report_client.h"
 
+#include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "core/quote.h"
@@ -91,6 +95,21 @@ Status ReportClient::AnswerError(int status, const std::string& body, const Subj
 }
 
 Result<std::string> ReportClient::Get(const std::string& path, const Subject& subject) {
+  // A read the server did not start because it was answering as many large queries as it runs
+  // at once (503 queries_busy) is asked again after its Retry-After, a few times, as the console
+  // does: one person's report must not fail because others looked at jobs at that moment.
+  for (int attempt = 0;; ++attempt) {
+    bool busy = false;
+    int retry_after_s = 1;
+    Result<std::string> body = GetOnce(path, subject, &busy, &retry_after_s);
+    if (!busy || attempt >= kBusyRetries)
+      return body;
+    std::this_thread::sleep_for(std::chrono::seconds(std::clamp(retry_after_s, 1, 5)));
+  }
+}
+
+Result<std::string> ReportClient::GetOnce(const std::string& path, const Subject& subject,
+                                          bool* busy, int* retry_after_s) {
   net::HttpRequest request;
   request.url = connection_.server_url + path;
   request.headers = {{"Authorization", "Bearer " + std::string(token_.view())},
@@ -114,8 +133,16 @@ Result<std::string> ReportClient::Get(const std::string& path, const Subject& su
                   text)
         .WithReason("unreachable");
   }
-  if (response->status != 200)
+  if (response->status != 200) {
+    if (response->status == 503 && wire::DecodeErrorAnswer(response->body).code == "queries_busy") {
+      *busy = true;
+      const std::string retry(response->Header("Retry-After").value_or("1"));
+      int seconds = 1;
+      std::from_chars(retry.data(), retry.data() + retry.size(), seconds);
+      *retry_after_s = seconds;
+    }
     return AnswerError(response->status, response->body, subject);
+  }
   return std::move(response->body);
 }
 

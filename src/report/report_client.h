@@ -48,7 +48,13 @@ class ReportClient {
   struct Subject {
     std::string job_id;  // "" for the job list
   };
+  // GetOnce, asked again up to kBusyRetries times after a 503 queries_busy (its Retry-After,
+  // 1-5 s).
   Result<std::string> Get(const std::string& path, const Subject& subject);
+  static constexpr int kBusyRetries = 5;
+  // One GET of `path`; *busy says the answer was 503 queries_busy, *retry_after_s its wait.
+  Result<std::string> GetOnce(const std::string& path, const Subject& subject, bool* busy,
+                              int* retry_after_s);
   Status AnswerError(int status, const std::string& body, const Subject& subject);
 
   Connection connection_;

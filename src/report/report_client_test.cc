@@ -259,6 +259,14 @@ class HostileServerTest : public ::testing::Test {
   void SetUp() override {
     server_.Get(".*", [this](const httplib::Request&, httplib::Response& res) {
       ++requests_;
+      if (busy_answers_ > 0) {
+        --busy_answers_;
+        res.status = 503;
+        res.set_header("Retry-After", "1");
+        res.set_content(R"({"error":{"code":"queries_busy","message":"ask again shortly"}})",
+                        "application/json");
+        return;
+      }
       res.status = status_;
       res.set_content(body_, "application/json");
     });
@@ -299,6 +307,7 @@ class HostileServerTest : public ::testing::Test {
   int status_ = 200;
   std::string body_;
   std::atomic<int> requests_{0};
+  std::atomic<int> busy_answers_{0};  // answered 503 queries_busy first
 };
 
 TEST_F(HostileServerTest, MalformedAnswersAreRefusedByName) {
@@ -352,6 +361,25 @@ TEST_F(HostileServerTest, AServerThatRepeatsItsPagesEndsTheListing) {
   EXPECT_EQ(list.status().reason(), "invalid_answer") << list.status();
   EXPECT_THAT(list.status().message(), HasSubstr("no job it had not listed already"));
   EXPECT_LE(requests_.load(), 2);
+}
+
+// A server running as many large queries as it runs at once answers 503 queries_busy: the read
+// is asked again after Retry-After, five times at most, and then fails as unavailable.
+TEST_F(HostileServerTest, ABusyServerIsAskedAgainAFewTimes) {
+  body_ = R"({"jobs":[]})";
+  busy_answers_ = 2;
+  Result<JobList> list = List(20);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->jobs.empty());
+  EXPECT_EQ(requests_.load(), 3);
+
+  requests_ = 0;
+  busy_answers_ = 100;
+  list = List(20);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(ExitCodeFor(list.status()), kExitUnreachable);
+  EXPECT_THAT(list.status().message(), HasSubstr("the server answered 503 (queries_busy"));
+  EXPECT_EQ(requests_.load(), 6);
 }
 
 TEST_F(HostileServerTest, AnErrorMessageCarriesNoTerminalControls) {
