@@ -214,6 +214,17 @@ void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& ou
           "refused"));
       return;
     }
+    // Busy, not broken: the credential's rate limit (429) or a listener's full queue (503
+    // overloaded) answers the daemon too at times, and it retries; worth knowing, not an error.
+    if (p->status == 429 || (p->status == 503 && p->code == "overloaded")) {
+      out.push_back({"PLANE_BUSY", Severity::kInfo, "",
+                     "the " + plane + " at " + p->url + " is busy: HTTP " +
+                         std::to_string(p->status) +
+                         (p->code.empty() ? "" : " (" + QuoteForMessage(p->code) + ")") +
+                         "; the daemon retries such answers",
+                     ""});
+      return;
+    }
     // Both questions are answered 200 by expanse-server. Anything else (a redirect, a 404 from a
     // proxy or another site, a 4xx, a 5xx) is an answer the daemon cannot use either.
     if (p->status != 200) {

@@ -288,13 +288,29 @@ TEST(DoctorChecks, PlanesUnreachable) {
 
 TEST(DoctorChecks, APlaneAnsweringAnythingButTheExpected200IsAnError) {
   // A redirect, a 404 from a proxy or another site, a 4xx: the daemon cannot use that plane.
-  for (const int status : {301, 302, 400, 404, 405, 429, 503}) {
+  for (const int status : {301, 302, 400, 404, 405, 503}) {
     DeploymentFacts facts = HealthyFacts();
     facts.credential->data_plane->status = status;
     const std::vector<Finding> findings = RunChecks(facts);
     const Finding f = Only(findings, "PLANE_ERROR");
     EXPECT_THAT(f.seen, HasSubstr("answered HTTP " + std::to_string(status))) << status;
     EXPECT_EQ(ExitStatusFor(findings), 1) << status;
+  }
+}
+
+// The credential's rate limit and a full listener queue are busy, not broken: the daemon
+// retries them, so they are worth an info line, not an error.
+TEST(DoctorChecks, ABusyPlaneIsNotAnError) {
+  for (const auto& [status, code] :
+       {std::pair{429, std::string("rate_limited")}, std::pair{503, std::string("overloaded")}}) {
+    DeploymentFacts facts = HealthyFacts();
+    facts.credential->control_plane->status = status;
+    facts.credential->control_plane->code = code;
+    const std::vector<Finding> findings = RunChecks(facts);
+    const Finding f = Only(findings, "PLANE_BUSY");
+    EXPECT_EQ(f.severity, Severity::kInfo);
+    EXPECT_THAT(f.seen, HasSubstr("is busy: HTTP " + std::to_string(status))) << status;
+    EXPECT_EQ(ExitStatusFor(findings), 0) << status;
   }
 }
 

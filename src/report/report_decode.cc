@@ -99,6 +99,7 @@ Result<Job> ReadJob(const FieldReader& r) {
     return r.Bad("end_ms", "is before start_ms");
   EXPANSE_ASSIGN_OR_RETURN(j.requested, ReadRequested(r));
   EXPANSE_ASSIGN_OR_RETURN(j.used, ReadUsed(r));
+  EXPANSE_ASSIGN_OR_RETURN(j.used.omitted, r.Bool("used_omitted", false));
   EXPANSE_ASSIGN_OR_RETURN(j.hosts, r.Texts("hosts", kMaxGpus, kMaxName, kOptional));
   return j;
 }

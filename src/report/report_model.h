@@ -39,6 +39,9 @@ struct Used {
   int64_t idle_tail_ms = 0;
   std::optional<double> cpu_efficiency;  // mean cores used / cores requested
   std::optional<double> mem_efficiency;  // peak memory / memory requested
+  // The job list's `used_omitted`: the server's page ran out of its budget before this job, and
+  // the figures above are not the job's (docs/api.md).
+  bool omitted = false;
 };
 
 // One allocated GPU (`gpus` of the job answer).

@@ -611,12 +611,24 @@ std::optional<double> IdleShare(const Used& u) {
   return u.idle_gpu_hours / u.allocated_gpu_hours;
 }
 
+// Jobs whose usage the server left out of its page (Used::omitted).
+size_t OmittedCount(const JobList& list) {
+  return static_cast<size_t>(std::count_if(list.jobs.begin(), list.jobs.end(),
+                                           [](const Job& j) { return j.used.omitted; }));
+}
+
 }  // namespace
 
 std::string RenderJobList(const JobList& list) {
+  const size_t omitted = OmittedCount(list);
   std::string out = "Jobs of " + Safe(list.user) + " since " + UtcTime(list.since_ms) + ": " +
                     std::to_string(list.jobs.size()) + (list.jobs.size() == 1 ? " job" : " jobs") +
-                    (list.truncated ? " (more matched; only these were read)" : "") + "\n";
+                    (list.truncated ? " (more matched; only these were read)" : "") +
+                    (omitted > 0 ? "; usage not computed for " + std::to_string(omitted) +
+                                       " of them (the server's page held too many GPUs; "
+                                       "`expanse job <id>` shows one)"
+                                 : "") +
+                    "\n";
   if (list.jobs.empty())
     return out;
   bool many_computes = false;
@@ -642,6 +654,12 @@ std::string RenderJobList(const JobList& list) {
   double allocated = 0, idle = 0;
   for (const Job& j : list.jobs) {
     const Used& u = j.used;
+    if (u.omitted) {
+      add(Safe(j.job_id), Safe(j.state), UtcTime(j.start_ms, true),
+          j.start_ms == 0 ? "-" : Duration(ElapsedMs(j, list.as_of_ms)), "-", "-", "-", "-", "-",
+          "-", "-", Cut((many_computes ? Safe(j.compute_id) + " / " : "") + Safe(j.name)));
+      continue;
+    }
     allocated += u.allocated_gpu_hours;
     idle += u.idle_gpu_hours;
     const std::optional<double> share = IdleShare(u);
@@ -664,9 +682,16 @@ json JobListDocument(const JobList& list) {
   double allocated = 0, idle = 0;
   for (const Job& j : list.jobs) {
     const Used& u = j.used;
+    json job = JobSummary(j);
+    if (u.omitted) {
+      // The server did not compute it: no figure rather than a zero that would read as one.
+      job["usage_omitted"] = true;
+      job["elapsed_s"] = ElapsedMs(j, list.as_of_ms) / 1000;
+      jobs.push_back(std::move(job));
+      continue;
+    }
     allocated += u.allocated_gpu_hours;
     idle += u.idle_gpu_hours;
-    json job = JobSummary(j);
     job["requested"] = {{"gpus", j.requested.gpus},
                         {"cpus", j.requested.cpus},
                         {"mem_mib", j.requested.mem_mib},
@@ -689,6 +714,7 @@ json JobListDocument(const JobList& list) {
           {"since_ms", list.since_ms},
           {"as_of_ms", list.as_of_ms},
           {"truncated", list.truncated},
+          {"usage_omitted_jobs", OmittedCount(list)},
           {"jobs", jobs},
           {"totals",
            {{"jobs", list.jobs.size()},

@@ -87,6 +87,36 @@ TEST(ReportGoldenTest, AUsersJobs) {
   ExpectGolden(JobListDocument(list).dump(2) + "\n", "jobs_ana.json.golden");
 }
 
+// A job whose usage the server left out of its page (used_omitted) shows no figures, not zeros
+// that would read as an idle job, and stays out of the totals; the header says how many.
+TEST(ReportGoldenTest, JobsWhoseUsageTheServerOmittedShowNoFigures) {
+  JobList list = LoadList();
+  ASSERT_GE(list.jobs.size(), 2u);
+  const double kept_hours = list.jobs[0].used.allocated_gpu_hours;
+  list.jobs[1].used = Used{};
+  list.jobs[1].used.omitted = true;
+  const std::string text = RenderJobList(list);
+  EXPECT_THAT(text, HasSubstr("; usage not computed for 1 of them"));
+  const size_t row = text.find("\n77 ");
+  ASSERT_NE(row, std::string::npos) << text;
+  const std::string omitted_row = text.substr(row + 1, text.find('\n', row + 1) - row - 1);
+  EXPECT_THAT(omitted_row, ::testing::Not(::testing::ContainsRegex("[0-9]\\.[0-9]"))) << text;
+  EXPECT_THAT(omitted_row, HasSubstr(" - ")) << text;
+  const nlohmann::json doc = JobListDocument(list);
+  EXPECT_EQ(doc["usage_omitted_jobs"], 1);
+  EXPECT_EQ(doc["jobs"][1]["usage_omitted"], true);
+  EXPECT_FALSE(doc["jobs"][1].contains("allocated_gpu_hours"));
+  EXPECT_DOUBLE_EQ(doc["totals"]["allocated_gpu_hours"].get<double>(), kept_hours);
+
+  // As the job list answer says it.
+  auto decoded = DecodeJobPage(
+      R"({"jobs":[{"compute_id":"c","job_id":"9","used_omitted":true,"requested":{},"used":{)"
+      R"("gpus_allocated":0,"gpus_active":0,"sm_mean":0,"sm_peak":0,"gpu_mem_peak_mib":0,)"
+      R"("allocated_gpu_hours":0,"idle_gpu_hours":0}}]})");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->front().used.omitted);
+}
+
 TEST(ReportGoldenTest, TheReportNamesWhatTheApiSays) {
   // Not only the same bytes as last time: the figures the user acts on are there.
   const JobReport r = LoadReport("77");

@@ -44,6 +44,7 @@ TEST_F(ApiHeavyReadsTest, WithEverySlotTakenAHeavyReadIsAskedToComeBack) {
     // A stranger is refused as a stranger: no slot is spent on telling them.
     EXPECT_EQ(Call("GET", path).status, 401) << path;
   }
+  EXPECT_EQ(app_->counters().queries_busy.load(), heavy.size()) << "counted for /metrics";
   // Light reads and the rest of the API go on.
   EXPECT_EQ(Call("GET", "/api/v1/orgs/acme/computes", "", Bearer(token_)).status, 200);
   EXPECT_EQ(Call("GET", "/api/v1/computes/" + compute + "/nodes", "", Bearer(token_)).status, 200);

@@ -46,9 +46,9 @@ json ApiTokenJson(const store::ApiToken& t) {
 
 }  // namespace
 
-// Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
-// cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
-http::Response HeavyReadsBusyResponse() {
+http::Response HeavyReadsBusyResponse(RouteContext& ctx) {
+  if (ctx.counters != nullptr)
+    ctx.counters->queries_busy.fetch_add(1, std::memory_order_relaxed);
   http::Response response = http::ErrorResponse(
       503, "queries_busy",
       "the server is answering as many large queries as it runs at once; ask again shortly");
@@ -56,6 +56,8 @@ http::Response HeavyReadsBusyResponse() {
   return response;
 }
 
+// Resolves the caller from an API token (Authorization: Bearer exp_at_…) or the session
+// cookie (plus X-CSRF-Token on state-changing requests), then rate-limits per caller.
 Result<Principal> AuthenticateConsoleRequest(RouteContext& ctx, const http::Request& req) {
   std::string_view bearer = BearerToken(req);
   Result<Principal> p =

@@ -354,6 +354,7 @@ TEST_F(ApiSegmentsTest, ASegmentBeyondTheParsesAtOnceIsAskedToComeBack) {
   EXPECT_EQ(busy.status, 503) << busy.body;
   EXPECT_EQ(Code(busy), "segments_busy") << busy.body;
   EXPECT_EQ(busy.headers.count("Retry-After"), 1u);
+  EXPECT_EQ(app_->counters().segments_busy.load(), 1u) << "counted for /metrics";
   EXPECT_EQ(List().body["segments"], json::array());
   EXPECT_EQ(app_->segment_parses().in_use(), 2);
   second.reset();

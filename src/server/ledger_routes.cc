@@ -166,7 +166,7 @@ http::Response AnswerRollup(RouteContext& ctx, const http::Request& req) {
                                                    ? ctx.heavy_reads->TryTake()
                                                    : std::nullopt;  // as AnswerHeavyConsoleJson
   if (ctx.heavy_reads != nullptr && !slot)
-    return HeavyReadsBusyResponse();
+    return HeavyReadsBusyResponse(ctx);
   Rollup rollup;
   if (!options->compute_ids.empty()) {
     Result<Rollup> counted = RollUpLedgers(*ctx.jobs, *ctx.tsdb, *options);

@@ -57,6 +57,8 @@ MetricsSnapshot Gather(RouteContext& ctx, store::Store& store, int64_t start_ms)
     s.ingest_failed = ctx.counters->ingest_failed.load(std::memory_order_relaxed);
     s.ingest_samples = ctx.counters->ingest_samples.load(std::memory_order_relaxed);
     s.heartbeats = ctx.counters->heartbeats.load(std::memory_order_relaxed);
+    s.queries_busy = ctx.counters->queries_busy.load(std::memory_order_relaxed);
+    s.segments_busy = ctx.counters->segments_busy.load(std::memory_order_relaxed);
   }
   if (ctx.forwarder != nullptr) {
     const promstore::RemoteWriteForwarder::Stats f = ctx.forwarder->stats();

@@ -18,9 +18,10 @@ constexpr int kDefaultTimelinePoints = 1000;
 constexpr int64_t kMaxTimelinePoints = 10'000;
 // The points one timeline answer holds at most, over all its series (about 110 bytes each as a
 // JSON tree): `points` is shared out when series x points would pass it. A job has at most
-// kMaxRowsPerJob GPUs or hosts, so each series still gets at least 61 points.
+// kMaxRowsPerJob GPUs, and hosts from as many allocations and node events, so each series
+// still gets at least 30 points.
 constexpr int64_t kMaxTimelineTotalPoints = 1'000'000;
-static_assert(kMaxTimelineTotalPoints / store::JobStore::kMaxRowsPerJob >= 1);
+static_assert(kMaxTimelineTotalPoints / (2 * store::JobStore::kMaxRowsPerJob) >= 30);
 
 json UsageJson(const JobUsage& u) {
   auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };

@@ -151,8 +151,9 @@ http::Response AnswerConsoleJson(RouteContext& ctx, const http::Request& req, Fn
     return http::ErrorResponse(body.status());
   return Json(200, *body);
 }
-// 503 `queries_busy` with Retry-After 1: every heavy-read slot is taken.
-http::Response HeavyReadsBusyResponse();
+// 503 `queries_busy` with Retry-After 1: every heavy-read slot is taken (counted in
+// ctx.counters).
+http::Response HeavyReadsBusyResponse(RouteContext& ctx);
 
 // AnswerConsoleJson for reads whose cost grows with a job's size and history (job lists,
 // timelines, ledgers, verdicts, stacks, capture): each holds one of ctx.heavy_reads' slots while
@@ -167,7 +168,7 @@ http::Response AnswerHeavyConsoleJson(RouteContext& ctx, const http::Request& re
   std::optional<ConcurrencySlots::Slot> slot =
       ctx.heavy_reads != nullptr ? ctx.heavy_reads->TryTake() : std::nullopt;
   if (ctx.heavy_reads != nullptr && !slot)
-    return HeavyReadsBusyResponse();
+    return HeavyReadsBusyResponse(ctx);
   Result<nlohmann::json> body = fn(*principal);
   if (!body.ok())
     return http::ErrorResponse(body.status());

@@ -138,6 +138,8 @@ http::Response IngestSegment(RouteContext& ctx, const http::Request& req) {
   // Parsing a segment whole takes many times its size in memory (a 22 MiB array of empty
   // objects took 610 MiB): a few at a time, the rest asked to come back (the daemons retry).
   std::optional<ConcurrencySlots::Slot> slot = ctx.segment_parses->TryTake();
+  if (!slot && ctx.counters != nullptr)
+    ctx.counters->segments_busy.fetch_add(1, std::memory_order_relaxed);
   if (!slot)
     return http::ErrorResponse(UnavailableError("the server is reading other trace "
                                                 "segments; send this one again shortly")

@@ -111,6 +111,7 @@ class ServerApp {
   static constexpr int kSegmentParsesAtOnce = 2;
   ConcurrencySlots& segment_parses() { return segment_parses_; }
   ConcurrencySlots& heavy_reads() { return *heavy_reads_; }
+  const ServerCounters& counters() const { return counters_; }
   // Rows one stack-retention transaction deletes at most: at the 40-55 k rows/s measured on
   // PostgreSQL (docs/scaling.md), a store user waits about a quarter of a second for one.
   static constexpr int kStackRetentionBatch = store::kMaxExpireStacksLimit;

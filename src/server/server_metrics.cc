@@ -78,6 +78,13 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   w.Sample("expanse_ingest_samples_total", "", static_cast<double>(s.ingest_samples));
   w.Family("expanse_heartbeats_total", "counter", "Heartbeats this replica recorded.");
   w.Sample("expanse_heartbeats_total", "", static_cast<double>(s.heartbeats));
+  w.Family("expanse_requests_busy_total", "counter",
+           "Requests asked to come back (503 with Retry-After) because every slot of their kind "
+           "was taken: heavy console reads (queries) and trace segment parses (segments).");
+  w.Sample("expanse_requests_busy_total", Label("kind", "queries"),
+           static_cast<double>(s.queries_busy));
+  w.Sample("expanse_requests_busy_total", Label("kind", "segments"),
+           static_cast<double>(s.segments_busy));
   if (s.forwarding) {
     w.Family("expanse_forward_batches_total", "counter",
              "Stored batches forwarded to the site's remote-write receiver, by outcome: sent, "

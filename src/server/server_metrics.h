@@ -22,6 +22,10 @@ struct ServerCounters {
   std::atomic<uint64_t> ingest_failed{0};     // answered 5xx: the sender retries
   std::atomic<uint64_t> ingest_samples{0};    // samples of the stored batches
   std::atomic<uint64_t> heartbeats{0};        // heartbeats recorded
+  // Requests asked to come back because their kind's slots were all taken (503 with
+  // Retry-After): heavy console reads (queries_busy) and trace segment parses (segments_busy).
+  std::atomic<uint64_t> queries_busy{0};
+  std::atomic<uint64_t> segments_busy{0};
 };
 
 inline constexpr size_t kMaxMetricComputes = 1000;
@@ -42,6 +46,7 @@ struct MetricsSnapshot {
   double store_ping_s = 0;
   uint64_t ingest_stored = 0, ingest_duplicate = 0, ingest_refused = 0, ingest_failed = 0;
   uint64_t ingest_samples = 0, heartbeats = 0;
+  uint64_t queries_busy = 0, segments_busy = 0;
   // --forward-remote-write, when on.
   bool forwarding = false;
   uint64_t forward_sent = 0, forward_dropped = 0, forward_failed_attempts = 0;
