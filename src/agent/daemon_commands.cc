@@ -113,16 +113,14 @@ int RunDaemonRole(const DaemonOptions& flags, Host& host) {
     node.counters = counters;
   }
   const std::string path_env = host.GetEnv("PATH").value_or("/usr/bin:/bin");
-  std::string dcgmi_refused;
-  if (const std::string dcgmi = FindDcgmi(settings->dcgmi, path_env, &dcgmi_refused);
-      !dcgmi.empty() || !dcgmi_refused.empty()) {
-    // A refused dcgmi still gets an enrichment: it runs nothing, and its capability says why.
-    DcgmEnricherOptions dcgm;
-    dcgm.dcgmi = {dcgmi, settings->dcgm_host, flags.interval};
-    dcgm.hostname = node.hostname;
-    dcgm.env = DcgmiEnvironment(path_env);  // none of the daemon's credentials
-    dcgm.refused = dcgmi_refused;
-    node.dcgm = dcgm;
+  // A dcgmi refused for its mode or owner still gets an enrichment: it runs nothing, its
+  // capability says why, and the file is checked again every tick. dcgmi's environment: PATH,
+  // the C locale and LD_LIBRARY_PATH, none of the daemon's credentials.
+  if (std::optional<DcgmEnricherOptions> dcgm =
+          FindDcgmEnrichment(settings->dcgmi, settings->dcgm_host, flags.interval, path_env,
+                             host.GetEnv("LD_LIBRARY_PATH").value_or(""))) {
+    dcgm->hostname = node.hostname;
+    node.dcgm = *dcgm;
   }
 
   if (flags.role == "sampler") {

@@ -89,8 +89,8 @@ std::string DcgmiFileProblem(const std::string& path) {
   return "";
 }
 
-std::string FindDcgmi(const std::string& setting, const std::string& path_env,
-                      std::string* refused) {
+std::string FindDcgmi(const std::string& setting, const std::string& path_env, std::string* refused,
+                      std::string* found_path) {
   std::string why;
   std::string found;
   if (!setting.empty() && IsPath(setting)) {
@@ -107,15 +107,44 @@ std::string FindDcgmi(const std::string& setting, const std::string& path_env,
     why = DcgmiFileProblem(found);
   if (refused != nullptr)
     *refused = why;
+  if (found_path != nullptr)
+    *found_path = found;
   return why.empty() ? found : "";
 }
 
-std::vector<std::string> DcgmiEnvironment(const std::string& path_env) {
+std::vector<std::string> DcgmiEnvironment(const std::string& path_env,
+                                          const std::string& ld_library_path) {
   // The DCGM client needs nothing from the environment (the engine's address is an argument);
   // PATH for a wrapper script's own commands, C locale for output in the recorded formats.
   // Nothing else: the daemon's environment may hold credentials (a proxy URL with a password).
-  return {"PATH=" + (path_env.empty() ? std::string("/usr/bin:/bin") : path_env), "LANG=C",
-          "LC_ALL=C"};
+  // LD_LIBRARY_PATH is no secret, and a DCGM installed outside the standard library paths
+  // (environment modules set it) needs it to load libdcgm.
+  std::vector<std::string> env{
+      "PATH=" + (path_env.empty() ? std::string("/usr/bin:/bin") : path_env), "LANG=C", "LC_ALL=C"};
+  if (!ld_library_path.empty())
+    env.push_back("LD_LIBRARY_PATH=" + ld_library_path);
+  return env;
+}
+
+std::optional<DcgmEnricherOptions> FindDcgmEnrichment(const std::string& setting,
+                                                      const std::string& host,
+                                                      std::chrono::milliseconds interval,
+                                                      const std::string& path_env,
+                                                      const std::string& ld_library_path) {
+  std::string refused;
+  std::string found;
+  FindDcgmi(setting, path_env, &refused, &found);
+  if (found.empty() && refused.empty())
+    return std::nullopt;
+  // A refused dcgmi still gets an enrichment: it runs nothing, and its capability says why.
+  DcgmEnricherOptions options;
+  options.dcgmi = {found, host, interval};
+  options.env = DcgmiEnvironment(path_env, ld_library_path);  // none of the daemon's credentials
+  // A file refused for its mode or owner is checked again every tick, so fixing it takes effect
+  // without a restart; only a relative path, which names no file, is refused for good.
+  if (found.empty())
+    options.refused = refused;
+  return options;
 }
 
 DcgmEnricher::DcgmEnricher(DcgmEnricherOptions options, Clock& wall, Clock& monotonic)
@@ -123,10 +152,12 @@ DcgmEnricher::DcgmEnricher(DcgmEnricherOptions options, Clock& wall, Clock& mono
   options_.dcgmi.interval = std::clamp(options_.dcgmi.interval, std::chrono::milliseconds(100),
                                        std::chrono::milliseconds(60'000));
   options_.silence_limit = std::max(options_.silence_limit, 3 * options_.dcgmi.interval);
-  refused_ = options_.refused;
+  refused_ = options_.refused.empty() ? DcgmiFileProblem(options_.dcgmi.dcgmi) : options_.refused;
   if (!options_.env) {
     const char* path = std::getenv("PATH");
-    options_.env = DcgmiEnvironment(path != nullptr ? path : "");
+    const char* libraries = std::getenv("LD_LIBRARY_PATH");
+    options_.env =
+        DcgmiEnvironment(path != nullptr ? path : "", libraries != nullptr ? libraries : "");
   }
 }
 
@@ -388,8 +419,10 @@ void DcgmEnricher::TickDmon(int64_t now, bool want_dcp, telemetry::SeriesBuffer&
                     (dmon_error_.empty() ? std::string() : ": " + dmon_error_));
   } else if (now - last_line_ms_ > options_.silence_limit.count()) {
     ++timeouts_;
+    const std::string header = DmonHeaderProblem();
     Failed(now, "dcgmi dmon gave no usable row for " +
-                    std::to_string(options_.silence_limit.count() / 1000) + " s; restarting");
+                    std::to_string(options_.silence_limit.count() / 1000) + " s" +
+                    (header.empty() ? std::string() : " (" + header + ")") + "; restarting");
   }
 }
 
@@ -486,6 +519,12 @@ void DcgmEnricher::HealthDone(const DcgmiRunResult& run, int64_t now,
   }
 }
 
+std::string DcgmEnricher::DmonHeaderProblem() const {
+  if (!dmon_ || !parser_ || parser_->other_header().empty())
+    return "";
+  return "dmon header names other columns: " + parser_->other_header();
+}
+
 std::string DcgmEnricher::DcpOffReason() const {
   if (cupti_holds_)
     return "expanse-cupti-helper holds the counters";
@@ -501,7 +540,13 @@ Capability DcgmEnricher::Describe() const {
     return {"absent", options_.dcgmi.dcgmi + " is not executable"};
   if (nvml_uuids_.empty())
     return {"absent", "no GPU to watch (NVML lists none)"};
+  // Rows are being refused while the last header names columns other than the fields asked
+  // for (another DCGM version's tag for one of them, say): said until a header naming them
+  // returns, and in the restart's reason should dmon give no usable row for that long.
+  const std::string header = DmonHeaderProblem();
   if (!dmon_ || !problem_.empty() || !dmon_rows_) {
+    if (problem_.empty() && !header.empty())
+      return {"degraded", "dcgmi dmon rows refused (engine " + Engine() + "): " + header};
     if (problem_.empty())
       return {"degraded", "dcgmi starting (engine " + Engine() + ")"};
     return {"degraded", "DCGM unavailable (engine " + Engine() + "): " + problem_ + "; retrying"};
@@ -515,6 +560,8 @@ Capability DcgmEnricher::Describe() const {
     for (const std::string& series : unsupported_)
       reason += " " + series;
   }
+  if (!header.empty())
+    reason += "; rows refused: " + header;
   if (!health_problem_.empty()) {
     reason += "; health: " + health_problem_;
   } else if (have_health_) {
@@ -593,6 +640,8 @@ nlohmann::json DcgmEnricher::Stats() const {
     stats["refused"] = refused_;
   if (!problem_.empty())
     stats["problem"] = problem_;
+  if (const std::string header = DmonHeaderProblem(); !header.empty())
+    stats["dmon_header"] = header;
   if (dmon_ && !dmon_has_dcp_)
     stats["profiling_fields_off"] = DcpOffReason();
   if (!health_problem_.empty())

@@ -57,7 +57,9 @@ struct DcgmEnricherOptions {
   // dcgmi's whole environment; unset: DcgmiEnvironment of the daemon's PATH (never the
   // daemon's own environment, which may hold credentials).
   std::optional<std::vector<std::string>> env;
-  // Why FindDcgmi refused the dcgmi it found: nothing is run, and the capability says this.
+  // Why FindDcgmi refused EXPANSE_DCGMI for good (a relative path): nothing is run, and the
+  // capability says this. A file refused for its type, mode or owner is named in `dcgmi`
+  // instead: it is checked again every tick (DcgmiFileProblem), so fixing it needs no restart.
   std::string refused;
 };
 
@@ -65,12 +67,24 @@ struct DcgmEnricherOptions {
 // `path_env`; "" when there is none, or when the one found is refused (`*refused` says why): a
 // relative path, or a file that is not a regular one, is writable by group or others, or is
 // owned by someone other than root and the daemon's own uid (it runs as the service account).
+// `*found`: the file found, refused or not ("" for a relative path or none).
 std::string FindDcgmi(const std::string& setting, const std::string& path_env,
-                      std::string* refused = nullptr);
+                      std::string* refused = nullptr, std::string* found = nullptr);
 // Why `path` must not be run as dcgmi (see FindDcgmi); "" when it may, or does not exist.
 std::string DcgmiFileProblem(const std::string& path);
-// The environment dcgmi gets: PATH and the C locale, nothing of the daemon's.
-std::vector<std::string> DcgmiEnvironment(const std::string& path_env);
+// The environment dcgmi gets: PATH, the C locale and LD_LIBRARY_PATH when set (a DCGM
+// installed outside the standard library paths, environment modules), nothing else of the
+// daemon's.
+std::vector<std::string> DcgmiEnvironment(const std::string& path_env,
+                                          const std::string& ld_library_path = "");
+// The enrichment's options for EXPANSE_DCGMI `setting` (see FindDcgmi), the host engine at
+// `host`; nullopt when no dcgmi is found. A file found but refused for its mode or owner is
+// kept as the dcgmi (checked again every tick); a relative EXPANSE_DCGMI is refused for good.
+std::optional<DcgmEnricherOptions> FindDcgmEnrichment(const std::string& setting,
+                                                      const std::string& host,
+                                                      std::chrono::milliseconds interval,
+                                                      const std::string& path_env,
+                                                      const std::string& ld_library_path = "");
 
 class DcgmEnricher {
  public:
@@ -102,6 +116,8 @@ class DcgmEnricher {
                   std::mutex& buffer_mu);
   void Write(const dcgm::DmonSample& sample, int64_t at_ms, telemetry::SeriesBuffer& buffer);
   std::string DcpOffReason() const;
+  // "dmon header names other columns: ..." while the running dmon's rows are refused for that.
+  std::string DmonHeaderProblem() const;
   std::string Engine() const { return options_.dcgmi.host; }
 
   DcgmEnricherOptions options_;

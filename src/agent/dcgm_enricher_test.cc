@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -489,6 +490,11 @@ TEST_F(DcgmEnricherTest, DcgmiGetsAMinimalEnvironmentWithoutTheDaemonsSecrets) {
                          << fake_ << " \"$@\"\n";
   chmod(wrapper.c_str(), 0755);
   setenv("HTTPS_PROXY", "http://svc:hunter2@proxy.example:3128", 1);
+  // Not a secret, and a DCGM installed outside the standard paths needs it (environment modules).
+  const char* ld_library_path = std::getenv("LD_LIBRARY_PATH");
+  const std::optional<std::string> saved_ld_library_path =
+      ld_library_path != nullptr ? std::optional<std::string>(ld_library_path) : std::nullopt;
+  setenv("LD_LIBRARY_PATH", "/opt/dcgm-test/lib64", 1);
   DcgmEnricherOptions options = Options();
   options.dcgmi.dcgmi = wrapper;
   options.env.reset();  // what the daemon gives it
@@ -496,11 +502,16 @@ TEST_F(DcgmEnricherTest, DcgmiGetsAMinimalEnvironmentWithoutTheDaemonsSecrets) {
   const bool ran = TickUntil(enricher, {kGpu0, kGpu1}, false,
                              [&] { return std::filesystem::exists(dir_ / "env.txt"); });
   unsetenv("HTTPS_PROXY");
+  if (saved_ld_library_path)
+    setenv("LD_LIBRARY_PATH", saved_ld_library_path->c_str(), 1);
+  else
+    unsetenv("LD_LIBRARY_PATH");
   ASSERT_TRUE(ran);
   const std::string env = Slurp(dir_ / "env.txt");
   EXPECT_THAT(env, Not(HasSubstr("hunter2")));
   EXPECT_THAT(env, HasSubstr("PATH="));
   EXPECT_THAT(env, HasSubstr("LC_ALL=C"));
+  EXPECT_THAT(env, HasSubstr("LD_LIBRARY_PATH=/opt/dcgm-test/lib64"));
 }
 
 TEST_F(DcgmEnricherTest, ADcgmiOthersCouldHaveWrittenIsNeverRun) {
@@ -517,6 +528,68 @@ TEST_F(DcgmEnricherTest, ADcgmiOthersCouldHaveWrittenIsNeverRun) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "calls"));
   EXPECT_EQ(enricher.Describe().state, "degraded");
   EXPECT_THAT(enricher.Describe().reason, HasSubstr("writable by group or others"));
+}
+
+TEST_F(DcgmEnricherTest, ADcgmiRefusedAtTheStartIsRunOnceItsModeIsFixed) {
+  // Found group-writable when the daemon started: refused, yet checked again every tick, so
+  // fixing the mode needs no restart.
+  const std::string copy = dir_ / "dcgmi";
+  std::filesystem::copy_file(fake_, copy);
+  chmod(copy.c_str(), 0775);
+  std::optional<DcgmEnricherOptions> options =
+      FindDcgmEnrichment(copy, "localhost:5555", std::chrono::milliseconds(100), "/usr/bin:/bin");
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->dcgmi.dcgmi, copy);
+  options->hostname = "n1";
+  options->env = Options().env;
+  DcgmEnricher enricher(*options, wall_, monotonic_);
+  for (int i = 0; i < 20; ++i) {
+    enricher.Tick({kGpu0, kGpu1}, false, buffer_, mu_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "calls"));
+  EXPECT_THAT(enricher.Describe().reason, HasSubstr("writable by group or others"));
+  chmod(copy.c_str(), 0755);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return enricher.Stats()["discoveries"].get<int>() >= 1 && enricher.Stats()["rows"] >= 2;
+  })) << enricher.Stats().dump();
+  EXPECT_EQ(enricher.Describe().state, "ok") << enricher.Describe().reason;
+  EXPECT_FALSE(enricher.Stats().contains("refused"));
+  // A relative EXPANSE_DCGMI names no file to check again: refused for good.
+  options = FindDcgmEnrichment("bin/dcgmi", "localhost:5555", std::chrono::milliseconds(100),
+                               "/usr/bin:/bin");
+  ASSERT_TRUE(options);
+  EXPECT_THAT(options->refused, HasSubstr("absolute"));
+  EXPECT_FALSE(FindDcgmEnrichment("", "", std::chrono::milliseconds(100), "/nonexistent"));
+}
+
+TEST_F(DcgmEnricherTest, RowsRefusedUnderAHeaderNamingOtherColumnsAreSaidInTheReason) {
+  nlohmann::json scenario = TwoGpus();
+  scenario["dmon"] = {{"garbage_every", 1}, {"garbage_lines", {"#Entity   FOO   BAR"}}};
+  Scenario(scenario);
+  DcgmEnricher enricher(Options(), wall_, monotonic_);
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false,
+                        [&] {
+                          return enricher.Describe().reason.find(
+                                     "dmon header names other columns: FOO BAR") !=
+                                 std::string::npos;
+                        }))
+      << enricher.Describe().reason << " " << enricher.Stats().dump();
+  EXPECT_THAT(enricher.Stats()["dmon_header"].get<std::string>(), HasSubstr("FOO BAR"));
+  // Once dmon prints its own header again (after the 15th interval), rows are read and the
+  // reason clears.
+  Scenario(TwoGpus());
+  ASSERT_TRUE(TickUntil(enricher, {kGpu0, kGpu1}, false, [&] {
+    return enricher.Describe().reason.find("dmon header") == std::string::npos;
+  })) << enricher.Describe().reason;
+  EXPECT_FALSE(enricher.Stats().contains("dmon_header"));
+}
+
+TEST(DcgmiEnvironmentTest, LdLibraryPathIsPassedWhenSet) {
+  EXPECT_THAT(DcgmiEnvironment("/usr/bin", "/opt/dcgm/lib"),
+              ::testing::Contains("LD_LIBRARY_PATH=/opt/dcgm/lib"));
+  for (const std::string& entry : DcgmiEnvironment("/usr/bin", ""))
+    EXPECT_THAT(entry, Not(HasSubstr("LD_LIBRARY_PATH")));
 }
 
 TEST_F(DcgmEnricherTest, DmonExitingReportsItsStatusByDcgmName) {

@@ -25,6 +25,8 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   return pointers;
 }
 
+child_process_testing::GroupKillObserver group_kill_observer = nullptr;
+
 int DecodeStatus(int raw) {
   if (WIFEXITED(raw))
     return WEXITSTATUS(raw);
@@ -34,6 +36,10 @@ int DecodeStatus(int raw) {
 }
 
 }  // namespace
+
+namespace child_process_testing {
+void SetGroupKillObserver(GroupKillObserver observer) { group_kill_observer = observer; }
+}  // namespace child_process_testing
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildProcessOptions& options) {
   if (options.argv.empty())
@@ -102,9 +108,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildProcessOpti
 ChildProcess::~ChildProcess() {
   if (!TryWait()) {
     kill(-pid_, SIGKILL);
-    int raw = 0;
-    // One last look; a child the kernel still holds is left to init once we exit.
-    for (int i = 0; i < 20 && waitpid(pid_, &raw, WNOHANG) == 0; ++i)
+    // One last look, reaping through TryWait (the group is killed again before the leader is
+    // reaped); a child the kernel still holds is left to init once we exit.
+    for (int i = 0; i < 20 && !TryWait(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   CloseStdin();
@@ -191,17 +197,22 @@ ChildProcess::Lines ChildProcess::ReadLines(std::chrono::milliseconds wait, size
 std::optional<int> ChildProcess::TryWait() {
   if (status_)
     return status_;
+  // Whether it has exited, looked at without reaping it (WNOWAIT): until it is reaped, its
+  // zombie keeps its pid, and so the id of its process group, from being handed out again.
+  siginfo_t info{};
+  if (waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != pid_)
+    return std::nullopt;
+  // What it left in its group (a grandchild holding its stdout, a helper's helper) ends with
+  // it, here and never later, and before the reaping: while the zombie leader pins the id this
+  // reaches only them (or nobody: ESRCH); once it is reaped and the group is empty the id may
+  // be reused, and kill(-pid) could hit a stranger's group. SIGKILL at once: the leader is
+  // gone, and with it whoever was meant to end them cleanly.
+  if (group_kill_observer != nullptr)
+    group_kill_observer(pid_);
+  kill(-pid_, SIGKILL);
   int raw = 0;
-  const pid_t done = waitpid(pid_, &raw, WNOHANG);
-  if (done == pid_) {
+  if (waitpid(pid_, &raw, WNOHANG) == pid_)
     status_ = DecodeStatus(raw);
-    // What it left in its group (a grandchild holding its stdout, a helper's helper) ends with
-    // it, here and never later: while the group has members the kernel does not hand its id
-    // out again, so this reaches only them (or nobody: ESRCH); once it is empty the id may be
-    // reused, and a later kill(-pid) could hit a stranger's group. SIGKILL at once: the leader
-    // is gone, and with it whoever was meant to end them cleanly.
-    kill(-pid_, SIGKILL);
-  }
   return status_;
 }
 

@@ -10,8 +10,9 @@
 // either: Terminate sends SIGTERM, Poll reaps it or sends SIGKILL after the grace period; a child
 // stuck in the kernel (an uninterruptible driver call) cannot hold its parent. The destructor kills
 // what is left and reaps it if it can. Whatever the child leaves in its process group is killed
-// the moment the child is reaped (TryWait, Poll, Stop, the destructor): a wrapper that exits
-// while its own child holds the output pipe must not leave that child running.
+// when the child is reaped (TryWait, Poll, Stop, the destructor), just before, while its zombie
+// still keeps the group's id from reuse: a wrapper that exits while its own child holds the
+// output pipe must not leave that child running.
 #ifndef EXPANSE_CORE_CHILD_PROCESS_H_
 #define EXPANSE_CORE_CHILD_PROCESS_H_
 
@@ -88,6 +89,14 @@ class ChildProcess {
   std::optional<std::chrono::steady_clock::time_point> terminated_at_;
   bool killed_ = false;
 };
+
+namespace child_process_testing {
+// Called with the leader's pid just before its process group is sent SIGKILL on reaping, so a
+// test can check the leader is still an unreaped zombie then (its pid, and with it the group's
+// id, cannot have been handed to another process). nullptr: none.
+using GroupKillObserver = void (*)(pid_t leader);
+void SetGroupKillObserver(GroupKillObserver observer);
+}  // namespace child_process_testing
 
 }  // namespace expanse
 

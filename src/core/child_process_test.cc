@@ -1,6 +1,7 @@
 #include "core/child_process.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 #include <fstream>
@@ -152,6 +153,49 @@ TEST(ChildProcessTest, WhatTheChildLeftInItsGroupIsKilledOnceItIsReaped) {
   EXPECT_TRUE(ended) << "pid " << grandchild << " still runs in the child's process group";
   if (!ended)
     kill(grandchild, SIGKILL);
+}
+
+// Set by the observer: whether each group kill found its leader still an unreaped zombie.
+int group_kills = 0;
+int group_kills_after_reaping = 0;
+
+void CheckLeaderNotReaped(pid_t leader) {
+  ++group_kills;
+  siginfo_t info{};
+  // WNOWAIT: looks without reaping. A leader already reaped is ECHILD here, and its pid (the
+  // group's id) may by now belong to a stranger's group.
+  if (waitid(P_PID, leader, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != leader)
+    ++group_kills_after_reaping;
+}
+
+TEST(ChildProcessTest, TheGroupIsKilledWhileItsLeaderStillPinsItsId) {
+  child_process_testing::SetGroupKillObserver(CheckLeaderNotReaped);
+  group_kills = group_kills_after_reaping = 0;
+  {  // reaped by TryWait after its own exit
+    auto child = StartShell("(exec sleep 60) & exit 0");
+    ASSERT_TRUE(child);
+    std::optional<int> status;
+    for (int i = 0; i < 500 && !status; ++i) {
+      status = child->TryWait();
+      if (!status)
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+    EXPECT_EQ(status, 0);
+  }
+  {  // by Stop (Terminate, Poll)
+    auto child = StartShell("echo ready; sleep 60");
+    ASSERT_TRUE(child);
+    ASSERT_EQ(ReadAll(*child, 1).lines.size(), 1u);
+    EXPECT_EQ(child->Stop(), 128 + 15);
+  }
+  {  // by the destructor, of one still running
+    auto child = StartShell("echo ready; sleep 60");
+    ASSERT_TRUE(child);
+    ASSERT_EQ(ReadAll(*child, 1).lines.size(), 1u);
+  }
+  child_process_testing::SetGroupKillObserver(nullptr);
+  EXPECT_GE(group_kills, 2);
+  EXPECT_EQ(group_kills_after_reaping, 0) << "of " << group_kills << " group kills";
 }
 
 TEST(ChildProcessTest, WritingToAChildThatStoppedReadingFailsWithoutSigpipe) {

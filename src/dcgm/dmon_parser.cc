@@ -82,6 +82,7 @@ DmonParser::DmonParser(std::vector<uint16_t> field_ids) : field_ids_(std::move(f
   for (const uint16_t id : field_ids_) {
     specs_.push_back(FindField(id));
     field_stats_.push_back(DmonFieldStats{.field_id = id});
+    columns_.push_back(columns_.size());
   }
 }
 
@@ -146,7 +147,7 @@ DmonEvent DmonParser::ParseRow(std::string_view line, uint32_t gpu_id,
                                const std::vector<std::string_view>& cells) {
   if (!header_matches_)
     return Refuse(line, "dmon row for GPU " + std::to_string(gpu_id) +
-                            " under a header naming not the fields asked for");
+                            " under a header naming other columns than the fields asked for");
   if (cells.size() != field_ids_.size()) {
     // Also a row where dmon left a cell blank: it does that for a field the entity does not
     // have, and none of the catalogue's fields is such a field for a GPU.
@@ -159,7 +160,7 @@ DmonEvent DmonParser::ParseRow(std::string_view line, uint32_t gpu_id,
   for (size_t i = 0; i < cells.size(); ++i) {
     DmonValue value{.field_id = field_ids_[i], .value = std::nullopt};
     double parsed = 0;
-    switch (ParseCell(*specs_[i], cells[i], &parsed)) {
+    switch (ParseCell(*specs_[i], cells[columns_[i]], &parsed)) {
       case Cell::kPresent:
         value.value = parsed;
         ++field_stats_[i].present;
@@ -184,12 +185,31 @@ DmonEvent DmonParser::ParseRow(std::string_view line, uint32_t gpu_id,
 }
 
 void DmonParser::CheckHeader(const std::vector<std::string_view>& names) {
-  bool same = names.size() == specs_.size();
-  for (size_t i = 0; same && i < names.size(); ++i)
-    same = names[i] == specs_[i]->short_name;
-  if (!same)
+  // A permutation of the fields' short names: each named once, nothing else.
+  std::vector<size_t> columns(specs_.size(), names.size());
+  bool permutation = names.size() == specs_.size();
+  for (size_t i = 0; permutation && i < specs_.size(); ++i) {
+    const auto at = std::find(names.begin(), names.end(), specs_[i]->short_name);
+    permutation = at != names.end() && std::find(at + 1, names.end(), *at) == names.end();
+    if (permutation)
+      columns[i] = static_cast<size_t>(at - names.begin());
+  }
+  header_matches_ = permutation;
+  if (!permutation) {
     ++counters_.header_mismatches;
-  header_matches_ = same;
+    std::string joined;
+    for (const std::string_view name : names) {
+      if (joined.size() > 256)
+        break;
+      joined += (joined.empty() ? "" : " ") + std::string(name);
+    }
+    other_header_ = joined.empty() ? "(none)" : EscapeForMessage(joined, 200);
+    return;
+  }
+  other_header_.clear();
+  if (!std::is_sorted(columns.begin(), columns.end()))
+    ++counters_.headers_reordered;
+  columns_ = std::move(columns);
 }
 
 Result<DmonOutput> ParseDmonOutput(std::string_view text, std::vector<uint16_t> field_ids) {

@@ -14,7 +14,7 @@
 //
 // Every line is hostile input: a line that is none of the above is refused and counted, never
 // thrown on, and nothing is kept between lines but the counters and whether the last header
-// named the fields asked for (rows under one that did not are refused).
+// named the fields asked for, in which order (rows under one naming other columns are refused).
 #ifndef EXPANSE_DCGM_DMON_PARSER_H_
 #define EXPANSE_DCGM_DMON_PARSER_H_
 
@@ -64,6 +64,8 @@ struct DmonCounters {
   uint64_t headers = 0;            // "#Entity" lines
   uint64_t header_mismatches = 0;  // headers naming other columns than the fields asked for
                                    // (the rows under them are refused)
+  uint64_t headers_reordered = 0;  // headers naming the fields asked for in another order (the
+                                   // rows under them are read by the header's columns)
   uint64_t other_entities = 0;     // rows of MIG instances, links, switches, CPUs
   uint64_t errors = 0;             // dcgmi error lines
   uint64_t refused = 0;            // lines refused, oversized ones included
@@ -94,6 +96,9 @@ class DmonParser {
   const std::vector<uint16_t>& field_ids() const { return field_ids_; }
   const DmonCounters& counters() const { return counters_; }
   const std::vector<DmonFieldStats>& field_stats() const { return field_stats_; }
+  // The column names of the last header, escaped and cut, while they are not the fields asked
+  // for in any order (the rows under it are then refused); "" otherwise.
+  const std::string& other_header() const { return other_header_; }
 
  private:
   explicit DmonParser(std::vector<uint16_t> field_ids);
@@ -106,11 +111,14 @@ class DmonParser {
   std::vector<const FieldSpec*> specs_;  // parallel to field_ids_
   DmonCounters counters_;
   std::vector<DmonFieldStats> field_stats_;
-  // Cells are read by position: under a header that names other columns (or orders them
-  // otherwise) a row would put one field's value under another's name, so rows are refused
-  // until a header naming the fields asked for comes again. Before any header: dmon prints one
-  // first, and nothing has said the order differs.
+  // Cells are read by the last header's columns: columns_[i] is the cell of field_ids_[i]. A
+  // header naming the fields asked for in another order maps them anew; under one naming other
+  // columns a row would put one field's value under another's name, so rows are refused until a
+  // header naming the fields asked for comes again. Before any header: `-e` order (dmon prints
+  // one first, and nothing has said the order differs).
+  std::vector<size_t> columns_;
   bool header_matches_ = true;
+  std::string other_header_;
 };
 
 // A whole captured output (a fixture, `dmon -c N`): every sample, and the last error line.

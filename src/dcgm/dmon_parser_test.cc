@@ -165,23 +165,66 @@ TEST(DmonParserTest, HeaderMismatchIsCountedNotFatal) {
   EXPECT_TRUE(std::holds_alternative<DmonSample>(parser.Feed("GPU 0  0.5  0.25")));
 }
 
-TEST(DmonParserTest, RowsUnderAHeaderNamingOtherColumnsAreRefusedUntilTheRightOneReturns) {
-  // Cells are read by position: under a header that orders the columns otherwise, "GPU 0 7 5"
-  // would make 7 PCIe replays out of an XID.
+TEST(DmonParserTest, UnderAHeaderOrderingTheFieldsOtherwiseCellsAreReadByItsColumns) {
+  // Cells are read by the header's columns: under one that orders them otherwise, "GPU 0 7 5"
+  // is an XID of 7 and 5 PCIe replays, never 7 PCIe replays out of an XID.
   DmonParser parser = Parser({202, 230});  // PCIe replays, last XID
   (void)parser.Feed("#Entity   RPCTR   XIDER");
-  EXPECT_TRUE(std::holds_alternative<DmonSample>(parser.Feed("GPU 0  7  5")));
+  DmonEvent row = parser.Feed("GPU 0  7  5");
+  ASSERT_TRUE(std::holds_alternative<DmonSample>(row));
+  EXPECT_THAT(ValueOf(std::get<DmonSample>(row), 202), Optional(7.0));
   (void)parser.Feed("#Entity   XIDER   RPCTR");
+  row = parser.Feed("GPU 0  7  5");
+  ASSERT_TRUE(std::holds_alternative<DmonSample>(row));
+  const DmonSample& sample = std::get<DmonSample>(row);
+  ASSERT_EQ(sample.values.size(), 2u);  // still in `-e` order
+  EXPECT_EQ(sample.values[0].field_id, 202);
+  EXPECT_THAT(sample.values[0].value, Optional(5.0));
+  EXPECT_EQ(sample.values[1].field_id, 230);
+  EXPECT_THAT(sample.values[1].value, Optional(7.0));
+  EXPECT_EQ(parser.field_stats()[0].present, 2u);
+  EXPECT_EQ(parser.counters().header_mismatches, 0u);
+  EXPECT_EQ(parser.counters().headers_reordered, 1u);
+  EXPECT_EQ(parser.counters().refused, 0u);
+  EXPECT_EQ(parser.other_header(), "");
+  // A row with N/A in the moved column counts against the right field.
+  (void)parser.Feed("GPU 1  N/A  3");
+  EXPECT_EQ(parser.field_stats()[1].na, 1u);
+  EXPECT_EQ(parser.field_stats()[0].na, 0u);
+}
+
+TEST(DmonParserTest, RowsUnderAHeaderNamingOtherColumnsAreRefusedUntilTheRightOneReturns) {
+  DmonParser parser = Parser({202, 230});
+  (void)parser.Feed("#Entity   RPCTR   XIDER");
+  EXPECT_TRUE(std::holds_alternative<DmonSample>(parser.Feed("GPU 0  7  5")));
+  // Another tag for one field (another DCGM version): which column is which is not known.
+  (void)parser.Feed("#Entity   RPCTR   XIDR2");
   EXPECT_THAT(std::get<DmonRefused>(parser.Feed("GPU 0  7  5")).why,
-              HasSubstr("not the fields asked for"));
+              HasSubstr("under a header naming other columns"));
   EXPECT_TRUE(std::holds_alternative<DmonRefused>(parser.Feed("GPU 1  7  5")));
+  EXPECT_EQ(parser.other_header(), "RPCTR XIDR2");
   EXPECT_EQ(parser.counters().samples, 1u);
   EXPECT_EQ(parser.counters().refused, 2u);
   EXPECT_EQ(parser.counters().header_mismatches, 1u);
+  // Too few or too many, or one twice, is no permutation either.
+  for (std::string_view header :
+       {"#Entity   RPCTR", "#Entity   RPCTR   XIDER   SMACT", "#Entity   RPCTR   RPCTR"}) {
+    (void)parser.Feed(header);
+    EXPECT_TRUE(std::holds_alternative<DmonRefused>(parser.Feed("GPU 0  7  5"))) << header;
+  }
+  EXPECT_EQ(parser.counters().header_mismatches, 4u);
   (void)parser.Feed("#Entity   RPCTR   XIDER");
+  EXPECT_EQ(parser.other_header(), "");
   const DmonEvent row = parser.Feed("GPU 0  7  5");
   ASSERT_TRUE(std::holds_alternative<DmonSample>(row));
   EXPECT_THAT(ValueOf(std::get<DmonSample>(row), 202), Optional(7.0));
+}
+
+TEST(DmonParserTest, TheOtherHeaderIsKeptEscapedAndCut) {
+  DmonParser parser = Parser({202});
+  (void)parser.Feed("#Entity   \x1b[31mRED " + std::string(1000, 'A'));
+  EXPECT_LE(parser.other_header().size(), 260u);
+  EXPECT_EQ(parser.other_header().find('\x1b'), std::string::npos);
 }
 
 TEST(DmonParserTest, CellsThatAreNotValues) {
