@@ -201,7 +201,7 @@ def main():
     idle_end = time.time()
     tflops = matmul(phase)
     busy_end = time.time()
-    for series in ("gpu.sm_active", "gpu.tensor_active", "gpu.dram_active", "gpu.sm_throughput"):
+    for series in ("gpu.sm_active", "gpu.tensor_active", "gpu.dram_active", "gpu.sm_inst_executed"):
         print(f"{series:>22}: idle {sampling.means(started + 2, idle_end, series)} "
               f"busy {sampling.means(idle_end + 3, busy_end, series)}")
     print(f"matmul {tflops} TFLOP/s while sampled")

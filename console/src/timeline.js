@@ -9,7 +9,7 @@ export const METRICS = [
   ['gpu.sm_active', 'SM activity (CUPTI counters)', '%', 100],
   ['gpu.tensor_active', 'Tensor pipe activity (CUPTI counters)', '%', 100],
   ['gpu.dram_active', 'DRAM activity (CUPTI counters)', '%', 100],
-  ['gpu.sm_throughput', 'SM instruction throughput (CUPTI counters)', '%', 100],
+  ['gpu.sm_inst_executed', 'SM instructions executed, of peak (CUPTI counters)', '%', 100],
   // DCGM's own readings keep their source in the name (docs/formats/dcgmi.md): profiling fields
   // appear where CUPTI does not hold the counters, health and interconnect ones always.
   ['gpu.dcgm.sm_active', 'SM activity (DCGM profiling)', '%', 100],

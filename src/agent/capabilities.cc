@@ -64,7 +64,10 @@ std::map<std::string, Capability> DescribeCapabilities(const CapabilityInputs& i
   } else {
     const std::string helper = FindCuptiHelper(s, in.shared_prefix, in.hostname);
     struct stat st {};
-    if (!helper.empty() && stat(helper.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (!helper.empty() && helper.front() != '/') {
+      out["cupti"] = {"absent",
+                      "EXPANSE_CUPTI_HELPER=" + helper + " is not an absolute path; not run"};
+    } else if (!helper.empty() && stat(helper.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
       out["cupti"] = {"absent", "expanse-cupti-helper at " + helper + " is not a regular file"};
     } else if (helper.empty() || !IsExecutable(helper)) {
       // Why the node has no build, as its install or last Prolog found (no driver, no variant

@@ -76,6 +76,9 @@ TEST_F(CapabilitiesTest, ARefusedDcgmiOrAHelperThatIsNoFileIsSaidSo) {
   caps = DescribeCapabilities(inputs_);
   EXPECT_EQ(caps["cupti"].state, "absent");
   EXPECT_EQ(caps["cupti"].reason, "expanse-cupti-helper at " + dir_ + " is not a regular file");
+  inputs_.settings.cupti_helper = "sh";  // found from the working directory or PATH: never run
+  caps = DescribeCapabilities(inputs_);
+  EXPECT_EQ(caps["cupti"].reason, "EXPANSE_CUPTI_HELPER=sh is not an absolute path; not run");
 }
 
 TEST_F(CapabilitiesTest, DcgmIsWhatTheRunningEnrichmentSaysElseWhereDcgmiIs) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "cupti/helper_records.h"
 #include "cupti/pm_reasons.h"
@@ -18,6 +19,11 @@ std::string Join(const std::vector<std::string>& items) {
     out += (out.empty() ? "" : ",") + item;
   return out;
 }
+
+// EXPANSE_CUPTI_HELPER as a relative path: the settings keep it (a typo must not stop the
+// daemon), but it would resolve against the daemon's working directory (or PATH, for a bare
+// name), so it is not run. The per-node install is always absolute.
+bool IsRelative(const std::string& path) { return !path.empty() && !path.starts_with('/'); }
 
 bool IsRegularFile(const std::string& path) {
   struct stat st {};
@@ -53,6 +59,10 @@ CounterHelper::CounterHelper(CounterHelperOptions options, Clock& wall, Clock& m
 CounterHelper::~CounterHelper() = default;  // ChildProcess ends and reaps the helper
 
 void CounterHelper::Start(int64_t now_ms) {
+  // Never run, and never counted as a restart: the setting cannot change while the daemon
+  // runs. Describe() says why.
+  if (IsRelative(options_.helper))
+    return;
   // A directory or device named by EXPANSE_CUPTI_HELPER is not run (exec of a directory only
   // fails; of a device, who knows). Describe() says why.
   if (access(options_.helper.c_str(), F_OK) == 0 && !IsRegularFile(options_.helper)) {
@@ -96,15 +106,15 @@ void CounterHelper::Stopped(int64_t now_ms, const std::string& why) {
   restart_at_ms_ = now_ms + backoff_.count();
   ++restarts_;
   // Whether the counters stay the helper's through the backoff (HoldsCounters): yes if this
-  // helper sampled (or yielded to a job's tool) some GPU, no if it said every GPU is
-  // unavailable; one that said nothing leaves the answer as it was.
-  bool said = false, held = false;
-  for (const auto& [uuid, gpu] : gpus_) {
-    said = said || !gpu.pm_sampling.empty();
+  // helper sampled (or yielded to a job's tool) some GPU; no if it said every GPU is
+  // unavailable, and no if it said nothing of any GPU (it crashed at start, could not be
+  // started, its binary is gone or not a regular file). So the hold lasts only for the one
+  // backoff after a helper that sampled: a crash loop that follows gives DCGM its profiling
+  // fields back rather than holding them for good.
+  bool held = false;
+  for (const auto& [uuid, gpu] : gpus_)
     held = held || gpu.pm_sampling == "ok" || gpu.pm_sampling == "yielded";
-  }
-  if (said)
-    held_in_backoff_ = held;
+  held_in_backoff_ = held;
   for (auto& [uuid, gpu] : gpus_)
     gpu = GpuState{};  // unknown until the next helper says
 }
@@ -175,7 +185,8 @@ void CounterHelper::Tick(const std::vector<std::string>& uuids, telemetry::Serie
 
 void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::SeriesBuffer& buffer,
                            std::mutex& buffer_mu) {
-  auto record = cupti::ParseRecord(line);
+  std::vector<std::pair<std::string, double>> dropped;
+  auto record = cupti::ParseRecord(line, &dropped);
   if (!record.ok()) {
     ++refused_;
     last_refusal_ = record.status().message();
@@ -224,6 +235,15 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
       last_counters_[counters->uuid] = {counters->unix_ms, kRecordBurst - 1.0};
     }
     counters_seen_ = true;
+    // Values beyond their series' range were left out of the record (its others are kept):
+    // counted, with the last one, as refusals are.
+    dropped_values_ += dropped.size();
+    if (!dropped.empty()) {
+      std::ostringstream value;
+      value << dropped.back().second;
+      last_dropped_value_ = dropped.back().first + " of " + counters->uuid + ": " + value.str() +
+                            " is out of its range";
+    }
     std::lock_guard lock(buffer_mu);
     for (const auto& [series, value] : counters->values) {
       buffer.Add({options_.hostname, counters->uuid, series}, counters->unix_ms, value);
@@ -286,6 +306,9 @@ bool CounterHelper::HoldsCounters() const {
 }
 
 Capability CounterHelper::Describe() const {
+  if (IsRelative(options_.helper))
+    return {"absent",
+            "EXPANSE_CUPTI_HELPER=" + options_.helper + " is not an absolute path; not run"};
   if (!options_.helper.empty() && access(options_.helper.c_str(), F_OK) == 0 &&
       !IsRegularFile(options_.helper))
     return {"absent", "expanse-cupti-helper at " + options_.helper + " is not a regular file"};
@@ -356,6 +379,7 @@ nlohmann::json CounterHelper::Stats() const {
                           {"stopping", stopping_.size()},
                           {"records", records_},
                           {"refused", refused_},
+                          {"dropped_values", dropped_values_},
                           {"samples", samples_},
                           {"restarts", restarts_},
                           {"set_changes", set_changes_},
@@ -367,6 +391,8 @@ nlohmann::json CounterHelper::Stats() const {
     stats["last_exit"] = last_exit_;
   if (!last_refusal_.empty())
     stats["last_refusal"] = last_refusal_;
+  if (!last_dropped_value_.empty())
+    stats["last_dropped_value"] = last_dropped_value_;
   return stats;
 }
 

@@ -6,8 +6,9 @@
 // capability. Everything the helper writes is hostile input: a line that does not parse is
 // refused and counted. A helper that exits, or says nothing for `silence_limit` (stuck in a
 // driver call its own deadline did not catch), is stopped and started again after a backoff
-// that doubles up to `restart_max`. The daemon never waits on the helper: each Tick reads only
-// what is already there.
+// that doubles up to `restart_max`. A relative `helper` (EXPANSE_CUPTI_HELPER, kept by the
+// settings so that a typo does not stop the daemon) is never run; Describe says why. The
+// daemon never waits on the helper: each Tick reads only what is already there.
 #ifndef EXPANSE_AGENT_COUNTER_HELPER_H_
 #define EXPANSE_AGENT_COUNTER_HELPER_H_
 
@@ -68,11 +69,13 @@ class CounterHelper {
   // Whether a helper runs and samples, or is about to sample, some GPU, or has yielded one to a
   // job's own profiler; or a GPU is held for a job's CUDA tool (HoldFor), with or without a
   // helper; or the last helper sampled and a new one is due after its backoff: the counters
-  // are then not DCGM's to take, and the DCGM enrichment leaves its profiling fields out.
+  // are then not DCGM's to take, and the DCGM enrichment leaves its profiling fields out. That
+  // last hold ends with the next helper that stops without reporting any GPU.
   bool HoldsCounters() const;
   // The `cupti` capability as the running helper reports it.
   Capability Describe() const;
-  // Records read, refused, restarts, the last exit and each GPU's state, for the health file.
+  // Records read, refused, values dropped out of range, restarts, the last exit and each GPU's
+  // state, for the health file.
   nlohmann::json Stats() const;
 
  private:
@@ -108,7 +111,8 @@ class CounterHelper {
   };
   std::map<std::string, GpuState> gpus_;
   // Whether the helper that stopped last sampled some GPU, so the counters stay its own
-  // through the backoff (HoldsCounters).
+  // through the backoff (HoldsCounters); cleared by the next that stops without having said
+  // anything of its GPUs (a crash loop, a failed start, a removed binary).
   bool held_in_backoff_ = false;
   // Per GPU, the last counters record accepted and the records it may still send ahead of
   // one per period (Handle).
@@ -124,6 +128,9 @@ class CounterHelper {
   uint64_t records_ = 0, refused_ = 0, samples_ = 0, restarts_ = 0, escalations_ = 0;
   uint64_t releases_ = 0;
   std::string last_refusal_;
+  // Values of accepted records left out for being beyond their series' range (ParseRecord).
+  uint64_t dropped_values_ = 0;
+  std::string last_dropped_value_;
 };
 
 }  // namespace expanse::agent

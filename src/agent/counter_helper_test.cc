@@ -461,6 +461,86 @@ TEST_F(CounterHelperTest, AHelperPathThatIsNotARegularFileIsNotRun) {
   EXPECT_FALSE(helper.Stats()["running"].get<bool>());
 }
 
+// EXPANSE_CUPTI_HELPER as a relative path (the settings keep it, so that a typo does not stop
+// the daemon): it would resolve against the daemon's working directory, or PATH, so it is not
+// run, and the capability says why.
+TEST_F(CounterHelperTest, ARelativeHelperPathIsNotRunAndTheCapabilitySaysWhy) {
+  WriteHelper(Status(kGpu0, "ok"));
+  for (const std::string relative : {"expanse-cupti-helper", "bin/expanse-cupti-helper", "sh"}) {
+    auto options = Options();
+    options.helper = relative;
+    CounterHelper helper(options, clock_, clock_);
+    for (int i = 0; i < 3; ++i) {
+      helper.Tick({kGpu0}, buffer_, mu_);
+      clock_.Advance(600'000);
+    }
+    const Capability capability = helper.Describe();
+    EXPECT_EQ(capability.state, "absent");
+    EXPECT_EQ(capability.reason,
+              "EXPANSE_CUPTI_HELPER=" + relative + " is not an absolute path; not run");
+    EXPECT_FALSE(helper.Stats()["running"].get<bool>());
+    EXPECT_FALSE(helper.HoldsCounters());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "argv"));
+}
+
+// The hold through a backoff (above) lasts only for the backoff after a helper that sampled:
+// a helper that then ends without saying anything of its GPUs (a crash loop, a failed start, a
+// binary removed or replaced by a directory) gives the counters back to DCGM.
+TEST_F(CounterHelperTest, TheHoldThroughABackoffEndsWithAHelperThatReportsNothing) {
+  WriteHelper(Status(kGpu0, "ok"), "exit 1\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return helper.Stats()["restarts"] >= 1 && !helper.Stats()["running"].get<bool>();
+  }));
+  EXPECT_TRUE(helper.HoldsCounters());
+  std::filesystem::remove(helper_);
+  for (int restarts = 2; restarts <= 4; ++restarts) {
+    clock_.Advance(600'000);
+    ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+      return helper.Stats()["restarts"] >= restarts && !helper.Stats()["running"].get<bool>();
+    })) << helper.Stats().dump();
+    EXPECT_FALSE(helper.HoldsCounters()) << restarts;
+  }
+  // A helper that samples again holds them again through its backoff.
+  WriteHelper(Status(kGpu0, "ok"), "exit 1\n");
+  clock_.Advance(600'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return helper.Stats()["restarts"] >= 5 && !helper.Stats()["running"].get<bool>();
+  })) << helper.Stats().dump();
+  EXPECT_TRUE(helper.HoldsCounters());
+  // One that starts and dies saying nothing (a crash loop) ends the hold as well.
+  WriteHelper("", "exit 1\n");
+  clock_.Advance(600'000);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] {
+    return helper.Stats()["restarts"] >= 6 && !helper.Stats()["running"].get<bool>();
+  })) << helper.Stats().dump();
+  EXPECT_FALSE(helper.HoldsCounters());
+}
+
+// A value beyond its series' range (DRAM throughput bursting above its sustained peak) drops
+// that value only: the record's other series are kept, and the drop is counted.
+TEST_F(CounterHelperTest, AValueOutOfRangeIsDroppedAndCountedAndTheOthersKept) {
+  WriteHelper(
+      R"({"kind":"counters","t_ms":)" + std::to_string(kNow) + R"(,"device":0,"uuid":")" + kGpu0 +
+      R"(","set":"light","samples":10,"values":{"gpu.dram_throughput":1.2,"gpu.sm_active":0.5}})"
+      "\n");
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return buffer_.samples() == 1; }));
+  const auto series = buffer_.Take();
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_EQ(series[0].metric, "gpu.sm_active");
+  EXPECT_DOUBLE_EQ(series[0].v[0], 0.5);
+  const auto stats = helper.Stats();
+  EXPECT_EQ(stats["records"], 1);
+  EXPECT_EQ(stats["refused"], 0);
+  ASSERT_TRUE(stats.contains("dropped_values")) << stats.dump();
+  EXPECT_EQ(stats["dropped_values"], 1);
+  ASSERT_TRUE(stats.contains("last_dropped_value")) << stats.dump();
+  EXPECT_THAT(stats["last_dropped_value"].get<std::string>(),
+              HasSubstr(std::string("gpu.dram_throughput of ") + kGpu0));
+}
+
 TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {
   RuntimeSettings settings;
   EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"),
@@ -468,6 +548,9 @@ TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {
   EXPECT_EQ(FindCuptiHelper(settings, "", "gpu01"), "");
   settings.cupti_helper = "/opt/helper";
   EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"), "/opt/helper");
+  // A relative setting is kept as it is: the helper refuses it and says why.
+  settings.cupti_helper = "bin/helper";
+  EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"), "bin/helper");
 }
 
 }  // namespace

@@ -75,13 +75,10 @@ Status ApplySettings(const EnvFile& entries, const std::string& source, RuntimeS
     if (key == "EXPANSE_CUPTI_ENABLE") {
       EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.cupti_enable));
     } else if (key == "EXPANSE_CUPTI_HELPER") {
-      // The daemon runs it: a relative path would resolve against whatever directory the
-      // daemon was started in. Empty: the per-node install (FindCuptiHelper).
-      if (!value.empty() && !value.starts_with('/')) {
-        return InvalidArgumentError("EXPANSE_CUPTI_HELPER=\"" + value +
-                                    "\": expected the absolute path of expanse-cupti-helper")
-            .WithReason("invalid_setting");
-      }
+      // Empty: the per-node install (FindCuptiHelper). A relative path is kept, not refused:
+      // the daemon must not stop over it (as a bad EXPANSE_DCGMI costs only DCGM), and the
+      // counter helper does not run it (it would resolve against the daemon's working
+      // directory), its `cupti` capability saying why (CounterHelper::Describe).
       settings.cupti_helper = value;
     } else if (key == "EXPANSE_PROFILING_ENABLE") {
       EXPANSE_RETURN_IF_ERROR(ParseFlag(key, value, settings.profiling_enable));

@@ -21,8 +21,10 @@ namespace expanse::agent {
 inline constexpr char kDefaultDaemonEnvPath[] = "/etc/expanse/daemon.env";
 
 struct RuntimeSettings {
-  bool cupti_enable = true;                  // EXPANSE_CUPTI_ENABLE
-  std::string cupti_helper;                  // EXPANSE_CUPTI_HELPER ("" = discovered/pinned)
+  bool cupti_enable = true;  // EXPANSE_CUPTI_ENABLE
+  // EXPANSE_CUPTI_HELPER ("" = discovered/pinned). A relative path is kept: the counter helper
+  // then runs nothing and its `cupti` capability says why.
+  std::string cupti_helper;
   bool profiling_enable = true;              // EXPANSE_PROFILING_ENABLE
   bool profiling_agent_enable = true;        // EXPANSE_PROFILING_AGENT_ENABLE
   std::string pyspy;                         // EXPANSE_PYSPY ("" = bundled, then PATH)

@@ -252,8 +252,10 @@ TEST_F(RuntimeSettingsTest, NvmlLibraryPath) {
 }
 
 // The daemon runs the CUPTI helper it names: a relative path would resolve against whatever
-// directory the daemon was started in.
-TEST_F(RuntimeSettingsTest, CuptiHelperPathMustBeAbsolute) {
+// directory the daemon was started in. Such a path is kept, not refused: the settings load (a
+// typo must not stop all monitoring), and the counter helper refuses to run it, its `cupti`
+// capability saying why (CounterHelper::Describe).
+TEST_F(RuntimeSettingsTest, ARelativeCuptiHelperPathLoadsForTheHelperToRefuse) {
   char* env[] = {nullptr};
   WriteFile("EXPANSE_CUPTI_HELPER=/opt/expanse/bin/expanse-cupti-helper\n");
   auto settings = LoadRuntimeSettings(path_, env);
@@ -263,14 +265,12 @@ TEST_F(RuntimeSettingsTest, CuptiHelperPathMustBeAbsolute) {
   settings = LoadRuntimeSettings(path_, env);
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->cupti_helper, "");
-  for (const char* bad : {"expanse-cupti-helper", "bin/expanse-cupti-helper", "./helper"}) {
-    WriteFile("EXPANSE_CUPTI_HELPER=" + std::string(bad) + "\n");
+  for (const char* relative : {"expanse-cupti-helper", "bin/expanse-cupti-helper", "./helper"}) {
+    WriteFile("EXPANSE_CUPTI_HELPER=" + std::string(relative) + "\nEXPANSE_DCGM_HOST=h:1\n");
     settings = LoadRuntimeSettings(path_, env);
-    ASSERT_FALSE(settings.ok()) << bad;
-    EXPECT_EQ(settings.status().reason(), "invalid_setting");
-    EXPECT_THAT(settings.status().message(),
-                HasSubstr("EXPANSE_CUPTI_HELPER=\"" + std::string(bad) +
-                          "\": expected the absolute path of expanse-cupti-helper"));
+    ASSERT_TRUE(settings.ok()) << relative << ": " << settings.status();
+    EXPECT_EQ(settings->cupti_helper, relative);
+    EXPECT_EQ(settings->dcgm_host, "h:1");  // the rest of the file still applies
   }
 }
 

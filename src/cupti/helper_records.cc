@@ -80,7 +80,8 @@ Result<std::string> UuidField(const nlohmann::json& doc) {
   return uuid;
 }
 
-Result<HelperRecord> ParseCounters(const nlohmann::json& doc) {
+Result<HelperRecord> ParseCounters(const nlohmann::json& doc,
+                                   std::vector<std::pair<std::string, double>>* dropped) {
   CounterRecord record;
   EXPANSE_ASSIGN_OR_RETURN(record.unix_ms, TimeField(doc));
   EXPANSE_ASSIGN_OR_RETURN(record.device, DeviceField(doc));
@@ -116,11 +117,15 @@ Result<HelperRecord> ParseCounters(const nlohmann::json& doc) {
     double number = value.get<double>();
     // metrics.md: the percent-of-peak series are ratios 0..1, the others rates, never negative.
     // A PM counter can read a little over its sustained peak; up to kRatioSlack over is kept,
-    // as 1, so that no reader sees a ratio above 1. Anything further is not a measurement.
+    // as 1, so that no reader sees a ratio above 1. A value further out (a DRAM or L2 burst
+    // well above the sustained peak, a negative rate) is left out: that value only, so that
+    // the GPU's other series for the period are kept; the parent counts it.
     const bool ratio = series->scale != 1.0;
-    if (number < 0 || (ratio && number > 1 + kRatioSlack))
-      return InvalidArgumentError("value of " + name + " is out of range (" +
-                                  (ratio ? "a ratio 0..1" : "a rate, not negative") + ")");
+    if (number < 0 || (ratio && number > 1 + kRatioSlack)) {
+      if (dropped != nullptr)
+        dropped->emplace_back(name, number);
+      continue;
+    }
     if (ratio)
       number = std::min(number, 1.0);
     record.values.emplace_back(name, number);
@@ -201,7 +206,10 @@ std::string RenderRecord(const HelperRecord& record) {
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Result<HelperRecord> ParseRecord(std::string_view line) {
+Result<HelperRecord> ParseRecord(std::string_view line,
+                                 std::vector<std::pair<std::string, double>>* dropped) {
+  if (dropped != nullptr)
+    dropped->clear();
   if (line.size() > kMaxRecordBytes)
     return InvalidArgumentError("record longer than " + std::to_string(kMaxRecordBytes) + " bytes");
   const auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -209,7 +217,7 @@ Result<HelperRecord> ParseRecord(std::string_view line) {
     return InvalidArgumentError("record is not a JSON object");
   EXPANSE_ASSIGN_OR_RETURN(std::string kind, TextField(doc, "kind", true));
   if (kind == "counters")
-    return ParseCounters(doc);
+    return ParseCounters(doc, dropped);
   if (kind == "status")
     return ParseStatus(doc);
   if (kind == "fatal") {

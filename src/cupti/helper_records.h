@@ -3,9 +3,9 @@
 // its standard input.
 //
 // The parent treats every line as hostile input: a record is bounded in size, names only the
-// series of its own counter set (never an NVML series under the same key), carries values in
-// their series' range (ratios 0..1.05, kept as at most 1; rates not negative) and a plausible
-// device, or it is refused and counted.
+// series of its own counter set (never an NVML series under the same key) and a plausible
+// device, or it is refused and counted. A value outside its series' range (ratios 0..1.05, kept
+// as at most 1; rates not negative) drops only that value, counted apart.
 #ifndef EXPANSE_CUPTI_HELPER_RECORDS_H_
 #define EXPANSE_CUPTI_HELPER_RECORDS_H_
 
@@ -62,7 +62,12 @@ using HelperRecord = std::variant<CounterRecord, StatusRecord, AliveRecord, Fata
 
 // One line without its newline.
 std::string RenderRecord(const HelperRecord& record);
-Result<HelperRecord> ParseRecord(std::string_view line);
+// A counters value beyond its series' range (a ratio over 1.05, a negative rate) is left out of
+// the record rather than refusing it, so that the GPU's other series are kept; when `dropped`
+// is given, such values are put there (series name, value; cleared first), for the parent to
+// count (CounterHelper::Stats "dropped_values").
+Result<HelperRecord> ParseRecord(std::string_view line,
+                                 std::vector<std::pair<std::string, double>>* dropped = nullptr);
 
 // Parent -> helper: "escalate <uuid> <seconds>" switches that GPU to the Rich set for the
 // window (bounded by kMaxEscalation), "light <uuid>" ends it early; "release <uuid>" lets that

@@ -18,9 +18,10 @@ std::vector<CounterSeries> MakeLightSet() {
        kPercent},
       // Share of cycles the DRAM interface was busy (DCGM's DRAM_ACTIVE).
       {"gpu.dram_active", {"dram__cycles_active.avg.pct_of_peak_sustained_elapsed"}, kPercent},
-      // Instructions executed against the SMs' sustained peak issue rate. (sm__throughput, the
-      // busiest SM unit, is a different measure and takes 10-19 PM passes on every chip.)
-      {"gpu.sm_throughput",
+      // Warp instructions executed against the SMs' sustained peak rate, named for that: Nsight
+      // Compute's "SM Throughput" is sm__throughput (the busiest SM unit), a different measure
+      // that takes 10-19 PM passes on every chip.
+      {"gpu.sm_inst_executed",
        {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
         "sm__inst_executed.avg.pct_of_peak_sustained_elapsed"},
        kPercent},

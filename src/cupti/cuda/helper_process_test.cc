@@ -140,7 +140,7 @@ TEST_F(CuptiHelperTest, ProbeReportsEachGpuReadyWithTheMetricsItChose) {
 
 TEST_F(CuptiHelperTest, ACandidateNeedingPassesOfItsOwnGivesWayAndLaterSeriesStillFit) {
   // As on real chips (sm__throughput takes 19 passes on GH100): the first candidate of
-  // gpu.sm_throughput needs passes of its own, so the second is taken; PCIe reads need two,
+  // gpu.sm_inst_executed needs passes of its own, so the second is taken; PCIe reads need two,
   // so that series is left out, and the series after it is still placed.
   auto scenario = TwoGpus();
   for (auto& device : scenario["devices"]) {
@@ -155,7 +155,7 @@ TEST_F(CuptiHelperTest, ACandidateNeedingPassesOfItsOwnGivesWayAndLaterSeriesSti
   const auto report = Probe(Argv({"probe", "--json"}));
   const auto& roomy = report["devices"][0];
   ASSERT_EQ(roomy["pm_sampling"], "ok") << roomy.dump();
-  EXPECT_EQ(roomy["light_set"]["gpu.sm_throughput"],
+  EXPECT_EQ(roomy["light_set"]["gpu.sm_inst_executed"],
             "sm__inst_executed.avg.pct_of_peak_sustained_elapsed");
   EXPECT_EQ(roomy["light_set"]["gpu.dram_throughput"],
             "dram__throughput.avg.pct_of_peak_sustained_elapsed");
@@ -164,7 +164,7 @@ TEST_F(CuptiHelperTest, ACandidateNeedingPassesOfItsOwnGivesWayAndLaterSeriesSti
             "pcie__read_bytes.sum.per_second: 2 passes alone");
   EXPECT_EQ(roomy["light_set_why_absent"]["gpu.nvlink_rx_bytes_per_s"],
             "nvlrx__bytes.sum.per_second: not on this chip");
-  EXPECT_FALSE(roomy["light_set_why_absent"].contains("gpu.sm_throughput"));
+  EXPECT_FALSE(roomy["light_set_why_absent"].contains("gpu.sm_inst_executed"));
   const auto& tight = report["devices"][1];
   ASSERT_EQ(tight["pm_sampling"], "ok") << tight.dump();
   EXPECT_EQ(tight["light_set"].size(), 5u) << tight.dump();
@@ -232,7 +232,7 @@ TEST_F(CuptiPlanTest, DatacentreChipsSampleTheActivitySeriesAndEscalateToMoreInO
     ASSERT_FALSE(light.contains("error")) << light;
     EXPECT_EQ(light["passes"], 1);
     for (const char* series : {"gpu.sm_active", "gpu.tensor_active", "gpu.dram_active",
-                               "gpu.sm_throughput", "gpu.dram_throughput"})
+                               "gpu.sm_inst_executed", "gpu.dram_throughput"})
       EXPECT_TRUE(Series(light).contains(series)) << series << " " << light;
     const auto& rich = chip["rich"];
     ASSERT_FALSE(rich.contains("error")) << rich;
