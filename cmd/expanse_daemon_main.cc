@@ -3,6 +3,7 @@
 // (agent/daemon_commands.h) and reach the machine through RealHost.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -60,6 +61,9 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A SIGCHLD ignored by whoever started us (exec keeps it) would let the kernel reap our
+  // children before we read their status (ChildProcess, Subprocess): take the default back.
+  signal(SIGCHLD, SIG_DFL);
   // CLI11 reports flag errors through app.exit(). Anything else thrown is a bug; catching it
   // ends the process with a message instead of std::terminate.
   try {

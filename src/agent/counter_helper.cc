@@ -234,7 +234,11 @@ void CounterHelper::Handle(const std::string& line, int64_t now_ms, telemetry::S
     } else {
       last_counters_[counters->uuid] = {counters->unix_ms, kRecordBurst - 1.0};
     }
-    counters_seen_ = true;
+    // A record whose every value was out of range stored nothing: it does not show the helper
+    // working (a unit bug would otherwise look healthy and keep DCGM's profiling fields off).
+    only_dropped_ = counters->values.empty() && !dropped.empty();
+    if (!only_dropped_)
+      counters_seen_ = true;
     // Values beyond their series' range were left out of the record (its others are kept):
     // counted, with the last one, as refusals are.
     dropped_values_ += dropped.size();
@@ -355,6 +359,10 @@ Capability CounterHelper::Describe() const {
                         ? uuid + " yielded to another profiler (" + gpu.reason + "); retrying"
                         : "CUPTI PM sampling unavailable on " + uuid + ": " + gpu.reason +
                               (gpu.fix.empty() ? "" : " (" + gpu.fix + ")");
+  }
+  if (ok == uuids_.size() && only_dropped_) {
+    return {"degraded", "expanse-cupti-helper sends only values out of their range (" +
+                            last_dropped_value_ + "): nothing is stored"};
   }
   if (ok == uuids_.size()) {
     // Said, so that an operator who sees no richer counters on an idle GPU knows why.

@@ -99,6 +99,7 @@ class CounterHelper {
   static constexpr int64_t kWorkingAfterMs = 60'000;
   int64_t started_ms_ = 0;          // when the running helper started
   bool counters_seen_ = false;      // it has sent counters
+  bool only_dropped_ = false;       // the last record's values were all out of range
   bool waiting_for_stuck_ = false;  // a restart is due, but an old helper has not ended
   int64_t restart_at_ms_ = 0;
   std::chrono::milliseconds backoff_{0};

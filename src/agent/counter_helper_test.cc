@@ -541,6 +541,20 @@ TEST_F(CounterHelperTest, AValueOutOfRangeIsDroppedAndCountedAndTheOthersKept) {
               HasSubstr(std::string("gpu.dram_throughput of ") + kGpu0));
 }
 
+// A helper whose every value is out of range (a unit bug: 57 for 0.57) stores nothing: it is
+// not "ok", and it does not count as working (which would reset its backoff).
+TEST_F(CounterHelperTest, AHelperSendingOnlyValuesOutOfRangeIsNotOk) {
+  WriteHelper(Status(kGpu0, "ok") + Counters(kGpu0, kNow, 57.0));
+  CounterHelper helper(Options(), clock_, clock_);
+  ASSERT_TRUE(TickUntil(helper, {kGpu0}, [&] { return helper.Stats()["dropped_values"] == 1; }))
+      << helper.Stats().dump();
+  EXPECT_EQ(buffer_.samples(), 0u);
+  const Capability capability = helper.Describe();
+  EXPECT_EQ(capability.state, "degraded");
+  EXPECT_THAT(capability.reason, HasSubstr("sends only values out of their range"));
+  EXPECT_THAT(capability.reason, HasSubstr("gpu.sm_active of"));
+}
+
 TEST(FindCuptiHelperTest, SettingFirstThenThePerNodeInstall) {
   RuntimeSettings settings;
   EXPECT_EQ(FindCuptiHelper(settings, "/srv/expanse", "gpu01"),

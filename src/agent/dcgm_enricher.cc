@@ -121,8 +121,19 @@ std::vector<std::string> DcgmiEnvironment(const std::string& path_env,
   // (environment modules set it) needs it to load libdcgm.
   std::vector<std::string> env{
       "PATH=" + (path_env.empty() ? std::string("/usr/bin:/bin") : path_env), "LANG=C", "LC_ALL=C"};
-  if (!ld_library_path.empty())
-    env.push_back("LD_LIBRARY_PATH=" + ld_library_path);
+  // Absolute directories only: an empty or relative entry means a directory relative to the
+  // daemon's working directory, from where anyone who can write there would be loaded.
+  std::string kept;
+  size_t start = 0;
+  while (start <= ld_library_path.size()) {
+    const size_t end = std::min(ld_library_path.find(':', start), ld_library_path.size());
+    const std::string dir = ld_library_path.substr(start, end - start);
+    if (!dir.empty() && dir.front() == '/')
+      kept += (kept.empty() ? "" : ":") + dir;
+    start = end + 1;
+  }
+  if (!kept.empty())
+    env.push_back("LD_LIBRARY_PATH=" + kept);
   return env;
 }
 
@@ -291,6 +302,7 @@ void DcgmEnricher::StopDmon() {
     dmon_totals_.values_na += c.values_na;
     dmon_totals_.values_refused += c.values_refused + c.values_truncated;
     dmon_totals_.header_mismatches += c.header_mismatches;
+    dmon_totals_.headers_reordered += c.headers_reordered;
     dmon_totals_.other_entities += c.other_entities;
   }
   dmon_->Terminate();
@@ -607,6 +619,7 @@ nlohmann::json DcgmEnricher::Stats() const {
     c.values_na += now.values_na;
     c.values_refused += now.values_refused + now.values_truncated;
     c.header_mismatches += now.header_mismatches;
+    c.headers_reordered += now.headers_reordered;
     c.other_entities += now.other_entities;
   }
   // Lines cut by the reader never reached a parser: refused and oversized all the same.
@@ -625,6 +638,7 @@ nlohmann::json DcgmEnricher::Stats() const {
                           {"values_na", c.values_na},
                           {"oversized_lines", c.oversized},
                           {"header_mismatches", c.header_mismatches},
+                          {"headers_reordered", c.headers_reordered},
                           {"other_entities", c.other_entities},
                           {"values_refused", c.values_refused},
                           {"discoveries", discoveries_},

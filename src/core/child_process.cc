@@ -200,7 +200,18 @@ std::optional<int> ChildProcess::TryWait() {
   // Whether it has exited, looked at without reaping it (WNOWAIT): until it is reaped, its
   // zombie keeps its pid, and so the id of its process group, from being handed out again.
   siginfo_t info{};
-  if (waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != pid_)
+  int rc;
+  do {
+    rc = waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno == ECHILD) {
+    // Already reaped by the kernel (the daemon was started with SIGCHLD ignored, which exec
+    // keeps): it has ended, its status is lost, and its pid may be another process's now, so
+    // it is never signalled again.
+    status_ = kStatusLost;
+    return status_;
+  }
+  if (rc != 0 || info.si_pid != pid_)
     return std::nullopt;
   // What it left in its group (a grandchild holding its stdout, a helper's helper) ends with
   // it, here and never later, and before the reaping: while the zombie leader pins the id this

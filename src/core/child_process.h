@@ -68,6 +68,9 @@ class ChildProcess {
   // The exit status once the child has ended (128 + signal for a signal), reaping it and
   // killing what is left in its process group; nullopt while it runs.
   std::optional<int> TryWait();
+  // TryWait's status for a child that something else reaped (SIGCHLD ignored): it has ended,
+  // how is unknown.
+  static constexpr int kStatusLost = 255;
   // SIGTERM to its process group, without waiting. Poll finishes the job.
   void Terminate();
   // After Terminate: reaps the child once it has exited, or sends SIGKILL to its group when the

@@ -198,6 +198,33 @@ TEST(ChildProcessTest, TheGroupIsKilledWhileItsLeaderStillPinsItsId) {
   EXPECT_EQ(group_kills_after_reaping, 0) << "of " << group_kills << " group kills";
 }
 
+// With SIGCHLD ignored (a daemon started so keeps it through exec) the kernel reaps the child
+// itself: it counts as ended, with its status lost, and its pid, maybe another process's by now,
+// is never signalled again. It used to stay "running" for ever, signalled by Stop.
+TEST(ChildProcessTest, AChildTheKernelReapedIsEndedAndNeverSignalledAgain) {
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGCHLD, &ignore, &previous), 0);
+  child_process_testing::SetGroupKillObserver(CheckLeaderNotReaped);
+  group_kills = group_kills_after_reaping = 0;
+  {
+    auto child = StartShell("exit 3");
+    ASSERT_TRUE(child);
+    std::optional<int> status;
+    for (int i = 0; i < 500 && !status; ++i) {
+      status = child->TryWait();
+      if (!status)
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+    EXPECT_EQ(status, ChildProcess::kStatusLost);
+    EXPECT_EQ(child->Stop(), ChildProcess::kStatusLost);
+  }
+  child_process_testing::SetGroupKillObserver(nullptr);
+  sigaction(SIGCHLD, &previous, nullptr);
+  EXPECT_EQ(group_kills, 0) << "a pid that may be another process's is not signalled";
+}
+
 TEST(ChildProcessTest, WritingToAChildThatStoppedReadingFailsWithoutSigpipe) {
   auto child = StartShell("exec 0<&-; echo closed; sleep 5");
   ASSERT_TRUE(child);

@@ -15,6 +15,13 @@ constexpr size_t kMaxText = 512;
 constexpr uint32_t kMaxSamples = 1'000'000;
 constexpr double kRatioSlack = 0.05;
 
+// A series' earlier name, still sent by helpers of earlier releases (a node keeps its build when a
+// newer one cannot be staged): read as the series it became. gpu.sm_throughput was renamed
+// because Nsight Compute's "SM Throughput" is another measure (sm__throughput).
+std::string_view CurrentSeriesName(std::string_view name) {
+  return name == "gpu.sm_throughput" ? std::string_view("gpu.sm_inst_executed") : name;
+}
+
 const CounterSeries* FindSeries(CounterSet set, std::string_view name) {
   for (const CounterSeries& series : SeriesOf(set)) {
     if (series.series == name)
@@ -108,7 +115,7 @@ Result<HelperRecord> ParseCounters(const nlohmann::json& doc,
     // Only the set's own series: the parent stores them under the key NVML's series use
     // ({host, GPU UUID, name}), so a helper naming gpu.sm_util or gpu.ecc_uncorrected would
     // write into what the idle ledger, verdicts and the live detector read.
-    const CounterSeries* series = FindSeries(record.set, name);
+    const CounterSeries* series = FindSeries(record.set, CurrentSeriesName(name));
     if (series == nullptr)
       return InvalidArgumentError("value name \"" + name + "\" is not a series of the " +
                                   std::string(CounterSetName(record.set)) + " set");
@@ -123,12 +130,12 @@ Result<HelperRecord> ParseCounters(const nlohmann::json& doc,
     const bool ratio = series->scale != 1.0;
     if (number < 0 || (ratio && number > 1 + kRatioSlack)) {
       if (dropped != nullptr)
-        dropped->emplace_back(name, number);
+        dropped->emplace_back(series->series, number);
       continue;
     }
     if (ratio)
       number = std::min(number, 1.0);
-    record.values.emplace_back(name, number);
+    record.values.emplace_back(series->series, number);
   }
   return HelperRecord(std::move(record));
 }

@@ -99,6 +99,14 @@ TEST(HelperRecordsTest, CounterValuesNameOnlyTheSeriesOfTheirSet) {
   }
   EXPECT_TRUE(ParseRecord(head + R"("rich","values":{"gpu.l2_hit_rate":0.5}})").ok());
   EXPECT_TRUE(ParseRecord(head + R"("light","values":{"gpu.pcie_rx_bytes_per_s":1e9}})").ok());
+
+  // A helper of an earlier release names gpu.sm_inst_executed by its old name: read as the new.
+  const auto old_name = ParseRecord(head + R"("light","values":{"gpu.sm_throughput":0.4}})");
+  ASSERT_TRUE(old_name.ok()) << old_name.status();
+  const auto& counters = std::get<CounterRecord>(*old_name);
+  ASSERT_EQ(counters.values.size(), 1u);
+  EXPECT_EQ(counters.values[0].first, "gpu.sm_inst_executed");
+  EXPECT_DOUBLE_EQ(counters.values[0].second, 0.4);
 }
 
 // metrics.md declares the activity series ratios 0..1 and the byte rates non-negative. A PM

@@ -216,7 +216,8 @@ void CheckCredential(const CredentialFacts& credential, std::vector<Finding>& ou
     }
     // Busy, not broken: the credential's rate limit (429) or a listener's full queue (503
     // overloaded) answers the daemon too at times, and it retries; worth knowing, not an error.
-    if (p->status == 429 || (p->status == 503 && p->code == "overloaded")) {
+    if ((p->status == 429 && p->code == "rate_limited") ||
+        (p->status == 503 && p->code == "overloaded")) {
       out.push_back({"PLANE_BUSY", Severity::kInfo, "",
                      "the " + plane + " at " + p->url + " is busy: HTTP " +
                          std::to_string(p->status) +

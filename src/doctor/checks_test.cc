@@ -312,6 +312,10 @@ TEST(DoctorChecks, ABusyPlaneIsNotAnError) {
     EXPECT_THAT(f.seen, HasSubstr("is busy: HTTP " + std::to_string(status))) << status;
     EXPECT_EQ(ExitStatusFor(findings), 0) << status;
   }
+  // A 429 that is not expanse-server's (a proxy's, another site's) says nothing of the plane.
+  DeploymentFacts facts = HealthyFacts();
+  facts.credential->control_plane->status = 429;
+  Only(RunChecks(facts), "PLANE_ERROR");
 }
 
 TEST(DoctorChecks, OutboxNearlyFull) {

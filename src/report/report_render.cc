@@ -683,6 +683,10 @@ json JobListDocument(const JobList& list) {
   for (const Job& j : list.jobs) {
     const Used& u = j.used;
     json job = JobSummary(j);
+    job["requested"] = {{"gpus", j.requested.gpus},
+                        {"cpus", j.requested.cpus},
+                        {"mem_mib", j.requested.mem_mib},
+                        {"time_limit_s", j.requested.time_limit_s}};
     if (u.omitted) {
       // The server did not compute it: no figure rather than a zero that would read as one.
       job["usage_omitted"] = true;
@@ -692,10 +696,6 @@ json JobListDocument(const JobList& list) {
     }
     allocated += u.allocated_gpu_hours;
     idle += u.idle_gpu_hours;
-    job["requested"] = {{"gpus", j.requested.gpus},
-                        {"cpus", j.requested.cpus},
-                        {"mem_mib", j.requested.mem_mib},
-                        {"time_limit_s", j.requested.time_limit_s}};
     job["elapsed_s"] = ElapsedMs(j, list.as_of_ms) / 1000;
     job["gpus_allocated"] = u.gpus_allocated;
     job["gpus_active"] = u.gpus_active;
