@@ -119,6 +119,9 @@ Result<HelperRecord> ParseCounters(const nlohmann::json& doc,
     if (series == nullptr)
       return InvalidArgumentError("value name \"" + name + "\" is not a series of the " +
                                   std::string(CounterSetName(record.set)) + " set");
+    // Under its old name and its new one: the same series twice.
+    if (name != series->series && doc["values"].contains(series->series))
+      return InvalidArgumentError("values name " + series->series + " twice (and as " + name + ")");
     if (!value.is_number() || !std::isfinite(value.get<double>()))
       return InvalidArgumentError("value of " + name + " is not a finite number");
     double number = value.get<double>();

@@ -107,6 +107,10 @@ TEST(HelperRecordsTest, CounterValuesNameOnlyTheSeriesOfTheirSet) {
   ASSERT_EQ(counters.values.size(), 1u);
   EXPECT_EQ(counters.values[0].first, "gpu.sm_inst_executed");
   EXPECT_DOUBLE_EQ(counters.values[0].second, 0.4);
+  const auto both = ParseRecord(
+      head + R"("light","values":{"gpu.sm_throughput":0.4,"gpu.sm_inst_executed":0.5}})");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("twice"), std::string::npos) << both.status();
 }
 
 // metrics.md declares the activity series ratios 0..1 and the byte rates non-negative. A PM
